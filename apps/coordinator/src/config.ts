@@ -1,0 +1,113 @@
+import { Type, type Static } from '@sinclair/typebox';
+import { Value } from '@sinclair/typebox/value';
+
+/**
+ * Coordinator configuration. Loaded once by `loadConfig(env)` from environment variables,
+ * validated, defaults applied; a bad value throws ConfigError naming the variable.
+ */
+export const ConfigSchema = Type.Object({
+  host: Type.String({ minLength: 1 }),
+  port: Type.Integer({ minimum: 0, maximum: 65535 }),
+  logLevel: Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l))),
+  /** seconds a launcher poll is held open before 204 */
+  pollTimeoutSeconds: Type.Number({ exclusiveMinimum: 0, maximum: 3600 }),
+  /** seconds between launcher heartbeats (announced at registration) */
+  heartbeatIntervalSeconds: Type.Number({ exclusiveMinimum: 0, maximum: 86400 }),
+  /** seconds without heartbeat or poll before a launcher is stale */
+  heartbeatTimeoutSeconds: Type.Number({ exclusiveMinimum: 0, maximum: 86400 }),
+  /** seconds a claimed job may wait for `started` before it goes back to the queue */
+  claimLeaseSeconds: Type.Number({ exclusiveMinimum: 0, maximum: 86400 }),
+  /** how often the sweeper checks staleness, leases, timeouts and retention */
+  sweepIntervalMs: Type.Integer({ minimum: 1, maximum: 600_000 }),
+  /** largest accepted prompt, in UTF-8 bytes */
+  maxPromptBytes: Type.Integer({ minimum: 1, maximum: 64 * 1024 * 1024 }),
+  /** default per-job timeout; null = none */
+  defaultJobTimeoutMs: Type.Union([Type.Integer({ minimum: 1 }), Type.Null()]),
+  /** output bytes kept per job (oldest dropped) */
+  outputMaxBytes: Type.Integer({ minimum: 1, maximum: 1024 * 1024 * 1024 }),
+  /** default size of `GET /jobs/{id}/output` */
+  outputPreviewBytes: Type.Integer({ minimum: 1 }),
+  /** terminal jobs older than this are evicted */
+  jobRetentionMs: Type.Integer({ minimum: 1 }),
+  /** SSE events kept for Last-Event-ID replay */
+  eventReplaySize: Type.Integer({ minimum: 0, maximum: 1_000_000 }),
+});
+export type CoordinatorConfig = Static<typeof ConfigSchema>;
+
+export const DEFAULT_CONFIG: CoordinatorConfig = {
+  host: '127.0.0.1',
+  port: 8765,
+  logLevel: 'info',
+  pollTimeoutSeconds: 30,
+  heartbeatIntervalSeconds: 60,
+  heartbeatTimeoutSeconds: 120,
+  claimLeaseSeconds: 60,
+  sweepIntervalMs: 1000,
+  maxPromptBytes: 1024 * 1024,
+  defaultJobTimeoutMs: null,
+  outputMaxBytes: 1024 * 1024,
+  outputPreviewBytes: 16 * 1024,
+  jobRetentionMs: 24 * 60 * 60 * 1000,
+  eventReplaySize: 1000,
+};
+
+/** Environment variable -> config key, and how to read it. */
+const ENV: ReadonlyArray<[string, keyof CoordinatorConfig, 'string' | 'number' | 'nullable-number']> = [
+  ['HOST', 'host', 'string'],
+  ['PORT', 'port', 'number'],
+  ['LOG_LEVEL', 'logLevel', 'string'],
+  ['LAUNCHER_POLL_TIMEOUT', 'pollTimeoutSeconds', 'number'],
+  ['LAUNCHER_HEARTBEAT_INTERVAL', 'heartbeatIntervalSeconds', 'number'],
+  ['LAUNCHER_HEARTBEAT_TIMEOUT', 'heartbeatTimeoutSeconds', 'number'],
+  ['JOB_CLAIM_LEASE', 'claimLeaseSeconds', 'number'],
+  ['SWEEP_INTERVAL_MS', 'sweepIntervalMs', 'number'],
+  ['MAX_PROMPT_BYTES', 'maxPromptBytes', 'number'],
+  ['JOB_DEFAULT_TIMEOUT_MS', 'defaultJobTimeoutMs', 'nullable-number'],
+  ['JOB_OUTPUT_MAX_BYTES', 'outputMaxBytes', 'number'],
+  ['JOB_OUTPUT_PREVIEW_BYTES', 'outputPreviewBytes', 'number'],
+  ['JOB_RETENTION_MS', 'jobRetentionMs', 'number'],
+  ['EVENT_REPLAY_SIZE', 'eventReplaySize', 'number'],
+];
+export const CONFIG_ENV_VARS = ENV.map(([name, key]) => ({ name, key }));
+
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError';
+  constructor(
+    readonly variable: string,
+    message: string,
+  ) {
+    super(`${variable}: ${message}`);
+  }
+}
+
+/** Read the configuration from `env` (normally process.env), with `overrides` on top. */
+export function loadConfig(
+  env: Record<string, string | undefined> = {},
+  overrides: Partial<CoordinatorConfig> = {},
+): CoordinatorConfig {
+  const config: Record<string, unknown> = { ...DEFAULT_CONFIG };
+  for (const [name, key, kind] of ENV) {
+    const raw = env[name];
+    if (raw === undefined || raw.trim() === '') continue;
+    if (kind === 'string') config[key] = raw.trim();
+    else if (kind === 'nullable-number' && ['none', 'null', '0'].includes(raw.trim().toLowerCase())) config[key] = null;
+    else {
+      const n = Number(raw);
+      if (!Number.isFinite(n)) throw new ConfigError(name, `expected a number, got ${JSON.stringify(raw)}`);
+      config[key] = n;
+    }
+  }
+  Object.assign(config, overrides);
+  for (const error of Value.Errors(ConfigSchema, config)) {
+    const key = error.path.replace(/^\//, '');
+    const variable = ENV.find(([, k]) => k === key)?.[0] ?? key;
+    throw new ConfigError(variable, `${error.message} (got ${JSON.stringify(error.value)})`);
+  }
+  if (config.heartbeatTimeoutSeconds as number <= (config.heartbeatIntervalSeconds as number)) {
+    throw new ConfigError(
+      'LAUNCHER_HEARTBEAT_TIMEOUT',
+      `must be longer than LAUNCHER_HEARTBEAT_INTERVAL (${String(config.heartbeatIntervalSeconds)} s)`,
+    );
+  }
+  return config as CoordinatorConfig;
+}

@@ -1,0 +1,38 @@
+/** The coordinator answered with an error body `{ error: { code, message, details } }`. */
+export class AgentqApiError extends Error {
+  override readonly name = 'AgentqApiError';
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly details?: Record<string, unknown>,
+  ) {
+    super(message);
+  }
+  /** A 4xx other than 408/429: retrying the same request cannot succeed. */
+  get isFinal(): boolean {
+    return this.status >= 400 && this.status < 500 && this.status !== 408 && this.status !== 429;
+  }
+}
+
+/** The coordinator could not be reached, or the connection broke before an answer. */
+export class AgentqConnectionError extends Error {
+  override readonly name = 'AgentqConnectionError';
+  readonly code = 'coordinator_unreachable';
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+  }
+}
+
+/** Turn anything thrown into an Error, keeping the original as `cause`. */
+export function toError(value: unknown): Error {
+  if (value instanceof Error) return value;
+  return new Error(typeof value === 'string' ? value : JSON.stringify(value), { cause: value });
+}
+
+/** True when a request failed for a reason that a later retry may not hit (network, 5xx, 408, 429). */
+export function isRetryable(err: unknown): boolean {
+  if (err instanceof AgentqConnectionError) return true;
+  if (err instanceof AgentqApiError) return !err.isFinal;
+  return false;
+}

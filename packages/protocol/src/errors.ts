@@ -1,0 +1,38 @@
+import { Type, type Static } from '@sinclair/typebox';
+
+/**
+ * Every error the coordinator answers has this body. Clients branch on `code`, never on
+ * `message`. `details` carries machine-readable context (the failing `field`, a job's
+ * `current_status`, ...).
+ */
+export const ErrorBody = Type.Object(
+  {
+    error: Type.Object({
+      code: Type.String(),
+      message: Type.String(),
+      details: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
+    }),
+  },
+  { description: 'Every error response' },
+);
+export type ErrorBody = Static<typeof ErrorBody>;
+
+/** The registry of error codes and the HTTP status each one is answered with. */
+export const ErrorCodes = {
+  validation_failed: 400,
+  launcher_unknown: 401,
+  job_not_found: 404,
+  session_not_found: 404,
+  parent_session_not_found: 404,
+  launcher_not_found: 404,
+  route_not_found: 404,
+  job_owned_by_other_launcher: 409,
+  invalid_transition: 409,
+  session_exists: 409,
+  session_idle: 409,
+  payload_too_large: 413,
+  depth_exceeded: 422,
+  internal_error: 500,
+  shutting_down: 503,
+} as const;
+export type ErrorCode = keyof typeof ErrorCodes;

@@ -1,0 +1,48 @@
+import { Type, type Static } from '@sinclair/typebox';
+import { Timestamp } from './common.js';
+import { Job } from './jobs.js';
+import { Launcher } from './launchers.js';
+import { Session } from './sessions.js';
+
+/** Lifecycle event names, as sent on `GET /events` (SSE `event:` field). */
+export const JobEventTypes = [
+  'job.created',
+  'job.claimed',
+  'job.requeued',
+  'job.started',
+  'job.stopping',
+  'job.completed',
+  'job.failed',
+  'job.stopped',
+  'job.interrupted',
+  'job.timed_out',
+  'job.evicted',
+] as const;
+export const SessionEventTypes = ['session.created', 'session.updated'] as const;
+export const LauncherEventTypes = [
+  'launcher.registered',
+  'launcher.stale',
+  'launcher.deregistering',
+  'launcher.removed',
+] as const;
+export type JobEventType = (typeof JobEventTypes)[number];
+export type SessionEventType = (typeof SessionEventTypes)[number];
+export type LauncherEventType = (typeof LauncherEventTypes)[number];
+export type EventType = JobEventType | SessionEventType | LauncherEventType;
+
+const lit = <T extends readonly string[]>(xs: T) => Type.Union(xs.map((x) => Type.Literal(x)));
+
+/** The `data:` of one SSE message. `id` is also the SSE `id:` (use it as Last-Event-ID). */
+export const LifecycleEvent = Type.Union([
+  Type.Object({ id: Type.Integer(), type: lit(JobEventTypes), at: Timestamp, job: Job }),
+  Type.Object({ id: Type.Integer(), type: lit(SessionEventTypes), at: Timestamp, session: Session }),
+  Type.Object({ id: Type.Integer(), type: lit(LauncherEventTypes), at: Timestamp, launcher: Launcher }),
+]);
+export type LifecycleEvent = Static<typeof LifecycleEvent>;
+
+/**
+ * Sent once, first, when a client resumes with a Last-Event-ID older than the replay window:
+ * events between were lost to it, so it should re-read the state it cares about.
+ */
+export const StreamGap = Type.Object({ type: Type.Literal('stream.gap'), oldest_available_id: Type.Integer() });
+export type StreamGap = Static<typeof StreamGap>;

@@ -1,0 +1,31 @@
+import { Type, type Static } from '@sinclair/typebox';
+import { Nullable } from './common.js';
+
+/**
+ * The executor contract: the launcher runs an executor program once per job, writes one
+ * ExecutorInvocation as JSON to its stdin, and reads ExecutorEvent JSON lines from its stdout.
+ * Exit code 0 = success. Non-JSON stdout lines count as `output`.
+ */
+export const EXECUTOR_SCHEMA_VERSION = 1;
+
+export const ExecutorInvocation = Type.Object({
+  schema_version: Type.Literal(EXECUTOR_SCHEMA_VERSION),
+  mode: Type.Union([Type.Literal('start'), Type.Literal('resume')]),
+  job_id: Type.String(),
+  session_name: Type.String(),
+  prompt: Type.String(),
+  agent_name: Nullable(Type.String()),
+  project_dir: Nullable(Type.String()),
+  parent_session_name: Nullable(Type.String()),
+  /** the executor's own id of the session to resume (from an earlier `session` event) */
+  executor_session_id: Nullable(Type.String()),
+});
+export type ExecutorInvocation = Static<typeof ExecutorInvocation>;
+
+export const ExecutorEvent = Type.Union([
+  Type.Object({ type: Type.Literal('output'), text: Type.String() }),
+  Type.Object({ type: Type.Literal('session'), session_id: Type.String({ minLength: 1 }) }),
+  Type.Object({ type: Type.Literal('result'), text: Type.String() }),
+  Type.Object({ type: Type.Literal('error'), message: Type.String() }),
+]);
+export type ExecutorEvent = Static<typeof ExecutorEvent>;

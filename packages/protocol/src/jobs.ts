@@ -1,0 +1,201 @@
+import { Type, type Static } from '@sinclair/typebox';
+import { BoolString, JobId, LauncherId, Nullable, Timestamp } from './common.js';
+
+/*
+ * Job lifecycle. Every status change goes through JOB_TRANSITIONS (one table).
+ *
+ *   pending ──claim──► claimed ──started──► running ──► completed | failed
+ *      ▲                  │  └────────────────────────► completed | failed
+ *      └── requeue ───────┘   (lease expired / launcher lost before `started`)
+ *
+ *   pending ── stop ──► stopped              pending ── timeout ──► timed_out
+ *   claimed | running ── stop / timeout ──► stopping ──► stopped | timed_out
+ *   running | stopping ── launcher lost ──► interrupted
+ *
+ * Terminal: completed, failed, stopped, interrupted, timed_out.
+ */
+export const JobStatuses = [
+  'pending',
+  'claimed',
+  'running',
+  'stopping',
+  'completed',
+  'failed',
+  'stopped',
+  'interrupted',
+  'timed_out',
+] as const;
+export const JobStatus = Type.Union(JobStatuses.map((s) => Type.Literal(s)));
+export type JobStatus = (typeof JobStatuses)[number];
+
+export const TERMINAL_STATUSES: ReadonlySet<JobStatus> = new Set([
+  'completed',
+  'failed',
+  'stopped',
+  'interrupted',
+  'timed_out',
+]);
+export const isTerminal = (status: JobStatus): boolean => TERMINAL_STATUSES.has(status);
+
+/** Allowed transitions, written once. `from -> [to...]`. */
+export const JOB_TRANSITIONS: { readonly [S in JobStatus]: readonly JobStatus[] } = {
+  pending: ['claimed', 'stopped', 'timed_out'],
+  claimed: ['running', 'completed', 'failed', 'pending', 'stopping'],
+  running: ['completed', 'failed', 'stopping', 'interrupted'],
+  stopping: ['stopped', 'timed_out', 'completed', 'failed', 'interrupted'],
+  completed: [],
+  failed: [],
+  stopped: [],
+  interrupted: [],
+  timed_out: [],
+};
+export const canTransition = (from: JobStatus, to: JobStatus): boolean => JOB_TRANSITIONS[from].includes(to);
+
+export const JobTypes = ['start_session', 'resume_session'] as const;
+export const JobType = Type.Union(JobTypes.map((t) => Type.Literal(t)));
+export type JobType = (typeof JobTypes)[number];
+
+/** Why a job was asked to stop. */
+export const StopReason = Type.Union([Type.Literal('requested'), Type.Literal('timeout')]);
+export type StopReason = Static<typeof StopReason>;
+
+export const SessionName = Type.String({ minLength: 1, maxLength: 200, pattern: '\\S' });
+
+/** The job object: every field of the seed's data model, plus additive extensions. */
+export const Job = Type.Object(
+  {
+    job_id: JobId,
+    type: JobType,
+    session_name: Type.String(),
+    agent_name: Nullable(Type.String()),
+    prompt: Type.String(),
+    project_dir: Nullable(Type.String()),
+    parent_session_name: Nullable(Type.String()),
+    status: JobStatus,
+    launcher_id: Nullable(Type.String()),
+    error: Nullable(Type.String()),
+    created_at: Timestamp,
+    claimed_at: Nullable(Timestamp),
+    started_at: Nullable(Timestamp),
+    completed_at: Nullable(Timestamp),
+    // --- extensions ---
+    terminal: Type.Boolean({ description: 'true once the status can no longer change' }),
+    result: Nullable(Type.String({ description: "the agent's final answer, from the `completed` report" })),
+    updated_at: Timestamp,
+    timeout_ms: Nullable(Type.Integer({ description: 'the job ends as timed_out this long after created_at' })),
+    stop_requested_at: Nullable(Timestamp),
+    stop_reason: Nullable(StopReason),
+    executor_session_id: Nullable(
+      Type.String({ description: "the executor's own session id (e.g. Claude Code's session_id), for resume" }),
+    ),
+    callback_of: Nullable(Type.Array(JobId, { description: 'child jobs whose outcome this callback resume delivers' })),
+    attempts: Type.Integer({ description: 'how many times the job has been claimed' }),
+    output_bytes: Type.Integer({ description: 'total bytes of output received so far' }),
+  },
+  { description: 'A job: one agent turn to run on a launcher' },
+);
+export type Job = Static<typeof Job>;
+
+export const CreateJobRequest = Type.Object(
+  {
+    type: JobType,
+    session_name: SessionName,
+    prompt: Type.String({ minLength: 1 }),
+    agent_name: Type.Optional(Nullable(Type.String({ minLength: 1, maxLength: 200 }))),
+    project_dir: Type.Optional(Nullable(Type.String({ minLength: 1, maxLength: 4096 }))),
+    parent_session_name: Type.Optional(Nullable(SessionName)),
+    timeout_ms: Type.Optional(Nullable(Type.Integer({ minimum: 1 }))),
+  },
+  { additionalProperties: false },
+);
+export type CreateJobRequest = Static<typeof CreateJobRequest>;
+
+export const JobIdParams = Type.Object({ job_id: Type.String({ minLength: 1, maxLength: 200 }) });
+export type JobIdParams = Static<typeof JobIdParams>;
+
+export const ListJobsQuery = Type.Object(
+  {
+    status: Type.Optional(Type.String({ description: 'comma-separated statuses' })),
+    session_name: Type.Optional(Type.String()),
+    launcher_id: Type.Optional(Type.String()),
+    terminal: Type.Optional(BoolString),
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 100 })),
+    cursor: Type.Optional(Type.String({ description: 'next_cursor of the previous page' })),
+  },
+  { additionalProperties: false },
+);
+export type ListJobsQuery = Static<typeof ListJobsQuery>;
+
+export const JobList = Type.Object({ jobs: Type.Array(Job), next_cursor: Nullable(Type.String()) });
+export type JobList = Static<typeof JobList>;
+
+export const WaitQuery = Type.Object(
+  { timeout_ms: Type.Optional(Type.Integer({ minimum: 0, maximum: 3_600_000, default: 30_000 })) },
+  { additionalProperties: false },
+);
+export type WaitQuery = Static<typeof WaitQuery>;
+
+export const WaitMode = Type.Union([Type.Literal('any'), Type.Literal('all')]);
+export type WaitMode = Static<typeof WaitMode>;
+
+export const WaitManyRequest = Type.Object(
+  {
+    job_ids: Type.Array(Type.String({ minLength: 1, maxLength: 200 }), { minItems: 1, maxItems: 1000 }),
+    timeout_ms: Type.Optional(Type.Integer({ minimum: 0, maximum: 3_600_000, default: 30_000 })),
+    mode: Type.Optional(WaitMode),
+  },
+  { additionalProperties: false },
+);
+export type WaitManyRequest = Static<typeof WaitManyRequest>;
+
+export const WaitManyResponse = Type.Object({
+  mode: WaitMode,
+  /** true when the wait condition was met, false when the timeout passed first */
+  done: Type.Boolean(),
+  jobs: Type.Array(Job),
+  not_found: Type.Array(Type.String()),
+});
+export type WaitManyResponse = Static<typeof WaitManyResponse>;
+
+/** Outcome of a stop request, per job (seed 000's cancel outcomes, plus `stopping`). */
+export const StopOutcome = Type.Union([
+  Type.Literal('stopped'),
+  Type.Literal('stopping'),
+  Type.Literal('already_completed'),
+]);
+export type StopOutcome = Static<typeof StopOutcome>;
+
+export const StopJobResponse = Type.Object({ job_id: JobId, outcome: StopOutcome, status: JobStatus, job: Job });
+export type StopJobResponse = Static<typeof StopJobResponse>;
+
+export const OutputQuery = Type.Object(
+  {
+    tail_bytes: Type.Optional(Type.Integer({ minimum: 0, maximum: 16 * 1024 * 1024 })),
+    offset: Type.Optional(Type.Integer({ minimum: 0, description: 'return output from this byte offset on' })),
+    limit_bytes: Type.Optional(Type.Integer({ minimum: 1, maximum: 16 * 1024 * 1024 })),
+    wait_ms: Type.Optional(
+      Type.Integer({ minimum: 0, maximum: 300_000, description: 'with offset: wait this long for new output' }),
+    ),
+  },
+  { additionalProperties: false },
+);
+export type OutputQuery = Static<typeof OutputQuery>;
+
+export const JobOutput = Type.Object({
+  job_id: JobId,
+  status: JobStatus,
+  terminal: Type.Boolean(),
+  /** the returned text (a byte range of the job's output, cut on a UTF-8 character boundary) */
+  output: Type.String(),
+  /** byte offset of `output` in the job's whole output stream */
+  offset: Type.Integer(),
+  /** byte offset just after `output`: pass it as `offset` to read on */
+  next_offset: Type.Integer(),
+  /** every byte ever received for the job */
+  total_bytes: Type.Integer(),
+  /** bytes the coordinator still holds (the newest ones) */
+  retained_bytes: Type.Integer(),
+  /** true when older output was dropped to respect the per-job cap */
+  truncated: Type.Boolean(),
+});
+export type JobOutput = Static<typeof JobOutput>;
