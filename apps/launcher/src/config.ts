@@ -1,0 +1,266 @@
+import { statSync } from 'node:fs';
+import { hostname as osHostname } from 'node:os';
+import { resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { resolveExecutor, type ExecutorSpec } from './executors/index.js';
+
+/**
+ * Launcher configuration: every option has a flag and an environment variable; the flag wins.
+ * Loaded once by `loadConfig(argv, env)`; a bad value throws ConfigError naming the option.
+ */
+export interface LauncherConfig {
+  /** coordinator base URL */
+  url: string;
+  /** the executor program run for each job */
+  executor: ExecutorSpec;
+  /** jobs run at the same time */
+  maxJobs: number;
+  /** where executors run when a job names no project_dir (absolute) */
+  projectDir: string;
+  /** on deregistration, stop running jobs instead of letting them finish */
+  stopOnExit: boolean;
+  /** on SIGTERM/SIGINT, how long running jobs may take to finish before they are killed */
+  shutdownGraceMs: number;
+  /** between SIGTERM and SIGKILL when an executor's process group is killed */
+  killGraceMs: number;
+  /** extra environment variables passed through to executors */
+  passEnv: string[];
+  logLevel: LogLevel;
+  /** the name this launcher registers with */
+  hostname: string;
+}
+
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError';
+  constructor(
+    /** the flag (and its variable) that was wrong, e.g. `--max-jobs / AGENTQ_MAX_JOBS` */
+    readonly option: string,
+    message: string,
+  ) {
+    super(`${option}: ${message}`);
+  }
+}
+
+type Kind = 'string' | 'boolean' | 'list';
+interface OptionSpec {
+  flag: string;
+  env: string;
+  kind: Kind;
+  arg?: string;
+  def: string;
+  help: string;
+}
+
+/** Every option, written once: parsing, `--help` and docs/launcher.md follow this table. */
+export const OPTIONS = [
+  { flag: 'url', env: 'AGENTQ_URL', kind: 'string', arg: 'URL', def: 'http://127.0.0.1:8765', help: 'coordinator URL' },
+  {
+    flag: 'executor',
+    env: 'AGENTQ_EXECUTOR',
+    kind: 'string',
+    arg: 'NAME|PATH',
+    def: 'claude-code',
+    help: 'executor: claude-code, demo, or the path of a program following the executor contract',
+  },
+  { flag: 'max-jobs', env: 'AGENTQ_MAX_JOBS', kind: 'string', arg: 'N', def: '4', help: 'jobs run at the same time' },
+  {
+    flag: 'project-dir',
+    env: 'AGENTQ_PROJECT_DIR',
+    kind: 'string',
+    arg: 'DIR',
+    def: 'the current directory',
+    help: 'where executors run when a job names no project_dir',
+  },
+  {
+    flag: 'stop-on-exit',
+    env: 'AGENTQ_STOP_ON_EXIT',
+    kind: 'boolean',
+    def: 'false',
+    help: 'when deregistered, stop running jobs instead of letting them finish',
+  },
+  {
+    flag: 'shutdown-grace',
+    env: 'AGENTQ_SHUTDOWN_GRACE',
+    kind: 'string',
+    arg: 'SECONDS',
+    def: '30',
+    help: 'on SIGTERM/SIGINT, time running jobs get to finish before they are killed',
+  },
+  {
+    flag: 'kill-grace',
+    env: 'AGENTQ_KILL_GRACE',
+    kind: 'string',
+    arg: 'SECONDS',
+    def: '10',
+    help: "time between SIGTERM and SIGKILL when an executor's process group is killed",
+  },
+  {
+    flag: 'pass-env',
+    env: 'AGENTQ_PASS_ENV',
+    kind: 'list',
+    arg: 'NAME[,NAME]',
+    def: '',
+    help: 'extra environment variables passed to executors (repeatable)',
+  },
+  {
+    flag: 'log-level',
+    env: 'AGENTQ_LOG_LEVEL',
+    kind: 'string',
+    arg: 'LEVEL',
+    def: 'info',
+    help: LOG_LEVELS.join('|'),
+  },
+  { flag: 'verbose', env: 'AGENTQ_VERBOSE', kind: 'boolean', def: 'false', help: 'same as --log-level debug' },
+  {
+    flag: 'hostname',
+    env: 'AGENTQ_HOSTNAME',
+    kind: 'string',
+    arg: 'NAME',
+    def: "the machine's hostname",
+    help: 'name to register with',
+  },
+] as const satisfies readonly OptionSpec[];
+
+type Flag = (typeof OPTIONS)[number]['flag'];
+
+export function helpText(): string {
+  const rows = OPTIONS.map((o) => {
+    const left = `  --${o.flag}${'arg' in o ? ` ${o.arg}` : ''}`;
+    return `${left.padEnd(34)}${o.help}\n${''.padEnd(34)}env ${o.env}, default ${o.def}`;
+  });
+  return [
+    'Usage: agentq-launcher [options]',
+    '',
+    'Runs agent jobs from an agentq coordinator on this machine. Each option can also be set by',
+    'its environment variable; the flag wins.',
+    '',
+    'Options:',
+    ...rows,
+    `  -h, --help${''.padEnd(24)}show this help`,
+    '',
+    'Signals: SIGTERM/SIGINT drain (stop polling, let jobs finish within --shutdown-grace, then',
+    'kill them and report them failed, deregister, exit 0); a second signal forces exit.',
+    '',
+  ].join('\n');
+}
+
+export type LoadResult = { help: true } | { help: false; config: LauncherConfig };
+
+/** Parse `argv` (without node and script) and `env` into a validated configuration. */
+export function loadConfig(
+  argv: readonly string[],
+  env: Record<string, string | undefined>,
+  cwd: string = process.cwd(),
+): LoadResult {
+  const options = Object.fromEntries(
+    OPTIONS.map((o) => [o.flag, { type: o.kind === 'boolean' ? 'boolean' : 'string', multiple: o.kind === 'list' }]),
+  ) as Record<string, { type: 'string' | 'boolean'; multiple: boolean }>;
+  options['help'] = { type: 'boolean', multiple: false };
+  let values: Record<string, string | boolean | Array<string | boolean> | undefined>;
+  try {
+    ({ values } = parseArgs({ args: [...argv], options: { ...options, help: { type: 'boolean', short: 'h' } } }));
+  } catch (err) {
+    throw new ConfigError('arguments', (err as Error).message);
+  }
+  if (values['help']) return { help: true };
+
+  /** The raw text of an option: the flag if given, else the variable, else undefined. */
+  const raw = (flag: Flag): { text: string; from: string } | undefined => {
+    const spec = OPTIONS.find((o) => o.flag === flag)!;
+    const v = values[flag];
+    if (Array.isArray(v)) return v.length ? { text: v.join(','), from: `--${flag}` } : undefined;
+    if (typeof v === 'boolean') return { text: String(v), from: `--${flag}` };
+    if (typeof v === 'string') return { text: v, from: `--${flag}` };
+    const e = env[spec.env];
+    if (e !== undefined && e.trim() !== '') return { text: e.trim(), from: spec.env };
+    return undefined;
+  };
+  const str = (flag: Flag, def: string) => raw(flag)?.text ?? def;
+  const bool = (flag: Flag): boolean => {
+    const r = raw(flag);
+    if (!r) return false;
+    const t = r.text.toLowerCase();
+    if (['1', 'true', 'yes', 'on'].includes(t)) return true;
+    if (['0', 'false', 'no', 'off'].includes(t)) return false;
+    throw new ConfigError(r.from, `expected true or false, got ${JSON.stringify(r.text)}`);
+  };
+  const num = (flag: Flag, def: number, check: (n: number) => boolean, what: string): number => {
+    const r = raw(flag);
+    if (!r) return def;
+    const n = Number(r.text);
+    if (r.text === '' || !Number.isFinite(n) || !check(n)) {
+      throw new ConfigError(r.from, `expected ${what}, got ${JSON.stringify(r.text)}`);
+    }
+    return n;
+  };
+
+  const url = str('url', 'http://127.0.0.1:8765');
+  try {
+    const u = new URL(url);
+    if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new Error('not http(s)');
+  } catch {
+    throw new ConfigError(raw('url')?.from ?? '--url', `expected an http(s) URL, got ${JSON.stringify(url)}`);
+  }
+
+  const projectDirRaw = raw('project-dir');
+  const projectDir = resolve(cwd, projectDirRaw?.text ?? '.');
+  if (!isDirectory(projectDir)) {
+    throw new ConfigError(projectDirRaw?.from ?? '--project-dir', `${projectDir} is not a directory`);
+  }
+
+  const executorRaw = raw('executor');
+  let executor: ExecutorSpec;
+  try {
+    executor = resolveExecutor(executorRaw?.text ?? 'claude-code', cwd);
+  } catch (err) {
+    throw new ConfigError(executorRaw?.from ?? '--executor', (err as Error).message);
+  }
+
+  const logLevelRaw = raw('log-level');
+  let logLevel: LogLevel = bool('verbose') ? 'debug' : 'info';
+  if (logLevelRaw) {
+    if (!(LOG_LEVELS as readonly string[]).includes(logLevelRaw.text)) {
+      throw new ConfigError(logLevelRaw.from, `expected one of ${LOG_LEVELS.join(', ')}, got ${logLevelRaw.text}`);
+    }
+    // --verbose still wins over a quieter level: it is the flag people reach for when debugging
+    if (!bool('verbose')) logLevel = logLevelRaw.text as LogLevel;
+  }
+
+  const passEnv = str('pass-env', '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+  for (const name of passEnv) {
+    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) {
+      throw new ConfigError(raw('pass-env')!.from, `not a variable name: ${JSON.stringify(name)}`);
+    }
+  }
+
+  const seconds = (n: number) => n >= 0 && n <= 86_400;
+  return {
+    help: false,
+    config: {
+      url: url.replace(/\/+$/, ''),
+      executor,
+      maxJobs: num('max-jobs', 4, (n) => Number.isInteger(n) && n >= 1 && n <= 1000, 'an integer from 1 to 1000'),
+      projectDir,
+      stopOnExit: bool('stop-on-exit'),
+      shutdownGraceMs: Math.round(num('shutdown-grace', 30, seconds, 'seconds from 0 to 86400') * 1000),
+      killGraceMs: Math.round(num('kill-grace', 10, seconds, 'seconds from 0 to 86400') * 1000),
+      passEnv,
+      logLevel,
+      hostname: str('hostname', osHostname()),
+    },
+  };
+}
+
+function isDirectory(path: string): boolean {
+  try {
+    return statSync(path).isDirectory();
+  } catch {
+    return false;
+  }
+}

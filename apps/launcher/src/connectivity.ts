@@ -1,0 +1,67 @@
+import type { Logger } from 'pino';
+import { AgentqApiError, AgentqConnectionError, backoffDelay, type BackoffOptions } from '@agentq/client';
+
+/**
+ * Whether the coordinator answers, shared by the poller, the heartbeat and the reporter so that
+ * an outage is logged once when it starts and once when it ends, not on every retry. Whoever
+ * sees a success calls `ok()`, which also wakes every retry waiting in a backoff: reports go out
+ * as soon as the coordinator is back instead of at the end of their longest delay.
+ */
+export class Connectivity {
+  readonly #log: Logger;
+  #down = false;
+  #since = 0;
+  #waiters = new Set<() => void>();
+
+  constructor(log: Logger) {
+    this.#log = log;
+  }
+
+  get isDown(): boolean {
+    return this.#down;
+  }
+
+  failed(err: Error, during: string): void {
+    if (this.#down) return;
+    this.#down = true;
+    this.#since = Date.now();
+    this.#log.warn({ during, err: describe(err) }, 'coordinator unreachable; retrying with backoff until it answers');
+  }
+
+  ok(): void {
+    if (this.#down) {
+      this.#down = false;
+      this.#log.info({ down_ms: Date.now() - this.#since }, 'coordinator reachable again');
+    }
+    const waiters = [...this.#waiters];
+    this.#waiters.clear();
+    for (const wake of waiters) wake();
+  }
+
+  /**
+   * Wait before retry number `attempt`: the backoff delay, cut short when the coordinator is seen
+   * answering again. Resolves early (never rejects) when `signal` aborts; callers check it.
+   */
+  backoff(attempt: number, signal: AbortSignal, options?: BackoffOptions): Promise<void> {
+    const ms = backoffDelay(attempt, options);
+    return new Promise<void>((resolve) => {
+      if (signal.aborted) return resolve();
+      const done = () => {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', done);
+        this.#waiters.delete(done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      signal.addEventListener('abort', done, { once: true });
+      this.#waiters.add(done);
+    });
+  }
+}
+
+/** A short, loggable description of a request failure. */
+export function describe(err: Error): string {
+  if (err instanceof AgentqApiError) return `${err.status} ${err.code}: ${err.message}`;
+  if (err instanceof AgentqConnectionError) return err.message;
+  return `${err.name}: ${err.message}`;
+}

@@ -1,0 +1,61 @@
+/**
+ * The environment an executor gets: not the launcher's whole environment (which may hold
+ * secrets and settings meant for the launcher), but a documented set:
+ * - the basics a program needs to run (PATH, HOME, USER, SHELL, LANG, LC_*, TZ, TMPDIR, TERM,
+ *   XDG_*, proxy and CA settings),
+ * - what agent CLIs read for credentials and settings (ANTHROPIC_*, CLAUDE_*),
+ * - the built-in executors' own settings (AGENTQ_CLAUDE_*, AGENTQ_DEMO_*),
+ * - the names given with --pass-env,
+ * - and the job's AGENTQ_* variables, which always win.
+ */
+const BASE_NAMES = new Set([
+  'PATH',
+  'HOME',
+  'USER',
+  'LOGNAME',
+  'SHELL',
+  'LANG',
+  'LANGUAGE',
+  'TZ',
+  'TMPDIR',
+  'TERM',
+  'HTTP_PROXY',
+  'HTTPS_PROXY',
+  'NO_PROXY',
+  'http_proxy',
+  'https_proxy',
+  'no_proxy',
+  'NODE_EXTRA_CA_CERTS',
+  'SSL_CERT_FILE',
+  'SSL_CERT_DIR',
+]);
+const PASSED_PREFIXES = ['LC_', 'XDG_', 'ANTHROPIC_', 'CLAUDE_', 'AGENTQ_CLAUDE_', 'AGENTQ_DEMO_'];
+
+/** Variables describing the job, set by the launcher for every executor run. */
+export interface JobEnv {
+  AGENTQ_JOB_ID: string;
+  AGENTQ_JOB_TYPE: string;
+  AGENTQ_SESSION_NAME: string;
+  AGENTQ_PROJECT_DIR: string;
+  AGENTQ_COORDINATOR_URL: string;
+  AGENTQ_LAUNCHER_ID: string;
+  AGENTQ_EXECUTOR_SCHEMA_VERSION: string;
+  AGENTQ_AGENT_NAME?: string;
+  AGENTQ_PARENT_SESSION_NAME?: string;
+  AGENTQ_EXECUTOR_SESSION_ID?: string;
+}
+
+export function buildExecutorEnv(
+  source: Record<string, string | undefined>,
+  passEnv: readonly string[],
+  job: JobEnv,
+): Record<string, string> {
+  const env: Record<string, string> = {};
+  const extra = new Set(passEnv);
+  for (const [name, value] of Object.entries(source)) {
+    if (value === undefined) continue;
+    if (BASE_NAMES.has(name) || extra.has(name) || PASSED_PREFIXES.some((p) => name.startsWith(p))) env[name] = value;
+  }
+  for (const [name, value] of Object.entries(job)) if (value !== undefined) env[name] = value;
+  return env;
+}

@@ -1,0 +1,183 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { StringDecoder } from 'node:string_decoder';
+import { Value } from '@sinclair/typebox/value';
+import { ExecutorEvent, type ExecutorInvocation } from '@agentq/protocol';
+import { toError } from '@agentq/client';
+import type { ExecutorSpec } from './executors/index.js';
+
+/** How an executor process ended. */
+export interface ExecutorExit {
+  /** exit code, or null when a signal ended it or it never started */
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  /** the last lines of its stderr (at most STDERR_TAIL_BYTES) */
+  stderrTail: string;
+  /** set when the program could not be started at all (missing command, bad cwd, ...) */
+  spawnError: Error | null;
+}
+
+export interface ExecutorProcessOptions {
+  cwd: string;
+  env: Record<string, string>;
+  /** between SIGTERM and SIGKILL when the process group is killed */
+  killGraceMs: number;
+  onEvent: (event: ExecutorEvent) => void;
+  onStderrLine?: (line: string) => void;
+}
+
+const STDERR_TAIL_BYTES = 4096;
+/** A stdout line longer than this is passed on as output in pieces instead of buffered whole. */
+const MAX_LINE_BYTES = 1024 * 1024;
+const KNOWN_EVENT_TYPES = new Set(['output', 'session', 'result', 'error']);
+
+/**
+ * One executor run (the seed's JobExecutor, process side): the program is spawned in its own
+ * process group (`detached`), gets the invocation as one JSON line on stdin, and its stdout is
+ * read as JSON lines of ExecutorEvent. Killing always targets the whole group, so tools the agent
+ * started die with it.
+ */
+export class ExecutorProcess {
+  readonly pid: number | undefined;
+  /** resolves once the process has exited and its output has been read */
+  readonly exited: Promise<ExecutorExit>;
+  readonly #child: ChildProcess;
+  readonly #killGraceMs: number;
+  #ended = false;
+  #killTimer: NodeJS.Timeout | undefined;
+
+  constructor(spec: ExecutorSpec, invocation: ExecutorInvocation, options: ExecutorProcessOptions) {
+    this.#killGraceMs = options.killGraceMs;
+    const child = spawn(spec.command, spec.args, {
+      cwd: options.cwd,
+      env: options.env,
+      detached: true,
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    this.#child = child;
+    this.pid = child.pid;
+
+    let stderrTail = '';
+    const stdoutLines = new LineSplitter((line) => {
+      const event = parseEventLine(line);
+      if (event) options.onEvent(event);
+    });
+    const stderrLines = new LineSplitter((line) => options.onStderrLine?.(line));
+    child.stdout!.on('data', (chunk: Buffer) => stdoutLines.push(chunk));
+    child.stderr!.on('data', (chunk: Buffer) => {
+      stderrLines.push(chunk);
+      stderrTail = (stderrTail + chunk.toString('utf8')).slice(-STDERR_TAIL_BYTES);
+    });
+    // an executor that exits without reading stdin makes our write fail with EPIPE: not an error
+    child.stdin!.on('error', () => {});
+    child.stdin!.end(`${JSON.stringify(invocation)}\n`);
+
+    this.exited = new Promise<ExecutorExit>((resolve) => {
+      let spawnError: Error | null = null;
+      child.once('error', (err) => {
+        spawnError = toError(err);
+        // 'close' does not follow when the spawn itself failed
+        if (child.pid === undefined) finish(null, null);
+      });
+      child.once('exit', () => {
+        // the group leader is gone; anything it left behind in its group is part of this job and
+        // must not outlive it (nor keep our stdout pipe open)
+        this.#signalGroup('SIGTERM');
+        this.#armKill();
+      });
+      child.once('close', (code, signal) => finish(code, signal));
+      const finish = (code: number | null, signal: NodeJS.Signals | null) => {
+        if (this.#ended) return;
+        this.#ended = true;
+        clearTimeout(this.#killTimer);
+        stdoutLines.end();
+        stderrLines.end();
+        resolve({ code, signal, stderrTail: tailLines(stderrTail), spawnError });
+      };
+    });
+  }
+
+  /**
+   * SIGTERM the process group, SIGKILL it after the grace period, and resolve with how the
+   * executor ended once it has.
+   */
+  async terminate(): Promise<ExecutorExit> {
+    if (!this.#ended) {
+      this.#signalGroup('SIGTERM');
+      this.#armKill();
+    }
+    return this.exited;
+  }
+
+  /** SIGKILL the group now, synchronously (forced exit of the launcher). */
+  killNow(): void {
+    if (!this.#ended) this.#signalGroup('SIGKILL');
+  }
+
+  #armKill(): void {
+    if (this.#killTimer || this.#ended) return;
+    this.#killTimer = setTimeout(() => this.#signalGroup('SIGKILL'), this.#killGraceMs);
+    this.#killTimer.unref();
+  }
+
+  #signalGroup(signal: NodeJS.Signals): void {
+    if (this.pid === undefined) return;
+    try {
+      process.kill(-this.pid, signal);
+    } catch {
+      // ESRCH: the group is already gone
+    }
+  }
+}
+
+/** Decode one stdout line: a valid event, `output` for anything else, null for unknown event types. */
+export function parseEventLine(line: string): ExecutorEvent | null {
+  const trimmed = line.trimStart();
+  if (trimmed.startsWith('{')) {
+    let value: unknown;
+    try {
+      value = JSON.parse(trimmed);
+    } catch {
+      return { type: 'output', text: `${line}\n` };
+    }
+    if (Value.Check(ExecutorEvent, value)) return value;
+    const type = (value as { type?: unknown }).type;
+    // a newer executor may emit event types this launcher does not know: skip them, don't print them
+    if (typeof type === 'string' && !KNOWN_EVENT_TYPES.has(type)) return null;
+  }
+  return { type: 'output', text: `${line}\n` };
+}
+
+/** Split a byte stream into UTF-8 lines (without the newline), emitting each as it completes. */
+class LineSplitter {
+  readonly #decoder = new StringDecoder('utf8');
+  #buffer = '';
+  constructor(readonly onLine: (line: string) => void) {}
+
+  push(chunk: Buffer): void {
+    this.#buffer += this.#decoder.write(chunk);
+    let nl: number;
+    while ((nl = this.#buffer.indexOf('\n')) >= 0) {
+      const line = this.#buffer.slice(0, nl).replace(/\r$/, '');
+      this.#buffer = this.#buffer.slice(nl + 1);
+      this.onLine(line);
+    }
+    if (this.#buffer.length > MAX_LINE_BYTES) {
+      const piece = this.#buffer;
+      this.#buffer = '';
+      this.onLine(piece);
+    }
+  }
+
+  end(): void {
+    this.#buffer += this.#decoder.end();
+    if (this.#buffer !== '') this.onLine(this.#buffer);
+    this.#buffer = '';
+  }
+}
+
+function tailLines(text: string, maxLines = 20): string {
+  const lines = text.replace(/\s+$/, '').split('\n');
+  // the first line of a byte-cut tail is usually a fragment
+  if (text.length >= STDERR_TAIL_BYTES && lines.length > 1) lines.shift();
+  return lines.slice(-maxLines).join('\n');
+}

@@ -1,0 +1,57 @@
+import type { Logger } from 'pino';
+import { AgentqApiError, toError, type AgentqClient } from '@agentq/client';
+import { describe, type Connectivity } from './connectivity.js';
+import type { Registration } from './registration.js';
+import type { Supervisor } from './supervisor.js';
+
+export interface HeartbeatOptions {
+  client: AgentqClient;
+  registration: Registration;
+  supervisor: Supervisor;
+  connectivity: Connectivity;
+  log: Logger;
+}
+
+/**
+ * Heartbeats every `heartbeat_interval_seconds` (as announced at registration) with the ids of the
+ * running jobs. The answer's `stop_jobs` is the safety net for a stop request whose poll answer
+ * was lost. A failed heartbeat is retried at the next beat; the poller owns the backoff.
+ */
+export async function runHeartbeat(o: HeartbeatOptions, signal: AbortSignal): Promise<void> {
+  const { client, registration, supervisor, connectivity } = o;
+  while (!signal.aborted) {
+    await sleep(registration.settings.heartbeat_interval_seconds * 1000, signal);
+    if (signal.aborted) return;
+    const launcherId = registration.id!;
+    try {
+      const res = await client.heartbeat({ launcher_id: launcherId, running_jobs: supervisor.runningIds }, { signal });
+      connectivity.ok();
+      for (const jobId of res.stop_jobs) supervisor.stop(jobId);
+    } catch (err) {
+      const e = toError(err);
+      if (signal.aborted) return;
+      if (e instanceof AgentqApiError && e.code === 'launcher_unknown') {
+        try {
+          await registration.renew(launcherId, signal);
+        } catch (renewErr) {
+          o.log.debug({ err: describe(toError(renewErr)) }, 'not registering again');
+        }
+      } else {
+        connectivity.failed(e, 'heartbeat');
+      }
+    }
+  }
+}
+
+/** Resolve after `ms` or when `signal` aborts, whichever comes first. */
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener('abort', done, { once: true });
+  });
+}

@@ -1,0 +1,247 @@
+import type { Logger } from 'pino';
+import type { Job } from '@agentq/protocol';
+import { AgentqClient, toError, type BackoffOptions } from '@agentq/client';
+import type { LauncherConfig } from './config.js';
+import { Connectivity, describe } from './connectivity.js';
+import { runHeartbeat } from './heartbeat.js';
+import { JobRunner } from './job-runner.js';
+import { Poller } from './poller.js';
+import { Registration } from './registration.js';
+import { Reporter } from './reporter.js';
+import { Supervisor } from './supervisor.js';
+
+export interface LauncherDeps {
+  log: Logger;
+  /** environment executors' environments are filtered from (default process.env) */
+  env?: Record<string, string | undefined>;
+  /** version sent at registration */
+  version?: string;
+  /** backoff of polls, registrations and reports (default 200 ms doubling up to 30 s) */
+  retry?: BackoffOptions;
+  /** at exit, how long undelivered reports may still be retried (default 15 s) */
+  reportDrainMs?: number;
+}
+
+/** Why `run()` ended. */
+export type LauncherExit = 'deregistered' | 'shutdown';
+
+/**
+ * The launcher: registers, polls, runs jobs through the supervisor, heartbeats and reports,
+ * until the coordinator deregisters it or `shutdown()` is called. Two signals run through every
+ * loop: `#stopPolling` (no new jobs) and `#exit` (abandon network retries; the very end).
+ *
+ *   run ─► register ─► poll loop ───────────────► drain ─► report drain ─► deregister self ─► done
+ *                      heartbeat loop ──────────────────────────────────────┘
+ *   drain: wait for running jobs (up to --shutdown-grace on shutdown), then interrupt them
+ */
+export class Launcher {
+  readonly config: LauncherConfig;
+  readonly client: AgentqClient;
+  readonly #log: Logger;
+  readonly #deps: LauncherDeps;
+  readonly #connectivity: Connectivity;
+  readonly #registration: Registration;
+  readonly #reporter: Reporter;
+  readonly #supervisor: Supervisor;
+  readonly #poller: Poller;
+  readonly #stopPolling = new AbortController();
+  readonly #exit = new AbortController();
+  #shutdownRequested: (() => void) | undefined;
+  readonly #shutdown = new Promise<void>((resolve) => (this.#shutdownRequested = resolve));
+  #isShuttingDown = false;
+  #running: Promise<LauncherExit> | undefined;
+  #registered: ((id: string) => void) | undefined;
+  /** resolves with the launcher id once the first registration succeeded */
+  readonly registered = new Promise<string>((resolve) => (this.#registered = resolve));
+
+  constructor(config: LauncherConfig, deps: LauncherDeps) {
+    this.config = config;
+    this.#deps = deps;
+    this.#log = deps.log;
+    // one connection parks on the long poll; the rest serve reports and heartbeats
+    this.client = new AgentqClient({ url: config.url, connections: Math.max(4, config.maxJobs + 2) });
+    this.#connectivity = new Connectivity(this.#log);
+    this.#registration = new Registration({
+      client: this.client,
+      log: this.#log,
+      connectivity: this.#connectivity,
+      retry: deps.retry,
+      body: {
+        hostname: config.hostname,
+        project_dir: config.projectDir,
+        executor_type: config.executor.name,
+        max_jobs: config.maxJobs,
+        ...(deps.version ? { version: deps.version } : {}),
+      },
+    });
+    this.#reporter = new Reporter({
+      client: this.client,
+      registration: this.#registration,
+      connectivity: this.#connectivity,
+      log: this.#log,
+      signal: this.#exit.signal,
+      retry: deps.retry,
+    });
+    this.#supervisor = new Supervisor({
+      maxJobs: config.maxJobs,
+      reporter: this.#reporter,
+      log: this.#log,
+      runJob: (job) => this.#runJob(job),
+    });
+    this.#poller = new Poller({
+      client: this.client,
+      registration: this.#registration,
+      supervisor: this.#supervisor,
+      connectivity: this.#connectivity,
+      log: this.#log,
+      retry: deps.retry,
+    });
+  }
+
+  /** The current launcher id (undefined before registration). */
+  get launcherId(): string | undefined {
+    return this.#registration.id;
+  }
+
+  /** Run until deregistered or shut down. Rejects only if registration is refused for good. */
+  run(): Promise<LauncherExit> {
+    this.#running ??= this.#run();
+    return this.#running;
+  }
+
+  /**
+   * Graceful shutdown: stop taking jobs, give running ones up to --shutdown-grace to finish, then
+   * kill them and report them failed, deliver pending reports, deregister. Resolves when done.
+   */
+  shutdown(): Promise<LauncherExit> {
+    if (!this.#isShuttingDown) {
+      this.#isShuttingDown = true;
+      this.#log.info({ running_jobs: this.#supervisor.runningIds }, 'shutting down');
+      this.#shutdownRequested!();
+    }
+    return this.run();
+  }
+
+  /** Kill every executor's process group now and abandon all network work (forced exit). */
+  forceKill(): void {
+    this.#supervisor.killAllNow();
+    this.#stopPolling.abort(new Error('forced exit'));
+    this.#exit.abort(new Error('forced exit'));
+  }
+
+  async #run(): Promise<LauncherExit> {
+    const { config } = this;
+    try {
+      try {
+        await this.#registration.register(AbortSignal.any([this.#exit.signal, this.#stopPolling.signal]));
+      } catch (err) {
+        if (this.#isShuttingDown) return 'shutdown';
+        throw err;
+      }
+      this.#registered!(this.#registration.id!);
+      this.#log.info(
+        { launcher_id: this.#registration.id, executor: config.executor.name, max_jobs: config.maxJobs },
+        'launcher ready; polling for jobs',
+      );
+      const heartbeat = runHeartbeat(
+        {
+          client: this.client,
+          registration: this.#registration,
+          supervisor: this.#supervisor,
+          connectivity: this.#connectivity,
+          log: this.#log,
+        },
+        this.#exit.signal,
+      );
+
+      // polling ends with a deregistration notice, or goes on (capacity 0) while a shutdown drains
+      const polling = this.#poller.run(this.#stopPolling.signal);
+      const first = await Promise.race([polling, this.#shutdown.then(() => 'shutdown' as const)]);
+      let exit: LauncherExit;
+      if (first === 'deregistered') {
+        exit = 'deregistered';
+        this.#registration.retire();
+        await this.#afterDeregistration();
+      } else {
+        exit = 'shutdown';
+        this.#poller.drain();
+        await this.#drainForShutdown();
+      }
+      this.#stopPolling.abort(new Error('launcher exiting'));
+      await polling;
+
+      const drainTimeout = AbortSignal.timeout(this.#deps.reportDrainMs ?? 15_000);
+      if (!(await this.#reporter.drain(AbortSignal.any([drainTimeout, this.#exit.signal])))) {
+        this.#log.error({ pending_reports: this.#reporter.pending }, 'exiting with reports the coordinator never acknowledged');
+      }
+      this.#exit.abort(new Error('launcher exiting'));
+      await heartbeat;
+      await this.#deregisterSelf(exit);
+      this.#log.info({ reason: exit }, 'launcher stopped');
+      return exit;
+    } finally {
+      this.#stopPolling.abort(new Error('launcher exiting'));
+      this.#exit.abort(new Error('launcher exiting'));
+      await this.client.destroy().catch(() => {});
+    }
+  }
+
+  /** Deregistered: let running jobs finish (or stop them with --stop-on-exit); a shutdown still cuts in. */
+  async #afterDeregistration(): Promise<void> {
+    if (this.config.stopOnExit) {
+      await this.#supervisor.interruptAll('launcher deregistered (--stop-on-exit)');
+      return;
+    }
+    if (this.#supervisor.runningIds.length > 0) {
+      this.#log.info({ running_jobs: this.#supervisor.runningIds }, 'letting running jobs finish before exiting');
+    }
+    const idle = this.#supervisor.idle();
+    if ((await Promise.race([idle.then(() => 'idle' as const), this.#shutdown])) !== 'idle') {
+      await this.#drainForShutdown();
+    }
+  }
+
+  /** Shutdown: running jobs get the grace period, then are interrupted. */
+  async #drainForShutdown(): Promise<void> {
+    const grace = this.config.shutdownGraceMs;
+    const idle = this.#supervisor.idle();
+    if (this.#supervisor.runningIds.length > 0) {
+      this.#log.info({ running_jobs: this.#supervisor.runningIds, grace_ms: grace }, 'waiting for running jobs');
+    }
+    let timer: NodeJS.Timeout | undefined;
+    const expired = new Promise<'expired'>((resolve) => (timer = setTimeout(() => resolve('expired'), grace)));
+    const first = await Promise.race([idle.then(() => 'idle' as const), expired]);
+    clearTimeout(timer);
+    if (first === 'expired') {
+      this.#log.warn({ running_jobs: this.#supervisor.runningIds }, 'grace period over; killing running jobs');
+      await this.#supervisor.interruptAll('launcher shutting down');
+    }
+  }
+
+  async #deregisterSelf(exit: LauncherExit): Promise<void> {
+    const id = this.#registration.id;
+    if (!id) return;
+    try {
+      await this.client.deleteLauncher(id, { self: true, signal: AbortSignal.timeout(5_000) });
+      this.#log.info({ launcher_id: id }, 'deregistered');
+    } catch (err) {
+      // after a deregistration notice the coordinator may have forgotten us already
+      const level = exit === 'deregistered' ? 'debug' : 'warn';
+      this.#log[level]({ launcher_id: id, err: describe(toError(err)) }, 'could not deregister');
+    }
+  }
+
+  #runJob(job: Job): JobRunner {
+    return new JobRunner(job, {
+      executor: this.config.executor,
+      reporter: this.#reporter,
+      log: this.#log.child({ job_id: job.job_id, launcher_id: this.#registration.id }),
+      launcherId: () => this.#registration.id!,
+      coordinatorUrl: this.config.url,
+      defaultProjectDir: this.config.projectDir,
+      killGraceMs: this.config.killGraceMs,
+      env: this.#deps.env ?? process.env,
+      passEnv: this.config.passEnv,
+    });
+  }
+}

@@ -1,0 +1,71 @@
+#!/usr/bin/env node
+import { readFileSync } from 'node:fs';
+import { pino } from 'pino';
+import { ConfigError, helpText, loadConfig } from './config.js';
+import { Launcher } from './launcher.js';
+
+/**
+ * The launcher process: the only place that reads process.argv/env, handles signals and exits.
+ * Exit codes: 0 after a clean shutdown or deregistration, 1 on a fatal error or a forced exit,
+ * 2 on a bad option.
+ */
+async function main(): Promise<number> {
+  let loaded;
+  try {
+    loaded = loadConfig(process.argv.slice(2), process.env);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`agentq-launcher: ${err.message}\nRun agentq-launcher --help for the options.\n`);
+      return 2;
+    }
+    throw err;
+  }
+  if (loaded.help) {
+    process.stdout.write(helpText());
+    return 0;
+  }
+  const { config } = loaded;
+  const log = pino({ name: 'agentq-launcher', level: config.logLevel });
+  const launcher = new Launcher(config, { log, version: packageVersion() });
+
+  let signals = 0;
+  const onSignal = (signal: NodeJS.Signals) => {
+    signals++;
+    if (signals === 1) {
+      log.info({ signal }, 'signal received; draining (send it again to force exit)');
+      void launcher.shutdown();
+      return;
+    }
+    log.warn({ signal }, 'second signal; killing executors and exiting now');
+    launcher.forceKill();
+    process.exit(1);
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+
+  try {
+    await launcher.run();
+    return 0;
+  } catch (err) {
+    log.fatal({ err }, 'launcher failed');
+    launcher.forceKill();
+    return 1;
+  }
+}
+
+function packageVersion(): string | undefined {
+  try {
+    const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version?: string };
+    return pkg.version;
+  } catch {
+    return undefined;
+  }
+}
+
+main().then(
+  (code) => process.exit(code),
+  (err: unknown) => {
+    process.stderr.write(`agentq-launcher: ${String(err)}\n`);
+    process.exit(1);
+  },
+);

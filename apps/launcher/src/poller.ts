@@ -1,0 +1,103 @@
+import type { Logger } from 'pino';
+import { AgentqApiError, isRetryable, toError, type AgentqClient, type BackoffOptions } from '@agentq/client';
+import { describe, type Connectivity } from './connectivity.js';
+import type { Registration } from './registration.js';
+import type { Supervisor } from './supervisor.js';
+
+export interface PollerOptions {
+  client: AgentqClient;
+  registration: Registration;
+  supervisor: Supervisor;
+  connectivity: Connectivity;
+  log: Logger;
+  retry?: BackoffOptions;
+}
+
+/**
+ * The long-poll loop (the seed's JobPoller). Each poll says how many jobs the launcher can take
+ * (`capacity`); while it is full the poll still goes out with capacity 0, so stop requests and
+ * the deregistration notice arrive without delay. When a slot frees up during such a poll, the
+ * poll is abandoned and a new one asks for work. Once draining (shutdown), capacity stays 0.
+ */
+export class Poller {
+  readonly #o: PollerOptions;
+  #draining = false;
+  /** aborts the poll in flight when it was sent with capacity 0 and that is no longer true */
+  #refresh: AbortController | undefined;
+  #refreshCapacity = 0;
+
+  constructor(options: PollerOptions) {
+    this.#o = options;
+    options.supervisor.onChange(() => this.#maybeRefresh());
+  }
+
+  /** Take no more jobs; keep polling for stop requests. */
+  drain(): void {
+    this.#draining = true;
+    this.#maybeRefresh();
+  }
+
+  /** Poll until the coordinator deregisters the launcher ('deregistered') or `signal` aborts ('aborted'). */
+  async run(signal: AbortSignal): Promise<'deregistered' | 'aborted'> {
+    const { client, registration, supervisor, connectivity } = this.#o;
+    for (let attempt = 0; !signal.aborted; ) {
+      const launcherId = registration.id!;
+      const capacity = this.#capacity();
+      const refresh = new AbortController();
+      this.#refresh = refresh;
+      this.#refreshCapacity = capacity;
+      const log = this.#o.log.child({ launcher_id: launcherId });
+      try {
+        const res = await client.poll(launcherId, {
+          capacity,
+          holdSeconds: registration.settings.poll_timeout_seconds,
+          signal: AbortSignal.any([signal, refresh.signal]),
+        });
+        connectivity.ok();
+        attempt = 0;
+        if (res?.stop_jobs?.length) {
+          log.info({ stop_jobs: res.stop_jobs }, 'stop requested');
+          for (const jobId of res.stop_jobs) supervisor.stop(jobId);
+        }
+        if (res?.job) supervisor.accept(res.job);
+        if (res?.deregistered) {
+          log.info('deregistered by the coordinator');
+          return 'deregistered';
+        }
+      } catch (err) {
+        const e = toError(err);
+        if (signal.aborted) break;
+        if (refresh.signal.aborted) continue;
+        if (e instanceof AgentqApiError && e.code === 'launcher_unknown') {
+          await registration.renew(launcherId, signal);
+          continue;
+        }
+        if (!isRetryable(e) && e instanceof AgentqApiError) {
+          // e.g. a 400 from a coordinator of another version: retrying at full speed would spin
+          log.error({ err: describe(e) }, 'poll refused; retrying with backoff');
+        } else {
+          connectivity.failed(e, 'poll');
+        }
+        await connectivity.backoff(attempt++, signal, this.#o.retry);
+      } finally {
+        this.#refresh = undefined;
+      }
+    }
+    return 'aborted';
+  }
+
+  #capacity(): number {
+    return this.#draining ? 0 : this.#o.supervisor.freeSlots;
+  }
+
+  /**
+   * A parked capacity-0 poll is abandoned when a slot frees up. A poll with capacity > 0 is never
+   * abandoned (except when draining): the coordinator may be handing it a job at that moment.
+   */
+  #maybeRefresh(): void {
+    const r = this.#refresh;
+    if (!r) return;
+    const now = this.#capacity();
+    if ((this.#refreshCapacity === 0 && now > 0) || (this.#draining && this.#refreshCapacity > 0)) r.abort();
+  }
+}

@@ -1,0 +1,100 @@
+import type { Logger } from 'pino';
+import type { RegisterLauncherRequest, RegisterLauncherResponse } from '@agentq/protocol';
+import { isRetryable, toError, type AgentqClient, type BackoffOptions } from '@agentq/client';
+import { Connectivity } from './connectivity.js';
+
+/** Raised when registration is impossible (a final 4xx) or no longer wanted. */
+export class RegistrationError extends Error {
+  override readonly name = 'RegistrationError';
+}
+
+/**
+ * The launcher's identity at the coordinator. `register` retries until the coordinator answers;
+ * `renew` re-registers after a 401 `launcher_unknown` (e.g. the coordinator lost its state), once
+ * for all the loops that noticed it at the same time.
+ */
+export class Registration {
+  readonly #client: AgentqClient;
+  readonly #log: Logger;
+  readonly #connectivity: Connectivity;
+  readonly #body: RegisterLauncherRequest;
+  readonly #retry: BackoffOptions | undefined;
+  #current: RegisterLauncherResponse | undefined;
+  #renewing: Promise<void> | undefined;
+  #retired = false;
+
+  constructor(deps: {
+    client: AgentqClient;
+    log: Logger;
+    connectivity: Connectivity;
+    body: RegisterLauncherRequest;
+    retry?: BackoffOptions;
+  }) {
+    this.#client = deps.client;
+    this.#log = deps.log;
+    this.#connectivity = deps.connectivity;
+    this.#body = deps.body;
+    this.#retry = deps.retry;
+  }
+
+  /** The current launcher id; undefined before the first registration succeeded. */
+  get id(): string | undefined {
+    return this.#current?.launcher_id;
+  }
+
+  get settings(): RegisterLauncherResponse {
+    if (!this.#current) throw new RegistrationError('not registered yet');
+    return this.#current;
+  }
+
+  /** After a deregistration notice the launcher must not come back under a new id. */
+  retire(): void {
+    this.#retired = true;
+  }
+
+  async register(signal: AbortSignal): Promise<RegisterLauncherResponse> {
+    for (let attempt = 0; ; attempt++) {
+      if (signal.aborted) throw toError(signal.reason);
+      try {
+        const res = await this.#client.register(this.#body, { signal });
+        this.#connectivity.ok();
+        const previous = this.#current?.launcher_id;
+        this.#current = res;
+        this.#log.info(
+          {
+            launcher_id: res.launcher_id,
+            previous_launcher_id: previous,
+            poll_timeout_seconds: res.poll_timeout_seconds,
+            heartbeat_interval_seconds: res.heartbeat_interval_seconds,
+          },
+          previous ? 'registered again under a new id' : 'registered',
+        );
+        return res;
+      } catch (err) {
+        const e = toError(err);
+        if (signal.aborted) throw e;
+        if (!isRetryable(e)) throw new RegistrationError(`registration refused: ${e.message}`, { cause: e });
+        this.#connectivity.failed(e, 'register');
+        await this.#connectivity.backoff(attempt, signal, this.#retry);
+      }
+    }
+  }
+
+  /**
+   * The coordinator answered 401 `launcher_unknown` to a request made as `staleId`. Register again
+   * unless someone already did (the id moved on) or the launcher is retired.
+   */
+  async renew(staleId: string, signal: AbortSignal): Promise<void> {
+    if (this.#retired) throw new RegistrationError('the coordinator no longer knows this launcher, which was deregistered');
+    if (this.id !== staleId) return;
+    this.#renewing ??= (async () => {
+      this.#log.warn({ launcher_id: staleId }, 'coordinator does not know this launcher any more; registering again');
+      try {
+        await this.register(signal);
+      } finally {
+        this.#renewing = undefined;
+      }
+    })();
+    return this.#renewing;
+  }
+}

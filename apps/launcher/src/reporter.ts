@@ -1,0 +1,247 @@
+import type { Logger } from 'pino';
+import type { CompletedReport, FailedReport, OutputReport, StartedReport, StoppedReport } from '@agentq/protocol';
+import { AgentqApiError, isRetryable, toError, type AgentqClient, type BackoffOptions } from '@agentq/client';
+import { describe, type Connectivity } from './connectivity.js';
+import type { Registration } from './registration.js';
+
+type Body<T> = Omit<T, 'launcher_id'>;
+
+/** One report about a job. `launcher_id` is filled in when it is sent (it changes on re-registration). */
+export type Report =
+  | { kind: 'started'; body: Body<StartedReport> }
+  | { kind: 'output'; body: Body<OutputReport> }
+  | { kind: 'completed'; body: Body<CompletedReport> }
+  | { kind: 'failed'; body: Body<FailedReport> }
+  | { kind: 'stopped'; body: Body<StoppedReport> };
+
+/** What became of a report: acknowledged, refused for good (a final 4xx), or abandoned at shutdown. */
+export type ReportOutcome =
+  | { ok: true }
+  | { ok: false; refused: AgentqApiError }
+  | { ok: false; abandoned: Error };
+
+export interface ReporterOptions {
+  client: AgentqClient;
+  registration: Registration;
+  connectivity: Connectivity;
+  log: Logger;
+  /** aborting it abandons every report still queued (the launcher is exiting) */
+  signal: AbortSignal;
+  retry?: BackoffOptions;
+  /** output is sent at most this long after the executor printed it (default 200 ms) */
+  outputFlushMs?: number;
+  /** output batches are sent as soon as they reach this many bytes (default 32 KiB) */
+  outputBatchBytes?: number;
+}
+
+interface Pending {
+  report: Report;
+  resolve: (outcome: ReportOutcome) => void;
+}
+
+interface JobQueue {
+  items: Pending[];
+  sending: boolean;
+  /** output printed but not yet queued as a report */
+  outputBuffer: string;
+  /** byte offset, in the job's output stream, of the next output batch */
+  outputOffset: number;
+  flushTimer: NodeJS.Timeout | undefined;
+  /** the job's last report was queued: forget the job once its queue is empty */
+  closed: boolean;
+}
+
+/** Characters per output report; at most 3 UTF-8 bytes each, so a batch stays under 100 KiB. */
+const MAX_OUTPUT_CHARS = 32 * 1024;
+
+/**
+ * Durable, ordered delivery of job reports (the seed's CoordinatorAPIClient, reporting side).
+ * Each job has its own FIFO queue; its head is retried with capped exponential backoff and jitter
+ * until the coordinator acknowledges it or refuses it with a final 4xx, and only then does the
+ * next report of that job go out. So a coordinator that is down for minutes delays reports but
+ * loses and reorders none; other jobs' queues are independent. Output is batched into the same
+ * queue with a byte offset, so a batch retried after a lost answer is not stored twice.
+ */
+export class Reporter {
+  readonly #o: ReporterOptions;
+  readonly #jobs = new Map<string, JobQueue>();
+  #drainWaiters = new Set<() => void>();
+
+  constructor(options: ReporterOptions) {
+    this.#o = options;
+  }
+
+  /** Reports not yet acknowledged or refused, over all jobs. */
+  get pending(): number {
+    let n = 0;
+    for (const q of this.#jobs.values()) n += q.items.length + (q.outputBuffer ? 1 : 0);
+    return n;
+  }
+
+  /** Queue output text for the job; it is sent in batches, in order with the job's other reports. */
+  output(jobId: string, text: string): void {
+    if (text === '') return;
+    const q = this.#queue(jobId);
+    q.outputBuffer += text;
+    if (Buffer.byteLength(q.outputBuffer) >= (this.#o.outputBatchBytes ?? 32 * 1024)) this.#flushOutput(jobId, q);
+    else q.flushTimer ??= setTimeout(() => this.#flushOutput(jobId, q), this.#o.outputFlushMs ?? 200);
+  }
+
+  /**
+   * Queue a report after everything queued before for the job (buffered output included).
+   * Resolves when it is acknowledged, refused, or abandoned; never rejects.
+   */
+  send(jobId: string, report: Report, options: { last?: boolean } = {}): Promise<ReportOutcome> {
+    const q = this.#queue(jobId);
+    this.#flushOutput(jobId, q);
+    if (options.last) q.closed = true;
+    return new Promise<ReportOutcome>((resolve) => {
+      q.items.push({ report, resolve });
+      void this.#pump(jobId, q);
+    });
+  }
+
+  /** The job will get no more reports: forget it once its queue is empty. */
+  close(jobId: string): void {
+    const q = this.#jobs.get(jobId);
+    if (!q) return;
+    q.closed = true;
+    if (q.items.length === 0 && q.outputBuffer === '' && !q.sending) this.#jobs.delete(jobId);
+  }
+
+  /** Resolve true once every queued report is settled, false if `signal` aborts first. */
+  async drain(signal: AbortSignal): Promise<boolean> {
+    for (const [jobId, q] of this.#jobs) this.#flushOutput(jobId, q);
+    while (this.pending > 0) {
+      if (signal.aborted) return false;
+      await new Promise<void>((resolve) => {
+        const done = () => {
+          signal.removeEventListener('abort', done);
+          this.#drainWaiters.delete(done);
+          resolve();
+        };
+        signal.addEventListener('abort', done, { once: true });
+        this.#drainWaiters.add(done);
+      });
+    }
+    return true;
+  }
+
+  #queue(jobId: string): JobQueue {
+    let q = this.#jobs.get(jobId);
+    if (!q) {
+      q = { items: [], sending: false, outputBuffer: '', outputOffset: 0, flushTimer: undefined, closed: false };
+      this.#jobs.set(jobId, q);
+    }
+    return q;
+  }
+
+  #flushOutput(jobId: string, q: JobQueue): void {
+    clearTimeout(q.flushTimer);
+    q.flushTimer = undefined;
+    while (q.outputBuffer !== '') {
+      let cut = Math.min(q.outputBuffer.length, MAX_OUTPUT_CHARS);
+      // never split a surrogate pair between two batches
+      if (cut < q.outputBuffer.length && isHighSurrogate(q.outputBuffer.charCodeAt(cut - 1))) cut--;
+      const data = q.outputBuffer.slice(0, cut);
+      q.outputBuffer = q.outputBuffer.slice(cut);
+      const offset = q.outputOffset;
+      q.outputOffset += Buffer.byteLength(data);
+      q.items.push({ report: { kind: 'output', body: { offset, data } }, resolve: () => {} });
+    }
+    void this.#pump(jobId, q);
+  }
+
+  /** Send the job's queue head to the coordinator until the queue is empty. One pump per job. */
+  async #pump(jobId: string, q: JobQueue): Promise<void> {
+    if (q.sending) return;
+    q.sending = true;
+    const log = this.#o.log.child({ job_id: jobId });
+    try {
+      while (q.items.length > 0) {
+        const item = q.items[0]!;
+        const outcome = await this.#deliver(jobId, item.report, log);
+        q.items.shift();
+        item.resolve(outcome);
+      }
+    } finally {
+      q.sending = false;
+      if (q.items.length === 0 && q.outputBuffer === '' && q.closed) this.#jobs.delete(jobId);
+      this.#notifyDrain();
+    }
+  }
+
+  async #deliver(jobId: string, report: Report, log: Logger): Promise<ReportOutcome> {
+    const { client, registration, connectivity, signal } = this.#o;
+    for (let attempt = 0; ; ) {
+      if (signal.aborted) return this.#abandon(report, log, toError(signal.reason));
+      const launcherId = registration.id;
+      if (launcherId === undefined) return this.#abandon(report, log, new Error('launcher is not registered'));
+      try {
+        await sendReport(client, jobId, report, launcherId, signal);
+        connectivity.ok();
+        if (attempt > 0) log.info({ report: report.kind, attempts: attempt + 1 }, 'report delivered after retries');
+        else log.debug({ report: report.kind }, 'report delivered');
+        return { ok: true };
+      } catch (err) {
+        const e = toError(err);
+        if (signal.aborted) return this.#abandon(report, log, e);
+        if (e instanceof AgentqApiError && e.code === 'launcher_unknown') {
+          try {
+            await registration.renew(launcherId, signal);
+          } catch (renewErr) {
+            return this.#refused(report, log, e, toError(renewErr).message);
+          }
+          continue;
+        }
+        if (!isRetryable(e) && e instanceof AgentqApiError) return this.#refused(report, log, e);
+        connectivity.failed(e, `report ${report.kind}`);
+        log.debug({ report: report.kind, attempt, err: describe(e) }, 'report not delivered; will retry');
+        await connectivity.backoff(attempt++, signal, this.#o.retry);
+      }
+    }
+  }
+
+  #refused(report: Report, log: Logger, err: AgentqApiError, why?: string): ReportOutcome {
+    log.warn(
+      { report: report.kind, code: err.code, status: err.status, details: err.details, why },
+      'coordinator refused the report; not retrying it',
+    );
+    return { ok: false, refused: err };
+  }
+
+  #abandon(report: Report, log: Logger, err: Error): ReportOutcome {
+    log.error({ report: report.kind, err: describe(err) }, 'report abandoned: the launcher is exiting');
+    return { ok: false, abandoned: err };
+  }
+
+  #notifyDrain(): void {
+    const waiters = [...this.#drainWaiters];
+    this.#drainWaiters.clear();
+    for (const w of waiters) w();
+  }
+}
+
+function sendReport(
+  client: AgentqClient,
+  jobId: string,
+  report: Report,
+  launcher_id: string,
+  signal: AbortSignal,
+): Promise<unknown> {
+  const o = { signal };
+  switch (report.kind) {
+    case 'started':
+      return client.reportStarted(jobId, { ...report.body, launcher_id }, o);
+    case 'output':
+      return client.reportOutput(jobId, { ...report.body, launcher_id }, o);
+    case 'completed':
+      return client.reportCompleted(jobId, { ...report.body, launcher_id }, o);
+    case 'failed':
+      return client.reportFailed(jobId, { ...report.body, launcher_id }, o);
+    case 'stopped':
+      return client.reportStopped(jobId, { ...report.body, launcher_id }, o);
+  }
+}
+
+const isHighSurrogate = (code: number) => code >= 0xd800 && code <= 0xdbff;

@@ -1,0 +1,106 @@
+import type { Logger } from 'pino';
+import type { Job } from '@agentq/protocol';
+import type { JobRunner } from './job-runner.js';
+import type { Reporter } from './reporter.js';
+
+export interface SupervisorOptions {
+  maxJobs: number;
+  reporter: Reporter;
+  log: Logger;
+  /** start one job's runner */
+  runJob: (job: Job) => JobRunner;
+}
+
+/** Job ids remembered after they ended, so a late stop request for them is not answered twice. */
+const RECENTLY_ENDED = 1000;
+
+/**
+ * The running jobs (the seed's JobSupervisor): enforces the concurrency limit, routes stop
+ * requests to the right job, and lets the launcher wait for, interrupt or kill all of them.
+ */
+export class Supervisor {
+  readonly #o: SupervisorOptions;
+  readonly #running = new Map<string, JobRunner>();
+  readonly #ended = new Set<string>();
+  readonly #listeners = new Set<() => void>();
+
+  constructor(options: SupervisorOptions) {
+    this.#o = options;
+  }
+
+  get runningIds(): string[] {
+    return [...this.#running.keys()];
+  }
+
+  /** How many more jobs may start now (the `capacity` of the next poll). */
+  get freeSlots(): number {
+    return Math.max(0, this.#o.maxJobs - this.#running.size);
+  }
+
+  /** Called whenever a job starts or ends. Returns an unsubscribe function. */
+  onChange(listener: () => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  /** Run a job the coordinator handed to this launcher. */
+  accept(job: Job): void {
+    if (this.#running.has(job.job_id)) {
+      this.#o.log.warn({ job_id: job.job_id }, 'job handed out twice; it is already running here');
+      return;
+    }
+    if (this.freeSlots === 0) {
+      // the poll said capacity 0, so this is a coordinator bug; the job is claimed by us, so run it anyway
+      this.#o.log.warn({ job_id: job.job_id, max_jobs: this.#o.maxJobs }, 'job received while full; running it anyway');
+    }
+    const runner = this.#o.runJob(job);
+    this.#running.set(job.job_id, runner);
+    this.#emit();
+    void runner.done.then(() => {
+      this.#running.delete(job.job_id);
+      this.#ended.add(job.job_id);
+      if (this.#ended.size > RECENTLY_ENDED) this.#ended.delete(this.#ended.values().next().value!);
+      this.#emit();
+    });
+  }
+
+  /**
+   * The coordinator asked to stop a job. A job this launcher does not run is reported stopped at
+   * once (signal null) so that it does not stay `stopping` forever; one that just ended already
+   * has its final report queued.
+   */
+  stop(jobId: string): void {
+    const runner = this.#running.get(jobId);
+    if (runner) return runner.stop();
+    if (this.#ended.has(jobId)) return;
+    this.#ended.add(jobId);
+    this.#o.log.info({ job_id: jobId }, 'stop requested for a job not running here; reporting it stopped');
+    void this.#o.reporter.send(jobId, { kind: 'stopped', body: { signal: null } }, { last: true });
+  }
+
+  /** Kill every running job and report it failed with `reason`. Resolves when all have ended. */
+  async interruptAll(reason: string): Promise<void> {
+    for (const runner of this.#running.values()) runner.interrupt(reason);
+    await this.idle();
+  }
+
+  /** SIGKILL every executor's process group, synchronously. */
+  killAllNow(): void {
+    for (const runner of this.#running.values()) runner.killNow();
+  }
+
+  /** Resolves when no job is running. */
+  async idle(): Promise<void> {
+    while (this.#running.size > 0) await Promise.all([...this.#running.values()].map((r) => r.done));
+  }
+
+  #emit(): void {
+    for (const listener of this.#listeners) {
+      try {
+        listener();
+      } catch (err) {
+        this.#o.log.error({ err }, 'supervisor listener threw');
+      }
+    }
+  }
+}
