@@ -1,0 +1,73 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { ConfigError, helpText, loadConfig, OPTIONS, parseEventLine } from '../src/index.js';
+
+const load = (argv: string[], env: Record<string, string> = {}) => {
+  const r = loadConfig(argv, env);
+  if (r.help) throw new Error('unexpected help');
+  return r.config;
+};
+
+test('defaults', () => {
+  const c = load([]);
+  assert.equal(c.url, 'http://127.0.0.1:8765');
+  assert.equal(c.executor.name, 'claude-code');
+  assert.equal(c.maxJobs, 4);
+  assert.equal(c.projectDir, process.cwd());
+  assert.equal(c.stopOnExit, false);
+  assert.equal(c.shutdownGraceMs, 30_000);
+  assert.equal(c.killGraceMs, 10_000);
+  assert.equal(c.logLevel, 'info');
+});
+
+test('environment variables set options and flags win over them', () => {
+  const env = { AGENTQ_URL: 'http://coord:1', AGENTQ_MAX_JOBS: '7', AGENTQ_EXECUTOR: 'demo', AGENTQ_STOP_ON_EXIT: 'true' };
+  const fromEnv = load([], env);
+  assert.equal(fromEnv.url, 'http://coord:1');
+  assert.equal(fromEnv.maxJobs, 7);
+  assert.equal(fromEnv.executor.name, 'demo');
+  assert.equal(fromEnv.stopOnExit, true);
+  const flagged = load(['--url', 'http://other:2/', '--max-jobs', '2'], env);
+  assert.equal(flagged.url, 'http://other:2');
+  assert.equal(flagged.maxJobs, 2);
+});
+
+test('--verbose means debug logs; --pass-env accumulates', () => {
+  assert.equal(load(['--verbose']).logLevel, 'debug');
+  assert.deepEqual(load(['--pass-env', 'A,B', '--pass-env', 'C']).passEnv, ['A', 'B', 'C']);
+  assert.deepEqual(load([], { AGENTQ_PASS_ENV: 'X, Y' }).passEnv, ['X', 'Y']);
+});
+
+test('a bad value throws ConfigError naming the flag or the variable', () => {
+  const cases: Array<[string[], Record<string, string>, RegExp]> = [
+    [['--max-jobs', '0'], {}, /^--max-jobs: /],
+    [[], { AGENTQ_MAX_JOBS: '2.5' }, /^AGENTQ_MAX_JOBS: /],
+    [['--url', 'ftp://x'], {}, /^--url: /],
+    [['--executor', './missing.js'], {}, /^--executor: .*does not exist/],
+    [['--project-dir', '/nonexistent/dir'], {}, /^--project-dir: /],
+    [['--shutdown-grace=-1'], {}, /^--shutdown-grace: /],
+    [[], { AGENTQ_STOP_ON_EXIT: 'maybe' }, /^AGENTQ_STOP_ON_EXIT: /],
+    [['--log-level', 'loud'], {}, /^--log-level: /],
+    [['--no-such-flag'], {}, /^arguments: /],
+  ];
+  for (const [argv, env, message] of cases) {
+    assert.throws(() => loadConfig(argv, env), (err: unknown) => err instanceof ConfigError && message.test(err.message));
+  }
+});
+
+test('--help documents every option and its variable', () => {
+  assert.deepEqual(loadConfig(['--help'], {}), { help: true });
+  const text = helpText();
+  for (const o of OPTIONS) {
+    assert.ok(text.includes(`--${o.flag}`), o.flag);
+    assert.ok(text.includes(o.env), o.env);
+  }
+});
+
+test('executor stdout lines: events, plain text as output, unknown event types skipped', () => {
+  assert.deepEqual(parseEventLine('{"type":"result","text":"x"}'), { type: 'result', text: 'x' });
+  assert.deepEqual(parseEventLine('hello'), { type: 'output', text: 'hello\n' });
+  assert.deepEqual(parseEventLine('{not json'), { type: 'output', text: '{not json\n' });
+  assert.deepEqual(parseEventLine('{"type":"output"}'), { type: 'output', text: '{"type":"output"}\n' });
+  assert.equal(parseEventLine('{"type":"progress","pct":5}'), null);
+});

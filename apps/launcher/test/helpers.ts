@@ -1,0 +1,181 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { TestContext } from 'node:test';
+import { pino } from 'pino';
+import { AgentqClient } from '@agentq/client';
+import type { Job } from '@agentq/protocol';
+import { startCoordinator } from '@agentq/coordinator';
+import { Launcher, resolveExecutor, type LauncherConfig, type LauncherDeps } from '../src/index.js';
+
+/** Compiled fixture scripts live beside this file, in dist/test/fixtures. */
+export const fixture = (name: string): string => fileURLToPath(new URL(`./fixtures/${name}`, import.meta.url));
+
+/** Logs of launchers under test: silent unless TEST_LOG=debug (or another level) is set. */
+export const testLog = () => pino({ level: process.env['TEST_LOG'] ?? 'silent' });
+
+/** Short waits so tests exercise retries quickly; behaviour is the same as with the defaults. */
+export const FAST_RETRY = { baseMs: 20, maxMs: 250 };
+
+export const COORDINATOR_OPTIONS = {
+  pollTimeoutSeconds: 1,
+  heartbeatIntervalSeconds: 1,
+  heartbeatTimeoutSeconds: 5,
+  logLevel: 'silent',
+} as const;
+
+export type RunningCoordinator = Awaited<ReturnType<typeof startCoordinator>>;
+
+/** A coordinator on a free port, closed after the test; `client` talks to it. */
+export async function coordinator(
+  t: TestContext,
+  options: Partial<Parameters<typeof startCoordinator>[0]> = {},
+  deps?: Parameters<typeof startCoordinator>[1],
+): Promise<{ c: RunningCoordinator; client: AgentqClient }> {
+  const c = await startCoordinator({ ...COORDINATOR_OPTIONS, ...options }, deps);
+  const client = new AgentqClient({ url: c.url });
+  t.after(async () => {
+    await client.close();
+    await c.close().catch(() => {});
+  });
+  return { c, client };
+}
+
+export function tempDir(t: TestContext): string {
+  const dir = mkdtempSync(join(tmpdir(), 'agentq-launcher-test-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+export function testConfig(url: string, overrides: Partial<LauncherConfig> = {}): LauncherConfig {
+  return {
+    url,
+    executor: resolveExecutor(fixture('executor.js'), process.cwd()),
+    maxJobs: 4,
+    projectDir: tmpdir(),
+    stopOnExit: false,
+    shutdownGraceMs: 10_000,
+    killGraceMs: 500,
+    passEnv: [],
+    logLevel: 'silent',
+    hostname: 'test-host',
+    ...overrides,
+  };
+}
+
+/** An in-process launcher (real executor child processes), force-stopped after the test. */
+export async function launcher(
+  t: TestContext,
+  url: string,
+  overrides: Partial<LauncherConfig> = {},
+  deps: Partial<LauncherDeps> = {},
+): Promise<{ launcher: Launcher; id: string; done: Promise<unknown> }> {
+  const l = new Launcher(testConfig(url, overrides), { log: testLog(), retry: FAST_RETRY, ...deps });
+  const done = l.run().catch((err: unknown) => err);
+  t.after(async () => {
+    l.forceKill();
+    await done;
+  });
+  const id = await l.registered;
+  return { launcher: l, id, done };
+}
+
+/** The test executor's prompt: a script of steps (see fixtures/executor.ts). */
+export function script(steps: unknown[], control?: ControlServer): string {
+  return JSON.stringify({ control: control?.port, steps });
+}
+
+export interface Hello {
+  job_id: string;
+  pid: number;
+  env: Record<string, string>;
+  cwd: string;
+  /** let the executor past its next `await` step */
+  release(): void;
+  /** resolves when the executor's connection closes (it exited or ended the script) */
+  closed: Promise<void>;
+}
+
+export interface ControlServer {
+  port: number;
+  /** the next executor that said hello (in arrival order) */
+  next(): Promise<Hello>;
+  /** executors connected right now */
+  readonly connected: number;
+  /** the most executors connected at the same time so far */
+  readonly maxConnected: number;
+}
+
+/** A TCP server test executors report to and wait on: tests await events instead of sleeping. */
+export async function controlServer(t: TestContext): Promise<ControlServer> {
+  const arrived: Hello[] = [];
+  const waiting: Array<(h: Hello) => void> = [];
+  const sockets = new Set<Socket>();
+  let connected = 0;
+  let maxConnected = 0;
+  const server = createServer((socket) => {
+    sockets.add(socket);
+    connected++;
+    maxConnected = Math.max(maxConnected, connected);
+    const closed = new Promise<void>((resolve) =>
+      socket.once('close', () => {
+        connected--;
+        sockets.delete(socket);
+        resolve();
+      }),
+    );
+    socket.on('error', () => {});
+    let buffer = '';
+    socket.on('data', (chunk) => {
+      buffer += chunk.toString('utf8');
+      const nl = buffer.indexOf('\n');
+      if (nl < 0 || buffer === '') return;
+      const line = buffer.slice(0, nl);
+      buffer = '\u0000'; // one hello per connection
+      const info = JSON.parse(line) as Omit<Hello, 'release' | 'closed'>;
+      const hello: Hello = { ...info, release: () => socket.write('go\n'), closed };
+      const w = waiting.shift();
+      if (w) w(hello);
+      else arrived.push(hello);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.after(async () => {
+    for (const s of sockets) s.destroy();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  });
+  return {
+    port: (server.address() as { port: number }).port,
+    next: () => new Promise<Hello>((resolve) => (arrived.length ? resolve(arrived.shift()!) : waiting.push(resolve))),
+    get connected() {
+      return connected;
+    },
+    get maxConnected() {
+      return maxConnected;
+    },
+  };
+}
+
+/** Wait (on the coordinator, not with sleeps) until the job is terminal; fail if it is not within 30 s. */
+export async function settled(client: AgentqClient, jobId: string): Promise<Job> {
+  const job = await client.waitJob(jobId, 30_000);
+  if (!job.terminal) throw new Error(`job ${jobId} still ${job.status} after 30 s`);
+  return job;
+}
+
+/** The job's whole output as stored by the coordinator. */
+export async function outputOf(client: AgentqClient, jobId: string): Promise<string> {
+  return (await client.getOutput(jobId, { offset: 0 })).output;
+}
+
+/** True while a process (or process group, with a negative pid) exists. */
+export function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,201 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { alive, controlServer, coordinator, launcher, outputOf, script, settled } from './helpers.js';
+
+test('a job that succeeds is reported completed with its result, output and executor session id', async (t) => {
+  const { c, client } = await coordinator(t);
+  const { id } = await launcher(t, c.url);
+  const job = await client.createJob({
+    type: 'start_session',
+    session_name: 'ok',
+    prompt: script([
+      { say: 'plain line' },
+      { event: { type: 'session', session_id: 'sess-1' } },
+      { event: { type: 'output', text: 'event text\n' } },
+      { event: { type: 'something_newer', x: 1 } },
+      { event: { type: 'result', text: 'the answer' } },
+    ]),
+  });
+  const done = await settled(client, job.job_id);
+  assert.equal(done.status, 'completed');
+  assert.equal(done.result, 'the answer');
+  assert.equal(done.launcher_id, id);
+  assert.equal(done.executor_session_id, 'sess-1');
+  // unknown event types are skipped, not printed
+  assert.equal(await outputOf(client, job.job_id), 'plain line\nevent text\n');
+});
+
+test('a job that fails is reported failed with the exit code and the tail of stderr', async (t) => {
+  const { c, client } = await coordinator(t);
+  await launcher(t, c.url);
+  const job = await client.createJob({
+    type: 'start_session',
+    session_name: 'fails',
+    prompt: script([{ say: 'working' }, { stderr: 'first problem' }, { stderr: 'fatal: disk on fire' }, { exit: 3 }]),
+  });
+  const done = await settled(client, job.job_id);
+  assert.equal(done.status, 'failed');
+  assert.match(done.error ?? '', /exited with code 3/);
+  assert.match(done.error ?? '', /fatal: disk on fire/);
+  assert.equal(await outputOf(client, job.job_id), 'working\n');
+});
+
+test("an executor's error event becomes the failure message", async (t) => {
+  const { c, client } = await coordinator(t);
+  await launcher(t, c.url);
+  const job = await client.createJob({
+    type: 'start_session',
+    session_name: 'error-event',
+    prompt: script([{ event: { type: 'error', message: 'model quota exceeded' } }, { exit: 1 }]),
+  });
+  const done = await settled(client, job.job_id);
+  assert.equal(done.status, 'failed');
+  assert.match(done.error ?? '', /^model quota exceeded/);
+});
+
+test('an executor that crashes mid-output: the output so far is kept and the job fails with the signal', async (t) => {
+  const { c, client } = await coordinator(t);
+  await launcher(t, c.url);
+  const job = await client.createJob({
+    type: 'start_session',
+    session_name: 'crash',
+    prompt: script([{ say: 'line 1' }, { say: 'line 2' }, { stderr: 'about to crash' }, { kill: 'SIGKILL' }]),
+  });
+  const done = await settled(client, job.job_id);
+  assert.equal(done.status, 'failed');
+  assert.match(done.error ?? '', /killed by SIGKILL/);
+  assert.match(done.error ?? '', /about to crash/);
+  assert.equal(await outputOf(client, job.job_id), 'line 1\nline 2\n');
+});
+
+test('a missing project_dir fails the job with a clear error', async (t) => {
+  const { c, client } = await coordinator(t);
+  await launcher(t, c.url);
+  const job = await client.createJob({
+    type: 'start_session',
+    session_name: 'nodir',
+    project_dir: '/nonexistent/agentq/dir',
+    prompt: script([]),
+  });
+  const done = await settled(client, job.job_id);
+  assert.equal(done.status, 'failed');
+  assert.match(done.error ?? '', /project_dir \/nonexistent\/agentq\/dir does not exist/);
+});
+
+test('executors get a clean environment with the job variables, in the project dir', async (t) => {
+  const { c, client } = await coordinator(t);
+  const control = await controlServer(t);
+  process.env['AGENTQ_TEST_SECRET'] = 'must-not-leak';
+  process.env['AGENTQ_TEST_PASSED'] = 'passed-on';
+  t.after(() => {
+    delete process.env['AGENTQ_TEST_SECRET'];
+    delete process.env['AGENTQ_TEST_PASSED'];
+  });
+  const { id } = await launcher(t, c.url, { passEnv: ['AGENTQ_TEST_PASSED'] });
+  const cwd = process.cwd();
+  const job = await client.createJob({
+    type: 'start_session',
+    session_name: 'env',
+    agent_name: 'researcher',
+    project_dir: cwd,
+    prompt: script([{ hello: true }], control),
+  });
+  const hello = await control.next();
+  assert.equal(hello.cwd, cwd);
+  assert.equal(hello.env['AGENTQ_JOB_ID'], job.job_id);
+  assert.equal(hello.env['AGENTQ_SESSION_NAME'], 'env');
+  assert.equal(hello.env['AGENTQ_AGENT_NAME'], 'researcher');
+  assert.equal(hello.env['AGENTQ_COORDINATOR_URL'], c.url);
+  assert.equal(hello.env['AGENTQ_LAUNCHER_ID'], id);
+  assert.equal(hello.env['AGENTQ_PROJECT_DIR'], cwd);
+  assert.equal(hello.env['AGENTQ_TEST_PASSED'], 'passed-on');
+  assert.equal(hello.env['AGENTQ_TEST_SECRET'], undefined);
+  assert.equal(hello.env['PATH'], process.env['PATH']);
+  assert.equal((await settled(client, job.job_id)).status, 'completed');
+});
+
+test('the concurrency limit is honoured: jobs beyond --max-jobs wait in the queue', async (t) => {
+  const { c, client } = await coordinator(t);
+  const control = await controlServer(t);
+  await launcher(t, c.url, { maxJobs: 2 });
+  const jobs = [];
+  for (let i = 0; i < 4; i++) {
+    jobs.push(
+      await client.createJob({
+        type: 'start_session',
+        session_name: `limit-${i}`,
+        prompt: script([{ hello: true }, { await: true }], control),
+      }),
+    );
+  }
+  const first = [await control.next(), await control.next()];
+  // two executors hold both slots: the launcher polls with capacity 0, so the rest stay pending
+  const pending = await client.listJobs({ status: 'pending' });
+  assert.equal(pending.jobs.length, 2);
+  assert.equal(control.connected, 2);
+
+  // a freed slot is filled at once (the parked capacity-0 poll is replaced), never exceeding 2
+  first[0]!.release();
+  const third = await control.next();
+  first[1]!.release();
+  const fourth = await control.next();
+  third.release();
+  fourth.release();
+  for (const job of jobs) assert.equal((await settled(client, job.job_id)).status, 'completed');
+  assert.equal(control.maxConnected, 2);
+});
+
+test('a stopped job whose executor ignores SIGTERM is killed with SIGKILL and reported stopped', async (t) => {
+  const { c, client } = await coordinator(t);
+  const control = await controlServer(t);
+  await launcher(t, c.url, { killGraceMs: 300 });
+  const job = await client.createJob({
+    type: 'start_session',
+    session_name: 'stubborn',
+    prompt: script([{ ignore: 'SIGTERM' }, { say: 'ignoring SIGTERM' }, { hello: true }, { await: true }], control),
+  });
+  const hello = await control.next();
+  const stop = await client.stopJob(job.job_id);
+  assert.equal(stop.outcome, 'stopping');
+  const done = await settled(client, job.job_id);
+  assert.equal(done.status, 'stopped');
+  await hello.closed;
+  assert.equal(alive(hello.pid), false);
+  assert.equal(alive(-hello.pid), false, 'the whole process group is gone');
+});
+
+test('external deregistration: the launcher takes no more jobs, lets the running one finish, exits', async (t) => {
+  const { c, client } = await coordinator(t);
+  const control = await controlServer(t);
+  const { launcher: l, id, done } = await launcher(t, c.url);
+  const job = await client.createJob({
+    type: 'start_session',
+    session_name: 'finishing',
+    prompt: script([{ hello: true }, { await: true }, { event: { type: 'result', text: 'finished' } }], control),
+  });
+  const hello = await control.next();
+  await client.deleteLauncher(id);
+  hello.release();
+  assert.equal(await done, 'deregistered');
+  const finished = await settled(client, job.job_id);
+  assert.equal(finished.status, 'completed');
+  assert.equal(finished.result, 'finished');
+  assert.equal(l.launcherId, id, 'it did not register again');
+});
+
+test('with --stop-on-exit, deregistration stops the running jobs and reports them failed', async (t) => {
+  const { c, client } = await coordinator(t);
+  const control = await controlServer(t);
+  const { id, done } = await launcher(t, c.url, { stopOnExit: true });
+  const job = await client.createJob({
+    type: 'start_session',
+    session_name: 'cut-short',
+    prompt: script([{ hello: true }, { await: true }], control),
+  });
+  await control.next();
+  await client.deleteLauncher(id);
+  assert.equal(await done, 'deregistered');
+  const finished = await settled(client, job.job_id);
+  assert.equal(finished.status, 'failed');
+  assert.match(finished.error ?? '', /deregistered/);
+});

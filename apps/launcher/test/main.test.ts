@@ -1,0 +1,123 @@
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { test, type TestContext } from 'node:test';
+import { controlServer, coordinator, fixture, script, settled } from './helpers.js';
+
+const MAIN = fileURLToPath(new URL('../src/main.js', import.meta.url));
+
+interface LauncherProcess {
+  child: ChildProcess;
+  /** resolves with the first log line whose msg matches */
+  logged(msg: RegExp): Promise<Record<string, unknown>>;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  stderr(): string;
+}
+
+/** The real launcher program, as `npm run launcher` runs it; killed after the test if still running. */
+function spawnLauncher(t: TestContext, args: string[], env: Record<string, string> = {}): LauncherProcess {
+  const child = spawn(process.execPath, [MAIN, ...args], {
+    env: { ...process.env, AGENTQ_LOG_LEVEL: 'debug', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once('exit', (code, signal) => resolve({ code, signal })),
+  );
+  t.after(async () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    await exited;
+  });
+  const lines: Array<Record<string, unknown>> = [];
+  const waiters: Array<{ msg: RegExp; resolve: (l: Record<string, unknown>) => void }> = [];
+  createInterface({ input: child.stdout! }).on('line', (text) => {
+    let line: Record<string, unknown>;
+    try {
+      line = JSON.parse(text) as Record<string, unknown>;
+    } catch {
+      return;
+    }
+    lines.push(line);
+    for (const w of [...waiters]) {
+      if (w.msg.test(String(line['msg']))) {
+        waiters.splice(waiters.indexOf(w), 1);
+        w.resolve(line);
+      }
+    }
+  });
+  let stderr = '';
+  child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
+  return {
+    child,
+    exited,
+    stderr: () => stderr,
+    logged: (msg) =>
+      new Promise((resolve) => {
+        const found = lines.find((l) => msg.test(String(l['msg'])));
+        if (found) resolve(found);
+        else waiters.push({ msg, resolve });
+      }),
+  };
+}
+
+test('SIGTERM with a running job: polling stops, the job may finish within the grace period, exit 0', async (t) => {
+  const { c, client } = await coordinator(t);
+  const control = await controlServer(t);
+  const l = spawnLauncher(t, ['--url', c.url, '--executor', fixture('executor.js'), '--shutdown-grace', '60']);
+  const ready = await l.logged(/launcher ready/);
+  const job = await client.createJob({
+    type: 'start_session',
+    session_name: 'draining',
+    prompt: script([{ hello: true }, { await: true }, { event: { type: 'result', text: 'finished in time' } }], control),
+  });
+  const hello = await control.next();
+  l.child.kill('SIGTERM');
+  await l.logged(/signal received/);
+  hello.release();
+  assert.deepEqual(await l.exited, { code: 0, signal: null });
+  const done = await settled(client, job.job_id);
+  assert.equal(done.status, 'completed');
+  assert.equal(done.result, 'finished in time');
+  const launchers = await client.listLaunchers();
+  assert.equal(launchers.launchers.find((x) => x.launcher_id === ready['launcher_id'])?.status ?? 'gone', 'gone');
+});
+
+test('SIGTERM when the grace period runs out: the job is killed and reported failed, then exit 0', async (t) => {
+  const { c, client } = await coordinator(t);
+  const control = await controlServer(t);
+  const l = spawnLauncher(t, [
+    '--url',
+    c.url,
+    '--executor',
+    fixture('executor.js'),
+    '--shutdown-grace',
+    '0',
+    '--kill-grace',
+    '0.2',
+  ]);
+  await l.logged(/launcher ready/);
+  const job = await client.createJob({
+    type: 'start_session',
+    session_name: 'cut-off',
+    prompt: script([{ ignore: 'SIGTERM' }, { hello: true }, { await: true }], control),
+  });
+  const hello = await control.next();
+  l.child.kill('SIGTERM');
+  assert.deepEqual(await l.exited, { code: 0, signal: null });
+  const done = await settled(client, job.job_id);
+  assert.equal(done.status, 'failed');
+  assert.match(done.error ?? '', /launcher shutting down: the job was interrupted \(executor ended by SIGKILL\)/);
+  await hello.closed;
+});
+
+test('a bad option exits 2 with a message naming it', async (t) => {
+  const l = spawnLauncher(t, ['--max-jobs', 'zero']);
+  assert.deepEqual(await l.exited, { code: 2, signal: null });
+  assert.match(l.stderr(), /--max-jobs: expected an integer from 1 to 1000, got "zero"/);
+});
+
+test('a bad environment variable exits 2 naming the variable', async (t) => {
+  const l = spawnLauncher(t, [], { AGENTQ_EXECUTOR: 'no-such-executor' });
+  assert.deepEqual(await l.exited, { code: 2, signal: null });
+  assert.match(l.stderr(), /AGENTQ_EXECUTOR: unknown executor "no-such-executor"/);
+});
