@@ -117,6 +117,8 @@ export class Launcher {
     if (!this.#isShuttingDown) {
       this.#isShuttingDown = true;
       this.#log.info({ running_jobs: this.#supervisor.runningIds }, 'shutting down');
+      // still trying to register (coordinator unreachable): nothing to drain, give up at once
+      if (this.#registration.id === undefined) this.#stopPolling.abort(new Error('shutdown before registration'));
       this.#shutdownRequested!();
     }
     return this.run();

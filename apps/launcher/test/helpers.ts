@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -170,11 +170,20 @@ export async function outputOf(client: AgentqClient, jobId: string): Promise<str
   return (await client.getOutput(jobId, { offset: 0 })).output;
 }
 
-/** True while a process (or process group, with a negative pid) exists. */
+/**
+ * True while a process (or process group, with a negative pid) exists and is not a zombie
+ * (a killed process whose parent is gone stays a zombie until init reaps it; Linux /proc).
+ */
 export function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return true;
+  } catch {
+    return false;
+  }
+  if (pid < 0) return true;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
   } catch {
     return false;
   }

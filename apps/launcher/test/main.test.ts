@@ -3,7 +3,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { test, type TestContext } from 'node:test';
-import { controlServer, coordinator, fixture, script, settled } from './helpers.js';
+import { alive, controlServer, coordinator, fixture, script, settled } from './helpers.js';
 
 const MAIN = fileURLToPath(new URL('../src/main.js', import.meta.url));
 
@@ -108,6 +108,34 @@ test('SIGTERM when the grace period runs out: the job is killed and reported fai
   assert.equal(done.status, 'failed');
   assert.match(done.error ?? '', /launcher shutting down: the job was interrupted \(executor ended by SIGKILL\)/);
   await hello.closed;
+});
+
+test('a second signal forces exit at once and kills the executors\' process groups', async (t) => {
+  const { c, client } = await coordinator(t);
+  const control = await controlServer(t);
+  const l = spawnLauncher(t, ['--url', c.url, '--executor', fixture('executor.js'), '--shutdown-grace', '600']);
+  await l.logged(/launcher ready/);
+  await client.createJob({
+    type: 'start_session',
+    session_name: 'forced',
+    prompt: script([{ ignore: 'SIGTERM' }, { hello: true }, { await: true }], control),
+  });
+  const hello = await control.next();
+  l.child.kill('SIGINT');
+  await l.logged(/signal received/);
+  l.child.kill('SIGINT');
+  assert.deepEqual(await l.exited, { code: 1, signal: null });
+  await hello.closed;
+  assert.equal(alive(hello.pid), false);
+});
+
+test('SIGTERM while the coordinator is unreachable: the launcher stops retrying and exits 0', async (t) => {
+  const { c } = await coordinator(t);
+  await c.close(); // a port nobody listens on any more
+  const l = spawnLauncher(t, ['--url', c.url, '--executor', 'demo']);
+  await l.logged(/coordinator unreachable/);
+  l.child.kill('SIGTERM');
+  assert.deepEqual(await l.exited, { code: 0, signal: null });
 });
 
 test('a bad option exits 2 with a message naming it', async (t) => {
