@@ -102,7 +102,7 @@ export const OPTIONS = [
     env: 'AGENTQ_PASS_ENV',
     kind: 'list',
     arg: 'NAME[,NAME]',
-    def: '',
+    def: 'none',
     help: 'extra environment variables passed to executors (repeatable)',
   },
   {
@@ -139,10 +139,11 @@ export function helpText(): string {
     '',
     'Options:',
     ...rows,
-    `  -h, --help${''.padEnd(24)}show this help`,
+    `${'  -h, --help'.padEnd(34)}show this help`,
     '',
-    'Signals: SIGTERM/SIGINT drain (stop polling, let jobs finish within --shutdown-grace, then',
-    'kill them and report them failed, deregister, exit 0); a second signal forces exit.',
+    'Signals: SIGTERM/SIGINT drain (take no new jobs, let running ones finish within',
+    '--shutdown-grace, then kill them and report them failed, deregister, exit 0); a second',
+    'signal kills the executors and exits 1 at once.',
     '',
   ].join('\n');
 }
@@ -155,13 +156,13 @@ export function loadConfig(
   env: Record<string, string | undefined>,
   cwd: string = process.cwd(),
 ): LoadResult {
-  const options = Object.fromEntries(
-    OPTIONS.map((o) => [o.flag, { type: o.kind === 'boolean' ? 'boolean' : 'string', multiple: o.kind === 'list' }]),
-  ) as Record<string, { type: 'string' | 'boolean'; multiple: boolean }>;
-  options['help'] = { type: 'boolean', multiple: false };
+  const options: Record<string, { type: 'string' | 'boolean'; multiple?: boolean; short?: string }> = {
+    help: { type: 'boolean', short: 'h' },
+  };
+  for (const o of OPTIONS) options[o.flag] = { type: o.kind === 'boolean' ? 'boolean' : 'string', multiple: o.kind === 'list' };
   let values: Record<string, string | boolean | Array<string | boolean> | undefined>;
   try {
-    ({ values } = parseArgs({ args: [...argv], options: { ...options, help: { type: 'boolean', short: 'h' } } }));
+    ({ values } = parseArgs({ args: [...argv], options, strict: true, allowPositionals: false }));
   } catch (err) {
     throw new ConfigError('arguments', (err as Error).message);
   }
