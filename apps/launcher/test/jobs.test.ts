@@ -199,3 +199,25 @@ test('with --stop-on-exit, deregistration stops the running jobs and reports the
   assert.equal(finished.status, 'failed');
   assert.match(finished.error ?? '', /deregistered/);
 });
+
+test('a stop request for a job this launcher is not running is answered with `stopped`', async (t) => {
+  const { c, client } = await coordinator(t);
+  const control = await controlServer(t);
+  const { id } = await launcher(t, c.url, { maxJobs: 1 });
+  // fill the launcher's only slot, so its poll parks with capacity 0
+  const busy = await client.createJob({
+    type: 'start_session',
+    session_name: 'busy',
+    prompt: script([{ hello: true }, { await: true }], control),
+  });
+  const hello = await control.next();
+  // claim a second job under the launcher's id behind its back: the coordinator thinks it runs it
+  const ghost = await client.createJob({ type: 'start_session', session_name: 'ghost', prompt: script([]) });
+  const claimed = await client.poll(id, { capacity: 1, holdSeconds: 1 });
+  assert.equal(claimed?.job?.job_id, ghost.job_id);
+  assert.equal((await client.stopJob(ghost.job_id)).outcome, 'stopping');
+  const stopped = await settled(client, ghost.job_id);
+  assert.equal(stopped.status, 'stopped');
+  hello.release();
+  assert.equal((await settled(client, busy.job_id)).status, 'completed');
+});
