@@ -40,6 +40,9 @@ export class JobRunner {
   readonly #log: Logger;
   #process: ExecutorProcess | undefined;
   #interruption: Interruption | undefined;
+  #interrupted: (() => void) | undefined;
+  /** resolves when stop() or interrupt() is called */
+  readonly #interruptedPromise = new Promise<'interrupted'>((resolve) => (this.#interrupted = () => resolve('interrupted')));
 
   constructor(job: Job, deps: JobRunnerDeps) {
     this.job = job;
@@ -69,6 +72,7 @@ export class JobRunner {
   #interrupt(what: Interruption): void {
     if (this.#interruption) return;
     this.#interruption = what;
+    this.#interrupted!();
     this.#log.info({ why: what.kind === 'stop' ? 'stop requested' : what.reason }, 'stopping job');
     void this.#process?.terminate();
   }
@@ -81,22 +85,24 @@ export class JobRunner {
       'job claimed',
     );
 
-    const started = await reporter.send(jobId, { kind: 'started', body: {} });
+    const notRun: ExecutorExit = { code: null, signal: null, stderrTail: '', spawnError: null };
+    // a stop or shutdown does not wait for `started` (the coordinator may be unreachable): the
+    // final report is queued behind it and both go out in order when it answers
+    const started = await Promise.race([reporter.send(jobId, { kind: 'started', body: {} }), this.#interruptedPromise]);
+    if (started === 'interrupted') return this.#finish(notRun, undefined);
     if (!started.ok) {
       if ('refused' in started && started.refused.details?.['current_status'] === 'stopping') {
         this.#interruption = { kind: 'stop' };
-        await this.#finish({ code: null, signal: null, stderrTail: '', spawnError: null }, undefined, undefined);
-      } else {
-        // requeued after its claim lease, taken by another launcher, or ended: not ours to run
-        this.#log.warn('the coordinator did not accept `started`; the job is not run here');
-        reporter.close(jobId);
+        return this.#finish(notRun, undefined);
       }
+      if ('refused' in started) {
+        // requeued after its claim lease, taken by another launcher, or ended: not ours to run
+        this.#log.warn({ code: started.refused.code }, 'the coordinator did not accept `started`; the job is not run here');
+      }
+      reporter.close(jobId);
       return;
     }
-    if (this.#interruption) {
-      await this.#finish({ code: null, signal: null, stderrTail: '', spawnError: null }, undefined, undefined);
-      return;
-    }
+    if (this.#interruption) return this.#finish(notRun, undefined);
 
     const cwd = this.job.project_dir ?? this.#d.defaultProjectDir;
     if (!isDirectory(cwd)) {

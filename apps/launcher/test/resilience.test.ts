@@ -73,7 +73,12 @@ test('a coordinator that lost its state (401 launcher_unknown) is answered by re
 
 test('a report answered 503 is retried until it is acknowledged', async (t) => {
   const { c, client } = await coordinator(t);
-  const proxy = await failingProxy(t, c.url, (req) => req.method === 'POST' && /\/completed$/.test(req.url ?? ''));
+  let injected = 0;
+  const proxy = await failingProxy(t, c.url, (req) => {
+    if (injected > 0 || req.method !== 'POST' || !/\/completed$/.test(req.url ?? '')) return false;
+    injected++;
+    return true;
+  });
   await launcher(t, proxy.url);
   const job = await client.createJob({
     type: 'start_session',
@@ -83,26 +88,54 @@ test('a report answered 503 is retried until it is acknowledged', async (t) => {
   const done = await settled(client, job.job_id);
   assert.equal(done.status, 'completed');
   assert.equal(done.result, 'made it');
-  assert.equal(proxy.failed, 1);
-  assert.equal(proxy.count((req) => /\/completed$/.test(req)), 2);
+  assert.equal(injected, 1);
+  assert.equal(proxy.count((url) => /\/completed$/.test(url)), 2);
+});
+
+test('shutdown while `started` is not acknowledged: the executor never runs and the launcher still exits', async (t) => {
+  const { c, client } = await coordinator(t);
+  const control = await controlServer(t);
+  const proxy = await failingProxy(t, c.url, (req) => /\/started$/.test(req.url ?? ''));
+  const { launcher: l } = await launcher(t, proxy.url, { shutdownGraceMs: 0 }, { reportDrainMs: 200 });
+  const job = await client.createJob({
+    type: 'start_session',
+    session_name: 'never-started',
+    prompt: script([{ hello: true }], control),
+  });
+  // the launcher holds the job (claimed) and keeps retrying `started`
+  await proxy.seen((url) => url.endsWith(`/launcher/jobs/${job.job_id}/started`));
+  assert.equal(await l.shutdown(), 'shutdown');
+  assert.equal(control.connected, 0);
+  assert.equal(control.maxConnected, 0, 'the executor was never spawned');
+  // the launcher's deregistration released the job it never started: back in the queue
+  assert.equal((await client.getJob(job.job_id)).status, 'pending');
 });
 
 /**
- * An HTTP proxy in front of the coordinator that answers 503 to the first request matching
- * `failFirst`, and forwards everything else (long polls included).
+ * An HTTP proxy in front of the coordinator that answers 503 to the requests `fail` picks and
+ * forwards everything else (long polls included).
  */
 async function failingProxy(
   t: TestContext,
   target: string,
-  failFirst: (req: IncomingMessage) => boolean,
-): Promise<{ url: string; failed: number; count: (match: (url: string) => boolean) => number }> {
+  fail: (req: IncomingMessage) => boolean,
+): Promise<{
+  url: string;
+  count: (match: (url: string) => boolean) => number;
+  /** resolves once a request whose URL matches has arrived */
+  seen: (match: (url: string) => boolean) => Promise<void>;
+}> {
   const upstream = new URL(target);
-  const seen: string[] = [];
-  let failed = 0;
+  const urls: string[] = [];
+  const waiters: Array<{ match: (url: string) => boolean; resolve: () => void }> = [];
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
-    seen.push(req.url ?? '');
-    if (failed === 0 && failFirst(req)) {
-      failed++;
+    const url = req.url ?? '';
+    urls.push(url);
+    for (const w of waiters.filter((w) => w.match(url))) {
+      waiters.splice(waiters.indexOf(w), 1);
+      w.resolve();
+    }
+    if (fail(req)) {
       req.resume();
       res.writeHead(503, { 'content-type': 'application/json' });
       res.end(JSON.stringify({ error: { code: 'shutting_down', message: 'injected by the test proxy' } }));
@@ -126,9 +159,8 @@ async function failingProxy(
   });
   return {
     url: `http://127.0.0.1:${(server.address() as { port: number }).port}`,
-    get failed() {
-      return failed;
-    },
-    count: (match) => seen.filter(match).length,
+    count: (match) => urls.filter(match).length,
+    seen: (match) =>
+      new Promise<void>((resolve) => (urls.some(match) ? resolve() : waiters.push({ match, resolve }))),
   };
 }
