@@ -221,3 +221,19 @@ test('a stop request for a job this launcher is not running is answered with `st
   hello.release();
   assert.equal((await settled(client, busy.job_id)).status, 'completed');
 });
+
+test('large multi-byte output arrives intact across several batches', async (t) => {
+  const { c, client } = await coordinator(t);
+  await launcher(t, c.url);
+  // 200 KB in one line: split into several output reports, never inside a surrogate pair
+  const line = 'é漢😀x'.repeat(20_000);
+  const job = await client.createJob({
+    type: 'start_session',
+    session_name: 'big-output',
+    prompt: script([{ say: line }, { say: 'end' }]),
+  });
+  assert.equal((await settled(client, job.job_id)).status, 'completed');
+  const out = await client.getOutput(job.job_id, { offset: 0, limit_bytes: 1024 * 1024 });
+  assert.equal(out.output, `${line}\nend\n`);
+  assert.equal(out.total_bytes, Buffer.byteLength(`${line}\nend\n`));
+});
