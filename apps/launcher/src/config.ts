@@ -159,7 +159,9 @@ export function loadConfig(
   const options: Record<string, { type: 'string' | 'boolean'; multiple?: boolean; short?: string }> = {
     help: { type: 'boolean', short: 'h' },
   };
-  for (const o of OPTIONS) options[o.flag] = { type: o.kind === 'boolean' ? 'boolean' : 'string', multiple: o.kind === 'list' };
+  for (const o of OPTIONS) {
+    options[o.flag] = { type: o.kind === 'boolean' ? 'boolean' : 'string', multiple: o.kind === 'list' };
+  }
   let values: Record<string, string | boolean | Array<string | boolean> | undefined>;
   try {
     ({ values } = parseArgs({ args: [...argv], options, strict: true, allowPositionals: false }));

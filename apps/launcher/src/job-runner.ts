@@ -42,7 +42,9 @@ export class JobRunner {
   #interruption: Interruption | undefined;
   #interrupted: (() => void) | undefined;
   /** resolves when stop() or interrupt() is called */
-  readonly #interruptedPromise = new Promise<'interrupted'>((resolve) => (this.#interrupted = () => resolve('interrupted')));
+  readonly #interruptedPromise = new Promise<'interrupted'>(
+    (resolve) => (this.#interrupted = () => resolve('interrupted')),
+  );
 
   constructor(job: Job, deps: JobRunnerDeps) {
     this.job = job;
@@ -88,7 +90,10 @@ export class JobRunner {
     const notRun: ExecutorExit = { code: null, signal: null, stderrTail: '', spawnError: null };
     // a stop or shutdown does not wait for `started` (the coordinator may be unreachable): the
     // final report is queued behind it and both go out in order when it answers
-    const started = await Promise.race([reporter.send(jobId, { kind: 'started', body: {} }), this.#interruptedPromise]);
+    const started = await Promise.race([
+      reporter.send(jobId, { kind: 'started', body: {} }),
+      this.#interruptedPromise,
+    ]);
     if (started === 'interrupted') return this.#finish(notRun, undefined);
     if (!started.ok) {
       if ('refused' in started && started.refused.details?.['current_status'] === 'stopping') {
@@ -97,7 +102,10 @@ export class JobRunner {
       }
       if ('refused' in started) {
         // requeued after its claim lease, taken by another launcher, or ended: not ours to run
-        this.#log.warn({ code: started.refused.code }, 'the coordinator did not accept `started`; the job is not run here');
+        this.#log.warn(
+          { code: started.refused.code },
+          'the coordinator did not accept `started`; the job is not run here',
+        );
       }
       reporter.close(jobId);
       return;
@@ -197,7 +205,10 @@ export class JobRunner {
     if (exit.code === 0 && errorMessage === undefined) {
       return this.#report({ kind: 'completed', body: { status: 'success', result: result ?? null, ...session } });
     }
-    return this.#report({ kind: 'failed', body: { error: failureMessage(exit, errorMessage), exit_code: exit.code, ...session } });
+    return this.#report({
+      kind: 'failed',
+      body: { error: failureMessage(exit, errorMessage), exit_code: exit.code, ...session },
+    });
   }
 
   async #report(report: Parameters<Reporter['send']>[1]): Promise<void> {

@@ -174,7 +174,10 @@ export class Launcher {
 
       const drainTimeout = AbortSignal.timeout(this.#deps.reportDrainMs ?? 15_000);
       if (!(await this.#reporter.drain(AbortSignal.any([drainTimeout, this.#exit.signal])))) {
-        this.#log.error({ pending_reports: this.#reporter.pending }, 'exiting with reports the coordinator never acknowledged');
+        this.#log.error(
+          { pending_reports: this.#reporter.pending },
+          'exiting with reports the coordinator never acknowledged',
+        );
       }
       this.#exit.abort(new Error('launcher exiting'));
       await heartbeat;

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { TestContext } from 'node:test';
-import { pino } from 'pino';
+import { pino, type Logger } from 'pino';
 import { AgentqClient } from '@agentq/client';
 import type { Job } from '@agentq/protocol';
 import { startCoordinator } from '@agentq/coordinator';
@@ -15,6 +15,37 @@ export const fixture = (name: string): string => fileURLToPath(new URL(`./fixtur
 
 /** Logs of launchers under test: silent unless TEST_LOG=debug (or another level) is set. */
 export const testLog = () => pino({ level: process.env['TEST_LOG'] ?? 'silent' });
+
+type LogLine = Record<string, unknown>;
+
+/** A logger that keeps every line (parsed), for waiting on and asserting about what was logged. */
+export function captureLog(): {
+  log: Logger;
+  lines: LogLine[];
+  /** resolves with the first line (past or future) for which `match` is true */
+  waitFor: (match: (line: LogLine) => boolean) => Promise<LogLine>;
+} {
+  const lines: LogLine[] = [];
+  const waiters: Array<{ match: (line: LogLine) => boolean; resolve: (line: LogLine) => void }> = [];
+  const write = (text: string) => {
+    const line = JSON.parse(text) as LogLine;
+    lines.push(line);
+    for (const w of waiters.filter((w) => w.match(line))) {
+      waiters.splice(waiters.indexOf(w), 1);
+      w.resolve(line);
+    }
+  };
+  return {
+    log: pino({ level: 'debug' }, { write }),
+    lines,
+    waitFor: (match) =>
+      new Promise((resolve) => {
+        const found = lines.find(match);
+        if (found) resolve(found);
+        else waiters.push({ match, resolve });
+      }),
+  };
+}
 
 /** Short waits so tests exercise retries quickly; behaviour is the same as with the defaults. */
 export const FAST_RETRY = { baseMs: 20, maxMs: 250 };

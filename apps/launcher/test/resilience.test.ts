@@ -4,6 +4,7 @@ import { test, type TestContext } from 'node:test';
 import { AgentqClient } from '@agentq/client';
 import { startCoordinator } from '@agentq/coordinator';
 import {
+  captureLog,
   COORDINATOR_OPTIONS,
   controlServer,
   coordinator,
@@ -16,7 +17,8 @@ import {
 test('coordinator restarted during a job: every report still arrives, in order', async (t) => {
   const { c, client } = await coordinator(t);
   const control = await controlServer(t);
-  await launcher(t, c.url);
+  const { log, lines, waitFor } = captureLog();
+  await launcher(t, c.url, {}, { log });
   const job = await client.createJob({
     type: 'start_session',
     session_name: 'outage',
@@ -34,9 +36,14 @@ test('coordinator restarted during a job: every report still arrives, in order',
   });
   const hello = await control.next();
   await c.close();
-  // the executor finishes while nobody answers: output and `completed` wait in the report queue
+  // the executor finishes while nobody answers: its output and `completed` wait in the job's
+  // report queue (the restart waits until the launcher has queued `completed` and a report of
+  // the job has failed four times)
   hello.release();
-  await hello.closed;
+  await waitFor((l) => l['msg'] === 'job completed' && l['job_id'] === job.job_id);
+  await waitFor(
+    (l) => l['msg'] === 'report not delivered; will retry' && l['job_id'] === job.job_id && Number(l['attempt']) >= 3,
+  );
 
   const c2 = await startCoordinator({ ...COORDINATOR_OPTIONS, port: c.port }, { core: c.core });
   const client2 = new AgentqClient({ url: c2.url });
@@ -52,6 +59,15 @@ test('coordinator restarted during a job: every report still arrives, in order',
   // and the launcher polls the restarted coordinator again
   const next = await client2.createJob({ type: 'start_session', session_name: 'after', prompt: script([]) });
   assert.equal((await settled(client2, next.job_id)).status, 'completed');
+
+  // the outage is logged when it starts and when it ends, not at every retry (twice at most: a
+  // request in flight while the server closes may still succeed after the first failure)
+  const count = (msg: RegExp) => lines.filter((l) => msg.test(String(l['msg']))).length;
+  const retries = count(/will retry/);
+  const down = count(/coordinator unreachable/);
+  assert.ok(retries >= 4, `report retries: ${retries}`);
+  assert.ok(down >= 1 && down <= 2, `outage logged ${down} times for ${retries} report retries`);
+  assert.equal(count(/coordinator reachable again/), down);
 });
 
 test('a coordinator that lost its state (401 launcher_unknown) is answered by registering again', async (t) => {

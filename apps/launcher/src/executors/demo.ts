@@ -14,7 +14,8 @@ runExecutor(async () => {
   const sessionId = inv.mode === 'resume' && inv.executor_session_id ? inv.executor_session_id : `demo-${randomUUID()}`;
   emit({ type: 'session', session_id: sessionId });
   const steps = [
-    `${inv.mode === 'resume' ? 'Resuming' : 'Starting'} session "${inv.session_name}"${inv.agent_name ? ` as ${inv.agent_name}` : ''}`,
+    `${inv.mode === 'resume' ? 'Resuming' : 'Starting'} session "${inv.session_name}"` +
+      (inv.agent_name ? ` as ${inv.agent_name}` : ''),
     'Reading the prompt...',
     'Thinking...',
     'Writing the answer...',
