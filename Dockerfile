@@ -20,6 +20,8 @@ COPY --from=build --chown=node:node /app/package.json ./
 COPY --from=build --chown=node:node /app/node_modules ./node_modules
 COPY --from=build --chown=node:node /app/packages ./packages
 COPY --from=build --chown=node:node /app/apps ./apps
+# the journal's home when STATE_FILE points here (a volume in docker-compose.yml)
+RUN mkdir -p /var/lib/agentq && chown node:node /var/lib/agentq
 USER node
 EXPOSE 8765
 HEALTHCHECK --interval=10s --timeout=3s --start-period=5s --retries=3 \

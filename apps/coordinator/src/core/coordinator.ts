@@ -38,6 +38,7 @@ import { toWireLauncher, type LauncherRecord, type PollWaiter } from './launcher
 import { OutputBuffer } from './output-buffer.js';
 import { ReadyQueue } from './ready-queue.js';
 import { isBusy, toWireSession, type SessionRecord } from './sessions.js';
+import type { StateSnapshot } from './journal.js';
 
 export interface CoordinatorDeps {
   clock?: Clock;
@@ -403,7 +404,10 @@ export class Coordinator {
     if (job.status === target) return; // a repeated report: already applied
     if (kind === 'started' && job.status === 'stopping') {
       // it started while a stop request was on its way: note it, the stop still stands
-      job.startedAt ??= now;
+      if (job.startedAt === null) {
+        job.startedAt = now;
+        this.#emitJob('job.started', job);
+      }
       return;
     }
     transition(job, target, now);
@@ -550,6 +554,156 @@ export class Coordinator {
   /** Reopen after close() (the same core served by a new server, e.g. after a restart). */
   reopen(): void {
     this.#closed = false;
+  }
+
+  // ---------------------------------------------------------------------------------------
+  // Persistence: the journal (journal.ts) records lifecycle events; these two methods turn the
+  // live state into a snapshot and rebuild it from one.
+  // ---------------------------------------------------------------------------------------
+
+  snapshot(): StateSnapshot {
+    const now = this.#clock.now();
+    return {
+      lastEventId: this.events.lastId,
+      sessions: [...this.#sessions.values()].map(toWireSession),
+      launchers: [...this.#launchers.values()].map((l) => toWireLauncher(l, now)),
+      jobs: [...this.#jobs.values()].map(toWireJob),
+    };
+  }
+
+  /**
+   * Rebuild from a snapshot, on a fresh core. Launchers get a full heartbeat timeout from now to
+   * come back (they keep their ids, so their polls and reports carry on); jobs they held are
+   * released as usual if they do not. Output previews are not journaled and start empty.
+   */
+  restore(s: StateSnapshot): void {
+    if (this.#jobs.size + this.#sessions.size + this.#launchers.size > 0) throw new Error('restore() needs an empty core');
+    const now = this.#clock.now();
+    const ms = (x: string | null) => (x === null ? null : Date.parse(x));
+    this.events.continueAfter(s.lastEventId);
+    for (const w of s.sessions) {
+      this.#sessions.set(w.session_name, {
+        name: w.session_name,
+        agentName: w.agent_name,
+        projectDir: w.project_dir,
+        parentName: w.parent_session_name,
+        depth: w.depth,
+        createdAt: ms(w.created_at)!,
+        updatedAt: ms(w.updated_at)!,
+        executorSessionId: w.executor_session_id,
+        active: null,
+        pending: [],
+        lastJobStatus: w.last_job_status,
+        lastResult: w.last_result,
+        lastError: w.last_error,
+        jobIds: [],
+        children: [...w.children],
+        callbacks: [...w.pending_callbacks],
+        callbackJobId: w.callback_job_id,
+        callbacksHeld: false,
+      });
+    }
+    for (const w of s.launchers) {
+      this.#launchers.set(w.launcher_id, {
+        id: w.launcher_id,
+        hostname: w.hostname,
+        projectDir: w.project_dir,
+        executorType: w.executor_type,
+        maxJobs: w.max_jobs,
+        version: w.version,
+        registeredAt: ms(w.registered_at)!,
+        lastSeen: now,
+        status: w.status,
+        staleAt: w.status === 'stale' ? now : null,
+        activeJobs: new Set(),
+        pendingStops: new Set(),
+        waiters: new Set(),
+      });
+    }
+    const orphans: JobRecord[] = [];
+    for (const w of s.jobs) {
+      const session = this.#sessions.get(w.session_name);
+      if (!session) {
+        this.#log.error({ job_id: w.job_id, session_name: w.session_name }, 'journal: job without its session; skipped');
+        continue;
+      }
+      const job: JobRecord = {
+        seq: ++this.#seq,
+        id: w.job_id,
+        type: w.type,
+        sessionName: w.session_name,
+        agentName: w.agent_name,
+        prompt: w.prompt,
+        projectDir: w.project_dir,
+        parentSessionName: w.parent_session_name,
+        createdAt: ms(w.created_at)!,
+        timeoutMs: w.timeout_ms,
+        callbackOf: w.callback_of,
+        status: w.status,
+        launcherId: w.launcher_id,
+        error: w.error,
+        result: w.result,
+        claimedAt: ms(w.claimed_at),
+        startedAt: ms(w.started_at),
+        completedAt: ms(w.completed_at),
+        updatedAt: ms(w.updated_at)!,
+        stopRequestedAt: ms(w.stop_requested_at),
+        stopReason: w.stop_reason,
+        executorSessionId: w.executor_session_id,
+        attempts: w.attempts,
+        output: new OutputBuffer(this.#config.outputMaxBytes),
+        prev: null,
+        next: null,
+        queued: false,
+      };
+      this.#jobs.set(job.id, job);
+      session.jobIds.push(job.id);
+      if (isTerminal(job.status)) {
+        this.#ended.push(job);
+        continue;
+      }
+      if (job.timeoutMs !== null) this.#deadlines.push(job.createdAt + job.timeoutMs, job);
+      if (job.callbackOf && session.callbackJobId === job.id) {
+        const delivered = job.callbackOf.flatMap((id) => {
+          const child = this.#jobs.get(id);
+          if (!child) return [];
+          return [{
+            child_session_name: child.sessionName,
+            job_id: child.id,
+            outcome: child.status as ChildOutcome,
+            result: child.result,
+            error: child.error,
+            ended_at: new Date(child.completedAt ?? now).toISOString(),
+          }];
+        });
+        this.#deliveries.set(job.id, delivered);
+      }
+      if (job.status === 'pending') {
+        session.pending.push(job);
+        this.#pendingCount++;
+        continue;
+      }
+      session.active = job;
+      const launcher = job.launcherId ? this.#launchers.get(job.launcherId) : undefined;
+      if (!launcher || launcher.status === 'stale') {
+        orphans.push(job);
+        continue;
+      }
+      launcher.activeJobs.add(job);
+      this.#active.add(job);
+      if (job.status === 'stopping') launcher.pendingStops.add(job.id);
+    }
+    this.#ended.sort((a, b) => (a.completedAt ?? 0) - (b.completedAt ?? 0));
+    for (const job of orphans) {
+      // held by a launcher that is gone: treat like a lost launcher
+      this.#active.add(job);
+      if (job.status === 'claimed') this.#requeue(job, 'its launcher is gone (found at restore)');
+      else {
+        job.error = `launcher ${job.launcherId} lost across a coordinator restart`;
+        this.#end(job, 'interrupted');
+      }
+    }
+    for (const session of this.#sessions.values()) this.#offerNext(session);
   }
 
   // ---------------------------------------------------------------------------------------
@@ -847,9 +1001,11 @@ export class Coordinator {
   }
 
   #setExecutorSession(job: JobRecord, executorSessionId: string): void {
-    job.executorSessionId = executorSessionId;
     const session = this.#sessions.get(job.sessionName)!;
+    if (job.executorSessionId === executorSessionId && session.executorSessionId === executorSessionId) return;
+    job.executorSessionId = executorSessionId;
     session.executorSessionId = executorSessionId;
+    this.#emitSession(session);
   }
 
   /** A child's job ended: queue its outcome on the parent and deliver if the parent is free. */
