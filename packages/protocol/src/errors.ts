@@ -20,6 +20,7 @@ export type ErrorBody = Static<typeof ErrorBody>;
 /** The registry of error codes and the HTTP status each one is answered with. */
 export const ErrorCodes = {
   validation_failed: 400,
+  bad_request: 400,
   launcher_unknown: 401,
   job_not_found: 404,
   session_not_found: 404,
@@ -31,6 +32,7 @@ export const ErrorCodes = {
   session_exists: 409,
   session_idle: 409,
   payload_too_large: 413,
+  unsupported_media_type: 415,
   depth_exceeded: 422,
   internal_error: 500,
   shutting_down: 503,

@@ -1,0 +1,86 @@
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import { pino, type Logger } from 'pino';
+import type { CoordinatorConfig } from './config.js';
+import { systemClock, type Clock } from './core/clock.js';
+import { Coordinator } from './core/coordinator.js';
+import { installErrorHandling } from './http/errors.js';
+import { eventRoutes } from './http/events.js';
+import { jobRoutes } from './http/jobs.js';
+import { launcherRoutes } from './http/launcher.js';
+import { launchersRoutes } from './http/launchers.js';
+import { collectRoutes, openapiRoutes } from './http/openapi.js';
+import { sessionRoutes } from './http/sessions.js';
+import { typeboxValidatorCompiler } from './http/validation.js';
+
+export interface AppDeps {
+  /** the domain core; pass one to keep state across app instances (a restart in tests) */
+  core?: Coordinator;
+  clock?: Clock;
+  logger?: Logger;
+}
+
+export function createLogger(config: CoordinatorConfig): Logger {
+  return pino({
+    level: config.logLevel,
+    base: { service: 'agentq-coordinator' },
+    redact: ['req.headers.authorization'],
+  });
+}
+
+/**
+ * Build the coordinator's Fastify app, not listening (only main.ts and startCoordinator listen).
+ * The sweeper (staleness, leases, timeouts, retention) runs while the app is ready.
+ */
+export async function buildApp(config: CoordinatorConfig, deps: AppDeps = {}): Promise<FastifyInstance> {
+  const logger = deps.logger ?? createLogger(config);
+  const clock = deps.clock ?? systemClock;
+  const core = deps.core ?? new Coordinator(config, { clock, logger });
+  const startedAt = clock.now();
+
+  // Bodies may carry a prompt of up to maxPromptBytes, which JSON escaping can grow.
+  const bodyLimit = Math.max(1024 * 1024, config.maxPromptBytes * 2 + 64 * 1024, config.outputMaxBytes * 2);
+  const app = Fastify({
+    loggerInstance: logger as FastifyBaseLogger,
+    bodyLimit,
+    disableRequestLogging: false,
+    return503OnClosing: true,
+    forceCloseConnections: true,
+  }).withTypeProvider<TypeBoxTypeProvider>();
+
+  app.setValidatorCompiler(typeboxValidatorCompiler);
+  installErrorHandling(app);
+
+  let sweeper: NodeJS.Timeout | undefined;
+  app.addHook('onReady', async () => {
+    core.reopen();
+    sweeper = setInterval(() => {
+      try {
+        core.sweep();
+      } catch (err) {
+        logger.error({ err }, 'sweep failed');
+      }
+    }, config.sweepIntervalMs);
+    sweeper.unref();
+  });
+  app.addHook('preClose', async () => {
+    clearInterval(sweeper);
+    core.close();
+  });
+
+  const routes = collectRoutes(app);
+  await app.register(jobRoutes, { core });
+  await app.register(launcherRoutes, { core });
+  await app.register(launchersRoutes, { core, startedAt });
+  await app.register(sessionRoutes, { core });
+  await app.register(eventRoutes, { core });
+  await app.register(openapiRoutes, { routes });
+  app.decorate('core', core);
+  return app;
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    core: Coordinator;
+  }
+}

@@ -1,0 +1,978 @@
+import {
+  MAX_SESSION_DEPTH,
+  isTerminal,
+  type CallbackNotification,
+  type ChildOutcome,
+  type CompletedReport,
+  type CreateJobRequest,
+  type FailedReport,
+  type Health,
+  type HeartbeatRequest,
+  type HeartbeatResponse,
+  type Job,
+  type JobStatus,
+  type JobType,
+  type Launcher,
+  type ListSessionsQuery,
+  type PollResponse,
+  type RegisterLauncherRequest,
+  type RegisterLauncherResponse,
+  type Session,
+  type StartedReport,
+  type StopJobResponse,
+  type StoppedReport,
+  type StopReason,
+  type StopSessionResponse,
+} from '@agentq/protocol';
+import { pino, type Logger } from 'pino';
+import type { CoordinatorConfig } from '../config.js';
+import { renderCallbackPrompt } from './callbacks.js';
+import { systemClock, type Clock } from './clock.js';
+import { DeadlineHeap } from './deadline-heap.js';
+import { CoordinatorError, jobNotFound, launcherUnknown, validation } from './errors.js';
+import { EventLog } from './event-log.js';
+import { newId } from './ids.js';
+import { toWireJob, transition, type JobRecord } from './job-record.js';
+import { toWireLauncher, type LauncherRecord, type PollWaiter } from './launcher-record.js';
+import { OutputBuffer } from './output-buffer.js';
+import { ReadyQueue } from './ready-queue.js';
+import { isBusy, toWireSession, type SessionRecord } from './sessions.js';
+
+export interface CoordinatorDeps {
+  clock?: Clock;
+  logger?: Logger;
+}
+
+/** How long a stale launcher stays listed (status `stale`) before it is forgotten. */
+const STALE_LAUNCHER_KEEP_MS = 60 * 60 * 1000;
+
+type ReportKind = 'started' | 'completed' | 'failed' | 'stopped';
+
+/**
+ * The domain core: job queue, launcher registry, sessions and callbacks. Plain TypeScript, no
+ * HTTP. Every method runs to completion synchronously (Node's single thread makes each one
+ * atomic), except the long waits, which park a promise that a state change resolves.
+ */
+export class Coordinator {
+  readonly events: EventLog;
+  readonly #config: CoordinatorConfig;
+  readonly #clock: Clock;
+  readonly #log: Logger;
+
+  readonly #jobs = new Map<string, JobRecord>();
+  readonly #ready = new ReadyQueue<JobRecord>();
+  /** jobs that are claimed, running or stopping (checked by the sweeper for leases) */
+  readonly #active = new Set<JobRecord>();
+  readonly #deadlines = new DeadlineHeap<JobRecord>();
+  /** terminal jobs in the order they ended, for retention */
+  readonly #ended: JobRecord[] = [];
+  #endedHead = 0;
+  #pendingCount = 0;
+  #seq = 0;
+
+  readonly #sessions = new Map<string, SessionRecord>();
+  /** notifications carried by each callback job in flight */
+  readonly #deliveries = new Map<string, CallbackNotification[]>();
+
+  readonly #launchers = new Map<string, LauncherRecord>();
+  /** parked polls that can take a job, longest-waiting first */
+  readonly #jobWaiters = new Set<PollWaiter>();
+  /** callbacks waiting for a job to become terminal */
+  readonly #terminalWatchers = new Map<string, Set<() => void>>();
+  #closed = false;
+
+  constructor(config: CoordinatorConfig, deps: CoordinatorDeps = {}) {
+    this.#config = config;
+    this.#clock = deps.clock ?? systemClock;
+    this.#log = deps.logger ?? pino({ level: 'silent' });
+    this.events = new EventLog(config.eventReplaySize, this.#clock, this.#log);
+  }
+
+  get config(): CoordinatorConfig {
+    return this.#config;
+  }
+
+  // ---------------------------------------------------------------------------------------
+  // Jobs
+  // ---------------------------------------------------------------------------------------
+
+  createJob(req: CreateJobRequest): Job {
+    const promptBytes = Buffer.byteLength(req.prompt, 'utf8');
+    if (promptBytes > this.#config.maxPromptBytes) {
+      throw validation('prompt', `is ${promptBytes} bytes; the limit is ${this.#config.maxPromptBytes}`);
+    }
+    const name = req.session_name;
+    const parentName = req.parent_session_name ?? null;
+    if (parentName === name) throw validation('parent_session_name', 'a session cannot be its own parent');
+
+    let session = this.#sessions.get(name);
+    if (req.type === 'start_session') {
+      if (session) {
+        throw new CoordinatorError(
+          'session_exists',
+          `session ${name} already exists; use a resume_session job to continue it`,
+          { session_name: name, current_status: isBusy(session) ? 'busy' : 'idle' },
+        );
+      }
+      const parent = parentName === null ? null : this.#parentSession(parentName);
+      session = this.#newSession(req, parent);
+    } else {
+      if (!session) {
+        throw new CoordinatorError('session_not_found', `session ${name} not found; start it with a start_session job`, {
+          session_name: name,
+        });
+      }
+      if (parentName !== null && parentName !== session.parentName) {
+        throw validation(
+          'parent_session_name',
+          `session ${name} has parent ${session.parentName ?? 'none'}; a resume cannot change it`,
+        );
+      }
+    }
+    const job = this.#enqueue(session, {
+      type: req.type,
+      prompt: req.prompt,
+      agentName: req.agent_name ?? session.agentName,
+      projectDir: req.project_dir ?? session.projectDir,
+      timeoutMs: req.timeout_ms ?? this.#config.defaultJobTimeoutMs,
+      callbackOf: null,
+    });
+    return toWireJob(job);
+  }
+
+  getJob(jobId: string): Job {
+    return toWireJob(this.#job(jobId));
+  }
+
+  /** Jobs newest first. `cursor` is the `next_cursor` of the previous page. */
+  listJobs(filter: {
+    statuses?: ReadonlySet<JobStatus>;
+    sessionName?: string;
+    launcherId?: string;
+    terminal?: boolean;
+    limit: number;
+    cursor?: number;
+  }): { jobs: Job[]; next_cursor: string | null } {
+    const source: Iterable<JobRecord> = filter.sessionName
+      ? (this.#sessions.get(filter.sessionName)?.jobIds ?? []).map((id) => this.#jobs.get(id)).filter((j) => !!j)
+      : this.#jobs.values();
+    const matches: JobRecord[] = [];
+    for (const job of source) {
+      if (filter.cursor !== undefined && job.seq >= filter.cursor) continue;
+      if (filter.statuses && !filter.statuses.has(job.status)) continue;
+      if (filter.launcherId !== undefined && job.launcherId !== filter.launcherId) continue;
+      if (filter.terminal !== undefined && isTerminal(job.status) !== filter.terminal) continue;
+      if (filter.sessionName !== undefined && job.sessionName !== filter.sessionName) continue;
+      matches.push(job);
+    }
+    matches.sort((a, b) => b.seq - a.seq);
+    const page = matches.slice(0, filter.limit);
+    const more = matches.length > filter.limit;
+    return { jobs: page.map(toWireJob), next_cursor: more ? String(page[page.length - 1]!.seq) : null };
+  }
+
+  stopJob(jobId: string, reason: StopReason = 'requested'): StopJobResponse {
+    const job = this.#job(jobId);
+    const answer = (outcome: StopJobResponse['outcome']): StopJobResponse => ({
+      job_id: job.id,
+      outcome,
+      status: job.status,
+      job: toWireJob(job),
+    });
+    if (isTerminal(job.status)) return answer('already_completed');
+    if (job.status === 'stopping') return answer('stopping');
+    if (job.status === 'pending') {
+      this.#endPending(job, reason);
+      return answer('stopped');
+    }
+    this.#requestStop(job, reason);
+    return answer('stopping');
+  }
+
+  /** Resolve with the job once it is terminal, or its snapshot when `timeoutMs` passes. */
+  waitJob(jobId: string, timeoutMs: number, signal?: AbortSignal): Promise<Job> {
+    const job = this.#job(jobId);
+    return this.#waitUntil([job], () => isTerminal(job.status), timeoutMs, signal).then(() => toWireJob(job));
+  }
+
+  async waitJobs(
+    jobIds: readonly string[],
+    timeoutMs: number,
+    mode: 'any' | 'all',
+    signal?: AbortSignal,
+  ): Promise<{ mode: 'any' | 'all'; done: boolean; jobs: Job[]; not_found: string[] }> {
+    const unique = [...new Set(jobIds)];
+    const found = unique.map((id) => this.#jobs.get(id)).filter((j): j is JobRecord => j !== undefined);
+    const notFound = unique.filter((id) => !this.#jobs.has(id));
+    const met = () =>
+      found.length > 0 &&
+      (mode === 'any' ? found.some((j) => isTerminal(j.status)) : found.every((j) => isTerminal(j.status)));
+    if (found.length > 0) await this.#waitUntil(found, met, timeoutMs, signal);
+    return { mode, done: met(), jobs: found.map(toWireJob), not_found: notFound };
+  }
+
+  async readOutput(
+    jobId: string,
+    q: { tail_bytes?: number; offset?: number; limit_bytes?: number; wait_ms?: number },
+    signal?: AbortSignal,
+  ) {
+    const job = this.#job(jobId);
+    const out = job.output;
+    let slice;
+    if (q.offset === undefined) {
+      slice = out.tail(q.tail_bytes ?? this.#config.outputPreviewBytes);
+    } else {
+      if (q.offset >= out.totalBytes && !isTerminal(job.status) && (q.wait_ms ?? 0) > 0) {
+        const done = new AbortController();
+        const onAbort = () => done.abort();
+        signal?.addEventListener('abort', onAbort, { once: true });
+        const outputCame = out.whenAppended(done.signal);
+        const ended = this.#waitUntil([job], () => isTerminal(job.status), q.wait_ms!, done.signal);
+        await Promise.race([outputCame, ended]);
+        done.abort();
+        signal?.removeEventListener('abort', onAbort);
+      }
+      slice = out.read(q.offset, q.limit_bytes ?? this.#config.outputMaxBytes);
+    }
+    return {
+      job_id: job.id,
+      status: job.status,
+      terminal: isTerminal(job.status),
+      output: slice.text,
+      offset: slice.offset,
+      next_offset: slice.end,
+      total_bytes: out.totalBytes,
+      retained_bytes: out.retainedBytes,
+      truncated: out.truncated,
+    };
+  }
+
+  // ---------------------------------------------------------------------------------------
+  // Sessions
+  // ---------------------------------------------------------------------------------------
+
+  listSessions(q: ListSessionsQuery = {}): { sessions: Session[] } {
+    const sessions: Session[] = [];
+    for (const s of this.#sessions.values()) {
+      if (q.parent !== undefined && s.parentName !== q.parent) continue;
+      const wire = toWireSession(s);
+      if (q.status !== undefined && wire.status !== q.status) continue;
+      sessions.push(wire);
+    }
+    return { sessions };
+  }
+
+  getSession(name: string): Session {
+    return toWireSession(this.#session(name));
+  }
+
+  /** Stop everything the session is doing: its queued jobs, then its active one. */
+  stopSession(name: string): StopSessionResponse {
+    const s = this.#session(name);
+    const targets = [...s.pending].reverse();
+    if (s.active) targets.push(s.active);
+    if (targets.length === 0) {
+      throw new CoordinatorError('session_idle', `session ${name} is idle: it has no job to stop`, {
+        session_name: name,
+        current_status: 'idle',
+      });
+    }
+    const stopped = targets.map((job) => {
+      const { outcome, status } = this.stopJob(job.id);
+      return { job_id: job.id, outcome, status };
+    });
+    return { session_name: name, stopped };
+  }
+
+  // ---------------------------------------------------------------------------------------
+  // Launchers
+  // ---------------------------------------------------------------------------------------
+
+  register(req: RegisterLauncherRequest): RegisterLauncherResponse {
+    const now = this.#clock.now();
+    const id = newId('lnch_', (x) => this.#launchers.has(x));
+    const launcher: LauncherRecord = {
+      id,
+      hostname: req.hostname ?? null,
+      projectDir: req.project_dir ?? null,
+      executorType: req.executor_type ?? null,
+      maxJobs: req.max_jobs ?? null,
+      version: req.version ?? null,
+      registeredAt: now,
+      lastSeen: now,
+      status: 'online',
+      staleAt: null,
+      activeJobs: new Set(),
+      pendingStops: new Set(),
+      waiters: new Set(),
+    };
+    this.#launchers.set(id, launcher);
+    this.#log.info({ launcher_id: id, hostname: launcher.hostname }, 'launcher registered');
+    this.#emitLauncher('launcher.registered', launcher);
+    return {
+      launcher_id: id,
+      poll_endpoint: '/launcher/jobs',
+      poll_timeout_seconds: this.#config.pollTimeoutSeconds,
+      heartbeat_interval_seconds: this.#config.heartbeatIntervalSeconds,
+      claim_lease_seconds: this.#config.claimLeaseSeconds,
+    };
+  }
+
+  /**
+   * A launcher asks for work. Answers at once when there is something for it (deregistration,
+   * stop requests, or, with capacity, the oldest claimable job), else parks until one of those
+   * happens, `pollTimeoutSeconds` pass (null = 204) or `signal` aborts (the client left).
+   */
+  poll(launcherId: string, capacity: number, signal: AbortSignal): Promise<PollResponse | null> {
+    const launcher = this.#liveLauncher(launcherId);
+    this.#touch(launcher);
+    const now = this.#answerPoll(launcher, capacity);
+    if (now || this.#closed) return Promise.resolve(now);
+    return new Promise((resolve) => {
+      let settled = false;
+      const waiter: PollWaiter = {
+        launcher,
+        capacity,
+        signal,
+        finish: (answer) => {
+          if (settled) return;
+          settled = true;
+          clearTimeout(timer);
+          signal.removeEventListener('abort', onAbort);
+          launcher.waiters.delete(waiter);
+          this.#jobWaiters.delete(waiter);
+          this.#touch(launcher);
+          resolve(answer);
+        },
+      };
+      const onAbort = () => waiter.finish(null);
+      const timer = setTimeout(() => waiter.finish(null), this.#config.pollTimeoutSeconds * 1000);
+      signal.addEventListener('abort', onAbort, { once: true });
+      launcher.waiters.add(waiter);
+      if (capacity > 0) this.#jobWaiters.add(waiter);
+    });
+  }
+
+  /**
+   * The answer carrying a claimed job never reached the launcher (its connection closed first):
+   * the job goes back to its place in the queue.
+   */
+  releaseUndelivered(jobId: string, launcherId: string): void {
+    const job = this.#jobs.get(jobId);
+    if (job && job.status === 'claimed' && job.launcherId === launcherId && job.startedAt === null) {
+      this.#requeue(job, 'the poll answer carrying it was not delivered');
+    }
+  }
+
+  heartbeat(req: HeartbeatRequest): HeartbeatResponse {
+    const launcher = this.#liveLauncher(req.launcher_id);
+    this.#touch(launcher);
+    const stop_jobs = [...launcher.activeJobs].filter((j) => j.status === 'stopping').map((j) => j.id);
+    return { ok: true, stop_jobs };
+  }
+
+  report(kind: ReportKind, jobId: string, body: StartedReport | CompletedReport | FailedReport | StoppedReport): void {
+    const launcher = this.#liveLauncher(body.launcher_id);
+    this.#touch(launcher);
+    const job = this.#job(jobId);
+    if (job.launcherId !== launcher.id) {
+      throw new CoordinatorError(
+        'job_owned_by_other_launcher',
+        `job ${job.id} is ${job.status} and not held by launcher ${launcher.id}`,
+        { job_id: job.id, current_status: job.status, launcher_id: job.launcherId },
+      );
+    }
+    if (body.executor_session_id) this.#setExecutorSession(job, body.executor_session_id);
+    const now = this.#clock.now();
+    const target: JobStatus =
+      kind === 'started'
+        ? 'running'
+        : kind === 'stopped'
+          ? job.stopReason === 'timeout'
+            ? 'timed_out'
+            : 'stopped'
+          : kind;
+    if (job.status === target) return; // a repeated report: already applied
+    if (kind === 'started' && job.status === 'stopping') {
+      // it started while a stop request was on its way: note it, the stop still stands
+      job.startedAt ??= now;
+      return;
+    }
+    transition(job, target, now);
+    if (kind === 'started') {
+      job.startedAt = now;
+      this.#emitJob('job.started', job);
+      return;
+    }
+    if (kind === 'completed') {
+      job.result = (body as CompletedReport).result ?? null;
+      job.error = null;
+    } else if (kind === 'failed') {
+      const f = body as FailedReport;
+      job.error = f.error;
+    } else {
+      const s = body as StoppedReport;
+      job.error =
+        s.error ??
+        (job.stopReason === 'timeout'
+          ? `timed out after ${job.timeoutMs} ms${s.signal ? ` (executor ended by ${s.signal})` : ''}`
+          : `stopped by request${s.signal ? ` (executor ended by ${s.signal})` : ''}`);
+    }
+    this.#finish(job);
+  }
+
+  appendOutput(jobId: string, launcherId: string, offset: number, data: string): void {
+    const launcher = this.#liveLauncher(launcherId);
+    this.#touch(launcher);
+    const job = this.#job(jobId);
+    if (job.launcherId !== launcher.id) {
+      throw new CoordinatorError('job_owned_by_other_launcher', `job ${job.id} is not held by launcher ${launcher.id}`, {
+        job_id: job.id,
+        current_status: job.status,
+        launcher_id: job.launcherId,
+      });
+    }
+    job.output.append(offset, data);
+  }
+
+  listLaunchers(): { launchers: Launcher[] } {
+    const now = this.#clock.now();
+    return { launchers: [...this.#launchers.values()].map((l) => toWireLauncher(l, now)) };
+  }
+
+  /**
+   * External removal (`self` false): the launcher is told on its current or next poll, may
+   * finish and report its running jobs, and is forgotten once it holds none. `self` true (a
+   * launcher leaving): gone at once; jobs it still holds are released.
+   */
+  deleteLauncher(launcherId: string, self: boolean): { outcome: 'deregistering' | 'removed' } {
+    const launcher = this.#launchers.get(launcherId);
+    if (!launcher) {
+      throw new CoordinatorError('launcher_not_found', `launcher ${launcherId} not found`, {
+        launcher_id: launcherId,
+      });
+    }
+    if (self || launcher.status === 'stale') {
+      this.#removeLauncher(launcher, self ? 'it deregistered itself' : 'it was removed');
+      return { outcome: 'removed' };
+    }
+    launcher.status = 'deregistering';
+    this.#log.info({ launcher_id: launcher.id }, 'launcher marked for deregistration');
+    this.#emitLauncher('launcher.deregistering', launcher);
+    const [waiter] = launcher.waiters;
+    if (waiter) {
+      waiter.finish({ deregistered: true });
+      this.#deregistrationDelivered(launcher);
+    }
+    return { outcome: 'deregistering' };
+  }
+
+  health(startedAt: number): Health {
+    let online = 0;
+    let stale = 0;
+    let parked = 0;
+    for (const l of this.#launchers.values()) {
+      if (l.status === 'stale') stale++;
+      else online++;
+      parked += l.waiters.size;
+    }
+    return {
+      status: 'ok',
+      uptime_seconds: Math.round(this.#clock.now() - startedAt) / 1000,
+      queue_depth: this.#pendingCount,
+      jobs_active: this.#active.size,
+      launchers: { online, stale, parked_polls: parked },
+    };
+  }
+
+  // ---------------------------------------------------------------------------------------
+  // The sweeper: run by a timer; tests call it after moving a ManualClock.
+  // ---------------------------------------------------------------------------------------
+
+  sweep(): void {
+    const now = this.#clock.now();
+    const leaseMs = this.#config.claimLeaseSeconds * 1000;
+    const staleMs = this.#config.heartbeatTimeoutSeconds * 1000;
+
+    for (const launcher of [...this.#launchers.values()]) {
+      if (launcher.status === 'stale') {
+        if (now - (launcher.staleAt ?? now) >= STALE_LAUNCHER_KEEP_MS) this.#forget(launcher);
+        continue;
+      }
+      if (launcher.waiters.size > 0) launcher.lastSeen = now; // a parked poll is a sign of life
+      if (now - launcher.lastSeen > staleMs) this.#loseLauncher(launcher, now);
+    }
+
+    for (const job of [...this.#active]) {
+      if (job.startedAt !== null || job.claimedAt === null || now - job.claimedAt <= leaseMs) continue;
+      if (job.status === 'claimed') {
+        this.#requeue(job, `claim lease of ${this.#config.claimLeaseSeconds} s expired before it was started`);
+      } else if (job.status === 'stopping') {
+        job.error = 'stopped before its launcher started it';
+        this.#end(job, job.stopReason === 'timeout' ? 'timed_out' : 'stopped');
+      }
+    }
+
+    for (const job of this.#deadlines.popDue(now)) {
+      if (isTerminal(job.status)) continue;
+      if (job.status === 'pending') this.#endPending(job, 'timeout');
+      else if (job.status === 'stopping') job.stopReason = 'timeout';
+      else this.#requestStop(job, 'timeout');
+    }
+
+    while (this.#endedHead < this.#ended.length) {
+      const job = this.#ended[this.#endedHead]!;
+      if (now - (job.completedAt ?? now) < this.#config.jobRetentionMs) break;
+      this.#ended[this.#endedHead++] = undefined as unknown as JobRecord;
+      this.#evict(job);
+    }
+    if (this.#endedHead > 1024 && this.#endedHead * 2 > this.#ended.length) {
+      this.#ended.splice(0, this.#endedHead);
+      this.#endedHead = 0;
+    }
+  }
+
+  /** Answer every parked request (polls get 204, waits their snapshot): the server is closing. */
+  close(): void {
+    this.#closed = true;
+    for (const l of this.#launchers.values()) for (const w of [...l.waiters]) w.finish(null);
+    for (const watchers of [...this.#terminalWatchers.values()]) for (const wake of [...watchers]) wake();
+  }
+
+  /** Reopen after close() (the same core served by a new server, e.g. after a restart). */
+  reopen(): void {
+    this.#closed = false;
+  }
+
+  // ---------------------------------------------------------------------------------------
+  // Internals: queue and dispatch
+  // ---------------------------------------------------------------------------------------
+
+  #enqueue(
+    session: SessionRecord,
+    f: {
+      type: JobType;
+      prompt: string;
+      agentName: string | null;
+      projectDir: string | null;
+      timeoutMs: number | null;
+      callbackOf: string[] | null;
+    },
+  ): JobRecord {
+    const now = this.#clock.now();
+    const job: JobRecord = {
+      seq: ++this.#seq,
+      id: newId('job_', (x) => this.#jobs.has(x)),
+      type: f.type,
+      sessionName: session.name,
+      agentName: f.agentName,
+      prompt: f.prompt,
+      projectDir: f.projectDir,
+      parentSessionName: session.parentName,
+      createdAt: now,
+      timeoutMs: f.timeoutMs,
+      callbackOf: f.callbackOf,
+      status: 'pending',
+      launcherId: null,
+      error: null,
+      result: null,
+      claimedAt: null,
+      startedAt: null,
+      completedAt: null,
+      updatedAt: now,
+      stopRequestedAt: null,
+      stopReason: null,
+      executorSessionId: null,
+      attempts: 0,
+      output: new OutputBuffer(this.#config.outputMaxBytes),
+      prev: null,
+      next: null,
+      queued: false,
+    };
+    this.#jobs.set(job.id, job);
+    session.jobIds.push(job.id);
+    session.pending.push(job);
+    session.updatedAt = now;
+    this.#pendingCount++;
+    if (job.timeoutMs !== null) this.#deadlines.push(now + job.timeoutMs, job);
+    this.#log.debug({ job_id: job.id, session_name: session.name, type: job.type }, 'job created');
+    this.#emitJob('job.created', job);
+    this.#emitSession(session);
+    this.#offerNext(session);
+    return job;
+  }
+
+  /** Put the session's first pending job in the ready queue if the session has no active job. */
+  #offerNext(session: SessionRecord): void {
+    const head = session.pending[0];
+    if (session.active !== null || !head) return;
+    this.#ready.insert(head);
+    this.#dispatch();
+  }
+
+  /** Hand ready jobs to parked pollers, longest-waiting first. */
+  #dispatch(): void {
+    while (this.#ready.size > 0 && this.#jobWaiters.size > 0) {
+      const waiter = this.#jobWaiters.values().next().value as PollWaiter;
+      this.#jobWaiters.delete(waiter);
+      if (waiter.signal.aborted) {
+        waiter.finish(null);
+        continue;
+      }
+      const job = this.#ready.shift()!;
+      this.#claim(job, waiter.launcher);
+      waiter.finish({ job: toWireJob(job) });
+    }
+  }
+
+  #answerPoll(launcher: LauncherRecord, capacity: number): PollResponse | null {
+    if (launcher.status === 'deregistering') {
+      this.#deregistrationDelivered(launcher);
+      return { deregistered: true };
+    }
+    if (launcher.pendingStops.size > 0) {
+      const stop_jobs = [...launcher.pendingStops];
+      launcher.pendingStops.clear();
+      return { stop_jobs };
+    }
+    if (capacity > 0) {
+      const job = this.#ready.shift();
+      if (job) {
+        this.#claim(job, launcher);
+        return { job: toWireJob(job) };
+      }
+    }
+    return null;
+  }
+
+  #claim(job: JobRecord, launcher: LauncherRecord): void {
+    const now = this.#clock.now();
+    const session = this.#sessions.get(job.sessionName)!;
+    session.pending.shift();
+    session.active = job;
+    this.#pendingCount--;
+    transition(job, 'claimed', now);
+    job.launcherId = launcher.id;
+    job.claimedAt = now;
+    job.attempts++;
+    if (job.type === 'resume_session') job.executorSessionId = session.executorSessionId;
+    launcher.activeJobs.add(job);
+    this.#active.add(job);
+    this.#log.debug({ job_id: job.id, launcher_id: launcher.id }, 'job claimed');
+    this.#emitJob('job.claimed', job);
+  }
+
+  /** A claimed job that never started goes back to its creation-order place in the queue. */
+  #requeue(job: JobRecord, why: string): void {
+    const launcher = job.launcherId ? this.#launchers.get(job.launcherId) : undefined;
+    this.#log.warn({ job_id: job.id, launcher_id: job.launcherId }, `job requeued: ${why}`);
+    launcher?.activeJobs.delete(job);
+    this.#active.delete(job);
+    transition(job, 'pending', this.#clock.now());
+    job.launcherId = null;
+    job.claimedAt = null;
+    const session = this.#sessions.get(job.sessionName)!;
+    session.active = null;
+    session.pending.unshift(job);
+    this.#pendingCount++;
+    this.#emitJob('job.requeued', job);
+    this.#offerNext(session);
+  }
+
+  #requestStop(job: JobRecord, reason: StopReason): void {
+    const now = this.#clock.now();
+    transition(job, 'stopping', now);
+    job.stopRequestedAt = now;
+    job.stopReason = reason;
+    this.#log.info({ job_id: job.id, launcher_id: job.launcherId, reason }, 'job stopping');
+    this.#emitJob('job.stopping', job);
+    const launcher = job.launcherId ? this.#launchers.get(job.launcherId) : undefined;
+    if (!launcher) return;
+    launcher.pendingStops.add(job.id);
+    const [waiter] = launcher.waiters;
+    if (waiter) {
+      const stop_jobs = [...launcher.pendingStops];
+      launcher.pendingStops.clear();
+      waiter.finish({ stop_jobs });
+    }
+  }
+
+  /** A pending job ends without running (stopped or timed out). */
+  #endPending(job: JobRecord, reason: StopReason): void {
+    const session = this.#sessions.get(job.sessionName)!;
+    const wasHead = session.pending[0] === job;
+    session.pending.splice(session.pending.indexOf(job), 1);
+    this.#ready.remove(job);
+    this.#pendingCount--;
+    job.stopRequestedAt = this.#clock.now();
+    job.stopReason = reason;
+    job.error =
+      reason === 'timeout' ? `timed out after ${job.timeoutMs} ms before a launcher took it` : 'stopped before it was claimed';
+    this.#end(job, reason === 'timeout' ? 'timed_out' : 'stopped');
+    if (wasHead) this.#offerNext(session);
+  }
+
+  #end(job: JobRecord, status: JobStatus): void {
+    transition(job, status, this.#clock.now());
+    this.#finish(job);
+  }
+
+  /** Everything that follows a job reaching a terminal status. */
+  #finish(job: JobRecord): void {
+    const launcher = job.launcherId ? this.#launchers.get(job.launcherId) : undefined;
+    launcher?.activeJobs.delete(job);
+    launcher?.pendingStops.delete(job.id);
+    this.#active.delete(job);
+    this.#ended.push(job);
+
+    const session = this.#sessions.get(job.sessionName)!;
+    if (session.active === job) session.active = null;
+    session.lastJobStatus = job.status;
+    session.updatedAt = this.#clock.now();
+    if (job.status === 'completed') session.lastResult = job.result;
+    session.lastError = job.error;
+
+    const level = job.status === 'completed' ? 'info' : 'warn';
+    this.#log[level]({ job_id: job.id, launcher_id: job.launcherId, status: job.status, error: job.error }, `job ${job.status}`);
+    this.#emitJob(`job.${job.status}` as 'job.completed', job);
+
+    const watchers = this.#terminalWatchers.get(job.id);
+    if (watchers) for (const wake of [...watchers]) wake();
+
+    this.#settleCallbackJob(session, job);
+    if (job.parentSessionName !== null) this.#notifyParent(job);
+    this.#offerNext(session);
+    this.#deliverCallbacks(session);
+    this.#emitSession(session);
+    if (launcher?.status === 'deregistering' && launcher.activeJobs.size === 0) {
+      this.#removeLauncher(launcher, 'it finished its jobs after deregistration');
+    }
+  }
+
+  #evict(job: JobRecord): void {
+    this.#jobs.delete(job.id);
+    const session = this.#sessions.get(job.sessionName);
+    if (session) {
+      const i = session.jobIds.indexOf(job.id);
+      if (i >= 0) session.jobIds.splice(i, 1);
+    }
+    this.#emitJob('job.evicted', job);
+  }
+
+  #waitUntil(jobs: JobRecord[], met: () => boolean, timeoutMs: number, signal?: AbortSignal): Promise<void> {
+    if (met() || this.#closed || signal?.aborted) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', done);
+        for (const j of jobs) {
+          const set = this.#terminalWatchers.get(j.id);
+          set?.delete(check);
+          if (set?.size === 0) this.#terminalWatchers.delete(j.id);
+        }
+        resolve();
+      };
+      const check = () => {
+        if (met() || this.#closed) done();
+      };
+      const timer = setTimeout(done, timeoutMs);
+      signal?.addEventListener('abort', done, { once: true });
+      for (const j of jobs) {
+        let set = this.#terminalWatchers.get(j.id);
+        if (!set) this.#terminalWatchers.set(j.id, (set = new Set()));
+        set.add(check);
+      }
+    });
+  }
+
+  // ---------------------------------------------------------------------------------------
+  // Internals: sessions and callbacks
+  // ---------------------------------------------------------------------------------------
+
+  #parentSession(parentName: string): SessionRecord {
+    const parent = this.#sessions.get(parentName);
+    if (!parent) {
+      throw new CoordinatorError('parent_session_not_found', `parent session ${parentName} not found`, {
+        field: 'parent_session_name',
+        session_name: parentName,
+      });
+    }
+    if (parent.depth + 1 > MAX_SESSION_DEPTH) {
+      throw new CoordinatorError(
+        'depth_exceeded',
+        `session chain too deep: ${parentName} is at depth ${parent.depth}; at most ${MAX_SESSION_DEPTH} levels of children are allowed`,
+        { field: 'parent_session_name', max_depth: MAX_SESSION_DEPTH, parent_depth: parent.depth },
+      );
+    }
+    return parent;
+  }
+
+  #newSession(req: CreateJobRequest, parent: SessionRecord | null): SessionRecord {
+    const now = this.#clock.now();
+    const session: SessionRecord = {
+      name: req.session_name,
+      agentName: req.agent_name ?? null,
+      projectDir: req.project_dir ?? null,
+      parentName: parent?.name ?? null,
+      depth: parent ? parent.depth + 1 : 0,
+      createdAt: now,
+      updatedAt: now,
+      executorSessionId: null,
+      active: null,
+      pending: [],
+      lastJobStatus: null,
+      lastResult: null,
+      lastError: null,
+      jobIds: [],
+      children: [],
+      callbacks: [],
+      callbackJobId: null,
+      callbacksHeld: false,
+    };
+    this.#sessions.set(session.name, session);
+    if (parent) {
+      parent.children.push(session.name);
+      this.#emitSession(parent);
+    }
+    this.#emitSession(session, 'session.created');
+    return session;
+  }
+
+  #setExecutorSession(job: JobRecord, executorSessionId: string): void {
+    job.executorSessionId = executorSessionId;
+    const session = this.#sessions.get(job.sessionName)!;
+    session.executorSessionId = executorSessionId;
+  }
+
+  /** A child's job ended: queue its outcome on the parent and deliver if the parent is free. */
+  #notifyParent(job: JobRecord): void {
+    const parent = this.#sessions.get(job.parentSessionName!);
+    if (!parent) return;
+    parent.callbacks.push({
+      child_session_name: job.sessionName,
+      job_id: job.id,
+      outcome: job.status as ChildOutcome,
+      result: job.result,
+      error: job.error,
+      ended_at: new Date(job.completedAt ?? this.#clock.now()).toISOString(),
+    });
+    parent.callbacksHeld = false;
+    this.#deliverCallbacks(parent);
+    this.#emitSession(parent);
+  }
+
+  /**
+   * Deliver queued notifications as one resume job, if the session is idle and no callback
+   * resume is in flight for it. This is the only place callback jobs are created.
+   */
+  #deliverCallbacks(session: SessionRecord): void {
+    if (session.callbacks.length === 0 || session.callbacksHeld) return;
+    if (isBusy(session) || session.callbackJobId !== null) return;
+    const notifications = session.callbacks.splice(0);
+    const job = this.#enqueue(session, {
+      type: 'resume_session',
+      prompt: renderCallbackPrompt(notifications),
+      agentName: session.agentName,
+      projectDir: session.projectDir,
+      timeoutMs: this.#config.defaultJobTimeoutMs,
+      callbackOf: notifications.map((n) => n.job_id),
+    });
+    session.callbackJobId = job.id;
+    this.#deliveries.set(job.id, notifications);
+    this.#log.info({ job_id: job.id, session_name: session.name, children: notifications.length }, 'callback resume queued');
+  }
+
+  /** A callback job ended: if it did not complete, its notifications go back to the queue. */
+  #settleCallbackJob(session: SessionRecord, job: JobRecord): void {
+    const delivered = this.#deliveries.get(job.id);
+    if (!delivered) {
+      session.callbacksHeld = false; // the session's own turn ended: held notifications may go again
+      return;
+    }
+    this.#deliveries.delete(job.id);
+    if (session.callbackJobId === job.id) session.callbackJobId = null;
+    if (job.status !== 'completed') {
+      session.callbacks.unshift(...delivered);
+      session.callbacksHeld = true;
+      this.#log.warn({ job_id: job.id, session_name: session.name }, 'callback delivery failed; notifications kept');
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------
+  // Internals: launchers
+  // ---------------------------------------------------------------------------------------
+
+  #liveLauncher(launcherId: string): LauncherRecord {
+    const launcher = this.#launchers.get(launcherId);
+    if (!launcher) throw launcherUnknown(launcherId);
+    if (launcher.status === 'stale') throw launcherUnknown(launcherId, 'was declared stale');
+    return launcher;
+  }
+
+  #touch(launcher: LauncherRecord): void {
+    launcher.lastSeen = this.#clock.now();
+  }
+
+  #deregistrationDelivered(launcher: LauncherRecord): void {
+    if (launcher.activeJobs.size === 0) this.#removeLauncher(launcher, 'it was deregistered');
+  }
+
+  /** No heartbeat or poll for too long: release its jobs; it must register again. */
+  #loseLauncher(launcher: LauncherRecord, now: number): void {
+    const silent = Math.round((now - launcher.lastSeen) / 1000);
+    launcher.status = 'stale';
+    launcher.staleAt = now;
+    this.#log.warn({ launcher_id: launcher.id, silent_seconds: silent }, 'launcher stale');
+    this.#releaseJobs(launcher, `launcher ${launcher.id} lost: no heartbeat or poll for ${silent} s`);
+    this.#emitLauncher('launcher.stale', launcher);
+  }
+
+  #removeLauncher(launcher: LauncherRecord, why: string): void {
+    this.#releaseJobs(launcher, `launcher ${launcher.id} left while the job was running (${why})`);
+    for (const w of [...launcher.waiters]) w.finish({ deregistered: true });
+    this.#forget(launcher);
+    this.#log.info({ launcher_id: launcher.id }, `launcher removed: ${why}`);
+  }
+
+  #forget(launcher: LauncherRecord): void {
+    if (this.#launchers.delete(launcher.id)) this.#emitLauncher('launcher.removed', launcher);
+  }
+
+  /** Claimed-not-started jobs go back to the queue; running ones end as interrupted. */
+  #releaseJobs(launcher: LauncherRecord, why: string): void {
+    const jobs = [...launcher.activeJobs].sort((a, b) => b.seq - a.seq);
+    for (const job of jobs) {
+      if (job.status === 'claimed') this.#requeue(job, why);
+      else {
+        job.error = why;
+        this.#end(job, 'interrupted');
+      }
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------
+  // Internals: lookups and events
+  // ---------------------------------------------------------------------------------------
+
+  #job(jobId: string): JobRecord {
+    const job = this.#jobs.get(jobId);
+    if (!job) throw jobNotFound(jobId);
+    return job;
+  }
+
+  #session(name: string): SessionRecord {
+    const s = this.#sessions.get(name);
+    if (!s) throw new CoordinatorError('session_not_found', `session ${name} not found`, { session_name: name });
+    return s;
+  }
+
+  #emitJob(type: Parameters<EventLog['emit']>[0], job: JobRecord): void {
+    this.events.emit(type, () => ({ job: toWireJob(job) }));
+  }
+  #emitSession(session: SessionRecord, type: 'session.created' | 'session.updated' = 'session.updated'): void {
+    this.events.emit(type, () => ({ session: toWireSession(session) }));
+  }
+  #emitLauncher(type: Parameters<EventLog['emit']>[0], launcher: LauncherRecord): void {
+    this.events.emit(type, () => ({ launcher: toWireLauncher(launcher, this.#clock.now()) }));
+  }
+}

@@ -1,0 +1,46 @@
+import type { Launcher, LauncherStatus, PollResponse } from '@agentq/protocol';
+import { iso } from './clock.js';
+import type { JobRecord } from './job-record.js';
+
+/** A parked `GET /launcher/jobs` request, resolved by the event that has work for it. */
+export interface PollWaiter {
+  readonly launcher: LauncherRecord;
+  /** 0: only stop requests and deregistration may answer it */
+  readonly capacity: number;
+  readonly signal: AbortSignal;
+  finish(answer: PollResponse | null): void;
+}
+
+export interface LauncherRecord {
+  readonly id: string;
+  readonly hostname: string | null;
+  readonly projectDir: string | null;
+  readonly executorType: string | null;
+  readonly maxJobs: number | null;
+  readonly version: string | null;
+  readonly registeredAt: number;
+  lastSeen: number;
+  status: LauncherStatus;
+  staleAt: number | null;
+  /** jobs it holds: claimed, running or stopping */
+  activeJobs: Set<JobRecord>;
+  /** stopping jobs not yet told to it through a poll */
+  pendingStops: Set<string>;
+  waiters: Set<PollWaiter>;
+}
+
+export function toWireLauncher(l: LauncherRecord, now: number): Launcher {
+  return {
+    launcher_id: l.id,
+    hostname: l.hostname,
+    project_dir: l.projectDir,
+    executor_type: l.executorType,
+    max_jobs: l.maxJobs,
+    version: l.version,
+    registered_at: iso(l.registeredAt),
+    last_heartbeat: iso(l.lastSeen),
+    seconds_since_heartbeat: Math.max(0, Math.round(now - l.lastSeen) / 1000),
+    status: l.status,
+    active_jobs: [...l.activeJobs].map((j) => j.id),
+  };
+}

@@ -1,0 +1,60 @@
+import type { CallbackNotification, JobStatus, Session } from '@agentq/protocol';
+import { iso } from './clock.js';
+import type { JobRecord } from './job-record.js';
+
+/**
+ * A named conversation. At most one of its jobs is active (claimed, running or stopping) at a
+ * time; later jobs wait in `pending` (creation order) and only the first of them is offered
+ * to launchers, once the active one has ended.
+ */
+export interface SessionRecord {
+  readonly name: string;
+  readonly agentName: string | null;
+  readonly projectDir: string | null;
+  readonly parentName: string | null;
+  readonly depth: number;
+  readonly createdAt: number;
+  updatedAt: number;
+  executorSessionId: string | null;
+  active: JobRecord | null;
+  pending: JobRecord[];
+  lastJobStatus: JobStatus | null;
+  lastResult: string | null;
+  lastError: string | null;
+  jobIds: string[];
+  children: string[];
+  /** child outcomes waiting to be delivered */
+  callbacks: CallbackNotification[];
+  /** the callback resume job in flight, if any */
+  callbackJobId: string | null;
+  /**
+   * Set when a callback delivery failed: its notifications went back to `callbacks`, and are
+   * delivered again with the next child outcome or after the session's next own job, not at
+   * once (that would loop on a parent whose every turn fails).
+   */
+  callbacksHeld: boolean;
+}
+
+export const isBusy = (s: SessionRecord): boolean => s.active !== null || s.pending.length > 0;
+
+export function toWireSession(s: SessionRecord): Session {
+  return {
+    session_name: s.name,
+    agent_name: s.agentName,
+    project_dir: s.projectDir,
+    parent_session_name: s.parentName,
+    depth: s.depth,
+    executor_session_id: s.executorSessionId,
+    status: isBusy(s) ? 'busy' : 'idle',
+    active_job_id: s.active?.id ?? null,
+    last_job_status: s.lastJobStatus,
+    last_result: s.lastResult,
+    last_error: s.lastError,
+    created_at: iso(s.createdAt),
+    updated_at: iso(s.updatedAt),
+    job_ids: [...s.jobIds],
+    children: [...s.children],
+    pending_callbacks: [...s.callbacks],
+    callback_job_id: s.callbackJobId,
+  };
+}

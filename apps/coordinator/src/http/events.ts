@@ -1,0 +1,50 @@
+import type { LifecycleEvent } from '@agentq/protocol';
+import type { FastifyPluginAsync } from 'fastify';
+import type { Coordinator } from '../core/coordinator.js';
+
+const KEEPALIVE_MS = 15_000;
+
+const frame = (e: LifecycleEvent) => `id: ${e.id}\nevent: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`;
+
+/**
+ * `GET /events`: Server-Sent Events of every lifecycle change. A client that reconnects with
+ * `Last-Event-ID` gets the events it missed from the replay window; if some fell out of the
+ * window it first gets a `stream.gap` event.
+ */
+export const eventRoutes: FastifyPluginAsync<{ core: Coordinator }> = async (app, { core }) => {
+  const open = new Set<() => void>();
+  // Streams never end by themselves: close them so the server can shut down.
+  app.addHook('preClose', async () => {
+    for (const end of [...open]) end();
+  });
+  app.get('/events', async (req, reply) => {
+    const header = req.headers['last-event-id'];
+    const lastId = header === undefined ? undefined : Number(Array.isArray(header) ? header[0] : header);
+    reply.hijack();
+    const res = reply.raw;
+    res.writeHead(200, {
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-cache',
+      connection: 'keep-alive',
+      'x-accel-buffering': 'no',
+    });
+    res.write(`retry: 2000\n: connected, last event id ${core.events.lastId}\n\n`);
+    if (lastId !== undefined && Number.isFinite(lastId)) {
+      const { events, gap, oldestId } = core.events.since(lastId);
+      if (gap) {
+        res.write(`event: stream.gap\ndata: ${JSON.stringify({ type: 'stream.gap', oldest_available_id: oldestId })}\n\n`);
+      }
+      for (const e of events) res.write(frame(e));
+    }
+    const unsubscribe = core.events.subscribe((e) => res.write(frame(e)));
+    const keepalive = setInterval(() => res.write(': keepalive\n\n'), KEEPALIVE_MS);
+    const end = () => {
+      if (!open.delete(end)) return;
+      clearInterval(keepalive);
+      unsubscribe();
+      res.end();
+    };
+    open.add(end);
+    res.once('close', end);
+  });
+};

@@ -1,0 +1,98 @@
+import {
+  CreateJobRequest,
+  ErrorBody,
+  Job,
+  JobIdParams,
+  JobList,
+  JobOutput,
+  JobStatuses,
+  ListJobsQuery,
+  OutputQuery,
+  StopJobResponse,
+  WaitManyRequest,
+  WaitManyResponse,
+  WaitQuery,
+  type JobStatus,
+} from '@agentq/protocol';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { Coordinator } from '../core/coordinator.js';
+import { validation } from '../core/errors.js';
+import { clientGone } from './abort.js';
+
+/** Jobs API: create, read, list, wait, stop, output. */
+export const jobRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = async (app, { core }) => {
+  app.post(
+    '/jobs',
+    { schema: { body: CreateJobRequest, response: { 201: Job, 400: ErrorBody, 404: ErrorBody, 409: ErrorBody, 422: ErrorBody } } },
+    async (req, reply) => {
+      const job = core.createJob(req.body);
+      req.log.info({ job_id: job.job_id, session_name: job.session_name, type: job.type }, 'job created');
+      return reply.code(201).send(job);
+    },
+  );
+
+  app.get(
+    '/jobs',
+    { schema: { querystring: ListJobsQuery, response: { 200: JobList, 400: ErrorBody } } },
+    async (req) => {
+      const q = req.query;
+      let statuses: Set<JobStatus> | undefined;
+      if (q.status !== undefined) {
+        const list = q.status.split(',').map((s) => s.trim()).filter(Boolean);
+        const bad = list.find((s) => !(JobStatuses as readonly string[]).includes(s));
+        if (bad !== undefined) throw validation('status', `unknown status ${JSON.stringify(bad)}; one of ${JobStatuses.join(', ')}`);
+        statuses = new Set(list as JobStatus[]);
+      }
+      let cursor: number | undefined;
+      if (q.cursor !== undefined) {
+        cursor = Number(q.cursor);
+        if (!Number.isSafeInteger(cursor) || cursor < 0) throw validation('cursor', 'is not a cursor this server gave out');
+      }
+      return core.listJobs({
+        statuses,
+        sessionName: q.session_name,
+        launcherId: q.launcher_id,
+        terminal: q.terminal === undefined ? undefined : q.terminal === 'true',
+        limit: q.limit ?? 100,
+        cursor,
+      });
+    },
+  );
+
+  app.post(
+    '/jobs/wait',
+    { schema: { body: WaitManyRequest, response: { 200: WaitManyResponse, 400: ErrorBody } } },
+    async (req, reply) => {
+      const { job_ids, timeout_ms = 30_000, mode = 'any' } = req.body;
+      return core.waitJobs(job_ids, timeout_ms, mode, clientGone(reply));
+    },
+  );
+
+  app.get(
+    '/jobs/:job_id',
+    { schema: { params: JobIdParams, response: { 200: Job, 404: ErrorBody } } },
+    async (req) => core.getJob(req.params.job_id),
+  );
+
+  app.get(
+    '/jobs/:job_id/wait',
+    { schema: { params: JobIdParams, querystring: WaitQuery, response: { 200: Job, 400: ErrorBody, 404: ErrorBody } } },
+    async (req, reply) => core.waitJob(req.params.job_id, req.query.timeout_ms ?? 30_000, clientGone(reply)),
+  );
+
+  app.post(
+    '/jobs/:job_id/stop',
+    { schema: { params: JobIdParams, response: { 200: StopJobResponse, 404: ErrorBody } } },
+    async (req) => {
+      const answer = core.stopJob(req.params.job_id);
+      req.log.info({ job_id: answer.job_id, outcome: answer.outcome }, 'job stop requested');
+      return answer;
+    },
+  );
+
+  app.get(
+    '/jobs/:job_id/output',
+    { schema: { params: JobIdParams, querystring: OutputQuery, response: { 200: JobOutput, 400: ErrorBody, 404: ErrorBody } } },
+    async (req, reply) => core.readOutput(req.params.job_id, req.query, clientGone(reply)),
+  );
+};

@@ -1,0 +1,34 @@
+import type { FastifyInstance } from 'fastify';
+import { buildApp, type AppDeps } from './app.js';
+import { loadConfig, type CoordinatorConfig } from './config.js';
+import type { Coordinator } from './core/coordinator.js';
+
+export interface RunningCoordinator {
+  url: string;
+  port: number;
+  app: FastifyInstance;
+  core: Coordinator;
+  close(): Promise<void>;
+}
+
+/**
+ * Build and listen, for tests, benchmarks and embedding: defaults to 127.0.0.1 on a free port
+ * and silent logs. Pass `deps.core` to serve an existing core (a restart that keeps state).
+ */
+export async function startCoordinator(
+  overrides: Partial<CoordinatorConfig> = {},
+  deps: AppDeps = {},
+): Promise<RunningCoordinator> {
+  const config = loadConfig({}, { host: '127.0.0.1', port: 0, logLevel: 'silent', ...overrides });
+  const app = await buildApp(config, deps);
+  await app.listen({ host: config.host, port: config.port });
+  const address = app.server.address();
+  if (address === null || typeof address === 'string') throw new Error('coordinator did not bind a TCP port');
+  return {
+    url: `http://${config.host}:${address.port}`,
+    port: address.port,
+    app,
+    core: app.core,
+    close: () => app.close(),
+  };
+}

@@ -1,0 +1,77 @@
+import type { TestContext } from 'node:test';
+import { AgentqClient } from '@agentq/client';
+import type { Job } from '@agentq/protocol';
+import { startCoordinator, type RunningCoordinator } from '../src/start.js';
+import type { CoordinatorConfig } from '../src/config.js';
+import type { AppDeps } from '../src/app.js';
+
+export interface TestCoordinator {
+  c: RunningCoordinator;
+  client: AgentqClient;
+}
+
+/** A real coordinator on 127.0.0.1:0 and a real client, both closed when the test ends. */
+export async function startTest(
+  t: TestContext,
+  overrides: Partial<CoordinatorConfig> = {},
+  deps: AppDeps = {},
+): Promise<TestCoordinator> {
+  const c = await startCoordinator({ pollTimeoutSeconds: 5, ...overrides }, deps);
+  const client = new AgentqClient({ url: c.url });
+  t.after(async () => {
+    await client.close();
+    await c.close();
+  });
+  return { c, client };
+}
+
+/** Play a launcher over real HTTP with the project's client. */
+export async function fakeLauncher(client: AgentqClient, hostname = 'test-host') {
+  const reg = await client.register({ hostname, executor_type: 'test' });
+  const id = reg.launcher_id;
+  return {
+    id,
+    reg,
+    /** poll once; resolves with the job (throws if the poll brought something else) */
+    async take(signal?: AbortSignal): Promise<Job> {
+      const answer = await client.poll(id, { holdSeconds: reg.poll_timeout_seconds, signal });
+      if (!answer?.job) throw new Error(`expected a job, got ${JSON.stringify(answer)}`);
+      return answer.job;
+    },
+    poll: (o: { capacity?: number; signal?: AbortSignal } = {}) =>
+      client.poll(id, { holdSeconds: reg.poll_timeout_seconds, ...o }),
+    started: (jobId: string, executor_session_id?: string) =>
+      client.reportStarted(jobId, { launcher_id: id, ...(executor_session_id ? { executor_session_id } : {}) }),
+    completed: (jobId: string, result?: string, executor_session_id?: string) =>
+      client.reportCompleted(jobId, {
+        launcher_id: id,
+        status: 'success',
+        ...(result !== undefined ? { result } : {}),
+        ...(executor_session_id ? { executor_session_id } : {}),
+      }),
+    failed: (jobId: string, error: string) => client.reportFailed(jobId, { launcher_id: id, error }),
+    stopped: (jobId: string, signal: string | null = 'SIGTERM') => client.reportStopped(jobId, { launcher_id: id, signal }),
+    heartbeat: () => client.heartbeat({ launcher_id: id }),
+  };
+}
+export type FakeLauncher = Awaited<ReturnType<typeof fakeLauncher>>;
+
+export const start = (client: AgentqClient, session_name: string, prompt = `do ${session_name}`, extra = {}) =>
+  client.createJob({ type: 'start_session', session_name, prompt, ...extra });
+
+export const resume = (client: AgentqClient, session_name: string, prompt = `more ${session_name}`, extra = {}) =>
+  client.createJob({ type: 'resume_session', session_name, prompt, ...extra });
+
+/** Assert that `promise` rejects with an AgentqApiError of this status and code. */
+export async function rejectsWith(promise: Promise<unknown>, status: number, code: string): Promise<Record<string, unknown>> {
+  try {
+    await promise;
+  } catch (err) {
+    const e = err as { status?: number; code?: string; details?: Record<string, unknown>; message?: string };
+    if (e.status !== status || e.code !== code) {
+      throw new Error(`expected ${status} ${code}, got ${e.status} ${e.code}: ${e.message}`, { cause: err });
+    }
+    return e.details ?? {};
+  }
+  throw new Error(`expected ${status} ${code}, but the call succeeded`);
+}
