@@ -40,7 +40,10 @@ export function ago(iso: string | null, now: number): string {
   return `${formatDuration(Math.max(0, now - Date.parse(iso)))} ago`;
 }
 
-/** One job in full, followed by the commands to follow it up. */
+/**
+ * One job in full, followed by the commands to follow it up. With a headline (`start` without
+ * --wait) the exit-code line is left out: that process exits 0, "accepted".
+ */
 export function renderDescriptor(d: JobDescriptor, now: number, headline?: string): string {
   const lines: string[] = [];
   if (headline) lines.push(headline);
@@ -57,7 +60,7 @@ export function renderDescriptor(d: JobDescriptor, now: number, headline?: strin
   if (d.launcher_id) field('launcher', d.launcher_id);
   field('timeout', d.timeout_ms === null ? 'none' : formatDuration(d.timeout_ms));
   if (d.output_bytes > 0) field('output', `${d.output_bytes} bytes`);
-  field('exit code', `${d.exit_code} (${EXIT_MEANING[d.exit_code] ?? '?'})`);
+  if (!headline) field('exit code', `${d.exit_code} (${EXIT_MEANING[d.exit_code] ?? '?'})`);
   if (d.error) field('error', d.error);
   if (d.result !== null) {
     lines.push('  result:');

@@ -21,8 +21,9 @@ export interface TestCoordinator {
 }
 
 /** A real coordinator on 127.0.0.1:0 for one test, closed (with its clients) when the test ends. */
-export async function coordinator(t: TestContext, options: { jobRetentionMs?: number } = {}): Promise<TestCoordinator> {
-  const c = await startCoordinator({ pollTimeoutSeconds: 1, logLevel: 'silent', ...options });
+export async function coordinator(t: TestContext): Promise<TestCoordinator> {
+  // a quick sweeper so that jobs with a short timeout_ms turn timed_out promptly
+  const c = await startCoordinator({ pollTimeoutSeconds: 1, logLevel: 'silent', sweepIntervalMs: 20 });
   const client = new AgentqClient({ url: c.url });
   t.after(async () => {
     await client.close();
