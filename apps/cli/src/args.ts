@@ -46,7 +46,8 @@ export function parseCommandArgs(command: string, options: OptionSpec, args: rea
     return { values: values as ParsedArgs['values'], positionals };
   } catch (err) {
     const message = err instanceof Error ? err.message : String(err);
-    throw new UsageError(message.split('. To specify')[0] ?? message, command);
+    // parseArgs appends advice about '--' that does not help here
+    throw new UsageError(message.split('. To specify')[0] ?? message, command, { cause: err });
   }
 }
 

@@ -9,8 +9,18 @@ export class UsageError extends Error {
     message: string,
     /** the command whose help to point at, if any */
     readonly command?: string,
+    options?: { cause?: unknown },
   ) {
-    super(message);
+    super(message, options);
+  }
+}
+
+/** Ctrl-C / SIGTERM before the coordinator answered anything (the abort reason main.ts uses). */
+export class InterruptedError extends Error {
+  override readonly name = 'InterruptedError';
+  readonly code = 'interrupted';
+  constructor() {
+    super('interrupted');
   }
 }
 
@@ -39,6 +49,9 @@ const REJECTED_CODES: ReadonlySet<string> = new Set([
 export function toCliFailure(err: unknown): CliFailureInfo {
   if (err instanceof UsageError) {
     return { error: { code: err.code, message: err.message }, exitCode: CliExitCodes.usage_error };
+  }
+  if (err instanceof InterruptedError) {
+    return { error: { code: err.code, message: err.message }, exitCode: CliExitCodes.internal_error };
   }
   if (err instanceof AgentqConnectionError) {
     return { error: { code: err.code, message: err.message }, exitCode: CliExitCodes.internal_error };

@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+import { InterruptedError } from './errors.js';
 import { run } from './run.js';
 
 // The only place that touches the process: argv, env, streams, signals and the exit code.
@@ -7,7 +8,7 @@ let interrupts = 0;
 const onSignal = () => {
   // first Ctrl-C: stop waiting (the job keeps running) and print the last snapshot; second: now
   if (++interrupts > 1) process.exit(130);
-  controller.abort(new Error('interrupted'));
+  controller.abort(new InterruptedError());
 };
 process.on('SIGINT', onSignal);
 process.on('SIGTERM', onSignal);

@@ -39,14 +39,19 @@ async function dispatch(argv: readonly string[], io: CliIo, json: boolean): Prom
     if (rest.includes('--help') || rest.includes('-h')) return helpResult(mainHelp());
     throw new UsageError(rest.length === 0 ? 'missing command' : `missing command before '${rest[0]}'`);
   }
-  if (command === 'help') return helpResult(commandHelp(rest.find((a) => !a.startsWith('-')) ?? ''));
+  if (command === 'help') {
+    const topic = rest.find((a) => !a.startsWith('-'));
+    if (topic !== undefined && !COMMANDS[topic]) throw new UsageError(`no help for unknown command '${topic}'`);
+    return helpResult(topic === undefined ? mainHelp() : commandHelp(topic));
+  }
   const spec = COMMANDS[command];
   if (!spec) throw new UsageError(`unknown command '${command}'`);
   const args = parseCommandArgs(command, spec.options, rest);
   if (args.values.help === true) return helpResult(commandHelp(command));
 
   const flagUrl = stringOpt(args, 'url');
-  const url = checkUrl(flagUrl ?? io.env.AGENTQ_URL ?? DEFAULT_URL, command);
+  // an empty AGENTQ_URL counts as unset
+  const url = checkUrl(flagUrl ?? (io.env.AGENTQ_URL || DEFAULT_URL), command);
   // few connections: a CLI run makes one request at a time, plus the progress event stream
   const client = new AgentqClient({ url, connections: 8 });
   const ctx: CommandContext = {

@@ -42,6 +42,7 @@ describe('command line', () => {
   it('rejects a missing or unknown command', async () => {
     assert.match(await usageError([]), /missing command/);
     assert.match(await usageError(['frobnicate']), /unknown command 'frobnicate'/);
+    assert.match(await usageError(['help', 'frobnicate']), /unknown command 'frobnicate'/);
   });
 
   it('rejects unknown flags and missing arguments', async () => {
@@ -77,6 +78,13 @@ describe('command line', () => {
     const r = await cli(undefined, ['--url', await deadUrl(), '--json', 'list']);
     assert.equal(r.code, 1);
     assert.equal(envelope<Failure>(r, CliFailure).error.code, 'coordinator_unreachable');
+  });
+
+  it('treats an empty AGENTQ_URL as unset (the default URL)', async () => {
+    const r = await cli(undefined, ['list', '--json'], { env: { AGENTQ_URL: '' } });
+    // whether something listens on the default port or not, the URL itself is accepted
+    assert.notEqual(r.code, 2, r.stdout);
+    if (r.code === 1) assert.match(envelope<Failure>(r, CliFailure).error.message, /127\.0\.0\.1:8765/);
   });
 
   it('prefers --url over AGENTQ_URL', async () => {

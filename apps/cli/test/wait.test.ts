@@ -8,6 +8,7 @@ import {
   type CliWaitResult,
   type JobDescriptor,
 } from '@agentq/protocol';
+import { InterruptedError } from '../src/index.js';
 import { cli, coordinator, envelope, type TestCoordinator } from './helpers.js';
 
 const WaitSchema = CliEnvelope(CliCommandData.wait);
@@ -122,6 +123,16 @@ describe('agentq wait', () => {
     const none = await cli(c.url, ['wait', 'job_0123456789ab', 'job_0123456789ac', '--json']);
     assert.equal(none.code, 5);
     assert.equal(envelope<Failure>(none, CliFailure).error.code, 'job_not_found');
+  });
+
+  it('interrupted before the coordinator answered: exit 1, code interrupted', async (t) => {
+    const c = await coordinator(t);
+    const [a] = (await createJobs(c, 1)) as [string];
+    const interrupt = new AbortController();
+    interrupt.abort(new InterruptedError());
+    const r = await cli(c.url, ['wait', a, '--json'], { signal: interrupt.signal });
+    assert.equal(r.code, 1);
+    assert.equal(envelope<Failure>(r, CliFailure).error.code, 'interrupted');
   });
 
   it('wait on one job prints its descriptor as text', async (t) => {

@@ -37,7 +37,7 @@ export async function list(ctx: CommandContext, args: ParsedArgs): Promise<Comma
       return query.terminal === 'false' ? 'no active jobs (agentq list --all shows finished ones too)' : 'no jobs';
     }
     const lines = [renderJobTable(data.jobs, ctx.now())];
-    if (data.next_cursor) lines.push(`more: agentq list --cursor ${data.next_cursor}${args.values.all ? ' --all' : ''}`);
+    if (data.next_cursor) lines.push(`more: run the same command with --cursor ${data.next_cursor}`);
     return lines.join('\n');
   };
   return { data, exitCode: 0, text };
