@@ -37,7 +37,7 @@ export class Progress {
     this.#seenAt.set(job.job_id, job.updated_at);
   }
 
-  /** A Progress that draws only if stderr is a TTY (otherwise every method is a no-op). */
+  /** Start drawing, or undefined when stderr is not a TTY (then nothing is drawn at all). */
   static start(io: CliIo, client: AgentqClient, now: () => number, jobs: readonly Job[]): Progress | undefined {
     if (!io.isTTY) return undefined;
     const p = new Progress(io, now, jobs);
