@@ -43,12 +43,13 @@ export async function buildApp(config: CoordinatorConfig, deps: AppDeps = {}): P
   const app = Fastify({
     loggerInstance: logger as FastifyBaseLogger,
     bodyLimit,
-    disableRequestLogging: false,
     return503OnClosing: true,
     forceCloseConnections: true,
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   app.setValidatorCompiler(typeboxValidatorCompiler);
+  // The API speaks JSON only: other bodies get 415 rather than a confusing type error.
+  app.removeContentTypeParser('text/plain');
   installErrorHandling(app);
 
   let sweeper: NodeJS.Timeout | undefined;

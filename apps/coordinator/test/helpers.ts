@@ -75,3 +75,29 @@ export async function rejectsWith(promise: Promise<unknown>, status: number, cod
   }
   throw new Error(`expected ${status} ${code}, but the call succeeded`);
 }
+
+/** Resolve once `launcherId`'s next long-poll is parked on the server (or `count` of any). */
+export function parked(core: { waiters: import('node:events').EventEmitter }, launcherId?: string, count = 1): Promise<void> {
+  return new Promise((resolve) => {
+    let seen = 0;
+    const on = (id: string) => {
+      if (launcherId !== undefined && id !== launcherId) return;
+      if (++seen < count) return;
+      core.waiters.off('parked', on);
+      resolve();
+    };
+    core.waiters.on('parked', on);
+  });
+}
+
+/** Resolve once `launcherId`'s parked poll has ended on the server. */
+export function unparked(core: { waiters: import('node:events').EventEmitter }, launcherId: string): Promise<void> {
+  return new Promise((resolve) => {
+    const on = (id: string) => {
+      if (id !== launcherId) return;
+      core.waiters.off('unparked', on);
+      resolve();
+    };
+    core.waiters.on('unparked', on);
+  });
+}

@@ -24,6 +24,7 @@ import {
   type StopReason,
   type StopSessionResponse,
 } from '@agentq/protocol';
+import { EventEmitter } from 'node:events';
 import { pino, type Logger } from 'pino';
 import type { CoordinatorConfig } from '../config.js';
 import { renderCallbackPrompt } from './callbacks.js';
@@ -55,6 +56,11 @@ type ReportKind = 'started' | 'completed' | 'failed' | 'stopped';
  */
 export class Coordinator {
   readonly events: EventLog;
+  /**
+   * Internal signals for tests and benchmarks (not on the wire): `parked` and `unparked`
+   * (launcher id) when a long-poll starts and stops waiting.
+   */
+  readonly waiters = new EventEmitter<{ parked: [string]; unparked: [string] }>();
   readonly #config: CoordinatorConfig;
   readonly #clock: Clock;
   readonly #log: Logger;
@@ -343,6 +349,7 @@ export class Coordinator {
           this.#jobWaiters.delete(waiter);
           this.#touch(launcher);
           resolve(answer);
+          this.waiters.emit('unparked', launcher.id);
         },
       };
       const onAbort = () => waiter.finish(null);
@@ -350,6 +357,7 @@ export class Coordinator {
       signal.addEventListener('abort', onAbort, { once: true });
       launcher.waiters.add(waiter);
       if (capacity > 0) this.#jobWaiters.add(waiter);
+      this.waiters.emit('parked', launcher.id);
     });
   }
 
