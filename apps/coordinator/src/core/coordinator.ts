@@ -201,6 +201,11 @@ export class Coordinator {
     return this.#waitUntil([job], () => isTerminal(job.status), timeoutMs, signal).then(() => toWireJob(job));
   }
 
+  /**
+   * `all`: until every watched job is terminal. `any` (seed 000's semantics): until one of the
+   * watched jobs that were still active when the wait began ends; at once if none was. A job
+   * that had already ended does not satisfy it, so a caller can wait again on the same ids.
+   */
   async waitJobs(
     jobIds: readonly string[],
     timeoutMs: number,
@@ -210,10 +215,11 @@ export class Coordinator {
     const unique = [...new Set(jobIds)];
     const found = unique.map((id) => this.#jobs.get(id)).filter((j): j is JobRecord => j !== undefined);
     const notFound = unique.filter((id) => !this.#jobs.has(id));
+    const open = found.filter((j) => !isTerminal(j.status));
     const met = () =>
       found.length > 0 &&
-      (mode === 'any' ? found.some((j) => isTerminal(j.status)) : found.every((j) => isTerminal(j.status)));
-    if (found.length > 0) await this.#waitUntil(found, met, timeoutMs, signal);
+      (mode === 'any' ? open.length === 0 || open.some((j) => isTerminal(j.status)) : open.every((j) => isTerminal(j.status)));
+    if (found.length > 0) await this.#waitUntil(open, met, timeoutMs, signal);
     return { mode, done: met(), jobs: found.map(toWireJob), not_found: notFound };
   }
 
