@@ -530,8 +530,8 @@ export class Coordinator {
     for (const job of this.#deadlines.popDue(now)) {
       if (isTerminal(job.status)) continue;
       if (job.status === 'pending') this.#endPending(job, 'timeout');
-      else if (job.status === 'stopping') job.stopReason = 'timeout';
-      else this.#requestStop(job, 'timeout');
+      else if (job.status !== 'stopping') this.#requestStop(job, 'timeout');
+      // a stop already under way keeps its reason: the request came first, so it ends `stopped`
     }
 
     while (this.#endedHead < this.#ended.length) {
