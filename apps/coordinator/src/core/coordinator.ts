@@ -446,6 +446,14 @@ export class Coordinator {
         launcher_id: job.launcherId,
       });
     }
+    if (offset > job.output.totalBytes) {
+      // an earlier batch never arrived: storing this one at the end would shift every later offset
+      throw new CoordinatorError(
+        'validation_failed',
+        `offset: ${offset} is past the end of the output received so far; resend from ${job.output.totalBytes}`,
+        { field: 'offset', expected_offset: job.output.totalBytes },
+      );
+    }
     job.output.append(offset, data);
   }
 
