@@ -908,7 +908,9 @@ export class Coordinator {
   #settleCallbackJob(session: SessionRecord, job: JobRecord): void {
     const delivered = this.#deliveries.get(job.id);
     if (!delivered) {
-      session.callbacksHeld = false; // the session's own turn ended: held notifications may go again
+      // The session's own turn ended: held notifications may go again, unless it was stopped
+      // by request (a stopped session is not resumed at once; they wait like a failed delivery).
+      session.callbacksHeld = job.status === 'stopped';
       return;
     }
     this.#deliveries.delete(job.id);
