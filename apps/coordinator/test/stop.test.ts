@@ -153,3 +153,46 @@ test('stopping an idle session is 409 session_idle; an unknown one is 404', asyn
   assert.equal(details.session_name, 'resting');
   await rejectsWith(client.stopSession('nobody'), 404, 'session_not_found');
 });
+
+test('a stop wakes only the parked poll of the launcher that holds the job', async (t) => {
+  const { client, c } = await startTest(t, { pollTimeoutSeconds: 60 });
+  const owner = await fakeLauncher(client, 'owner');
+  const bystander = await fakeLauncher(client, 'bystander');
+  const job = await start(client, 'owned');
+  await owner.take();
+  await owner.started(job.job_id);
+  const bothParked = Promise.all([parked(c.core, owner.id), parked(c.core, bystander.id)]);
+  const ownerPoll = owner.poll();
+  const bystanderPoll = bystander.poll();
+  await bothParked;
+  await client.stopJob(job.job_id);
+  assert.deepEqual(await ownerPoll, { stop_jobs: [job.job_id] });
+  // the bystander is still parked: a new job goes to it
+  const next = await start(client, 'for-bystander');
+  assert.equal((await bystanderPoll)?.job?.job_id, next.job_id);
+});
+
+test('stopping a parent session does not restart it with queued child outcomes', async (t) => {
+  const { client } = await startTest(t);
+  const l = await fakeLauncher(client);
+  const own = await start(client, 'parent');
+  await l.take();
+  await l.started(own.job_id);
+  const child = await start(client, 'child', 'x', { parent_session_name: 'parent' });
+  await l.take();
+  await l.completed(child.job_id, 'child result');
+  assert.equal((await client.getSession('parent')).pending_callbacks.length, 1);
+  await client.stopSession('parent');
+  await l.stopped(own.job_id);
+  const p = await client.getSession('parent');
+  assert.equal(p.status, 'idle', 'the stop is not undone by a callback resume');
+  assert.deepEqual(p.pending_callbacks.map((n) => n.job_id), [child.job_id], 'the outcome is kept for later');
+
+  // the parent's next own turn ends: the kept outcome is delivered then
+  const next = await resume(client, 'parent');
+  assert.equal((await l.take()).job_id, next.job_id);
+  await l.completed(next.job_id);
+  const after = await client.getSession('parent');
+  assert.ok(after.callback_job_id);
+  assert.deepEqual((await client.getJob(after.callback_job_id)).callback_of, [child.job_id]);
+});
