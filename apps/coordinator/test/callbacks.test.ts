@@ -218,3 +218,47 @@ test('a stopped callback resume keeps its notifications too', async (t) => {
   assert.equal(s.callback_job_id, null);
   assert.deepEqual(s.pending_callbacks.map((n) => n.job_id), [child.job_id]);
 });
+
+test('a child interrupted by the loss of its launcher reaches the parent as interrupted', async (t) => {
+  const clock = new ManualClock();
+  const { client, c } = await startTest(t, { heartbeatIntervalSeconds: 10, heartbeatTimeoutSeconds: 30 }, { clock });
+  const keeper = await fakeLauncher(client, 'keeper');
+  await idleSession(client, keeper, 'up');
+  const doomed = await fakeLauncher(client, 'doomed');
+  const child = await start(client, 'down', 'x', { parent_session_name: 'up' });
+  await doomed.take();
+  await doomed.started(child.job_id);
+  clock.advance(31_000);
+  await keeper.heartbeat(); // the keeper is alive; the doomed launcher is not heard from
+  c.core.sweep();
+  assert.equal((await client.getJob(child.job_id)).status, 'interrupted');
+  const up = await client.getSession('up');
+  assert.ok(up.callback_job_id);
+  const cb = await client.getJob(up.callback_job_id);
+  assert.deepEqual(cb.callback_of, [child.job_id]);
+  assert.match(cb.prompt, /<status>interrupted<\/status>/);
+});
+
+test('a parent\'s callback turn is itself reported to the grandparent, so results flow up the chain', async (t) => {
+  const { client } = await startTest(t);
+  const l = await fakeLauncher(client);
+  await idleSession(client, l, 'grand');
+  const mid = await start(client, 'mid', 'delegate', { parent_session_name: 'grand' });
+  await l.take();
+  const leaf = await start(client, 'leaf', 'work', { parent_session_name: 'mid' });
+  await l.take();
+  await l.completed(mid.job_id, 'mid: waiting for leaf');
+  // grand is told about mid's first turn
+  const first = (await client.getSession('grand')).callback_job_id!;
+  assert.equal((await l.take()).job_id, first);
+  await l.completed(first);
+
+  await l.completed(leaf.job_id, 'leaf: 7');
+  const midCb = (await client.getSession('mid')).callback_job_id!;
+  assert.match((await client.getJob(midCb)).prompt, /leaf: 7/);
+  assert.equal((await l.take()).job_id, midCb);
+  await l.completed(midCb, 'mid: the answer is 7');
+  const grandCb = await client.getJob((await client.getSession('grand')).callback_job_id!);
+  assert.deepEqual(grandCb.callback_of, [midCb]);
+  assert.match(grandCb.prompt, /<session>mid<\/session>[\s\S]*mid: the answer is 7/);
+});
