@@ -1,4 +1,6 @@
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { connect } from 'node:net';
 import { test } from 'node:test';
 import type { SseMessage } from '@agentq/client';
 import { called, eventJob, fakeLauncher, openEvents, start, startTest } from './helpers.js';
@@ -115,4 +117,26 @@ test('a Last-Event-ID inside the replay window gets no stream.gap', opts, async 
   const ev = openEvents(t, c.url, newest - 5);
   const first = await ev.next();
   assert.equal(first.event === 'stream.gap' ? 'gap' : idOf(first), newest - 4);
+});
+
+test('a client that stops reading is disconnected instead of buffering events without bound', { timeout: 30_000 }, async (t) => {
+  const { c } = await startTest(t, { eventReplaySize: 10 });
+  const socket = connect(c.port, '127.0.0.1');
+  t.after(() => socket.destroy());
+  socket.write('GET /events HTTP/1.1\r\nHost: test\r\nAccept: text/event-stream\r\n\r\n');
+  await once(socket, 'data'); // headers: the stream is subscribed
+  socket.pause(); // a dashboard that hangs: the TCP connection stays open, nobody reads
+
+  // ~50 MB of events, far beyond what socket buffers hold
+  const prompt = 'x'.repeat(16 * 1024);
+  for (let i = 0; i < 3000; i++) c.core.createJob({ type: 'start_session', session_name: `flood-${i}`, prompt });
+  const lastId = c.core.events.lastId;
+
+  let received = 0;
+  socket.on('data', (chunk: Buffer) => (received += chunk.length));
+  socket.on('error', () => undefined); // a reset is one way to be cut off
+  socket.resume();
+  await once(socket, 'close');
+  assert.ok(received < 3000 * prompt.length, 'the server dropped the stream rather than keep all of it');
+  assert.ok(lastId > 10);
 });
