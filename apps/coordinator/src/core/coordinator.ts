@@ -202,6 +202,11 @@ export class Coordinator {
     return this.#waitUntil([job], () => isTerminal(job.status), timeoutMs, signal).then(() => toWireJob(job));
   }
 
+  /**
+   * `all`: until every watched job is terminal. `any` (seed 000's semantics): until one of the
+   * watched jobs that were still active when the wait began ends; at once if none was. A job
+   * that had already ended does not satisfy it, so a caller can wait again on the same ids.
+   */
   async waitJobs(
     jobIds: readonly string[],
     timeoutMs: number,
@@ -211,10 +216,11 @@ export class Coordinator {
     const unique = [...new Set(jobIds)];
     const found = unique.map((id) => this.#jobs.get(id)).filter((j): j is JobRecord => j !== undefined);
     const notFound = unique.filter((id) => !this.#jobs.has(id));
+    const open = found.filter((j) => !isTerminal(j.status));
     const met = () =>
       found.length > 0 &&
-      (mode === 'any' ? found.some((j) => isTerminal(j.status)) : found.every((j) => isTerminal(j.status)));
-    if (found.length > 0) await this.#waitUntil(found, met, timeoutMs, signal);
+      (mode === 'any' ? open.length === 0 || open.some((j) => isTerminal(j.status)) : open.every((j) => isTerminal(j.status)));
+    if (found.length > 0) await this.#waitUntil(open, met, timeoutMs, signal);
     return { mode, done: met(), jobs: found.map(toWireJob), not_found: notFound };
   }
 
@@ -444,6 +450,14 @@ export class Coordinator {
         launcher_id: job.launcherId,
       });
     }
+    if (offset > job.output.totalBytes) {
+      // an earlier batch never arrived: storing this one at the end would shift every later offset
+      throw new CoordinatorError(
+        'validation_failed',
+        `offset: ${offset} is past the end of the output received so far; resend from ${job.output.totalBytes}`,
+        { field: 'offset', expected_offset: job.output.totalBytes },
+      );
+    }
     job.output.append(offset, data);
   }
 
@@ -528,8 +542,8 @@ export class Coordinator {
     for (const job of this.#deadlines.popDue(now)) {
       if (isTerminal(job.status)) continue;
       if (job.status === 'pending') this.#endPending(job, 'timeout');
-      else if (job.status === 'stopping') job.stopReason = 'timeout';
-      else this.#requestStop(job, 'timeout');
+      else if (job.status !== 'stopping') this.#requestStop(job, 'timeout');
+      // a stop already under way keeps its reason: the request came first, so it ends `stopped`
     }
 
     while (this.#endedHead < this.#ended.length) {
@@ -1050,7 +1064,9 @@ export class Coordinator {
   #settleCallbackJob(session: SessionRecord, job: JobRecord): void {
     const delivered = this.#deliveries.get(job.id);
     if (!delivered) {
-      session.callbacksHeld = false; // the session's own turn ended: held notifications may go again
+      // The session's own turn ended: held notifications may go again, unless it was stopped
+      // by request (a stopped session is not resumed at once; they wait like a failed delivery).
+      session.callbacksHeld = job.status === 'stopped';
       return;
     }
     this.#deliveries.delete(job.id);
