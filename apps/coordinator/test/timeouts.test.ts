@@ -90,11 +90,14 @@ test('the configured default timeout applies to jobs that do not set one; none b
   const { client, c } = await startTest(t, { defaultJobTimeoutMs: 2_000 }, { clock });
   const defaulted = await start(client, 'defaulted');
   const own = await start(client, 'own-limit', 'x', { timeout_ms: 60_000 });
+  const optedOut = await start(client, 'no-limit', 'x', { timeout_ms: null });
   assert.equal(defaulted.timeout_ms, 2_000);
+  assert.equal(optedOut.timeout_ms, null, 'timeout_ms: null opts out of the default');
   clock.advance(2_000);
   c.core.sweep();
   assert.equal((await client.getJob(defaulted.job_id)).status, 'timed_out');
   assert.equal((await client.getJob(own.job_id)).status, 'pending');
+  assert.equal((await client.getJob(optedOut.job_id)).status, 'pending');
 
   const plain = await startTest(t, {}, { clock });
   const forever = await start(plain.client, 'forever');

@@ -141,7 +141,8 @@ export class Coordinator {
       prompt: req.prompt,
       agentName: req.agent_name ?? session.agentName,
       projectDir: req.project_dir ?? session.projectDir,
-      timeoutMs: req.timeout_ms ?? this.#config.defaultJobTimeoutMs,
+      // absent: the configured default; null: explicitly no timeout
+      timeoutMs: req.timeout_ms === undefined ? this.#config.defaultJobTimeoutMs : req.timeout_ms,
       callbackOf: null,
     });
     return toWireJob(job);
@@ -449,14 +450,6 @@ export class Coordinator {
         current_status: job.status,
         launcher_id: job.launcherId,
       });
-    }
-    if (offset > job.output.totalBytes) {
-      // an earlier batch never arrived: storing this one at the end would shift every later offset
-      throw new CoordinatorError(
-        'validation_failed',
-        `offset: ${offset} is past the end of the output received so far; resend from ${job.output.totalBytes}`,
-        { field: 'offset', expected_offset: job.output.totalBytes },
-      );
     }
     job.output.append(offset, data);
   }
