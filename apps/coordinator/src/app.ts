@@ -4,6 +4,7 @@ import { pino, type Logger } from 'pino';
 import type { CoordinatorConfig } from './config.js';
 import { systemClock, type Clock } from './core/clock.js';
 import { Coordinator } from './core/coordinator.js';
+import { Journal } from './core/journal.js';
 import { installErrorHandling } from './http/errors.js';
 import { eventRoutes } from './http/events.js';
 import { jobRoutes } from './http/jobs.js';
@@ -38,17 +39,29 @@ export async function buildApp(config: CoordinatorConfig, deps: AppDeps = {}): P
   const core = deps.core ?? new Coordinator(config, { clock, logger });
   const startedAt = clock.now();
 
+  // Persistence (STATE_FILE): replay the journal into a new core, then record every change.
+  let journal: Journal | undefined;
+  let stopJournaling = () => {};
+  if (config.stateFile !== null && deps.core === undefined) {
+    const opened = Journal.open(config.stateFile, logger);
+    journal = opened.journal;
+    core.restore(opened.snapshot);
+    const j = journal;
+    stopJournaling = core.events.subscribe((event) => j.record(event));
+  }
+
   // Bodies may carry a prompt of up to maxPromptBytes, which JSON escaping can grow.
   const bodyLimit = Math.max(1024 * 1024, config.maxPromptBytes * 2 + 64 * 1024, config.outputMaxBytes * 2);
   const app = Fastify({
     loggerInstance: logger as FastifyBaseLogger,
     bodyLimit,
-    disableRequestLogging: false,
     return503OnClosing: true,
     forceCloseConnections: true,
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   app.setValidatorCompiler(typeboxValidatorCompiler);
+  // The API speaks JSON only: other bodies get 415 rather than a confusing type error.
+  app.removeContentTypeParser('text/plain');
   installErrorHandling(app);
 
   let sweeper: NodeJS.Timeout | undefined;
@@ -57,6 +70,8 @@ export async function buildApp(config: CoordinatorConfig, deps: AppDeps = {}): P
     sweeper = setInterval(() => {
       try {
         core.sweep();
+        // between two changes, so the snapshot is consistent
+        if (journal?.wantsCompaction) journal.compact(core.snapshot());
       } catch (err) {
         logger.error({ err }, 'sweep failed');
       }
@@ -66,6 +81,10 @@ export async function buildApp(config: CoordinatorConfig, deps: AppDeps = {}): P
   app.addHook('preClose', async () => {
     clearInterval(sweeper);
     core.close();
+  });
+  app.addHook('onClose', async () => {
+    stopJournaling();
+    journal?.close();
   });
 
   const routes = collectRoutes(app);

@@ -31,6 +31,8 @@ export const ConfigSchema = Type.Object({
   jobRetentionMs: Type.Integer({ minimum: 1 }),
   /** SSE events kept for Last-Event-ID replay */
   eventReplaySize: Type.Integer({ minimum: 0, maximum: 1_000_000 }),
+  /** journal file that makes jobs, sessions and launchers survive a restart; null = memory only */
+  stateFile: Type.Union([Type.String({ minLength: 1 }), Type.Null()]),
 });
 export type CoordinatorConfig = Static<typeof ConfigSchema>;
 
@@ -49,10 +51,12 @@ export const DEFAULT_CONFIG: CoordinatorConfig = {
   outputPreviewBytes: 16 * 1024,
   jobRetentionMs: 24 * 60 * 60 * 1000,
   eventReplaySize: 1000,
+  stateFile: null,
 };
 
 /** Environment variable -> config key, and how to read it. */
 const ENV: ReadonlyArray<[string, keyof CoordinatorConfig, 'string' | 'number' | 'nullable-number']> = [
+  ['STATE_FILE', 'stateFile', 'string'],
   ['HOST', 'host', 'string'],
   ['PORT', 'port', 'number'],
   ['LOG_LEVEL', 'logLevel', 'string'],

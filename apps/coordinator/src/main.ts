@@ -47,7 +47,9 @@ async function main(): Promise<void> {
     logger.fatal({ err }, 'could not listen');
     process.exit(1);
   }
-  logger.info({ host: config.host, port: config.port }, 'coordinator ready');
+  const address = app.server.address();
+  const port = address !== null && typeof address === 'object' ? address.port : config.port;
+  logger.info({ host: config.host, port, state_file: config.stateFile }, 'coordinator ready');
 }
 
 main().catch((err: unknown) => {

@@ -1,5 +1,5 @@
 import type { TestContext } from 'node:test';
-import { AgentqClient } from '@agentq/client';
+import { AgentqClient, type SseMessage } from '@agentq/client';
 import type { Job } from '@agentq/protocol';
 import { startCoordinator, type RunningCoordinator } from '../src/start.js';
 import type { CoordinatorConfig } from '../src/config.js';
@@ -75,3 +75,81 @@ export async function rejectsWith(promise: Promise<unknown>, status: number, cod
   }
   throw new Error(`expected ${status} ${code}, but the call succeeded`);
 }
+
+/** Resolve once `launcherId`'s next long-poll is parked on the server (or `count` of any). */
+export function parked(core: { waiters: import('node:events').EventEmitter }, launcherId?: string, count = 1): Promise<void> {
+  return new Promise((resolve) => {
+    let seen = 0;
+    const on = (id: string) => {
+      if (launcherId !== undefined && id !== launcherId) return;
+      if (++seen < count) return;
+      core.waiters.off('parked', on);
+      resolve();
+    };
+    core.waiters.on('parked', on);
+  });
+}
+
+/** Resolve once `launcherId`'s parked poll has ended on the server. */
+export function unparked(core: { waiters: import('node:events').EventEmitter }, launcherId: string): Promise<void> {
+  return new Promise((resolve) => {
+    const on = (id: string) => {
+      if (id !== launcherId) return;
+      core.waiters.off('unparked', on);
+      resolve();
+    };
+    core.waiters.on('unparked', on);
+  });
+}
+
+/**
+ * Resolve once `obj[method]` has been called and has returned (the next call only). The core's
+ * long waits (waitJob, waitJobs, readOutput) register their waiter synchronously inside the call,
+ * so when this resolves the request is parked on the server: no sleep needed.
+ */
+export function called<T extends object>(obj: T, method: keyof T & string): Promise<void> {
+  return new Promise((resolve) => {
+    const original = obj[method] as unknown as (...args: unknown[]) => unknown;
+    const spy = function (this: unknown, ...args: unknown[]) {
+      delete (obj as Record<string, unknown>)[method]; // back to the prototype's method
+      const out = original.apply(obj, args);
+      resolve();
+      return out;
+    };
+    Object.defineProperty(obj, method, { value: spy, configurable: true, writable: true });
+  });
+}
+
+/** An SSE subscription to `GET /events` on its own connection pool, torn down when the test ends. */
+export function openEvents(t: TestContext, url: string, lastEventId?: number | string) {
+  const client = new AgentqClient({ url });
+  const abort = new AbortController();
+  const it = client.events({ signal: abort.signal, ...(lastEventId !== undefined ? { lastEventId } : {}) });
+  const close = async () => {
+    abort.abort();
+    await it.return(undefined).catch(() => undefined);
+    await client.destroy();
+  };
+  t.after(close);
+  return {
+    /** the next message (the stream must not end) */
+    async next(): Promise<SseMessage> {
+      const r = await it.next();
+      if (r.done) throw new Error('event stream ended');
+      return r.value;
+    },
+    /** messages up to and including the first one `stop` accepts */
+    async until(stop: (m: SseMessage) => boolean): Promise<SseMessage[]> {
+      const seen: SseMessage[] = [];
+      for (;;) {
+        const m = await this.next();
+        seen.push(m);
+        if (stop(m)) return seen;
+      }
+    },
+    close,
+  };
+}
+
+/** A job event's payload (`data:` of an SSE message). */
+export const eventJob = (m: SseMessage): Job => (JSON.parse(m.data) as { job: Job }).job;

@@ -73,12 +73,15 @@ export class AgentqClient {
     });
   }
 
+  /** Close after the requests in flight have finished. Safe to call more than once. */
   close(): Promise<void> {
+    if (this.#pool.closed || this.#pool.destroyed) return Promise.resolve();
     return this.#pool.close();
   }
 
   /** Close at once, failing requests in flight (used by launchers that are shutting down). */
   destroy(): Promise<void> {
+    if (this.#pool.destroyed) return Promise.resolve();
     return this.#pool.destroy();
   }
 

@@ -30,13 +30,12 @@ export type SessionEventType = (typeof SessionEventTypes)[number];
 export type LauncherEventType = (typeof LauncherEventTypes)[number];
 export type EventType = JobEventType | SessionEventType | LauncherEventType;
 
-const lit = <T extends readonly string[]>(xs: T) => Type.Union(xs.map((x) => Type.Literal(x)));
 
 /** The `data:` of one SSE message. `id` is also the SSE `id:` (use it as Last-Event-ID). */
 export const LifecycleEvent = Type.Union([
-  Type.Object({ id: Type.Integer(), type: lit(JobEventTypes), at: Timestamp, job: Job }),
-  Type.Object({ id: Type.Integer(), type: lit(SessionEventTypes), at: Timestamp, session: Session }),
-  Type.Object({ id: Type.Integer(), type: lit(LauncherEventTypes), at: Timestamp, launcher: Launcher }),
+  Type.Object({ id: Type.Integer(), type: Type.Union(JobEventTypes.map((x) => Type.Literal(x))), at: Timestamp, job: Job }),
+  Type.Object({ id: Type.Integer(), type: Type.Union(SessionEventTypes.map((x) => Type.Literal(x))), at: Timestamp, session: Session }),
+  Type.Object({ id: Type.Integer(), type: Type.Union(LauncherEventTypes.map((x) => Type.Literal(x))), at: Timestamp, launcher: Launcher }),
 ]);
 export type LifecycleEvent = Static<typeof LifecycleEvent>;
 

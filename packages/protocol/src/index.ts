@@ -17,3 +17,4 @@ export * from './launchers.js';
 export * from './sessions.js';
 export * from './events.js';
 export * from './executor.js';
+export * from './cli.js';

@@ -24,6 +24,7 @@ import {
   type StopReason,
   type StopSessionResponse,
 } from '@agentq/protocol';
+import { EventEmitter } from 'node:events';
 import { pino, type Logger } from 'pino';
 import type { CoordinatorConfig } from '../config.js';
 import { renderCallbackPrompt } from './callbacks.js';
@@ -37,6 +38,7 @@ import { toWireLauncher, type LauncherRecord, type PollWaiter } from './launcher
 import { OutputBuffer } from './output-buffer.js';
 import { ReadyQueue } from './ready-queue.js';
 import { isBusy, toWireSession, type SessionRecord } from './sessions.js';
+import type { StateSnapshot } from './journal.js';
 
 export interface CoordinatorDeps {
   clock?: Clock;
@@ -55,6 +57,11 @@ type ReportKind = 'started' | 'completed' | 'failed' | 'stopped';
  */
 export class Coordinator {
   readonly events: EventLog;
+  /**
+   * Internal signals for tests and benchmarks (not on the wire): `parked` and `unparked`
+   * (launcher id) when a long-poll starts and stops waiting.
+   */
+  readonly waiters = new EventEmitter<{ parked: [string]; unparked: [string] }>();
   readonly #config: CoordinatorConfig;
   readonly #clock: Clock;
   readonly #log: Logger;
@@ -134,7 +141,8 @@ export class Coordinator {
       prompt: req.prompt,
       agentName: req.agent_name ?? session.agentName,
       projectDir: req.project_dir ?? session.projectDir,
-      timeoutMs: req.timeout_ms ?? this.#config.defaultJobTimeoutMs,
+      // absent: the configured default; null: explicitly no timeout
+      timeoutMs: req.timeout_ms === undefined ? this.#config.defaultJobTimeoutMs : req.timeout_ms,
       callbackOf: null,
     });
     return toWireJob(job);
@@ -195,6 +203,11 @@ export class Coordinator {
     return this.#waitUntil([job], () => isTerminal(job.status), timeoutMs, signal).then(() => toWireJob(job));
   }
 
+  /**
+   * `all`: until every watched job is terminal. `any` (seed 000's semantics): until one of the
+   * watched jobs that were still active when the wait began ends; at once if none was. A job
+   * that had already ended does not satisfy it, so a caller can wait again on the same ids.
+   */
   async waitJobs(
     jobIds: readonly string[],
     timeoutMs: number,
@@ -204,10 +217,11 @@ export class Coordinator {
     const unique = [...new Set(jobIds)];
     const found = unique.map((id) => this.#jobs.get(id)).filter((j): j is JobRecord => j !== undefined);
     const notFound = unique.filter((id) => !this.#jobs.has(id));
+    const open = found.filter((j) => !isTerminal(j.status));
     const met = () =>
       found.length > 0 &&
-      (mode === 'any' ? found.some((j) => isTerminal(j.status)) : found.every((j) => isTerminal(j.status)));
-    if (found.length > 0) await this.#waitUntil(found, met, timeoutMs, signal);
+      (mode === 'any' ? open.length === 0 || open.some((j) => isTerminal(j.status)) : open.every((j) => isTerminal(j.status)));
+    if (found.length > 0) await this.#waitUntil(open, met, timeoutMs, signal);
     return { mode, done: met(), jobs: found.map(toWireJob), not_found: notFound };
   }
 
@@ -343,6 +357,7 @@ export class Coordinator {
           this.#jobWaiters.delete(waiter);
           this.#touch(launcher);
           resolve(answer);
+          this.waiters.emit('unparked', launcher.id);
         },
       };
       const onAbort = () => waiter.finish(null);
@@ -350,6 +365,7 @@ export class Coordinator {
       signal.addEventListener('abort', onAbort, { once: true });
       launcher.waiters.add(waiter);
       if (capacity > 0) this.#jobWaiters.add(waiter);
+      this.waiters.emit('parked', launcher.id);
     });
   }
 
@@ -395,7 +411,10 @@ export class Coordinator {
     if (job.status === target) return; // a repeated report: already applied
     if (kind === 'started' && job.status === 'stopping') {
       // it started while a stop request was on its way: note it, the stop still stands
-      job.startedAt ??= now;
+      if (job.startedAt === null) {
+        job.startedAt = now;
+        this.#emitJob('job.started', job);
+      }
       return;
     }
     transition(job, target, now);
@@ -516,8 +535,8 @@ export class Coordinator {
     for (const job of this.#deadlines.popDue(now)) {
       if (isTerminal(job.status)) continue;
       if (job.status === 'pending') this.#endPending(job, 'timeout');
-      else if (job.status === 'stopping') job.stopReason = 'timeout';
-      else this.#requestStop(job, 'timeout');
+      else if (job.status !== 'stopping') this.#requestStop(job, 'timeout');
+      // a stop already under way keeps its reason: the request came first, so it ends `stopped`
     }
 
     while (this.#endedHead < this.#ended.length) {
@@ -542,6 +561,156 @@ export class Coordinator {
   /** Reopen after close() (the same core served by a new server, e.g. after a restart). */
   reopen(): void {
     this.#closed = false;
+  }
+
+  // ---------------------------------------------------------------------------------------
+  // Persistence: the journal (journal.ts) records lifecycle events; these two methods turn the
+  // live state into a snapshot and rebuild it from one.
+  // ---------------------------------------------------------------------------------------
+
+  snapshot(): StateSnapshot {
+    const now = this.#clock.now();
+    return {
+      lastEventId: this.events.lastId,
+      sessions: [...this.#sessions.values()].map(toWireSession),
+      launchers: [...this.#launchers.values()].map((l) => toWireLauncher(l, now)),
+      jobs: [...this.#jobs.values()].map(toWireJob),
+    };
+  }
+
+  /**
+   * Rebuild from a snapshot, on a fresh core. Launchers get a full heartbeat timeout from now to
+   * come back (they keep their ids, so their polls and reports carry on); jobs they held are
+   * released as usual if they do not. Output previews are not journaled and start empty.
+   */
+  restore(s: StateSnapshot): void {
+    if (this.#jobs.size + this.#sessions.size + this.#launchers.size > 0) throw new Error('restore() needs an empty core');
+    const now = this.#clock.now();
+    const ms = (x: string | null) => (x === null ? null : Date.parse(x));
+    this.events.continueAfter(s.lastEventId);
+    for (const w of s.sessions) {
+      this.#sessions.set(w.session_name, {
+        name: w.session_name,
+        agentName: w.agent_name,
+        projectDir: w.project_dir,
+        parentName: w.parent_session_name,
+        depth: w.depth,
+        createdAt: ms(w.created_at)!,
+        updatedAt: ms(w.updated_at)!,
+        executorSessionId: w.executor_session_id,
+        active: null,
+        pending: [],
+        lastJobStatus: w.last_job_status,
+        lastResult: w.last_result,
+        lastError: w.last_error,
+        jobIds: [],
+        children: [...w.children],
+        callbacks: [...w.pending_callbacks],
+        callbackJobId: w.callback_job_id,
+        callbacksHeld: false,
+      });
+    }
+    for (const w of s.launchers) {
+      this.#launchers.set(w.launcher_id, {
+        id: w.launcher_id,
+        hostname: w.hostname,
+        projectDir: w.project_dir,
+        executorType: w.executor_type,
+        maxJobs: w.max_jobs,
+        version: w.version,
+        registeredAt: ms(w.registered_at)!,
+        lastSeen: now,
+        status: w.status,
+        staleAt: w.status === 'stale' ? now : null,
+        activeJobs: new Set(),
+        pendingStops: new Set(),
+        waiters: new Set(),
+      });
+    }
+    const orphans: JobRecord[] = [];
+    for (const w of s.jobs) {
+      const session = this.#sessions.get(w.session_name);
+      if (!session) {
+        this.#log.error({ job_id: w.job_id, session_name: w.session_name }, 'journal: job without its session; skipped');
+        continue;
+      }
+      const job: JobRecord = {
+        seq: ++this.#seq,
+        id: w.job_id,
+        type: w.type,
+        sessionName: w.session_name,
+        agentName: w.agent_name,
+        prompt: w.prompt,
+        projectDir: w.project_dir,
+        parentSessionName: w.parent_session_name,
+        createdAt: ms(w.created_at)!,
+        timeoutMs: w.timeout_ms,
+        callbackOf: w.callback_of,
+        status: w.status,
+        launcherId: w.launcher_id,
+        error: w.error,
+        result: w.result,
+        claimedAt: ms(w.claimed_at),
+        startedAt: ms(w.started_at),
+        completedAt: ms(w.completed_at),
+        updatedAt: ms(w.updated_at)!,
+        stopRequestedAt: ms(w.stop_requested_at),
+        stopReason: w.stop_reason,
+        executorSessionId: w.executor_session_id,
+        attempts: w.attempts,
+        output: new OutputBuffer(this.#config.outputMaxBytes),
+        prev: null,
+        next: null,
+        queued: false,
+      };
+      this.#jobs.set(job.id, job);
+      session.jobIds.push(job.id);
+      if (isTerminal(job.status)) {
+        this.#ended.push(job);
+        continue;
+      }
+      if (job.timeoutMs !== null) this.#deadlines.push(job.createdAt + job.timeoutMs, job);
+      if (job.callbackOf && session.callbackJobId === job.id) {
+        const delivered = job.callbackOf.flatMap((id) => {
+          const child = this.#jobs.get(id);
+          if (!child) return [];
+          return [{
+            child_session_name: child.sessionName,
+            job_id: child.id,
+            outcome: child.status as ChildOutcome,
+            result: child.result,
+            error: child.error,
+            ended_at: new Date(child.completedAt ?? now).toISOString(),
+          }];
+        });
+        this.#deliveries.set(job.id, delivered);
+      }
+      if (job.status === 'pending') {
+        session.pending.push(job);
+        this.#pendingCount++;
+        continue;
+      }
+      session.active = job;
+      const launcher = job.launcherId ? this.#launchers.get(job.launcherId) : undefined;
+      if (!launcher || launcher.status === 'stale') {
+        orphans.push(job);
+        continue;
+      }
+      launcher.activeJobs.add(job);
+      this.#active.add(job);
+      if (job.status === 'stopping') launcher.pendingStops.add(job.id);
+    }
+    this.#ended.sort((a, b) => (a.completedAt ?? 0) - (b.completedAt ?? 0));
+    for (const job of orphans) {
+      // held by a launcher that is gone: treat like a lost launcher
+      this.#active.add(job);
+      if (job.status === 'claimed') this.#requeue(job, 'its launcher is gone (found at restore)');
+      else {
+        job.error = `launcher ${job.launcherId} lost across a coordinator restart`;
+        this.#end(job, 'interrupted');
+      }
+    }
+    for (const session of this.#sessions.values()) this.#offerNext(session);
   }
 
   // ---------------------------------------------------------------------------------------
@@ -839,9 +1008,11 @@ export class Coordinator {
   }
 
   #setExecutorSession(job: JobRecord, executorSessionId: string): void {
-    job.executorSessionId = executorSessionId;
     const session = this.#sessions.get(job.sessionName)!;
+    if (job.executorSessionId === executorSessionId && session.executorSessionId === executorSessionId) return;
+    job.executorSessionId = executorSessionId;
     session.executorSessionId = executorSessionId;
+    this.#emitSession(session);
   }
 
   /** A child's job ended: queue its outcome on the parent and deliver if the parent is free. */
@@ -886,7 +1057,9 @@ export class Coordinator {
   #settleCallbackJob(session: SessionRecord, job: JobRecord): void {
     const delivered = this.#deliveries.get(job.id);
     if (!delivered) {
-      session.callbacksHeld = false; // the session's own turn ended: held notifications may go again
+      // The session's own turn ended: held notifications may go again, unless it was stopped
+      // by request (a stopped session is not resumed at once; they wait like a failed delivery).
+      session.callbacksHeld = job.status === 'stopped';
       return;
     }
     this.#deliveries.delete(job.id);

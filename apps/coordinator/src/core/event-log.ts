@@ -27,6 +27,11 @@ export class EventLog {
     return this.#nextId - 1;
   }
 
+  /** After a restore: continue numbering after the last event id the journal saw. */
+  continueAfter(lastId: number): void {
+    this.#nextId = Math.max(this.#nextId, lastId + 1);
+  }
+
   /** Whether anyone would see an event (lets hot paths skip building snapshots). */
   get wanted(): boolean {
     return this.replaySize > 0 || this.#listeners.size > 0;

@@ -25,10 +25,19 @@ export class OutputBuffer {
   /**
    * Append `data`, which the sender says starts at stream offset `offset`. Bytes already
    * received (a retried batch) are skipped, so a retry never stores output twice.
+   * A batch that starts past the end means the coordinator lost bytes the launcher had sent (a
+   * restart: output is not journaled; the launcher never skips a batch). Offsets must stay the
+   * launcher's, so the gap counts as dropped output: what came before it leaves the retained
+   * window and `truncated` is set.
    * Returns the number of new bytes stored.
    */
   append(offset: number, data: string): number {
     let buf = Buffer.from(data, 'utf8');
+    if (offset > this.#total) {
+      this.#chunks = [];
+      this.#retained = 0;
+      this.#start = this.#total = offset;
+    }
     if (offset < this.#total) {
       const overlap = this.#total - offset;
       if (overlap >= buf.length) return 0;

@@ -30,7 +30,8 @@ export interface SessionRecord {
   /**
    * Set when a callback delivery failed: its notifications went back to `callbacks`, and are
    * delivered again with the next child outcome or after the session's next own job, not at
-   * once (that would loop on a parent whose every turn fails).
+   * once (that would loop on a parent whose every turn fails). Also set when one of the
+   * session's own jobs is stopped by request, so a stop is not undone by a callback resume.
    */
   callbacksHeld: boolean;
 }

@@ -3,6 +3,13 @@ import type { FastifyPluginAsync } from 'fastify';
 import type { Coordinator } from '../core/coordinator.js';
 
 const KEEPALIVE_MS = 15_000;
+/**
+ * The least number of bytes an SSE client may leave unread before it is cut off. A dashboard
+ * that stopped reading (a sleeping laptop keeps its TCP connection) would otherwise make the
+ * server buffer every event forever; cut off, it reconnects with Last-Event-ID and gets the
+ * replay (or stream.gap).
+ */
+const MIN_UNREAD_CAP = 16 * 1024 * 1024;
 
 const frame = (e: LifecycleEvent) => `id: ${e.id}\nevent: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`;
 
@@ -12,6 +19,8 @@ const frame = (e: LifecycleEvent) => `id: ${e.id}\nevent: ${e.type}\ndata: ${JSO
  * window it first gets a `stream.gap` event.
  */
 export const eventRoutes: FastifyPluginAsync<{ core: Coordinator }> = async (app, { core }) => {
+  // every job event carries the prompt: leave room for a burst of events about large prompts
+  const maxUnread = Math.max(MIN_UNREAD_CAP, core.config.maxPromptBytes * 8);
   const open = new Set<() => void>();
   // Streams never end by themselves: close them so the server can shut down.
   app.addHook('preClose', async () => {
@@ -36,8 +45,15 @@ export const eventRoutes: FastifyPluginAsync<{ core: Coordinator }> = async (app
       }
       for (const e of events) res.write(frame(e));
     }
-    const unsubscribe = core.events.subscribe((e) => res.write(frame(e)));
-    const keepalive = setInterval(() => res.write(': keepalive\n\n'), KEEPALIVE_MS);
+    const send = (text: string) => {
+      if (!res.write(text) && res.writableLength > maxUnread) {
+        req.log.warn({ unread_bytes: res.writableLength }, 'event stream client is not reading; disconnected');
+        end();
+        res.destroy(); // drop what is buffered: end() alone would keep it queued behind the client
+      }
+    };
+    const unsubscribe = core.events.subscribe((e) => send(frame(e)));
+    const keepalive = setInterval(() => send(': keepalive\n\n'), KEEPALIVE_MS);
     const end = () => {
       if (!open.delete(end)) return;
       clearInterval(keepalive);

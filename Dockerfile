@@ -1,0 +1,29 @@
+# syntax=docker/dockerfile:1
+# Multi-stage build: compile the TypeScript workspaces, then run the coordinator as a non-root
+# user on port 8765. The same image runs a launcher (see docker-compose.yml).
+
+FROM node:20-bookworm-slim AS build
+WORKDIR /app
+COPY package.json package-lock.json tsconfig.json tsconfig.base.json ./
+COPY packages ./packages
+COPY apps ./apps
+RUN npm ci --no-audit --no-fund
+RUN npx tsc -b packages/protocol packages/client apps/coordinator apps/launcher apps/cli \
+ && npm prune --omit=dev --no-audit --no-fund
+
+FROM node:20-bookworm-slim AS runtime
+ENV NODE_ENV=production \
+    HOST=0.0.0.0 \
+    PORT=8765
+WORKDIR /app
+COPY --from=build --chown=node:node /app/package.json ./
+COPY --from=build --chown=node:node /app/node_modules ./node_modules
+COPY --from=build --chown=node:node /app/packages ./packages
+COPY --from=build --chown=node:node /app/apps ./apps
+# the journal's home when STATE_FILE points here (a volume in docker-compose.yml)
+RUN mkdir -p /var/lib/agentq && chown node:node /var/lib/agentq
+USER node
+EXPOSE 8765
+HEALTHCHECK --interval=10s --timeout=3s --start-period=5s --retries=3 \
+  CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.PORT || 8765) + '/health').then(r => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
+CMD ["node", "apps/coordinator/dist/src/main.js"]

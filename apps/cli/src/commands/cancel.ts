@@ -1,0 +1,41 @@
+import { AgentqApiError } from '@agentq/client';
+import { CliExitCodes, type CancelOutcome, type CancelResult, type CancelResults, type StopOutcome } from '@agentq/protocol';
+import { expectPositionals, type ParsedArgs } from '../args.js';
+import type { CommandContext, CommandResult } from '../context.js';
+import { table } from '../render.js';
+
+/** The coordinator's stop outcome, in the words of seed 000. */
+const CANCEL_OUTCOME: { readonly [O in StopOutcome]: CancelOutcome } = {
+  stopped: 'cancelled',
+  stopping: 'stopping',
+  already_completed: 'already_completed',
+};
+
+/**
+ * `agentq cancel <job...>`: ask each job to stop and report per id. A pending job is
+ * `cancelled` at once; a running one is `stopping` until its launcher has stopped it. Exit 0
+ * when every id was known, 5 when any was not (the others are still cancelled).
+ */
+export async function cancel(ctx: CommandContext, args: ParsedArgs): Promise<CommandResult> {
+  const ids = [...new Set(expectPositionals(args, 'cancel', '<job_id>', 1, Infinity))];
+  const results = await Promise.all(ids.map((id) => cancelOne(ctx, id)));
+  const data: CancelResults = { results };
+  const exitCode = results.some((r) => r.outcome === 'not_found') ? CliExitCodes.not_found : CliExitCodes.ok;
+  return {
+    data,
+    exitCode,
+    text: () => table(['JOB', 'OUTCOME', 'STATUS'], results.map((r) => [r.job_id, r.outcome, r.status ?? '-'])),
+  };
+}
+
+async function cancelOne(ctx: CommandContext, jobId: string): Promise<CancelResult> {
+  try {
+    const res = await ctx.client.stopJob(jobId, { signal: ctx.signal });
+    return { job_id: jobId, outcome: CANCEL_OUTCOME[res.outcome], status: res.status };
+  } catch (err) {
+    if (err instanceof AgentqApiError && err.code === 'job_not_found') {
+      return { job_id: jobId, outcome: 'not_found', status: null };
+    }
+    throw err;
+  }
+}

@@ -1,0 +1,26 @@
+#!/usr/bin/env node
+import { InterruptedError } from './errors.js';
+import { run } from './run.js';
+
+// The only place that touches the process: argv, env, streams, signals and the exit code.
+const controller = new AbortController();
+let interrupts = 0;
+const onSignal = () => {
+  // first Ctrl-C: stop waiting (the job keeps running) and print the last snapshot; second: now
+  if (++interrupts > 1) process.exit(130);
+  controller.abort(new InterruptedError());
+};
+process.on('SIGINT', onSignal);
+process.on('SIGTERM', onSignal);
+
+const code = await run(process.argv.slice(2), {
+  env: process.env,
+  stdout: process.stdout,
+  stderr: process.stderr,
+  isTTY: process.stderr.isTTY === true,
+  signal: controller.signal,
+});
+// let stdout drain (it may be a pipe) before the exit code is set
+process.exitCode = code;
+process.off('SIGINT', onSignal);
+process.off('SIGTERM', onSignal);

@@ -1,0 +1,79 @@
+/** The real `agentq` executable, run as a child process (argv, env, stdout, exit code). */
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { CliCommandData, CliEnvelope, CliFailure, type JobDescriptor } from '@agentq/protocol';
+import { coordinator, deadUrl, envelope, type CliRun } from './helpers.js';
+
+const BIN = fileURLToPath(new URL('../src/main.js', import.meta.url));
+
+function agentq(args: string[], env: Record<string, string> = {}): Promise<CliRun> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [BIN, ...args], {
+      env: { PATH: process.env.PATH ?? '', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (s: string) => (stdout += s));
+    child.stderr.setEncoding('utf8').on('data', (s: string) => (stderr += s));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code: code ?? -1, stdout, stderr }));
+  });
+}
+
+describe('the agentq bin', () => {
+  it('is a node script with a shebang', () => {
+    assert.match(readFileSync(BIN, 'utf8'), /^#!\/usr\/bin\/env node\n/);
+  });
+
+  it('--help: exit 0, exit codes documented', async () => {
+    const r = await agentq(['--help']);
+    assert.equal(r.code, 0);
+    assert.match(r.stdout, /Exit codes:/);
+  });
+
+  it('usage error: exit 2', async () => {
+    const r = await agentq(['wait', '--json']);
+    assert.equal(r.code, 2);
+    envelope(r, CliFailure);
+  });
+
+  it('unreachable coordinator: exit 1', async () => {
+    const r = await agentq(['list', '--json'], { AGENTQ_URL: await deadUrl() });
+    assert.equal(r.code, 1);
+    envelope(r, CliFailure);
+  });
+
+  it('start then status: exit 0 (accepted), then 3 (still running), then 0 (completed)', async (t) => {
+    const c = await coordinator(t);
+    const env = { AGENTQ_URL: c.url };
+    const start = await agentq(['start', 'alpha', '-p', 'hello', '--json'], env);
+    assert.equal(start.code, 0, start.stderr);
+    const d = envelope<{ ok: true; data: JobDescriptor }>(start, CliEnvelope(CliCommandData.start)).data;
+
+    const [cmd, ...args] = d.status_command.split(' ');
+    assert.equal(cmd, 'agentq');
+    const running = await agentq(args, env);
+    assert.equal(running.code, 3);
+
+    await c.launcher.claimAndStart();
+    await c.launcher.complete(d.job_id, 'hi');
+    const done = await agentq(args, env);
+    assert.equal(done.code, 0);
+    assert.equal(envelope<{ ok: true; data: JobDescriptor }>(done, CliEnvelope(CliCommandData.status)).data.result, 'hi');
+  });
+
+  it('wait in a child process ends when the job does', async (t) => {
+    const c = await coordinator(t);
+    const job = await c.client.createJob({ type: 'start_session', session_name: 'alpha', prompt: 'x' });
+    const waiting = agentq(['wait', job.job_id, '--url', c.url]);
+    await c.launcher.claimAndStart();
+    await c.launcher.fail(job.job_id, 'nope');
+    const r = await waiting;
+    assert.equal(r.code, 4);
+    assert.match(r.stdout, /failed/);
+  });
+});

@@ -1,0 +1,142 @@
+import type { TestContext } from 'node:test';
+import { createServer } from 'node:net';
+import { AgentqClient } from '@agentq/client';
+import { startCoordinator } from '@agentq/coordinator';
+import type { Job } from '@agentq/protocol';
+import { FormatRegistry, type TSchema } from '@sinclair/typebox';
+import { Value } from '@sinclair/typebox/value';
+import { run, type CliIo } from '../src/index.js';
+
+// TypeBox checks `format` only for registered formats; the protocol uses date-time.
+if (!FormatRegistry.Has('date-time')) {
+  FormatRegistry.Set('date-time', (v) => /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/.test(v));
+}
+
+export interface TestCoordinator {
+  url: string;
+  /** a client for the test itself (create jobs directly, read state) */
+  client: AgentqClient;
+  /** a launcher played by the test */
+  launcher: FakeLauncher;
+}
+
+/** A real coordinator on 127.0.0.1:0 for one test, closed (with its clients) when the test ends. */
+export async function coordinator(t: TestContext): Promise<TestCoordinator> {
+  // a quick sweeper so that jobs with a short timeout_ms turn timed_out promptly
+  const c = await startCoordinator({ pollTimeoutSeconds: 1, logLevel: 'silent', sweepIntervalMs: 20 });
+  const client = new AgentqClient({ url: c.url });
+  t.after(async () => {
+    await client.close();
+    await c.close();
+  });
+  return { url: c.url, client, launcher: new FakeLauncher(client) };
+}
+
+/** The launcher side of the protocol, played by the test with the real client. */
+export class FakeLauncher {
+  #id: string | undefined;
+  constructor(readonly client: AgentqClient) {}
+
+  async id(): Promise<string> {
+    this.#id ??= (await this.client.register({ hostname: 'test-host', executor_type: 'fake', max_jobs: 4 })).launcher_id;
+    return this.#id;
+  }
+
+  /** Long-poll until the coordinator hands out a job (the oldest pending one). */
+  async claim(): Promise<Job> {
+    const id = await this.id();
+    for (;;) {
+      const res = await this.client.poll(id, { holdSeconds: 1 });
+      if (res?.job) return res.job;
+    }
+  }
+
+  /** claim + started: the job is `running`. */
+  async claimAndStart(): Promise<Job> {
+    const job = await this.claim();
+    await this.client.reportStarted(job.job_id, { launcher_id: await this.id() });
+    return job;
+  }
+
+  async complete(jobId: string, result = 'done'): Promise<void> {
+    await this.client.reportCompleted(jobId, { launcher_id: await this.id(), result });
+  }
+
+  async fail(jobId: string, error = 'boom'): Promise<void> {
+    await this.client.reportFailed(jobId, { launcher_id: await this.id(), error });
+  }
+
+  async stopped(jobId: string): Promise<void> {
+    await this.client.reportStopped(jobId, { launcher_id: await this.id(), signal: 'SIGTERM' });
+  }
+
+  async output(jobId: string, offset: number, data: string): Promise<void> {
+    await this.client.reportOutput(jobId, { launcher_id: await this.id(), offset, data });
+  }
+}
+
+export interface CliRun {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+export interface CliOptions {
+  env?: Record<string, string | undefined>;
+  isTTY?: boolean;
+  signal?: AbortSignal;
+  /** called with every chunk written to stderr */
+  onStderr?: (chunk: string) => void;
+  /** called with all of stdout so far after every write */
+  onStdout?: (all: string) => void;
+}
+
+/** Run the CLI in-process against `url` (via AGENTQ_URL) and capture what it prints. */
+export async function cli(url: string | undefined, argv: string[], o: CliOptions = {}): Promise<CliRun> {
+  let stdout = '';
+  let stderr = '';
+  const io: CliIo = {
+    env: { ...(url === undefined ? {} : { AGENTQ_URL: url }), ...o.env },
+    stdout: {
+      write: (s: string) => {
+        stdout += s;
+        o.onStdout?.(stdout);
+      },
+    },
+    stderr: {
+      write: (s: string) => {
+        stderr += s;
+        o.onStderr?.(s);
+      },
+    },
+    isTTY: o.isTTY ?? false,
+    ...(o.signal ? { signal: o.signal } : {}),
+  };
+  const code = await run(argv, io);
+  return { code, stdout, stderr };
+}
+
+/**
+ * Parse the one `--json` envelope on stdout and check it against `schema`; returns it typed.
+ * Fails with the schema errors, so a wrong shape says which field.
+ */
+export function envelope<T>(r: CliRun, schema: TSchema): T {
+  const lines = r.stdout.split('\n').filter((l) => l !== '');
+  if (lines.length !== 1) throw new Error(`expected exactly one line on stdout, got ${lines.length}: ${r.stdout}`);
+  const value: unknown = JSON.parse(lines[0] as string);
+  if (!Value.Check(schema, value)) {
+    const errors = [...Value.Errors(schema, value)].slice(0, 5).map((e) => `${e.path}: ${e.message}`);
+    throw new Error(`envelope does not match the schema:\n${errors.join('\n')}\n${lines[0]}`);
+  }
+  return value as T;
+}
+
+/** A URL on which nothing listens: bind port 0, note the port, close. */
+export async function deadUrl(): Promise<string> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  if (address === null || typeof address === 'string') throw new Error('no port');
+  return `http://127.0.0.1:${address.port}`;
+}

@@ -1,0 +1,115 @@
+/**
+ * Seed 001 (async job protocol), checked end to end against a real coordinator: the start
+ * command returns the full descriptor, and `status` exits with the job's state.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { CliCommandData, CliEnvelope, CliFailure, type CliEnvelope as Envelope, type JobDescriptor } from '@agentq/protocol';
+import { cli, coordinator, deadUrl, envelope } from './helpers.js';
+
+type DescriptorEnvelope = Extract<Envelope<JobDescriptor>, { ok: true }>;
+const DescriptorSchema = CliEnvelope(CliCommandData.status);
+
+async function startJob(url: string, session: string, extra: string[] = []): Promise<JobDescriptor> {
+  const r = await cli(url, ['start', session, '-p', 'do the thing', '--json', ...extra]);
+  assert.equal(r.code, 0, r.stdout + r.stderr);
+  return envelope<DescriptorEnvelope>(r, DescriptorSchema).data;
+}
+
+async function status(url: string, jobId: string): Promise<{ code: number; data: JobDescriptor }> {
+  const r = await cli(url, ['status', jobId, '--json']);
+  const env = envelope<DescriptorEnvelope>(r, DescriptorSchema);
+  assert.equal(env.ok, true);
+  assert.equal(env.data.exit_code, r.code, 'the descriptor states the exit code');
+  return { code: r.code, data: env.data };
+}
+
+describe('seed 001: async job protocol', () => {
+  it('start returns the full job descriptor', async (t) => {
+    const { url } = await coordinator(t);
+    const d = await startJob(url, 'alpha', ['--timeout', '10m', '--agent', 'coder']);
+    assert.match(d.job_id, /^job_[0-9a-f]{12}$/);
+    assert.equal(d.status, 'pending');
+    assert.equal(d.terminal, false);
+    assert.equal(d.status_command, `agentq status ${d.job_id} --json`);
+    assert.equal(d.cancel_command, `agentq cancel ${d.job_id} --json`);
+    assert.equal(d.wait_command, `agentq wait ${d.job_id} --json`);
+    assert.ok(d.poll_interval_ms > 0);
+    assert.equal(d.timeout_ms, 600_000);
+    assert.equal(d.agent_name, 'coder');
+    assert.ok(Date.parse(d.created_at) > 0);
+    assert.equal(d.exit_code, 3);
+  });
+
+  it('status exits 3 right after start, 3 while running, then 0 once completed', async (t) => {
+    const { url, launcher } = await coordinator(t);
+    const d = await startJob(url, 'alpha');
+
+    const first = await status(url, d.job_id);
+    assert.equal(first.code, 3);
+    assert.equal(first.data.terminal, false);
+
+    await launcher.claimAndStart();
+    const running = await status(url, d.job_id);
+    assert.equal(running.code, 3);
+    assert.equal(running.data.status, 'running');
+
+    await launcher.complete(d.job_id, 'the answer');
+    const done = await status(url, d.job_id);
+    assert.equal(done.code, 0);
+    assert.equal(done.data.status, 'completed');
+    assert.equal(done.data.terminal, true);
+    assert.equal(done.data.result, 'the answer');
+  });
+
+  it('status exits 4 for a failed job', async (t) => {
+    const { url, launcher } = await coordinator(t);
+    const d = await startJob(url, 'alpha');
+    await launcher.claimAndStart();
+    await launcher.fail(d.job_id, 'executor crashed');
+    const s = await status(url, d.job_id);
+    assert.equal(s.code, 4);
+    assert.equal(s.data.status, 'failed');
+    assert.equal(s.data.error, 'executor crashed');
+  });
+
+  it('status exits 5 for an unknown job, with a job_not_found envelope', async (t) => {
+    const { url } = await coordinator(t);
+    const r = await cli(url, ['status', 'job_0123456789ab', '--json']);
+    assert.equal(r.code, 5);
+    const env = envelope<{ ok: false; error: { code: string } }>(r, CliFailure);
+    assert.equal(env.error.code, 'job_not_found');
+  });
+
+  it('status exits 7 once the job ran out of its timeout', async (t) => {
+    const { url } = await coordinator(t);
+    const d = await startJob(url, 'alpha', ['--timeout', '50ms']);
+    const w = await cli(url, ['wait', d.job_id]);
+    assert.equal(w.code, 7, w.stdout + w.stderr);
+    const s = await status(url, d.job_id);
+    assert.equal(s.code, 7);
+    assert.equal(s.data.status, 'timed_out');
+  });
+
+  it('status exits 6 once the job was cancelled', async (t) => {
+    const { url } = await coordinator(t);
+    const d = await startJob(url, 'alpha');
+    const c = await cli(url, ['cancel', d.job_id]);
+    assert.equal(c.code, 0, c.stderr);
+    const s = await status(url, d.job_id);
+    assert.equal(s.code, 6);
+    assert.equal(s.data.status, 'stopped');
+  });
+
+  it('exits 1 with coordinator_unreachable when nothing answers', async () => {
+    const r = await cli(await deadUrl(), ['status', 'job_0123456789ab', '--json']);
+    assert.equal(r.code, 1);
+    assert.equal(envelope<{ ok: false; error: { code: string } }>(r, CliFailure).error.code, 'coordinator_unreachable');
+  });
+
+  it('exits 2 with usage_error for a bad command line', async () => {
+    const r = await cli(await deadUrl(), ['status', '--json']);
+    assert.equal(r.code, 2);
+    assert.equal(envelope<{ ok: false; error: { code: string } }>(r, CliFailure).error.code, 'usage_error');
+  });
+});

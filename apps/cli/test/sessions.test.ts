@@ -1,0 +1,105 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import {
+  CliCommandData,
+  CliEnvelope,
+  CliFailure,
+  type CliFailure as Failure,
+  type JobDescriptor,
+  type LauncherList,
+  type SessionList,
+} from '@agentq/protocol';
+import { cli, coordinator, envelope } from './helpers.js';
+
+describe('agentq start / resume', () => {
+  it('start of an existing session: exit 2, session_exists', async (t) => {
+    const c = await coordinator(t);
+    assert.equal((await cli(c.url, ['start', 'alpha', '-p', 'one'])).code, 0);
+    const again = await cli(c.url, ['start', 'alpha', '-p', 'two', '--json']);
+    assert.equal(again.code, 2);
+    assert.equal(envelope<Failure>(again, CliFailure).error.code, 'session_exists');
+  });
+
+  it('resume of an unknown session: exit 2, session_not_found', async (t) => {
+    const c = await coordinator(t);
+    const r = await cli(c.url, ['resume', 'ghost', '-p', 'hello']);
+    assert.equal(r.code, 2);
+    assert.match(r.stderr, /\(session_not_found\)/);
+  });
+
+  it('resume sends a new prompt to the session once its job ended', async (t) => {
+    const c = await coordinator(t);
+    const first = await c.client.createJob({ type: 'start_session', session_name: 'alpha', prompt: 'one' });
+    await c.launcher.claimAndStart();
+    await c.launcher.complete(first.job_id);
+    const r = await cli(c.url, ['resume', 'alpha', '-p', 'two', '--json']);
+    assert.equal(r.code, 0, r.stdout);
+    const d = envelope<{ ok: true; data: JobDescriptor }>(r, CliEnvelope(CliCommandData.resume)).data;
+    assert.equal(d.type, 'resume_session');
+    assert.equal(d.session_name, 'alpha');
+    assert.equal(d.prompt, 'two');
+  });
+
+  it('passes --agent, --project-dir, --parent and --timeout; text names the follow-up commands', async (t) => {
+    const c = await coordinator(t);
+    await c.client.createJob({ type: 'start_session', session_name: 'parent', prompt: 'p' });
+    const r = await cli(c.url, [
+      'start',
+      'child',
+      '-p',
+      'go',
+      '--agent',
+      'reviewer',
+      '--project-dir',
+      '/srv/repo',
+      '--parent',
+      'parent',
+      '--timeout',
+      '1h30m',
+      '--url',
+      c.url,
+    ]);
+    assert.equal(r.code, 0, r.stderr);
+    const id = /job (job_[0-9a-f]{12})/.exec(r.stdout)?.[1] as string;
+    const job = await c.client.getJob(id);
+    assert.equal(job.agent_name, 'reviewer');
+    assert.equal(job.project_dir, '/srv/repo');
+    assert.equal(job.parent_session_name, 'parent');
+    assert.equal(job.timeout_ms, 5_400_000);
+    // the URL came from --url, so the follow-up commands repeat it
+    assert.ok(r.stdout.includes(`agentq status ${id} --url ${c.url}`), r.stdout);
+    assert.ok(r.stdout.includes(`agentq cancel ${id} --url ${c.url}`), r.stdout);
+  });
+});
+
+describe('agentq sessions / launchers', () => {
+  it('lists sessions', async (t) => {
+    const c = await coordinator(t);
+    await c.client.createJob({ type: 'start_session', session_name: 'alpha', prompt: 'x', agent_name: 'coder' });
+    const r = await cli(c.url, ['sessions', '--json']);
+    assert.equal(r.code, 0);
+    const data = envelope<{ ok: true; data: SessionList }>(r, CliEnvelope(CliCommandData.sessions)).data;
+    assert.deepEqual(
+      data.sessions.map((s) => s.session_name),
+      ['alpha'],
+    );
+    const text = await cli(c.url, ['sessions']);
+    assert.match(text.stdout, /^SESSION +STATUS +AGENT/);
+    assert.match(text.stdout, /alpha +busy +coder/);
+  });
+
+  it('lists launchers', async (t) => {
+    const c = await coordinator(t);
+    const none = await cli(c.url, ['launchers']);
+    assert.equal(none.stdout, 'no launchers registered\n');
+    const id = await c.launcher.id();
+    const r = await cli(c.url, ['launchers', '--json']);
+    const data = envelope<{ ok: true; data: LauncherList }>(r, CliEnvelope(CliCommandData.launchers)).data;
+    assert.deepEqual(
+      data.launchers.map((l) => l.launcher_id),
+      [id],
+    );
+    const text = await cli(c.url, ['launchers']);
+    assert.match(text.stdout, new RegExp(`${id}  online +test-host +fake +0/4`));
+  });
+});

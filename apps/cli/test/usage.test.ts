@@ -1,0 +1,95 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { CliCommandData, CliEnvelope, CliFailure, type CliFailure as Failure } from '@agentq/protocol';
+import { cli, deadUrl, envelope } from './helpers.js';
+
+const usageError = async (argv: string[]) => {
+  const r = await cli(await deadUrl(), [...argv, '--json']);
+  assert.equal(r.code, 2, `${argv.join(' ')}: ${r.stdout}`);
+  const env = envelope<Failure>(r, CliFailure);
+  assert.equal(env.error.code, 'usage_error');
+  return env.error.message;
+};
+
+describe('command line', () => {
+  it('--help lists the commands and the exit codes, exit 0', async () => {
+    const r = await cli(undefined, ['--help']);
+    assert.equal(r.code, 0);
+    for (const c of ['start', 'resume', 'status', 'wait', 'cancel', 'list', 'output', 'launchers', 'sessions']) {
+      assert.match(r.stdout, new RegExp(`^  ${c} `, 'm'));
+    }
+    for (const line of ['3  still running', '4  failed', '5  job not found', '6  stopped', '7  timed out', '2  usage error']) {
+      assert.ok(r.stdout.includes(line), line);
+    }
+  });
+
+  it('<command> --help and help <command> show the command, exit 0', async () => {
+    const a = await cli(undefined, ['wait', '--help']);
+    const b = await cli(undefined, ['help', 'wait']);
+    assert.equal(a.code, 0);
+    assert.equal(b.code, 0);
+    assert.match(a.stdout, /^Usage: agentq wait <job_id\.\.\.> \[--all\]/);
+    assert.equal(a.stdout, b.stdout);
+  });
+
+  it('--help --json is one envelope', async () => {
+    const r = await cli(undefined, ['status', '--help', '--json']);
+    assert.equal(r.code, 0);
+    const env = envelope<{ ok: true; data: { help: string } }>(r, CliEnvelope(CliCommandData.help));
+    assert.match(env.data.help, /agentq status <job_id>/);
+  });
+
+  it('rejects a missing or unknown command', async () => {
+    assert.match(await usageError([]), /missing command/);
+    assert.match(await usageError(['frobnicate']), /unknown command 'frobnicate'/);
+    assert.match(await usageError(['help', 'frobnicate']), /unknown command 'frobnicate'/);
+  });
+
+  it('rejects unknown flags and missing arguments', async () => {
+    assert.match(await usageError(['status', 'job_0123456789ab', '--nope']), /--nope/);
+    assert.match(await usageError(['status']), /missing <job_id>/);
+    assert.match(await usageError(['status', 'job_0123456789ab', 'job_0123456789ac']), /unexpected argument/);
+    assert.match(await usageError(['wait']), /missing <job_id>/);
+    assert.match(await usageError(['start', 'alpha']), /missing -p <prompt>/);
+    assert.match(await usageError(['list', 'extra']), /unexpected argument/);
+  });
+
+  it('rejects bad durations and numbers', async () => {
+    assert.match(await usageError(['start', 'alpha', '-p', 'x', '--timeout', '5x']), /not a duration/);
+    assert.match(await usageError(['start', 'alpha', '-p', 'x', '--timeout', '0']), /at least 1ms/);
+    assert.match(await usageError(['wait', 'job_0123456789ab', '--timeout', 'soon']), /not a duration/);
+    assert.match(await usageError(['list', '--limit', '0']), /--limit/);
+    assert.match(await usageError(['output', 'job_0123456789ab', '--tail', '-1']), /--tail/);
+  });
+
+  it('rejects a coordinator URL that is not http(s)', async () => {
+    assert.match(await usageError(['list', '--url', 'ftp://x']), /must be http/);
+    assert.match(await usageError(['list', '--url', 'not a url']), /not a URL/);
+  });
+
+  it('prints usage errors on stderr without --json', async () => {
+    const r = await cli(undefined, ['status']);
+    assert.equal(r.code, 2);
+    assert.equal(r.stdout, '');
+    assert.match(r.stderr, /^agentq: missing <job_id>\nRun 'agentq status --help' for usage\.\n$/);
+  });
+
+  it('takes the command after global options', async () => {
+    const r = await cli(undefined, ['--url', await deadUrl(), '--json', 'list']);
+    assert.equal(r.code, 1);
+    assert.equal(envelope<Failure>(r, CliFailure).error.code, 'coordinator_unreachable');
+  });
+
+  it('treats an empty AGENTQ_URL as unset (the default URL)', async () => {
+    const r = await cli(undefined, ['list', '--json'], { env: { AGENTQ_URL: '' } });
+    // whether something listens on the default port or not, the URL itself is accepted
+    assert.notEqual(r.code, 2, r.stdout);
+    if (r.code === 1) assert.match(envelope<Failure>(r, CliFailure).error.message, /127\.0\.0\.1:8765/);
+  });
+
+  it('prefers --url over AGENTQ_URL', async () => {
+    const r = await cli('http://127.0.0.1:9', ['list', '--json', '--url', await deadUrl()], {});
+    assert.equal(r.code, 1);
+    assert.doesNotMatch(envelope<Failure>(r, CliFailure).error.message, /:9\b/);
+  });
+});

@@ -1,0 +1,126 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { fakeLauncher, parked, start, startTest, unparked } from './helpers.js';
+
+test('jobs are handed out in creation order (strict FIFO across sessions)', async (t) => {
+  const { client } = await startTest(t);
+  const created = [];
+  for (let i = 0; i < 6; i++) created.push(await start(client, `fifo-${i}`));
+  const l = await fakeLauncher(client);
+  const taken = [];
+  for (let i = 0; i < 6; i++) taken.push((await l.take()).job_id);
+  assert.deepEqual(taken, created.map((j) => j.job_id));
+});
+
+test('a parked poll is woken by the enqueue itself and returns the job created after it parked', async (t) => {
+  const { client, c } = await startTest(t, { pollTimeoutSeconds: 60 });
+  const l = await fakeLauncher(client);
+  const isParked = parked(c.core, l.id);
+  const poll = l.poll();
+  await isParked;
+  const created = await start(client, 'wake-up');
+  const answer = await poll;
+  assert.equal(answer?.job?.job_id, created.job_id);
+  assert.equal(answer?.job?.status, 'claimed');
+});
+
+test('among parked launchers the one that waited longest is served first', async (t) => {
+  const { client, c } = await startTest(t, { pollTimeoutSeconds: 60 });
+  const launchers = [await fakeLauncher(client, 'first'), await fakeLauncher(client, 'second'), await fakeLauncher(client, 'third')];
+  const polls = [];
+  for (const l of launchers) {
+    const p = parked(c.core, l.id);
+    polls.push(l.poll());
+    await p;
+  }
+  const jobs = [await start(client, 'one'), await start(client, 'two'), await start(client, 'three')];
+  const answers = await Promise.all(polls);
+  assert.deepEqual(
+    answers.map((a) => a?.job?.job_id),
+    jobs.map((j) => j.job_id),
+  );
+});
+
+test('after the poll timeout with nothing to do the poll answers 204', async (t) => {
+  const { client } = await startTest(t, { pollTimeoutSeconds: 0.2 });
+  const l = await fakeLauncher(client);
+  assert.equal(await l.poll(), null);
+});
+
+test('no job is claimed twice by 50 concurrent pollers', async (t) => {
+  const { client, c } = await startTest(t, { pollTimeoutSeconds: 1 });
+  const launchers = await Promise.all(Array.from({ length: 50 }, (_, i) => fakeLauncher(client, `p${i}`)));
+  const allParked = parked(c.core, undefined, 20);
+  // 20 park first; the other 30 race the enqueues
+  const polls = launchers.slice(0, 20).map((l) => l.poll());
+  await allParked;
+  const creating = Array.from({ length: 30 }, (_, i) => start(client, `race-${i}`));
+  polls.push(...launchers.slice(20).map((l) => l.poll()));
+  const created = await Promise.all(creating);
+  const answers = await Promise.all(polls);
+  const got = answers.flatMap((a) => (a?.job ? [a.job.job_id] : []));
+  assert.equal(got.length, 30, 'every job handed out once');
+  assert.equal(new Set(got).size, 30, 'no job handed out twice');
+  assert.deepEqual(new Set(got), new Set(created.map((j) => j.job_id)));
+  assert.equal(answers.filter((a) => a === null).length, 20, 'the rest got 204');
+  for (const job of created) {
+    const j = await client.getJob(job.job_id);
+    const holder = launchers[answers.findIndex((a) => a?.job?.job_id === job.job_id)];
+    assert.equal(j.launcher_id, holder?.id);
+  }
+});
+
+test('deregistration while parked answers the parked poll with { deregistered: true }', async (t) => {
+  const { client, c } = await startTest(t, { pollTimeoutSeconds: 60 });
+  const l = await fakeLauncher(client);
+  const isParked = parked(c.core, l.id);
+  const poll = l.poll();
+  await isParked;
+  await client.deleteLauncher(l.id);
+  assert.deepEqual(await poll, { deregistered: true });
+  assert.equal((await client.listLaunchers()).launchers.length, 0);
+});
+
+test('a launcher that disconnects while parked takes no job with it; the next launcher gets it', async (t) => {
+  const { client, c } = await startTest(t, { pollTimeoutSeconds: 60 });
+  const quitter = await fakeLauncher(client, 'quitter');
+  const isParked = parked(c.core, quitter.id);
+  const abort = new AbortController();
+  const poll = quitter.poll({ signal: abort.signal });
+  await isParked;
+  const gone = unparked(c.core, quitter.id);
+  abort.abort();
+  await assert.rejects(poll);
+  await gone;
+  const created = await start(client, 'for-the-next');
+  assert.equal((await client.getJob(created.job_id)).status, 'pending');
+  const next = await fakeLauncher(client, 'next');
+  const job = await next.take();
+  assert.equal(job.job_id, created.job_id);
+  assert.equal(job.launcher_id, next.id);
+});
+
+test('a poll with capacity 0 is not given jobs (the launcher is full)', async (t) => {
+  const { client } = await startTest(t, { pollTimeoutSeconds: 0.2 });
+  const created = await start(client, 'wait-for-room');
+  const l = await fakeLauncher(client);
+  assert.equal(await l.poll({ capacity: 0 }), null);
+  assert.equal((await client.getJob(created.job_id)).status, 'pending');
+  assert.equal((await l.take()).job_id, created.job_id);
+});
+
+test('an answer that could not be delivered puts the job back at the head of the queue', async (t) => {
+  const { client, c } = await startTest(t);
+  const first = await start(client, 'undelivered');
+  const second = await start(client, 'behind-it');
+  const l = await fakeLauncher(client);
+  const answer = await c.core.poll(l.id, 1, new AbortController().signal);
+  assert.equal(answer?.job?.job_id, first.job_id);
+  c.core.releaseUndelivered(first.job_id, l.id);
+  const again = await client.getJob(first.job_id);
+  assert.equal(again.status, 'pending');
+  assert.equal(again.launcher_id, null);
+  const other = await fakeLauncher(client);
+  assert.equal((await other.take()).job_id, first.job_id, 'still first in line');
+  assert.equal((await other.take()).job_id, second.job_id);
+});

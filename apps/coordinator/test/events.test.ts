@@ -1,0 +1,142 @@
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { connect } from 'node:net';
+import { test } from 'node:test';
+import type { SseMessage } from '@agentq/client';
+import { called, eventJob, fakeLauncher, openEvents, start, startTest } from './helpers.js';
+
+const opts = { timeout: 20_000 };
+const idOf = (m: SseMessage) => Number(m.id);
+const isJobEvent = (type: string, jobId: string) => (m: SseMessage) => m.event === type && eventJob(m).job_id === jobId;
+
+test('a connected client gets each change as it happens, starting with the first one after it connected', opts, async (t) => {
+  const { client, c } = await startTest(t);
+  await start(client, 'before'); // not to be sent: it happened before the client connected
+  const ev = openEvents(t, c.url);
+  const subscribed = called(c.core.events, 'subscribe');
+  const first = ev.next();
+  await subscribed;
+  const job = await start(client, 'after');
+  // a start emits session.created, then job.created (and session updates)
+  const opening = await first;
+  assert.equal(opening.event, 'session.created');
+  assert.equal((JSON.parse(opening.data) as { session: { session_name: string } }).session.session_name, 'after');
+  const rest = await ev.until(isJobEvent('job.created', job.job_id));
+  const m = rest.at(-1)!;
+  assert.ok(rest.every((x) => !x.data.includes('"before"')), 'nothing from before the connection');
+  const data = JSON.parse(m.data) as { id: number; type: string; at: string };
+  assert.equal(data.id, idOf(m), 'the SSE id is the event id');
+  assert.equal(data.type, 'job.created');
+  assert.ok(!Number.isNaN(Date.parse(data.at)));
+});
+
+test('a job\'s events arrive in lifecycle order: created, claimed, started, completed', opts, async (t) => {
+  const { client, c } = await startTest(t);
+  // resume from "now": whatever happens after this point arrives, however fast the connect is
+  const ev = openEvents(t, c.url, c.core.events.lastId);
+  const l = await fakeLauncher(client);
+  const job = await start(client, 'observed');
+  await l.take();
+  await l.started(job.job_id);
+  await l.completed(job.job_id, 'fine');
+
+  const seen = await ev.until(isJobEvent('job.completed', job.job_id));
+  const ids = seen.map(idOf);
+  assert.deepEqual(ids, [...ids].sort((a, b) => a - b), 'ids increase');
+  assert.equal(new Set(ids).size, ids.length, 'no event twice');
+  const mine = seen.filter((m) => m.event.startsWith('job.') && eventJob(m).job_id === job.job_id);
+  assert.deepEqual(
+    mine.map((m) => [m.event, eventJob(m).status]),
+    [
+      ['job.created', 'pending'],
+      ['job.claimed', 'claimed'],
+      ['job.started', 'running'],
+      ['job.completed', 'completed'],
+    ],
+  );
+  assert.equal(eventJob(mine[3]!).result, 'fine');
+  assert.ok(seen.some((m) => m.event === 'launcher.registered'));
+  assert.ok(seen.some((m) => m.event === 'session.created'));
+});
+
+test('Last-Event-ID resume replays exactly the events missed while disconnected', opts, async (t) => {
+  const { client, c } = await startTest(t);
+  const first = openEvents(t, c.url, c.core.events.lastId);
+  const one = await start(client, 'one');
+  const seen = await first.until(isJobEvent('job.created', one.job_id));
+  const lastSeen = idOf(seen.at(-1)!);
+  await first.close();
+
+  // while disconnected
+  const two = await start(client, 'two');
+  await client.stopJob(two.job_id);
+  const newest = c.core.events.lastId;
+  assert.ok(newest > lastSeen);
+
+  const again = openEvents(t, c.url, lastSeen);
+  const replayed = await again.until((m) => idOf(m) === newest);
+  assert.deepEqual(
+    replayed.map(idOf),
+    Array.from({ length: newest - lastSeen }, (_, i) => lastSeen + 1 + i),
+    'every missed event once, in order, and none already seen',
+  );
+  assert.ok(replayed.every((m) => m.event !== 'stream.gap'));
+  assert.ok(replayed.some(isJobEvent('job.created', two.job_id)));
+  assert.ok(replayed.some(isJobEvent('job.stopped', two.job_id)));
+
+  // and the stream goes on live after the replay
+  const three = await start(client, 'three');
+  const live = await again.until(isJobEvent('job.created', three.job_id));
+  assert.equal(idOf(live[0]!), newest + 1);
+});
+
+test('a Last-Event-ID older than the replay window gets stream.gap first, then the window', opts, async (t) => {
+  const { client, c } = await startTest(t, { eventReplaySize: 5 });
+  for (let i = 0; i < 5; i++) await start(client, `filler-${i}`);
+  const newest = c.core.events.lastId;
+  assert.ok(newest > 6, 'more events than the window holds');
+
+  const ev = openEvents(t, c.url, 1);
+  const gap = await ev.next();
+  assert.equal(gap.event, 'stream.gap');
+  const body = JSON.parse(gap.data) as { type: string; oldest_available_id: number };
+  assert.equal(body.type, 'stream.gap');
+  assert.equal(body.oldest_available_id, newest - 4);
+  const replayed = await ev.until((m) => idOf(m) === newest);
+  assert.deepEqual(
+    replayed.map(idOf),
+    [newest - 4, newest - 3, newest - 2, newest - 1, newest],
+  );
+});
+
+test('a Last-Event-ID inside the replay window gets no stream.gap', opts, async (t) => {
+  const { client, c } = await startTest(t, { eventReplaySize: 5 });
+  for (let i = 0; i < 5; i++) await start(client, `filler-${i}`);
+  const newest = c.core.events.lastId;
+  // the window holds newest-4 .. newest: a client that saw newest-5 missed nothing lost
+  const ev = openEvents(t, c.url, newest - 5);
+  const first = await ev.next();
+  assert.equal(first.event === 'stream.gap' ? 'gap' : idOf(first), newest - 4);
+});
+
+test('a client that stops reading is disconnected instead of buffering events without bound', { timeout: 30_000 }, async (t) => {
+  const { c } = await startTest(t, { eventReplaySize: 10 });
+  const socket = connect(c.port, '127.0.0.1');
+  t.after(() => socket.destroy());
+  socket.write('GET /events HTTP/1.1\r\nHost: test\r\nAccept: text/event-stream\r\n\r\n');
+  await once(socket, 'data'); // headers: the stream is subscribed
+  socket.pause(); // a dashboard that hangs: the TCP connection stays open, nobody reads
+
+  // ~100 MB of events, far beyond what socket buffers and the server's unread cap hold
+  const prompt = 'x'.repeat(16 * 1024);
+  for (let i = 0; i < 6000; i++) c.core.createJob({ type: 'start_session', session_name: `flood-${i}`, prompt });
+  const lastId = c.core.events.lastId;
+
+  let received = 0;
+  socket.on('data', (chunk: Buffer) => (received += chunk.length));
+  socket.on('error', () => undefined); // a reset is one way to be cut off
+  socket.resume();
+  await once(socket, 'close');
+  assert.ok(received < 6000 * prompt.length, 'the server dropped the stream rather than keep all of it');
+  assert.ok(lastId > 10);
+});

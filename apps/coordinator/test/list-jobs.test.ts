@@ -1,0 +1,131 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import type { AgentqClient } from '@agentq/client';
+import type { Job, ListJobsQuery } from '@agentq/protocol';
+import { fakeLauncher, rejectsWith, resume, start, startTest } from './helpers.js';
+
+const ids = (jobs: Job[]) => jobs.map((j) => j.job_id);
+
+/** Follow next_cursor to the end; every page's ids, in order. */
+async function allPages(client: AgentqClient, query: ListJobsQuery): Promise<string[][]> {
+  const pages: string[][] = [];
+  let cursor: string | undefined;
+  for (;;) {
+    const page = await client.listJobs({ ...query, ...(cursor ? { cursor } : {}) });
+    pages.push(ids(page.jobs));
+    if (page.next_cursor === null) return pages;
+    cursor = page.next_cursor;
+  }
+}
+
+/**
+ * A small world: `a` completed, `b` failed (both on launcher l1), `c` running on l2, `d` pending,
+ * `a` resumed (pending).
+ */
+async function world(client: AgentqClient) {
+  const l1 = await fakeLauncher(client, 'one');
+  const l2 = await fakeLauncher(client, 'two');
+  const a = await start(client, 'a');
+  const b = await start(client, 'b');
+  const c = await start(client, 'c');
+  await l1.take();
+  await l1.take();
+  await l2.take();
+  await l1.completed(a.job_id, 'ok');
+  await l1.failed(b.job_id, 'no');
+  await l2.started(c.job_id);
+  const d = await start(client, 'd');
+  const a2 = await resume(client, 'a');
+  return { l1, l2, a, b, c, d, a2 };
+}
+
+test('GET /jobs lists jobs newest first, each with a terminal flag', async (t) => {
+  const { client } = await startTest(t);
+  const w = await world(client);
+  const { jobs, next_cursor } = await client.listJobs();
+  assert.deepEqual(ids(jobs), ids([w.a2, w.d, w.c, w.b, w.a]));
+  assert.equal(next_cursor, null);
+  assert.deepEqual(
+    jobs.map((j) => [j.status, j.terminal]),
+    [
+      ['pending', false],
+      ['pending', false],
+      ['running', false],
+      ['failed', true],
+      ['completed', true],
+    ],
+  );
+});
+
+test('GET /jobs filters by status (a comma list), session, launcher and terminal', async (t) => {
+  const { client } = await startTest(t);
+  const w = await world(client);
+  assert.deepEqual(ids((await client.listJobs({ status: 'pending' })).jobs), ids([w.a2, w.d]));
+  assert.deepEqual(ids((await client.listJobs({ status: 'completed,failed' })).jobs), ids([w.b, w.a]));
+  assert.deepEqual(ids((await client.listJobs({ status: 'running, pending' })).jobs), ids([w.a2, w.d, w.c]));
+  assert.deepEqual(ids((await client.listJobs({ session_name: 'a' })).jobs), ids([w.a2, w.a]));
+  assert.deepEqual(ids((await client.listJobs({ session_name: 'unknown' })).jobs), []);
+  assert.deepEqual(ids((await client.listJobs({ launcher_id: w.l1.id })).jobs), ids([w.b, w.a]));
+  assert.deepEqual(ids((await client.listJobs({ launcher_id: w.l2.id })).jobs), ids([w.c]));
+  assert.deepEqual(ids((await client.listJobs({ terminal: 'true' })).jobs), ids([w.b, w.a]));
+  assert.deepEqual(ids((await client.listJobs({ terminal: 'false' })).jobs), ids([w.a2, w.d, w.c]));
+  assert.deepEqual(ids((await client.listJobs({ session_name: 'a', terminal: 'false' })).jobs), ids([w.a2]));
+  assert.deepEqual(ids((await client.listJobs({ status: 'pending', session_name: 'd' })).jobs), ids([w.d]));
+});
+
+test('GET /jobs with an unknown status, a bad terminal value or a bad cursor is 400', async (t) => {
+  const { client } = await startTest(t);
+  const details = await rejectsWith(client.listJobs({ status: 'pending,sleeping' }), 400, 'validation_failed');
+  assert.equal(details.field, 'status');
+  await rejectsWith(client.listJobs({ terminal: 'yes' as never }), 400, 'validation_failed');
+  await rejectsWith(client.listJobs({ cursor: 'not-a-cursor' }), 400, 'validation_failed');
+  await rejectsWith(client.listJobs({ limit: 0 }), 400, 'validation_failed');
+});
+
+test('cursor pages do not overlap and together cover every job, newest first', async (t) => {
+  const { client } = await startTest(t);
+  const created: Job[] = [];
+  for (let i = 0; i < 7; i++) created.push(await start(client, `page-${i}`));
+  const pages = await allPages(client, { limit: 3 });
+  assert.deepEqual(
+    pages.map((p) => p.length),
+    [3, 3, 1],
+  );
+  assert.deepEqual(pages.flat(), ids(created).reverse());
+});
+
+test('a page boundary exactly at the end gives next_cursor null, not an empty page', async (t) => {
+  const { client } = await startTest(t);
+  for (let i = 0; i < 4; i++) await start(client, `even-${i}`);
+  const pages = await allPages(client, { limit: 2 });
+  assert.deepEqual(
+    pages.map((p) => p.length),
+    [2, 2],
+  );
+});
+
+test('cursor pagination applies after the filters and ignores jobs created meanwhile', async (t) => {
+  const { client } = await startTest(t);
+  const l = await fakeLauncher(client);
+  // a busy session whose resumes stay pending, interleaved with jobs that complete
+  const blocker = await start(client, 'blocker');
+  assert.equal((await l.take()).job_id, blocker.job_id);
+  const done: Job[] = [];
+  for (let i = 0; i < 5; i++) {
+    const j = await start(client, `mixed-${i}`);
+    assert.equal((await l.take()).job_id, j.job_id);
+    await l.completed(j.job_id);
+    done.push(j);
+    await resume(client, 'blocker');
+  }
+  const first = await client.listJobs({ terminal: 'true', limit: 2 });
+  assert.deepEqual(ids(first.jobs), ids([done[4]!, done[3]!]));
+  // new jobs on top do not shift the next page
+  await start(client, 'late-comer');
+  const second = await client.listJobs({ terminal: 'true', limit: 2, cursor: first.next_cursor! });
+  assert.deepEqual(ids(second.jobs), ids([done[2]!, done[1]!]));
+  const third = await client.listJobs({ terminal: 'true', limit: 2, cursor: second.next_cursor! });
+  assert.deepEqual(ids(third.jobs), ids([done[0]!]));
+  assert.equal(third.next_cursor, null);
+  assert.equal((await allPages(client, { session_name: 'blocker', limit: 4 })).flat().length, 6);
+});

@@ -1,0 +1,167 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import type { AgentqClient } from '@agentq/client';
+import { called, fakeLauncher, rejectsWith, start, startTest, type FakeLauncher } from './helpers.js';
+
+const opts = { timeout: 20_000 };
+const LONG = 300_000;
+
+/** A running job on a fresh fake launcher, and a way to send its output. */
+async function runningJob(client: AgentqClient, name = 'talker') {
+  const l = await fakeLauncher(client);
+  const job = await start(client, name);
+  await l.take();
+  await l.started(job.job_id);
+  const send = (offset: number, data: string) => client.reportOutput(job.job_id, { launcher_id: l.id, offset, data });
+  return { l, job, send };
+}
+
+test('output batches are appended in order; a retried or overlapping batch is not stored twice', opts, async (t) => {
+  const { client } = await startTest(t);
+  const { job, send } = await runningJob(client);
+  assert.deepEqual(await send(0, 'hello '), { ok: true });
+  await send(6, 'world');
+  await send(6, 'world'); // the launcher retried after a lost answer
+  await send(8, 'rld!!'); // overlaps the stored bytes: only '!!' is new
+  const out = await client.getOutput(job.job_id);
+  assert.equal(out.output, 'hello world!!');
+  assert.equal(out.total_bytes, 13);
+  assert.equal(out.offset, 0);
+  assert.equal(out.next_offset, 13);
+  assert.equal(out.truncated, false);
+  assert.equal((await client.getJob(job.job_id)).output_bytes, 13);
+});
+
+test('the default read is a tail bounded to 16 KiB with the total size; tail_bytes sets the bound', opts, async (t) => {
+  const { client } = await startTest(t);
+  const { job, send } = await runningJob(client);
+  const line = (i: number) => `line ${String(i).padStart(5, '0')}\n`; // 11 bytes
+  const all = Array.from({ length: 2000 }, (_, i) => line(i)).join(''); // 22 000 bytes
+  await send(0, all.slice(0, 10_000));
+  await send(10_000, all.slice(10_000));
+
+  const preview = await client.getOutput(job.job_id);
+  assert.equal(preview.total_bytes, 22_000);
+  assert.equal(Buffer.byteLength(preview.output), 16 * 1024);
+  assert.equal(preview.offset, 22_000 - 16 * 1024);
+  assert.ok(all.endsWith(preview.output));
+  assert.equal(preview.truncated, false, 'everything is still held; the preview is just bounded');
+
+  const tail = await client.getOutput(job.job_id, { tail_bytes: 22 });
+  assert.equal(tail.output, line(1998) + line(1999));
+  assert.equal(tail.total_bytes, 22_000);
+
+  const head = await client.getOutput(job.job_id, { offset: 0, limit_bytes: 11 });
+  assert.equal(head.output, line(0));
+  assert.equal(head.next_offset, 11);
+});
+
+test('the per-job cap drops the oldest output and marks the job truncated', opts, async (t) => {
+  const { client } = await startTest(t, { outputMaxBytes: 100 });
+  const { job, send } = await runningJob(client);
+  await send(0, 'a'.repeat(60));
+  await send(60, 'b'.repeat(60));
+  const out = await client.getOutput(job.job_id, { offset: 0 });
+  assert.equal(out.truncated, true);
+  assert.equal(out.total_bytes, 120);
+  assert.equal(out.retained_bytes, 100);
+  assert.equal(out.offset, 20, 'the first 20 bytes were dropped; the read starts at the oldest kept byte');
+  assert.equal(out.output, 'a'.repeat(40) + 'b'.repeat(60));
+  assert.equal((await client.getOutput(job.job_id)).output, out.output);
+});
+
+test('a follow read (offset + wait_ms) parked at the end is woken by new output', opts, async (t) => {
+  const { client, c } = await startTest(t);
+  const { job, send } = await runningJob(client);
+  await send(0, 'first\n');
+  const isParked = called(c.core, 'readOutput');
+  const reading = client.getOutput(job.job_id, { offset: 6, wait_ms: LONG });
+  await isParked;
+  await send(6, 'second\n');
+  const out = await reading;
+  assert.equal(out.output, 'second\n');
+  assert.equal(out.offset, 6);
+  assert.equal(out.next_offset, 13);
+  assert.equal(out.terminal, false);
+});
+
+test('a follow read parked at the end returns when the job ends', opts, async (t) => {
+  const { client, c } = await startTest(t);
+  const { l, job } = await runningJob(client);
+  const isParked = called(c.core, 'readOutput');
+  const reading = client.getOutput(job.job_id, { offset: 0, wait_ms: LONG });
+  await isParked;
+  await l.completed(job.job_id);
+  const out = await reading;
+  assert.equal(out.terminal, true);
+  assert.equal(out.status, 'completed');
+  assert.equal(out.output, '');
+});
+
+test('a follow read with nothing new answers the empty read after wait_ms', opts, async (t) => {
+  const { client } = await startTest(t);
+  const { job, send } = await runningJob(client);
+  await send(0, 'x');
+  const out = await client.getOutput(job.job_id, { offset: 1, wait_ms: 30 });
+  assert.equal(out.output, '');
+  assert.equal(out.next_offset, 1);
+});
+
+test('reads never split a multibyte UTF-8 character', opts, async (t) => {
+  const { client } = await startTest(t, { outputMaxBytes: 8 });
+  const { job, send } = await runningJob(client);
+  await send(0, '€€'); // 6 bytes: E2 82 AC E2 82 AC
+  // a tail of 4 bytes would start inside the first €: it starts at the next character
+  const tail = await client.getOutput(job.job_id, { tail_bytes: 4 });
+  assert.equal(tail.output, '€');
+  assert.equal(tail.offset, 3);
+  // a limit that ends inside a character stops before it
+  const head = await client.getOutput(job.job_id, { offset: 0, limit_bytes: 4 });
+  assert.equal(head.output, '€');
+  assert.equal(head.next_offset, 3);
+  // an offset inside a character moves to the next one
+  assert.equal((await client.getOutput(job.job_id, { offset: 1 })).offset, 3);
+  // the cap (8 bytes) drops a partial character at the front: never shown as garbage
+  await send(6, 'é'); // 2 bytes, 8 in all... then one more byte pushes the cut inside a €
+  await send(8, 'z');
+  const capped = await client.getOutput(job.job_id, { offset: 0 });
+  assert.equal(capped.truncated, true);
+  assert.equal(capped.output, '€éz');
+  assert.equal(capped.offset, 3);
+  assert.ok(!capped.output.includes('\uFFFD'));
+});
+
+test('output from a launcher that does not hold the job is 409; for an unknown job 404', opts, async (t) => {
+  const { client } = await startTest(t);
+  const { job } = await runningJob(client);
+  const stranger: FakeLauncher = await fakeLauncher(client, 'stranger');
+  await rejectsWith(
+    client.reportOutput(job.job_id, { launcher_id: stranger.id, offset: 0, data: 'x' }),
+    409,
+    'job_owned_by_other_launcher',
+  );
+  await rejectsWith(
+    client.reportOutput('job_000000000000', { launcher_id: stranger.id, offset: 0, data: 'x' }),
+    404,
+    'job_not_found',
+  );
+  await rejectsWith(client.getOutput('job_000000000000'), 404, 'job_not_found');
+  assert.equal((await client.getOutput(job.job_id)).total_bytes, 0);
+});
+
+test('a batch that starts past the end (the coordinator lost output) keeps the launcher offsets and marks the gap as dropped', opts, async (t) => {
+  const { client } = await startTest(t);
+  const { job, send } = await runningJob(client);
+  await send(0, 'abc');
+  await send(5, 'fgh');
+  const out = await client.getOutput(job.job_id);
+  assert.equal(out.output, 'fgh', 'what came before the gap is no longer shown as contiguous');
+  assert.equal(out.offset, 5);
+  assert.equal(out.total_bytes, 8);
+  assert.equal(out.truncated, true);
+  await send(8, 'ij');
+  await send(6, 'ghij'); // a retry that overlaps is stored once
+  const after = await client.getOutput(job.job_id, { offset: 5 });
+  assert.equal(after.output, 'fghij');
+  assert.equal(after.next_offset, 10);
+});

@@ -1,0 +1,82 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { ManualClock } from '../src/core/clock.js';
+import { eventJob, fakeLauncher, openEvents, rejectsWith, resume, start, startTest } from './helpers.js';
+
+const RETENTION = 60_000;
+
+test('terminal jobs older than jobRetentionMs are evicted; active jobs of the same age are kept', async (t) => {
+  const clock = new ManualClock();
+  // a launcher that stays alive (no staleness) across the long clock jumps below
+  const { client, c } = await startTest(t, { jobRetentionMs: RETENTION, heartbeatTimeoutSeconds: 86_400 }, { clock });
+  const l = await fakeLauncher(client);
+  const done = await start(client, 'done');
+  const running = await start(client, 'running');
+  await l.take();
+  await l.take();
+  await l.completed(done.job_id, 'old news');
+  await l.started(running.job_id);
+  const stopped = await start(client, 'stopped');
+  await client.stopJob(stopped.job_id);
+  const pending = await resume(client, 'running'); // waits behind the running job
+
+  clock.advance(RETENTION - 1);
+  c.core.sweep();
+  assert.equal((await client.getJob(done.job_id)).status, 'completed', 'kept until it is old enough');
+
+  clock.advance(1);
+  c.core.sweep();
+  for (const gone of [done, stopped]) {
+    await rejectsWith(client.getJob(gone.job_id), 404, 'job_not_found');
+    await rejectsWith(client.waitJob(gone.job_id, 0), 404, 'job_not_found');
+    await rejectsWith(client.getOutput(gone.job_id), 404, 'job_not_found');
+    await rejectsWith(client.stopJob(gone.job_id), 404, 'job_not_found');
+  }
+  const listed = (await client.listJobs()).jobs.map((j) => j.job_id);
+  assert.deepEqual(listed, [pending.job_id, running.job_id], 'evicted jobs are gone from lists');
+  assert.deepEqual((await client.listJobs({ terminal: 'true' })).jobs, []);
+  assert.deepEqual((await client.getSession('done')).job_ids, [], 'and from their session');
+  assert.equal((await client.getSession('done')).last_result, 'old news', 'the session itself stays');
+  const w = await client.waitJobs({ job_ids: [done.job_id, running.job_id], timeout_ms: 0 });
+  assert.deepEqual(w.not_found, [done.job_id]);
+
+  // active jobs are never evicted, however old
+  clock.advance(100 * RETENTION); // 100 minutes, still inside the heartbeat timeout
+  c.core.sweep();
+  assert.equal((await client.getJob(running.job_id)).status, 'running');
+  assert.equal((await client.getJob(pending.job_id)).status, 'pending');
+  // ...until they end and age
+  await l.completed(running.job_id);
+  clock.advance(RETENTION);
+  c.core.sweep();
+  await rejectsWith(client.getJob(running.job_id), 404, 'job_not_found');
+  assert.equal((await client.getJob(pending.job_id)).status, 'pending', 'now claimable, still kept');
+});
+
+test('retention counts from when a job ended, not from when it was created', async (t) => {
+  const clock = new ManualClock();
+  const { client, c } = await startTest(t, { jobRetentionMs: RETENTION }, { clock });
+  const l = await fakeLauncher(client);
+  const job = await start(client, 'late-finisher');
+  await l.take();
+  clock.advance(50_000);
+  await l.completed(job.job_id);
+  clock.advance(RETENTION - 1);
+  c.core.sweep();
+  assert.equal((await client.getJob(job.job_id)).status, 'completed');
+  clock.advance(1);
+  c.core.sweep();
+  await rejectsWith(client.getJob(job.job_id), 404, 'job_not_found');
+});
+
+test('an eviction is announced on the event stream as job.evicted', { timeout: 20_000 }, async (t) => {
+  const clock = new ManualClock();
+  const { client, c } = await startTest(t, { jobRetentionMs: RETENTION }, { clock });
+  const ev = openEvents(t, c.url, c.core.events.lastId);
+  const job = await start(client, 'short-lived');
+  await client.stopJob(job.job_id);
+  clock.advance(RETENTION);
+  c.core.sweep();
+  const seen = await ev.until((m) => m.event === 'job.evicted');
+  assert.equal(eventJob(seen.at(-1)!).job_id, job.job_id);
+});

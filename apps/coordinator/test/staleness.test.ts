@@ -1,0 +1,131 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { ManualClock } from '../src/core/clock.js';
+import { fakeLauncher, rejectsWith, start, startTest } from './helpers.js';
+
+// The app's own sweeper never fires in these tests (sweepIntervalMs is long): time moves only
+// with clock.advance(), and the test runs the sweep itself.
+const timing = { heartbeatIntervalSeconds: 10, heartbeatTimeoutSeconds: 30, claimLeaseSeconds: 20, sweepIntervalMs: 600_000 };
+
+test('a launcher silent past the heartbeat timeout is stale: its unstarted jobs go back in order, running ones are interrupted', async (t) => {
+  const clock = new ManualClock();
+  const { client, c } = await startTest(t, timing, { clock });
+  const lost = await fakeLauncher(client, 'lost');
+  const jobs = [await start(client, 's1'), await start(client, 's2'), await start(client, 's3'), await start(client, 's4')];
+  const running = await lost.take();
+  await lost.started(running.job_id);
+  await lost.take(); // s2, claimed
+  await lost.take(); // s3, claimed
+  const later = await start(client, 's5');
+
+  clock.advance(29_000);
+  c.core.sweep();
+  assert.equal((await client.listLaunchers()).launchers[0]?.status, 'online', 'not yet');
+  clock.advance(2_000);
+  c.core.sweep();
+
+  const [l] = (await client.listLaunchers()).launchers;
+  assert.equal(l?.status, 'stale');
+  const interrupted = await client.getJob(running.job_id);
+  assert.equal(interrupted.status, 'interrupted');
+  assert.equal(interrupted.terminal, true);
+  assert.match(interrupted.error ?? '', /launcher .* lost/);
+
+  const next = await fakeLauncher(client, 'next');
+  const order = [];
+  for (let i = 0; i < 4; i++) order.push((await next.take()).job_id);
+  assert.deepEqual(order, [jobs[1]!.job_id, jobs[2]!.job_id, jobs[3]!.job_id, later.job_id], 'requeued at the head, in original order');
+});
+
+test('a stale launcher that comes back gets 401, registers again, and its reports for lost jobs get 409', async (t) => {
+  const clock = new ManualClock();
+  const { client, c } = await startTest(t, timing, { clock });
+  const l = await fakeLauncher(client);
+  await start(client, 'comeback');
+  const job = await l.take();
+  await l.started(job.job_id);
+  clock.advance(31_000);
+  c.core.sweep();
+
+  await rejectsWith(l.heartbeat(), 401, 'launcher_unknown');
+  await rejectsWith(l.poll(), 401, 'launcher_unknown');
+  await rejectsWith(l.completed(job.job_id, 'late'), 401, 'launcher_unknown');
+  const again = await fakeLauncher(client);
+  const details = await rejectsWith(again.completed(job.job_id, 'late'), 409, 'job_owned_by_other_launcher');
+  assert.equal(details.current_status, 'interrupted');
+});
+
+test('heartbeats and polls keep a launcher online', async (t) => {
+  const clock = new ManualClock();
+  const { client, c } = await startTest(t, { ...timing, pollTimeoutSeconds: 0.05 }, { clock });
+  const l = await fakeLauncher(client);
+  for (let i = 0; i < 3; i++) {
+    clock.advance(25_000);
+    if (i % 2 === 0) await l.heartbeat();
+    else assert.equal(await l.poll(), null);
+    c.core.sweep();
+  }
+  const [entry] = (await client.listLaunchers()).launchers;
+  assert.equal(entry?.status, 'online');
+  assert.equal(entry?.seconds_since_heartbeat, 0);
+});
+
+test('a job claimed but not started within the claim lease goes back to the queue', async (t) => {
+  const clock = new ManualClock();
+  const { client, c } = await startTest(t, timing, { clock });
+  const slow = await fakeLauncher(client, 'slow');
+  const created = await start(client, 'leased');
+  await slow.take();
+  clock.advance(15_000);
+  await slow.heartbeat(); // alive, but never reports started
+  c.core.sweep();
+  assert.equal((await client.getJob(created.job_id)).status, 'claimed', 'lease not over yet');
+  clock.advance(6_000);
+  await slow.heartbeat();
+  c.core.sweep();
+  const requeued = await client.getJob(created.job_id);
+  assert.equal(requeued.status, 'pending');
+  assert.equal(requeued.launcher_id, null);
+
+  const other = await fakeLauncher(client, 'other');
+  const job = await other.take();
+  assert.equal(job.job_id, created.job_id);
+  assert.equal(job.attempts, 2);
+  await rejectsWith(slow.started(created.job_id), 409, 'job_owned_by_other_launcher');
+});
+
+test('staleness is checked by the coordinator timer, without anyone asking', async (t) => {
+  // The app's own sweeper timer runs (every 10 ms); time itself moves only with the clock, so
+  // the launcher cannot go stale before the test has set it up, however slow the machine is.
+  const clock = new ManualClock();
+  const { client, c } = await startTest(t, { ...timing, sweepIntervalMs: 10 }, { clock });
+  const l = await fakeLauncher(client);
+  await start(client, 'orphan');
+  const job = await l.take();
+  await l.started(job.job_id);
+  const stale = new Promise<string>((resolve) => {
+    const off = c.core.events.subscribe((e) => {
+      if (e.type === 'launcher.stale') {
+        off();
+        resolve(e.launcher.launcher_id);
+      }
+    });
+  });
+  clock.advance(31_000); // nobody calls sweep(): the timer must notice
+  assert.equal(await stale, l.id);
+  assert.equal((await client.getJob(job.job_id)).status, 'interrupted');
+});
+
+test('stale launchers are listed as stale, and forgotten after an hour', async (t) => {
+  const clock = new ManualClock();
+  const { client, c } = await startTest(t, timing, { clock });
+  const l = await fakeLauncher(client);
+  clock.advance(31_000);
+  c.core.sweep();
+  assert.equal((await client.listLaunchers()).launchers[0]?.status, 'stale');
+  assert.equal((await client.health()).launchers.stale, 1);
+  clock.advance(60 * 60 * 1000);
+  c.core.sweep();
+  assert.equal((await client.listLaunchers()).launchers.length, 0);
+  await rejectsWith(client.deleteLauncher(l.id), 404, 'launcher_not_found');
+});

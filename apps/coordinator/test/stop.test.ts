@@ -1,0 +1,198 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { fakeLauncher, parked, rejectsWith, resume, start, startTest } from './helpers.js';
+
+test('stopping a pending job ends it as stopped at once; no launcher ever gets it', async (t) => {
+  const { client } = await startTest(t);
+  const job = await start(client, 'never-run');
+  const answer = await client.stopJob(job.job_id);
+  assert.equal(answer.job_id, job.job_id);
+  assert.equal(answer.outcome, 'stopped');
+  assert.equal(answer.status, 'stopped');
+  assert.equal(answer.job.terminal, true);
+  assert.equal(answer.job.stop_reason, 'requested');
+  assert.ok(answer.job.stop_requested_at);
+  const after = await client.getJob(job.job_id);
+  assert.equal(after.status, 'stopped');
+  assert.ok(after.completed_at);
+  assert.equal((await client.getSession('never-run')).status, 'idle');
+
+  const next = await start(client, 'runs');
+  const l = await fakeLauncher(client);
+  assert.equal((await l.take()).job_id, next.job_id, 'the stopped job left the queue');
+});
+
+test('stopping the queued head of a busy session lets the job behind it run next', async (t) => {
+  const { client } = await startTest(t);
+  const l = await fakeLauncher(client);
+  const first = await start(client, 'seq');
+  await l.take();
+  const second = await resume(client, 'seq');
+  const third = await resume(client, 'seq');
+  assert.equal((await client.stopJob(second.job_id)).outcome, 'stopped');
+  await l.completed(first.job_id);
+  assert.equal((await l.take()).job_id, third.job_id);
+});
+
+test('stopping a running job wakes the owning launcher\'s parked poll with stop_jobs; its stopped report ends it', async (t) => {
+  const { client, c } = await startTest(t, { pollTimeoutSeconds: 60 });
+  const l = await fakeLauncher(client);
+  const job = await start(client, 'long-run');
+  await l.take();
+  await l.started(job.job_id);
+
+  const isParked = parked(c.core, l.id);
+  const poll = l.poll();
+  await isParked;
+  const answer = await client.stopJob(job.job_id);
+  assert.equal(answer.outcome, 'stopping');
+  assert.equal(answer.status, 'stopping');
+  assert.equal(answer.job.terminal, false);
+  assert.deepEqual(await poll, { stop_jobs: [job.job_id] });
+  assert.equal((await client.getSession('long-run')).status, 'busy', 'a stopping job still holds its session');
+
+  // asking again while it stops changes nothing
+  assert.equal((await client.stopJob(job.job_id)).outcome, 'stopping');
+
+  await l.stopped(job.job_id, 'SIGTERM');
+  const done = await client.getJob(job.job_id);
+  assert.equal(done.status, 'stopped');
+  assert.equal(done.terminal, true);
+  assert.match(done.error ?? '', /SIGTERM/);
+  assert.equal((await client.getSession('long-run')).status, 'idle');
+});
+
+test('a stop requested while the launcher is not polling is delivered on its next poll', async (t) => {
+  const { client } = await startTest(t);
+  const l = await fakeLauncher(client);
+  const job = await start(client, 'later');
+  await l.take();
+  await l.started(job.job_id);
+  await client.stopJob(job.job_id);
+  assert.deepEqual(await l.poll(), { stop_jobs: [job.job_id] });
+});
+
+test('stopping a claimed job that was not started yet also goes through the launcher', async (t) => {
+  const { client } = await startTest(t);
+  const l = await fakeLauncher(client);
+  const job = await start(client, 'just-claimed');
+  await l.take();
+  assert.equal((await client.stopJob(job.job_id)).outcome, 'stopping');
+  assert.deepEqual(await l.poll(), { stop_jobs: [job.job_id] });
+  await l.stopped(job.job_id, null);
+  assert.equal((await client.getJob(job.job_id)).status, 'stopped');
+});
+
+test('a heartbeat answers stop_jobs for the launcher\'s stopping jobs', async (t) => {
+  const { client } = await startTest(t);
+  const l = await fakeLauncher(client);
+  const other = await fakeLauncher(client, 'other-host');
+  const a = await start(client, 'hb-a');
+  const b = await start(client, 'hb-b');
+  await l.take();
+  await l.take();
+  await l.started(a.job_id);
+  await l.started(b.job_id);
+  assert.deepEqual(await l.heartbeat(), { ok: true, stop_jobs: [] });
+  await client.stopJob(b.job_id);
+  assert.deepEqual(await l.heartbeat(), { ok: true, stop_jobs: [b.job_id] });
+  assert.deepEqual(await other.heartbeat(), { ok: true, stop_jobs: [] }, 'only the owner is told');
+  await l.stopped(b.job_id);
+  assert.deepEqual(await l.heartbeat(), { ok: true, stop_jobs: [] });
+});
+
+test('stopping a terminal job answers already_completed and leaves it unchanged', async (t) => {
+  const { client } = await startTest(t);
+  const l = await fakeLauncher(client);
+  const job = await start(client, 'finished');
+  await l.take();
+  await l.completed(job.job_id, 'the answer');
+  const before = await client.getJob(job.job_id);
+  const answer = await client.stopJob(job.job_id);
+  assert.equal(answer.outcome, 'already_completed');
+  assert.equal(answer.status, 'completed');
+  assert.deepEqual(answer.job, before);
+  assert.deepEqual(await client.getJob(job.job_id), before);
+});
+
+test('stopping an unknown job is 404 job_not_found', async (t) => {
+  const { client } = await startTest(t);
+  const details = await rejectsWith(client.stopJob('job_000000000000'), 404, 'job_not_found');
+  assert.equal(details.job_id, 'job_000000000000');
+});
+
+test('POST /sessions/{name}/stop stops the active job and the queued ones', async (t) => {
+  const { client } = await startTest(t);
+  const l = await fakeLauncher(client);
+  const active = await start(client, 'busy-bee');
+  await l.take();
+  await l.started(active.job_id);
+  const queued1 = await resume(client, 'busy-bee');
+  const queued2 = await resume(client, 'busy-bee');
+  const answer = await client.stopSession('busy-bee');
+  assert.equal(answer.session_name, 'busy-bee');
+  const byId = new Map(answer.stopped.map((s) => [s.job_id, s]));
+  assert.deepEqual(byId.get(active.job_id), { job_id: active.job_id, outcome: 'stopping', status: 'stopping' });
+  assert.deepEqual(byId.get(queued1.job_id), { job_id: queued1.job_id, outcome: 'stopped', status: 'stopped' });
+  assert.deepEqual(byId.get(queued2.job_id), { job_id: queued2.job_id, outcome: 'stopped', status: 'stopped' });
+  assert.equal(answer.stopped.length, 3);
+  assert.deepEqual(await l.poll(), { stop_jobs: [active.job_id] });
+  await l.stopped(active.job_id);
+  const s = await client.getSession('busy-bee');
+  assert.equal(s.status, 'idle');
+  assert.equal(s.last_job_status, 'stopped');
+});
+
+test('stopping an idle session is 409 session_idle; an unknown one is 404', async (t) => {
+  const { client } = await startTest(t);
+  const l = await fakeLauncher(client);
+  const job = await start(client, 'resting');
+  await l.take();
+  await l.completed(job.job_id);
+  const details = await rejectsWith(client.stopSession('resting'), 409, 'session_idle');
+  assert.equal(details.session_name, 'resting');
+  await rejectsWith(client.stopSession('nobody'), 404, 'session_not_found');
+});
+
+test('a stop wakes only the parked poll of the launcher that holds the job', async (t) => {
+  const { client, c } = await startTest(t, { pollTimeoutSeconds: 60 });
+  const owner = await fakeLauncher(client, 'owner');
+  const bystander = await fakeLauncher(client, 'bystander');
+  const job = await start(client, 'owned');
+  await owner.take();
+  await owner.started(job.job_id);
+  const bothParked = Promise.all([parked(c.core, owner.id), parked(c.core, bystander.id)]);
+  const ownerPoll = owner.poll();
+  const bystanderPoll = bystander.poll();
+  await bothParked;
+  await client.stopJob(job.job_id);
+  assert.deepEqual(await ownerPoll, { stop_jobs: [job.job_id] });
+  // the bystander is still parked: a new job goes to it
+  const next = await start(client, 'for-bystander');
+  assert.equal((await bystanderPoll)?.job?.job_id, next.job_id);
+});
+
+test('stopping a parent session does not restart it with queued child outcomes', async (t) => {
+  const { client } = await startTest(t);
+  const l = await fakeLauncher(client);
+  const own = await start(client, 'parent');
+  await l.take();
+  await l.started(own.job_id);
+  const child = await start(client, 'child', 'x', { parent_session_name: 'parent' });
+  await l.take();
+  await l.completed(child.job_id, 'child result');
+  assert.equal((await client.getSession('parent')).pending_callbacks.length, 1);
+  await client.stopSession('parent');
+  await l.stopped(own.job_id);
+  const p = await client.getSession('parent');
+  assert.equal(p.status, 'idle', 'the stop is not undone by a callback resume');
+  assert.deepEqual(p.pending_callbacks.map((n) => n.job_id), [child.job_id], 'the outcome is kept for later');
+
+  // the parent's next own turn ends: the kept outcome is delivered then
+  const next = await resume(client, 'parent');
+  assert.equal((await l.take()).job_id, next.job_id);
+  await l.completed(next.job_id);
+  const after = await client.getSession('parent');
+  assert.ok(after.callback_job_id);
+  assert.deepEqual((await client.getJob(after.callback_job_id)).callback_of, [child.job_id]);
+});

@@ -1,0 +1,74 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { ConfigError, DEFAULT_CONFIG, loadConfig } from '../src/config.js';
+import { DeadlineHeap } from '../src/core/deadline-heap.js';
+import { ReadyQueue, type QueueLinks } from '../src/core/ready-queue.js';
+
+interface Item extends QueueLinks<Item> {
+  name: string;
+}
+const item = (seq: number): Item => ({ seq, name: `#${seq}`, prev: null, next: null, queued: false });
+const names = (q: ReadyQueue<Item>) => [...q].map((i) => i.seq);
+
+test('ReadyQueue keeps creation order: appends, re-admissions at their place, removal', () => {
+  const q = new ReadyQueue<Item>();
+  const items = [1, 2, 3, 4, 5].map(item);
+  q.insert(items[0]!);
+  q.insert(items[2]!);
+  q.insert(items[4]!);
+  q.insert(items[1]!); // waited behind its session: goes back between 1 and 3
+  q.insert(items[3]!);
+  assert.deepEqual(names(q), [1, 2, 3, 4, 5]);
+  q.insert(items[3]!); // already queued: no-op
+  assert.equal(q.size, 5);
+  q.remove(items[2]!);
+  assert.deepEqual(names(q), [1, 2, 4, 5]);
+  assert.equal(q.shift()?.seq, 1);
+  assert.equal(q.shift()?.seq, 2);
+  q.insert(items[0]!); // requeued: back to the head
+  assert.deepEqual(names(q), [1, 4, 5]);
+  q.remove(items[4]!);
+  q.remove(items[4]!);
+  assert.deepEqual(names(q), [1, 4]);
+  assert.equal(q.size, 2);
+});
+
+test('DeadlineHeap yields due values in deadline order and keeps the rest', () => {
+  const h = new DeadlineHeap<string>();
+  for (const [at, v] of [[50, 'e'], [10, 'a'], [30, 'c'], [20, 'b'], [40, 'd']] as const) h.push(at, v);
+  assert.deepEqual(h.popDue(30), ['a', 'b', 'c']);
+  assert.equal(h.size, 2);
+  assert.deepEqual(h.popDue(100), ['d', 'e']);
+});
+
+test('loadConfig reads the seed variables and their defaults', () => {
+  assert.deepEqual(loadConfig({}), DEFAULT_CONFIG);
+  assert.equal(DEFAULT_CONFIG.pollTimeoutSeconds, 30);
+  assert.equal(DEFAULT_CONFIG.heartbeatIntervalSeconds, 60);
+  assert.equal(DEFAULT_CONFIG.heartbeatTimeoutSeconds, 120);
+  assert.equal(DEFAULT_CONFIG.host, '127.0.0.1');
+  assert.equal(DEFAULT_CONFIG.port, 8765);
+  const c = loadConfig({ LAUNCHER_POLL_TIMEOUT: '5', PORT: '9000', HOST: '0.0.0.0', LOG_LEVEL: 'debug', JOB_DEFAULT_TIMEOUT_MS: '60000' });
+  assert.equal(c.pollTimeoutSeconds, 5);
+  assert.equal(c.port, 9000);
+  assert.equal(c.host, '0.0.0.0');
+  assert.equal(c.logLevel, 'debug');
+  assert.equal(c.defaultJobTimeoutMs, 60000);
+});
+
+test('loadConfig stops on a bad value with a message naming the variable', () => {
+  const bad: Array<[Record<string, string>, string]> = [
+    [{ PORT: 'eighty' }, 'PORT'],
+    [{ PORT: '70000' }, 'PORT'],
+    [{ LAUNCHER_POLL_TIMEOUT: '-1' }, 'LAUNCHER_POLL_TIMEOUT'],
+    [{ LOG_LEVEL: 'loud' }, 'LOG_LEVEL'],
+    [{ LAUNCHER_HEARTBEAT_TIMEOUT: '30', LAUNCHER_HEARTBEAT_INTERVAL: '60' }, 'LAUNCHER_HEARTBEAT_TIMEOUT'],
+  ];
+  for (const [env, variable] of bad) {
+    assert.throws(
+      () => loadConfig(env),
+      (err: unknown) => err instanceof ConfigError && err.variable === variable && err.message.startsWith(variable),
+      JSON.stringify(env),
+    );
+  }
+});

@@ -1,0 +1,172 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { called, fakeLauncher, rejectsWith, start, startTest } from './helpers.js';
+
+// Waits that must be woken by the state change use a hold far longer than the test's own
+// timeout: if the wake-up were missing, the test would fail instead of passing late.
+const LONG = 600_000;
+const opts = { timeout: 20_000 };
+
+test('GET /jobs/{id}/wait parked before the completion is woken by it and returns the terminal job', opts, async (t) => {
+  const { client, c } = await startTest(t);
+  const l = await fakeLauncher(client);
+  const job = await start(client, 'waited-on');
+  await l.take();
+  const isParked = called(c.core, 'waitJob');
+  const waiting = client.waitJob(job.job_id, LONG);
+  await isParked;
+  await l.completed(job.job_id, 'finished');
+  const got = await waiting;
+  assert.equal(got.status, 'completed');
+  assert.equal(got.terminal, true);
+  assert.equal(got.result, 'finished');
+});
+
+test('GET /jobs/{id}/wait on a job already terminal answers at once', opts, async (t) => {
+  const { client } = await startTest(t);
+  const job = await start(client, 'gone');
+  await client.stopJob(job.job_id);
+  const got = await client.waitJob(job.job_id, LONG);
+  assert.equal(got.status, 'stopped');
+  assert.equal(got.terminal, true);
+});
+
+test('GET /jobs/{id}/wait returns the non-terminal snapshot when its timeout passes (not an error)', opts, async (t) => {
+  const { client } = await startTest(t);
+  const job = await start(client, 'slowpoke');
+  const got = await client.waitJob(job.job_id, 50);
+  assert.equal(got.job_id, job.job_id);
+  assert.equal(got.status, 'pending');
+  assert.equal(got.terminal, false);
+  assert.equal((await client.waitJob(job.job_id, 0)).terminal, false);
+});
+
+test('GET /jobs/{id}/wait on an unknown job is 404', opts, async (t) => {
+  const { client } = await startTest(t);
+  await rejectsWith(client.waitJob('job_000000000000', 10), 404, 'job_not_found');
+});
+
+test('POST /jobs/wait (any, the default) returns when the first watched job ends, with snapshots of all', opts, async (t) => {
+  const { client, c } = await startTest(t);
+  const l = await fakeLauncher(client);
+  const a = await start(client, 'any-a');
+  const b = await start(client, 'any-b');
+  await l.take();
+  await l.take();
+  const isParked = called(c.core, 'waitJobs');
+  const waiting = client.waitJobs({ job_ids: [a.job_id, b.job_id], timeout_ms: LONG });
+  await isParked;
+  await l.failed(b.job_id, 'broke');
+  const got = await waiting;
+  assert.equal(got.mode, 'any');
+  assert.equal(got.done, true);
+  assert.deepEqual(
+    got.jobs.map((j) => [j.job_id, j.status, j.terminal]),
+    [
+      [a.job_id, 'claimed', false],
+      [b.job_id, 'failed', true],
+    ],
+  );
+  assert.deepEqual(got.not_found, []);
+});
+
+test('POST /jobs/wait mode all returns only when every watched job has ended', opts, async (t) => {
+  const { client, c } = await startTest(t);
+  const l = await fakeLauncher(client);
+  const a = await start(client, 'all-a');
+  const b = await start(client, 'all-b');
+  await l.take();
+  await l.take();
+  const isParked = called(c.core, 'waitJobs');
+  let settled = false;
+  const waiting = client.waitJobs({ job_ids: [a.job_id, b.job_id], timeout_ms: LONG, mode: 'all' }).finally(() => {
+    settled = true;
+  });
+  await isParked;
+  await l.completed(a.job_id);
+  // a GET round trip after the first completion: had the wait returned, it would have by now
+  await client.getJob(a.job_id);
+  assert.equal(settled, false, 'one of two done is not all');
+  await l.completed(b.job_id);
+  const got = await waiting;
+  assert.equal(got.mode, 'all');
+  assert.equal(got.done, true);
+  assert.deepEqual(
+    got.jobs.map((j) => j.status),
+    ['completed', 'completed'],
+  );
+});
+
+test('POST /jobs/wait times out with done false and the current snapshots', opts, async (t) => {
+  const { client } = await startTest(t);
+  const l = await fakeLauncher(client);
+  const a = await start(client, 'to-a');
+  const b = await start(client, 'to-b');
+  await l.take();
+  await l.completed(a.job_id);
+  const got = await client.waitJobs({ job_ids: [a.job_id, b.job_id], timeout_ms: 50, mode: 'all' });
+  assert.equal(got.done, false);
+  assert.deepEqual(
+    got.jobs.map((j) => j.terminal),
+    [true, false],
+  );
+});
+
+test('POST /jobs/wait reports unknown ids in not_found without failing', opts, async (t) => {
+  const { client, c } = await startTest(t);
+  const l = await fakeLauncher(client);
+  const a = await start(client, 'known');
+  await l.take();
+  const isParked = called(c.core, 'waitJobs');
+  const waiting = client.waitJobs({ job_ids: ['job_000000000000', a.job_id, a.job_id], timeout_ms: LONG });
+  await isParked;
+  await l.completed(a.job_id);
+  const got = await waiting;
+  assert.equal(got.done, true);
+  assert.deepEqual(got.not_found, ['job_000000000000']);
+  assert.deepEqual(
+    got.jobs.map((j) => j.job_id),
+    [a.job_id],
+    'duplicates collapse',
+  );
+
+  const none = await client.waitJobs({ job_ids: ['job_000000000001'], timeout_ms: LONG });
+  assert.equal(none.done, false, 'nothing to wait for: answered at once, not done');
+  assert.deepEqual(none.jobs, []);
+  assert.deepEqual(none.not_found, ['job_000000000001']);
+});
+
+test('POST /jobs/wait any over an ended and a running job waits for the running one (seed 000)', opts, async (t) => {
+  const { client, c } = await startTest(t);
+  const l = await fakeLauncher(client);
+  const ended = await start(client, 'ended');
+  const running = await start(client, 'running');
+  await l.take();
+  await l.take();
+  await l.completed(ended.job_id);
+  const isParked = called(c.core, 'waitJobs');
+  let settled = false;
+  const waiting = client.waitJobs({ job_ids: [ended.job_id, running.job_id], timeout_ms: LONG }).finally(() => {
+    settled = true;
+  });
+  await isParked;
+  await client.getJob(running.job_id);
+  assert.equal(settled, false, 'an already-ended job does not satisfy a new wait while others still run');
+  await l.completed(running.job_id);
+  const got = await waiting;
+  assert.equal(got.done, true);
+  assert.deepEqual(
+    got.jobs.map((j) => j.status),
+    ['completed', 'completed'],
+  );
+
+  // when every watched job has already ended, the answer is immediate
+  const again = await client.waitJobs({ job_ids: [ended.job_id, running.job_id], timeout_ms: LONG });
+  assert.equal(again.done, true);
+});
+
+test('POST /jobs/wait rejects an empty id list and an unknown mode (400)', opts, async (t) => {
+  const { client } = await startTest(t);
+  await rejectsWith(client.waitJobs({ job_ids: [] }), 400, 'validation_failed');
+  await rejectsWith(client.waitJobs({ job_ids: ['job_000000000000'], mode: 'some' as never }), 400, 'validation_failed');
+});

@@ -1,0 +1,128 @@
+/**
+ * Dispatch benchmark (`npm run bench:dispatch`).
+ *
+ * 1. Latency: a coordinator runs in its own process; N launchers keep a long-poll parked;
+ *    one producer creates jobs one at a time. Measured: from just before `POST /jobs` is sent
+ *    to the moment a parked launcher's poll returns that job, both over real HTTP with the
+ *    project's client. Reported: p50 / p90 / p99 / max over JOBS jobs.
+ * 2. Claim cost: on the core directly (no HTTP), the time to claim CLAIMS jobs when 1,000 vs
+ *    1,000,000 jobs are pending, to show claiming does not depend on queue length.
+ *
+ * Environment: BENCH_JOBS (default 3000), BENCH_LAUNCHERS (default 4), BENCH_BIG (default 1000000).
+ */
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { performance } from 'node:perf_hooks';
+import { createInterface } from 'node:readline';
+import { AgentqClient } from '@agentq/client';
+import { Coordinator, loadConfig } from '@agentq/coordinator';
+
+const JOBS = Number(process.env.BENCH_JOBS ?? 3000);
+const LAUNCHERS = Number(process.env.BENCH_LAUNCHERS ?? 4);
+const BIG = Number(process.env.BENCH_BIG ?? 1_000_000);
+const CLAIMS = 1000;
+const WARMUP = 200;
+
+function percentile(sorted: number[], p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+const ms = (x: number) => `${x.toFixed(3)} ms`;
+
+async function startCoordinatorProcess(): Promise<{ url: string; stop: () => Promise<void> }> {
+  const code = `
+    const { startCoordinator } = await import('@agentq/coordinator');
+    const c = await startCoordinator({ pollTimeoutSeconds: 60, logLevel: 'silent', eventReplaySize: 1000 });
+    console.log(c.url);
+    process.on('SIGTERM', () => c.close().then(() => process.exit(0)));
+  `;
+  const child = spawn(process.execPath, ['--input-type=module', '-e', code], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const lines = createInterface({ input: child.stdout! });
+  const [url] = (await once(lines, 'line')) as [string];
+  return {
+    url,
+    stop: async () => {
+      child.kill('SIGTERM');
+      await once(child, 'exit');
+    },
+  };
+}
+
+async function latency(): Promise<void> {
+  const server = await startCoordinatorProcess();
+  const client = new AgentqClient({ url: server.url, connections: LAUNCHERS + 4 });
+  const sentAt = new Map<string, number>();
+  const samples: number[] = [];
+  let expecting: ((id: string) => void) | undefined;
+  const stop = new AbortController();
+
+  const launcherLoop = async () => {
+    const { launcher_id } = await client.register({ hostname: 'bench' });
+    while (!stop.signal.aborted) {
+      const answer = await client.poll(launcher_id, { holdSeconds: 60, signal: stop.signal }).catch(() => null);
+      const job = answer?.job;
+      if (!job) continue;
+      const received = performance.now();
+      const t0 = sentAt.get(job.job_id);
+      if (t0 !== undefined) samples.push(received - t0);
+      expecting?.(job.job_id);
+    }
+  };
+  const loops = Array.from({ length: LAUNCHERS }, launcherLoop);
+  // let every launcher park before the first job
+  while ((await client.health()).launchers.parked_polls < LAUNCHERS) await new Promise((r) => setTimeout(r, 10));
+
+  for (let i = 0; i < JOBS + WARMUP; i++) {
+    const delivered = new Promise<string>((resolve) => (expecting = resolve));
+    const t0 = performance.now();
+    const createdPromise = client.createJob({ type: 'start_session', session_name: `bench-${i}`, prompt: 'x' });
+    const job = await createdPromise;
+    sentAt.set(job.job_id, t0);
+    const got = await delivered;
+    if (got !== job.job_id) throw new Error(`expected ${job.job_id}, got ${got}`);
+    if (i === WARMUP - 1) samples.length = 0;
+  }
+  stop.abort();
+  await Promise.allSettled(loops);
+  await client.close();
+  await server.stop();
+
+  // A job can reach the launcher before POST /jobs has answered; both times count from t0.
+  const sorted = samples.slice(-JOBS).sort((a, b) => a - b);
+  console.log(`\n## POST /jobs -> parked launcher's poll returns the job`);
+  console.log(`launchers parked: ${LAUNCHERS}, jobs: ${sorted.length} (after ${WARMUP} warm-up)`);
+  console.log(`| p50 | p90 | p99 | max |\n|---|---|---|---|`);
+  console.log(`| ${ms(percentile(sorted, 50))} | ${ms(percentile(sorted, 90))} | ${ms(percentile(sorted, 99))} | ${ms(sorted[sorted.length - 1]!)} |`);
+}
+
+async function claimCost(pending: number): Promise<number> {
+  const config = loadConfig({}, { logLevel: 'silent', eventReplaySize: 0 });
+  const core = new Coordinator(config);
+  for (let i = 0; i < pending; i++) core.createJob({ type: 'start_session', session_name: `s${i}`, prompt: 'x' });
+  const { launcher_id } = core.register({});
+  const signal = new AbortController().signal;
+  const t0 = performance.now();
+  for (let i = 0; i < CLAIMS; i++) {
+    const answer = await core.poll(launcher_id, 1, signal);
+    if (!answer?.job) throw new Error('queue ran dry');
+  }
+  return ((performance.now() - t0) * 1000) / CLAIMS;
+}
+
+async function claims(): Promise<void> {
+  const runs = 5;
+  const small: number[] = [];
+  const big: number[] = [];
+  await claimCost(1000); // warm the JIT so the first measured size is not penalised
+  for (let r = 0; r < runs; r++) small.push(await claimCost(1000));
+  for (let r = 0; r < 3; r++) big.push(await claimCost(BIG));
+  const med = (xs: number[]) => xs.sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+  console.log(`\n## Claim cost on the core (median of runs, ${CLAIMS} claims each)`);
+  console.log(`| pending jobs | µs per claim |\n|---|---|`);
+  console.log(`| 1,000 | ${med(small).toFixed(2)} |`);
+  console.log(`| ${BIG.toLocaleString('en-US')} | ${med(big).toFixed(2)} |`);
+  console.log(`ratio: ${(med(big) / med(small)).toFixed(2)}x`);
+}
+
+console.log(`# dispatch benchmark — node ${process.version}, ${new Date().toISOString()}`);
+await latency();
+await claims();
