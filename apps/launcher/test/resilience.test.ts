@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { createServer, request, type IncomingMessage, type ServerResponse } from 'node:http';
+import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { AgentqClient } from '@agentq/client';
 import { startCoordinator } from '@agentq/coordinator';
@@ -12,6 +13,7 @@ import {
   outputOf,
   script,
   settled,
+  tempDir,
 } from './helpers.js';
 
 test('coordinator restarted during a job: every report still arrives, in order', async (t) => {
@@ -68,6 +70,42 @@ test('coordinator restarted during a job: every report still arrives, in order',
   assert.ok(retries >= 4, `report retries: ${retries}`);
   assert.ok(down >= 1 && down <= 2, `outage logged ${down} times for ${retries} report retries`);
   assert.equal(count(/coordinator reachable again/), down);
+});
+
+test('coordinator restarted from its journal (STATE_FILE) during a job: the job still completes', async (t) => {
+  const stateFile = join(tempDir(t), 'state.jsonl');
+  const { c, client } = await coordinator(t, { stateFile });
+  const control = await controlServer(t);
+  const { log, waitFor } = captureLog();
+  await launcher(t, c.url, {}, { log });
+  const job = await client.createJob({
+    type: 'start_session',
+    session_name: 'journaled',
+    prompt: script(
+      [{ say: 'before' }, { hello: true }, { await: true }, { say: 'after' }, { event: { type: 'result', text: 'kept' } }],
+      control,
+    ),
+  });
+  const hello = await control.next();
+  await waitFor((l) => l['msg'] === 'report delivered' && l['report'] === 'output' && l['job_id'] === job.job_id);
+  await c.close();
+  hello.release();
+  await waitFor((l) => l['msg'] === 'job completed' && l['job_id'] === job.job_id);
+
+  const c2 = await startCoordinator({ ...COORDINATOR_OPTIONS, port: c.port, stateFile });
+  const client2 = new AgentqClient({ url: c2.url });
+  t.after(async () => {
+    await client2.close();
+    await c2.close();
+  });
+  const done = await settled(client2, job.job_id);
+  assert.equal(done.status, 'completed', done.error ?? '');
+  assert.equal(done.result, 'kept');
+  // the journal does not keep output: what was sent before the restart is gone, but the batch
+  // sent after it lands at its byte offset, so the stream length is still right
+  const out = await client2.getOutput(job.job_id, { offset: 0 });
+  assert.equal(out.output, 'after\n');
+  assert.equal(out.total_bytes, Buffer.byteLength('before\nafter\n'));
 });
 
 test('a coordinator that lost its state (401 launcher_unknown) is answered by registering again', async (t) => {
