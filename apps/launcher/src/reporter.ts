@@ -32,11 +32,19 @@ export interface ReporterOptions {
   outputFlushMs?: number;
   /** output batches are sent as soon as they reach this many bytes (default 32 KiB) */
   outputBatchBytes?: number;
+  /**
+   * Output bytes a job may hold in its queue while the coordinator does not answer (default
+   * 8 MiB, well above what the coordinator keeps per job). Beyond it the oldest batches are
+   * dropped; later ones still land at their byte offsets, so the gap is counted, not hidden.
+   */
+  outputQueueMaxBytes?: number;
 }
 
 interface Pending {
   report: Report;
   resolve: (outcome: ReportOutcome) => void;
+  /** UTF-8 bytes of an output batch (0 for other reports) */
+  bytes: number;
 }
 
 interface JobQueue {
@@ -47,6 +55,10 @@ interface JobQueue {
   /** byte offset, in the job's output stream, of the next output batch */
   outputOffset: number;
   flushTimer: NodeJS.Timeout | undefined;
+  /** output bytes queued as reports and not yet sent */
+  queuedOutputBytes: number;
+  /** output bytes dropped because the queue was over outputQueueMaxBytes */
+  droppedOutputBytes: number;
   /** the job's last report was queued: forget the job once its queue is empty */
   closed: boolean;
 }
@@ -96,7 +108,7 @@ export class Reporter {
     this.#flushOutput(jobId, q);
     if (options.last) q.closed = true;
     return new Promise<ReportOutcome>((resolve) => {
-      q.items.push({ report, resolve });
+      q.items.push({ report, resolve, bytes: 0 });
       void this.#pump(jobId, q);
     });
   }
@@ -130,7 +142,16 @@ export class Reporter {
   #queue(jobId: string): JobQueue {
     let q = this.#jobs.get(jobId);
     if (!q) {
-      q = { items: [], sending: false, outputBuffer: '', outputOffset: 0, flushTimer: undefined, closed: false };
+      q = {
+        items: [],
+        sending: false,
+        outputBuffer: '',
+        outputOffset: 0,
+        flushTimer: undefined,
+        queuedOutputBytes: 0,
+        droppedOutputBytes: 0,
+        closed: false,
+      };
       this.#jobs.set(jobId, q);
     }
     return q;
@@ -146,10 +167,36 @@ export class Reporter {
       const data = q.outputBuffer.slice(0, cut);
       q.outputBuffer = q.outputBuffer.slice(cut);
       const offset = q.outputOffset;
-      q.outputOffset += Buffer.byteLength(data);
-      q.items.push({ report: { kind: 'output', body: { offset, data } }, resolve: () => {} });
+      const bytes = Buffer.byteLength(data);
+      q.outputOffset += bytes;
+      q.queuedOutputBytes += bytes;
+      q.items.push({ report: { kind: 'output', body: { offset, data } }, resolve: () => {}, bytes });
     }
+    this.#capOutput(jobId, q);
     void this.#pump(jobId, q);
+  }
+
+  /** Drop the oldest queued output batches (never the one being sent) while over the cap. */
+  #capOutput(jobId: string, q: JobQueue): void {
+    const max = this.#o.outputQueueMaxBytes ?? 8 * 1024 * 1024;
+    if (q.queuedOutputBytes <= max) return;
+    const before = q.droppedOutputBytes;
+    for (let i = 1; i < q.items.length && q.queuedOutputBytes > max; ) {
+      const item = q.items[i]!;
+      if (item.report.kind !== 'output') {
+        i++;
+        continue;
+      }
+      q.items.splice(i, 1);
+      q.queuedOutputBytes -= item.bytes;
+      q.droppedOutputBytes += item.bytes;
+    }
+    if (before === 0 && q.droppedOutputBytes > 0) {
+      this.#o.log.warn(
+        { job_id: jobId, max_queued_output_bytes: max },
+        'coordinator not answering and too much output queued: dropping the oldest output of the job',
+      );
+    }
   }
 
   /** Send the job's queue head to the coordinator until the queue is empty. One pump per job. */
@@ -162,11 +209,17 @@ export class Reporter {
         const item = q.items[0]!;
         const outcome = await this.#deliver(jobId, item.report, log);
         q.items.shift();
+        q.queuedOutputBytes -= item.bytes;
         item.resolve(outcome);
       }
     } finally {
       q.sending = false;
-      if (q.items.length === 0 && q.outputBuffer === '' && q.closed) this.#jobs.delete(jobId);
+      if (q.items.length === 0 && q.outputBuffer === '' && q.closed) {
+        if (q.droppedOutputBytes > 0) {
+          log.warn({ dropped_output_bytes: q.droppedOutputBytes }, 'output dropped during the outage');
+        }
+        this.#jobs.delete(jobId);
+      }
       this.#notifyDrain();
     }
   }

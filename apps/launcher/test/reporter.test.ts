@@ -1,0 +1,121 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { pino } from 'pino';
+import { AgentqApiError, AgentqConnectionError, type AgentqClient } from '@agentq/client';
+import type { OutputReport } from '@agentq/protocol';
+import { Connectivity } from '../src/connectivity.js';
+import type { Registration } from '../src/registration.js';
+import { Reporter } from '../src/reporter.js';
+
+/**
+ * The reporter on its own, against a stand-in client whose answers the test controls. (The
+ * end-to-end behaviour against the real coordinator is in resilience.test.ts.)
+ */
+function setup(options: { outputQueueMaxBytes?: number; outputBatchBytes?: number } = {}) {
+  const sent: Array<{ kind: string; jobId: string; body: Record<string, unknown> }> = [];
+  let up = false;
+  let wake: () => void = () => {};
+  let attempts = 0;
+  const answer = (kind: string) => async (jobId: string, body: Record<string, unknown>) => {
+    attempts++;
+    wake();
+    if (!up) throw new AgentqConnectionError('down (test)');
+    sent.push({ kind, jobId, body });
+    if (kind === 'stopped') throw new AgentqApiError(409, 'invalid_transition', 'refused (test)');
+    return { ok: true };
+  };
+  const client = {
+    reportStarted: answer('started'),
+    reportOutput: answer('output'),
+    reportCompleted: answer('completed'),
+    reportFailed: answer('failed'),
+    reportStopped: answer('stopped'),
+  } as unknown as AgentqClient;
+  const log = pino({ level: 'silent' });
+  const connectivity = new Connectivity(log);
+  const exit = new AbortController();
+  const reporter = new Reporter({
+    client,
+    registration: { id: 'lnch_000000000000' } as Registration,
+    connectivity,
+    log,
+    signal: exit.signal,
+    retry: { baseMs: 5, maxMs: 20 },
+    outputFlushMs: 1,
+    ...options,
+  });
+  return {
+    reporter,
+    sent,
+    exit,
+    bringUp: () => {
+      up = true;
+      connectivity.ok();
+    },
+    /** resolves after `n` more delivery attempts (failed ones included) */
+    attempts: (n: number) =>
+      new Promise<void>((resolve) => {
+        const target = attempts + n;
+        wake = () => {
+          if (attempts >= target) resolve();
+        };
+      }),
+  };
+}
+
+test("a job's reports go out in order once the coordinator answers, output first", async () => {
+  const { reporter, sent, bringUp, attempts } = setup();
+  const started = reporter.send('job_a', { kind: 'started', body: {} });
+  reporter.output('job_a', 'one\n');
+  reporter.output('job_a', 'two\n');
+  const completed = reporter.send('job_a', { kind: 'completed', body: { result: 'r' } }, { last: true });
+  await attempts(3); // `started` failed three times; nothing behind it was tried
+  assert.equal(sent.length, 0);
+  bringUp();
+  assert.deepEqual(await started, { ok: true });
+  assert.deepEqual(await completed, { ok: true });
+  assert.deepEqual(
+    sent.map((s) => [s.kind, s.body['offset'] ?? null, s.body['data'] ?? s.body['result'] ?? null]),
+    [
+      ['started', null, null],
+      ['output', 0, 'one\ntwo\n'],
+      ['completed', null, 'r'],
+    ],
+  );
+  assert.equal(sent[0]!.body['launcher_id'], 'lnch_000000000000');
+  assert.equal(reporter.pending, 0);
+});
+
+test('a final 4xx settles the report as refused and the queue moves on', async () => {
+  const { reporter, sent, bringUp } = setup();
+  bringUp();
+  const stopped = await reporter.send('job_b', { kind: 'stopped', body: { signal: null } });
+  assert.ok(!stopped.ok && 'refused' in stopped && stopped.refused.code === 'invalid_transition');
+  assert.deepEqual(await reporter.send('job_b', { kind: 'failed', body: { error: 'x' } }), { ok: true });
+  assert.deepEqual(
+    sent.map((s) => s.kind),
+    ['stopped', 'failed'],
+  );
+});
+
+test('during a long outage the oldest queued output is dropped past the cap; offsets stay true', async () => {
+  const { reporter, sent, bringUp, attempts } = setup({ outputQueueMaxBytes: 1000, outputBatchBytes: 300 });
+  const started = reporter.send('job_c', { kind: 'started', body: {} });
+  await attempts(1);
+  // ten 300-byte batches queue up behind `started`; only the newest 1000 bytes' worth are kept
+  for (let i = 0; i < 10; i++) reporter.output('job_c', `${String(i).repeat(299)}\n`);
+  const completed = reporter.send('job_c', { kind: 'completed', body: {} }, { last: true });
+  bringUp();
+  await started;
+  await completed;
+  assert.deepEqual(
+    sent.map((s) => [s.kind, s.body['offset'] ?? null, String(s.body['data'] ?? '').slice(0, 1)]),
+    [
+      ['started', null, ''],
+      ['output', 2100, '7'],
+      ['output', 2400, '8'],
+      ['output', 2700, '9'],
+      ['completed', null, ''],
+    ],
+  );
+});
