@@ -60,7 +60,7 @@ function spawnLauncher(t: TestContext, args: string[], env: Record<string, strin
   };
 }
 
-test('SIGTERM with a running job: polling stops, the job may finish within the grace period, exit 0', async (t) => {
+test('SIGTERM with a running job: no new jobs, the running one may finish within the grace period, exit 0', async (t) => {
   const { c, client } = await coordinator(t);
   const control = await controlServer(t);
   const l = spawnLauncher(t, ['--url', c.url, '--executor', fixture('executor.js'), '--shutdown-grace', '60']);
