@@ -8,10 +8,15 @@
  * 2. Claim cost: on the core directly (no HTTP), the time to claim CLAIMS jobs when 1,000 vs
  *    1,000,000 jobs are pending, to show claiming does not depend on queue length.
  *
+ * Latency is measured twice: with state in memory (the default) and with the STATE_FILE journal.
+ *
  * Environment: BENCH_JOBS (default 3000), BENCH_LAUNCHERS (default 4), BENCH_BIG (default 1000000).
  */
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { createInterface } from 'node:readline';
 import { AgentqClient } from '@agentq/client';
@@ -28,10 +33,10 @@ function percentile(sorted: number[], p: number): number {
 }
 const ms = (x: number) => `${x.toFixed(3)} ms`;
 
-async function startCoordinatorProcess(): Promise<{ url: string; stop: () => Promise<void> }> {
+async function startCoordinatorProcess(stateFile: string | null): Promise<{ url: string; stop: () => Promise<void> }> {
   const code = `
     const { startCoordinator } = await import('@agentq/coordinator');
-    const c = await startCoordinator({ pollTimeoutSeconds: 60, logLevel: 'silent', eventReplaySize: 1000 });
+    const c = await startCoordinator({ pollTimeoutSeconds: 60, logLevel: 'silent', eventReplaySize: 1000, stateFile: ${JSON.stringify(stateFile)} });
     console.log(c.url);
     process.on('SIGTERM', () => c.close().then(() => process.exit(0)));
   `;
@@ -47,8 +52,8 @@ async function startCoordinatorProcess(): Promise<{ url: string; stop: () => Pro
   };
 }
 
-async function latency(): Promise<void> {
-  const server = await startCoordinatorProcess();
+async function latency(stateFile: string | null): Promise<void> {
+  const server = await startCoordinatorProcess(stateFile);
   const client = new AgentqClient({ url: server.url, connections: LAUNCHERS + 4 });
   const sentAt = new Map<string, number>();
   const samples: number[] = [];
@@ -88,7 +93,7 @@ async function latency(): Promise<void> {
 
   // A job can reach the launcher before POST /jobs has answered; both times count from t0.
   const sorted = samples.slice(-JOBS).sort((a, b) => a - b);
-  console.log(`\n## POST /jobs -> parked launcher's poll returns the job`);
+  console.log(`\n## POST /jobs -> parked launcher's poll returns the job (${stateFile ? 'with STATE_FILE journal' : 'in memory'})`);
   console.log(`launchers parked: ${LAUNCHERS}, jobs: ${sorted.length} (after ${WARMUP} warm-up)`);
   console.log(`| p50 | p90 | p99 | max |\n|---|---|---|---|`);
   console.log(`| ${ms(percentile(sorted, 50))} | ${ms(percentile(sorted, 90))} | ${ms(percentile(sorted, 99))} | ${ms(sorted[sorted.length - 1]!)} |`);
@@ -124,5 +129,11 @@ async function claims(): Promise<void> {
 }
 
 console.log(`# dispatch benchmark — node ${process.version}, ${new Date().toISOString()}`);
-await latency();
+await latency(null);
+const dir = mkdtempSync(join(tmpdir(), 'agentq-bench-'));
+try {
+  await latency(join(dir, 'state.jsonl'));
+} finally {
+  rmSync(dir, { recursive: true, force: true });
+}
 await claims();
