@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { StringDecoder } from 'node:string_decoder';
 import { Value } from '@sinclair/typebox/value';
 import { ExecutorEvent, type ExecutorInvocation } from '@agentq/protocol';
@@ -40,7 +40,6 @@ export class ExecutorProcess {
   readonly pid: number | undefined;
   /** resolves once the process has exited and its output has been read */
   readonly exited: Promise<ExecutorExit>;
-  readonly #child: ChildProcess;
   readonly #killGraceMs: number;
   #ended = false;
   #killTimer: NodeJS.Timeout | undefined;
@@ -53,7 +52,6 @@ export class ExecutorProcess {
       detached: true,
       stdio: ['pipe', 'pipe', 'pipe'],
     });
-    this.#child = child;
     this.pid = child.pid;
 
     let stderrTail = '';

@@ -2,7 +2,6 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { pino } from 'pino';
 import { AgentqApiError, AgentqConnectionError, type AgentqClient } from '@agentq/client';
-import type { OutputReport } from '@agentq/protocol';
 import { Connectivity } from '../src/connectivity.js';
 import type { Registration } from '../src/registration.js';
 import { Reporter } from '../src/reporter.js';

@@ -1,5 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox';
-import { BoolString, JobId, LauncherId, Nullable, Timestamp } from './common.js';
+import { BoolString, JobId, Nullable, Timestamp } from './common.js';
 
 /*
  * Job lifecycle. Every status change goes through JOB_TRANSITIONS (one table).

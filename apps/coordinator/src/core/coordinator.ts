@@ -2,7 +2,6 @@ import {
   MAX_SESSION_DEPTH,
   isTerminal,
   type CallbackNotification,
-  type ChildOutcome,
   type CompletedReport,
   type CreateJobRequest,
   type FailedReport,
@@ -33,11 +32,10 @@ import { DeadlineHeap } from './deadline-heap.js';
 import { CoordinatorError, jobNotFound, launcherUnknown, validation } from './errors.js';
 import { EventLog } from './event-log.js';
 import { newId } from './ids.js';
-import { toWireJob, transition, type JobRecord } from './job-record.js';
-import { toWireLauncher, type LauncherRecord, type PollWaiter } from './launcher-record.js';
-import { OutputBuffer } from './output-buffer.js';
+import { fromWireJob, newJobRecord, notificationOf, toWireJob, transition, type JobRecord } from './job-record.js';
+import { fromWireLauncher, newLauncherRecord, toWireLauncher, type LauncherRecord, type PollWaiter } from './launcher-record.js';
 import { ReadyQueue } from './ready-queue.js';
-import { isBusy, toWireSession, type SessionRecord } from './sessions.js';
+import { fromWireSession, isBusy, newSessionRecord, toWireSession, type SessionRecord } from './sessions.js';
 import type { StateSnapshot } from './journal.js';
 
 export interface CoordinatorDeps {
@@ -305,21 +303,7 @@ export class Coordinator {
   register(req: RegisterLauncherRequest): RegisterLauncherResponse {
     const now = this.#clock.now();
     const id = newId('lnch_', (x) => this.#launchers.has(x));
-    const launcher: LauncherRecord = {
-      id,
-      hostname: req.hostname ?? null,
-      projectDir: req.project_dir ?? null,
-      executorType: req.executor_type ?? null,
-      maxJobs: req.max_jobs ?? null,
-      version: req.version ?? null,
-      registeredAt: now,
-      lastSeen: now,
-      status: 'online',
-      staleAt: null,
-      activeJobs: new Set(),
-      pendingStops: new Set(),
-      waiters: new Set(),
-    };
+    const launcher = newLauncherRecord(id, req, now);
     this.#launchers.set(id, launcher);
     this.#log.info({ launcher_id: id, hostname: launcher.hostname }, 'launcher registered');
     this.#emitLauncher('launcher.registered', launcher);
@@ -586,47 +570,9 @@ export class Coordinator {
   restore(s: StateSnapshot): void {
     if (this.#jobs.size + this.#sessions.size + this.#launchers.size > 0) throw new Error('restore() needs an empty core');
     const now = this.#clock.now();
-    const ms = (x: string | null) => (x === null ? null : Date.parse(x));
     this.events.continueAfter(s.lastEventId);
-    for (const w of s.sessions) {
-      this.#sessions.set(w.session_name, {
-        name: w.session_name,
-        agentName: w.agent_name,
-        projectDir: w.project_dir,
-        parentName: w.parent_session_name,
-        depth: w.depth,
-        createdAt: ms(w.created_at)!,
-        updatedAt: ms(w.updated_at)!,
-        executorSessionId: w.executor_session_id,
-        active: null,
-        pending: [],
-        lastJobStatus: w.last_job_status,
-        lastResult: w.last_result,
-        lastError: w.last_error,
-        jobIds: [],
-        children: [...w.children],
-        callbacks: [...w.pending_callbacks],
-        callbackJobId: w.callback_job_id,
-        callbacksHeld: false,
-      });
-    }
-    for (const w of s.launchers) {
-      this.#launchers.set(w.launcher_id, {
-        id: w.launcher_id,
-        hostname: w.hostname,
-        projectDir: w.project_dir,
-        executorType: w.executor_type,
-        maxJobs: w.max_jobs,
-        version: w.version,
-        registeredAt: ms(w.registered_at)!,
-        lastSeen: now,
-        status: w.status,
-        staleAt: w.status === 'stale' ? now : null,
-        activeJobs: new Set(),
-        pendingStops: new Set(),
-        waiters: new Set(),
-      });
-    }
+    for (const w of s.sessions) this.#sessions.set(w.session_name, fromWireSession(w));
+    for (const w of s.launchers) this.#launchers.set(w.launcher_id, fromWireLauncher(w, now));
     const orphans: JobRecord[] = [];
     for (const w of s.jobs) {
       const session = this.#sessions.get(w.session_name);
@@ -634,35 +580,7 @@ export class Coordinator {
         this.#log.error({ job_id: w.job_id, session_name: w.session_name }, 'journal: job without its session; skipped');
         continue;
       }
-      const job: JobRecord = {
-        seq: ++this.#seq,
-        id: w.job_id,
-        type: w.type,
-        sessionName: w.session_name,
-        agentName: w.agent_name,
-        prompt: w.prompt,
-        projectDir: w.project_dir,
-        parentSessionName: w.parent_session_name,
-        createdAt: ms(w.created_at)!,
-        timeoutMs: w.timeout_ms,
-        callbackOf: w.callback_of,
-        status: w.status,
-        launcherId: w.launcher_id,
-        error: w.error,
-        result: w.result,
-        claimedAt: ms(w.claimed_at),
-        startedAt: ms(w.started_at),
-        completedAt: ms(w.completed_at),
-        updatedAt: ms(w.updated_at)!,
-        stopRequestedAt: ms(w.stop_requested_at),
-        stopReason: w.stop_reason,
-        executorSessionId: w.executor_session_id,
-        attempts: w.attempts,
-        output: new OutputBuffer(this.#config.outputMaxBytes),
-        prev: null,
-        next: null,
-        queued: false,
-      };
+      const job = fromWireJob(w, ++this.#seq, this.#config.outputMaxBytes);
       this.#jobs.set(job.id, job);
       session.jobIds.push(job.id);
       if (isTerminal(job.status)) {
@@ -673,15 +591,7 @@ export class Coordinator {
       if (job.callbackOf && session.callbackJobId === job.id) {
         const delivered = job.callbackOf.flatMap((id) => {
           const child = this.#jobs.get(id);
-          if (!child) return [];
-          return [{
-            child_session_name: child.sessionName,
-            job_id: child.id,
-            outcome: child.status as ChildOutcome,
-            result: child.result,
-            error: child.error,
-            ended_at: new Date(child.completedAt ?? now).toISOString(),
-          }];
+          return child ? [notificationOf(child, now)] : [];
         });
         this.#deliveries.set(job.id, delivered);
       }
@@ -729,35 +639,22 @@ export class Coordinator {
     },
   ): JobRecord {
     const now = this.#clock.now();
-    const job: JobRecord = {
-      seq: ++this.#seq,
-      id: newId('job_', (x) => this.#jobs.has(x)),
-      type: f.type,
-      sessionName: session.name,
-      agentName: f.agentName,
-      prompt: f.prompt,
-      projectDir: f.projectDir,
-      parentSessionName: session.parentName,
-      createdAt: now,
-      timeoutMs: f.timeoutMs,
-      callbackOf: f.callbackOf,
-      status: 'pending',
-      launcherId: null,
-      error: null,
-      result: null,
-      claimedAt: null,
-      startedAt: null,
-      completedAt: null,
-      updatedAt: now,
-      stopRequestedAt: null,
-      stopReason: null,
-      executorSessionId: null,
-      attempts: 0,
-      output: new OutputBuffer(this.#config.outputMaxBytes),
-      prev: null,
-      next: null,
-      queued: false,
-    };
+    const job = newJobRecord(
+      {
+        seq: ++this.#seq,
+        id: newId('job_', (x) => this.#jobs.has(x)),
+        type: f.type,
+        sessionName: session.name,
+        agentName: f.agentName,
+        prompt: f.prompt,
+        projectDir: f.projectDir,
+        parentSessionName: session.parentName,
+        createdAt: now,
+        timeoutMs: f.timeoutMs,
+        callbackOf: f.callbackOf,
+      },
+      this.#config.outputMaxBytes,
+    );
     this.#jobs.set(job.id, job);
     session.jobIds.push(job.id);
     session.pending.push(job);
@@ -978,26 +875,10 @@ export class Coordinator {
 
   #newSession(req: CreateJobRequest, parent: SessionRecord | null): SessionRecord {
     const now = this.#clock.now();
-    const session: SessionRecord = {
-      name: req.session_name,
-      agentName: req.agent_name ?? null,
-      projectDir: req.project_dir ?? null,
-      parentName: parent?.name ?? null,
-      depth: parent ? parent.depth + 1 : 0,
-      createdAt: now,
-      updatedAt: now,
-      executorSessionId: null,
-      active: null,
-      pending: [],
-      lastJobStatus: null,
-      lastResult: null,
-      lastError: null,
-      jobIds: [],
-      children: [],
-      callbacks: [],
-      callbackJobId: null,
-      callbacksHeld: false,
-    };
+    const session = newSessionRecord(
+      { name: req.session_name, agentName: req.agent_name ?? null, projectDir: req.project_dir ?? null, parent },
+      now,
+    );
     this.#sessions.set(session.name, session);
     if (parent) {
       parent.children.push(session.name);
@@ -1019,14 +900,7 @@ export class Coordinator {
   #notifyParent(job: JobRecord): void {
     const parent = this.#sessions.get(job.parentSessionName!);
     if (!parent) return;
-    parent.callbacks.push({
-      child_session_name: job.sessionName,
-      job_id: job.id,
-      outcome: job.status as ChildOutcome,
-      result: job.result,
-      error: job.error,
-      ended_at: new Date(job.completedAt ?? this.#clock.now()).toISOString(),
-    });
+    parent.callbacks.push(notificationOf(job, this.#clock.now()));
     parent.callbacksHeld = false;
     this.#deliverCallbacks(parent);
     this.#emitSession(parent);

@@ -1,7 +1,16 @@
-import { canTransition, isTerminal, type Job, type JobStatus, type JobType, type StopReason } from '@agentq/protocol';
+import {
+  canTransition,
+  isTerminal,
+  type CallbackNotification,
+  type ChildOutcome,
+  type Job,
+  type JobStatus,
+  type JobType,
+  type StopReason,
+} from '@agentq/protocol';
 import { isoOrNull, iso } from './clock.js';
 import { invalidTransition } from './errors.js';
-import type { OutputBuffer } from './output-buffer.js';
+import { OutputBuffer } from './output-buffer.js';
 import type { QueueLinks } from './ready-queue.js';
 
 /** The coordinator's own, mutable record of a job. `toWireJob` makes the API's view of it. */
@@ -69,5 +78,89 @@ export function toWireJob(job: JobRecord): Job {
     callback_of: job.callbackOf,
     attempts: job.attempts,
     output_bytes: job.output.totalBytes,
+  };
+}
+
+/** What a new job is made of; its state starts empty (`pending`, no launcher, no output). */
+export interface NewJob {
+  seq: number;
+  id: string;
+  type: JobType;
+  sessionName: string;
+  agentName: string | null;
+  prompt: string;
+  projectDir: string | null;
+  parentSessionName: string | null;
+  createdAt: number;
+  timeoutMs: number | null;
+  callbackOf: string[] | null;
+}
+
+export function newJobRecord(f: NewJob, outputMaxBytes: number): JobRecord {
+  return {
+    ...f,
+    status: 'pending',
+    launcherId: null,
+    error: null,
+    result: null,
+    claimedAt: null,
+    startedAt: null,
+    completedAt: null,
+    updatedAt: f.createdAt,
+    stopRequestedAt: null,
+    stopReason: null,
+    executorSessionId: null,
+    attempts: 0,
+    output: new OutputBuffer(outputMaxBytes),
+    prev: null,
+    next: null,
+    queued: false,
+  };
+}
+
+const ms = (x: string | null): number | null => (x === null ? null : Date.parse(x));
+
+/** The inverse of toWireJob, for a restore. Output is not journaled: it starts empty. */
+export function fromWireJob(w: Job, seq: number, outputMaxBytes: number): JobRecord {
+  const job = newJobRecord(
+    {
+      seq,
+      id: w.job_id,
+      type: w.type,
+      sessionName: w.session_name,
+      agentName: w.agent_name,
+      prompt: w.prompt,
+      projectDir: w.project_dir,
+      parentSessionName: w.parent_session_name,
+      createdAt: Date.parse(w.created_at),
+      timeoutMs: w.timeout_ms,
+      callbackOf: w.callback_of,
+    },
+    outputMaxBytes,
+  );
+  job.status = w.status;
+  job.launcherId = w.launcher_id;
+  job.error = w.error;
+  job.result = w.result;
+  job.claimedAt = ms(w.claimed_at);
+  job.startedAt = ms(w.started_at);
+  job.completedAt = ms(w.completed_at);
+  job.updatedAt = Date.parse(w.updated_at);
+  job.stopRequestedAt = ms(w.stop_requested_at);
+  job.stopReason = w.stop_reason;
+  job.executorSessionId = w.executor_session_id;
+  job.attempts = w.attempts;
+  return job;
+}
+
+/** How a child's ended job is told to its parent. */
+export function notificationOf(job: JobRecord, now: number): CallbackNotification {
+  return {
+    child_session_name: job.sessionName,
+    job_id: job.id,
+    outcome: job.status as ChildOutcome,
+    result: job.result,
+    error: job.error,
+    ended_at: iso(job.completedAt ?? now),
   };
 }

@@ -1,4 +1,4 @@
-import type { Launcher, LauncherStatus, PollResponse } from '@agentq/protocol';
+import type { Launcher, LauncherStatus, PollResponse, RegisterLauncherRequest } from '@agentq/protocol';
 import { iso } from './clock.js';
 import type { JobRecord } from './job-record.js';
 
@@ -43,4 +43,44 @@ export function toWireLauncher(l: LauncherRecord, now: number): Launcher {
     status: l.status,
     active_jobs: [...l.activeJobs].map((j) => j.id),
   };
+}
+
+export function newLauncherRecord(id: string, req: RegisterLauncherRequest, now: number): LauncherRecord {
+  return {
+    id,
+    hostname: req.hostname ?? null,
+    projectDir: req.project_dir ?? null,
+    executorType: req.executor_type ?? null,
+    maxJobs: req.max_jobs ?? null,
+    version: req.version ?? null,
+    registeredAt: now,
+    lastSeen: now,
+    status: 'online',
+    staleAt: null,
+    activeJobs: new Set(),
+    pendingStops: new Set(),
+    waiters: new Set(),
+  };
+}
+
+/**
+ * The inverse of toWireLauncher, for a restore. `lastSeen` is now: a launcher gets a whole
+ * heartbeat timeout to come back after the coordinator restarted.
+ */
+export function fromWireLauncher(w: Launcher, now: number): LauncherRecord {
+  const launcher = newLauncherRecord(
+    w.launcher_id,
+    {
+      hostname: w.hostname ?? undefined,
+      project_dir: w.project_dir,
+      executor_type: w.executor_type ?? undefined,
+      max_jobs: w.max_jobs ?? undefined,
+      version: w.version ?? undefined,
+    },
+    Date.parse(w.registered_at),
+  );
+  launcher.lastSeen = now;
+  launcher.status = w.status;
+  launcher.staleAt = w.status === 'stale' ? now : null;
+  return launcher;
 }

@@ -59,3 +59,53 @@ export function toWireSession(s: SessionRecord): Session {
     callback_job_id: s.callbackJobId,
   };
 }
+
+export function newSessionRecord(
+  f: { name: string; agentName: string | null; projectDir: string | null; parent: SessionRecord | null },
+  now: number,
+): SessionRecord {
+  return {
+    name: f.name,
+    agentName: f.agentName,
+    projectDir: f.projectDir,
+    parentName: f.parent?.name ?? null,
+    depth: f.parent ? f.parent.depth + 1 : 0,
+    createdAt: now,
+    updatedAt: now,
+    executorSessionId: null,
+    active: null,
+    pending: [],
+    lastJobStatus: null,
+    lastResult: null,
+    lastError: null,
+    jobIds: [],
+    children: [],
+    callbacks: [],
+    callbackJobId: null,
+    callbacksHeld: false,
+  };
+}
+
+/** The inverse of toWireSession, for a restore: jobs are attached as they are restored. */
+export function fromWireSession(w: Session): SessionRecord {
+  return {
+    name: w.session_name,
+    agentName: w.agent_name,
+    projectDir: w.project_dir,
+    parentName: w.parent_session_name,
+    depth: w.depth,
+    createdAt: Date.parse(w.created_at),
+    updatedAt: Date.parse(w.updated_at),
+    executorSessionId: w.executor_session_id,
+    active: null,
+    pending: [],
+    lastJobStatus: w.last_job_status,
+    lastResult: w.last_result,
+    lastError: w.last_error,
+    jobIds: [],
+    children: [...w.children],
+    callbacks: [...w.pending_callbacks],
+    callbackJobId: w.callback_job_id,
+    callbacksHeld: false,
+  };
+}
