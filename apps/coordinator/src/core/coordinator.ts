@@ -1,7 +1,6 @@
 import {
   MAX_SESSION_DEPTH,
   isTerminal,
-  type CallbackNotification,
   type CompletedReport,
   type CreateJobRequest,
   type FailedReport,
@@ -26,11 +25,12 @@ import {
 import { EventEmitter } from 'node:events';
 import { pino, type Logger } from 'pino';
 import type { CoordinatorConfig } from '../config.js';
-import { renderCallbackPrompt } from './callbacks.js';
+import { CallbackProcessor } from './callbacks.js';
 import { systemClock, type Clock } from './clock.js';
 import { DeadlineHeap } from './deadline-heap.js';
 import { CoordinatorError, jobNotFound, launcherUnknown, validation } from './errors.js';
 import { EventLog } from './event-log.js';
+import { JobWatchers } from './job-watchers.js';
 import { newId } from './ids.js';
 import { fromWireJob, newJobRecord, notificationOf, toWireJob, transition, type JobRecord } from './job-record.js';
 import { fromWireLauncher, newLauncherRecord, toWireLauncher, type LauncherRecord, type PollWaiter } from './launcher-record.js';
@@ -76,14 +76,13 @@ export class Coordinator {
   #seq = 0;
 
   readonly #sessions = new Map<string, SessionRecord>();
-  /** notifications carried by each callback job in flight */
-  readonly #deliveries = new Map<string, CallbackNotification[]>();
+
+  readonly #callbacks: CallbackProcessor;
 
   readonly #launchers = new Map<string, LauncherRecord>();
   /** parked polls that can take a job, longest-waiting first */
   readonly #jobWaiters = new Set<PollWaiter>();
-  /** callbacks waiting for a job to become terminal */
-  readonly #terminalWatchers = new Map<string, Set<() => void>>();
+  readonly #watchers = new JobWatchers();
   #closed = false;
 
   constructor(config: CoordinatorConfig, deps: CoordinatorDeps = {}) {
@@ -91,6 +90,21 @@ export class Coordinator {
     this.#clock = deps.clock ?? systemClock;
     this.#log = deps.logger ?? pino({ level: 'silent' });
     this.events = new EventLog(config.eventReplaySize, this.#clock, this.#log);
+    this.#callbacks = new CallbackProcessor({
+      session: (name) => this.#sessions.get(name),
+      enqueueCallback: (session, prompt, callbackOf) =>
+        this.#enqueue(session, {
+          type: 'resume_session',
+          prompt,
+          agentName: session.agentName,
+          projectDir: session.projectDir,
+          timeoutMs: this.#config.defaultJobTimeoutMs,
+          callbackOf,
+        }),
+      sessionChanged: (session) => this.#emitSession(session),
+      now: () => this.#clock.now(),
+      log: this.#log,
+    });
   }
 
   get config(): CoordinatorConfig {
@@ -198,7 +212,7 @@ export class Coordinator {
   /** Resolve with the job once it is terminal, or its snapshot when `timeoutMs` passes. */
   waitJob(jobId: string, timeoutMs: number, signal?: AbortSignal): Promise<Job> {
     const job = this.#job(jobId);
-    return this.#waitUntil([job], () => isTerminal(job.status), timeoutMs, signal).then(() => toWireJob(job));
+    return this.#watchers.until([job.id], () => isTerminal(job.status), timeoutMs, signal).then(() => toWireJob(job));
   }
 
   /**
@@ -219,7 +233,7 @@ export class Coordinator {
     const met = () =>
       found.length > 0 &&
       (mode === 'any' ? open.length === 0 || open.some((j) => isTerminal(j.status)) : open.every((j) => isTerminal(j.status)));
-    if (found.length > 0) await this.#waitUntil(open, met, timeoutMs, signal);
+    if (found.length > 0) await this.#watchers.until(open.map((j) => j.id), met, timeoutMs, signal);
     return { mode, done: met(), jobs: found.map(toWireJob), not_found: notFound };
   }
 
@@ -239,7 +253,7 @@ export class Coordinator {
         const onAbort = () => done.abort();
         signal?.addEventListener('abort', onAbort, { once: true });
         const outputCame = out.whenAppended(done.signal);
-        const ended = this.#waitUntil([job], () => isTerminal(job.status), q.wait_ms!, done.signal);
+        const ended = this.#watchers.until([job.id], () => isTerminal(job.status), q.wait_ms!, done.signal);
         await Promise.race([outputCame, ended]);
         done.abort();
         signal?.removeEventListener('abort', onAbort);
@@ -539,12 +553,13 @@ export class Coordinator {
   close(): void {
     this.#closed = true;
     for (const l of this.#launchers.values()) for (const w of [...l.waiters]) w.finish(null);
-    for (const watchers of [...this.#terminalWatchers.values()]) for (const wake of [...watchers]) wake();
+    this.#watchers.close();
   }
 
   /** Reopen after close() (the same core served by a new server, e.g. after a restart). */
   reopen(): void {
     this.#closed = false;
+    this.#watchers.reopen();
   }
 
   // ---------------------------------------------------------------------------------------
@@ -593,7 +608,7 @@ export class Coordinator {
           const child = this.#jobs.get(id);
           return child ? [notificationOf(child, now)] : [];
         });
-        this.#deliveries.set(job.id, delivered);
+        this.#callbacks.restoreDelivery(job.id, delivered);
       }
       if (job.status === 'pending') {
         session.pending.push(job);
@@ -802,13 +817,12 @@ export class Coordinator {
     this.#log[level]({ job_id: job.id, launcher_id: job.launcherId, status: job.status, error: job.error }, `job ${job.status}`);
     this.#emitJob(`job.${job.status}` as 'job.completed', job);
 
-    const watchers = this.#terminalWatchers.get(job.id);
-    if (watchers) for (const wake of [...watchers]) wake();
+    this.#watchers.ended(job.id);
 
-    this.#settleCallbackJob(session, job);
-    if (job.parentSessionName !== null) this.#notifyParent(job);
+    this.#callbacks.jobEnded(session, job);
+    if (job.parentSessionName !== null) this.#callbacks.childEnded(job);
     this.#offerNext(session);
-    this.#deliverCallbacks(session);
+    this.#callbacks.deliver(session);
     this.#emitSession(session);
     if (launcher?.status === 'deregistering' && launcher.activeJobs.size === 0) {
       this.#removeLauncher(launcher, 'it finished its jobs after deregistration');
@@ -823,32 +837,6 @@ export class Coordinator {
       if (i >= 0) session.jobIds.splice(i, 1);
     }
     this.#emitJob('job.evicted', job);
-  }
-
-  #waitUntil(jobs: JobRecord[], met: () => boolean, timeoutMs: number, signal?: AbortSignal): Promise<void> {
-    if (met() || this.#closed || signal?.aborted) return Promise.resolve();
-    return new Promise((resolve) => {
-      const done = () => {
-        clearTimeout(timer);
-        signal?.removeEventListener('abort', done);
-        for (const j of jobs) {
-          const set = this.#terminalWatchers.get(j.id);
-          set?.delete(check);
-          if (set?.size === 0) this.#terminalWatchers.delete(j.id);
-        }
-        resolve();
-      };
-      const check = () => {
-        if (met() || this.#closed) done();
-      };
-      const timer = setTimeout(done, timeoutMs);
-      signal?.addEventListener('abort', done, { once: true });
-      for (const j of jobs) {
-        let set = this.#terminalWatchers.get(j.id);
-        if (!set) this.#terminalWatchers.set(j.id, (set = new Set()));
-        set.add(check);
-      }
-    });
   }
 
   // ---------------------------------------------------------------------------------------
@@ -894,55 +882,6 @@ export class Coordinator {
     job.executorSessionId = executorSessionId;
     session.executorSessionId = executorSessionId;
     this.#emitSession(session);
-  }
-
-  /** A child's job ended: queue its outcome on the parent and deliver if the parent is free. */
-  #notifyParent(job: JobRecord): void {
-    const parent = this.#sessions.get(job.parentSessionName!);
-    if (!parent) return;
-    parent.callbacks.push(notificationOf(job, this.#clock.now()));
-    parent.callbacksHeld = false;
-    this.#deliverCallbacks(parent);
-    this.#emitSession(parent);
-  }
-
-  /**
-   * Deliver queued notifications as one resume job, if the session is idle and no callback
-   * resume is in flight for it. This is the only place callback jobs are created.
-   */
-  #deliverCallbacks(session: SessionRecord): void {
-    if (session.callbacks.length === 0 || session.callbacksHeld) return;
-    if (isBusy(session) || session.callbackJobId !== null) return;
-    const notifications = session.callbacks.splice(0);
-    const job = this.#enqueue(session, {
-      type: 'resume_session',
-      prompt: renderCallbackPrompt(notifications),
-      agentName: session.agentName,
-      projectDir: session.projectDir,
-      timeoutMs: this.#config.defaultJobTimeoutMs,
-      callbackOf: notifications.map((n) => n.job_id),
-    });
-    session.callbackJobId = job.id;
-    this.#deliveries.set(job.id, notifications);
-    this.#log.info({ job_id: job.id, session_name: session.name, children: notifications.length }, 'callback resume queued');
-  }
-
-  /** A callback job ended: if it did not complete, its notifications go back to the queue. */
-  #settleCallbackJob(session: SessionRecord, job: JobRecord): void {
-    const delivered = this.#deliveries.get(job.id);
-    if (!delivered) {
-      // The session's own turn ended: held notifications may go again, unless it was stopped
-      // by request (a stopped session is not resumed at once; they wait like a failed delivery).
-      session.callbacksHeld = job.status === 'stopped';
-      return;
-    }
-    this.#deliveries.delete(job.id);
-    if (session.callbackJobId === job.id) session.callbackJobId = null;
-    if (job.status !== 'completed') {
-      session.callbacks.unshift(...delivered);
-      session.callbacksHeld = true;
-      this.#log.warn({ job_id: job.id, session_name: session.name }, 'callback delivery failed; notifications kept');
-    }
   }
 
   // ---------------------------------------------------------------------------------------
