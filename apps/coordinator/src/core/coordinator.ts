@@ -22,18 +22,18 @@ import {
   type StopReason,
   type StopSessionResponse,
 } from '@agentq/protocol';
-import { EventEmitter } from 'node:events';
 import { pino, type Logger } from 'pino';
 import type { CoordinatorConfig } from '../config.js';
 import { CallbackProcessor } from './callbacks.js';
 import { systemClock, type Clock } from './clock.js';
 import { DeadlineHeap } from './deadline-heap.js';
-import { CoordinatorError, jobNotFound, launcherUnknown, validation } from './errors.js';
+import { CoordinatorError, jobNotFound, validation } from './errors.js';
 import { EventLog } from './event-log.js';
+import { LauncherRegistry } from './launcher-registry.js';
 import { JobWatchers } from './job-watchers.js';
 import { newId } from './ids.js';
 import { fromWireJob, newJobRecord, notificationOf, toWireJob, transition, type JobRecord } from './job-record.js';
-import { fromWireLauncher, newLauncherRecord, toWireLauncher, type LauncherRecord, type PollWaiter } from './launcher-record.js';
+import { fromWireLauncher, newLauncherRecord, toWireLauncher, type LauncherRecord } from './launcher-record.js';
 import { ReadyQueue } from './ready-queue.js';
 import { fromWireSession, isBusy, newSessionRecord, toWireSession, type SessionRecord } from './sessions.js';
 import type { StateSnapshot } from './journal.js';
@@ -55,11 +55,10 @@ type ReportKind = 'started' | 'completed' | 'failed' | 'stopped';
  */
 export class Coordinator {
   readonly events: EventLog;
-  /**
-   * Internal signals for tests and benchmarks (not on the wire): `parked` and `unparked`
-   * (launcher id) when a long-poll starts and stops waiting.
-   */
-  readonly waiters = new EventEmitter<{ parked: [string]; unparked: [string] }>();
+  /** Internal signals (parked / unparked polls) for tests and benchmarks; see LauncherRegistry. */
+  get waiters(): LauncherRegistry['signals'] {
+    return this.#launchers.signals;
+  }
   readonly #config: CoordinatorConfig;
   readonly #clock: Clock;
   readonly #log: Logger;
@@ -79,9 +78,7 @@ export class Coordinator {
 
   readonly #callbacks: CallbackProcessor;
 
-  readonly #launchers = new Map<string, LauncherRecord>();
-  /** parked polls that can take a job, longest-waiting first */
-  readonly #jobWaiters = new Set<PollWaiter>();
+  readonly #launchers: LauncherRegistry;
   readonly #watchers = new JobWatchers();
   #closed = false;
 
@@ -90,6 +87,7 @@ export class Coordinator {
     this.#clock = deps.clock ?? systemClock;
     this.#log = deps.logger ?? pino({ level: 'silent' });
     this.events = new EventLog(config.eventReplaySize, this.#clock, this.#log);
+    this.#launchers = new LauncherRegistry(this.#clock);
     this.#callbacks = new CallbackProcessor({
       session: (name) => this.#sessions.get(name),
       enqueueCallback: (session, prompt, callbackOf) =>
@@ -316,9 +314,9 @@ export class Coordinator {
 
   register(req: RegisterLauncherRequest): RegisterLauncherResponse {
     const now = this.#clock.now();
-    const id = newId('lnch_', (x) => this.#launchers.has(x));
+    const id = this.#launchers.newId();
     const launcher = newLauncherRecord(id, req, now);
-    this.#launchers.set(id, launcher);
+    this.#launchers.add(launcher);
     this.#log.info({ launcher_id: id, hostname: launcher.hostname }, 'launcher registered');
     this.#emitLauncher('launcher.registered', launcher);
     return {
@@ -336,35 +334,11 @@ export class Coordinator {
    * happens, `pollTimeoutSeconds` pass (null = 204) or `signal` aborts (the client left).
    */
   poll(launcherId: string, capacity: number, signal: AbortSignal): Promise<PollResponse | null> {
-    const launcher = this.#liveLauncher(launcherId);
-    this.#touch(launcher);
+    const launcher = this.#launchers.live(launcherId);
+    this.#launchers.touch(launcher);
     const now = this.#answerPoll(launcher, capacity);
     if (now || this.#closed) return Promise.resolve(now);
-    return new Promise((resolve) => {
-      let settled = false;
-      const waiter: PollWaiter = {
-        launcher,
-        capacity,
-        signal,
-        finish: (answer) => {
-          if (settled) return;
-          settled = true;
-          clearTimeout(timer);
-          signal.removeEventListener('abort', onAbort);
-          launcher.waiters.delete(waiter);
-          this.#jobWaiters.delete(waiter);
-          this.#touch(launcher);
-          resolve(answer);
-          this.waiters.emit('unparked', launcher.id);
-        },
-      };
-      const onAbort = () => waiter.finish(null);
-      const timer = setTimeout(() => waiter.finish(null), this.#config.pollTimeoutSeconds * 1000);
-      signal.addEventListener('abort', onAbort, { once: true });
-      launcher.waiters.add(waiter);
-      if (capacity > 0) this.#jobWaiters.add(waiter);
-      this.waiters.emit('parked', launcher.id);
-    });
+    return this.#launchers.park(launcher, capacity, signal, this.#config.pollTimeoutSeconds * 1000);
   }
 
   /**
@@ -379,15 +353,15 @@ export class Coordinator {
   }
 
   heartbeat(req: HeartbeatRequest): HeartbeatResponse {
-    const launcher = this.#liveLauncher(req.launcher_id);
-    this.#touch(launcher);
+    const launcher = this.#launchers.live(req.launcher_id);
+    this.#launchers.touch(launcher);
     const stop_jobs = [...launcher.activeJobs].filter((j) => j.status === 'stopping').map((j) => j.id);
     return { ok: true, stop_jobs };
   }
 
   report(kind: ReportKind, jobId: string, body: StartedReport | CompletedReport | FailedReport | StoppedReport): void {
-    const launcher = this.#liveLauncher(body.launcher_id);
-    this.#touch(launcher);
+    const launcher = this.#launchers.live(body.launcher_id);
+    this.#launchers.touch(launcher);
     const job = this.#job(jobId);
     if (job.launcherId !== launcher.id) {
       throw new CoordinatorError(
@@ -439,8 +413,8 @@ export class Coordinator {
   }
 
   appendOutput(jobId: string, launcherId: string, offset: number, data: string): void {
-    const launcher = this.#liveLauncher(launcherId);
-    this.#touch(launcher);
+    const launcher = this.#launchers.live(launcherId);
+    this.#launchers.touch(launcher);
     const job = this.#job(jobId);
     if (job.launcherId !== launcher.id) {
       throw new CoordinatorError('job_owned_by_other_launcher', `job ${job.id} is not held by launcher ${launcher.id}`, {
@@ -476,29 +450,17 @@ export class Coordinator {
     launcher.status = 'deregistering';
     this.#log.info({ launcher_id: launcher.id }, 'launcher marked for deregistration');
     this.#emitLauncher('launcher.deregistering', launcher);
-    const [waiter] = launcher.waiters;
-    if (waiter) {
-      waiter.finish({ deregistered: true });
-      this.#deregistrationDelivered(launcher);
-    }
+    if (this.#launchers.answer(launcher, { deregistered: true })) this.#deregistrationDelivered(launcher);
     return { outcome: 'deregistering' };
   }
 
   health(startedAt: number): Health {
-    let online = 0;
-    let stale = 0;
-    let parked = 0;
-    for (const l of this.#launchers.values()) {
-      if (l.status === 'stale') stale++;
-      else online++;
-      parked += l.waiters.size;
-    }
     return {
       status: 'ok',
       uptime_seconds: Math.round(this.#clock.now() - startedAt) / 1000,
       queue_depth: this.#pendingCount,
       jobs_active: this.#active.size,
-      launchers: { online, stale, parked_polls: parked },
+      launchers: this.#launchers.counts(),
     };
   }
 
@@ -552,7 +514,7 @@ export class Coordinator {
   /** Answer every parked request (polls get 204, waits their snapshot): the server is closing. */
   close(): void {
     this.#closed = true;
-    for (const l of this.#launchers.values()) for (const w of [...l.waiters]) w.finish(null);
+    this.#launchers.answerAll(null);
     this.#watchers.close();
   }
 
@@ -587,7 +549,7 @@ export class Coordinator {
     const now = this.#clock.now();
     this.events.continueAfter(s.lastEventId);
     for (const w of s.sessions) this.#sessions.set(w.session_name, fromWireSession(w));
-    for (const w of s.launchers) this.#launchers.set(w.launcher_id, fromWireLauncher(w, now));
+    for (const w of s.launchers) this.#launchers.add(fromWireLauncher(w, now));
     const orphans: JobRecord[] = [];
     for (const w of s.jobs) {
       const session = this.#sessions.get(w.session_name);
@@ -693,13 +655,9 @@ export class Coordinator {
 
   /** Hand ready jobs to parked pollers, longest-waiting first. */
   #dispatch(): void {
-    while (this.#ready.size > 0 && this.#jobWaiters.size > 0) {
-      const waiter = this.#jobWaiters.values().next().value as PollWaiter;
-      this.#jobWaiters.delete(waiter);
-      if (waiter.signal.aborted) {
-        waiter.finish(null);
-        continue;
-      }
+    while (this.#ready.size > 0 && this.#launchers.hasJobWaiters) {
+      const waiter = this.#launchers.takeJobWaiter();
+      if (!waiter) return;
       const job = this.#ready.shift()!;
       this.#claim(job, waiter.launcher);
       waiter.finish({ job: toWireJob(job) });
@@ -770,11 +728,10 @@ export class Coordinator {
     const launcher = job.launcherId ? this.#launchers.get(job.launcherId) : undefined;
     if (!launcher) return;
     launcher.pendingStops.add(job.id);
-    const [waiter] = launcher.waiters;
-    if (waiter) {
+    if (launcher.waiters.size > 0) {
       const stop_jobs = [...launcher.pendingStops];
       launcher.pendingStops.clear();
-      waiter.finish({ stop_jobs });
+      this.#launchers.answer(launcher, { stop_jobs });
     }
   }
 
@@ -888,17 +845,6 @@ export class Coordinator {
   // Internals: launchers
   // ---------------------------------------------------------------------------------------
 
-  #liveLauncher(launcherId: string): LauncherRecord {
-    const launcher = this.#launchers.get(launcherId);
-    if (!launcher) throw launcherUnknown(launcherId);
-    if (launcher.status === 'stale') throw launcherUnknown(launcherId, 'was declared stale');
-    return launcher;
-  }
-
-  #touch(launcher: LauncherRecord): void {
-    launcher.lastSeen = this.#clock.now();
-  }
-
   #deregistrationDelivered(launcher: LauncherRecord): void {
     if (launcher.activeJobs.size === 0) this.#removeLauncher(launcher, 'it was deregistered');
   }
@@ -915,13 +861,13 @@ export class Coordinator {
 
   #removeLauncher(launcher: LauncherRecord, why: string): void {
     this.#releaseJobs(launcher, `launcher ${launcher.id} left while the job was running (${why})`);
-    for (const w of [...launcher.waiters]) w.finish({ deregistered: true });
+    this.#launchers.answerAll({ deregistered: true }, launcher);
     this.#forget(launcher);
     this.#log.info({ launcher_id: launcher.id }, `launcher removed: ${why}`);
   }
 
   #forget(launcher: LauncherRecord): void {
-    if (this.#launchers.delete(launcher.id)) this.#emitLauncher('launcher.removed', launcher);
+    if (this.#launchers.delete(launcher)) this.#emitLauncher('launcher.removed', launcher);
   }
 
   /** Claimed-not-started jobs go back to the queue; running ones end as interrupted. */
