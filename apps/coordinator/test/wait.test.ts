@@ -170,3 +170,17 @@ test('POST /jobs/wait rejects an empty id list and an unknown mode (400)', opts,
   await rejectsWith(client.waitJobs({ job_ids: [] }), 400, 'validation_failed');
   await rejectsWith(client.waitJobs({ job_ids: ['job_000000000000'], mode: 'some' as never }), 400, 'validation_failed');
 });
+
+test('POST /jobs/wait with include_terminal: a job that ended before the request ends an any-wait at once', async (t) => {
+  const { client } = await startTest(t);
+  const l = await fakeLauncher(client);
+  const a = await start(client, 'ended-before');
+  const b = await start(client, 'still-going');
+  const ja = await l.take();
+  await l.take();
+  await l.completed(ja.job_id, 'done early');
+  const res = await client.waitJobs({ job_ids: [a.job_id, b.job_id], timeout_ms: 60_000, include_terminal: true });
+  assert.equal(res.done, true);
+  assert.equal(res.jobs.find((j) => j.job_id === a.job_id)?.status, 'completed');
+  assert.equal(res.jobs.find((j) => j.job_id === b.job_id)?.status, 'claimed');
+});

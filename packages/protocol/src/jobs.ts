@@ -143,6 +143,13 @@ export const WaitManyRequest = Type.Object(
     job_ids: Type.Array(Type.String({ minLength: 1, maxLength: 200 }), { minItems: 1, maxItems: 1000 }),
     timeout_ms: Type.Optional(Type.Integer({ minimum: 0, maximum: 3_600_000, default: 30_000 })),
     mode: Type.Optional(WaitMode),
+    include_terminal: Type.Optional(
+      Type.Boolean({
+        description:
+          'any-mode: a job that is already terminal when the request arrives also ends the wait (at once). ' +
+          'Default false, as in seed 000: wait for one of the jobs still active.',
+      }),
+    ),
   },
   { additionalProperties: false },
 );

@@ -223,11 +223,13 @@ export class Coordinator {
     timeoutMs: number,
     mode: 'any' | 'all',
     signal?: AbortSignal,
+    includeTerminal = false,
   ): Promise<{ mode: 'any' | 'all'; done: boolean; jobs: Job[]; not_found: string[] }> {
     const unique = [...new Set(jobIds)];
     const found = unique.map((id) => this.#jobs.get(id)).filter((j): j is JobRecord => j !== undefined);
     const notFound = unique.filter((id) => !this.#jobs.has(id));
-    const open = found.filter((j) => !isTerminal(j.status));
+    // any-mode watches the jobs still active (seed 000); with includeTerminal, every known job
+    const open = includeTerminal ? found : found.filter((j) => !isTerminal(j.status));
     const met = () =>
       found.length > 0 &&
       (mode === 'any' ? open.length === 0 || open.some((j) => isTerminal(j.status)) : open.every((j) => isTerminal(j.status)));

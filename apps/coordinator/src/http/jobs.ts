@@ -63,8 +63,8 @@ export const jobRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = async
     '/jobs/wait',
     { schema: { body: WaitManyRequest, response: { 200: WaitManyResponse, 400: ErrorBody } } },
     async (req, reply) => {
-      const { job_ids, timeout_ms = 30_000, mode = 'any' } = req.body;
-      return core.waitJobs(job_ids, timeout_ms, mode, clientGone(reply));
+      const { job_ids, timeout_ms = 30_000, mode = 'any', include_terminal = false } = req.body;
+      return core.waitJobs(job_ids, timeout_ms, mode, clientGone(reply), include_terminal);
     },
   );
 
