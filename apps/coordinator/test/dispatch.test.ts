@@ -124,3 +124,20 @@ test('an answer that could not be delivered puts the job back at the head of the
   assert.equal((await other.take()).job_id, first.job_id, 'still first in line');
   assert.equal((await other.take()).job_id, second.job_id);
 });
+
+test('a launcher that deregisters itself while parked is not handed the job it releases', async (t) => {
+  const { client, c } = await startTest(t, { pollTimeoutSeconds: 60 });
+  const leaving = await fakeLauncher(client, 'leaving');
+  const created = await start(client, 'released');
+  await leaving.take();
+  const isParked = parked(c.core, leaving.id);
+  const poll = leaving.poll();
+  await isParked;
+  await client.deleteLauncher(leaving.id, { self: true });
+  assert.deepEqual(await poll, { deregistered: true });
+  const job = await client.getJob(created.job_id);
+  assert.equal(job.status, 'pending');
+  assert.equal(job.launcher_id, null);
+  const next = await fakeLauncher(client, 'next');
+  assert.equal((await next.take()).job_id, created.job_id);
+});

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ManualClock } from '../src/core/clock.js';
-import { fakeLauncher, rejectsWith, start, startTest } from './helpers.js';
+import { fakeLauncher, parked, rejectsWith, start, startTest } from './helpers.js';
 
 // The app's own sweeper never fires in these tests (sweepIntervalMs is long): time moves only
 // with clock.advance(), and the test runs the sweep itself.
@@ -128,4 +128,24 @@ test('stale launchers are listed as stale, and forgotten after an hour', async (
   c.core.sweep();
   assert.equal((await client.listLaunchers()).launchers.length, 0);
   await rejectsWith(client.deleteLauncher(l.id), 404, 'launcher_not_found');
+});
+
+test("a lost launcher's unstarted jobs reach a parked launcher oldest first", async (t) => {
+  const clock = new ManualClock();
+  const { client, c } = await startTest(t, { ...timing, pollTimeoutSeconds: 60 }, { clock });
+  const lost = await fakeLauncher(client, 'lost');
+  const first = await start(client, 'older');
+  const second = await start(client, 'newer');
+  await lost.take();
+  await lost.take();
+  const waiting = await fakeLauncher(client, 'waiting');
+  const isParked = parked(c.core, waiting.id);
+  const poll = waiting.poll();
+  await isParked;
+  clock.advance(31_000);
+  await waiting.heartbeat();
+  c.core.sweep();
+  const answer = await poll;
+  assert.equal(answer?.job?.job_id, first.job_id, 'the older job goes out first');
+  assert.equal((await client.getJob(second.job_id)).status, 'pending');
 });

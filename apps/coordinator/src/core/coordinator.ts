@@ -72,6 +72,8 @@ export class Coordinator {
   readonly #ended: JobRecord[] = [];
   #endedHead = 0;
   #pendingCount = 0;
+  /** > 0 while several jobs change together; see #holdingDispatch */
+  #dispatchHeld = 0;
   #seq = 0;
 
   readonly #sessions = new Map<string, SessionRecord>();
@@ -471,6 +473,10 @@ export class Coordinator {
   // ---------------------------------------------------------------------------------------
 
   sweep(): void {
+    this.#holdingDispatch(() => this.#sweep());
+  }
+
+  #sweep(): void {
     const now = this.#clock.now();
     const leaseMs = this.#config.claimLeaseSeconds * 1000;
     const staleMs = this.#config.heartbeatTimeoutSeconds * 1000;
@@ -590,6 +596,10 @@ export class Coordinator {
       if (job.status === 'stopping') launcher.pendingStops.add(job.id);
     }
     this.#ended.sort((a, b) => (a.completedAt ?? 0) - (b.completedAt ?? 0));
+    this.#holdingDispatch(() => this.#settleRestored(orphans));
+  }
+
+  #settleRestored(orphans: JobRecord[]): void {
     for (const job of orphans) {
       // held by a launcher that is gone: treat like a lost launcher
       this.#active.add(job);
@@ -655,8 +665,24 @@ export class Coordinator {
     this.#dispatch();
   }
 
+  /**
+   * Run `change` without handing out jobs, then dispatch once. Used where several jobs go back
+   * to the queue together (a lost launcher, the sweep, a restore): each takes its creation-order
+   * place first, so the oldest is handed out first.
+   */
+  #holdingDispatch(change: () => void): void {
+    this.#dispatchHeld++;
+    try {
+      change();
+    } finally {
+      this.#dispatchHeld--;
+    }
+    this.#dispatch();
+  }
+
   /** Hand ready jobs to parked pollers, longest-waiting first. */
   #dispatch(): void {
+    if (this.#dispatchHeld > 0) return;
     while (this.#ready.size > 0 && this.#launchers.hasJobWaiters) {
       const waiter = this.#launchers.takeJobWaiter();
       if (!waiter) return;
@@ -862,9 +888,10 @@ export class Coordinator {
   }
 
   #removeLauncher(launcher: LauncherRecord, why: string): void {
-    this.#releaseJobs(launcher, `launcher ${launcher.id} left while the job was running (${why})`);
+    // answer its parked polls first: they must not be handed the jobs it is about to release
     this.#launchers.answerAll({ deregistered: true }, launcher);
     this.#forget(launcher);
+    this.#releaseJobs(launcher, `launcher ${launcher.id} left while the job was running (${why})`);
     this.#log.info({ launcher_id: launcher.id }, `launcher removed: ${why}`);
   }
 
@@ -874,14 +901,15 @@ export class Coordinator {
 
   /** Claimed-not-started jobs go back to the queue; running ones end as interrupted. */
   #releaseJobs(launcher: LauncherRecord, why: string): void {
-    const jobs = [...launcher.activeJobs].sort((a, b) => b.seq - a.seq);
-    for (const job of jobs) {
-      if (job.status === 'claimed') this.#requeue(job, why);
-      else {
-        job.error = why;
-        this.#end(job, 'interrupted');
+    this.#holdingDispatch(() => {
+      for (const job of [...launcher.activeJobs]) {
+        if (job.status === 'claimed') this.#requeue(job, why);
+        else {
+          job.error = why;
+          this.#end(job, 'interrupted');
+        }
       }
-    }
+    });
   }
 
   // ---------------------------------------------------------------------------------------
