@@ -45,9 +45,10 @@ export async function buildApp(config: CoordinatorConfig, deps: AppDeps = {}): P
   if (config.stateFile !== null && deps.core === undefined) {
     const opened = Journal.open(config.stateFile, logger);
     journal = opened.journal;
-    core.restore(opened.snapshot);
     const j = journal;
+    // subscribe first: what the restore itself changes (jobs of launchers that are gone) is recorded
     stopJournaling = core.events.subscribe((event) => j.record(event));
+    core.restore(opened.snapshot);
   }
 
   // Bodies may carry a prompt of up to maxPromptBytes, which JSON escaping can grow.

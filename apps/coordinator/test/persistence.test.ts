@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { appendFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { appendFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -113,4 +113,33 @@ test('a coordinator process killed with SIGKILL loses no acknowledged job', asyn
   const { jobs } = await client2.listJobs({ limit: 100 });
   assert.deepEqual(new Set(jobs.map((j) => j.job_id)), new Set(ids));
   assert.ok(jobs.every((j) => j.status === 'pending'));
+});
+
+test('what a restore changes (the jobs of a launcher that is gone) is journaled too', async (t) => {
+  const stateFile = stateDir(t);
+  const first = await startTest(t, { stateFile });
+  const l = await fakeLauncher(first.client);
+  await start(first.client, 'parent');
+  const parentJob = await l.take();
+  await l.completed(parentJob.job_id, 'idle now');
+  const child = await start(first.client, 'child', 'x', { parent_session_name: 'parent' });
+  await l.take();
+  await l.started(child.job_id);
+  await first.client.close();
+  await first.c.close();
+  // the launcher vanishes from the journal: its running job is an orphan at the next start
+  const lines = readFileSync(stateFile, 'utf8').split('\n').filter((line) => !line.includes('"launcher":{'));
+  writeFileSync(stateFile, lines.join('\n'));
+
+  const second = await startTest(t, { stateFile });
+  assert.equal((await second.client.getJob(child.job_id)).status, 'interrupted');
+  const callbackJobId = (await second.client.getSession('parent')).callback_job_id;
+  assert.ok(callbackJobId, 'the parent was told through a callback resume');
+  await second.client.close();
+  await second.c.close();
+
+  const third = await startTest(t, { stateFile });
+  const again = await third.client.getJob(callbackJobId);
+  assert.deepEqual(again.callback_of, [child.job_id]);
+  assert.equal((await third.client.getSession('parent')).callback_job_id, callbackJobId, 'no second callback job');
 });

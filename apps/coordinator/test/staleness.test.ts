@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ManualClock } from '../src/core/clock.js';
-import { fakeLauncher, parked, rejectsWith, start, startTest } from './helpers.js';
+import { fakeLauncher, parked, rejectsWith, start, startTest, unparked } from './helpers.js';
 
 // The app's own sweeper never fires in these tests (sweepIntervalMs is long): time moves only
 // with clock.advance(), and the test runs the sweep itself.
@@ -148,4 +148,24 @@ test("a lost launcher's unstarted jobs reach a parked launcher oldest first", as
   const answer = await poll;
   assert.equal(answer?.job?.job_id, first.job_id, 'the older job goes out first');
   assert.equal((await client.getJob(second.job_id)).status, 'pending');
+});
+
+test('a poll whose client went away is no sign of life', async (t) => {
+  const clock = new ManualClock();
+  const { client, c } = await startTest(t, { ...timing, pollTimeoutSeconds: 600 }, { clock });
+  const l = await fakeLauncher(client);
+  const isParked = parked(c.core, l.id);
+  const abort = new AbortController();
+  const poll = l.poll({ signal: abort.signal });
+  await isParked;
+  clock.advance(25_000);
+  c.core.sweep(); // parked: alive at +25 s
+  clock.advance(5_000);
+  const gone = unparked(c.core, l.id);
+  abort.abort();
+  await assert.rejects(poll);
+  await gone; // the disconnect at +30 s must not count as a sign of life
+  clock.advance(26_000);
+  c.core.sweep();
+  assert.equal((await client.listLaunchers()).launchers[0]?.status, 'stale', 'silent for 31 s since the last real sign');
 });

@@ -77,7 +77,8 @@ export class LauncherRegistry {
           signal.removeEventListener('abort', onAbort);
           launcher.waiters.delete(waiter);
           this.#jobWaiters.delete(waiter);
-          this.touch(launcher);
+          // a poll that ends because its client left is no sign of life
+          if (!signal.aborted) this.touch(launcher);
           resolve(answer);
           this.signals.emit('unparked', launcher.id);
         },
