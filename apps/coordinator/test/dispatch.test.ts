@@ -141,3 +141,27 @@ test('a launcher that deregisters itself while parked is not handed the job it r
   const next = await fakeLauncher(client, 'next');
   assert.equal((await next.take()).job_id, created.job_id);
 });
+
+test('stop requests and the deregistration notice in an answer that was not delivered are given again', async (t) => {
+  const { client, c } = await startTest(t);
+  const l = await fakeLauncher(client);
+  const created = await start(client, 'to-stop');
+  await l.take();
+  await l.started(created.job_id);
+  await client.stopJob(created.job_id);
+  const signal = new AbortController().signal;
+  const lostStop = await c.core.poll(l.id, 0, signal);
+  assert.deepEqual(lostStop, { stop_jobs: [created.job_id] });
+  c.core.pollAnswerLost(l.id, lostStop!); // the connection died before the answer was written
+  assert.deepEqual(await l.poll({ capacity: 0 }), { stop_jobs: [created.job_id] });
+
+  const idle = await fakeLauncher(client, 'idle');
+  await client.deleteLauncher(idle.id);
+  const lostNotice = await c.core.poll(idle.id, 1, signal);
+  assert.deepEqual(lostNotice, { deregistered: true });
+  c.core.pollAnswerLost(idle.id, lostNotice!);
+  const listed = (await client.listLaunchers()).launchers.find((x) => x.launcher_id === idle.id);
+  assert.equal(listed?.status, 'deregistering', 'still due: it is not forgotten');
+  assert.deepEqual(await idle.poll(), { deregistered: true });
+  assert.equal((await client.listLaunchers()).launchers.some((x) => x.launcher_id === idle.id), false);
+});

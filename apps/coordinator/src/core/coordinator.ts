@@ -346,9 +346,26 @@ export class Coordinator {
   }
 
   /**
-   * The answer carrying a claimed job never reached the launcher (its connection closed first):
-   * the job goes back to its place in the queue.
+   * A poll answer could not be written (the launcher's connection closed first): undo what
+   * giving it out did. A claimed job goes back to its place in the queue; stop requests wait
+   * for the next poll; a deregistration notice stays due.
    */
+  pollAnswerLost(launcherId: string, answer: PollResponse): void {
+    if (answer.job) this.releaseUndelivered(answer.job.job_id, launcherId);
+    const launcher = this.#launchers.get(launcherId);
+    for (const id of answer.stop_jobs ?? []) {
+      const job = this.#jobs.get(id);
+      if (launcher && job?.status === 'stopping' && job.launcherId === launcherId) launcher.pendingStops.add(id);
+    }
+  }
+
+  /** A poll answer was written: a launcher told it is deregistered is forgotten once it holds no job. */
+  pollAnswerDelivered(launcherId: string, answer: PollResponse): void {
+    const launcher = this.#launchers.get(launcherId);
+    if (answer.deregistered && launcher?.status === 'deregistering') this.#deregistrationDelivered(launcher);
+  }
+
+  /** The answer carrying a claimed job never reached the launcher: it goes back to the queue. */
   releaseUndelivered(jobId: string, launcherId: string): void {
     const job = this.#jobs.get(jobId);
     if (job && job.status === 'claimed' && job.launcherId === launcherId && job.startedAt === null) {
@@ -454,7 +471,7 @@ export class Coordinator {
     launcher.status = 'deregistering';
     this.#log.info({ launcher_id: launcher.id }, 'launcher marked for deregistration');
     this.#emitLauncher('launcher.deregistering', launcher);
-    if (this.#launchers.answer(launcher, { deregistered: true })) this.#deregistrationDelivered(launcher);
+    this.#launchers.answer(launcher, { deregistered: true });
     return { outcome: 'deregistering' };
   }
 
@@ -693,10 +710,8 @@ export class Coordinator {
   }
 
   #answerPoll(launcher: LauncherRecord, capacity: number): PollResponse | null {
-    if (launcher.status === 'deregistering') {
-      this.#deregistrationDelivered(launcher);
-      return { deregistered: true };
-    }
+    // the launcher is forgotten once the notice is delivered (pollAnswerDelivered)
+    if (launcher.status === 'deregistering') return { deregistered: true };
     if (launcher.pendingStops.size > 0) {
       const stop_jobs = [...launcher.pendingStops];
       launcher.pendingStops.clear();

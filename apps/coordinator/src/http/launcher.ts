@@ -41,19 +41,18 @@ export const launcherRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = 
       const { launcher_id, capacity = 1 } = req.query;
       const gone = clientGone(reply);
       const answer = await core.poll(launcher_id, capacity, gone);
-      const job = answer?.job;
-      if (job) {
-        req.log.info({ job_id: job.job_id, launcher_id }, 'job handed to launcher');
-        // If the connection dies before the answer is fully written, the job is not lost.
-        reply.raw.once('close', () => {
-          if (!reply.raw.writableFinished) core.releaseUndelivered(job.job_id, launcher_id);
-        });
-        if (gone.aborted) {
-          core.releaseUndelivered(job.job_id, launcher_id);
-          return reply.code(204).send(null);
-        }
-      }
       if (answer === null) return reply.code(204).send(null);
+      if (answer.job) req.log.info({ job_id: answer.job.job_id, launcher_id }, 'job handed to launcher');
+      if (gone.aborted) {
+        core.pollAnswerLost(launcher_id, answer);
+        return reply.code(204).send(null);
+      }
+      // Whatever the answer hands over (a job, stop requests, the deregistration notice) is not
+      // lost if the connection dies before it is fully written.
+      reply.raw.once('close', () => {
+        if (reply.raw.writableFinished) core.pollAnswerDelivered(launcher_id, answer);
+        else core.pollAnswerLost(launcher_id, answer);
+      });
       return answer;
     },
   );
