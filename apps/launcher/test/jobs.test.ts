@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { alive, captureLog, controlServer, coordinator, launcher, outputOf, script, settled } from './helpers.js';
+import { alive, captureLog, controlServer, coordinator, gone, launcher, outputOf, script, settled } from './helpers.js';
 
 test('a job that succeeds is reported completed with its result, output and executor session id', async (t) => {
   const { c, client } = await coordinator(t);
@@ -160,8 +160,8 @@ test('a stopped job whose executor ignores SIGTERM is killed with SIGKILL and re
   const done = await settled(client, job.job_id);
   assert.equal(done.status, 'stopped');
   await hello.closed;
-  assert.equal(alive(hello.pid), false);
-  assert.equal(alive(-hello.pid), false, 'the whole process group is gone');
+  await gone(hello.pid, 'the executor');
+  await gone(-hello.pid, "the executor's process group");
 });
 
 test('external deregistration: the launcher takes no more jobs, lets the running one finish, exits', async (t) => {
