@@ -77,7 +77,11 @@ export async function waitForJobs(
     first = false;
     let res;
     try {
-      res = await client.waitJobs({ job_ids: watched, mode, timeout_ms: hold }, { signal: o.signal });
+      // any: the server's any-wait (seed 000) only watches jobs still active when a call arrives,
+      // so a job that ended between two calls (after the snapshot, between two hour-long calls)
+      // would be missed; include_terminal makes such a job end the next call at once
+      const body = mode === 'any' ? { include_terminal: true } : {};
+      res = await client.waitJobs({ job_ids: watched, mode, timeout_ms: hold, ...body }, { signal: o.signal });
     } catch (err) {
       if (aborted(o.signal) && latest.size > 0) return outcome();
       throw err;

@@ -14,6 +14,8 @@ if (!FormatRegistry.Has('date-time')) {
 
 export interface TestCoordinator {
   url: string;
+  /** the coordinator's core, for tests that must act between two requests of the CLI */
+  core: Awaited<ReturnType<typeof startCoordinator>>['core'];
   /** a client for the test itself (create jobs directly, read state) */
   client: AgentqClient;
   /** a launcher played by the test */
@@ -29,7 +31,7 @@ export async function coordinator(t: TestContext): Promise<TestCoordinator> {
     await client.close();
     await c.close();
   });
-  return { url: c.url, client, launcher: new FakeLauncher(client) };
+  return { url: c.url, core: c.core, client, launcher: new FakeLauncher(client) };
 }
 
 /** The launcher side of the protocol, played by the test with the real client. */
@@ -139,4 +141,27 @@ export async function deadUrl(): Promise<string> {
   await new Promise<void>((resolve) => server.close(() => resolve()));
   if (address === null || typeof address === 'string') throw new Error('no port');
   return `http://127.0.0.1:${address.port}`;
+}
+
+/**
+ * Run `hook(n)` (n = 1, 2, ...) before each call of `obj[method]` goes through, so a test acts at
+ * an exact point between two requests of the CLI without sleeping. Returns what each call
+ * resolved with, in call order.
+ */
+export function beforeEachCall<T extends object>(
+  obj: T,
+  method: keyof T & string,
+  hook: (n: number) => Promise<void>,
+): unknown[] {
+  const original = obj[method] as unknown as (...args: unknown[]) => Promise<unknown>;
+  const results: unknown[] = [];
+  const spy = async function (...args: unknown[]) {
+    const n = results.push(undefined);
+    await hook(n);
+    const out = await original.apply(obj, args);
+    results[n - 1] = out;
+    return out;
+  };
+  Object.defineProperty(obj, method, { value: spy, configurable: true, writable: true });
+  return results;
 }

@@ -9,7 +9,7 @@ import {
   type JobDescriptor,
 } from '@agentq/protocol';
 import { InterruptedError } from '../src/index.js';
-import { cli, coordinator, envelope, type TestCoordinator } from './helpers.js';
+import { beforeEachCall, cli, coordinator, envelope, type TestCoordinator } from './helpers.js';
 
 const WaitSchema = CliEnvelope(CliCommandData.wait);
 const DescriptorSchema = CliEnvelope(CliCommandData.start);
@@ -65,6 +65,32 @@ describe('agentq wait', () => {
         [b, 'pending'],
       ],
     );
+  });
+
+  it('any: a job that ends between the snapshot and the long-poll still ends the wait at once', async (t) => {
+    const c = await coordinator(t);
+    const [a, b] = (await createJobs(c, 2)) as [string, string];
+    await c.launcher.claimAndStart();
+    // the CLI's first call takes the snapshot (a running); a completes before its second call,
+    // the long-poll, reaches the coordinator
+    const answers = beforeEachCall(c.core, 'waitJobs', async (n) => {
+      if (n === 2) await c.launcher.complete(a, 'ended in the gap');
+    });
+    const r = await cli(c.url, ['wait', a, b, '--timeout', '30s', '--json']);
+    // the long-poll was ended by a (at once), not by the timeout
+    assert.equal(answers.length, 2);
+    assert.equal((answers[1] as { done: boolean }).done, true);
+    assert.equal(r.code, 0, r.stdout);
+    const data = waitData(r);
+    assert.equal(data.done, true);
+    assert.deepEqual(
+      data.jobs.map((j) => [j.job_id, j.status]),
+      [
+        [a, 'completed'],
+        [b, 'pending'],
+      ],
+    );
+    assert.equal(data.jobs[0]?.result, 'ended in the gap');
   });
 
   it('any: exits with the outcome of the job that ended (failed → 4)', async (t) => {

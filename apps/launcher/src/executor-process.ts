@@ -14,6 +14,11 @@ export interface ExecutorExit {
   stderrTail: string;
   /** set when the program could not be started at all (missing command, bad cwd, ...) */
   spawnError: Error | null;
+  /**
+   * true when something outside the executor's process group (a daemon it started, `setsid ...
+   * &`) still held its stdout/stderr after the executor exited: we stopped reading them
+   */
+  pipesAbandoned: boolean;
 }
 
 export interface ExecutorProcessOptions {
@@ -21,11 +26,18 @@ export interface ExecutorProcessOptions {
   env: Record<string, string>;
   /** between SIGTERM and SIGKILL when the process group is killed */
   killGraceMs: number;
+  /**
+   * After the executor exits, how long its stdout/stderr may stay open before they are closed
+   * on our side (default PIPE_DRAIN_MS). Only a process outside its group can hold them that long.
+   */
+  pipeDrainMs?: number;
   onEvent: (event: ExecutorEvent) => void;
   onStderrLine?: (line: string) => void;
 }
 
 const STDERR_TAIL_BYTES = 4096;
+/** Default of ExecutorProcessOptions.pipeDrainMs. */
+export const PIPE_DRAIN_MS = 2_000;
 /** A stdout line longer than this is passed on as output in pieces instead of buffered whole. */
 const MAX_LINE_BYTES = 1024 * 1024;
 const KNOWN_EVENT_TYPES = new Set(['output', 'session', 'result', 'error']);
@@ -42,6 +54,7 @@ export class ExecutorProcess {
   readonly exited: Promise<ExecutorExit>;
   readonly #killGraceMs: number;
   #ended = false;
+  #leaderExited = false;
   #killTimer: NodeJS.Timeout | undefined;
 
   constructor(spec: ExecutorSpec, invocation: ExecutorInvocation, options: ExecutorProcessOptions) {
@@ -71,25 +84,50 @@ export class ExecutorProcess {
 
     this.exited = new Promise<ExecutorExit>((resolve) => {
       let spawnError: Error | null = null;
+      let pipesAbandoned = false;
+      let drainTimer: NodeJS.Timeout | undefined;
       child.once('error', (err) => {
         spawnError = toError(err);
         // 'close' does not follow when the spawn itself failed
         if (child.pid === undefined) finish(null, null);
       });
-      child.once('exit', () => {
+      child.once('exit', (code, signal) => {
+        this.#leaderExited = true;
         // the group leader is gone; anything it left behind in its group is part of this job and
         // must not outlive it (nor keep our stdout pipe open)
         this.#signalGroup('SIGTERM');
         this.#armKill();
+        // 'close' waits for every holder of the pipes, and one outside the group (a daemon, `setsid
+        // cmd &`) is not killed with it: without a bound the job would never end. What is already
+        // in the pipes is read within the bound; then the pipes are closed on our side (after one
+        // more I/O phase, so that data that was waiting when the timer fired is not lost).
+        drainTimer = setTimeout(
+          () =>
+            setImmediate(() => {
+              if (this.#ended) return;
+              pipesAbandoned = true;
+              child.stdout!.destroy();
+              child.stderr!.destroy();
+              finish(code, signal);
+            }),
+          options.pipeDrainMs ?? PIPE_DRAIN_MS,
+        );
+        drainTimer.unref();
       });
       child.once('close', (code, signal) => finish(code, signal));
       const finish = (code: number | null, signal: NodeJS.Signals | null) => {
         if (this.#ended) return;
         this.#ended = true;
-        clearTimeout(this.#killTimer);
+        clearTimeout(drainTimer);
+        // members of the group that ignore SIGTERM still get the SIGKILL; if none is left, the
+        // timer goes (the group id may be reused once the group is gone)
+        if (!this.#leaderExited || !this.#groupExists()) {
+          clearTimeout(this.#killTimer);
+          this.#killTimer = undefined;
+        }
         stdoutLines.end();
         stderrLines.end();
-        resolve({ code, signal, stderrTail: tailLines(stderrTail), spawnError });
+        resolve({ code, signal, stderrTail: tailLines(stderrTail), spawnError, pipesAbandoned });
       };
     });
   }
@@ -108,13 +146,27 @@ export class ExecutorProcess {
 
   /** SIGKILL the group now, synchronously (forced exit of the launcher). */
   killNow(): void {
-    if (!this.#ended) this.#signalGroup('SIGKILL');
+    // after the end, a pending kill timer means members of the group were still alive
+    if (!this.#ended || this.#killTimer) this.#signalGroup('SIGKILL');
   }
 
   #armKill(): void {
     if (this.#killTimer || this.#ended) return;
-    this.#killTimer = setTimeout(() => this.#signalGroup('SIGKILL'), this.#killGraceMs);
+    this.#killTimer = setTimeout(() => {
+      this.#killTimer = undefined;
+      this.#signalGroup('SIGKILL');
+    }, this.#killGraceMs);
     this.#killTimer.unref();
+  }
+
+  #groupExists(): boolean {
+    if (this.pid === undefined) return false;
+    try {
+      process.kill(-this.pid, 0);
+      return true;
+    } catch {
+      return false;
+    }
   }
 
   #signalGroup(signal: NodeJS.Signals): void {

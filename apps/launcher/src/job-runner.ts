@@ -15,6 +15,8 @@ export interface JobRunnerDeps {
   coordinatorUrl: string;
   defaultProjectDir: string;
   killGraceMs: number;
+  /** after the executor exits, how long its output pipes may stay open (default PIPE_DRAIN_MS) */
+  pipeDrainMs?: number;
   /** environment the executor's is filtered from */
   env: Record<string, string | undefined>;
   passEnv: readonly string[];
@@ -87,7 +89,7 @@ export class JobRunner {
       'job claimed',
     );
 
-    const notRun: ExecutorExit = { code: null, signal: null, stderrTail: '', spawnError: null };
+    const notRun: ExecutorExit = { code: null, signal: null, stderrTail: '', spawnError: null, pipesAbandoned: false };
     // a stop or shutdown does not wait for `started` (the coordinator may be unreachable): the
     // final report is queued behind it and both go out in order when it answers
     const started = await Promise.race([
@@ -136,6 +138,7 @@ export class JobRunner {
         AGENTQ_EXECUTOR_SESSION_ID: this.job.executor_session_id ?? undefined,
       }),
       killGraceMs: this.#d.killGraceMs,
+      pipeDrainMs: this.#d.pipeDrainMs,
       onEvent: (event) => {
         switch (event.type) {
           case 'output':
@@ -163,6 +166,12 @@ export class JobRunner {
 
     const exit = await this.#process.exited;
     this.#log.info({ code: exit.code, signal: exit.signal }, 'executor exited');
+    if (exit.pipesAbandoned) {
+      this.#log.warn(
+        { pid: this.#process.pid },
+        'a process the executor left running (outside its process group?) kept its output open; stopped reading it',
+      );
+    }
     await this.#finish(exit, sessionId, result, errorMessage);
   }
 

@@ -20,6 +20,8 @@ export interface LauncherDeps {
   retry?: BackoffOptions;
   /** at exit, how long undelivered reports may still be retried (default 15 s) */
   reportDrainMs?: number;
+  /** after an executor exits, how long its output pipes may stay open (default 2 s; see ExecutorProcess) */
+  pipeDrainMs?: number;
 }
 
 /** Why `run()` ended. */
@@ -245,6 +247,7 @@ export class Launcher {
       coordinatorUrl: this.config.url,
       defaultProjectDir: this.config.projectDir,
       killGraceMs: this.config.killGraceMs,
+      pipeDrainMs: this.#deps.pipeDrainMs,
       env: this.#deps.env ?? process.env,
       passEnv: this.config.passEnv,
     });

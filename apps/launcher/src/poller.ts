@@ -69,7 +69,14 @@ export class Poller {
         if (signal.aborted) break;
         if (refresh.signal.aborted) continue;
         if (e instanceof AgentqApiError && e.code === 'launcher_unknown') {
-          await registration.renew(launcherId, signal);
+          try {
+            await registration.renew(launcherId, signal);
+          } catch (renewErr) {
+            // stopped waiting for it (the end of a shutdown drain): polling is over, and the
+            // launcher still drains its reports and deregisters; a refusal for good is fatal
+            if (signal.aborted) break;
+            throw toError(renewErr);
+          }
           continue;
         }
         if (!isRetryable(e) && e instanceof AgentqApiError) {

@@ -11,7 +11,7 @@ export class RegistrationError extends Error {
 /**
  * The launcher's identity at the coordinator. `register` retries until the coordinator answers;
  * `renew` re-registers after a 401 `launcher_unknown` (e.g. the coordinator lost its state), once
- * for all the loops that noticed it at the same time.
+ * for all the loops that noticed it at the same time, each waiting with its own abort signal.
  */
 export class Registration {
   readonly #client: AgentqClient;
@@ -20,7 +20,7 @@ export class Registration {
   readonly #body: RegisterLauncherRequest;
   readonly #retry: BackoffOptions | undefined;
   #current: RegisterLauncherResponse | undefined;
-  #renewing: Promise<void> | undefined;
+  #renewal: Renewal | undefined;
   #retired = false;
 
   constructor(deps: {
@@ -83,18 +83,65 @@ export class Registration {
   /**
    * The coordinator answered 401 `launcher_unknown` to a request made as `staleId`. Register again
    * unless someone already did (the id moved on) or the launcher is retired.
+   *
+   * Every loop that noticed it at the same time shares one registration, but each waits on it
+   * with its own `signal`: a caller whose signal aborts (the poller at the end of a shutdown
+   * drain) stops waiting without failing the others (the reporter still delivering reports). The
+   * shared registration itself is abandoned only when no caller waits for it any more.
    */
   async renew(staleId: string, signal: AbortSignal): Promise<void> {
     if (this.#retired) throw new RegistrationError('the coordinator no longer knows this launcher, which was deregistered');
     if (this.id !== staleId) return;
-    this.#renewing ??= (async () => {
-      this.#log.warn({ launcher_id: staleId }, 'coordinator does not know this launcher any more; registering again');
-      try {
-        await this.register(signal);
-      } finally {
-        this.#renewing = undefined;
+    if (signal.aborted) throw toError(signal.reason);
+    const renewal = (this.#renewal ??= this.#startRenewal(staleId));
+    renewal.waiters++;
+    try {
+      await untilAborted(renewal.done, signal);
+    } finally {
+      if (--renewal.waiters === 0 && this.#renewal === renewal) {
+        // nobody wants it any more: stop retrying; a later renew() starts afresh
+        this.#renewal = undefined;
+        renewal.abort.abort(toError(signal.reason));
       }
-    })();
-    return this.#renewing;
+    }
   }
+
+  #startRenewal(staleId: string): Renewal {
+    this.#log.warn({ launcher_id: staleId }, 'coordinator does not know this launcher any more; registering again');
+    const abort = new AbortController();
+    const renewal: Renewal = { abort, waiters: 0, done: this.register(abort.signal).then(() => {}) };
+    const forget = () => {
+      if (this.#renewal === renewal) this.#renewal = undefined;
+    };
+    // a rejection is seen by the waiters (if any are left); this only ends the renewal
+    renewal.done.then(forget, forget);
+    return renewal;
+  }
+}
+
+/** One re-registration shared by every caller of renew() while it runs. */
+interface Renewal {
+  done: Promise<void>;
+  /** aborts the registration; used once the last waiter has left */
+  abort: AbortController;
+  waiters: number;
+}
+
+/** `promise`, or a rejection with the signal's reason as soon as `signal` aborts. */
+function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(toError(signal.reason));
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(toError(signal.reason));
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (err: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(toError(err));
+      },
+    );
+  });
 }

@@ -243,6 +243,8 @@ export class Reporter {
           try {
             await registration.renew(launcherId, signal);
           } catch (renewErr) {
+            // our own exit signal: abandoned (not refused); otherwise registration was refused for good
+            if (signal.aborted) return this.#abandon(report, log, toError(renewErr));
             return this.#refused(report, log, e, toError(renewErr).message);
           }
           continue;

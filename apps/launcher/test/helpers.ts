@@ -2,6 +2,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { setTimeout as delay } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import type { TestContext } from 'node:test';
 import { pino, type Logger } from 'pino';
@@ -217,5 +218,19 @@ export function alive(pid: number): boolean {
     return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
   } catch {
     return false;
+  }
+}
+
+/**
+ * Resolve once the process (or process group, with a negative pid) is gone; throw if it is still
+ * there after `boundMs`. For a process that is not our child, no event says it has died, and the
+ * signs a test can await come too early: the kernel closes a dying process's sockets and pipes
+ * before it turns into a zombie. So this checks on a short interval, within a generous bound.
+ */
+export async function gone(pid: number, what = `process ${pid}`, boundMs = 10_000): Promise<void> {
+  const deadline = Date.now() + boundMs;
+  while (alive(pid)) {
+    if (Date.now() >= deadline) throw new Error(`${what} is still alive ${boundMs} ms after it was killed`);
+    await delay(10);
   }
 }

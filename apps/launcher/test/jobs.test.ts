@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { alive, controlServer, coordinator, launcher, outputOf, script, settled } from './helpers.js';
+import { alive, captureLog, controlServer, coordinator, gone, launcher, outputOf, script, settled } from './helpers.js';
 
 test('a job that succeeds is reported completed with its result, output and executor session id', async (t) => {
   const { c, client } = await coordinator(t);
@@ -160,8 +160,8 @@ test('a stopped job whose executor ignores SIGTERM is killed with SIGKILL and re
   const done = await settled(client, job.job_id);
   assert.equal(done.status, 'stopped');
   await hello.closed;
-  assert.equal(alive(hello.pid), false);
-  assert.equal(alive(-hello.pid), false, 'the whole process group is gone');
+  await gone(hello.pid, 'the executor');
+  await gone(-hello.pid, "the executor's process group");
 });
 
 test('external deregistration: the launcher takes no more jobs, lets the running one finish, exits', async (t) => {
@@ -236,4 +236,30 @@ test('large multi-byte output arrives intact across several batches', async (t) 
   const out = await client.getOutput(job.job_id, { offset: 0, limit_bytes: 1024 * 1024 });
   assert.equal(out.output, `${line}\nend\n`);
   assert.equal(out.total_bytes, Buffer.byteLength(`${line}\nend\n`));
+});
+
+test('an executor that leaves a daemon holding its stdout still ends: the job is reported completed with its result', async (t) => {
+  // registered first so that it runs first: the daemon goes even if the launcher's cleanup hangs
+  let daemonPid: number | undefined;
+  t.after(() => {
+    if (daemonPid !== undefined && alive(daemonPid)) process.kill(daemonPid, 'SIGKILL');
+  });
+  const { c, client } = await coordinator(t);
+  const { log, waitFor } = captureLog();
+  await launcher(t, c.url, {}, { log, pipeDrainMs: 200 });
+  const job = await client.createJob({
+    type: 'start_session',
+    session_name: 'daemonises',
+    prompt: script([{ event: { type: 'result', text: 'done, and a daemon left behind' } }, { daemon: true }]),
+  });
+  const said = await waitFor((l) => /^daemon \d+$/.test(String(l['stderr'])));
+  daemonPid = Number(String(said['stderr']).split(' ')[1]);
+
+  const done = await settled(client, job.job_id);
+  assert.equal(done.status, 'completed');
+  assert.equal(done.result, 'done, and a daemon left behind');
+  // the daemon is outside the executor's process group: it was not killed with it, and it is what
+  // held the pipes open
+  assert.ok(alive(daemonPid), 'the daemon is still running');
+  await waitFor((l) => /kept its output open/.test(String(l['msg'])));
 });

@@ -118,3 +118,30 @@ test('during a long outage the oldest queued output is dropped past the cap; off
     ],
   );
 });
+
+test('a report waiting for a re-registration when the launcher exits is abandoned, not refused', async () => {
+  let renewing: () => void = () => {};
+  const renewCalled = new Promise<void>((resolve) => (renewing = resolve));
+  const client = {
+    reportCompleted: async () => {
+      throw new AgentqApiError(401, 'launcher_unknown', 'unknown launcher (test)');
+    },
+  } as unknown as AgentqClient;
+  const registration = {
+    id: 'lnch_000000000000',
+    // registering again does not succeed before the exit
+    renew: (_staleId: string, signal: AbortSignal) =>
+      new Promise<void>((_resolve, reject) => {
+        signal.addEventListener('abort', () => reject(signal.reason as Error), { once: true });
+        renewing();
+      }),
+  } as unknown as Registration;
+  const log = pino({ level: 'silent' });
+  const exit = new AbortController();
+  const reporter = new Reporter({ client, registration, connectivity: new Connectivity(log), log, signal: exit.signal });
+  const completed = reporter.send('job_d', { kind: 'completed', body: {} }, { last: true });
+  await renewCalled;
+  exit.abort(new Error('launcher exiting (test)'));
+  const outcome = await completed;
+  assert.ok(!outcome.ok && 'abandoned' in outcome, `abandoned, got ${JSON.stringify(outcome)}`);
+});

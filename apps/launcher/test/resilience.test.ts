@@ -165,14 +165,41 @@ test('shutdown while `started` is not acknowledged: the executor never runs and 
   assert.equal((await client.getJob(job.job_id)).status, 'pending');
 });
 
+test('shutdown while the poller is registering again: polling ends, reports drain and the launcher deregisters', async (t) => {
+  // heartbeats out of the way, so that the poller is the one that starts the re-registration
+  const { c, client } = await coordinator(t, { heartbeatIntervalSeconds: 60, heartbeatTimeoutSeconds: 120 });
+  let forgotten = false;
+  // once `forgotten`, the coordinator seems to have lost the launcher (polls: 401) and
+  // registering again does not succeed yet (503, retried with backoff)
+  const proxy = await failingProxy(t, c.url, (req) => {
+    if (!forgotten) return false;
+    if (req.method === 'GET' && req.url?.startsWith('/launcher/jobs')) return { status: 401, code: 'launcher_unknown' };
+    return req.method === 'POST' && req.url === '/launcher/register';
+  });
+  const { log, waitFor } = captureLog();
+  const { launcher: l, id } = await launcher(t, proxy.url, { shutdownGraceMs: 0 }, { log, reportDrainMs: 200 });
+  forgotten = true;
+  await waitFor((line) => /registering again/.test(String(line['msg'])));
+  await proxy.seen((url) => url === '/launcher/register');
+
+  // the end of the drain aborts polling while it waits for the registration: not a failure
+  assert.equal(await l.shutdown(), 'shutdown');
+  // it deregistered itself (the real coordinator still knew it)
+  assert.equal(proxy.count((url) => url.startsWith(`/launchers/${id}`)), 1);
+  assert.equal((await client.listLaunchers()).launchers.some((x) => x.launcher_id === id), false);
+});
+
+/** What the proxy answers instead of forwarding: true = 503. */
+type Injected = boolean | { status: number; code: string };
+
 /**
- * An HTTP proxy in front of the coordinator that answers 503 to the requests `fail` picks and
- * forwards everything else (long polls included).
+ * An HTTP proxy in front of the coordinator that answers 503 (or the given error) to the requests
+ * `fail` picks and forwards everything else (long polls included).
  */
 async function failingProxy(
   t: TestContext,
   target: string,
-  fail: (req: IncomingMessage) => boolean,
+  fail: (req: IncomingMessage) => Injected,
 ): Promise<{
   url: string;
   count: (match: (url: string) => boolean) => number;
@@ -189,10 +216,12 @@ async function failingProxy(
       waiters.splice(waiters.indexOf(w), 1);
       w.resolve();
     }
-    if (fail(req)) {
+    const injected = fail(req);
+    if (injected) {
+      const { status, code } = injected === true ? { status: 503, code: 'shutting_down' } : injected;
       req.resume();
-      res.writeHead(503, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ error: { code: 'shutting_down', message: 'injected by the test proxy' } }));
+      res.writeHead(status, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ error: { code, message: 'injected by the test proxy' } }));
       return;
     }
     const out = request(
