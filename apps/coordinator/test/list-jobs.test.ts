@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { ManualClock } from '../src/core/clock.js';
 import type { AgentqClient } from '@agentq/client';
 import type { Job, ListJobsQuery } from '@agentq/protocol';
 import { fakeLauncher, rejectsWith, resume, start, startTest } from './helpers.js';
@@ -128,4 +129,24 @@ test('cursor pagination applies after the filters and ignores jobs created meanw
   assert.deepEqual(ids(third.jobs), ids([done[0]!]));
   assert.equal(third.next_cursor, null);
   assert.equal((await allPages(client, { session_name: 'blocker', limit: 4 })).flat().length, 6);
+});
+
+test('lists stay exact after more than a thousand jobs are evicted (the newest-first index is swept)', async (t) => {
+  const clock = new ManualClock();
+  const { client, c } = await startTest(t, { jobRetentionMs: 60_000, sweepIntervalMs: 600_000 }, { clock });
+  // created and ended on the core directly: 1,500 HTTP round trips would only slow the test
+  for (let i = 0; i < 1500; i++) {
+    const job = c.core.createJob({ type: 'start_session', session_name: `old-${i}`, prompt: 'x' });
+    c.core.stopJob(job.job_id);
+  }
+  clock.advance(30_000);
+  const kept = [];
+  for (let i = 0; i < 5; i++) kept.push(c.core.createJob({ type: 'start_session', session_name: `new-${i}`, prompt: 'x' }));
+  clock.advance(30_000);
+  c.core.sweep(); // evicts the 1,500 stopped jobs, not the 5 pending ones
+  const first = await client.listJobs({ limit: 3 });
+  assert.deepEqual(first.jobs.map((j) => j.job_id), kept.slice(2).reverse().map((j) => j.job_id));
+  const rest = await client.listJobs({ limit: 3, cursor: first.next_cursor! });
+  assert.deepEqual(rest.jobs.map((j) => j.job_id), kept.slice(0, 2).reverse().map((j) => j.job_id));
+  assert.equal(rest.next_cursor, null);
 });

@@ -64,6 +64,9 @@ export class Coordinator {
   readonly #log: Logger;
 
   readonly #jobs = new Map<string, JobRecord>();
+  /** every job in creation order (evicted ones are skipped, and swept out now and then) */
+  #bySeq: JobRecord[] = [];
+  #evictedInIndex = 0;
   readonly #ready = new ReadyQueue<JobRecord>();
   /** jobs that are claimed, running or stopping (checked by the sweeper for leases) */
   readonly #active = new Set<JobRecord>();
@@ -173,21 +176,27 @@ export class Coordinator {
     limit: number;
     cursor?: number;
   }): { jobs: Job[]; next_cursor: string | null } {
-    const source: Iterable<JobRecord> = filter.sessionName
-      ? (this.#sessions.get(filter.sessionName)?.jobIds ?? []).map((id) => this.#jobs.get(id)).filter((j) => !!j)
-      : this.#jobs.values();
-    const matches: JobRecord[] = [];
-    for (const job of source) {
+    // Walk newest first from the cursor and stop after limit + 1 matches: a page costs what it
+    // skips and returns, not the number of jobs retained.
+    const live = (job: JobRecord | undefined): job is JobRecord => job !== undefined && this.#jobs.get(job.id) === job;
+    let source: readonly (JobRecord | undefined)[];
+    if (filter.sessionName !== undefined) {
+      source = (this.#sessions.get(filter.sessionName)?.jobIds ?? []).map((id) => this.#jobs.get(id));
+    } else source = this.#bySeq;
+    let i = source.length - 1;
+    if (filter.cursor !== undefined && filter.sessionName === undefined) i = lastBelow(this.#bySeq, filter.cursor);
+    const page: JobRecord[] = [];
+    for (; i >= 0 && page.length <= filter.limit; i--) {
+      const job = source[i];
+      if (!live(job)) continue;
       if (filter.cursor !== undefined && job.seq >= filter.cursor) continue;
       if (filter.statuses && !filter.statuses.has(job.status)) continue;
       if (filter.launcherId !== undefined && job.launcherId !== filter.launcherId) continue;
       if (filter.terminal !== undefined && isTerminal(job.status) !== filter.terminal) continue;
-      if (filter.sessionName !== undefined && job.sessionName !== filter.sessionName) continue;
-      matches.push(job);
+      page.push(job);
     }
-    matches.sort((a, b) => b.seq - a.seq);
-    const page = matches.slice(0, filter.limit);
-    const more = matches.length > filter.limit;
+    const more = page.length > filter.limit;
+    if (more) page.pop();
     return { jobs: page.map(toWireJob), next_cursor: more ? String(page[page.length - 1]!.seq) : null };
   }
 
@@ -584,6 +593,7 @@ export class Coordinator {
       }
       const job = fromWireJob(w, ++this.#seq, this.#config.outputMaxBytes);
       this.#jobs.set(job.id, job);
+      this.#bySeq.push(job);
       session.jobIds.push(job.id);
       if (isTerminal(job.status)) {
         this.#ended.push(job);
@@ -662,6 +672,7 @@ export class Coordinator {
       this.#config.outputMaxBytes,
     );
     this.#jobs.set(job.id, job);
+    this.#bySeq.push(job);
     session.jobIds.push(job.id);
     session.pending.push(job);
     session.updatedAt = now;
@@ -831,6 +842,10 @@ export class Coordinator {
 
   #evict(job: JobRecord): void {
     this.#jobs.delete(job.id);
+    if (++this.#evictedInIndex > 1024 && this.#evictedInIndex * 2 > this.#bySeq.length) {
+      this.#bySeq = this.#bySeq.filter((j) => this.#jobs.get(j.id) === j);
+      this.#evictedInIndex = 0;
+    }
     const session = this.#sessions.get(job.sessionName);
     if (session) {
       const i = session.jobIds.indexOf(job.id);
@@ -952,4 +967,16 @@ export class Coordinator {
   #emitLauncher(type: Parameters<EventLog['emit']>[0], launcher: LauncherRecord): void {
     this.events.emit(type, () => ({ launcher: toWireLauncher(launcher, this.#clock.now()) }));
   }
+}
+
+/** Index of the last job whose seq is below `seq` in a list sorted by seq (-1 if none). */
+function lastBelow(jobs: readonly JobRecord[], seq: number): number {
+  let lo = 0;
+  let hi = jobs.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (jobs[mid]!.seq < seq) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo - 1;
 }
