@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { AgentqApiError, toError, type AgentqClient } from '@agentq/client';
+import { AgentqApiError, delay, toError, type AgentqClient } from '@agentq/client';
 import { describe, type Connectivity } from './connectivity.js';
 import type { Registration } from './registration.js';
 import type { Supervisor } from './supervisor.js';
@@ -20,7 +20,8 @@ export interface HeartbeatOptions {
 export async function runHeartbeat(o: HeartbeatOptions, signal: AbortSignal): Promise<void> {
   const { client, registration, supervisor, connectivity } = o;
   while (!signal.aborted) {
-    await sleep(registration.settings.heartbeat_interval_seconds * 1000, signal);
+    // delay() rejects when the signal aborts: that is the end of the loop, not an error
+    await delay(registration.settings.heartbeat_interval_seconds * 1000, signal).catch(() => {});
     if (signal.aborted) return;
     const launcherId = registration.id!;
     try {
@@ -41,17 +42,4 @@ export async function runHeartbeat(o: HeartbeatOptions, signal: AbortSignal): Pr
       }
     }
   }
-}
-
-/** Resolve after `ms` or when `signal` aborts, whichever comes first. */
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal.addEventListener('abort', done, { once: true });
-  });
 }

@@ -390,25 +390,14 @@ export class Coordinator {
   }
 
   report(kind: ReportKind, jobId: string, body: StartedReport | CompletedReport | FailedReport | StoppedReport): void {
-    const launcher = this.#launchers.live(body.launcher_id);
-    this.#launchers.touch(launcher);
-    const job = this.#job(jobId);
-    if (job.launcherId !== launcher.id) {
-      throw new CoordinatorError(
-        'job_owned_by_other_launcher',
-        `job ${job.id} is ${job.status} and not held by launcher ${launcher.id}`,
-        { job_id: job.id, current_status: job.status, launcher_id: job.launcherId },
-      );
-    }
+    const job = this.#heldJob(body.launcher_id, jobId);
     if (body.executor_session_id) this.#setExecutorSession(job, body.executor_session_id);
     const now = this.#clock.now();
     const target: JobStatus =
       kind === 'started'
         ? 'running'
         : kind === 'stopped'
-          ? job.stopReason === 'timeout'
-            ? 'timed_out'
-            : 'stopped'
+          ? stoppedStatus(job.stopReason)
           : kind;
     if (job.status === target) return; // a repeated report: already applied
     if (kind === 'started' && job.status === 'stopping') {
@@ -443,17 +432,7 @@ export class Coordinator {
   }
 
   appendOutput(jobId: string, launcherId: string, offset: number, data: string): void {
-    const launcher = this.#launchers.live(launcherId);
-    this.#launchers.touch(launcher);
-    const job = this.#job(jobId);
-    if (job.launcherId !== launcher.id) {
-      throw new CoordinatorError('job_owned_by_other_launcher', `job ${job.id} is not held by launcher ${launcher.id}`, {
-        job_id: job.id,
-        current_status: job.status,
-        launcher_id: job.launcherId,
-      });
-    }
-    job.output.append(offset, data);
+    this.#heldJob(launcherId, jobId).output.append(offset, data);
   }
 
   listLaunchers(): { launchers: Launcher[] } {
@@ -522,7 +501,7 @@ export class Coordinator {
         this.#requeue(job, `claim lease of ${this.#config.claimLeaseSeconds} s expired before it was started`);
       } else if (job.status === 'stopping') {
         job.error = 'stopped before its launcher started it';
-        this.#end(job, job.stopReason === 'timeout' ? 'timed_out' : 'stopped');
+        this.#end(job, stoppedStatus(job.stopReason));
       }
     }
 
@@ -613,7 +592,7 @@ export class Coordinator {
         continue;
       }
       session.active = job;
-      const launcher = job.launcherId ? this.#launchers.get(job.launcherId) : undefined;
+      const launcher = this.#holder(job);
       if (!launcher || launcher.status === 'stale') {
         orphans.push(job);
         continue;
@@ -723,11 +702,7 @@ export class Coordinator {
   #answerPoll(launcher: LauncherRecord, capacity: number): PollResponse | null {
     // the launcher is forgotten once the notice is delivered (pollAnswerDelivered)
     if (launcher.status === 'deregistering') return { deregistered: true };
-    if (launcher.pendingStops.size > 0) {
-      const stop_jobs = [...launcher.pendingStops];
-      launcher.pendingStops.clear();
-      return { stop_jobs };
-    }
+    if (launcher.pendingStops.size > 0) return this.#takeStops(launcher);
     if (capacity > 0) {
       const job = this.#ready.shift();
       if (job) {
@@ -757,7 +732,7 @@ export class Coordinator {
 
   /** A claimed job that never started goes back to its creation-order place in the queue. */
   #requeue(job: JobRecord, why: string): void {
-    const launcher = job.launcherId ? this.#launchers.get(job.launcherId) : undefined;
+    const launcher = this.#holder(job);
     this.#log.warn({ job_id: job.id, launcher_id: job.launcherId }, `job requeued: ${why}`);
     launcher?.activeJobs.delete(job);
     this.#active.delete(job);
@@ -779,14 +754,10 @@ export class Coordinator {
     job.stopReason = reason;
     this.#log.info({ job_id: job.id, launcher_id: job.launcherId, reason }, 'job stopping');
     this.#emitJob('job.stopping', job);
-    const launcher = job.launcherId ? this.#launchers.get(job.launcherId) : undefined;
+    const launcher = this.#holder(job);
     if (!launcher) return;
     launcher.pendingStops.add(job.id);
-    if (launcher.waiters.size > 0) {
-      const stop_jobs = [...launcher.pendingStops];
-      launcher.pendingStops.clear();
-      this.#launchers.answer(launcher, { stop_jobs });
-    }
+    if (launcher.waiters.size > 0) this.#launchers.answer(launcher, this.#takeStops(launcher));
   }
 
   /** A pending job ends without running (stopped or timed out). */
@@ -800,7 +771,7 @@ export class Coordinator {
     job.stopReason = reason;
     job.error =
       reason === 'timeout' ? `timed out after ${job.timeoutMs} ms before a launcher took it` : 'stopped before it was claimed';
-    this.#end(job, reason === 'timeout' ? 'timed_out' : 'stopped');
+    this.#end(job, stoppedStatus(reason));
     if (wasHead) this.#offerNext(session);
   }
 
@@ -811,7 +782,7 @@ export class Coordinator {
 
   /** Everything that follows a job reaching a terminal status. */
   #finish(job: JobRecord): void {
-    const launcher = job.launcherId ? this.#launchers.get(job.launcherId) : undefined;
+    const launcher = this.#holder(job);
     launcher?.activeJobs.delete(job);
     launcher?.pendingStops.delete(job.id);
     this.#active.delete(job);
@@ -952,6 +923,33 @@ export class Coordinator {
     return job;
   }
 
+  /** A report's job: the launcher must be live (401) and hold it (409); a report is a sign of life. */
+  #heldJob(launcherId: string, jobId: string): JobRecord {
+    const launcher = this.#launchers.live(launcherId);
+    this.#launchers.touch(launcher);
+    const job = this.#job(jobId);
+    if (job.launcherId !== launcher.id) {
+      throw new CoordinatorError(
+        'job_owned_by_other_launcher',
+        `job ${job.id} is ${job.status} and not held by launcher ${launcher.id}`,
+        { job_id: job.id, current_status: job.status, launcher_id: job.launcherId },
+      );
+    }
+    return job;
+  }
+
+  /** The launcher holding the job, if any (and still registered). */
+  #holder(job: JobRecord): LauncherRecord | undefined {
+    return job.launcherId === null ? undefined : this.#launchers.get(job.launcherId);
+  }
+
+  /** Hand the launcher its pending stop requests, as a poll answer. */
+  #takeStops(launcher: LauncherRecord): PollResponse {
+    const stop_jobs = [...launcher.pendingStops];
+    launcher.pendingStops.clear();
+    return { stop_jobs };
+  }
+
   #session(name: string): SessionRecord {
     const s = this.#sessions.get(name);
     if (!s) throw new CoordinatorError('session_not_found', `session ${name} not found`, { session_name: name });
@@ -979,4 +977,9 @@ function lastBelow(jobs: readonly JobRecord[], seq: number): number {
     else hi = mid;
   }
   return lo - 1;
+}
+
+/** How a stopped job ends: `timed_out` when the stop was its timeout, else `stopped`. */
+function stoppedStatus(reason: StopReason | null): 'stopped' | 'timed_out' {
+  return reason === 'timeout' ? 'timed_out' : 'stopped';
 }
