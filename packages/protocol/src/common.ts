@@ -17,3 +17,33 @@ export type Ok = Static<typeof Ok>;
 
 /** Querystring booleans arrive as text. */
 export const BoolString = Type.Union([Type.Literal('true'), Type.Literal('false')]);
+
+/**
+ * Labels: short `key=value` pairs. Launchers carry them (`hostname`, `executor`, `os`, `arch`,
+ * plus their own); a job's `requires` names the pairs a launcher must have to take it.
+ */
+export const LabelKey = Type.String({ pattern: '^[A-Za-z0-9][A-Za-z0-9_.\\-/]{0,62}$', maxLength: 63 });
+export const LabelValue = Type.String({ minLength: 1, maxLength: 128, pattern: '^[^\\u0000-\\u001f]+$' });
+export const Labels = Type.Record(LabelKey, LabelValue, {
+  maxProperties: 32,
+  additionalProperties: false,
+  description: 'key=value labels',
+});
+export type Labels = Static<typeof Labels>;
+
+/** Token counts of one job (summed per session and per session tree). */
+export const Usage = Type.Object({
+  input_tokens: Type.Integer({ minimum: 0, maximum: 1e15 }),
+  output_tokens: Type.Integer({ minimum: 0, maximum: 1e15 }),
+  cache_read_input_tokens: Type.Integer({ minimum: 0, maximum: 1e15 }),
+  cache_creation_input_tokens: Type.Integer({ minimum: 0, maximum: 1e15 }),
+});
+export type Usage = Static<typeof Usage>;
+
+/** A cost in US dollars, as the executor reported it. */
+export const CostUsd = Type.Number({ minimum: 0, maximum: 1e9 });
+
+/** A token's role (see docs/operations.md for what each may do). */
+export const Roles = ['admin', 'client', 'reader', 'launcher'] as const;
+export const Role = Type.Union(Roles.map((r) => Type.Literal(r)));
+export type Role = (typeof Roles)[number];

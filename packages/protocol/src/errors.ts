@@ -21,7 +21,9 @@ export type ErrorBody = Static<typeof ErrorBody>;
 export const ErrorCodes = {
   validation_failed: 400,
   bad_request: 400,
+  unauthorized: 401,
   launcher_unknown: 401,
+  forbidden: 403,
   job_not_found: 404,
   session_not_found: 404,
   parent_session_not_found: 404,
@@ -31,10 +33,18 @@ export const ErrorCodes = {
   invalid_transition: 409,
   session_exists: 409,
   session_idle: 409,
+  session_closed: 409,
+  idempotency_key_reused: 409,
   payload_too_large: 413,
   unsupported_media_type: 415,
   depth_exceeded: 422,
+  budget_exceeded: 422,
+  rate_limited: 429,
   internal_error: 500,
   shutting_down: 503,
+  overloaded: 503,
+  queue_full: 503,
+  storage_unavailable: 503,
+  too_many_clients: 503,
 } as const;
 export type ErrorCode = keyof typeof ErrorCodes;

@@ -45,3 +45,13 @@ export type LifecycleEvent = Static<typeof LifecycleEvent>;
  */
 export const StreamGap = Type.Object({ type: Type.Literal('stream.gap'), oldest_available_id: Type.Integer() });
 export type StreamGap = Static<typeof StreamGap>;
+
+export const EventsQuery = Type.Object(
+  {
+    include: Type.Optional(
+      Type.Literal('prompt', { description: 'send job prompts in events (left out by default; fetch a job by id instead)' }),
+    ),
+  },
+  { additionalProperties: false },
+);
+export type EventsQuery = Static<typeof EventsQuery>;

@@ -1,5 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox';
-import { Nullable } from './common.js';
+import { CostUsd, Nullable, Usage } from './common.js';
 
 /**
  * The executor contract: the launcher runs an executor program once per job, writes one
@@ -25,7 +25,19 @@ export type ExecutorInvocation = Static<typeof ExecutorInvocation>;
 export const ExecutorEvent = Type.Union([
   Type.Object({ type: Type.Literal('output'), text: Type.String() }),
   Type.Object({ type: Type.Literal('session'), session_id: Type.String({ minLength: 1 }) }),
-  Type.Object({ type: Type.Literal('result'), text: Type.String() }),
-  Type.Object({ type: Type.Literal('error'), message: Type.String() }),
+  Type.Object({
+    type: Type.Literal('result'),
+    text: Type.String(),
+    usage: Type.Optional(Usage),
+    cost_usd: Type.Optional(CostUsd),
+    num_turns: Type.Optional(Type.Integer({ minimum: 0 })),
+    duration_api_ms: Type.Optional(Type.Integer({ minimum: 0 })),
+  }),
+  Type.Object({
+    type: Type.Literal('error'),
+    message: Type.String(),
+    /** a machine-readable code the job fails with (e.g. `session_not_on_host`) */
+    code: Type.Optional(Type.String({ pattern: '^[a-z][a-z0-9_]{0,63}$' })),
+  }),
 ]);
 export type ExecutorEvent = Static<typeof ExecutorEvent>;

@@ -1,5 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox';
-import { BoolString, JobId, Nullable, Timestamp } from './common.js';
+import { BoolString, CostUsd, JobId, Labels, Nullable, Timestamp, Usage } from './common.js';
 
 /*
  * Job lifecycle. Every status change goes through JOB_TRANSITIONS (one table).
@@ -61,6 +61,14 @@ export type StopReason = Static<typeof StopReason>;
 
 export const SessionName = Type.String({ minLength: 1, maxLength: 200, pattern: '\\S' });
 
+/** Upper bounds of numbers on the wire: every number has one. */
+export const MAX_TIMEOUT_MS = 30 * 24 * 60 * 60 * 1000;
+/** largest byte offset in a job's output stream (1 TiB) */
+export const MAX_OUTPUT_OFFSET = 2 ** 40;
+
+/** A machine-readable error code on a failed job (`executor_idle`, `no_matching_launcher`, ...). */
+export const JobErrorCode = Type.String({ pattern: '^[a-z][a-z0-9_]{0,63}$' });
+
 /** The job object: every field of the seed's data model, plus additive extensions. */
 export const Job = Type.Object(
   {
@@ -91,6 +99,19 @@ export const Job = Type.Object(
     callback_of: Nullable(Type.Array(JobId, { description: 'child jobs whose outcome this callback resume delivers' })),
     attempts: Type.Integer({ description: 'how many times the job has been claimed' }),
     output_bytes: Type.Integer({ description: 'total bytes of output received so far' }),
+    requires: Nullable(Labels),
+    pending_reason: Nullable(
+      Type.String({ description: 'why a pending job has not been taken yet (no matching launcher online, ...)' }),
+    ),
+    error_code: Nullable(JobErrorCode),
+    created_by: Nullable(Type.String({ description: 'name of the token that created the job' })),
+    stopped_by: Nullable(Type.String({ description: 'name of the token that asked for the stop' })),
+    message_ids: Nullable(Type.Array(Type.String(), { description: 'messages this resume job delivers' })),
+    usage: Nullable(Usage),
+    cost_usd: Nullable(CostUsd),
+    num_turns: Nullable(Type.Integer({ minimum: 0 })),
+    duration_api_ms: Nullable(Type.Integer({ minimum: 0 })),
+    max_cost_usd: Nullable(CostUsd),
   },
   { description: 'A job: one agent turn to run on a launcher' },
 );
@@ -104,11 +125,32 @@ export const CreateJobRequest = Type.Object(
     agent_name: Type.Optional(Nullable(Type.String({ minLength: 1, maxLength: 200 }))),
     project_dir: Type.Optional(Nullable(Type.String({ minLength: 1, maxLength: 4096 }))),
     parent_session_name: Type.Optional(Nullable(SessionName)),
-    timeout_ms: Type.Optional(Nullable(Type.Integer({ minimum: 1 }))),
+    timeout_ms: Type.Optional(Nullable(Type.Integer({ minimum: 1, maximum: MAX_TIMEOUT_MS }))),
+    requires: Type.Optional(Nullable(Labels)),
+    max_cost_usd: Type.Optional(Nullable(Type.Number({ exclusiveMinimum: 0, maximum: 1e6 }))),
+    budget_usd: Type.Optional(
+      Nullable(
+        Type.Number({
+          exclusiveMinimum: 0,
+          maximum: 1e6,
+          description: 'start_session only: the budget of the tree this session roots; child jobs are refused once it is spent',
+        }),
+      ),
+    ),
   },
   { additionalProperties: false },
 );
 export type CreateJobRequest = Static<typeof CreateJobRequest>;
+
+/** `POST /jobs/batch`: up to 1,000 jobs, created all or none. */
+export const MAX_BATCH_JOBS = 1000;
+export const CreateJobsRequest = Type.Object(
+  { jobs: Type.Array(CreateJobRequest, { minItems: 1, maxItems: MAX_BATCH_JOBS }) },
+  { additionalProperties: false },
+);
+export type CreateJobsRequest = Static<typeof CreateJobsRequest>;
+export const CreateJobsResponse = Type.Object({ jobs: Type.Array(Job) });
+export type CreateJobsResponse = Static<typeof CreateJobsResponse>;
 
 export const JobIdParams = Type.Object({ job_id: Type.String({ minLength: 1, maxLength: 200 }) });
 export type JobIdParams = Static<typeof JobIdParams>;
@@ -178,7 +220,9 @@ export type StopJobResponse = Static<typeof StopJobResponse>;
 export const OutputQuery = Type.Object(
   {
     tail_bytes: Type.Optional(Type.Integer({ minimum: 0, maximum: 16 * 1024 * 1024 })),
-    offset: Type.Optional(Type.Integer({ minimum: 0, description: 'return output from this byte offset on' })),
+    offset: Type.Optional(
+      Type.Integer({ minimum: 0, maximum: MAX_OUTPUT_OFFSET, description: 'return output from this byte offset on' }),
+    ),
     limit_bytes: Type.Optional(Type.Integer({ minimum: 1, maximum: 16 * 1024 * 1024 })),
     wait_ms: Type.Optional(
       Type.Integer({ minimum: 0, maximum: 300_000, description: 'with offset: wait this long for new output' }),

@@ -1,6 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
-import { IdParam, LauncherId, Nullable, Timestamp } from './common.js';
-import { Job } from './jobs.js';
+import { CostUsd, IdParam, Labels, LauncherId, Nullable, Timestamp, Usage } from './common.js';
+import { Job, JobErrorCode, MAX_OUTPUT_OFFSET } from './jobs.js';
 
 export const RegisterLauncherRequest = Type.Object(
   {
@@ -9,6 +9,22 @@ export const RegisterLauncherRequest = Type.Object(
     executor_type: Type.Optional(Type.String({ maxLength: 255 })),
     max_jobs: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })),
     version: Type.Optional(Type.String({ maxLength: 100 })),
+    labels: Type.Optional(Labels),
+    project_roots: Type.Optional(
+      Type.Array(Type.String({ minLength: 1, maxLength: 4096 }), {
+        maxItems: 64,
+        description: 'directories this launcher serves (resolved); the first is its default',
+      }),
+    ),
+    host_id: Type.Optional(
+      Type.String({
+        pattern: '^[A-Za-z0-9_-]{8,128}$',
+        description: 'stable identity of the host (kept in the launcher state directory across restarts)',
+      }),
+    ),
+    portable_sessions: Type.Optional(
+      Type.Boolean({ description: "true when the executor's sessions can resume on any host (no session affinity)" }),
+    ),
   },
   { additionalProperties: false },
 );
@@ -21,6 +37,8 @@ export const RegisterLauncherResponse = Type.Object({
   heartbeat_interval_seconds: Type.Number(),
   /** a job claimed but not reported `started` within this many seconds goes back to the queue */
   claim_lease_seconds: Type.Number(),
+  /** the launcher's own credential: the bearer token of every later launcher call (when auth is on) */
+  launcher_token: Type.Optional(Type.String()),
 });
 export type RegisterLauncherResponse = Static<typeof RegisterLauncherResponse>;
 
@@ -42,7 +60,10 @@ export type PollQuery = Static<typeof PollQuery>;
 
 /** A 200 answer to a poll: a job, stop requests, or the deregistration notice (204 = nothing). */
 export const PollResponse = Type.Object({
+  /** the oldest claimable job (kept for launchers that ask for one at a time) */
   job: Type.Optional(Job),
+  /** every job handed out by this answer, oldest first, at most `capacity` (job is jobs[0]) */
+  jobs: Type.Optional(Type.Array(Job)),
   stop_jobs: Type.Optional(Type.Array(Type.String())),
   deregistered: Type.Optional(Type.Literal(true)),
 });
@@ -68,8 +89,22 @@ export type HeartbeatResponse = Static<typeof HeartbeatResponse>;
 
 const ExecutorSessionId = Type.String({ minLength: 1, maxLength: 500 });
 
+/** What an executor reported about the cost of a job (all optional). */
+const Accounting = {
+  usage: Type.Optional(Usage),
+  cost_usd: Type.Optional(CostUsd),
+  num_turns: Type.Optional(Type.Integer({ minimum: 0, maximum: 1e9 })),
+  duration_api_ms: Type.Optional(Type.Integer({ minimum: 0, maximum: 1e12 })),
+};
+
 export const StartedReport = Type.Object(
-  { launcher_id: Type.String({ minLength: 1 }), executor_session_id: Type.Optional(ExecutorSessionId) },
+  {
+    launcher_id: Type.String({ minLength: 1 }),
+    executor_session_id: Type.Optional(ExecutorSessionId),
+    working_dir: Type.Optional(
+      Type.String({ minLength: 1, maxLength: 4096, description: 'the resolved directory the executor runs in' }),
+    ),
+  },
   { additionalProperties: false },
 );
 export type StartedReport = Static<typeof StartedReport>;
@@ -80,6 +115,7 @@ export const CompletedReport = Type.Object(
     status: Type.Optional(Type.Literal('success')),
     result: Type.Optional(Nullable(Type.String())),
     executor_session_id: Type.Optional(ExecutorSessionId),
+    ...Accounting,
   },
   { additionalProperties: false },
 );
@@ -89,8 +125,10 @@ export const FailedReport = Type.Object(
   {
     launcher_id: Type.String({ minLength: 1 }),
     error: Type.String({ minLength: 1 }),
-    exit_code: Type.Optional(Nullable(Type.Integer())),
+    exit_code: Type.Optional(Nullable(Type.Integer({ minimum: -1e6, maximum: 1e6 }))),
     executor_session_id: Type.Optional(ExecutorSessionId),
+    error_code: Type.Optional(JobErrorCode),
+    ...Accounting,
   },
   { additionalProperties: false },
 );
@@ -102,6 +140,7 @@ export const StoppedReport = Type.Object(
     signal: Type.Optional(Nullable(Type.String({ description: 'the signal that ended the executor, if any' }))),
     error: Type.Optional(Nullable(Type.String())),
     executor_session_id: Type.Optional(ExecutorSessionId),
+    ...Accounting,
   },
   { additionalProperties: false },
 );
@@ -111,7 +150,7 @@ export const OutputReport = Type.Object(
   {
     launcher_id: Type.String({ minLength: 1 }),
     /** byte offset of `data` in the job's output stream; a retried batch is not stored twice */
-    offset: Type.Integer({ minimum: 0 }),
+    offset: Type.Integer({ minimum: 0, maximum: MAX_OUTPUT_OFFSET }),
     data: Type.String(),
   },
   { additionalProperties: false },
@@ -137,6 +176,12 @@ export const Launcher = Type.Object({
   status: LauncherStatus,
   /** jobs this launcher holds (claimed, running or stopping) */
   active_jobs: Type.Array(Type.String()),
+  labels: Labels,
+  project_roots: Type.Array(Type.String()),
+  host_id: Nullable(Type.String()),
+  portable_sessions: Type.Boolean(),
+  /** name of the token it registered with (null when auth is off) */
+  created_by: Nullable(Type.String()),
 });
 export type Launcher = Static<typeof Launcher>;
 
@@ -164,3 +209,61 @@ export const Health = Type.Object({
   launchers: Type.Object({ online: Type.Integer(), stale: Type.Integer(), parked_polls: Type.Integer() }),
 });
 export type Health = Static<typeof Health>;
+
+/*
+ * Report-and-poll: `POST /launcher/sync` carries a launcher's reports and receives new work in
+ * the same answer. Each report has the fields of its single-report endpoint (without
+ * `launcher_id`, which is the one at the top) plus `job_id` and `kind`.
+ */
+const reportOf = <K extends string, P extends Record<string, import('@sinclair/typebox').TSchema>>(kind: K, props: P) =>
+  Type.Object({ job_id: Type.String({ minLength: 1, maxLength: 200 }), kind: Type.Literal(kind), ...props }, {
+    additionalProperties: false,
+  });
+const { launcher_id: _s, ...startedProps } = StartedReport.properties;
+const { launcher_id: _c, ...completedProps } = CompletedReport.properties;
+const { launcher_id: _f, ...failedProps } = FailedReport.properties;
+const { launcher_id: _t, ...stoppedProps } = StoppedReport.properties;
+const { launcher_id: _o, ...outputProps } = OutputReport.properties;
+export const SyncReport = Type.Union([
+  reportOf('started', startedProps),
+  reportOf('completed', completedProps),
+  reportOf('failed', failedProps),
+  reportOf('stopped', stoppedProps),
+  reportOf('output', outputProps),
+]);
+export type SyncReport = Static<typeof SyncReport>;
+
+export const MAX_SYNC_REPORTS = 1000;
+export const SyncRequest = Type.Object(
+  {
+    launcher_id: Type.String({ minLength: 1, maxLength: 200 }),
+    capacity: Type.Integer({ minimum: 0, maximum: 1000 }),
+    reports: Type.Array(SyncReport, { maxItems: MAX_SYNC_REPORTS }),
+  },
+  { additionalProperties: false },
+);
+export type SyncRequest = Static<typeof SyncRequest>;
+
+export const SyncResult = Type.Object({
+  job_id: Type.String(),
+  kind: Type.String(),
+  ok: Type.Boolean(),
+  /** why the report was refused (the body a single-report endpoint would have answered) */
+  error: Type.Optional(
+    Type.Object({
+      code: Type.String(),
+      message: Type.String(),
+      details: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
+    }),
+  ),
+});
+export type SyncResult = Static<typeof SyncResult>;
+
+export const SyncResponse = Type.Object({
+  jobs: Type.Array(Job),
+  stop_jobs: Type.Optional(Type.Array(Type.String())),
+  deregistered: Type.Optional(Type.Literal(true)),
+  /** one per report, in report order */
+  results: Type.Array(SyncResult),
+});
+export type SyncResponse = Static<typeof SyncResponse>;

@@ -1,5 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox';
-import { IdParam, JobId, Nullable, Timestamp } from './common.js';
+import { CostUsd, IdParam, JobId, Nullable, Timestamp, Usage } from './common.js';
 import { JobStatus, StopOutcome } from './jobs.js';
 
 /** How deep a parent chain may go (seed 003's MaxAgentDepth): a root session is depth 0. */
@@ -29,6 +29,15 @@ export const CallbackNotification = Type.Object({
 });
 export type CallbackNotification = Static<typeof CallbackNotification>;
 
+/** A message to a session: delivered as (part of) its next turn. */
+export const SessionMessage = Type.Object({
+  message_id: Type.String({ description: '`msg_` + 12 hex chars' }),
+  text: Type.String(),
+  created_at: Timestamp,
+  created_by: Nullable(Type.String()),
+});
+export type SessionMessage = Static<typeof SessionMessage>;
+
 export const Session = Type.Object({
   session_name: Type.String(),
   agent_name: Nullable(Type.String()),
@@ -50,6 +59,22 @@ export const Session = Type.Object({
   pending_callbacks: Type.Array(CallbackNotification),
   /** the callback resume job currently delivering notifications, if any */
   callback_job_id: Nullable(JobId),
+  /** where the session lives: later jobs go only to a launcher on this host serving this directory */
+  affinity: Nullable(
+    Type.Object({ host_id: Type.String(), working_dir: Nullable(Type.String()), executor_type: Nullable(Type.String()) }),
+  ),
+  /** messages waiting to be delivered with the session's next turn */
+  pending_messages: Type.Array(SessionMessage),
+  /** false once the session can no longer take input (see docs/sessions.md) */
+  accepts_input: Type.Boolean(),
+  created_by: Nullable(Type.String()),
+  usage: Usage,
+  cost_usd: CostUsd,
+  /** this session and all its descendants */
+  tree_usage: Usage,
+  tree_cost_usd: CostUsd,
+  /** the tree budget (set on a root session), null = none */
+  budget_usd: Nullable(CostUsd),
 });
 export type Session = Static<typeof Session>;
 
@@ -57,12 +82,14 @@ export const ListSessionsQuery = Type.Object(
   {
     status: Type.Optional(SessionStatus),
     parent: Type.Optional(Type.String({ description: 'only children of this session' })),
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 100 })),
+    cursor: Type.Optional(Type.String({ maxLength: 200, description: 'next_cursor of the previous page' })),
   },
   { additionalProperties: false },
 );
 export type ListSessionsQuery = Static<typeof ListSessionsQuery>;
 
-export const SessionList = Type.Object({ sessions: Type.Array(Session) });
+export const SessionList = Type.Object({ sessions: Type.Array(Session), next_cursor: Nullable(Type.String()) });
 export type SessionList = Static<typeof SessionList>;
 
 export const SessionNameParams = Type.Object({ session_name: IdParam });
@@ -72,3 +99,20 @@ export const StopSessionResponse = Type.Object({
   stopped: Type.Array(Type.Object({ job_id: JobId, outcome: StopOutcome, status: JobStatus })),
 });
 export type StopSessionResponse = Static<typeof StopSessionResponse>;
+
+
+export const SendMessageRequest = Type.Object(
+  { text: Type.String({ minLength: 1, description: 'at most MAX_PROMPT_BYTES bytes' }) },
+  { additionalProperties: false },
+);
+export type SendMessageRequest = Static<typeof SendMessageRequest>;
+
+export const SendMessageResponse = Type.Object({
+  session_name: Type.String(),
+  /** always `queued` on 200; `not_found` is a 404 and `terminal` a 409 (session_closed) */
+  outcome: Type.Literal('queued'),
+  message_id: Type.String(),
+  /** the resume job that delivers it, when one was created now (the session was idle) */
+  job_id: Nullable(JobId),
+});
+export type SendMessageResponse = Static<typeof SendMessageResponse>;

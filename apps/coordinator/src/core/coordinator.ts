@@ -288,7 +288,7 @@ export class Coordinator {
   // Sessions
   // ---------------------------------------------------------------------------------------
 
-  listSessions(q: ListSessionsQuery = {}): { sessions: Session[] } {
+  listSessions(q: ListSessionsQuery = {}): { sessions: Session[]; next_cursor: string | null } {
     const sessions: Session[] = [];
     for (const s of this.#sessions.values()) {
       if (q.parent !== undefined && s.parentName !== q.parent) continue;
@@ -296,7 +296,7 @@ export class Coordinator {
       if (q.status !== undefined && wire.status !== q.status) continue;
       sessions.push(wire);
     }
-    return { sessions };
+    return { sessions, next_cursor: null };
   }
 
   getSession(name: string): Session {

@@ -78,6 +78,17 @@ export function toWireJob(job: JobRecord): Job {
     callback_of: job.callbackOf,
     attempts: job.attempts,
     output_bytes: job.output.totalBytes,
+    requires: null,
+    pending_reason: null,
+    error_code: null,
+    created_by: null,
+    stopped_by: null,
+    message_ids: null,
+    usage: null,
+    cost_usd: null,
+    num_turns: null,
+    duration_api_ms: null,
+    max_cost_usd: null,
   };
 }
 

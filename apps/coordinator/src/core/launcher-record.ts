@@ -42,6 +42,11 @@ export function toWireLauncher(l: LauncherRecord, now: number): Launcher {
     seconds_since_heartbeat: Math.max(0, Math.round(now - l.lastSeen) / 1000),
     status: l.status,
     active_jobs: [...l.activeJobs].map((j) => j.id),
+    labels: {},
+    project_roots: [],
+    host_id: null,
+    portable_sessions: false,
+    created_by: null,
   };
 }
 

@@ -57,6 +57,15 @@ export function toWireSession(s: SessionRecord): Session {
     children: [...s.children],
     pending_callbacks: [...s.callbacks],
     callback_job_id: s.callbackJobId,
+    affinity: null,
+    pending_messages: [],
+    accepts_input: true,
+    created_by: null,
+    usage: { input_tokens: 0, output_tokens: 0, cache_read_input_tokens: 0, cache_creation_input_tokens: 0 },
+    cost_usd: 0,
+    tree_usage: { input_tokens: 0, output_tokens: 0, cache_read_input_tokens: 0, cache_creation_input_tokens: 0 },
+    tree_cost_usd: 0,
+    budget_usd: null,
   };
 }
 
