@@ -8,7 +8,7 @@
  * 2. Claim cost: on the core directly (no HTTP), the median cost of a claim while 1,000 vs
  *    1,000,000 jobs are pending, to show claiming does not depend on queue length.
  *
- * Latency is measured twice: with state in memory (the default) and with the STATE_FILE journal.
+ * Latency is measured twice: with the memory store and with the SQLite store (the default).
  *
  * Environment: BENCH_JOBS (default 3000), BENCH_LAUNCHERS (default 4), BENCH_BIG (default 1000000),
  * BENCH_ONLY=latency|claims to run one part.
@@ -33,10 +33,10 @@ function percentile(sorted: number[], p: number): number {
 }
 const ms = (x: number) => `${x.toFixed(3)} ms`;
 
-async function startCoordinatorProcess(stateFile: string | null): Promise<{ url: string; stop: () => Promise<void> }> {
+async function startCoordinatorProcess(databaseUrl: string): Promise<{ url: string; stop: () => Promise<void> }> {
   const code = `
     const { startCoordinator } = await import('@agentq/coordinator');
-    const c = await startCoordinator({ pollTimeoutSeconds: 60, logLevel: 'silent', eventReplaySize: 1000, stateFile: ${JSON.stringify(stateFile)} });
+    const c = await startCoordinator({ pollTimeoutSeconds: 60, logLevel: 'silent', eventReplaySize: 1000, databaseUrl: ${JSON.stringify(databaseUrl)} });
     console.log(c.url);
     process.on('SIGTERM', () => c.close().then(() => process.exit(0)));
   `;
@@ -52,8 +52,8 @@ async function startCoordinatorProcess(stateFile: string | null): Promise<{ url:
   };
 }
 
-async function latency(stateFile: string | null): Promise<void> {
-  const server = await startCoordinatorProcess(stateFile);
+async function latency(databaseUrl: string): Promise<void> {
+  const server = await startCoordinatorProcess(databaseUrl);
   const client = new AgentqClient({ url: server.url, connections: LAUNCHERS + 4 });
   const sentAt = new Map<string, number>();
   const samples: number[] = [];
@@ -93,7 +93,7 @@ async function latency(stateFile: string | null): Promise<void> {
 
   // A job can reach the launcher before POST /jobs has answered; both times count from t0.
   const sorted = samples.slice(-JOBS).sort((a, b) => a - b);
-  console.log(`\n## POST /jobs -> parked launcher's poll returns the job (${stateFile ? 'with STATE_FILE journal' : 'in memory'})`);
+  console.log(`\n## POST /jobs -> parked launcher's poll returns the job (${databaseUrl.startsWith('sqlite:') ? 'SQLite store' : 'memory store'})`);
   console.log(`launchers parked: ${LAUNCHERS}, jobs: ${sorted.length} (after ${WARMUP} warm-up)`);
   console.log(`| p50 | p90 | p99 | max |\n|---|---|---|---|`);
   console.log(`| ${ms(percentile(sorted, 50))} | ${ms(percentile(sorted, 90))} | ${ms(percentile(sorted, 99))} | ${ms(sorted[sorted.length - 1]!)} |`);
@@ -107,14 +107,14 @@ async function latency(stateFile: string | null): Promise<void> {
 async function claimCost(pending: number): Promise<number> {
   const BATCHES = 40;
   const BATCH = 500;
-  const config = loadConfig({}, { logLevel: 'silent', eventReplaySize: 0 });
-  const core = new Coordinator(config);
+  const config = loadConfig({}, { logLevel: 'silent', eventReplaySize: 0, databaseUrl: 'memory:' });
+  const core = await Coordinator.open(config);
   let n = 0;
-  const add = (count: number) => {
-    for (let i = 0; i < count; i++) core.createJob({ type: 'start_session', session_name: `s${n++}`, prompt: 'x' });
+  const add = async (count: number) => {
+    for (let i = 0; i < count; i++) await core.createJob({ type: 'start_session', session_name: `s${n++}`, prompt: 'x' });
   };
-  add(pending);
-  const { launcher_id } = core.register({});
+  await add(pending);
+  const { launcher_id } = await core.register({});
   const signal = new AbortController().signal;
   const perClaim: number[] = [];
   for (let b = 0; b < BATCHES; b++) {
@@ -124,7 +124,7 @@ async function claimCost(pending: number): Promise<number> {
       if (!answer?.job) throw new Error('queue ran dry');
     }
     perClaim.push(((performance.now() - t0) * 1000) / BATCH);
-    add(BATCH);
+    await add(BATCH);
   }
   return median(perClaim);
 }
@@ -145,10 +145,10 @@ async function claims(): Promise<void> {
 console.log(`# dispatch benchmark — node ${process.version}, ${new Date().toISOString()}`);
 const only = process.env.BENCH_ONLY;
 if (only !== 'claims') {
-  await latency(null);
+  await latency('memory:');
   const dir = mkdtempSync(join(tmpdir(), 'agentq-bench-'));
   try {
-    await latency(join(dir, 'state.jsonl'));
+    await latency(`sqlite:${join(dir, 'agentq.db')}`);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

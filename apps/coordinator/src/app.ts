@@ -4,7 +4,6 @@ import { pino, type Logger } from 'pino';
 import type { CoordinatorConfig } from './config.js';
 import { systemClock, type Clock } from './core/clock.js';
 import { Coordinator } from './core/coordinator.js';
-import { Journal } from './core/journal.js';
 import { installErrorHandling } from './http/errors.js';
 import { eventRoutes } from './http/events.js';
 import { jobRoutes } from './http/jobs.js';
@@ -31,25 +30,15 @@ export function createLogger(config: CoordinatorConfig): Logger {
 
 /**
  * Build the coordinator's Fastify app, not listening (only main.ts and startCoordinator listen).
- * The sweeper (staleness, leases, timeouts, retention) runs while the app is ready.
+ * Opens the store named by DATABASE_URL unless a core is passed in. The sweeper (staleness,
+ * leases, timeouts, history) runs while the app is ready.
  */
 export async function buildApp(config: CoordinatorConfig, deps: AppDeps = {}): Promise<FastifyInstance> {
   const logger = deps.logger ?? createLogger(config);
   const clock = deps.clock ?? systemClock;
-  const core = deps.core ?? new Coordinator(config, { clock, logger });
+  const ownsCore = deps.core === undefined;
+  const core = deps.core ?? (await Coordinator.open(config, { clock, logger }));
   const startedAt = clock.now();
-
-  // Persistence (STATE_FILE): replay the journal into a new core, then record every change.
-  let journal: Journal | undefined;
-  let stopJournaling = () => {};
-  if (config.stateFile !== null && deps.core === undefined) {
-    const opened = Journal.open(config.stateFile, logger);
-    journal = opened.journal;
-    const j = journal;
-    // subscribe first: what the restore itself changes (jobs of launchers that are gone) is recorded
-    stopJournaling = core.events.subscribe((event) => j.record(event));
-    core.restore(opened.snapshot);
-  }
 
   // Bodies may carry a prompt of up to maxPromptBytes, which JSON escaping can grow.
   const bodyLimit = Math.max(1024 * 1024, config.maxPromptBytes * 2 + 64 * 1024, config.outputMaxBytes * 2);
@@ -66,16 +55,15 @@ export async function buildApp(config: CoordinatorConfig, deps: AppDeps = {}): P
   installErrorHandling(app);
 
   let sweeper: NodeJS.Timeout | undefined;
+  let sweeping: Promise<void> | undefined;
   app.addHook('onReady', async () => {
     core.reopen();
     sweeper = setInterval(() => {
-      try {
-        core.sweep();
-        // between two changes, so the snapshot is consistent
-        if (journal?.wantsCompaction) journal.compact(core.snapshot());
-      } catch (err) {
-        logger.error({ err }, 'sweep failed');
-      }
+      if (sweeping) return; // the previous sweep is still running
+      sweeping = core
+        .sweep()
+        .catch((err: unknown) => logger.error({ err }, 'sweep failed'))
+        .finally(() => (sweeping = undefined));
     }, config.sweepIntervalMs);
     sweeper.unref();
   });
@@ -84,8 +72,8 @@ export async function buildApp(config: CoordinatorConfig, deps: AppDeps = {}): P
     core.close();
   });
   app.addHook('onClose', async () => {
-    stopJournaling();
-    journal?.close();
+    await sweeping;
+    if (ownsCore) await core.shutdown();
   });
 
   const routes = collectRoutes(app);

@@ -27,14 +27,22 @@ export const ConfigSchema = Type.Object({
   outputMaxBytes: Type.Integer({ minimum: 1, maximum: 1024 * 1024 * 1024 }),
   /** default size of `GET /jobs/{id}/output` */
   outputPreviewBytes: Type.Integer({ minimum: 1 }),
-  /** terminal jobs older than this are evicted */
+  /** terminal jobs older than this are deleted (history); JOB_HISTORY_DAYS or JOB_RETENTION_MS */
   jobRetentionMs: Type.Integer({ minimum: 1 }),
   /** SSE events kept for Last-Event-ID replay */
   eventReplaySize: Type.Integer({ minimum: 0, maximum: 1_000_000 }),
-  /** journal file that makes jobs, sessions and launchers survive a restart; null = memory only */
-  stateFile: Type.Union([Type.String({ minLength: 1 }), Type.Null()]),
+  /** where state lives: `sqlite:<path>` (default), `memory:`, or `postgres://…` */
+  databaseUrl: Type.String({ minLength: 1 }),
+  /** a ready job no online launcher can take fails after this many seconds; 0 = wait for ever */
+  scheduleTimeoutSeconds: Type.Number({ minimum: 0, maximum: 30 * 86400 }),
+  /** terminal jobs kept in memory by the durable stores (the rest is read from the database) */
+  hotJobs: Type.Integer({ minimum: 0, maximum: 10_000_000 }),
+  /** idle sessions kept in memory by the durable stores */
+  hotSessions: Type.Integer({ minimum: 0, maximum: 10_000_000 }),
 });
 export type CoordinatorConfig = Static<typeof ConfigSchema>;
+
+const DAY_MS = 24 * 60 * 60 * 1000;
 
 export const DEFAULT_CONFIG: CoordinatorConfig = {
   host: '127.0.0.1',
@@ -49,14 +57,19 @@ export const DEFAULT_CONFIG: CoordinatorConfig = {
   defaultJobTimeoutMs: null,
   outputMaxBytes: 1024 * 1024,
   outputPreviewBytes: 16 * 1024,
-  jobRetentionMs: 24 * 60 * 60 * 1000,
+  jobRetentionMs: 30 * DAY_MS,
   eventReplaySize: 1000,
-  stateFile: null,
+  databaseUrl: 'sqlite:./data/agentq.db',
+  scheduleTimeoutSeconds: 600,
+  hotJobs: 1000,
+  hotSessions: 10_000,
 };
 
+
 /** Environment variable -> config key, and how to read it. */
-const ENV: ReadonlyArray<[string, keyof CoordinatorConfig, 'string' | 'number' | 'nullable-number']> = [
-  ['STATE_FILE', 'stateFile', 'string'],
+const ENV: ReadonlyArray<[string, keyof CoordinatorConfig, 'string' | 'number' | 'nullable-number' | 'days']> = [
+  ['DATABASE_URL', 'databaseUrl', 'string'],
+  ['JOB_HISTORY_DAYS', 'jobRetentionMs', 'days'],
   ['HOST', 'host', 'string'],
   ['PORT', 'port', 'number'],
   ['LOG_LEVEL', 'logLevel', 'string'],
@@ -71,6 +84,9 @@ const ENV: ReadonlyArray<[string, keyof CoordinatorConfig, 'string' | 'number' |
   ['JOB_OUTPUT_PREVIEW_BYTES', 'outputPreviewBytes', 'number'],
   ['JOB_RETENTION_MS', 'jobRetentionMs', 'number'],
   ['EVENT_REPLAY_SIZE', 'eventReplaySize', 'number'],
+  ['JOB_SCHEDULE_TIMEOUT', 'scheduleTimeoutSeconds', 'number'],
+  ['JOB_CACHE_SIZE', 'hotJobs', 'number'],
+  ['SESSION_CACHE_SIZE', 'hotSessions', 'number'],
 ];
 export const CONFIG_ENV_VARS = ENV.map(([name, key]) => ({ name, key }));
 
@@ -90,6 +106,12 @@ export function loadConfig(
   overrides: Partial<CoordinatorConfig> = {},
 ): CoordinatorConfig {
   const config: Record<string, unknown> = { ...DEFAULT_CONFIG };
+  if (env.STATE_FILE !== undefined && env.STATE_FILE.trim() !== '') {
+    throw new ConfigError(
+      'STATE_FILE',
+      'is no longer supported: state is kept in DATABASE_URL (default sqlite:./data/agentq.db); see docs/operations.md',
+    );
+  }
   for (const [name, key, kind] of ENV) {
     const raw = env[name];
     if (raw === undefined || raw.trim() === '') continue;
@@ -98,7 +120,7 @@ export function loadConfig(
     else {
       const n = Number(raw);
       if (!Number.isFinite(n)) throw new ConfigError(name, `expected a number, got ${JSON.stringify(raw)}`);
-      config[key] = n;
+      config[key] = kind === 'days' ? Math.round(n * DAY_MS) : n;
     }
   }
   Object.assign(config, overrides);
@@ -106,6 +128,12 @@ export function loadConfig(
     const key = error.path.replace(/^\//, '');
     const variable = ENV.find(([, k]) => k === key)?.[0] ?? key;
     throw new ConfigError(variable, `${error.message} (got ${JSON.stringify(error.value)})`);
+  }
+  if (!/^(memory:|sqlite:.+|postgres(ql)?:\/\/.+)$/.test(config.databaseUrl as string)) {
+    throw new ConfigError(
+      'DATABASE_URL',
+      `expected sqlite:<path>, memory: or postgres://…, got ${JSON.stringify(config.databaseUrl)}`,
+    );
   }
   if (config.heartbeatTimeoutSeconds as number <= (config.heartbeatIntervalSeconds as number)) {
     throw new ConfigError(

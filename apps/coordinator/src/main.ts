@@ -49,7 +49,12 @@ async function main(): Promise<void> {
   }
   const address = app.server.address();
   const port = address !== null && typeof address === 'object' ? address.port : config.port;
-  logger.info({ host: config.host, port, state_file: config.stateFile }, 'coordinator ready');
+  logger.info({ host: config.host, port, database: redactUrl(config.databaseUrl) }, 'coordinator ready');
+}
+
+/** A database URL without its password, for logs. */
+function redactUrl(url: string): string {
+  return url.replace(/(\/\/[^:/@]+:)[^@]*@/, '$1***@');
 }
 
 main().catch((err: unknown) => {

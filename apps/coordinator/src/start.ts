@@ -13,13 +13,13 @@ export interface RunningCoordinator {
 
 /**
  * Build and listen, for tests, benchmarks and embedding: defaults to 127.0.0.1 on a free port
- * and silent logs. Pass `deps.core` to serve an existing core (a restart that keeps state).
+ * silent logs and the memory store. Pass `deps.core` to serve an existing core (a restart that keeps state).
  */
 export async function startCoordinator(
   overrides: Partial<CoordinatorConfig> = {},
   deps: AppDeps = {},
 ): Promise<RunningCoordinator> {
-  const config = loadConfig({}, { host: '127.0.0.1', port: 0, logLevel: 'silent', ...overrides });
+  const config = loadConfig({}, { host: '127.0.0.1', port: 0, logLevel: 'silent', databaseUrl: 'memory:', ...overrides });
   const app = await buildApp(config, deps);
   await app.listen({ host: config.host, port: config.port });
   const address = app.server.address();

@@ -129,7 +129,7 @@ test('failed, stopped and timed-out children reach the parent with that outcome'
   await l.failed(failing.job_id, 'exit code 2');
   await client.stopJob(stopping.job_id); // pending: stopped at once
   clock.advance(60_000);
-  c.core.sweep(); // k-slow is still pending: timed out
+  await c.core.sweep(); // k-slow is still pending: timed out
 
   const queued = (await client.getSession('lead')).pending_callbacks;
   assert.deepEqual(
@@ -230,7 +230,7 @@ test('a child interrupted by the loss of its launcher reaches the parent as inte
   await doomed.started(child.job_id);
   clock.advance(31_000);
   await keeper.heartbeat(); // the keeper is alive; the doomed launcher is not heard from
-  c.core.sweep();
+  await c.core.sweep();
   assert.equal((await client.getJob(child.job_id)).status, 'interrupted');
   const up = await client.getSession('up');
   assert.ok(up.callback_job_id);

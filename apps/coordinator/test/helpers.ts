@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { TestContext } from 'node:test';
 import { AgentqClient, type SseMessage } from '@agentq/client';
 import type { Job } from '@agentq/protocol';
@@ -16,13 +19,24 @@ export async function startTest(
   overrides: Partial<CoordinatorConfig> = {},
   deps: AppDeps = {},
 ): Promise<TestCoordinator> {
-  const c = await startCoordinator({ pollTimeoutSeconds: 5, ...overrides }, deps);
+  const c = await startCoordinator({ pollTimeoutSeconds: 5, ...storeFor(t), ...overrides }, deps);
   const client = new AgentqClient({ url: c.url });
   t.after(async () => {
     await client.close();
     await c.close();
   });
   return { c, client };
+}
+
+/**
+ * The store tests run on: memory by default; `AGENTQ_TEST_STORE=sqlite` runs the same tests on a
+ * fresh SQLite file each (a check of the store seam, not part of the default run).
+ */
+function storeFor(t: TestContext): Partial<CoordinatorConfig> {
+  if (process.env.AGENTQ_TEST_STORE !== 'sqlite') return {};
+  const dir = mkdtempSync(join(tmpdir(), 'agentq-test-db-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  return { databaseUrl: `sqlite:${join(dir, 'agentq.db')}` };
 }
 
 /** Play a launcher over real HTTP with the project's client. */

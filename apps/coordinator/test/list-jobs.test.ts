@@ -136,14 +136,16 @@ test('lists stay exact after more than a thousand jobs are evicted (the newest-f
   const { client, c } = await startTest(t, { jobRetentionMs: 60_000, sweepIntervalMs: 600_000 }, { clock });
   // created and ended on the core directly: 1,500 HTTP round trips would only slow the test
   for (let i = 0; i < 1500; i++) {
-    const job = c.core.createJob({ type: 'start_session', session_name: `old-${i}`, prompt: 'x' });
-    c.core.stopJob(job.job_id);
+    const { job } = await c.core.createJob({ type: 'start_session', session_name: `old-${i}`, prompt: 'x' });
+    await c.core.stopJob(job.job_id);
   }
   clock.advance(30_000);
   const kept = [];
-  for (let i = 0; i < 5; i++) kept.push(c.core.createJob({ type: 'start_session', session_name: `new-${i}`, prompt: 'x' }));
+  for (let i = 0; i < 5; i++) kept.push((await c.core.createJob({ type: 'start_session', session_name: `new-${i}`, prompt: 'x' })).job);
   clock.advance(30_000);
-  c.core.sweep(); // evicts the 1,500 stopped jobs, not the 5 pending ones
+  // evicts the 1,500 stopped jobs, not the 5 pending ones (history goes in batches of 1,000 a sweep)
+  await c.core.sweep();
+  await c.core.sweep();
   const first = await client.listJobs({ limit: 3 });
   assert.deepEqual(first.jobs.map((j) => j.job_id), kept.slice(2).reverse().map((j) => j.job_id));
   const rest = await client.listJobs({ limit: 3, cursor: first.next_cursor! });

@@ -8,7 +8,8 @@ const RETENTION = 60_000;
 test('terminal jobs older than jobRetentionMs are evicted; active jobs of the same age are kept', async (t) => {
   const clock = new ManualClock();
   // a launcher that stays alive (no staleness) across the long clock jumps below
-  const { client, c } = await startTest(t, { jobRetentionMs: RETENTION, heartbeatTimeoutSeconds: 86_400 }, { clock });
+  // only the test sweeps (sessions go one sweep after their last job: a timer sweep would race)
+  const { client, c } = await startTest(t, { jobRetentionMs: RETENTION, heartbeatTimeoutSeconds: 86_400, sweepIntervalMs: 600_000 }, { clock });
   const l = await fakeLauncher(client);
   const done = await start(client, 'done');
   const running = await start(client, 'running');
@@ -21,11 +22,11 @@ test('terminal jobs older than jobRetentionMs are evicted; active jobs of the sa
   const pending = await resume(client, 'running'); // waits behind the running job
 
   clock.advance(RETENTION - 1);
-  c.core.sweep();
+  await c.core.sweep();
   assert.equal((await client.getJob(done.job_id)).status, 'completed', 'kept until it is old enough');
 
   clock.advance(1);
-  c.core.sweep();
+  await c.core.sweep();
   for (const gone of [done, stopped]) {
     await rejectsWith(client.getJob(gone.job_id), 404, 'job_not_found');
     await rejectsWith(client.waitJob(gone.job_id, 0), 404, 'job_not_found');
@@ -36,19 +37,27 @@ test('terminal jobs older than jobRetentionMs are evicted; active jobs of the sa
   assert.deepEqual(listed, [pending.job_id, running.job_id], 'evicted jobs are gone from lists');
   assert.deepEqual((await client.listJobs({ terminal: 'true' })).jobs, []);
   assert.deepEqual((await client.getSession('done')).job_ids, [], 'and from their session');
-  assert.equal((await client.getSession('done')).last_result, 'old news', 'the session itself stays');
+  assert.equal((await client.getSession('done')).last_result, 'old news', 'the session outlives its jobs...');
   const w = await client.waitJobs({ job_ids: [done.job_id, running.job_id], timeout_ms: 0 });
   assert.deepEqual(w.not_found, [done.job_id]);
+  await c.core.sweep();
+  await rejectsWith(client.getSession('done'), 404, 'session_not_found'); // ...until the next sweep: it has nothing left
+  assert.equal((await client.getSession('running')).status, 'busy', 'a busy session is kept');
+  assert.deepEqual(
+    (await client.listSessions()).sessions.map((s) => s.session_name).sort(),
+    ['running'],
+    'idle sessions with no jobs left are gone from lists too',
+  );
 
   // active jobs are never evicted, however old
   clock.advance(100 * RETENTION); // 100 minutes, still inside the heartbeat timeout
-  c.core.sweep();
+  await c.core.sweep();
   assert.equal((await client.getJob(running.job_id)).status, 'running');
   assert.equal((await client.getJob(pending.job_id)).status, 'pending');
   // ...until they end and age
   await l.completed(running.job_id);
   clock.advance(RETENTION);
-  c.core.sweep();
+  await c.core.sweep();
   await rejectsWith(client.getJob(running.job_id), 404, 'job_not_found');
   assert.equal((await client.getJob(pending.job_id)).status, 'pending', 'now claimable, still kept');
 });
@@ -62,10 +71,10 @@ test('retention counts from when a job ended, not from when it was created', asy
   clock.advance(50_000);
   await l.completed(job.job_id);
   clock.advance(RETENTION - 1);
-  c.core.sweep();
+  await c.core.sweep();
   assert.equal((await client.getJob(job.job_id)).status, 'completed');
   clock.advance(1);
-  c.core.sweep();
+  await c.core.sweep();
   await rejectsWith(client.getJob(job.job_id), 404, 'job_not_found');
 });
 
@@ -76,7 +85,7 @@ test('an eviction is announced on the event stream as job.evicted', { timeout: 2
   const job = await start(client, 'short-lived');
   await client.stopJob(job.job_id);
   clock.advance(RETENTION);
-  c.core.sweep();
+  await c.core.sweep();
   const seen = await ev.until((m) => m.event === 'job.evicted');
   assert.equal(eventJob(seen.at(-1)!).job_id, job.job_id);
 });

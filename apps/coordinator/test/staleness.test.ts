@@ -19,10 +19,10 @@ test('a launcher silent past the heartbeat timeout is stale: its unstarted jobs 
   const later = await start(client, 's5');
 
   clock.advance(29_000);
-  c.core.sweep();
+  await c.core.sweep();
   assert.equal((await client.listLaunchers()).launchers[0]?.status, 'online', 'not yet');
   clock.advance(2_000);
-  c.core.sweep();
+  await c.core.sweep();
 
   const [l] = (await client.listLaunchers()).launchers;
   assert.equal(l?.status, 'stale');
@@ -45,7 +45,7 @@ test('a stale launcher that comes back gets 401, registers again, and its report
   const job = await l.take();
   await l.started(job.job_id);
   clock.advance(31_000);
-  c.core.sweep();
+  await c.core.sweep();
 
   await rejectsWith(l.heartbeat(), 401, 'launcher_unknown');
   await rejectsWith(l.poll(), 401, 'launcher_unknown');
@@ -63,7 +63,7 @@ test('heartbeats and polls keep a launcher online', async (t) => {
     clock.advance(25_000);
     if (i % 2 === 0) await l.heartbeat();
     else assert.equal(await l.poll(), null);
-    c.core.sweep();
+    await c.core.sweep();
   }
   const [entry] = (await client.listLaunchers()).launchers;
   assert.equal(entry?.status, 'online');
@@ -78,11 +78,11 @@ test('a job claimed but not started within the claim lease goes back to the queu
   await slow.take();
   clock.advance(15_000);
   await slow.heartbeat(); // alive, but never reports started
-  c.core.sweep();
+  await c.core.sweep();
   assert.equal((await client.getJob(created.job_id)).status, 'claimed', 'lease not over yet');
   clock.advance(6_000);
   await slow.heartbeat();
-  c.core.sweep();
+  await c.core.sweep();
   const requeued = await client.getJob(created.job_id);
   assert.equal(requeued.status, 'pending');
   assert.equal(requeued.launcher_id, null);
@@ -121,11 +121,11 @@ test('stale launchers are listed as stale, and forgotten after an hour', async (
   const { client, c } = await startTest(t, timing, { clock });
   const l = await fakeLauncher(client);
   clock.advance(31_000);
-  c.core.sweep();
+  await c.core.sweep();
   assert.equal((await client.listLaunchers()).launchers[0]?.status, 'stale');
   assert.equal((await client.health()).launchers.stale, 1);
   clock.advance(60 * 60 * 1000);
-  c.core.sweep();
+  await c.core.sweep();
   assert.equal((await client.listLaunchers()).launchers.length, 0);
   await rejectsWith(client.deleteLauncher(l.id), 404, 'launcher_not_found');
 });
@@ -144,7 +144,7 @@ test("a lost launcher's unstarted jobs reach a parked launcher oldest first", as
   await isParked;
   clock.advance(31_000);
   await waiting.heartbeat();
-  c.core.sweep();
+  await c.core.sweep();
   const answer = await poll;
   assert.equal(answer?.job?.job_id, first.job_id, 'the older job goes out first');
   assert.equal((await client.getJob(second.job_id)).status, 'pending');
@@ -159,13 +159,13 @@ test('a poll whose client went away is no sign of life', async (t) => {
   const poll = l.poll({ signal: abort.signal });
   await isParked;
   clock.advance(25_000);
-  c.core.sweep(); // parked: alive at +25 s
+  await c.core.sweep(); // parked: alive at +25 s
   clock.advance(5_000);
   const gone = unparked(c.core, l.id);
   abort.abort();
   await assert.rejects(poll);
   await gone; // the disconnect at +30 s must not count as a sign of life
   clock.advance(26_000);
-  c.core.sweep();
+  await c.core.sweep();
   assert.equal((await client.listLaunchers()).launchers[0]?.status, 'stale', 'silent for 31 s since the last real sign');
 });

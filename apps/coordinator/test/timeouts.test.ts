@@ -9,10 +9,10 @@ test('a pending job still pending at its timeout ends as timed_out, and no launc
   const job = await start(client, 'expires', 'x', { timeout_ms: 5_000 });
   assert.equal(job.timeout_ms, 5_000);
   clock.advance(4_999);
-  c.core.sweep();
+  await c.core.sweep();
   assert.equal((await client.getJob(job.job_id)).status, 'pending', 'not before its deadline');
   clock.advance(1);
-  c.core.sweep();
+  await c.core.sweep();
   const after = await client.getJob(job.job_id);
   assert.equal(after.status, 'timed_out');
   assert.equal(after.terminal, true);
@@ -37,7 +37,7 @@ test('a running job at its timeout is stopped through the launcher and ends as t
   await isParked;
 
   clock.advance(10_000);
-  c.core.sweep();
+  await c.core.sweep();
   assert.deepEqual(await poll, { stop_jobs: [job.job_id] }, 'the parked poll is woken with the stop');
   const stopping = await client.getJob(job.job_id);
   assert.equal(stopping.status, 'stopping');
@@ -59,7 +59,7 @@ test('a wait parked on a job is woken by its timeout', { timeout: 20_000 }, asyn
   const waiting = client.waitJob(job.job_id, 600_000);
   await isParked;
   clock.advance(1_000);
-  c.core.sweep();
+  await c.core.sweep();
   assert.equal((await waiting).status, 'timed_out');
 });
 
@@ -74,7 +74,7 @@ test('a timed-out child notifies its parent with outcome timed_out', async (t) =
   await l.take();
   await l.started(child.job_id);
   clock.advance(3_000);
-  c.core.sweep();
+  await c.core.sweep();
   await l.stopped(child.job_id, 'SIGTERM');
 
   const dad = await client.getSession('dad');
@@ -94,7 +94,7 @@ test('the configured default timeout applies to jobs that do not set one; none b
   assert.equal(defaulted.timeout_ms, 2_000);
   assert.equal(optedOut.timeout_ms, null, 'timeout_ms: null opts out of the default');
   clock.advance(2_000);
-  c.core.sweep();
+  await c.core.sweep();
   assert.equal((await client.getJob(defaulted.job_id)).status, 'timed_out');
   assert.equal((await client.getJob(own.job_id)).status, 'pending');
   assert.equal((await client.getJob(optedOut.job_id)).status, 'pending');
@@ -103,7 +103,7 @@ test('the configured default timeout applies to jobs that do not set one; none b
   const forever = await start(plain.client, 'forever');
   assert.equal(forever.timeout_ms, null);
   clock.advance(365 * 24 * 3600 * 1000);
-  plain.c.core.sweep();
+  await plain.c.core.sweep();
   assert.equal((await plain.client.getJob(forever.job_id)).status, 'pending');
 });
 
@@ -116,7 +116,7 @@ test('a job waiting behind its busy session times out without disturbing the job
   const impatient = await resume(client, 'queue', 'x', { timeout_ms: 1_000 });
   const patient = await resume(client, 'queue');
   clock.advance(1_000);
-  c.core.sweep();
+  await c.core.sweep();
   assert.equal((await client.getJob(impatient.job_id)).status, 'timed_out');
   assert.equal((await client.getJob(first.job_id)).status, 'claimed');
   await l.completed(first.job_id);
@@ -133,7 +133,7 @@ test('a stop requested before the deadline stays a stop: the job ends stopped, n
   assert.equal((await client.stopJob(job.job_id)).outcome, 'stopping');
   // the launcher is still killing the executor when the deadline passes
   clock.advance(5_000);
-  c.core.sweep();
+  await c.core.sweep();
   assert.equal((await client.getJob(job.job_id)).stop_reason, 'requested');
   await l.stopped(job.job_id, 'SIGKILL');
   assert.equal((await client.getJob(job.job_id)).status, 'stopped');

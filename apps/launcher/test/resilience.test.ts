@@ -72,9 +72,9 @@ test('coordinator restarted during a job: every report still arrives, in order',
   assert.equal(count(/coordinator reachable again/), down);
 });
 
-test('coordinator restarted from its journal (STATE_FILE) during a job: the job still completes', async (t) => {
-  const stateFile = join(tempDir(t), 'state.jsonl');
-  const { c, client } = await coordinator(t, { stateFile });
+test('coordinator restarted on its SQLite file during a job: the job still completes, with all its output', async (t) => {
+  const databaseUrl = `sqlite:${join(tempDir(t), 'agentq.db')}`;
+  const { c, client } = await coordinator(t, { databaseUrl });
   const control = await controlServer(t);
   const { log, waitFor } = captureLog();
   await launcher(t, c.url, {}, { log });
@@ -92,7 +92,7 @@ test('coordinator restarted from its journal (STATE_FILE) during a job: the job 
   hello.release();
   await waitFor((l) => l['msg'] === 'job completed' && l['job_id'] === job.job_id);
 
-  const c2 = await startCoordinator({ ...COORDINATOR_OPTIONS, port: c.port, stateFile });
+  const c2 = await startCoordinator({ ...COORDINATOR_OPTIONS, port: c.port, databaseUrl });
   const client2 = new AgentqClient({ url: c2.url });
   t.after(async () => {
     await client2.close();
@@ -101,10 +101,10 @@ test('coordinator restarted from its journal (STATE_FILE) during a job: the job 
   const done = await settled(client2, job.job_id);
   assert.equal(done.status, 'completed', done.error ?? '');
   assert.equal(done.result, 'kept');
-  // the journal does not keep output: what was sent before the restart is gone, but the batch
-  // sent after it lands at its byte offset, so the stream length is still right
+  // output is stored too: what was sent before the restart is still there, and the batch sent
+  // after it lands at its byte offset
   const out = await client2.getOutput(job.job_id, { offset: 0 });
-  assert.equal(out.output, 'after\n');
+  assert.equal(out.output, 'before\nafter\n');
   assert.equal(out.total_bytes, Buffer.byteLength('before\nafter\n'));
 });
 

@@ -31,6 +31,16 @@ export type LauncherEventType = (typeof LauncherEventTypes)[number];
 export type EventType = JobEventType | SessionEventType | LauncherEventType;
 
 
+/**
+ * A job as carried by an event: the whole job, except that its `prompt` is left out (and
+ * `prompt_omitted: true` set) unless the stream was opened with `?include=prompt`.
+ */
+export const EventJob = Type.Composite([
+  Type.Omit(Job, ['prompt']),
+  Type.Object({ prompt: Type.Optional(Type.String()), prompt_omitted: Type.Optional(Type.Literal(true)) }),
+]);
+export type EventJob = Static<typeof EventJob>;
+
 /** The `data:` of one SSE message. `id` is also the SSE `id:` (use it as Last-Event-ID). */
 export const LifecycleEvent = Type.Union([
   Type.Object({ id: Type.Integer(), type: Type.Union(JobEventTypes.map((x) => Type.Literal(x))), at: Timestamp, job: Job }),

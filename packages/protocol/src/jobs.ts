@@ -9,6 +9,7 @@ import { BoolString, CostUsd, JobId, Labels, Nullable, Timestamp, Usage } from '
  *      └── requeue ───────┘   (lease expired / launcher lost before `started`)
  *
  *   pending ── stop ──► stopped              pending ── timeout ──► timed_out
+ *   pending ── no matching launcher for JOB_SCHEDULE_TIMEOUT ──► failed (error_code no_matching_launcher)
  *   claimed | running ── stop / timeout ──► stopping ──► stopped | timed_out
  *   running | stopping ── launcher lost ──► interrupted
  *
@@ -39,7 +40,7 @@ export const isTerminal = (status: JobStatus): boolean => TERMINAL_STATUSES.has(
 
 /** Allowed transitions, written once. `from -> [to...]`. */
 export const JOB_TRANSITIONS: { readonly [S in JobStatus]: readonly JobStatus[] } = {
-  pending: ['claimed', 'stopped', 'timed_out'],
+  pending: ['claimed', 'stopped', 'timed_out', 'failed'],
   claimed: ['running', 'completed', 'failed', 'pending', 'stopping'],
   running: ['completed', 'failed', 'stopping', 'interrupted'],
   stopping: ['stopped', 'timed_out', 'completed', 'failed', 'interrupted'],

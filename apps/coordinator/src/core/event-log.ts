@@ -1,60 +1,61 @@
-import type { EventType, Job, Launcher, LifecycleEvent, Session } from '@agentq/protocol';
+import type { LifecycleEvent } from '@agentq/protocol';
 import type { Logger } from 'pino';
-import type { Clock } from './clock.js';
-import { iso } from './clock.js';
 
-type Payload = { job: Job } | { session: Session } | { launcher: Launcher };
 export type Listener = (event: LifecycleEvent) => void;
 
+/** An event as SSE text, made once for every client: with the job prompt, and without it. */
+export interface Framed {
+  readonly id: number;
+  full(): string;
+  lean(): string;
+}
+
+const frame = (e: LifecycleEvent, data: unknown) => `id: ${e.id}\nevent: ${e.type}\ndata: ${JSON.stringify(data)}\n\n`;
+
 /**
- * The one emitter of typed lifecycle events (`job.created`, `launcher.stale`, ...). `emit`
- * never throws: a failing listener is logged and the others still run. The newest
- * `replaySize` events are kept so SSE clients can resume with Last-Event-ID.
+ * The typed lifecycle events (`job.created`, `launcher.stale`, ...) as committed by the store, in
+ * commit order. Listeners (SSE, metrics) never break a commit: a failing one is logged and the
+ * others still run. The newest `replaySize` events are kept so SSE clients can resume with
+ * Last-Event-ID.
  */
 export class EventLog {
-  #nextId = 1;
+  #lastId = 0;
   #ring: LifecycleEvent[] = [];
   #ringStart = 0;
-  #listeners = new Set<Listener>();
+  readonly #listeners = new Set<Listener>();
+  readonly #frames = new WeakMap<LifecycleEvent, { full?: string; lean?: string }>();
 
   constructor(
     private readonly replaySize: number,
-    private readonly clock: Clock,
     private readonly log: Logger,
   ) {}
 
   get lastId(): number {
-    return this.#nextId - 1;
+    return this.#lastId;
   }
 
-  /** After a restore: continue numbering after the last event id the journal saw. */
+  /** Continue numbering after `lastId` (the store's, after a restart). */
   continueAfter(lastId: number): void {
-    this.#nextId = Math.max(this.#nextId, lastId + 1);
+    this.#lastId = Math.max(this.#lastId, lastId);
   }
 
-  /** Whether anyone would see an event (lets hot paths skip building snapshots). */
-  get wanted(): boolean {
-    return this.replaySize > 0 || this.#listeners.size > 0;
-  }
-
-  emit(type: EventType, payload: () => Payload): void {
-    if (!this.wanted) {
-      this.#nextId++;
-      return;
-    }
-    const event = { id: this.#nextId++, type, at: iso(this.clock.now()), ...payload() } as LifecycleEvent;
-    if (this.replaySize > 0) {
-      if (this.#ring.length < this.replaySize) this.#ring.push(event);
-      else {
-        this.#ring[this.#ringStart] = event;
-        this.#ringStart = (this.#ringStart + 1) % this.replaySize;
+  ingest(events: readonly LifecycleEvent[]): void {
+    for (const event of events) {
+      if (event.id <= this.#lastId) continue; // already seen (a shared store's echo)
+      this.#lastId = event.id;
+      if (this.replaySize > 0) {
+        if (this.#ring.length < this.replaySize) this.#ring.push(event);
+        else {
+          this.#ring[this.#ringStart] = event;
+          this.#ringStart = (this.#ringStart + 1) % this.replaySize;
+        }
       }
-    }
-    for (const listener of this.#listeners) {
-      try {
-        listener(event);
-      } catch (err) {
-        this.log.error({ err, event_type: type }, 'event listener failed');
+      for (const listener of this.#listeners) {
+        try {
+          listener(event);
+        } catch (err) {
+          this.log.error({ err, event_type: event.type }, 'event listener failed');
+        }
       }
     }
   }
@@ -64,10 +65,31 @@ export class EventLog {
     return () => this.#listeners.delete(listener);
   }
 
+  get listenerCount(): number {
+    return this.#listeners.size;
+  }
+
   /** Events with id > `afterId` still in the window, oldest first, and whether some were lost. */
   since(afterId: number): { events: LifecycleEvent[]; gap: boolean; oldestId: number } {
     const ordered = [...this.#ring.slice(this.#ringStart), ...this.#ring.slice(0, this.#ringStart)];
-    const oldestId = ordered[0]?.id ?? this.#nextId;
+    const oldestId = ordered[0]?.id ?? this.#lastId + 1;
     return { events: ordered.filter((e) => e.id > afterId), gap: afterId + 1 < oldestId, oldestId };
+  }
+
+  /** The SSE frame of `event`, serialised once however many clients get it. */
+  framed(event: LifecycleEvent): Framed {
+    let cache = this.#frames.get(event);
+    if (!cache) this.#frames.set(event, (cache = {}));
+    const c = cache;
+    return {
+      id: event.id,
+      full: () => (c.full ??= frame(event, event)),
+      lean: () => {
+        if (!('job' in event)) return (c.full ??= frame(event, event));
+        if (c.lean !== undefined) return c.lean;
+        const { prompt: _prompt, ...job } = event.job;
+        return (c.lean = frame(event, { ...event, job: { ...job, prompt_omitted: true } }));
+      },
+    };
   }
 }

@@ -31,8 +31,8 @@ export class OutputBuffer {
    * window and `truncated` is set.
    * Returns the number of new bytes stored.
    */
-  append(offset: number, data: string): number {
-    let buf = Buffer.from(data, 'utf8');
+  append(offset: number, data: string | Buffer): number {
+    let buf = typeof data === 'string' ? Buffer.from(data, 'utf8') : data;
     if (offset > this.#total) {
       this.#chunks = [];
       this.#retained = 0;

@@ -1,120 +1,206 @@
-import type { CallbackNotification, JobStatus, Session } from '@agentq/protocol';
+import {
+  isTerminal,
+  MAX_SESSION_DEPTH,
+  type CreateJobRequest,
+  type SessionMessage,
+  type StopOutcome,
+  type StopReason,
+} from '@agentq/protocol';
+import { deliver } from './callbacks.js';
+import { isBusy, mustJob, mustSession, type CoreContext } from './context.js';
 import { iso } from './clock.js';
-import type { JobRecord } from './job-record.js';
+import { CoordinatorError, validation } from './errors.js';
+import { newId } from './ids.js';
+import { endPending, enqueue, requestStop } from './jobs.js';
+import { ZERO_USAGE, type JobRow, type SessionRow } from './rows.js';
+import type { Tx } from './store/store.js';
 
-/**
- * A named conversation. At most one of its jobs is active (claimed, running or stopping) at a
- * time; later jobs wait in `pending` (creation order) and only the first of them is offered
- * to launchers, once the active one has ended.
+/*
+ * Sessions: a new job starts or continues one; stops and messages address one. At most one of a
+ * session's jobs is active at a time; the others wait, pending, in creation order.
  */
-export interface SessionRecord {
-  readonly name: string;
-  readonly agentName: string | null;
-  readonly projectDir: string | null;
-  readonly parentName: string | null;
-  readonly depth: number;
-  readonly createdAt: number;
-  updatedAt: number;
-  executorSessionId: string | null;
-  active: JobRecord | null;
-  pending: JobRecord[];
-  lastJobStatus: JobStatus | null;
-  lastResult: string | null;
-  lastError: string | null;
-  jobIds: string[];
-  children: string[];
-  /** child outcomes waiting to be delivered */
-  callbacks: CallbackNotification[];
-  /** the callback resume job in flight, if any */
-  callbackJobId: string | null;
-  /**
-   * Set when a callback delivery failed: its notifications went back to `callbacks`, and are
-   * delivered again with the next child outcome or after the session's next own job, not at
-   * once (that would loop on a parent whose every turn fails). Also set when one of the
-   * session's own jobs is stopped by request, so a stop is not undone by a callback resume.
-   */
-  callbacksHeld: boolean;
+
+/** Create the job a client asked for (`POST /jobs`), and its session for a start. */
+export async function createJob(ctx: CoreContext, tx: Tx, req: CreateJobRequest, actor: string | null): Promise<JobRow> {
+  const promptBytes = Buffer.byteLength(req.prompt, 'utf8');
+  if (promptBytes > ctx.config.maxPromptBytes) {
+    throw validation('prompt', `is ${promptBytes} bytes; the limit is ${ctx.config.maxPromptBytes}`);
+  }
+  const name = req.session_name;
+  const parentName = req.parent_session_name ?? null;
+  if (parentName === name) throw validation('parent_session_name', 'a session cannot be its own parent');
+
+  let session = await tx.session(name);
+  if (req.type === 'start_session') {
+    if (session) {
+      throw new CoordinatorError('session_exists', `session ${name} already exists; use a resume_session job to continue it`, {
+        session_name: name,
+        current_status: (await isBusy(tx, name)) ? 'busy' : 'idle',
+      });
+    }
+    const parent = parentName === null ? null : await parentSession(tx, parentName);
+    if (parent && req.budget_usd != null) {
+      throw validation('budget_usd', 'only a root session (one without a parent) has a budget; its children share it');
+    }
+    session = await newSession(tx, req, parent, actor);
+  } else {
+    if (!session) {
+      throw new CoordinatorError('session_not_found', `session ${name} not found; start it with a start_session job`, {
+        session_name: name,
+      });
+    }
+    if (parentName !== null && parentName !== session.parentName) {
+      throw validation('parent_session_name', `session ${name} has parent ${session.parentName ?? 'none'}; a resume cannot change it`);
+    }
+    if (req.budget_usd != null) throw validation('budget_usd', 'is set when a session starts, not on a resume');
+    if (!session.acceptsInput) throw sessionClosed(session);
+  }
+  await checkBudget(tx, session);
+  return enqueue(ctx, tx, session, {
+    type: req.type,
+    prompt: req.prompt,
+    agentName: req.agent_name ?? session.agentName,
+    projectDir: req.project_dir ?? session.projectDir,
+    // absent: the configured default; null: explicitly no timeout
+    timeoutMs: req.timeout_ms === undefined ? ctx.config.defaultJobTimeoutMs : req.timeout_ms,
+    requires: req.requires ?? null,
+    maxCostUsd: req.max_cost_usd ?? null,
+    createdBy: actor,
+    callbackOf: null,
+    messageIds: null,
+  });
 }
 
-export const isBusy = (s: SessionRecord): boolean => s.active !== null || s.pending.length > 0;
-
-export function toWireSession(s: SessionRecord): Session {
-  return {
-    session_name: s.name,
-    agent_name: s.agentName,
-    project_dir: s.projectDir,
-    parent_session_name: s.parentName,
-    depth: s.depth,
-    executor_session_id: s.executorSessionId,
-    status: isBusy(s) ? 'busy' : 'idle',
-    active_job_id: s.active?.id ?? null,
-    last_job_status: s.lastJobStatus,
-    last_result: s.lastResult,
-    last_error: s.lastError,
-    created_at: iso(s.createdAt),
-    updated_at: iso(s.updatedAt),
-    job_ids: [...s.jobIds],
-    children: [...s.children],
-    pending_callbacks: [...s.callbacks],
-    callback_job_id: s.callbackJobId,
-    affinity: null,
-    pending_messages: [],
-    accepts_input: true,
-    created_by: null,
-    usage: { input_tokens: 0, output_tokens: 0, cache_read_input_tokens: 0, cache_creation_input_tokens: 0 },
-    cost_usd: 0,
-    tree_usage: { input_tokens: 0, output_tokens: 0, cache_read_input_tokens: 0, cache_creation_input_tokens: 0 },
-    tree_cost_usd: 0,
-    budget_usd: null,
-  };
+async function parentSession(tx: Tx, parentName: string): Promise<SessionRow> {
+  const parent = await tx.session(parentName);
+  if (!parent) {
+    throw new CoordinatorError('parent_session_not_found', `parent session ${parentName} not found`, {
+      field: 'parent_session_name',
+      session_name: parentName,
+    });
+  }
+  if (parent.depth + 1 > MAX_SESSION_DEPTH) {
+    throw new CoordinatorError(
+      'depth_exceeded',
+      `session chain too deep: ${parentName} is at depth ${parent.depth}; at most ${MAX_SESSION_DEPTH} levels of children are allowed`,
+      { field: 'parent_session_name', max_depth: MAX_SESSION_DEPTH, parent_depth: parent.depth },
+    );
+  }
+  return parent;
 }
 
-export function newSessionRecord(
-  f: { name: string; agentName: string | null; projectDir: string | null; parent: SessionRecord | null },
-  now: number,
-): SessionRecord {
-  return {
-    name: f.name,
-    agentName: f.agentName,
-    projectDir: f.projectDir,
-    parentName: f.parent?.name ?? null,
-    depth: f.parent ? f.parent.depth + 1 : 0,
-    createdAt: now,
-    updatedAt: now,
+/** A child session's new work is refused once its tree has spent its budget. */
+async function checkBudget(tx: Tx, session: SessionRow): Promise<void> {
+  if (session.parentName === null) return;
+  const root = await tx.session(session.rootName);
+  if (root?.budgetUsd != null && root.treeCostUsd >= root.budgetUsd) {
+    throw new CoordinatorError(
+      'budget_exceeded',
+      `session tree ${root.name} has spent $${root.treeCostUsd.toFixed(4)} of its $${root.budgetUsd} budget; no new child jobs`,
+      { root_session_name: root.name, budget_usd: root.budgetUsd, tree_cost_usd: root.treeCostUsd },
+    );
+  }
+}
+
+async function newSession(tx: Tx, req: CreateJobRequest, parent: SessionRow | null, actor: string | null): Promise<SessionRow> {
+  const row: SessionRow = {
+    seq: await tx.nextSessionSeq(),
+    name: req.session_name,
+    agentName: req.agent_name ?? null,
+    projectDir: req.project_dir ?? null,
+    parentName: parent?.name ?? null,
+    rootName: parent?.rootName ?? req.session_name,
+    depth: parent ? parent.depth + 1 : 0,
+    createdAt: tx.now,
+    createdBy: actor,
+    updatedAt: tx.now,
     executorSessionId: null,
-    active: null,
-    pending: [],
     lastJobStatus: null,
     lastResult: null,
     lastError: null,
-    jobIds: [],
-    children: [],
     callbacks: [],
-    callbackJobId: null,
-    callbacksHeld: false,
+    messages: [],
+    deliveryJobId: null,
+    inFlight: null,
+    deliveriesHeld: false,
+    affinity: null,
+    acceptsInput: true,
+    usage: ZERO_USAGE,
+    costUsd: 0,
+    treeUsage: ZERO_USAGE,
+    treeCostUsd: 0,
+    budgetUsd: req.budget_usd ?? null,
   };
+  await tx.insertSession(row);
+  tx.emit('session.created', { session: row.name });
+  if (parent) {
+    await tx.updateSession(parent.name, { updatedAt: tx.now });
+    tx.emit('session.updated', { session: parent.name });
+  }
+  return row;
 }
 
-/** The inverse of toWireSession, for a restore: jobs are attached as they are restored. */
-export function fromWireSession(w: Session): SessionRecord {
-  return {
-    name: w.session_name,
-    agentName: w.agent_name,
-    projectDir: w.project_dir,
-    parentName: w.parent_session_name,
-    depth: w.depth,
-    createdAt: Date.parse(w.created_at),
-    updatedAt: Date.parse(w.updated_at),
-    executorSessionId: w.executor_session_id,
-    active: null,
-    pending: [],
-    lastJobStatus: w.last_job_status,
-    lastResult: w.last_result,
-    lastError: w.last_error,
-    jobIds: [],
-    children: [...w.children],
-    callbacks: [...w.pending_callbacks],
-    callbackJobId: w.callback_job_id,
-    callbacksHeld: false,
-  };
+const sessionClosed = (s: SessionRow) =>
+  new CoordinatorError(
+    'session_closed',
+    `session ${s.name} can no longer take input: its start job ended ${s.lastJobStatus ?? 'early'} before any launcher took it, so there is no conversation to continue`,
+    { session_name: s.name, current_status: 'closed' },
+  );
+
+export interface StopAnswer {
+  job: JobRow;
+  outcome: StopOutcome;
+}
+
+/** Stop a job: a pending one ends now, a claimed or running one is asked to stop. */
+export async function stopJob(
+  ctx: CoreContext,
+  tx: Tx,
+  jobId: string,
+  reason: StopReason,
+  by: string | null,
+): Promise<StopAnswer> {
+  const job = await mustJob(tx, jobId);
+  if (isTerminal(job.status)) return { job, outcome: 'already_completed' };
+  if (job.status === 'stopping') return { job, outcome: 'stopping' };
+  if (job.status === 'pending') return { job: await endPending(ctx, tx, job, reason, by), outcome: 'stopped' };
+  return { job: await requestStop(ctx, tx, job, reason, by), outcome: 'stopping' };
+}
+
+/** Stop everything the session is doing: its queued jobs (newest first), then its active one. */
+export async function stopSession(ctx: CoreContext, tx: Tx, name: string, by: string | null): Promise<StopAnswer[]> {
+  await mustSession(tx, name);
+  const targets = (await tx.pendingJobsOf(name)).reverse();
+  const active = await tx.activeJobOf(name);
+  if (active) targets.push(active);
+  if (targets.length === 0) {
+    throw new CoordinatorError('session_idle', `session ${name} is idle: it has no job to stop`, {
+      session_name: name,
+      current_status: 'idle',
+    });
+  }
+  const answers: StopAnswer[] = [];
+  for (const job of targets) answers.push(await stopJob(ctx, tx, job.id, 'requested', by));
+  return answers;
+}
+
+/** Queue a message for the session's next turn; delivered now if it is idle. */
+export async function sendMessage(
+  ctx: CoreContext,
+  tx: Tx,
+  name: string,
+  text: string,
+  by: string | null,
+): Promise<{ message: SessionMessage; jobId: string | null }> {
+  const bytes = Buffer.byteLength(text, 'utf8');
+  if (bytes > ctx.config.maxPromptBytes) throw validation('text', `is ${bytes} bytes; the limit is ${ctx.config.maxPromptBytes}`);
+  const s = await mustSession(tx, name);
+  if (!s.acceptsInput) throw sessionClosed(s);
+  const message: SessionMessage = { message_id: newId('msg_'), text, created_at: iso(tx.now), created_by: by };
+  // an explicit message is new input: it goes even if deliveries were held after a stop
+  await tx.updateSession(name, { messages: [...s.messages, message], deliveriesHeld: false, updatedAt: tx.now });
+  const job = await deliver(ctx, tx, name);
+  tx.emit('session.updated', { session: name });
+  ctx.log.info({ session_name: name, message_id: message.message_id, job_id: job?.id }, 'message queued');
+  return { message, jobId: job?.id ?? null };
 }

@@ -1,5 +1,5 @@
-import type { LifecycleEvent } from '@agentq/protocol';
-import type { FastifyPluginAsync } from 'fastify';
+import { EventsQuery, type LifecycleEvent } from '@agentq/protocol';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Coordinator } from '../core/coordinator.js';
 
 const KEEPALIVE_MS = 15_000;
@@ -11,14 +11,13 @@ const KEEPALIVE_MS = 15_000;
  */
 const MIN_UNREAD_CAP = 16 * 1024 * 1024;
 
-const frame = (e: LifecycleEvent) => `id: ${e.id}\nevent: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`;
 
 /**
  * `GET /events`: Server-Sent Events of every lifecycle change. A client that reconnects with
  * `Last-Event-ID` gets the events it missed from the replay window; if some fell out of the
  * window it first gets a `stream.gap` event.
  */
-export const eventRoutes: FastifyPluginAsync<{ core: Coordinator }> = async (app, { core }) => {
+export const eventRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = async (app, { core }) => {
   // every job event carries the prompt: leave room for a burst of events about large prompts
   const maxUnread = Math.max(MIN_UNREAD_CAP, core.config.maxPromptBytes * 8);
   const open = new Set<() => void>();
@@ -26,7 +25,10 @@ export const eventRoutes: FastifyPluginAsync<{ core: Coordinator }> = async (app
   app.addHook('preClose', async () => {
     for (const end of [...open]) end();
   });
-  app.get('/events', async (req, reply) => {
+  app.get('/events', { schema: { querystring: EventsQuery } }, async (req, reply) => {
+    // prompts can be large: events leave them out unless asked (a job's prompt is at GET /jobs/{id})
+    const withPrompt = req.query.include === 'prompt';
+    const frame = (e: LifecycleEvent) => (withPrompt ? core.events.framed(e).full() : core.events.framed(e).lean());
     const header = req.headers['last-event-id'];
     const lastId = header === undefined ? undefined : Number(Array.isArray(header) ? header[0] : header);
     reply.hijack();

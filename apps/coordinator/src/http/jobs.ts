@@ -1,5 +1,7 @@
 import {
   CreateJobRequest,
+  CreateJobsRequest,
+  CreateJobsResponse,
   ErrorBody,
   Job,
   JobIdParams,
@@ -15,19 +17,51 @@ import {
   type JobStatus,
 } from '@agentq/protocol';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
 import type { Coordinator } from '../core/coordinator.js';
 import { validation } from '../core/errors.js';
 import { clientGone } from './abort.js';
+
+/** `Idempotency-Key`: a retried create with the same key and body returns the first job. */
+const IdempotencyHeaders = Type.Object({
+  'idempotency-key': Type.Optional(Type.String({ minLength: 1, maxLength: 200, pattern: '^[\\x21-\\x7e]+$' })),
+});
 
 /** Jobs API: create, read, list, wait, stop, output. */
 export const jobRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = async (app, { core }) => {
   app.post(
     '/jobs',
-    { schema: { body: CreateJobRequest, response: { 201: Job, 400: ErrorBody, 404: ErrorBody, 409: ErrorBody, 422: ErrorBody } } },
+    {
+      schema: {
+        body: CreateJobRequest,
+        headers: IdempotencyHeaders,
+        response: { 200: Job, 201: Job, 400: ErrorBody, 404: ErrorBody, 409: ErrorBody, 422: ErrorBody },
+      },
+    },
     async (req, reply) => {
-      const job = core.createJob(req.body);
+      const key = req.headers['idempotency-key'];
+      const { job, created } = await core.createJob(req.body, { ...(key !== undefined ? { idempotencyKey: key } : {}) });
+      if (!created) {
+        req.log.info({ job_id: job.job_id, session_name: job.session_name }, 'job create replayed (Idempotency-Key)');
+        return reply.code(200).send(job);
+      }
       req.log.info({ job_id: job.job_id, session_name: job.session_name, type: job.type }, 'job created');
       return reply.code(201).send(job);
+    },
+  );
+
+  app.post(
+    '/jobs/batch',
+    {
+      schema: {
+        body: CreateJobsRequest,
+        response: { 201: CreateJobsResponse, 400: ErrorBody, 404: ErrorBody, 409: ErrorBody, 422: ErrorBody },
+      },
+    },
+    async (req, reply) => {
+      const jobs = await core.createJobs(req.body.jobs);
+      req.log.info({ jobs: jobs.length }, 'jobs created (batch)');
+      return reply.code(201).send({ jobs });
     },
   );
 
@@ -48,7 +82,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = async
         cursor = Number(q.cursor);
         if (!Number.isSafeInteger(cursor) || cursor < 0) throw validation('cursor', 'is not a cursor this server gave out');
       }
-      return core.listJobs({
+      return await core.listJobs({
         statuses,
         sessionName: q.session_name,
         launcherId: q.launcher_id,
@@ -71,7 +105,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = async
   app.get(
     '/jobs/:job_id',
     { schema: { params: JobIdParams, response: { 200: Job, 404: ErrorBody } } },
-    async (req) => core.getJob(req.params.job_id),
+    async (req) => await core.getJob(req.params.job_id),
   );
 
   app.get(
@@ -84,7 +118,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = async
     '/jobs/:job_id/stop',
     { schema: { params: JobIdParams, response: { 200: StopJobResponse, 404: ErrorBody } } },
     async (req) => {
-      const answer = core.stopJob(req.params.job_id);
+      const answer = await core.stopJob(req.params.job_id);
       req.log.info({ job_id: answer.job_id, outcome: answer.outcome }, 'job stop requested');
       return answer;
     },

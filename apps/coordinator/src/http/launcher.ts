@@ -13,7 +13,10 @@ import {
   RegisterLauncherResponse,
   StartedReport,
   StoppedReport,
+  SyncRequest,
+  SyncResponse,
 } from '@agentq/protocol';
+import type { FastifyReply } from 'fastify';
 import { Type, type TSchema } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Coordinator } from '../core/coordinator.js';
@@ -26,7 +29,7 @@ export const launcherRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = 
   app.post(
     '/launcher/register',
     { schema: { body: Type.Union([RegisterLauncherRequest, Type.Null()]), response: { 200: RegisterLauncherResponse, 400: ErrorBody } } },
-    async (req) => core.register(req.body ?? {}),
+    async (req) => await core.register(req.body ?? {}),
   );
 
   app.get(
@@ -42,17 +45,12 @@ export const launcherRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = 
       const gone = clientGone(reply);
       const answer = await core.poll(launcher_id, capacity, gone);
       if (answer === null) return reply.code(204).send(null);
-      if (answer.job) req.log.info({ job_id: answer.job.job_id, launcher_id }, 'job handed to launcher');
+      if (answer.jobs) req.log.info({ jobs: answer.jobs.map((j) => j.job_id), launcher_id }, 'jobs handed to launcher');
       if (gone.aborted) {
-        core.pollAnswerLost(launcher_id, answer);
+        await core.pollAnswerLost(launcher_id, answer);
         return reply.code(204).send(null);
       }
-      // Whatever the answer hands over (a job, stop requests, the deregistration notice) is not
-      // lost if the connection dies before it is fully written.
-      reply.raw.once('close', () => {
-        if (reply.raw.writableFinished) core.pollAnswerDelivered(launcher_id, answer);
-        else core.pollAnswerLost(launcher_id, answer);
-      });
+      handOver(reply, launcher_id, answer);
       return answer;
     },
   );
@@ -60,7 +58,7 @@ export const launcherRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = 
   app.post(
     '/launcher/heartbeat',
     { schema: { body: HeartbeatRequest, response: { 200: HeartbeatResponse, 400: ErrorBody, 401: ErrorBody } } },
-    async (req) => core.heartbeat(req.body),
+    async (req) => await core.heartbeat(req.body),
   );
 
   const report = <S extends TSchema>(kind: 'started' | 'completed' | 'failed' | 'stopped', body: S) =>
@@ -69,7 +67,7 @@ export const launcherRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = 
       { schema: { params: JobIdParams, body, response: { 200: Ok, ...reportErrors } } },
       async (req) => {
         const b = req.body as StartedReport;
-        core.report(kind, req.params.job_id, b);
+        await core.report(kind, req.params.job_id, b);
         req.log.info({ job_id: req.params.job_id, launcher_id: b.launcher_id }, `job report: ${kind}`);
         return { ok: true as const };
       },
@@ -83,8 +81,37 @@ export const launcherRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = 
     '/launcher/jobs/:job_id/output',
     { schema: { params: JobIdParams, body: OutputReport, response: { 200: Ok, ...reportErrors } } },
     async (req) => {
-      core.appendOutput(req.params.job_id, req.body.launcher_id, req.body.offset, req.body.data);
+      await core.appendOutput(req.params.job_id, req.body.launcher_id, req.body.offset, req.body.data);
       return { ok: true as const };
     },
   );
+
+  app.post(
+    '/launcher/sync',
+    { schema: { body: SyncRequest, response: { 200: SyncResponse, ...reportErrors } } },
+    async (req, reply) => {
+      const gone = clientGone(reply);
+      const answer = await core.sync(req.body, gone);
+      const poll = { jobs: answer.jobs, ...(answer.stop_jobs ? { stop_jobs: answer.stop_jobs } : {}), ...(answer.deregistered ? { deregistered: true as const } : {}) };
+      if (gone.aborted) {
+        // nobody is there to read it: the reports were applied, the hand-over is undone
+        await core.pollAnswerLost(req.body.launcher_id, poll);
+        return answer;
+      }
+      if (answer.jobs.length > 0) req.log.info({ jobs: answer.jobs.map((j) => j.job_id), launcher_id: req.body.launcher_id }, 'jobs handed to launcher');
+      handOver(reply, req.body.launcher_id, poll);
+      return answer;
+    },
+  );
+
+  /**
+   * Whatever an answer hands over (jobs, stop requests, the deregistration notice) is not lost if
+   * the connection dies before it is fully written: it is undone and given again.
+   */
+  function handOver(reply: FastifyReply, launcherId: string, answer: PollResponse): void {
+    reply.raw.once('close', () => {
+      const settle = reply.raw.writableFinished ? core.pollAnswerDelivered(launcherId, answer) : core.pollAnswerLost(launcherId, answer);
+      settle.catch((err: unknown) => reply.log.error({ err, launcher_id: launcherId }, 'settling a poll answer failed'));
+    });
+  }
 };

@@ -14,7 +14,7 @@ export const launchersRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator; sta
   app,
   { core, startedAt },
 ) => {
-  app.get('/launchers', { schema: { response: { 200: LauncherList } } }, async () => core.listLaunchers());
+  app.get('/launchers', { schema: { response: { 200: LauncherList } } }, async () => await core.listLaunchers());
 
   app.delete(
     '/launchers/:launcher_id',
@@ -27,11 +27,11 @@ export const launchersRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator; sta
     },
     async (req) => {
       const { launcher_id } = req.params;
-      const { outcome } = core.deleteLauncher(launcher_id, req.query.self === 'true');
+      const { outcome } = await core.deleteLauncher(launcher_id, req.query.self === 'true');
       req.log.info({ launcher_id, outcome }, 'launcher deregistration');
       return { ok: true as const, launcher_id, outcome };
     },
   );
 
-  app.get('/health', { schema: { response: { 200: Health } } }, async () => core.health(startedAt));
+  app.get('/health', { schema: { response: { 200: Health } } }, async () => await core.health(startedAt));
 };

@@ -1,4 +1,13 @@
-import { ErrorBody, ListSessionsQuery, Session, SessionList, SessionNameParams, StopSessionResponse } from '@agentq/protocol';
+import {
+  ErrorBody,
+  ListSessionsQuery,
+  SendMessageRequest,
+  SendMessageResponse,
+  Session,
+  SessionList,
+  SessionNameParams,
+  StopSessionResponse,
+} from '@agentq/protocol';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Coordinator } from '../core/coordinator.js';
 
@@ -6,16 +15,31 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = a
   app.get(
     '/sessions',
     { schema: { querystring: ListSessionsQuery, response: { 200: SessionList, 400: ErrorBody } } },
-    async (req) => core.listSessions(req.query),
+    async (req) => await core.listSessions(req.query),
   );
   app.get(
     '/sessions/:session_name',
     { schema: { params: SessionNameParams, response: { 200: Session, 404: ErrorBody } } },
-    async (req) => core.getSession(req.params.session_name),
+    async (req) => await core.getSession(req.params.session_name),
   );
   app.post(
     '/sessions/:session_name/stop',
     { schema: { params: SessionNameParams, response: { 200: StopSessionResponse, 404: ErrorBody, 409: ErrorBody } } },
-    async (req) => core.stopSession(req.params.session_name),
+    async (req) => await core.stopSession(req.params.session_name),
+  );
+  app.post(
+    '/sessions/:session_name/messages',
+    {
+      schema: {
+        params: SessionNameParams,
+        body: SendMessageRequest,
+        response: { 200: SendMessageResponse, 400: ErrorBody, 404: ErrorBody, 409: ErrorBody },
+      },
+    },
+    async (req) => {
+      const answer = await core.sendMessage(req.params.session_name, req.body.text);
+      req.log.info({ session_name: answer.session_name, message_id: answer.message_id, job_id: answer.job_id }, 'message queued');
+      return answer;
+    },
   );
 };

@@ -1,0 +1,58 @@
+import type { PollResponse } from '@agentq/protocol';
+import type { CoreContext } from './context.js';
+import { claim, requeue } from './jobs.js';
+import type { LauncherRow } from './rows.js';
+import type { Tx } from './store/store.js';
+import { toWireJob } from './wire.js';
+
+/*
+ * What a poll is answered with, in one transaction: the deregistration notice, else the stop
+ * requests its launcher has not been told yet, and (with capacity) the oldest jobs it may take.
+ */
+
+export async function answerPoll(
+  ctx: CoreContext,
+  tx: Tx,
+  launcher: LauncherRow | undefined,
+  capacity: number,
+): Promise<PollResponse | null> {
+  // a launcher that is gone (removed while its poll was parked) is told it is deregistered
+  if (!launcher || launcher.status === 'deregistering') return { deregistered: true };
+  if (launcher.status === 'stale') return null;
+  const answer: PollResponse = {};
+  const stops = (await tx.activeJobsOfLauncher(launcher.id)).filter((j) => j.stopPending);
+  if (stops.length > 0) {
+    for (const job of stops) await tx.updateJob(job.id, { stopPending: false });
+    answer.stop_jobs = stops.map((j) => j.id);
+  }
+  if (capacity > 0) {
+    const jobs = await claim(ctx, tx, launcher, capacity);
+    if (jobs.length > 0) {
+      answer.jobs = jobs.map((j) => toWireJob(j));
+      answer.job = answer.jobs[0];
+    }
+  }
+  return answer.stop_jobs || answer.jobs ? answer : null;
+}
+
+/**
+ * A poll answer could not be written (the launcher's connection closed first): undo what giving
+ * it out did. Claimed jobs go back to their place in the queue; stop requests wait for the next
+ * poll; a deregistration notice stays due (the launcher is still `deregistering`).
+ */
+export async function undoAnswer(ctx: CoreContext, tx: Tx, launcherId: string, answer: PollResponse): Promise<void> {
+  const jobs = answer.jobs ?? (answer.job ? [answer.job] : []);
+  for (const w of jobs) await releaseUndelivered(ctx, tx, w.job_id, launcherId);
+  for (const id of answer.stop_jobs ?? []) {
+    const job = await tx.job(id);
+    if (job?.status === 'stopping' && job.launcherId === launcherId) await tx.updateJob(id, { stopPending: true });
+  }
+}
+
+/** The answer carrying a claimed job never reached the launcher: it goes back to the queue. */
+export async function releaseUndelivered(ctx: CoreContext, tx: Tx, jobId: string, launcherId: string): Promise<void> {
+  const job = await tx.job(jobId);
+  if (job && job.status === 'claimed' && job.launcherId === launcherId && job.startedAt === null) {
+    await requeue(ctx, tx, job, 'the poll answer carrying it was not delivered');
+  }
+}

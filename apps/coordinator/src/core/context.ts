@@ -1,0 +1,48 @@
+import { canTransition, isTerminal, type JobStatus } from '@agentq/protocol';
+import type { Logger } from 'pino';
+import type { CoordinatorConfig } from '../config.js';
+import type { Clock } from './clock.js';
+import { CoordinatorError, invalidTransition, jobNotFound, launcherUnknown } from './errors.js';
+import type { JobRow, LauncherRow, SessionRow } from './rows.js';
+import type { Store, Tx } from './store/store.js';
+
+/** What every lifecycle module works with. */
+export interface CoreContext {
+  readonly config: CoordinatorConfig;
+  readonly store: Store;
+  readonly clock: Clock;
+  readonly log: Logger;
+}
+
+/**
+ * The single place where a job's status changes: checks the transition table and stamps
+ * `updatedAt` (and `completedAt` on reaching a terminal status). Returns the patch to apply.
+ */
+export function transition(job: JobRow, to: JobStatus, now: number): Partial<JobRow> {
+  if (!canTransition(job.status, to)) throw invalidTransition(job.id, job.status, to);
+  return isTerminal(to) ? { status: to, updatedAt: now, completedAt: now } : { status: to, updatedAt: now };
+}
+
+export async function mustJob(tx: Tx, id: string): Promise<JobRow> {
+  const job = await tx.job(id);
+  if (!job) throw jobNotFound(id);
+  return job;
+}
+
+export async function mustSession(tx: Tx, name: string): Promise<SessionRow> {
+  const s = await tx.session(name);
+  if (!s) throw new CoordinatorError('session_not_found', `session ${name} not found`, { session_name: name });
+  return s;
+}
+
+/** A launcher that may poll and report: registered and not declared stale (else 401). */
+export async function liveLauncher(tx: Tx, id: string): Promise<LauncherRow> {
+  const launcher = await tx.launcher(id);
+  if (!launcher) throw launcherUnknown(id);
+  if (launcher.status === 'stale') throw launcherUnknown(id, 'was declared stale');
+  return launcher;
+}
+
+export async function isBusy(tx: Tx, sessionName: string): Promise<boolean> {
+  return (await tx.activeJobOf(sessionName)) !== undefined || (await tx.pendingJobsOf(sessionName)).length > 0;
+}

@@ -1,0 +1,163 @@
+import { EventEmitter } from 'node:events';
+import type { PollResponse } from '@agentq/protocol';
+import { routeFromKey, serves, type Route } from './routing.js';
+import type { LauncherRow } from './rows.js';
+import type { Commit } from './store/store.js';
+
+/** A parked `GET /launcher/jobs` (or an empty `POST /launcher/sync`). */
+interface Waiter {
+  readonly launcher: LauncherRow;
+  /** 0: only stop requests and deregistration may answer it */
+  readonly capacity: number;
+  readonly signal: AbortSignal;
+  settled: boolean;
+  /** a service transaction for it is running */
+  busy: boolean;
+  finish(answer: PollResponse | null): void;
+}
+
+/** Runs the transaction that answers a poll: deregistration, stops, claims (claims.ts). */
+export type Serve = (launcherId: string, capacity: number) => Promise<PollResponse | null>;
+/** Undo an answer nobody received (claims go back to the queue, stops are told again). */
+export type Undo = (launcherId: string, answer: PollResponse) => Promise<void>;
+
+/**
+ * The parked long-polls of this coordinator and what wakes them. A commit that makes jobs ready
+ * services the longest-waiting parked polls whose launcher may take them, one per new ready
+ * job; a commit with a stop or a deregistration for a launcher services that launcher's poll.
+ * No polling loop: every answer is caused by a commit (or the hold time, or the client leaving).
+ */
+export class Dispatcher {
+  /** insertion order = longest-waiting first */
+  readonly #waiters = new Set<Waiter>();
+  readonly #byLauncher = new Map<string, Set<Waiter>>();
+  readonly #routes = new Map<string, Route>();
+  /** bumped by every commit that could answer a poll: closes the gap between a poll's own try and its parking */
+  #epoch = 0;
+  #closed = false;
+  /**
+   * Internal signals for tests and benchmarks (not on the wire): `parked` and `unparked`
+   * (launcher id) when a long-poll starts and stops waiting.
+   */
+  readonly signals = new EventEmitter<{ parked: [string]; unparked: [string] }>();
+
+  constructor(
+    private readonly serve: Serve,
+    private readonly undo: Undo,
+    private readonly onError: (err: unknown) => void,
+  ) {}
+
+  get epoch(): number {
+    return this.#epoch;
+  }
+
+  get parkedCount(): number {
+    return this.#waiters.size;
+  }
+
+  parkedFor(launcherId: string): number {
+    return this.#byLauncher.get(launcherId)?.size ?? 0;
+  }
+
+  launchersWithParkedPolls(): string[] {
+    return [...this.#byLauncher.keys()];
+  }
+
+  /**
+   * Park a poll that found nothing, until a commit has something for it, `holdMs` passes (null =
+   * 204) or `signal` aborts. `epoch` is this.epoch read before the poll's own attempt.
+   */
+  park(launcher: LauncherRow, capacity: number, signal: AbortSignal, holdMs: number, epoch: number): Promise<PollResponse | null> {
+    if (this.#closed || signal.aborted) return Promise.resolve(null);
+    return new Promise((resolve) => {
+      const waiter: Waiter = {
+        launcher,
+        capacity,
+        signal,
+        settled: false,
+        busy: false,
+        finish: (answer) => {
+          if (waiter.settled) return;
+          waiter.settled = true;
+          clearTimeout(timer);
+          signal.removeEventListener('abort', onAbort);
+          this.#waiters.delete(waiter);
+          const set = this.#byLauncher.get(launcher.id);
+          set?.delete(waiter);
+          if (set?.size === 0) this.#byLauncher.delete(launcher.id);
+          resolve(answer);
+          this.signals.emit('unparked', launcher.id);
+        },
+      };
+      const onAbort = () => waiter.finish(null);
+      const timer = setTimeout(() => waiter.finish(null), holdMs);
+      signal.addEventListener('abort', onAbort, { once: true });
+      this.#waiters.add(waiter);
+      let set = this.#byLauncher.get(launcher.id);
+      if (!set) this.#byLauncher.set(launcher.id, (set = new Set()));
+      set.add(waiter);
+      this.signals.emit('parked', launcher.id);
+      // something happened between the poll's own attempt and now: try once more
+      if (epoch !== this.#epoch) this.#service(waiter);
+    });
+  }
+
+  /** React to a commit (of this coordinator, or of another one sharing the store). */
+  committed(commit: Commit): void {
+    if (commit.launchersToWake.size > 0 || commit.readyKeys.size > 0) this.#epoch++;
+    for (const id of commit.launchersToWake) {
+      const first = [...(this.#byLauncher.get(id) ?? [])].find((w) => !w.busy);
+      if (first) this.#service(first);
+    }
+    if (commit.readyKeys.size === 0) return;
+    const routes = [...commit.readyKeys].map((k) => this.#route(k));
+    let wanted = commit.readyCount;
+    for (const waiter of this.#waiters) {
+      if (wanted <= 0) break;
+      if (waiter.busy || waiter.capacity === 0 || waiter.signal.aborted) continue;
+      if (!routes.some((r) => serves(waiter.launcher, r))) continue;
+      wanted -= waiter.capacity;
+      this.#service(waiter);
+    }
+  }
+
+  #route(key: string): Route {
+    let route = this.#routes.get(key);
+    if (!route) {
+      if (this.#routes.size > 10_000) this.#routes.clear();
+      this.#routes.set(key, (route = routeFromKey(key)));
+    }
+    return route;
+  }
+
+  #service(waiter: Waiter): void {
+    if (waiter.busy || waiter.settled) return;
+    waiter.busy = true;
+    this.serve(waiter.launcher.id, waiter.capacity).then(
+      (answer) => {
+        waiter.busy = false;
+        if (!answer) return;
+        if (waiter.settled || waiter.signal.aborted) {
+          // the client left (or the hold ended) while the answer was being made
+          this.undo(waiter.launcher.id, answer).catch(this.onError);
+          return;
+        }
+        waiter.finish(answer);
+      },
+      (err: unknown) => {
+        waiter.busy = false;
+        this.onError(err);
+      },
+    );
+  }
+
+  /** Answer every parked poll with 204: the server is closing. */
+  close(): void {
+    this.#closed = true;
+    for (const w of [...this.#waiters]) w.finish(null);
+  }
+
+  reopen(): void {
+    this.#closed = false;
+  }
+}

@@ -1,0 +1,231 @@
+import { type JobStatus, type JobType, type Labels, type StopReason } from '@agentq/protocol';
+import * as callbacks from './callbacks.js';
+import { transition, type CoreContext } from './context.js';
+import { newId } from './ids.js';
+import { routeKey, routeOf } from './routing.js';
+import { addUsage, type JobRow, type LauncherRow, type SessionRow } from './rows.js';
+import type { Tx } from './store/store.js';
+
+/*
+ * The job lifecycle inside a transaction: a job is queued on its session, offered (made ready)
+ * when it is first of an idle session, claimed, started, and ends; each step is one function.
+ * Every status change goes through `transition` (context.ts), so through the table in the
+ * protocol package.
+ */
+
+export interface NewJobFields {
+  type: JobType;
+  prompt: string;
+  agentName: string | null;
+  projectDir: string | null;
+  timeoutMs: number | null;
+  requires: Labels | null;
+  maxCostUsd: number | null;
+  createdBy: string | null;
+  callbackOf: string[] | null;
+  messageIds: string[] | null;
+}
+
+/** Queue a new job on `session` and offer it if the session is free. */
+export async function enqueue(ctx: CoreContext, tx: Tx, session: SessionRow, f: NewJobFields): Promise<JobRow> {
+  const seq = await tx.nextJobSeq();
+  let id = newId('job_');
+  while (await tx.job(id)) id = newId('job_');
+  const row: JobRow = {
+    seq,
+    id,
+    type: f.type,
+    sessionName: session.name,
+    agentName: f.agentName,
+    prompt: f.prompt,
+    projectDir: f.projectDir,
+    parentSessionName: session.parentName,
+    createdAt: tx.now,
+    timeoutMs: f.timeoutMs,
+    callbackOf: f.callbackOf,
+    messageIds: f.messageIds,
+    requires: f.requires && Object.keys(f.requires).length > 0 ? f.requires : null,
+    maxCostUsd: f.maxCostUsd,
+    createdBy: f.createdBy,
+    status: 'pending',
+    launcherId: null,
+    error: null,
+    errorCode: null,
+    result: null,
+    claimedAt: null,
+    startedAt: null,
+    completedAt: null,
+    updatedAt: tx.now,
+    stopRequestedAt: null,
+    stopReason: null,
+    stoppedBy: null,
+    stopPending: false,
+    executorSessionId: null,
+    attempts: 0,
+    usage: null,
+    costUsd: null,
+    numTurns: null,
+    durationApiMs: null,
+    readySince: null,
+    routeKey: null,
+    outputBytes: 0,
+  };
+  await tx.insertJob(row);
+  await tx.updateSession(session.name, { updatedAt: tx.now });
+  ctx.log.debug({ job_id: id, session_name: session.name, type: f.type }, 'job created');
+  tx.emit('job.created', { job: id });
+  tx.emit('session.updated', { session: session.name });
+  await offerNext(tx, session.name);
+  return (await tx.job(id))!;
+}
+
+/** Make the session's first pending job claimable, if the session has no active job. */
+export async function offerNext(tx: Tx, sessionName: string): Promise<void> {
+  if (await tx.activeJobOf(sessionName)) return;
+  const [head] = await tx.pendingJobsOf(sessionName);
+  if (!head || head.readySince !== null) return;
+  const session = (await tx.session(sessionName))!;
+  await tx.updateJob(head.id, { readySince: tx.now, routeKey: routeKey(routeOf(head, session)) });
+}
+
+/** Claim up to `max` ready jobs for `launcher`, oldest first among those it may take. */
+export async function claim(ctx: CoreContext, tx: Tx, launcher: LauncherRow, max: number): Promise<JobRow[]> {
+  const ready = await tx.readyJobsFor(launcher, max);
+  const claimed: JobRow[] = [];
+  for (const job of ready) {
+    const session = (await tx.session(job.sessionName))!;
+    const row = await tx.updateJob(job.id, {
+      ...transition(job, 'claimed', tx.now),
+      launcherId: launcher.id,
+      claimedAt: tx.now,
+      attempts: job.attempts + 1,
+      readySince: null,
+      routeKey: null,
+      executorSessionId: job.type === 'resume_session' ? session.executorSessionId : job.executorSessionId,
+      // a resume runs where its session lives
+      projectDir: job.projectDir ?? session.affinity?.workingDir ?? null,
+    });
+    ctx.log.debug({ job_id: job.id, launcher_id: launcher.id }, 'job claimed');
+    tx.emit('job.claimed', { job: job.id });
+    claimed.push(row);
+  }
+  return claimed;
+}
+
+/** A claimed job that never started goes back to its creation-order place in the queue. */
+export async function requeue(ctx: CoreContext, tx: Tx, job: JobRow, why: string): Promise<void> {
+  ctx.log.warn({ job_id: job.id, launcher_id: job.launcherId }, `job requeued: ${why}`);
+  await tx.updateJob(job.id, { ...transition(job, 'pending', tx.now), launcherId: null, claimedAt: null, stopPending: false });
+  tx.emit('job.requeued', { job: job.id });
+  await offerNext(tx, job.sessionName);
+}
+
+/** Ask the launcher holding the job to stop it (told on its next poll, or at once if parked). */
+export async function requestStop(ctx: CoreContext, tx: Tx, job: JobRow, reason: StopReason, by: string | null): Promise<JobRow> {
+  const row = await tx.updateJob(job.id, {
+    ...transition(job, 'stopping', tx.now),
+    stopRequestedAt: tx.now,
+    stopReason: reason,
+    stoppedBy: by,
+    stopPending: job.launcherId !== null,
+  });
+  ctx.log.info({ job_id: job.id, launcher_id: job.launcherId, reason }, 'job stopping');
+  tx.emit('job.stopping', { job: job.id });
+  return row;
+}
+
+/** How a stopped job ends: `timed_out` when the stop was its timeout, else `stopped`. */
+export const stoppedStatus = (reason: StopReason | null): 'stopped' | 'timed_out' =>
+  reason === 'timeout' ? 'timed_out' : 'stopped';
+
+/** A pending job ends without running (stopped or timed out). */
+export async function endPending(
+  ctx: CoreContext,
+  tx: Tx,
+  job: JobRow,
+  reason: StopReason,
+  by: string | null,
+): Promise<JobRow> {
+  const row = await tx.updateJob(job.id, {
+    ...transition(job, stoppedStatus(reason), tx.now),
+    stopRequestedAt: tx.now,
+    stopReason: reason,
+    stoppedBy: by,
+    readySince: null,
+    routeKey: null,
+    error: reason === 'timeout' ? `timed out after ${job.timeoutMs} ms before a launcher took it` : 'stopped before it was claimed',
+  });
+  await finish(ctx, tx, row);
+  return row;
+}
+
+/** End a job now with `status` (the patch carries error, result, usage, ...). */
+export async function end(
+  ctx: CoreContext,
+  tx: Tx,
+  job: JobRow,
+  status: JobStatus,
+  patch: Partial<JobRow> = {},
+): Promise<JobRow> {
+  const row = await tx.updateJob(job.id, {
+    ...patch,
+    ...transition(job, status, tx.now),
+    readySince: null,
+    routeKey: null,
+    stopPending: false,
+  });
+  await finish(ctx, tx, row);
+  return row;
+}
+
+/** Everything that follows a job reaching a terminal status. */
+async function finish(ctx: CoreContext, tx: Tx, job: JobRow): Promise<void> {
+  const session = (await tx.session(job.sessionName))!;
+  // a start that no launcher ever took: there is no conversation anywhere to continue
+  const neverStarted = job.type === 'start_session' && job.attempts === 0 && job.status !== 'completed';
+  await tx.updateSession(session.name, {
+    lastJobStatus: job.status,
+    updatedAt: tx.now,
+    lastError: job.error,
+    ...(job.status === 'completed' ? { lastResult: job.result } : {}),
+    ...(job.usage || job.costUsd !== null
+      ? { usage: addUsage(session.usage, job.usage), costUsd: session.costUsd + (job.costUsd ?? 0) }
+      : {}),
+    // a session whose conversation never began has nothing to continue
+    ...(neverStarted ? { acceptsInput: false } : {}),
+  });
+  if (job.usage || job.costUsd !== null) await addToTree(tx, session, job);
+
+  const level = job.status === 'completed' ? 'info' : 'warn';
+  ctx.log[level](
+    { job_id: job.id, launcher_id: job.launcherId, status: job.status, error: job.error, error_code: job.errorCode },
+    `job ${job.status}`,
+  );
+  tx.emit(`job.${job.status}` as 'job.completed', { job: job.id });
+
+  await callbacks.jobEnded(ctx, tx, session.name, job);
+  if (job.parentSessionName !== null) await callbacks.childEnded(ctx, tx, job);
+  await offerNext(tx, session.name);
+  await callbacks.deliver(ctx, tx, session.name);
+  tx.emit('session.updated', { session: session.name });
+
+  if (job.launcherId !== null) {
+    const launcher = await tx.launcher(job.launcherId);
+    if (launcher?.status === 'deregistering' && (await tx.activeJobsOfLauncher(launcher.id)).length === 0) {
+      await tx.deleteLauncher(launcher.id);
+      ctx.log.info({ launcher_id: launcher.id }, 'launcher removed: it finished its jobs after deregistration');
+      tx.emit('launcher.removed', { launcher: launcher.id });
+    }
+  }
+}
+
+/** Add a job's usage and cost to the tree sums of its session and every ancestor. */
+async function addToTree(tx: Tx, session: SessionRow, job: JobRow): Promise<void> {
+  for (let s: SessionRow | undefined = session; s; s = s.parentName === null ? undefined : await tx.session(s.parentName)) {
+    await tx.updateSession(s.name, {
+      treeUsage: addUsage(s.treeUsage, job.usage),
+      treeCostUsd: s.treeCostUsd + (job.costUsd ?? 0),
+    });
+    if (s !== session) tx.emit('session.updated', { session: s.name });
+  }
+}

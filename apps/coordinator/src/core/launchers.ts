@@ -1,0 +1,114 @@
+import type { RegisterLauncherRequest } from '@agentq/protocol';
+import { liveLauncher, type CoreContext } from './context.js';
+import { CoordinatorError } from './errors.js';
+import { newId } from './ids.js';
+import { end, requeue } from './jobs.js';
+import { launcherIdentity } from './routing.js';
+import type { LauncherRow } from './rows.js';
+import type { Tx } from './store/store.js';
+
+/*
+ * Launchers: registration, signs of life, deregistration, and what happens to the jobs of one
+ * that leaves or goes silent (claimed jobs go back to the queue; running ones are interrupted).
+ */
+
+/** How long a stale launcher stays listed (status `stale`) before it is forgotten. */
+export const STALE_LAUNCHER_KEEP_MS = 60 * 60 * 1000;
+
+export async function register(
+  ctx: CoreContext,
+  tx: Tx,
+  req: RegisterLauncherRequest,
+  o: { createdBy: string | null; tokenHash: string | null },
+): Promise<LauncherRow> {
+  let id = newId('lnch_');
+  while (await tx.launcher(id)) id = newId('lnch_');
+  const { labels, roots, hostId, executorType } = launcherIdentity(req);
+  const row: LauncherRow = {
+    id,
+    hostname: req.hostname ?? null,
+    projectDir: req.project_dir ?? roots[0] ?? null,
+    executorType,
+    maxJobs: req.max_jobs ?? null,
+    version: req.version ?? null,
+    registeredAt: tx.now,
+    lastSeen: tx.now,
+    status: 'online',
+    staleAt: null,
+    labels,
+    roots,
+    hostId,
+    portable: req.portable_sessions ?? false,
+    createdBy: o.createdBy,
+    tokenHash: o.tokenHash,
+  };
+  await tx.insertLauncher(row);
+  ctx.log.info({ launcher_id: id, hostname: row.hostname, labels, roots, created_by: o.createdBy }, 'launcher registered');
+  tx.emit('launcher.registered', { launcher: id });
+  return row;
+}
+
+/** Heartbeat: the jobs of this launcher that are stopping (a safety net for a lost poll answer). */
+export async function heartbeatStops(tx: Tx, launcherId: string): Promise<string[]> {
+  await liveLauncher(tx, launcherId);
+  return (await tx.activeJobsOfLauncher(launcherId)).filter((j) => j.status === 'stopping').map((j) => j.id);
+}
+
+/**
+ * External removal (`self` false): the launcher is told on its current or next poll, may finish
+ * and report its running jobs, and is forgotten once it holds none. `self` true (a launcher
+ * leaving), or a stale one: gone at once; jobs it still holds are released.
+ */
+export async function deleteLauncher(
+  ctx: CoreContext,
+  tx: Tx,
+  launcherId: string,
+  self: boolean,
+): Promise<'deregistering' | 'removed'> {
+  const launcher = await tx.launcher(launcherId);
+  if (!launcher) {
+    throw new CoordinatorError('launcher_not_found', `launcher ${launcherId} not found`, { launcher_id: launcherId });
+  }
+  if (self || launcher.status === 'stale') {
+    await removeLauncher(ctx, tx, launcher, self ? 'it deregistered itself' : 'it was removed');
+    return 'removed';
+  }
+  if (launcher.status === 'deregistering') return 'deregistering';
+  await tx.updateLauncher(launcher.id, { status: 'deregistering' });
+  ctx.log.info({ launcher_id: launcher.id }, 'launcher marked for deregistration');
+  tx.emit('launcher.deregistering', { launcher: launcher.id });
+  return 'deregistering';
+}
+
+/** A deregistration notice reached the launcher: it is forgotten once it holds no job. */
+export async function deregistrationDelivered(ctx: CoreContext, tx: Tx, launcherId: string): Promise<void> {
+  const launcher = await tx.launcher(launcherId);
+  if (launcher?.status !== 'deregistering') return;
+  if ((await tx.activeJobsOfLauncher(launcherId)).length === 0) await removeLauncher(ctx, tx, launcher, 'it was deregistered');
+}
+
+export async function removeLauncher(ctx: CoreContext, tx: Tx, launcher: LauncherRow, why: string): Promise<void> {
+  // its parked polls are answered `deregistered` after the commit: they are not handed the
+  // jobs it is about to release, since a deleted launcher cannot claim
+  await tx.deleteLauncher(launcher.id);
+  tx.emit('launcher.removed', { launcher: launcher.id });
+  await releaseJobs(ctx, tx, launcher, `launcher ${launcher.id} left while the job was running (${why})`);
+  ctx.log.info({ launcher_id: launcher.id }, `launcher removed: ${why}`);
+}
+
+/** No heartbeat or poll for too long: release its jobs; it must register again. */
+export async function loseLauncher(ctx: CoreContext, tx: Tx, launcher: LauncherRow): Promise<void> {
+  const silent = Math.round((tx.now - launcher.lastSeen) / 1000);
+  await tx.updateLauncher(launcher.id, { status: 'stale', staleAt: tx.now });
+  ctx.log.warn({ launcher_id: launcher.id, silent_seconds: silent }, 'launcher stale');
+  await releaseJobs(ctx, tx, launcher, `launcher ${launcher.id} lost: no heartbeat or poll for ${silent} s`);
+  tx.emit('launcher.stale', { launcher: launcher.id });
+}
+
+/** Claimed-not-started jobs go back to the queue (oldest first); running ones end as interrupted. */
+export async function releaseJobs(ctx: CoreContext, tx: Tx, launcher: LauncherRow, why: string): Promise<void> {
+  for (const job of await tx.activeJobsOfLauncher(launcher.id)) {
+    if (job.status === 'claimed') await requeue(ctx, tx, job, why);
+    else await end(ctx, tx, job, 'interrupted', { error: why, errorCode: 'launcher_lost' });
+  }
+}

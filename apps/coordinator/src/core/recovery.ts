@@ -1,0 +1,38 @@
+import type { CoreContext } from './context.js';
+import { end, requeue } from './jobs.js';
+
+/**
+ * After a restart on a durable store (docs/operations.md, "Restarts"): pending jobs keep their
+ * FIFO places; claimed jobs go back to the head of the queue (a launcher that did get one is
+ * refused at `started` and does not run it); running jobs keep running when their launcher is
+ * still registered (it has a whole heartbeat timeout to come back) and end `interrupted` when it
+ * is not. Not run for a shared store: other coordinators are serving those launchers.
+ */
+export async function recover(ctx: CoreContext): Promise<void> {
+  const { store, log } = ctx;
+  if (store.shared) return;
+  const ids = await store.activeJobIds();
+  if (ids.length === 0) return;
+  let requeued = 0;
+  let interrupted = 0;
+  await store.transaction(async (tx) => {
+    for (const id of ids) {
+      const job = await tx.job(id);
+      if (!job) continue;
+      if (job.status === 'claimed') {
+        await requeue(ctx, tx, job, 'the coordinator restarted before its launcher started it');
+        requeued++;
+        continue;
+      }
+      const launcher = job.launcherId === null ? undefined : await tx.launcher(job.launcherId);
+      if (!launcher || launcher.status === 'stale') {
+        await end(ctx, tx, job, 'interrupted', {
+          error: `launcher ${job.launcherId} lost across a coordinator restart`,
+          errorCode: 'launcher_lost',
+        });
+        interrupted++;
+      }
+    }
+  });
+  log.info({ requeued, interrupted, active: ids.length }, 'recovered after restart');
+}

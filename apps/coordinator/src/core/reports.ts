@@ -1,0 +1,95 @@
+import type { CompletedReport, FailedReport, JobStatus, StartedReport, StoppedReport, Usage } from '@agentq/protocol';
+import { liveLauncher, mustJob, transition, type CoreContext } from './context.js';
+import { CoordinatorError } from './errors.js';
+import { end, stoppedStatus } from './jobs.js';
+import { normalizeDir } from './routing.js';
+import type { JobRow, LauncherRow } from './rows.js';
+import type { Tx } from './store/store.js';
+
+/*
+ * A launcher's reports on the jobs it holds: started, completed, failed, stopped. Each is
+ * idempotent (a retried report that was already applied answers ok and changes nothing).
+ */
+
+export type ReportKind = 'started' | 'completed' | 'failed' | 'stopped';
+export type ReportBody = Omit<StartedReport & CompletedReport & FailedReport & StoppedReport, 'launcher_id' | 'status' | 'error'> & {
+  error?: string | null;
+};
+
+/** A report's job: the launcher must be live (401) and hold it (409). */
+export async function heldJob(tx: Tx, launcherId: string, jobId: string): Promise<{ job: JobRow; launcher: LauncherRow }> {
+  const launcher = await liveLauncher(tx, launcherId);
+  const job = await mustJob(tx, jobId);
+  if (job.launcherId !== launcher.id) {
+    throw new CoordinatorError('job_owned_by_other_launcher', `job ${job.id} is ${job.status} and not held by launcher ${launcher.id}`, {
+      job_id: job.id,
+      current_status: job.status,
+      launcher_id: job.launcherId,
+    });
+  }
+  return { job, launcher };
+}
+
+function accounting(b: ReportBody): Partial<JobRow> {
+  const patch: { usage?: Usage; costUsd?: number; numTurns?: number; durationApiMs?: number } = {};
+  if (b.usage) patch.usage = b.usage;
+  if (b.cost_usd !== undefined) patch.costUsd = b.cost_usd;
+  if (b.num_turns !== undefined) patch.numTurns = b.num_turns;
+  if (b.duration_api_ms !== undefined) patch.durationApiMs = b.duration_api_ms;
+  return patch;
+}
+
+export async function report(ctx: CoreContext, tx: Tx, kind: ReportKind, jobId: string, launcherId: string, body: ReportBody): Promise<void> {
+  let { job, launcher } = await heldJob(tx, launcherId, jobId);
+  if (body.executor_session_id) job = await setExecutorSession(tx, job, body.executor_session_id);
+  const target: JobStatus = kind === 'started' ? 'running' : kind === 'stopped' ? stoppedStatus(job.stopReason) : kind;
+  if (job.status === target) return; // a repeated report: already applied
+  if (kind === 'started') {
+    if (job.status !== 'stopping') job = await tx.updateJob(job.id, transition(job, 'running', tx.now));
+    // it may have started while a stop request was on its way: note it, the stop still stands
+    if (job.startedAt === null) {
+      await tx.updateJob(job.id, { startedAt: tx.now });
+      await bindSession(ctx, tx, job, launcher, body.working_dir ?? null);
+      tx.emit('job.started', { job: job.id });
+    }
+    return;
+  }
+  if (kind === 'completed') {
+    await end(ctx, tx, job, 'completed', { result: body.result ?? null, error: null, ...accounting(body) });
+  } else if (kind === 'failed') {
+    await end(ctx, tx, job, 'failed', { error: body.error ?? 'failed', errorCode: body.error_code ?? null, ...accounting(body) });
+  } else {
+    const how = body.signal ? ` (executor ended by ${body.signal})` : '';
+    const error =
+      body.error ?? (job.stopReason === 'timeout' ? `timed out after ${job.timeoutMs} ms${how}` : `stopped by request${how}`);
+    await end(ctx, tx, job, target, { error, ...accounting(body) });
+  }
+}
+
+async function setExecutorSession(tx: Tx, job: JobRow, executorSessionId: string): Promise<JobRow> {
+  const session = (await tx.session(job.sessionName))!;
+  if (session.executorSessionId !== executorSessionId) {
+    await tx.updateSession(session.name, { executorSessionId });
+    tx.emit('session.updated', { session: session.name });
+  }
+  return job.executorSessionId === executorSessionId ? job : tx.updateJob(job.id, { executorSessionId });
+}
+
+/**
+ * The session's first job started: from now on it lives on this launcher's host, in this
+ * directory, with this executor (unless the executor says its sessions are portable).
+ */
+async function bindSession(ctx: CoreContext, tx: Tx, job: JobRow, launcher: LauncherRow, workingDir: string | null): Promise<void> {
+  const session = (await tx.session(job.sessionName))!;
+  if (session.affinity || launcher.portable || launcher.hostId === null) return;
+  const dir = workingDir ?? job.projectDir ?? launcher.roots[0] ?? null;
+  const affinity = {
+    hostId: launcher.hostId,
+    hostname: launcher.hostname,
+    executorType: launcher.executorType,
+    workingDir: dir === null ? null : normalizeDir(dir),
+  };
+  await tx.updateSession(session.name, { affinity });
+  ctx.log.info({ session_name: session.name, launcher_id: launcher.id, host_id: launcher.hostId, working_dir: affinity.workingDir }, 'session bound to its host');
+  tx.emit('session.updated', { session: session.name });
+}

@@ -1,0 +1,117 @@
+import { posix } from 'node:path';
+import type { Labels, RegisterLauncherRequest } from '@agentq/protocol';
+import type { Affinity, JobRow, LauncherRow, SessionRow } from './rows.js';
+
+/*
+ * Routing: which launchers may take a job. A ready job has a route made of
+ *   - `requires`: labels the launcher must all have (the job's own `requires`);
+ *   - `dir`: the directory it runs in, which must be inside one of the launcher's project roots
+ *     (null: the launcher's default directory, any launcher);
+ *   - `affinity`: once a session has run, the host (and executor type) it lives on.
+ * Jobs with equal routes share a bucket of the ready queue (routeKey), so a poll looks at the
+ * buckets its launcher serves, never at every pending job. See docs/routing.md.
+ */
+export interface Route {
+  readonly requires: Labels | null;
+  readonly dir: string | null;
+  readonly affinity: Affinity | null;
+}
+
+/** Lexical normalisation: `..` resolved, no trailing slash (the launcher resolves symlinks). */
+export function normalizeDir(dir: string): string {
+  const n = posix.normalize(dir);
+  return n.length > 1 && n.endsWith('/') ? n.slice(0, -1) : n;
+}
+
+export function isInside(dir: string, root: string): boolean {
+  if (root === '/') return dir.startsWith('/');
+  return dir === root || dir.startsWith(`${root}/`);
+}
+
+/** The route of a job about to be offered, given its session (affinity comes from there). */
+export function routeOf(job: JobRow, session: SessionRow): Route {
+  const requires = job.requires && Object.keys(job.requires).length > 0 ? job.requires : null;
+  if (session.affinity) {
+    return { requires, dir: session.affinity.workingDir, affinity: session.affinity };
+  }
+  return { requires, dir: job.projectDir === null ? null : normalizeDir(job.projectDir), affinity: null };
+}
+
+/** A stable key for a route: equal routes, equal keys. */
+export function routeKey(route: Route): string {
+  const req = route.requires
+    ? Object.keys(route.requires)
+        .sort()
+        .map((k) => [k, route.requires![k]])
+    : [];
+  const a = route.affinity;
+  return JSON.stringify([req, route.dir, a ? [a.hostId, a.executorType] : null]);
+}
+
+/** The route a key stands for (what matching needs; the affinity's hostname is not in it). */
+export function routeFromKey(key: string): Route {
+  const [req, dir, a] = JSON.parse(key) as [[string, string][], string | null, [string, string | null] | null];
+  return {
+    requires: req.length ? Object.fromEntries(req) : null,
+    dir,
+    affinity: a ? { hostId: a[0], executorType: a[1], workingDir: dir, hostname: null } : null,
+  };
+}
+
+/** Whether `launcher` may take jobs of `route` (it must also be online: the caller checks). */
+export function serves(launcher: LauncherRow, route: Route): boolean {
+  if (route.requires) {
+    for (const [k, v] of Object.entries(route.requires)) if (launcher.labels[k] !== v) return false;
+  }
+  if (route.affinity) {
+    if (launcher.hostId !== route.affinity.hostId) return false;
+    if (route.affinity.executorType !== null && launcher.executorType !== route.affinity.executorType) return false;
+  }
+  if (route.dir !== null && !launcher.roots.some((root) => isInside(route.dir!, root))) return false;
+  return true;
+}
+
+/** Why no launcher in `online` serves `route`, or null when one does. */
+export function unservedReason(route: Route, online: readonly LauncherRow[]): string | null {
+  if (online.some((l) => serves(l, route))) return null;
+  if (online.length === 0) return 'no launcher is online';
+  const a = route.affinity;
+  if (a) {
+    const onHost = online.filter((l) => l.hostId === a.hostId);
+    const host = a.hostname ?? a.hostId;
+    if (onHost.length === 0) return `session lives on host ${host}, which is offline`;
+    const sameExecutor = onHost.filter((l) => a.executorType === null || l.executorType === a.executorType);
+    if (sameExecutor.length === 0) return `session lives on host ${host}, which has no online ${a.executorType} launcher`;
+    if (a.workingDir !== null && !sameExecutor.some((l) => l.roots.some((r) => isInside(a.workingDir!, r)))) {
+      return `session lives in ${a.workingDir} on host ${host}, which no online launcher there serves`;
+    }
+  }
+  if (route.requires) {
+    for (const [k, v] of Object.entries(route.requires)) {
+      if (!online.some((l) => l.labels[k] === v)) return `no online launcher has ${k}=${v}`;
+    }
+    if (!online.some((l) => Object.entries(route.requires!).every(([k, v]) => l.labels[k] === v))) {
+      return `no online launcher has all of ${Object.entries(route.requires).map(([k, v]) => `${k}=${v}`).join(', ')}`;
+    }
+  }
+  if (route.dir !== null) return `no online launcher serves ${route.dir}`;
+  return 'no online launcher matches';
+}
+
+/** A launcher's effective labels, roots and host identity, from what it registered with. */
+export function launcherIdentity(req: RegisterLauncherRequest): {
+  labels: Labels;
+  roots: string[];
+  hostId: string | null;
+  executorType: string | null;
+} {
+  const labels: Record<string, string> = { ...(req.labels ?? {}) };
+  // the seed's fields count as labels: a launcher that sends only them still matches `requires`
+  if (req.hostname && labels.hostname === undefined) labels.hostname = req.hostname;
+  const executorType = req.executor_type ?? labels.executor ?? null;
+  if (executorType && labels.executor === undefined) labels.executor = executorType;
+  const rawRoots = req.project_roots ?? (req.project_dir ? [req.project_dir] : []);
+  const roots = [...new Set(rawRoots.map(normalizeDir))];
+  const hostId = req.host_id ?? (req.hostname ? `hostname:${req.hostname}` : null);
+  return { labels, roots, hostId, executorType };
+}

@@ -1,0 +1,167 @@
+import type {
+  CallbackNotification,
+  JobStatus,
+  JobType,
+  Labels,
+  LauncherStatus,
+  SessionMessage,
+  StopReason,
+  Usage,
+} from '@agentq/protocol';
+
+/*
+ * The rows the store keeps: plain data, one interface per entity. A committed row is never
+ * mutated; a change makes a new row (`{ ...row, ...patch }`), so a reader holding a row always
+ * sees one consistent version. What can be derived (a session's active job, a launcher's jobs, the
+ * ready queue) is not stored in rows: the store keeps it as indexes (memory) or queries (SQL).
+ */
+
+/** Where a session lives once its first job ran (see docs/routing.md). */
+export interface Affinity {
+  hostId: string;
+  /** the launcher's hostname, for messages */
+  hostname: string | null;
+  executorType: string | null;
+  workingDir: string | null;
+}
+
+export interface JobRow {
+  /** creation order: FIFO position and list cursor; never reused, survives restarts */
+  readonly seq: number;
+  readonly id: string;
+  readonly type: JobType;
+  readonly sessionName: string;
+  readonly agentName: string | null;
+  readonly prompt: string;
+  readonly projectDir: string | null;
+  readonly parentSessionName: string | null;
+  readonly createdAt: number;
+  readonly timeoutMs: number | null;
+  /** child jobs whose outcomes this resume delivers (a callback) */
+  readonly callbackOf: readonly string[] | null;
+  /** messages this resume delivers */
+  readonly messageIds: readonly string[] | null;
+  readonly requires: Labels | null;
+  readonly maxCostUsd: number | null;
+  readonly createdBy: string | null;
+  readonly status: JobStatus;
+  readonly launcherId: string | null;
+  readonly error: string | null;
+  readonly errorCode: string | null;
+  readonly result: string | null;
+  readonly claimedAt: number | null;
+  readonly startedAt: number | null;
+  readonly completedAt: number | null;
+  readonly updatedAt: number;
+  readonly stopRequestedAt: number | null;
+  readonly stopReason: StopReason | null;
+  readonly stoppedBy: string | null;
+  /** a stop its launcher has not been told about yet (through a poll answer) */
+  readonly stopPending: boolean;
+  readonly executorSessionId: string | null;
+  readonly attempts: number;
+  readonly usage: Usage | null;
+  readonly costUsd: number | null;
+  readonly numTurns: number | null;
+  readonly durationApiMs: number | null;
+  /**
+   * Set while the job may be claimed: it is pending, first of its session, and the session has no
+   * active job. `routeKey` names the launchers that may take it (routing.ts).
+   */
+  readonly readySince: number | null;
+  readonly routeKey: string | null;
+  /** bytes of output received so far (the stream's length) */
+  readonly outputBytes: number;
+}
+
+export interface SessionRow {
+  /** creation order: list cursor */
+  readonly seq: number;
+  readonly name: string;
+  readonly agentName: string | null;
+  readonly projectDir: string | null;
+  readonly parentName: string | null;
+  /** the top of its tree (itself for a root): where the tree's budget and sums live */
+  readonly rootName: string;
+  readonly depth: number;
+  readonly createdAt: number;
+  readonly createdBy: string | null;
+  readonly updatedAt: number;
+  readonly executorSessionId: string | null;
+  readonly lastJobStatus: JobStatus | null;
+  readonly lastResult: string | null;
+  readonly lastError: string | null;
+  /** child outcomes waiting to be delivered */
+  readonly callbacks: readonly CallbackNotification[];
+  /** messages waiting to be delivered */
+  readonly messages: readonly SessionMessage[];
+  /** the delivery resume job in flight (callbacks and/or messages), and what it carries */
+  readonly deliveryJobId: string | null;
+  readonly inFlight: { readonly callbacks: readonly CallbackNotification[]; readonly messages: readonly SessionMessage[] } | null;
+  /**
+   * Set when a delivery failed (its notifications went back to the queue) or the session's own job
+   * was stopped by request: queued notifications then wait for the next child outcome, message or
+   * own job instead of going at once (a parent whose every turn fails would loop otherwise).
+   */
+  readonly deliveriesHeld: boolean;
+  readonly affinity: Affinity | null;
+  /** false once the session can no longer take input (its conversation never started) */
+  readonly acceptsInput: boolean;
+  readonly usage: Usage;
+  readonly costUsd: number;
+  readonly treeUsage: Usage;
+  readonly treeCostUsd: number;
+  readonly budgetUsd: number | null;
+}
+
+export interface LauncherRow {
+  readonly id: string;
+  readonly hostname: string | null;
+  readonly projectDir: string | null;
+  readonly executorType: string | null;
+  readonly maxJobs: number | null;
+  readonly version: string | null;
+  readonly registeredAt: number;
+  /** last sign of life; updated outside transactions (store.touchLauncher) */
+  readonly lastSeen: number;
+  readonly status: LauncherStatus;
+  readonly staleAt: number | null;
+  /** effective labels: what it sent plus `hostname` and `executor` */
+  readonly labels: Labels;
+  /** normalised project roots; empty = it serves no named directory */
+  readonly roots: readonly string[];
+  /** host identity for session affinity (its own key, else `hostname:<hostname>`), null if unknown */
+  readonly hostId: string | null;
+  readonly portable: boolean;
+  readonly createdBy: string | null;
+  /** SHA-256 (hex) of its launcher token, when one was issued */
+  readonly tokenHash: string | null;
+}
+
+/** An `Idempotency-Key` seen on `POST /jobs`: the body's hash and the job it created. */
+export interface IdempotencyRow {
+  readonly key: string;
+  readonly requestHash: string;
+  readonly jobIds: readonly string[];
+  readonly createdAt: number;
+}
+
+export const ZERO_USAGE: Usage = Object.freeze({
+  input_tokens: 0,
+  output_tokens: 0,
+  cache_read_input_tokens: 0,
+  cache_creation_input_tokens: 0,
+});
+
+export function addUsage(a: Usage, b: Usage | null): Usage {
+  if (!b) return a;
+  return {
+    input_tokens: a.input_tokens + b.input_tokens,
+    output_tokens: a.output_tokens + b.output_tokens,
+    cache_read_input_tokens: a.cache_read_input_tokens + b.cache_read_input_tokens,
+    cache_creation_input_tokens: a.cache_creation_input_tokens + b.cache_creation_input_tokens,
+  };
+}
+
+export const ACTIVE_STATUSES: ReadonlySet<JobStatus> = new Set(['claimed', 'running', 'stopping']);
+export const isActive = (status: JobStatus): boolean => ACTIVE_STATUSES.has(status);

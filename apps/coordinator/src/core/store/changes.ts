@@ -1,0 +1,87 @@
+import { isTerminal, type EventType } from '@agentq/protocol';
+import type { IdempotencyRow, JobRow, LauncherRow, SessionRow } from '../rows.js';
+import type { Commit, EntityRef } from './store.js';
+
+/*
+ * A transaction's changes, as the stores apply and persist them. Each touched row is recorded
+ * once: `before` is the committed version when the transaction first touched it, `after` its
+ * version at the end, and `patch` the fields changed (so that writes outside transactions, a
+ * launcher's last sign of life or a job's output length, are not overwritten by an older copy).
+ */
+export type RowChange<T> =
+  | { kind: 'insert'; before: undefined; after: T; patch: T }
+  | { kind: 'update'; before: T; after: T; patch: Partial<T> }
+  | { kind: 'delete'; before: T; after: undefined; patch: null };
+
+export interface ChangeSet {
+  jobs: Map<string, RowChange<JobRow>>;
+  sessions: Map<string, RowChange<SessionRow>>;
+  launchers: Map<string, RowChange<LauncherRow>>;
+  idempotency: IdempotencyRow[];
+  events: { type: EventType; ref: EntityRef }[];
+  jobSeq: number;
+  sessionSeq: number;
+}
+
+export function emptyChangeSet(jobSeq: number, sessionSeq: number): ChangeSet {
+  return { jobs: new Map(), sessions: new Map(), launchers: new Map(), idempotency: [], events: [], jobSeq, sessionSeq };
+}
+
+/** Record that `key`'s row becomes `after` (undefined: deleted); `patch` is what changed. */
+export function record<T>(
+  map: Map<string, RowChange<T>>,
+  key: string,
+  committed: T | undefined,
+  after: T | undefined,
+  patch: Partial<T> | null,
+): void {
+  const prev = map.get(key);
+  if (!prev) {
+    if (committed === undefined) {
+      if (after !== undefined) map.set(key, { kind: 'insert', before: undefined, after, patch: after });
+      return;
+    }
+    if (after === undefined) map.set(key, { kind: 'delete', before: committed, after: undefined, patch: null });
+    else map.set(key, { kind: 'update', before: committed, after, patch: { ...patch } });
+    return;
+  }
+  if (prev.kind === 'insert') {
+    if (after === undefined) map.delete(key);
+    else map.set(key, { kind: 'insert', before: undefined, after, patch: after });
+    return;
+  }
+  if (prev.kind === 'delete') {
+    if (after !== undefined) map.set(key, { kind: 'update', before: prev.before, after, patch: { ...after } });
+    return;
+  }
+  if (after === undefined) map.set(key, { kind: 'delete', before: prev.before, after: undefined, patch: null });
+  else map.set(key, { kind: 'update', before: prev.before, after, patch: { ...prev.patch, ...patch } });
+}
+
+/** The hints a committed change set gives the core's reactions (events are added by the store). */
+export function hintsOf(changes: ChangeSet): Omit<Commit, 'events'> {
+  const commit: Omit<Commit, 'events'> = {
+    readyKeys: new Set(),
+    readyCount: 0,
+    launchersToWake: new Set(),
+    ended: new Set(),
+    launchersChanged: false,
+  };
+  for (const c of changes.jobs.values()) {
+    const a = c.after;
+    const b = c.before;
+    if (!a) continue;
+    if (a.readySince !== null && a.routeKey !== null && (b?.readySince ?? null) === null) {
+      commit.readyKeys.add(a.routeKey);
+      commit.readyCount++;
+    }
+    if (a.stopPending && !b?.stopPending && a.launcherId !== null) commit.launchersToWake.add(a.launcherId);
+    if (isTerminal(a.status) && (!b || !isTerminal(b.status))) commit.ended.add(a.id);
+  }
+  for (const c of changes.launchers.values()) {
+    if (c.kind !== 'update' || c.before.status !== c.after.status) commit.launchersChanged = true;
+    if (c.kind === 'delete') commit.launchersToWake.add(c.before.id);
+    else if (c.after.status === 'deregistering' && c.before?.status !== 'deregistering') commit.launchersToWake.add(c.after.id);
+  }
+  return commit;
+}

@@ -1,0 +1,355 @@
+import { isTerminal } from '@agentq/protocol';
+import { DeadlineHeap } from '../deadline-heap.js';
+import { isActive, type IdempotencyRow, type JobRow, type LauncherRow, type SessionRow } from '../rows.js';
+import type { SessionExtras } from '../wire.js';
+import type { ChangeSet, RowChange } from './changes.js';
+import { ReadyIndex } from './ready-index.js';
+import type { ListJobsFilter, ListSessionsFilter } from './store.js';
+
+/** Where rows that are not in memory come from (the SQLite store; synchronous). */
+export interface StateLoader {
+  job(id: string): JobRow | undefined;
+  session(name: string): SessionRow | undefined;
+  idempotency(key: string): IdempotencyRow | undefined;
+}
+
+/** An append-only list of (seq, key) in seq order, with lazy removal; for newest-first paging. */
+class SeqList {
+  seqs: number[] = [];
+  keys: string[] = [];
+  #dead = 0;
+
+  push(seq: number, key: string): void {
+    this.seqs.push(seq);
+    this.keys.push(key);
+  }
+
+  /** Walk keys newest first, starting below `before`, while `visit` returns true. */
+  walk(before: number | undefined, live: (key: string) => boolean, visit: (key: string) => boolean): void {
+    let i = this.seqs.length - 1;
+    if (before !== undefined) {
+      let lo = 0;
+      let hi = this.seqs.length;
+      while (lo < hi) {
+        const mid = (lo + hi) >> 1;
+        if (this.seqs[mid]! < before) lo = mid + 1;
+        else hi = mid;
+      }
+      i = lo - 1;
+    }
+    for (; i >= 0; i--) {
+      const key = this.keys[i]!;
+      if (!live(key)) continue;
+      if (!visit(key)) return;
+    }
+  }
+
+  /** A key left the map it indexes: compact once half the list is dead. */
+  died(live: (key: string) => boolean): void {
+    if (++this.#dead > 1024 && this.#dead * 2 > this.keys.length) {
+      const seqs: number[] = [];
+      const keys: string[] = [];
+      for (let i = 0; i < this.keys.length; i++) {
+        if (live(this.keys[i]!)) {
+          seqs.push(this.seqs[i]!);
+          keys.push(this.keys[i]!);
+        }
+      }
+      this.seqs = seqs;
+      this.keys = keys;
+      this.#dead = 0;
+    }
+  }
+}
+
+/**
+ * The committed state in memory and its indexes. Indexes are derived from rows only, in `apply`:
+ * the lifecycle modules never maintain them. With `fullHistory` (memory mode) this is the whole
+ * state; the SQLite store uses it as the hot part (every non-terminal job, every launcher, the
+ * recent rest) and reads history from the database.
+ */
+export class MemoryState {
+  readonly jobs = new Map<string, JobRow>();
+  readonly sessions = new Map<string, SessionRow>();
+  readonly launchers = new Map<string, LauncherRow>();
+  readonly idempotency = new Map<string, IdempotencyRow>();
+  readonly tokenIndex = new Map<string, string>();
+
+  readonly ready = new ReadyIndex();
+  readonly deadlines = new DeadlineHeap<string>();
+  /** session -> its active job id */
+  readonly sessionActive = new Map<string, string>();
+  /** session -> its pending job ids, oldest first */
+  readonly sessionPending = new Map<string, string[]>();
+  /** launcher -> job ids it holds */
+  readonly launcherActive = new Map<string, Set<string>>();
+  /** every active (claimed, running, stopping) job id */
+  readonly active = new Set<string>();
+  /** terminal job ids in the order they ended */
+  #ended: string[] = [];
+  #endedHead = 0;
+  pendingCount = 0;
+  jobSeq = 0;
+  sessionSeq = 0;
+  lastEventId = 0;
+
+  // indexes of history, kept only when this is the whole state
+  readonly #jobOrder = new SeqList();
+  readonly #sessionOrder = new SeqList();
+  readonly #sessionJobs = new Map<string, Set<string>>();
+  readonly #children = new Map<string, Set<string>>();
+
+  constructor(
+    readonly fullHistory: boolean,
+    readonly loader?: StateLoader,
+  ) {}
+
+  job(id: string): JobRow | undefined {
+    const row = this.jobs.get(id);
+    if (row || !this.loader) return row;
+    const loaded = this.loader.job(id);
+    if (loaded) this.jobs.set(id, loaded);
+    return loaded;
+  }
+
+  session(name: string): SessionRow | undefined {
+    const row = this.sessions.get(name);
+    if (row || !this.loader) return row;
+    const loaded = this.loader.session(name);
+    if (loaded) this.sessions.set(name, loaded);
+    return loaded;
+  }
+
+  idempotencyRow(key: string): IdempotencyRow | undefined {
+    return this.idempotency.get(key) ?? this.loader?.idempotency(key);
+  }
+
+  /** Apply a committed change set to the rows and every index. */
+  apply(changes: ChangeSet): void {
+    this.jobSeq = Math.max(this.jobSeq, changes.jobSeq);
+    this.sessionSeq = Math.max(this.sessionSeq, changes.sessionSeq);
+    for (const [name, c] of changes.sessions) this.#applySession(name, c);
+    for (const [id, c] of changes.jobs) this.#applyJob(id, c);
+    for (const [id, c] of changes.launchers) this.#applyLauncher(id, c);
+    for (const row of changes.idempotency) this.idempotency.set(row.key, row);
+  }
+
+  /** Replace one field set of a committed row outside a transaction (output length, sign of life). */
+  patchJob(id: string, patch: Partial<JobRow>): void {
+    const row = this.jobs.get(id);
+    if (row) this.jobs.set(id, { ...row, ...patch });
+  }
+  patchLauncher(id: string, patch: Partial<LauncherRow>): void {
+    const row = this.launchers.get(id);
+    if (row) this.launchers.set(id, { ...row, ...patch });
+  }
+
+  #applyJob(id: string, c: RowChange<JobRow>): void {
+    const before = c.kind === 'insert' ? undefined : (this.jobs.get(id) ?? c.before);
+    const after = c.kind === 'delete' ? undefined : c.kind === 'insert' ? c.after : ({ ...before!, ...c.patch } as JobRow);
+    if (!before && after) {
+      if (this.fullHistory) {
+        this.#jobOrder.push(after.seq, id);
+        let set = this.#sessionJobs.get(after.sessionName);
+        if (!set) this.#sessionJobs.set(after.sessionName, (set = new Set()));
+        set.add(id);
+      }
+      if (after.timeoutMs !== null && !isTerminal(after.status)) this.deadlines.push(after.createdAt + after.timeoutMs, id);
+    }
+    const wasPending = before?.status === 'pending';
+    const isPending = after?.status === 'pending';
+    if (wasPending && !isPending) this.#pendingRemove(before!.sessionName, id);
+    if (!wasPending && isPending) this.#pendingInsert(after!.sessionName, id, after!.seq);
+
+    const wasActive = before !== undefined && isActive(before.status);
+    const nowActive = after !== undefined && isActive(after.status);
+    const moved = before?.launcherId !== after?.launcherId;
+    if (wasActive && (!nowActive || moved)) {
+      if (this.sessionActive.get(before!.sessionName) === id) this.sessionActive.delete(before!.sessionName);
+      const held = before!.launcherId === null ? undefined : this.launcherActive.get(before!.launcherId);
+      held?.delete(id);
+      if (held?.size === 0) this.launcherActive.delete(before!.launcherId!);
+      this.active.delete(id);
+    }
+    if (nowActive && (!wasActive || moved)) {
+      this.sessionActive.set(after!.sessionName, id);
+      if (after!.launcherId !== null) {
+        let held = this.launcherActive.get(after!.launcherId);
+        if (!held) this.launcherActive.set(after!.launcherId, (held = new Set()));
+        held.add(id);
+      }
+      this.active.add(id);
+    }
+
+    if (before?.readySince != null && (after?.readySince == null || after.routeKey !== before.routeKey)) {
+      this.ready.remove(before);
+    }
+    if (after?.readySince != null) this.ready.insert(after);
+
+    if (after && isTerminal(after.status) && !(before && isTerminal(before.status))) this.#ended.push(id);
+
+    if (after) this.jobs.set(id, after);
+    else {
+      this.jobs.delete(id);
+      if (this.fullHistory) {
+        this.#sessionJobs.get(before!.sessionName)?.delete(id);
+        this.#jobOrder.died((k) => this.jobs.has(k));
+      }
+    }
+  }
+
+  #pendingInsert(session: string, id: string, seq: number): void {
+    this.pendingCount++;
+    let list = this.sessionPending.get(session);
+    if (!list) this.sessionPending.set(session, (list = []));
+    let i = list.length;
+    while (i > 0 && (this.jobs.get(list[i - 1]!)?.seq ?? 0) > seq) i--;
+    list.splice(i, 0, id);
+  }
+
+  #pendingRemove(session: string, id: string): void {
+    this.pendingCount--;
+    const list = this.sessionPending.get(session);
+    if (!list) return;
+    const i = list.indexOf(id);
+    if (i >= 0) list.splice(i, 1);
+    if (list.length === 0) this.sessionPending.delete(session);
+  }
+
+  #applySession(name: string, c: RowChange<SessionRow>): void {
+    if (c.kind === 'insert') {
+      this.sessions.set(name, c.after);
+      if (this.fullHistory) {
+        this.#sessionOrder.push(c.after.seq, name);
+        if (c.after.parentName !== null) {
+          let set = this.#children.get(c.after.parentName);
+          if (!set) this.#children.set(c.after.parentName, (set = new Set()));
+          set.add(name);
+        }
+      }
+    } else if (c.kind === 'update') {
+      const current = this.sessions.get(name) ?? c.before;
+      // delete + set: the map's order is least recently changed first (see evictSessions)
+      this.sessions.delete(name);
+      this.sessions.set(name, { ...current, ...c.patch });
+    } else {
+      this.sessions.delete(name);
+      if (this.fullHistory) {
+        if (c.before.parentName !== null) this.#children.get(c.before.parentName)?.delete(name);
+        this.#sessionJobs.delete(name);
+        this.#sessionOrder.died((k) => this.sessions.has(k));
+      }
+    }
+  }
+
+  #applyLauncher(id: string, c: RowChange<LauncherRow>): void {
+    const before = c.kind === 'insert' ? undefined : (this.launchers.get(id) ?? c.before);
+    if (before?.tokenHash) this.tokenIndex.delete(before.tokenHash);
+    if (c.kind === 'delete') {
+      this.launchers.delete(id);
+      this.ready.forgetLauncher(id);
+      return;
+    }
+    const after = c.kind === 'insert' ? c.after : ({ ...before!, ...c.patch } as LauncherRow);
+    this.launchers.set(id, after);
+    if (after.tokenHash) this.tokenIndex.set(after.tokenHash, id);
+  }
+
+  // --- derived views -------------------------------------------------------------------------
+
+  sessionExtras(s: SessionRow): SessionExtras {
+    const activeJobId = this.sessionActive.get(s.name) ?? null;
+    return {
+      activeJobId,
+      busy: activeJobId !== null || (this.sessionPending.get(s.name)?.length ?? 0) > 0,
+      jobIds: [...(this.#sessionJobs.get(s.name) ?? [])],
+      children: [...(this.#children.get(s.name) ?? [])],
+    };
+  }
+
+  isBusy(name: string): boolean {
+    return this.sessionActive.has(name) || this.sessionPending.has(name);
+  }
+
+  hasChildren(name: string): boolean {
+    return (this.#children.get(name)?.size ?? 0) > 0;
+  }
+
+  hasJobs(name: string): boolean {
+    return (this.#sessionJobs.get(name)?.size ?? 0) > 0;
+  }
+
+  listJobs(f: ListJobsFilter): JobRow[] {
+    const out: JobRow[] = [];
+    const take = (id: string): boolean => {
+      const job = this.jobs.get(id);
+      if (!job) return true;
+      if (f.before !== undefined && job.seq >= f.before) return true;
+      if (f.statuses && !f.statuses.has(job.status)) return true;
+      if (f.launcherId !== undefined && job.launcherId !== f.launcherId) return true;
+      if (f.terminal !== undefined && isTerminal(job.status) !== f.terminal) return true;
+      out.push(job);
+      return out.length < f.limit;
+    };
+    if (f.sessionName !== undefined) {
+      const ids = [...(this.#sessionJobs.get(f.sessionName) ?? [])];
+      for (let i = ids.length - 1; i >= 0 && take(ids[i]!); i--);
+    } else {
+      this.#jobOrder.walk(f.before, (k) => this.jobs.has(k), take);
+    }
+    return out;
+  }
+
+  listSessions(f: ListSessionsFilter): SessionRow[] {
+    const out: SessionRow[] = [];
+    this.#sessionOrder.walk(
+      f.before,
+      (k) => this.sessions.has(k),
+      (name) => {
+        const s = this.sessions.get(name)!;
+        if (f.parent !== undefined && s.parentName !== f.parent) return true;
+        if (f.status !== undefined && (this.isBusy(name) ? 'busy' : 'idle') !== f.status) return true;
+        out.push(s);
+        return out.length < f.limit;
+      },
+    );
+    return out;
+  }
+
+  /** Terminal jobs in the order they ended, oldest first (ids may have left since). */
+  *endedIds(): IterableIterator<string> {
+    for (let i = this.#endedHead; i < this.#ended.length; i++) yield this.#ended[i]!;
+  }
+
+  /** Drop the `n` oldest entries of the ended list. */
+  dropEnded(n: number): void {
+    this.#endedHead += n;
+    if (this.#endedHead > 1024 && this.#endedHead * 2 > this.#ended.length) {
+      this.#ended = this.#ended.slice(this.#endedHead);
+      this.#endedHead = 0;
+    }
+  }
+
+  get endedCount(): number {
+    return this.#ended.length - this.#endedHead;
+  }
+
+  /** Forget a terminal job from memory only (it stays in the database). */
+  evictJob(id: string): void {
+    const job = this.jobs.get(id);
+    if (job && isTerminal(job.status)) this.jobs.delete(id);
+  }
+
+  /**
+   * Forget idle sessions from memory only, least recently changed first, until at most `keep`
+   * remain (busy ones and those with undelivered callbacks or messages stay).
+   */
+  evictSessions(keep: number): void {
+    if (this.sessions.size <= keep) return;
+    for (const [name, s] of this.sessions) {
+      if (this.sessions.size <= keep) break;
+      if (this.isBusy(name) || s.callbacks.length > 0 || s.messages.length > 0 || s.deliveryJobId !== null) continue;
+      this.sessions.delete(name);
+    }
+  }
+}

@@ -1,0 +1,249 @@
+import { isTerminal, type LifecycleEvent } from '@agentq/protocol';
+import type { Logger } from 'pino';
+import { iso } from '../clock.js';
+import type { Clock } from '../clock.js';
+import { OutputBuffer } from '../output-buffer.js';
+import type { JobRow, LauncherRow, SessionRow } from '../rows.js';
+import { toWireJob, toWireLauncher, toWireSession, type SessionExtras } from '../wire.js';
+import { hintsOf, type ChangeSet } from './changes.js';
+import { MemoryState, type StateLoader } from './memory-state.js';
+import { MemoryTx } from './memory-tx.js';
+import { Mutex } from './mutex.js';
+import type {
+  Commit,
+  ListJobsFilter,
+  ListSessionsFilter,
+  OutputInfo,
+  OutputSlice,
+  ReadyBucket,
+  Store,
+  StoreCounts,
+  Tx,
+} from './store.js';
+
+export interface MemoryStoreOptions {
+  clock: Clock;
+  log: Logger;
+  /** output bytes kept per job */
+  outputMaxBytes: number;
+}
+
+/**
+ * The in-memory store (DATABASE_URL=memory:): the whole state in a MemoryState, one transaction
+ * at a time. The SQLite store extends it: `persist` writes a change set through before it is
+ * applied, and history is read from the database.
+ */
+export class MemoryStore implements Store {
+  readonly kind: Store['kind'] = 'memory';
+  readonly shared = false;
+  protected readonly state: MemoryState;
+  protected readonly options: MemoryStoreOptions;
+  protected readonly outputs = new Map<string, OutputBuffer>();
+  readonly #mutex = new Mutex();
+  readonly #listeners: ((commit: Commit) => void)[] = [];
+
+  constructor(options: MemoryStoreOptions, state?: { fullHistory: boolean; loader?: StateLoader }) {
+    this.options = options;
+    this.state = new MemoryState(state?.fullHistory ?? true, state?.loader);
+  }
+
+  onCommit(listener: (commit: Commit) => void): void {
+    this.#listeners.push(listener);
+  }
+
+  async transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
+    const wait = this.#mutex.acquire();
+    if (wait) await wait;
+    let commit: Commit | undefined;
+    let result: T;
+    try {
+      const tx = new MemoryTx(this.state, this.options.clock.now());
+      result = await fn(tx);
+      commit = this.#commit(tx.changes(), tx.now);
+    } finally {
+      this.#mutex.release();
+    }
+    if (commit) for (const listener of this.#listeners) listener(commit);
+    return result;
+  }
+
+  #commit(changes: ChangeSet, now: number): Commit | undefined {
+    if (changes.jobs.size + changes.sessions.size + changes.launchers.size + changes.idempotency.length === 0) {
+      if (changes.events.length === 0) return undefined;
+    }
+    const firstEventId = this.state.lastEventId + 1;
+    this.persist(changes, firstEventId + changes.events.length - 1);
+    this.state.apply(changes);
+    this.state.lastEventId += changes.events.length;
+    const at = iso(now);
+    const events: LifecycleEvent[] = changes.events.map((e, i) => {
+      const id = firstEventId + i;
+      if ('job' in e.ref) {
+        const row = this.state.jobs.get(e.ref.job) ?? changes.jobs.get(e.ref.job)?.before;
+        return { id, type: e.type, at, job: toWireJob(row!) } as LifecycleEvent;
+      }
+      if ('session' in e.ref) {
+        const row = this.state.sessions.get(e.ref.session) ?? changes.sessions.get(e.ref.session)?.before;
+        return { id, type: e.type, at, session: toWireSession(row!, this.extrasNow(row!)) } as LifecycleEvent;
+      }
+      const row = this.state.launchers.get(e.ref.launcher) ?? changes.launchers.get(e.ref.launcher)?.before;
+      const held = [...(this.state.launcherActive.get(row!.id) ?? [])];
+      return { id, type: e.type, at, launcher: toWireLauncher(row!, held, now) } as LifecycleEvent;
+    });
+    for (const c of changes.jobs.values()) if (c.kind === 'delete') this.outputs.delete(c.before.id);
+    return { events, ...hintsOf(changes) };
+  }
+
+  /** Write a change set through before it is applied (durable stores); throw to refuse it. */
+  protected persist(_changes: ChangeSet, _lastEventId: number): void {}
+
+  /** A session's derived view, synchronously (for events). */
+  protected extrasNow(s: SessionRow): SessionExtras {
+    return this.state.sessionExtras(s);
+  }
+
+  // --- reads -------------------------------------------------------------------------------
+
+  async getJob(id: string): Promise<JobRow | undefined> {
+    return this.state.job(id);
+  }
+  async getSession(name: string): Promise<SessionRow | undefined> {
+    return this.state.session(name);
+  }
+  async sessionExtras(session: SessionRow): Promise<SessionExtras> {
+    return this.extrasNow(session);
+  }
+  async getLauncher(id: string): Promise<LauncherRow | undefined> {
+    return this.state.launchers.get(id);
+  }
+  async launcherByTokenHash(hash: string): Promise<LauncherRow | undefined> {
+    const id = this.state.tokenIndex.get(hash);
+    return id === undefined ? undefined : this.state.launchers.get(id);
+  }
+  async listLaunchers(): Promise<LauncherRow[]> {
+    return [...this.state.launchers.values()];
+  }
+  async activeJobIdsOfLauncher(id: string): Promise<string[]> {
+    return [...(this.state.launcherActive.get(id) ?? [])];
+  }
+  async activeJobIds(): Promise<string[]> {
+    return [...this.state.active];
+  }
+  async listJobs(filter: ListJobsFilter): Promise<JobRow[]> {
+    return this.state.listJobs(filter);
+  }
+  async listSessions(filter: ListSessionsFilter): Promise<SessionRow[]> {
+    return this.state.listSessions(filter);
+  }
+  async counts(): Promise<StoreCounts> {
+    return { pending: this.state.pendingCount, active: this.state.active.size };
+  }
+  async readyBuckets(): Promise<ReadyBucket[]> {
+    return this.state.ready.buckets().map(({ key, size, headReadySince }) => ({ key, size, headReadySince }));
+  }
+  async readyJobsIn(key: string, limit: number): Promise<JobRow[]> {
+    return this.state.ready.idsIn(key, limit).map((id) => this.state.jobs.get(id)!);
+  }
+
+  /** Whether `launcher` could claim something now (the dispatcher's cheap pre-check). */
+  hasReadyFor(launcher: LauncherRow): boolean {
+    return this.state.ready.hasFor(launcher);
+  }
+
+  async touchLauncher(id: string, now: number): Promise<void> {
+    this.state.patchLauncher(id, { lastSeen: now });
+  }
+
+  // --- output ------------------------------------------------------------------------------
+
+  protected buffer(jobId: string): OutputBuffer {
+    let buf = this.outputs.get(jobId);
+    if (!buf) this.outputs.set(jobId, (buf = this.loadOutput(jobId)));
+    return buf;
+  }
+
+  async appendOutput(jobId: string, offset: number, data: string): Promise<number> {
+    const buf = this.buffer(jobId);
+    const stored = buf.append(offset, data);
+    if (stored > 0 || offset > (this.state.jobs.get(jobId)?.outputBytes ?? 0)) {
+      this.state.patchJob(jobId, { outputBytes: buf.totalBytes });
+    }
+    return stored;
+  }
+
+  async readOutput(jobId: string, from: number | null, limit: number): Promise<OutputSlice & OutputInfo> {
+    const buf = this.outputs.get(jobId) ?? this.loadOutput(jobId);
+    const slice = from === null ? buf.tail(limit) : buf.read(from, limit);
+    return { ...slice, totalBytes: buf.totalBytes, retainedBytes: buf.retainedBytes, truncated: buf.truncated };
+  }
+
+  /** Output of a job not in memory (the durable stores read it back). */
+  protected loadOutput(_jobId: string): OutputBuffer {
+    return new OutputBuffer(this.options.outputMaxBytes);
+  }
+
+  whenOutput(jobId: string, signal: AbortSignal): Promise<void> {
+    return this.buffer(jobId).whenAppended(signal);
+  }
+
+  // --- housekeeping ------------------------------------------------------------------------
+
+  async dueTimeouts(now: number): Promise<string[]> {
+    return this.state.deadlines.popDue(now).filter((id) => {
+      const job = this.state.jobs.get(id);
+      return job !== undefined && !isTerminal(job.status);
+    });
+  }
+
+  async expiredClaims(before: number): Promise<string[]> {
+    const out: string[] = [];
+    for (const id of this.state.active) {
+      const job = this.state.jobs.get(id)!;
+      if (job.startedAt === null && job.claimedAt !== null && job.claimedAt < before) out.push(id);
+    }
+    return out;
+  }
+
+  async historyDue(before: number, limit: number): Promise<{ jobs: string[]; sessions: string[] }> {
+    const jobs: string[] = [];
+    let consumed = 0;
+    for (const id of this.state.endedIds()) {
+      const job = this.state.jobs.get(id);
+      if (job && (job.completedAt ?? 0) > before) break;
+      consumed++;
+      if (job) jobs.push(id);
+      if (jobs.length >= limit) break;
+    }
+    this.state.dropEnded(consumed);
+    const sessions: string[] = [];
+    // the map's order is least recently changed first: stop at the first recent one
+    for (const s of this.state.sessions.values()) {
+      if (sessions.length >= limit || s.updatedAt > before) break;
+      if (this.#sessionExpired(s, before)) sessions.push(s.name);
+    }
+    return { jobs, sessions };
+  }
+
+  #sessionExpired(s: SessionRow, before: number): boolean {
+    return (
+      s.updatedAt <= before &&
+      !this.state.isBusy(s.name) &&
+      !this.state.hasJobs(s.name) &&
+      !this.state.hasChildren(s.name) &&
+      s.callbacks.length === 0 &&
+      s.messages.length === 0 &&
+      s.deliveryJobId === null
+    );
+  }
+
+  async purgeIdempotency(before: number): Promise<void> {
+    for (const [key, row] of this.state.idempotency) {
+      if (row.createdAt >= before) break; // insertion order is creation order
+      this.state.idempotency.delete(key);
+    }
+  }
+
+  trimCache(): void {}
+
+  async close(): Promise<void> {}
+}

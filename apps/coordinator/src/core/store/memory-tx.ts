@@ -1,0 +1,158 @@
+import type { EventType } from '@agentq/protocol';
+import { CoordinatorError } from '../errors.js';
+import { isActive, type IdempotencyRow, type JobRow, type LauncherRow, type SessionRow } from '../rows.js';
+import { emptyChangeSet, record, type ChangeSet } from './changes.js';
+import type { MemoryState } from './memory-state.js';
+import type { EntityRef, Tx } from './store.js';
+
+const missing = (what: string) => new CoordinatorError('internal_error', `transaction: ${what} is missing`);
+
+/**
+ * A transaction over MemoryState: reads see the committed state overlaid with this
+ * transaction's own changes; nothing reaches the state until `changes()` is applied by the store.
+ * The store runs one at a time (a mutex), so the overlay is all the isolation needed.
+ */
+export class MemoryTx implements Tx {
+  readonly #state: MemoryState;
+  readonly #changes: ChangeSet;
+
+  constructor(
+    state: MemoryState,
+    readonly now: number,
+  ) {
+    this.#state = state;
+    this.#changes = emptyChangeSet(state.jobSeq, state.sessionSeq);
+  }
+
+  changes(): ChangeSet {
+    return this.#changes;
+  }
+
+  // --- reads -------------------------------------------------------------------------------
+
+  #job(id: string): JobRow | undefined {
+    const c = this.#changes.jobs.get(id);
+    return c ? c.after : this.#state.job(id);
+  }
+
+  async job(id: string): Promise<JobRow | undefined> {
+    return this.#job(id);
+  }
+
+  async session(name: string): Promise<SessionRow | undefined> {
+    const c = this.#changes.sessions.get(name);
+    return c ? c.after : this.#state.session(name);
+  }
+
+  async launcher(id: string): Promise<LauncherRow | undefined> {
+    const c = this.#changes.launchers.get(id);
+    return c ? c.after : this.#state.launchers.get(id);
+  }
+
+  /** Committed candidates plus the jobs this transaction touched, as this transaction sees them. */
+  #view(committed: Iterable<string>, keep: (job: JobRow) => boolean): JobRow[] {
+    const ids = new Set(committed);
+    for (const id of this.#changes.jobs.keys()) ids.add(id);
+    const out: JobRow[] = [];
+    for (const id of ids) {
+      const job = this.#job(id);
+      if (job && keep(job)) out.push(job);
+    }
+    return out;
+  }
+
+  async activeJobOf(sessionName: string): Promise<JobRow | undefined> {
+    const id = this.#state.sessionActive.get(sessionName);
+    return this.#view(id === undefined ? [] : [id], (j) => j.sessionName === sessionName && isActive(j.status))[0];
+  }
+
+  async pendingJobsOf(sessionName: string): Promise<JobRow[]> {
+    const ids = this.#state.sessionPending.get(sessionName) ?? [];
+    return this.#view(ids, (j) => j.sessionName === sessionName && j.status === 'pending').sort((a, b) => a.seq - b.seq);
+  }
+
+  async activeJobsOfLauncher(launcherId: string): Promise<JobRow[]> {
+    const ids = this.#state.launcherActive.get(launcherId) ?? [];
+    return this.#view(ids, (j) => j.launcherId === launcherId && isActive(j.status)).sort((a, b) => a.seq - b.seq);
+  }
+
+  async readyJobsFor(launcher: LauncherRow, max: number): Promise<JobRow[]> {
+    const touched = this.#changes.jobs;
+    // jobs this transaction already changed are as it sees them; the index has the committed rest
+    const ids = this.#state.ready.takeFor(launcher, max, (id) => {
+      const c = touched.get(id);
+      return c !== undefined && c.after?.readySince == null;
+    });
+    return ids.map((id) => this.#job(id)!);
+  }
+
+  async idempotency(key: string): Promise<IdempotencyRow | undefined> {
+    return this.#changes.idempotency.find((r) => r.key === key) ?? this.#state.idempotencyRow(key);
+  }
+
+  // --- writes ------------------------------------------------------------------------------
+
+  async nextJobSeq(): Promise<number> {
+    return ++this.#changes.jobSeq;
+  }
+
+  async nextSessionSeq(): Promise<number> {
+    return ++this.#changes.sessionSeq;
+  }
+
+  async insertJob(row: JobRow): Promise<void> {
+    record(this.#changes.jobs, row.id, this.#state.jobs.get(row.id), row, row);
+  }
+
+  async updateJob(id: string, patch: Partial<JobRow>): Promise<JobRow> {
+    const current = this.#job(id);
+    if (!current) throw missing(`job ${id}`);
+    const next = { ...current, ...patch };
+    record(this.#changes.jobs, id, this.#state.job(id), next, patch);
+    return next;
+  }
+
+  async deleteJob(id: string): Promise<void> {
+    record(this.#changes.jobs, id, this.#state.job(id), undefined, null);
+  }
+
+  async insertSession(row: SessionRow): Promise<void> {
+    record(this.#changes.sessions, row.name, this.#state.sessions.get(row.name), row, row);
+  }
+
+  async updateSession(name: string, patch: Partial<SessionRow>): Promise<SessionRow> {
+    const current = await this.session(name);
+    if (!current) throw missing(`session ${name}`);
+    const next = { ...current, ...patch };
+    record(this.#changes.sessions, name, this.#state.session(name), next, patch);
+    return next;
+  }
+
+  async deleteSession(name: string): Promise<void> {
+    record(this.#changes.sessions, name, this.#state.session(name), undefined, null);
+  }
+
+  async insertLauncher(row: LauncherRow): Promise<void> {
+    record(this.#changes.launchers, row.id, this.#state.launchers.get(row.id), row, row);
+  }
+
+  async updateLauncher(id: string, patch: Partial<LauncherRow>): Promise<LauncherRow> {
+    const current = await this.launcher(id);
+    if (!current) throw missing(`launcher ${id}`);
+    const next = { ...current, ...patch };
+    record(this.#changes.launchers, id, this.#state.launchers.get(id), next, patch);
+    return next;
+  }
+
+  async deleteLauncher(id: string): Promise<void> {
+    record(this.#changes.launchers, id, this.#state.launchers.get(id), undefined, null);
+  }
+
+  async putIdempotency(row: IdempotencyRow): Promise<void> {
+    this.#changes.idempotency.push(row);
+  }
+
+  emit(type: EventType, ref: EntityRef): void {
+    this.#changes.events.push({ type, ref });
+  }
+}

@@ -1,0 +1,311 @@
+import Database, { type Database as Db, type Statement } from 'better-sqlite3';
+import { TERMINAL_STATUSES } from '@agentq/protocol';
+import { CoordinatorError } from '../errors.js';
+import { OutputBuffer } from '../output-buffer.js';
+import type { JobRow, LauncherRow, SessionRow } from '../rows.js';
+import type { SessionExtras } from '../wire.js';
+import { emptyChangeSet, type ChangeSet, type RowChange } from './changes.js';
+import { MemoryStore, type MemoryStoreOptions } from './memory-store.js';
+import { migrate } from './sqlite-schema.js';
+import { column, decode, encode, IDEMPOTENCY, JOBS, LAUNCHERS, SESSIONS, type Table } from './sql-rows.js';
+import type { ListJobsFilter, ListSessionsFilter } from './store.js';
+
+export interface SqliteStoreOptions extends MemoryStoreOptions {
+  /** terminal jobs kept in memory (the rest is read from the file) */
+  hotJobs: number;
+  /** idle sessions kept in memory */
+  hotSessions: number;
+}
+
+const TERMINAL = [...TERMINAL_STATUSES];
+const placeholders = (n: number) => Array.from({ length: n }, () => '?').join(', ');
+
+/**
+ * The default store: SQLite in WAL mode through better-sqlite3. Dispatch works on the memory
+ * store's indexes (every non-terminal job, every launcher, a bounded window of the rest); each
+ * transaction's changes are written through — per row and per changed column, in one SQLite
+ * transaction — before they are applied in memory and before the request that caused them is
+ * answered. A write that fails (disk full, file too large) is refused with 503
+ * `storage_unavailable` and changes nothing; the next one tries again. History (terminal jobs,
+ * idle sessions) is read from the file.
+ */
+export class SqliteStore extends MemoryStore {
+  override readonly kind = 'sqlite' as const;
+  readonly #db: Db;
+  readonly #o: SqliteStoreOptions;
+  readonly #stmts = new Map<string, Statement>();
+
+  static async open(path: string, o: SqliteStoreOptions): Promise<SqliteStore> {
+    const db = new Database(path);
+    db.pragma('journal_mode = WAL');
+    // NORMAL in WAL mode: a commit survives the process being killed (the WAL is written before
+    // the answer); only a power loss can take the last commits. See docs/operations.md.
+    db.pragma('synchronous = NORMAL');
+    db.pragma('busy_timeout = 5000');
+    const from = migrate(db);
+    if (from > 0 || db.pragma('user_version', { simple: true }) !== from) {
+      o.log.info({ path, from_version: from, version: db.pragma('user_version', { simple: true }) }, 'database opened');
+    }
+    return new SqliteStore(db, o);
+  }
+
+  private constructor(db: Db, o: SqliteStoreOptions) {
+    const loader = {
+      job: (id: string) => this.#one(JOBS, 'SELECT * FROM jobs WHERE id = ?', id),
+      session: (name: string) => this.#one(SESSIONS, 'SELECT * FROM sessions WHERE name = ?', name),
+      idempotency: (key: string) => this.#one(IDEMPOTENCY, 'SELECT * FROM idempotency WHERE key = ?', key),
+    };
+    super(o, { fullHistory: false, loader });
+    this.#db = db;
+    this.#o = o;
+    this.#load();
+  }
+
+  #stmt(sql: string): Statement {
+    let s = this.#stmts.get(sql);
+    if (!s) this.#stmts.set(sql, (s = this.#db.prepare(sql)));
+    return s;
+  }
+
+  #one<T>(table: Table<T>, sql: string, ...args: unknown[]): T | undefined {
+    const raw = this.#stmt(sql).get(...args) as Record<string, unknown> | undefined;
+    return raw ? decode(table, raw) : undefined;
+  }
+
+  #all<T>(table: Table<T>, sql: string, ...args: unknown[]): T[] {
+    return (this.#stmt(sql).all(...args) as Record<string, unknown>[]).map((raw) => decode(table, raw));
+  }
+
+  /** Rebuild the hot state from the file: launchers, every non-terminal job and its session. */
+  #load(): void {
+    const now = this.options.clock.now();
+    const changes = emptyChangeSet(0, 0);
+    const seqs = this.#db.prepare('SELECT (SELECT MAX(seq) FROM jobs) AS j, (SELECT MAX(seq) FROM sessions) AS s').get() as {
+      j: number | null;
+      s: number | null;
+    };
+    changes.jobSeq = seqs.j ?? 0;
+    changes.sessionSeq = seqs.s ?? 0;
+    for (const l of this.#all(LAUNCHERS, 'SELECT * FROM launchers')) {
+      // a launcher gets a whole heartbeat timeout to come back after a restart
+      const row: LauncherRow = { ...l, lastSeen: now, staleAt: l.status === 'stale' ? now : null };
+      changes.launchers.set(row.id, { kind: 'insert', before: undefined, after: row, patch: row });
+    }
+    const live = this.#all(JOBS, `SELECT * FROM jobs WHERE status NOT IN (${placeholders(TERMINAL.length)}) ORDER BY seq`, ...TERMINAL);
+    const names = new Set(live.map((j) => j.sessionName));
+    const sessions = this.#all(
+      SESSIONS,
+      `SELECT * FROM sessions WHERE delivery_job_id IS NOT NULL OR callbacks != '[]' OR messages != '[]' OR name IN (
+         SELECT session_name FROM jobs WHERE status NOT IN (${placeholders(TERMINAL.length)}))`,
+      ...TERMINAL,
+    );
+    for (const s of sessions) {
+      names.delete(s.name);
+      changes.sessions.set(s.name, { kind: 'insert', before: undefined, after: s, patch: s });
+    }
+    for (const j of live) changes.jobs.set(j.id, { kind: 'insert', before: undefined, after: j, patch: j });
+    this.state.apply(changes);
+    const meta = this.#db.prepare("SELECT value FROM meta WHERE key = 'last_event_id'").get() as { value: string } | undefined;
+    this.state.lastEventId = Number(meta?.value ?? 0);
+  }
+
+  /** The store's event numbering continues here after a restart. */
+  get lastEventId(): number {
+    return this.state.lastEventId;
+  }
+
+  // --- writing through -----------------------------------------------------------------------
+
+  protected override persist(changes: ChangeSet, lastEventId: number): void {
+    try {
+      this.#db.transaction(() => {
+        for (const c of changes.sessions.values()) this.#write(SESSIONS, c);
+        for (const c of changes.jobs.values()) {
+          this.#write(JOBS, c);
+          if (c.kind === 'delete') this.#stmt('DELETE FROM job_output WHERE job_id = ?').run(c.before.id);
+        }
+        for (const c of changes.launchers.values()) this.#write(LAUNCHERS, c);
+        for (const row of changes.idempotency) this.#insert(IDEMPOTENCY, row, 'INSERT OR REPLACE');
+        if (changes.events.length > 0) {
+          this.#stmt("INSERT INTO meta (key, value) VALUES ('last_event_id', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value").run(
+            String(lastEventId),
+          );
+        }
+      })();
+    } catch (err) {
+      throw unavailable(err);
+    }
+  }
+
+  #write<T>(table: Table<T>, c: RowChange<T>): void {
+    const keyCol = column(table.key);
+    if (c.kind === 'insert') return this.#insert(table, c.after, 'INSERT');
+    if (c.kind === 'delete') {
+      this.#stmt(`DELETE FROM ${table.name} WHERE ${keyCol} = ?`).run(c.before[table.key] as unknown);
+      return;
+    }
+    const fields = Object.keys(c.patch).filter((f) => f !== table.key).sort();
+    if (fields.length === 0) return;
+    const sql = `UPDATE ${table.name} SET ${fields.map((f) => `${column(f)} = ?`).join(', ')} WHERE ${keyCol} = ?`;
+    const patch = c.patch as Record<string, unknown>;
+    this.#stmt(sql).run(...fields.map((f) => encode(table, f, patch[f])), c.before[table.key] as unknown);
+  }
+
+  #insert<T>(table: Table<T>, row: T, verb: 'INSERT' | 'INSERT OR REPLACE'): void {
+    const cols = table.fields.map(([f]) => column(f));
+    const sql = `${verb} INTO ${table.name} (${cols.join(', ')}) VALUES (${placeholders(cols.length)})`;
+    const r = row as Record<string, unknown>;
+    this.#stmt(sql).run(...table.fields.map(([f]) => encode(table, f, r[f])));
+  }
+
+  // --- reads of history ------------------------------------------------------------------------
+
+  protected override extrasNow(s: SessionRow): SessionExtras {
+    const activeJobId = this.state.sessionActive.get(s.name) ?? null;
+    return {
+      activeJobId,
+      busy: this.state.isBusy(s.name),
+      jobIds: (this.#stmt('SELECT id FROM jobs WHERE session_name = ? ORDER BY seq').pluck().all(s.name) as string[]),
+      children: (this.#stmt('SELECT name FROM sessions WHERE parent_name = ? ORDER BY seq').pluck().all(s.name) as string[]),
+    };
+  }
+
+  override async listJobs(f: ListJobsFilter): Promise<JobRow[]> {
+    const where: string[] = [];
+    const args: unknown[] = [];
+    if (f.before !== undefined) {
+      where.push('seq < ?');
+      args.push(f.before);
+    }
+    if (f.sessionName !== undefined) {
+      where.push('session_name = ?');
+      args.push(f.sessionName);
+    }
+    if (f.launcherId !== undefined) {
+      where.push('launcher_id = ?');
+      args.push(f.launcherId);
+    }
+    if (f.statuses) {
+      where.push(`status IN (${placeholders(f.statuses.size)})`);
+      args.push(...f.statuses);
+    }
+    if (f.terminal !== undefined) {
+      where.push(`status ${f.terminal ? '' : 'NOT '}IN (${placeholders(TERMINAL.length)})`);
+      args.push(...TERMINAL);
+    }
+    const sql = `SELECT * FROM jobs ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY seq DESC LIMIT ?`;
+    return this.#all(JOBS, sql, ...args, f.limit);
+  }
+
+  override async listSessions(f: ListSessionsFilter): Promise<SessionRow[]> {
+    const out: SessionRow[] = [];
+    let before = f.before ?? Number.MAX_SAFE_INTEGER;
+    const page = Math.max(f.limit, 100);
+    for (;;) {
+      const rows =
+        f.parent === undefined
+          ? this.#all(SESSIONS, 'SELECT * FROM sessions WHERE seq < ? ORDER BY seq DESC LIMIT ?', before, page)
+          : this.#all(SESSIONS, 'SELECT * FROM sessions WHERE parent_name = ? AND seq < ? ORDER BY seq DESC LIMIT ?', f.parent, before, page);
+      for (const s of rows) {
+        if (f.status === undefined || (this.state.isBusy(s.name) ? 'busy' : 'idle') === f.status) out.push(this.state.sessions.get(s.name) ?? s);
+        if (out.length >= f.limit) return out;
+      }
+      if (rows.length < page) return out;
+      before = rows[rows.length - 1]!.seq;
+    }
+  }
+
+  override async historyDue(before: number, limit: number): Promise<{ jobs: string[]; sessions: string[] }> {
+    const jobs = this.#stmt('SELECT id FROM jobs WHERE completed_at IS NOT NULL AND completed_at <= ? ORDER BY completed_at LIMIT ?')
+      .pluck()
+      .all(before, limit) as string[];
+    const sessions = (
+      this.#stmt(
+        `SELECT name FROM sessions s WHERE updated_at <= ? AND callbacks = '[]' AND messages = '[]' AND delivery_job_id IS NULL
+           AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.session_name = s.name)
+           AND NOT EXISTS (SELECT 1 FROM sessions c WHERE c.parent_name = s.name)
+         ORDER BY updated_at LIMIT ?`,
+      )
+        .pluck()
+        .all(before, limit) as string[]
+    ).filter((name) => !this.state.isBusy(name));
+    return { jobs, sessions };
+  }
+
+  override async purgeIdempotency(before: number): Promise<void> {
+    await super.purgeIdempotency(before);
+    try {
+      this.#stmt('DELETE FROM idempotency WHERE created_at < ?').run(before);
+    } catch (err) {
+      throw unavailable(err);
+    }
+  }
+
+  // --- output ----------------------------------------------------------------------------------
+
+  override async appendOutput(jobId: string, offset: number, data: string): Promise<number> {
+    const buf = this.buffer(jobId);
+    const totalBefore = buf.totalBytes;
+    const stored = await super.appendOutput(jobId, offset, data);
+    if (stored === 0 && offset <= totalBefore) return 0;
+    try {
+      this.#db.transaction(() => {
+        if (offset > totalBefore) this.#stmt('DELETE FROM job_output WHERE job_id = ?').run(jobId); // a gap: what came before is dropped
+        if (stored > 0) {
+          const bytes = Buffer.from(data, 'utf8');
+          this.#stmt('INSERT OR IGNORE INTO job_output (job_id, byte_offset, data) VALUES (?, ?, ?)').run(
+            jobId,
+            buf.totalBytes - stored,
+            bytes.subarray(bytes.length - stored),
+          );
+        }
+        this.#stmt('DELETE FROM job_output WHERE job_id = ? AND byte_offset + length(data) <= ?').run(jobId, buf.totalBytes - this.#o.outputMaxBytes);
+        this.#stmt('UPDATE jobs SET output_bytes = ? WHERE id = ?').run(buf.totalBytes, jobId);
+      })();
+    } catch (err) {
+      throw unavailable(err);
+    }
+    return stored;
+  }
+
+  protected override loadOutput(jobId: string): OutputBuffer {
+    const buf = new OutputBuffer(this.#o.outputMaxBytes);
+    const rows = this.#stmt('SELECT byte_offset, data FROM job_output WHERE job_id = ? ORDER BY byte_offset').all(jobId) as {
+      byte_offset: number;
+      data: Buffer;
+    }[];
+    for (const r of rows) buf.append(r.byte_offset, r.data);
+    return buf;
+  }
+
+  // --- memory bound ------------------------------------------------------------------------------
+
+  /** Forget history beyond the hot window from memory (it stays in the file). */
+  override trimCache(): void {
+    const excess = this.state.endedCount - this.#o.hotJobs;
+    if (excess > 0) {
+      let n = 0;
+      for (const id of this.state.endedIds()) {
+        if (n >= excess) break;
+        n++;
+        this.state.evictJob(id);
+        this.outputs.delete(id);
+      }
+      this.state.dropEnded(n);
+    }
+    this.state.evictSessions(this.#o.hotSessions);
+  }
+
+  override async close(): Promise<void> {
+    if (this.#db.open) this.#db.close();
+  }
+}
+
+function unavailable(err: unknown): CoordinatorError {
+  const e = err instanceof Error ? err : new Error(String(err));
+  const error = new CoordinatorError('storage_unavailable', `the database refused the change: ${e.message}`, {
+    sqlite_code: (e as { code?: string }).code ?? null,
+  });
+  (error as { cause?: unknown }).cause = e;
+  return error;
+}

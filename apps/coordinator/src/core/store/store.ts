@@ -1,0 +1,174 @@
+import type { EventType, JobStatus, LifecycleEvent } from '@agentq/protocol';
+import type { IdempotencyRow, JobRow, LauncherRow, SessionRow } from '../rows.js';
+import type { SessionExtras } from '../wire.js';
+
+/*
+ * The Store seam: what is persisted and read back. Three implementations:
+ *   memory-store.ts   everything in memory (DATABASE_URL=memory:)
+ *   sqlite-store.ts   the memory store as a hot cache, every change written through to SQLite
+ *   postgres-store.ts all state in PostgreSQL, shared by several coordinators
+ *
+ * The lifecycle modules (jobs.ts, claims.ts, launchers.ts, sessions.ts, callbacks.ts) change state
+ * only inside `transaction(fn)`, through the named operations of Tx. A transaction is atomic:
+ * either all its changes are committed (and persisted, before the promise resolves) or none are.
+ * After a commit the store reports what changed (`Commit`) to the core's reactions (dispatch of
+ * parked polls, job watchers, events).
+ */
+
+export type EntityRef = { job: string } | { session: string } | { launcher: string };
+
+export interface Tx {
+  /** the transaction's clock reading: every timestamp it writes */
+  readonly now: number;
+
+  // --- reads (a row read here is locked for the rest of the transaction, where that matters) ---
+  job(id: string): Promise<JobRow | undefined>;
+  session(name: string): Promise<SessionRow | undefined>;
+  launcher(id: string): Promise<LauncherRow | undefined>;
+  /** the session's claimed, running or stopping job */
+  activeJobOf(sessionName: string): Promise<JobRow | undefined>;
+  /** the session's pending jobs, oldest first */
+  pendingJobsOf(sessionName: string): Promise<JobRow[]>;
+  /** jobs the launcher holds (claimed, running or stopping) */
+  activeJobsOfLauncher(launcherId: string): Promise<JobRow[]>;
+  /**
+   * Up to `max` ready jobs that `launcher` may take, oldest first, locked for this transaction
+   * (another transaction's claim skips them). The caller must claim them (clear `readySince`).
+   */
+  readyJobsFor(launcher: LauncherRow, max: number): Promise<JobRow[]>;
+  idempotency(key: string): Promise<IdempotencyRow | undefined>;
+
+  // --- writes ---
+  nextJobSeq(): Promise<number>;
+  nextSessionSeq(): Promise<number>;
+  insertJob(row: JobRow): Promise<void>;
+  updateJob(id: string, patch: Partial<JobRow>): Promise<JobRow>;
+  insertSession(row: SessionRow): Promise<void>;
+  updateSession(name: string, patch: Partial<SessionRow>): Promise<SessionRow>;
+  insertLauncher(row: LauncherRow): Promise<void>;
+  updateLauncher(id: string, patch: Partial<LauncherRow>): Promise<LauncherRow>;
+  deleteLauncher(id: string): Promise<void>;
+  putIdempotency(row: IdempotencyRow): Promise<void>;
+  /** history retention: the job's events still carry its last version */
+  deleteJob(id: string): Promise<void>;
+  deleteSession(name: string): Promise<void>;
+
+  /** A lifecycle event, sent after the commit with the entity as committed. */
+  emit(type: EventType, ref: EntityRef): void;
+}
+
+/** What a committed transaction changed, for the core's reactions. */
+export interface Commit {
+  events: LifecycleEvent[];
+  /** route keys of jobs that became ready, and how many did */
+  readyKeys: Set<string>;
+  readyCount: number;
+  /** launchers with a stop to be told, or a deregistration notice (or that were removed) */
+  launchersToWake: Set<string>;
+  /** jobs that reached a terminal status */
+  ended: Set<string>;
+  /** a launcher registered, changed status or left: routing answers may change */
+  launchersChanged: boolean;
+}
+
+export interface ListJobsFilter {
+  statuses?: ReadonlySet<JobStatus>;
+  sessionName?: string;
+  launcherId?: string;
+  terminal?: boolean;
+  limit: number;
+  /** seq: jobs older than this */
+  before?: number;
+}
+
+export interface ListSessionsFilter {
+  parent?: string;
+  status?: 'idle' | 'busy';
+  limit: number;
+  before?: number;
+}
+
+export interface OutputSlice {
+  text: string;
+  offset: number;
+  end: number;
+}
+
+export interface OutputInfo {
+  totalBytes: number;
+  retainedBytes: number;
+  truncated: boolean;
+}
+
+export interface StoreCounts {
+  pending: number;
+  active: number;
+}
+
+/** A ready bucket, for schedule timeouts, pending reasons and metrics. */
+export interface ReadyBucket {
+  key: string;
+  size: number;
+  /** when its oldest job (by creation) became ready */
+  headReadySince: number;
+}
+
+export interface Store {
+  readonly kind: 'memory' | 'sqlite' | 'postgres';
+  /** whether several coordinators may share it (changes by others arrive through onCommit) */
+  readonly shared: boolean;
+
+  /** Run `fn` atomically. Its changes are persisted before the returned promise resolves. */
+  transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T>;
+  /** Called after every commit (also, for a shared store, the commits of other coordinators). */
+  onCommit(listener: (commit: Commit) => void): void;
+
+  // --- reads outside transactions (a committed view) ---
+  getJob(id: string): Promise<JobRow | undefined>;
+  getSession(name: string): Promise<SessionRow | undefined>;
+  sessionExtras(session: SessionRow): Promise<SessionExtras>;
+  getLauncher(id: string): Promise<LauncherRow | undefined>;
+  launcherByTokenHash(hash: string): Promise<LauncherRow | undefined>;
+  listLaunchers(): Promise<LauncherRow[]>;
+  activeJobIdsOfLauncher(id: string): Promise<string[]>;
+  /** every claimed, running or stopping job */
+  activeJobIds(): Promise<string[]>;
+  /** newest first */
+  listJobs(filter: ListJobsFilter): Promise<JobRow[]>;
+  listSessions(filter: ListSessionsFilter): Promise<SessionRow[]>;
+  counts(): Promise<StoreCounts>;
+  readyBuckets(): Promise<ReadyBucket[]>;
+  /** ready jobs of one bucket, oldest first */
+  readyJobsIn(key: string, limit: number): Promise<JobRow[]>;
+
+  /** A sign of life of a launcher (not transactional; may be coarse in a shared store). */
+  touchLauncher(id: string, now: number): Promise<void>;
+
+  // --- output: batches at byte offsets; the newest `outputMaxBytes` per job are kept ---
+  appendOutput(jobId: string, offset: number, data: string): Promise<number>;
+  readOutput(jobId: string, from: number | null, limit: number): Promise<OutputSlice & OutputInfo>;
+  /** resolves when output arrives for the job (or the signal aborts) */
+  whenOutput(jobId: string, signal: AbortSignal): Promise<void>;
+
+  // --- housekeeping for the sweeper ---
+  /** non-terminal jobs whose timeout is due at `now` */
+  dueTimeouts(now: number): Promise<string[]>;
+  /** claimed jobs not started whose claim is older than `before` */
+  expiredClaims(before: number): Promise<string[]>;
+  /**
+   * History past retention, at most `limit` of each: terminal jobs that ended at or before
+   * `before`, and idle sessions last changed by then with no jobs, children, callbacks or messages
+   * left.
+   */
+  historyDue(before: number, limit: number): Promise<{ jobs: string[]; sessions: string[] }>;
+  /** forget Idempotency-Keys older than `before` */
+  purgeIdempotency(before: number): Promise<void>;
+  /** let go of memory held for history (the durable stores keep a bounded hot window) */
+  trimCache(): void;
+
+  close(): Promise<void>;
+}
+
+export class StoreUnavailableError extends Error {
+  override readonly name = 'StoreUnavailableError';
+}

@@ -1,0 +1,137 @@
+import { isTerminal } from '@agentq/protocol';
+import type { CoreContext } from './context.js';
+import { end, endPending, requestStop, requeue, stoppedStatus } from './jobs.js';
+import { loseLauncher, STALE_LAUNCHER_KEEP_MS } from './launchers.js';
+import { routeFromKey, serves, unservedReason } from './routing.js';
+
+/** Idempotency-Keys are honoured for this long. */
+export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
+/** History rows deleted per sweep at most (a sweep stays short however much is due). */
+const HISTORY_BATCH = 1000;
+
+/**
+ * The sweeper: what happens because time passed. Run by a timer (every SWEEP_INTERVAL_MS); tests
+ * call it after moving a ManualClock. Each change is its own transaction.
+ */
+export class Sweeper {
+  /** route key -> when the sweeper first saw no online launcher able to take its jobs */
+  readonly #unservedSince = new Map<string, number>();
+
+  constructor(
+    private readonly ctx: CoreContext,
+    /** launchers with a poll parked on this coordinator: a parked poll is a sign of life */
+    private readonly parkedLaunchers: () => string[],
+  ) {}
+
+  async sweep(): Promise<void> {
+    const { store, clock } = this.ctx;
+    const now = clock.now();
+    for (const id of this.parkedLaunchers()) await store.touchLauncher(id, now);
+    await this.#launchers(now);
+    await this.#leases(now);
+    await this.#timeouts(now);
+    await this.#unmatched(now);
+    await this.#history(now);
+    await store.purgeIdempotency(now - IDEMPOTENCY_TTL_MS);
+    store.trimCache();
+  }
+
+  /** No heartbeat or poll for too long: stale. Stale for an hour: forgotten. */
+  async #launchers(now: number): Promise<void> {
+    const { store, config } = this.ctx;
+    const staleMs = config.heartbeatTimeoutSeconds * 1000;
+    for (const l of await store.listLaunchers()) {
+      if (l.status === 'stale') {
+        if (now - (l.staleAt ?? now) < STALE_LAUNCHER_KEEP_MS) continue;
+        await store.transaction(async (tx) => {
+          if ((await tx.launcher(l.id))?.status !== 'stale') return;
+          await tx.deleteLauncher(l.id);
+          tx.emit('launcher.removed', { launcher: l.id });
+        });
+      } else if (now - l.lastSeen > staleMs) {
+        await store.transaction(async (tx) => {
+          const current = await tx.launcher(l.id);
+          if (current && current.status !== 'stale' && now - current.lastSeen > staleMs) await loseLauncher(this.ctx, tx, current);
+        });
+      }
+    }
+  }
+
+  /** A claim not reported `started` within the lease goes back to the queue. */
+  async #leases(now: number): Promise<void> {
+    const { store, config } = this.ctx;
+    const leaseMs = config.claimLeaseSeconds * 1000;
+    for (const id of await store.expiredClaims(now - leaseMs)) {
+      await store.transaction(async (tx) => {
+        const job = await tx.job(id);
+        if (!job || job.startedAt !== null || job.claimedAt === null || now - job.claimedAt <= leaseMs) return;
+        if (job.status === 'claimed') {
+          await requeue(this.ctx, tx, job, `claim lease of ${config.claimLeaseSeconds} s expired before it was started`);
+        } else if (job.status === 'stopping') {
+          await end(this.ctx, tx, job, stoppedStatus(job.stopReason), { error: 'stopped before its launcher started it' });
+        }
+      });
+    }
+  }
+
+  /** A job past its timeout: a pending one ends now; a running one is asked to stop. */
+  async #timeouts(now: number): Promise<void> {
+    const { store } = this.ctx;
+    for (const id of await store.dueTimeouts(now)) {
+      await store.transaction(async (tx) => {
+        const job = await tx.job(id);
+        if (!job || isTerminal(job.status)) return;
+        if (job.status === 'pending') await endPending(this.ctx, tx, job, 'timeout', null);
+        // a stop already under way keeps its reason: the request came first, so it ends `stopped`
+        else if (job.status !== 'stopping') await requestStop(this.ctx, tx, job, 'timeout', null);
+      });
+    }
+  }
+
+  /** Ready jobs that no online launcher could take for JOB_SCHEDULE_TIMEOUT seconds fail. */
+  async #unmatched(now: number): Promise<void> {
+    const { store, config } = this.ctx;
+    const timeoutMs = config.scheduleTimeoutSeconds * 1000;
+    if (timeoutMs === 0) return;
+    const online = (await store.listLaunchers()).filter((l) => l.status === 'online');
+    const seen = new Set<string>();
+    for (const bucket of await store.readyBuckets()) {
+      seen.add(bucket.key);
+      const route = routeFromKey(bucket.key);
+      if (online.some((l) => serves(l, route))) {
+        this.#unservedSince.delete(bucket.key);
+        continue;
+      }
+      let since = this.#unservedSince.get(bucket.key);
+      if (since === undefined) this.#unservedSince.set(bucket.key, (since = now));
+      if (now - Math.max(since, bucket.headReadySince) < timeoutMs) continue;
+      const reason = unservedReason(route, online) ?? 'no online launcher matches';
+      for (const job of await store.readyJobsIn(bucket.key, HISTORY_BATCH)) {
+        if (now - Math.max(since, job.readySince ?? now) < timeoutMs) continue;
+        await store.transaction(async (tx) => {
+          const current = await tx.job(job.id);
+          if (current?.status !== 'pending' || current.readySince === null) return;
+          await end(this.ctx, tx, current, 'failed', {
+            error: `no launcher could take it within ${config.scheduleTimeoutSeconds} s: ${reason}`,
+            errorCode: 'no_matching_launcher',
+          });
+        });
+      }
+    }
+    for (const key of this.#unservedSince.keys()) if (!seen.has(key)) this.#unservedSince.delete(key);
+  }
+
+  /** Terminal jobs past JOB_HISTORY_DAYS are deleted, then the sessions left with nothing. */
+  async #history(now: number): Promise<void> {
+    const { store, config } = this.ctx;
+    const due = await store.historyDue(now - config.jobRetentionMs, HISTORY_BATCH);
+    if (due.jobs.length + due.sessions.length === 0) return;
+    await store.transaction(async (tx) => {
+      for (const id of due.jobs) {
+        tx.emit('job.evicted', { job: id });
+        await tx.deleteJob(id);
+      }
+      for (const name of due.sessions) await tx.deleteSession(name);
+    });
+  }
+}

@@ -1,0 +1,119 @@
+import { isTerminal, type CallbackNotification, type ChildOutcome, type Job, type Launcher, type Session } from '@agentq/protocol';
+import { iso, isoOrNull } from './clock.js';
+import type { JobRow, LauncherRow, SessionRow } from './rows.js';
+
+/* The API's view of each row: the only place rows become wire objects. */
+
+export function toWireJob(job: JobRow, pendingReason: string | null = null): Job {
+  return {
+    job_id: job.id,
+    type: job.type,
+    session_name: job.sessionName,
+    agent_name: job.agentName,
+    prompt: job.prompt,
+    project_dir: job.projectDir,
+    parent_session_name: job.parentSessionName,
+    status: job.status,
+    launcher_id: job.launcherId,
+    error: job.error,
+    created_at: iso(job.createdAt),
+    claimed_at: isoOrNull(job.claimedAt),
+    started_at: isoOrNull(job.startedAt),
+    completed_at: isoOrNull(job.completedAt),
+    terminal: isTerminal(job.status),
+    result: job.result,
+    updated_at: iso(job.updatedAt),
+    timeout_ms: job.timeoutMs,
+    stop_requested_at: isoOrNull(job.stopRequestedAt),
+    stop_reason: job.stopReason,
+    executor_session_id: job.executorSessionId,
+    callback_of: job.callbackOf ? [...job.callbackOf] : null,
+    attempts: job.attempts,
+    output_bytes: job.outputBytes,
+    requires: job.requires,
+    pending_reason: job.status === 'pending' ? pendingReason : null,
+    error_code: job.errorCode,
+    created_by: job.createdBy,
+    stopped_by: job.stoppedBy,
+    message_ids: job.messageIds ? [...job.messageIds] : null,
+    usage: job.usage,
+    cost_usd: job.costUsd,
+    num_turns: job.numTurns,
+    duration_api_ms: job.durationApiMs,
+    max_cost_usd: job.maxCostUsd,
+  };
+}
+
+/** What a session's wire view needs beyond its row (derived by the store). */
+export interface SessionExtras {
+  activeJobId: string | null;
+  busy: boolean;
+  jobIds: readonly string[];
+  children: readonly string[];
+}
+
+export function toWireSession(s: SessionRow, x: SessionExtras): Session {
+  return {
+    session_name: s.name,
+    agent_name: s.agentName,
+    project_dir: s.projectDir,
+    parent_session_name: s.parentName,
+    depth: s.depth,
+    executor_session_id: s.executorSessionId,
+    status: x.busy ? 'busy' : 'idle',
+    active_job_id: x.activeJobId,
+    last_job_status: s.lastJobStatus,
+    last_result: s.lastResult,
+    last_error: s.lastError,
+    created_at: iso(s.createdAt),
+    updated_at: iso(s.updatedAt),
+    job_ids: [...x.jobIds],
+    children: [...x.children],
+    pending_callbacks: [...s.callbacks],
+    callback_job_id: s.deliveryJobId,
+    affinity: s.affinity
+      ? { host_id: s.affinity.hostId, working_dir: s.affinity.workingDir, executor_type: s.affinity.executorType }
+      : null,
+    pending_messages: [...s.messages],
+    accepts_input: s.acceptsInput,
+    created_by: s.createdBy,
+    usage: s.usage,
+    cost_usd: s.costUsd,
+    tree_usage: s.treeUsage,
+    tree_cost_usd: s.treeCostUsd,
+    budget_usd: s.budgetUsd,
+  };
+}
+
+export function toWireLauncher(l: LauncherRow, activeJobIds: readonly string[], now: number): Launcher {
+  return {
+    launcher_id: l.id,
+    hostname: l.hostname,
+    project_dir: l.projectDir,
+    executor_type: l.executorType,
+    max_jobs: l.maxJobs,
+    version: l.version,
+    registered_at: iso(l.registeredAt),
+    last_heartbeat: iso(l.lastSeen),
+    seconds_since_heartbeat: Math.max(0, Math.round(now - l.lastSeen) / 1000),
+    status: l.status,
+    active_jobs: [...activeJobIds],
+    labels: l.labels,
+    project_roots: [...l.roots],
+    host_id: l.hostId,
+    portable_sessions: l.portable,
+    created_by: l.createdBy,
+  };
+}
+
+/** How a child's ended job is told to its parent. */
+export function notificationOf(job: JobRow, now: number): CallbackNotification {
+  return {
+    child_session_name: job.sessionName,
+    job_id: job.id,
+    outcome: job.status as ChildOutcome,
+    result: job.result,
+    error: job.error,
+    ended_at: iso(job.completedAt ?? now),
+  };
+}
