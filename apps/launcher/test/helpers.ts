@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, realpathSync, rmSync } from 'node:fs';
 import { createServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -86,13 +86,19 @@ export function testConfig(url: string, overrides: Partial<LauncherConfig> = {})
     url,
     executor: resolveExecutor(fixture('executor.js'), process.cwd()),
     maxJobs: 4,
-    projectDir: tmpdir(),
+    projectDir: realpathSync(tmpdir()),
     stopOnExit: false,
     shutdownGraceMs: 10_000,
     killGraceMs: 500,
     passEnv: [],
     logLevel: 'silent',
     hostname: 'test-host',
+    projectRoots: [realpathSync(tmpdir())],
+    labels: {},
+    stateDir: join(tmpdir(), 'agentq-launcher-test-state'),
+    portableSessions: undefined,
+    idleTimeoutMs: 1_800_000,
+    exitGraceMs: 10_000,
     ...overrides,
   };
 }
@@ -104,7 +110,10 @@ export async function launcher(
   overrides: Partial<LauncherConfig> = {},
   deps: Partial<LauncherDeps> = {},
 ): Promise<{ launcher: Launcher; id: string; done: Promise<unknown> }> {
-  const l = new Launcher(testConfig(url, overrides), { log: testLog(), retry: FAST_RETRY, ...deps });
+  // each launcher under test has its own state directory unless the test shares one on purpose
+  const config = testConfig(url, { stateDir: tempDir(t), ...overrides });
+  if (overrides.projectRoots && !overrides.projectDir) config.projectDir = overrides.projectRoots[0]!;
+  const l = new Launcher(config, { log: testLog(), retry: FAST_RETRY, ...deps });
   const done = l.run().catch((err: unknown) => err);
   t.after(async () => {
     l.forceKill();
