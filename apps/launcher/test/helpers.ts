@@ -23,13 +23,17 @@ type LogLine = Record<string, unknown>;
 export function captureLog(): {
   log: Logger;
   lines: LogLine[];
+  /** the same lines as written (JSON text), e.g. to see duplicate keys that parsing hides */
+  raw: string[];
   /** resolves with the first line (past or future) for which `match` is true */
   waitFor: (match: (line: LogLine) => boolean) => Promise<LogLine>;
 } {
   const lines: LogLine[] = [];
+  const raw: string[] = [];
   const waiters: Array<{ match: (line: LogLine) => boolean; resolve: (line: LogLine) => void }> = [];
   const write = (text: string) => {
     const line = JSON.parse(text) as LogLine;
+    raw.push(text);
     lines.push(line);
     for (const w of waiters.filter((w) => w.match(line))) {
       waiters.splice(waiters.indexOf(w), 1);
@@ -39,6 +43,7 @@ export function captureLog(): {
   return {
     log: pino({ level: 'debug' }, { write }),
     lines,
+    raw,
     waitFor: (match) =>
       new Promise((resolve) => {
         const found = lines.find(match);

@@ -41,17 +41,29 @@ export class Lifeline {
     return this.#reaper?.pid;
   }
 
-  /** An executor was spawned as the leader of process group `pgid`. */
+  /** An executor was spawned as the leader of process group `pgid`. Never throws. */
   watch(pgid: number, jobId: string): void {
+    if (this.#closed) return;
     const group = { pgid, start_time: startTimeOf(pgid), job_id: jobId };
-    this.#record.add(group);
     this.#send({ watch: { pgid, start_time: group.start_time } });
+    this.#updateRecord(() => this.#record.add(group));
   }
 
-  /** The group is gone (or was SIGKILLed): nothing to end any more. */
+  /** The group is gone (or was SIGKILLed): nothing to end any more. Never throws. */
   forget(pgid: number): void {
-    this.#record.remove(pgid);
+    // after close() the reaper has been told the launcher is ending and the record is gone
+    if (this.#closed) return;
     this.#send({ forget: pgid });
+    this.#updateRecord(() => this.#record.remove(pgid));
+  }
+
+  /** The record is the second line of defence: failing to write it must not fail a job. */
+  #updateRecord(change: () => void): void {
+    try {
+      change();
+    } catch (err) {
+      this.#log.warn({ err, path: this.#record.path }, 'could not update the record of running executors');
+    }
   }
 
   /** The launcher is ending cleanly: close the pipe (the reaper exits) and delete the record. */
