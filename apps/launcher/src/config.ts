@@ -202,6 +202,9 @@ export function helpText(): string {
     '--shutdown-grace, then kill them and report them failed, deregister, exit 0); a second',
     'signal kills the executors and exits 1 at once.',
     '',
+    'Executors die with the launcher, even by SIGKILL: a small reaper process ends their process',
+    'groups, and a launcher started later with the same --state-dir ends what is left.',
+    '',
   ].join('\n');
 }
 
