@@ -115,14 +115,17 @@ export async function launcher(
   overrides: Partial<LauncherConfig> = {},
   deps: Partial<LauncherDeps> = {},
 ): Promise<{ launcher: Launcher; id: string; done: Promise<unknown> }> {
-  // each launcher under test has its own state directory unless the test shares one on purpose
-  const config = testConfig(url, { stateDir: tempDir(t), ...overrides });
+  // each launcher under test has its own state directory (removed once it has stopped) unless
+  // the test shares one on purpose
+  const ownState = overrides.stateDir === undefined ? mkdtempSync(join(tmpdir(), 'agentq-launcher-state-')) : undefined;
+  const config = testConfig(url, { ...(ownState ? { stateDir: ownState } : {}), ...overrides });
   if (overrides.projectRoots && !overrides.projectDir) config.projectDir = overrides.projectRoots[0]!;
   const l = new Launcher(config, { log: testLog(), retry: FAST_RETRY, ...deps });
   const done = l.run().catch((err: unknown) => err);
   t.after(async () => {
     l.forceKill();
     await done;
+    if (ownState) rmSync(ownState, { recursive: true, force: true });
   });
   const id = await l.registered;
   return { launcher: l, id, done };

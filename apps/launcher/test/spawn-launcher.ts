@@ -2,14 +2,14 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import type { TestContext } from 'node:test';
-import { tempDir } from './helpers.js';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 
 const MAIN = fileURLToPath(new URL('../src/main.js', import.meta.url));
 
 export interface LauncherProcess {
   child: ChildProcess;
-  /** every log line so far (parsed) */
-  lines: Array<Record<string, unknown>>;
   /** resolves with the first log line whose msg matches */
   logged(msg: RegExp): Promise<Record<string, unknown>>;
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
@@ -21,8 +21,9 @@ export interface LauncherProcess {
  * running. Its state directory is a fresh temporary one unless `env` names one.
  */
 export function spawnLauncher(t: TestContext, args: string[], env: Record<string, string> = {}): LauncherProcess {
+  const ownState = mkdtempSync(join(tmpdir(), 'agentq-launcher-state-'));
   const child = spawn(process.execPath, [MAIN, ...args], {
-    env: { ...process.env, AGENTQ_LOG_LEVEL: 'debug', AGENTQ_STATE_DIR: env['AGENTQ_STATE_DIR'] ?? tempDir(t), ...env },
+    env: { ...process.env, AGENTQ_LOG_LEVEL: 'debug', AGENTQ_STATE_DIR: env['AGENTQ_STATE_DIR'] ?? ownState, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
@@ -31,6 +32,7 @@ export function spawnLauncher(t: TestContext, args: string[], env: Record<string
   t.after(async () => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     await exited;
+    rmSync(ownState, { recursive: true, force: true });
   });
   const lines: Array<Record<string, unknown>> = [];
   const waiters: Array<{ msg: RegExp; resolve: (l: Record<string, unknown>) => void }> = [];
@@ -53,7 +55,6 @@ export function spawnLauncher(t: TestContext, args: string[], env: Record<string
   child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
   return {
     child,
-    lines,
     exited,
     stderr: () => stderr,
     logged: (msg) =>
