@@ -1,8 +1,11 @@
-import { statSync } from 'node:fs';
 import { hostname as osHostname } from 'node:os';
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
+import type { Labels } from '@agentq/protocol';
 import { resolveExecutor, type ExecutorSpec } from './executors/index.js';
+import { builtinLabels, checkLabels, parseLabels } from './labels.js';
+import { resolveProjectRoots } from './project-roots.js';
+import { defaultStateDir } from './state-dir.js';
 
 /**
  * Launcher configuration: every option has a flag and an environment variable; the flag wins.
@@ -15,7 +18,7 @@ export interface LauncherConfig {
   executor: ExecutorSpec;
   /** jobs run at the same time */
   maxJobs: number;
-  /** where executors run when a job names no project_dir (absolute) */
+  /** where executors run when a job names no project_dir: the first of projectRoots */
   projectDir: string;
   /** on deregistration, stop running jobs instead of letting them finish */
   stopOnExit: boolean;
@@ -28,6 +31,20 @@ export interface LauncherConfig {
   logLevel: LogLevel;
   /** the name this launcher registers with */
   hostname: string;
+
+  // --- placement and watchdog (issues 9, 11, 12) ---
+  /** the directories this launcher serves, as real paths (symlinks and `..` resolved); never empty */
+  projectRoots: string[];
+  /** labels given with --label / AGENTQ_LABELS (the built-in ones are added at registration) */
+  labels: Labels;
+  /** where the host identity and the records of running executors live */
+  stateDir: string;
+  /** whether the executor's sessions may resume on any host; undefined: the executor's default */
+  portableSessions: boolean | undefined;
+  /** stop an executor that printed nothing for this long (0: never) */
+  idleTimeoutMs: number;
+  /** after an executor's result, how long it may take to exit before its process group is killed */
+  exitGraceMs: number;
 }
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
@@ -69,10 +86,10 @@ export const OPTIONS = [
   {
     flag: 'project-dir',
     env: 'AGENTQ_PROJECT_DIR',
-    kind: 'string',
-    arg: 'DIR',
+    kind: 'list',
+    arg: 'DIR[,DIR]',
     def: 'the current directory',
-    help: 'where executors run when a job names no project_dir',
+    help: 'a directory this launcher serves (repeatable); the first is where jobs without project_dir run',
   },
   {
     flag: 'stop-on-exit',
@@ -122,6 +139,46 @@ export const OPTIONS = [
     def: "the machine's hostname",
     help: 'name to register with',
   },
+  // --- placement and watchdog (issues 9, 11, 12) ---
+  {
+    flag: 'label',
+    env: 'AGENTQ_LABELS',
+    kind: 'list',
+    arg: 'KEY=VALUE[,KEY=VALUE]',
+    def: 'none',
+    help: 'a label jobs can require (repeatable); added to hostname, executor, os and arch',
+  },
+  {
+    flag: 'state-dir',
+    env: 'AGENTQ_STATE_DIR',
+    kind: 'string',
+    arg: 'DIR',
+    def: '$XDG_STATE_HOME/agentq, else ~/.local/state/agentq',
+    help: "where this host's identity and the records of running executors are kept",
+  },
+  {
+    flag: 'portable-sessions',
+    env: 'AGENTQ_PORTABLE_SESSIONS',
+    kind: 'boolean',
+    def: "the executor's (demo: true, claude-code: false, a program: false)",
+    help: "the executor's sessions can resume on any host (no session affinity)",
+  },
+  {
+    flag: 'idle-timeout',
+    env: 'AGENTQ_IDLE_TIMEOUT',
+    kind: 'string',
+    arg: 'SECONDS',
+    def: '1800',
+    help: 'stop an executor that prints nothing for this long and fail its job (0: never)',
+  },
+  {
+    flag: 'exit-grace',
+    env: 'AGENTQ_EXIT_GRACE',
+    kind: 'string',
+    arg: 'SECONDS',
+    def: '10',
+    help: "after an executor's result, time it gets to exit before its process group is killed",
+  },
 ] as const satisfies readonly OptionSpec[];
 
 type Flag = (typeof OPTIONS)[number]['flag'];
@@ -144,6 +201,9 @@ export function helpText(): string {
     'Signals: SIGTERM/SIGINT drain (take no new jobs, let running ones finish within',
     '--shutdown-grace, then kill them and report them failed, deregister, exit 0); a second',
     'signal kills the executors and exits 1 at once.',
+    '',
+    'Executors die with the launcher, even by SIGKILL: a small reaper process ends their process',
+    'groups, and a launcher started later with the same --state-dir ends what is left.',
     '',
   ].join('\n');
 }
@@ -208,11 +268,20 @@ export function loadConfig(
     throw new ConfigError(raw('url')?.from ?? '--url', `expected an http(s) URL, got ${JSON.stringify(url)}`);
   }
 
-  const projectDirRaw = raw('project-dir');
-  const projectDir = resolve(cwd, projectDirRaw?.text ?? '.');
-  if (!isDirectory(projectDir)) {
-    throw new ConfigError(projectDirRaw?.from ?? '--project-dir', `${projectDir} is not a directory`);
-  }
+  const list = (flag: Flag): string[] =>
+    (raw(flag)?.text ?? '')
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean);
+  const attempt = <T>(flag: Flag, fn: () => T): T => {
+    try {
+      return fn();
+    } catch (err) {
+      throw new ConfigError(raw(flag)?.from ?? `--${flag}`, (err as Error).message);
+    }
+  };
+
+  const projectRoots = attempt('project-dir', () => resolveProjectRoots(list('project-dir'), cwd));
 
   const executorRaw = raw('executor');
   let executor: ExecutorSpec;
@@ -232,15 +301,16 @@ export function loadConfig(
     if (!bool('verbose')) logLevel = logLevelRaw.text as LogLevel;
   }
 
-  const passEnv = str('pass-env', '')
-    .split(',')
-    .map((s) => s.trim())
-    .filter(Boolean);
+  const passEnv = list('pass-env');
   for (const name of passEnv) {
     if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) {
       throw new ConfigError(raw('pass-env')!.from, `not a variable name: ${JSON.stringify(name)}`);
     }
   }
+
+  const hostname = str('hostname', osHostname());
+  const labels = attempt('label', () => parseLabels(list('label')));
+  attempt('label', () => checkLabels({ ...builtinLabels({ hostname, executor: executor.name }), ...labels }));
 
   const seconds = (n: number) => n >= 0 && n <= 86_400;
   return {
@@ -249,21 +319,20 @@ export function loadConfig(
       url: url.replace(/\/+$/, ''),
       executor,
       maxJobs: num('max-jobs', 4, (n) => Number.isInteger(n) && n >= 1 && n <= 1000, 'an integer from 1 to 1000'),
-      projectDir,
+      projectDir: projectRoots[0]!,
       stopOnExit: bool('stop-on-exit'),
       shutdownGraceMs: Math.round(num('shutdown-grace', 30, seconds, 'seconds from 0 to 86400') * 1000),
       killGraceMs: Math.round(num('kill-grace', 10, seconds, 'seconds from 0 to 86400') * 1000),
       passEnv,
       logLevel,
-      hostname: str('hostname', osHostname()),
+      hostname,
+      // --- placement and watchdog (issues 9, 11, 12) ---
+      projectRoots,
+      labels,
+      stateDir: resolve(cwd, str('state-dir', defaultStateDir(env))),
+      portableSessions: raw('portable-sessions') ? bool('portable-sessions') : undefined,
+      idleTimeoutMs: Math.round(num('idle-timeout', 1800, seconds, 'seconds from 0 to 86400') * 1000),
+      exitGraceMs: Math.round(num('exit-grace', 10, seconds, 'seconds from 0 to 86400') * 1000),
     },
   };
-}
-
-function isDirectory(path: string): boolean {
-  try {
-    return statSync(path).isDirectory();
-  } catch {
-    return false;
-  }
 }

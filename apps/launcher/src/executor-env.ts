@@ -43,6 +43,8 @@ export interface JobEnv {
   AGENTQ_AGENT_NAME?: string;
   AGENTQ_PARENT_SESSION_NAME?: string;
   AGENTQ_EXECUTOR_SESSION_ID?: string;
+  /** the per-job agent token (issue 12), when the coordinator minted one; see JobRunnerDeps.agentToken */
+  AGENTQ_TOKEN?: string;
 }
 
 export function buildExecutorEnv(

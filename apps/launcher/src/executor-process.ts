@@ -33,6 +33,8 @@ export interface ExecutorProcessOptions {
   pipeDrainMs?: number;
   onEvent: (event: ExecutorEvent) => void;
   onStderrLine?: (line: string) => void;
+  /** called for every chunk the executor writes to stdout or stderr (the watchdog's sign of life) */
+  onActivity?: () => void;
 }
 
 const STDERR_TAIL_BYTES = 4096;
@@ -52,6 +54,12 @@ export class ExecutorProcess {
   readonly pid: number | undefined;
   /** resolves once the process has exited and its output has been read */
   readonly exited: Promise<ExecutorExit>;
+  /**
+   * Resolves once nothing of the process group can be left running: it is gone, or it was sent
+   * SIGKILL. Until then the lifeline keeps watching it.
+   */
+  readonly released: Promise<void>;
+  #release: () => void = () => {};
   readonly #killGraceMs: number;
   #ended = false;
   #leaderExited = false;
@@ -59,6 +67,7 @@ export class ExecutorProcess {
 
   constructor(spec: ExecutorSpec, invocation: ExecutorInvocation, options: ExecutorProcessOptions) {
     this.#killGraceMs = options.killGraceMs;
+    this.released = new Promise<void>((resolve) => (this.#release = resolve));
     const child = spawn(spec.command, spec.args, {
       cwd: options.cwd,
       env: options.env,
@@ -73,8 +82,12 @@ export class ExecutorProcess {
       if (event) options.onEvent(event);
     });
     const stderrLines = new LineSplitter((line) => options.onStderrLine?.(line));
-    child.stdout!.on('data', (chunk: Buffer) => stdoutLines.push(chunk));
+    child.stdout!.on('data', (chunk: Buffer) => {
+      options.onActivity?.();
+      stdoutLines.push(chunk);
+    });
     child.stderr!.on('data', (chunk: Buffer) => {
+      options.onActivity?.();
       stderrLines.push(chunk);
       stderrTail = (stderrTail + chunk.toString('utf8')).slice(-STDERR_TAIL_BYTES);
     });
@@ -124,6 +137,7 @@ export class ExecutorProcess {
         if (!this.#leaderExited || !this.#groupExists()) {
           clearTimeout(this.#killTimer);
           this.#killTimer = undefined;
+          this.#release();
         }
         stdoutLines.end();
         stderrLines.end();
@@ -144,10 +158,15 @@ export class ExecutorProcess {
     return this.exited;
   }
 
-  /** SIGKILL the group now, synchronously (forced exit of the launcher). */
+  /** SIGKILL the group now, synchronously (forced exit of the launcher, or a hung executor). */
   killNow(): void {
     // after the end, a pending kill timer means members of the group were still alive
     if (!this.#ended || this.#killTimer) this.#signalGroup('SIGKILL');
+    if (this.#ended) {
+      clearTimeout(this.#killTimer);
+      this.#killTimer = undefined;
+      this.#release();
+    }
   }
 
   #armKill(): void {
@@ -155,6 +174,7 @@ export class ExecutorProcess {
     this.#killTimer = setTimeout(() => {
       this.#killTimer = undefined;
       this.#signalGroup('SIGKILL');
+      if (this.#ended) this.#release();
     }, this.#killGraceMs);
     this.#killTimer.unref();
   }

@@ -4,3 +4,10 @@ export { resolveExecutor, BUILTIN_EXECUTORS, type ExecutorSpec } from './executo
 export { ExecutorProcess, parseEventLine, type ExecutorExit } from './executor-process.js';
 export { buildExecutorEnv, type JobEnv } from './executor-env.js';
 export { Reporter, type Report, type ReportOutcome } from './reporter.js';
+export { builtinLabels, parseLabels } from './labels.js';
+export { resolveProjectRoots, resolveJobDir, type JobDir } from './project-roots.js';
+export { defaultStateDir, loadHostId } from './state-dir.js';
+export { Lifeline } from './lifeline/lifeline.js';
+export { endLeftovers } from './lifeline/record.js';
+export { Watchdog } from './watchdog.js';
+export { LAUNCHER_ERROR_CODES } from './job-runner.js';

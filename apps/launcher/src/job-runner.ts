@@ -1,10 +1,12 @@
-import { statSync } from 'node:fs';
 import type { Logger } from 'pino';
-import { EXECUTOR_SCHEMA_VERSION, type ExecutorInvocation, type Job } from '@agentq/protocol';
+import { EXECUTOR_SCHEMA_VERSION, type ExecutorEvent, type ExecutorInvocation, type Job } from '@agentq/protocol';
 import { buildExecutorEnv } from './executor-env.js';
 import { ExecutorProcess, type ExecutorExit } from './executor-process.js';
 import type { ExecutorSpec } from './executors/index.js';
-import type { Reporter } from './reporter.js';
+import type { Lifeline } from './lifeline/lifeline.js';
+import { resolveJobDir } from './project-roots.js';
+import type { Report, Reporter } from './reporter.js';
+import { Watchdog } from './watchdog.js';
 
 export interface JobRunnerDeps {
   executor: ExecutorSpec;
@@ -13,22 +15,57 @@ export interface JobRunnerDeps {
   /** the current launcher id (it can change when the launcher registers again) */
   launcherId: () => string;
   coordinatorUrl: string;
-  defaultProjectDir: string;
+  /** the directories this launcher serves (real paths); the first is the default project_dir */
+  projectRoots: readonly string[];
   killGraceMs: number;
   /** after the executor exits, how long its output pipes may stay open (default PIPE_DRAIN_MS) */
   pipeDrainMs?: number;
   /** environment the executor's is filtered from */
   env: Record<string, string | undefined>;
   passEnv: readonly string[];
+  /** told about every executor process group, so that executors die with the launcher */
+  lifeline?: Lifeline;
+  /** stop an executor silent for this long (0: never) */
+  idleTimeoutMs: number;
+  /** after an executor's result, how long it may take to exit */
+  exitGraceMs: number;
+  /**
+   * Hook for the per-job agent token (issue 12, scoped credentials): when it returns a token, the
+   * executor gets it as AGENTQ_TOKEN (and the claude-code executor hands it to `agentq mcp`).
+   * Unset until the coordinator mints such tokens; never the launcher's own credential.
+   */
+  agentToken?: (job: Job) => string | undefined;
 }
 
 /** Why a run ended early, when it did. */
-type Interruption = { kind: 'stop' } | { kind: 'interrupt'; reason: string };
+type Interruption = { kind: 'stop' } | { kind: 'interrupt'; reason: string } | { kind: 'idle' };
+
+/** Job error codes the launcher itself sets on a failed report (executors may send their own). */
+export const LAUNCHER_ERROR_CODES = {
+  outside_project_roots: "the job's project_dir is not inside any of this launcher's project roots",
+  project_dir_not_found: "the job's project_dir does not exist on this host",
+  executor_idle: 'the executor printed nothing for --idle-timeout seconds and was stopped',
+} as const;
+
+/** What the executor's `result` event said about the cost of the turn (sent with the final report). */
+type Accounting = Pick<Extract<ExecutorEvent, { type: 'result' }>, 'usage' | 'cost_usd' | 'num_turns' | 'duration_api_ms'>;
+
+/** What the executor said, gathered while it runs. */
+interface Outcome {
+  sessionId?: string;
+  result?: string;
+  errorMessage?: string;
+  errorCode?: string;
+  accounting: Accounting;
+  /** the executor did not exit within the exit grace after its result and was killed */
+  killedAfterResult: boolean;
+}
 
 /**
  * One job from claim to final report (the seed's JobExecutor, job side):
- * report `started` and wait for the acknowledgement, spawn the executor, stream its output, and
- * report `completed`, `failed` or `stopped` when it has exited.
+ * check the job's directory against the project roots, report `started` and wait for the
+ * acknowledgement, spawn the executor, stream its output, and report `completed`, `failed` or
+ * `stopped` when it has exited.
  *
  * `started` is acknowledged before anything runs: if the coordinator gave the job back to the
  * queue meanwhile (claim lease expired while it was unreachable) or someone stopped it, it
@@ -41,6 +78,7 @@ export class JobRunner {
   readonly #d: JobRunnerDeps;
   readonly #log: Logger;
   #process: ExecutorProcess | undefined;
+  #watchdog: Watchdog | undefined;
   #interruption: Interruption | undefined;
   #interrupted: (() => void) | undefined;
   /** resolves when stop() or interrupt() is called */
@@ -77,7 +115,9 @@ export class JobRunner {
     if (this.#interruption) return;
     this.#interruption = what;
     this.#interrupted!();
-    this.#log.info({ why: what.kind === 'stop' ? 'stop requested' : what.reason }, 'stopping job');
+    this.#watchdog?.stop();
+    const why = what.kind === 'stop' ? 'stop requested' : what.kind === 'idle' ? 'executor idle' : what.reason;
+    this.#log.info({ why }, 'stopping job');
     void this.#process?.terminate();
   }
 
@@ -89,18 +129,28 @@ export class JobRunner {
       'job claimed',
     );
 
+    // a job this launcher must not run is failed before anything else (second line of defence:
+    // the coordinator should not have offered it)
+    const where = resolveJobDir(this.job.project_dir, this.#d.projectRoots);
+    if (!where.ok) {
+      this.#log.warn({ project_dir: this.job.project_dir, error_code: where.code }, 'job refused');
+      return this.#report({ kind: 'failed', body: { error: where.error, error_code: where.code } });
+    }
+    const cwd = where.dir;
+
+    const outcome: Outcome = { accounting: {}, killedAfterResult: false };
     const notRun: ExecutorExit = { code: null, signal: null, stderrTail: '', spawnError: null, pipesAbandoned: false };
     // a stop or shutdown does not wait for `started` (the coordinator may be unreachable): the
     // final report is queued behind it and both go out in order when it answers
     const started = await Promise.race([
-      reporter.send(jobId, { kind: 'started', body: {} }),
+      reporter.send(jobId, { kind: 'started', body: { working_dir: cwd } }),
       this.#interruptedPromise,
     ]);
-    if (started === 'interrupted') return this.#finish(notRun, undefined);
+    if (started === 'interrupted') return this.#finish(notRun, outcome);
     if (!started.ok) {
       if ('refused' in started && started.refused.details?.['current_status'] === 'stopping') {
         this.#interruption = { kind: 'stop' };
-        return this.#finish(notRun, undefined);
+        return this.#finish(notRun, outcome);
       }
       if ('refused' in started) {
         // requeued after its claim lease, taken by another launcher, or ended: not ours to run
@@ -112,18 +162,27 @@ export class JobRunner {
       reporter.close(jobId);
       return;
     }
-    if (this.#interruption) return this.#finish(notRun, undefined);
+    if (this.#interruption) return this.#finish(notRun, outcome);
 
-    const cwd = this.job.project_dir ?? this.#d.defaultProjectDir;
-    if (!isDirectory(cwd)) {
-      await this.#report({ kind: 'failed', body: { error: `project_dir ${cwd} does not exist on this host` } });
-      return;
-    }
-
-    let sessionId: string | undefined = this.job.executor_session_id ?? undefined;
-    let result: string | undefined;
-    let errorMessage: string | undefined;
-    this.#process = new ExecutorProcess(this.#d.executor, this.#invocation(), {
+    outcome.sessionId = this.job.executor_session_id ?? undefined;
+    const watchdog = new Watchdog({
+      idleMs: this.#d.idleTimeoutMs,
+      exitGraceMs: this.#d.exitGraceMs,
+      onIdle: () => {
+        this.#log.warn({ idle_timeout_ms: this.#d.idleTimeoutMs }, 'executor silent for too long; stopping it');
+        this.#interrupt({ kind: 'idle' });
+      },
+      onExitGraceOver: () => {
+        this.#log.warn(
+          { exit_grace_ms: this.#d.exitGraceMs },
+          'executor gave its result but did not exit; killing its process group',
+        );
+        outcome.killedAfterResult = true;
+        this.#process?.killNow();
+      },
+    });
+    this.#watchdog = watchdog;
+    const proc = new ExecutorProcess(this.#d.executor, this.#invocation(cwd), {
       cwd,
       env: buildExecutorEnv(this.#d.env, this.#d.passEnv, {
         AGENTQ_JOB_ID: jobId,
@@ -136,46 +195,66 @@ export class JobRunner {
         AGENTQ_AGENT_NAME: this.job.agent_name ?? undefined,
         AGENTQ_PARENT_SESSION_NAME: this.job.parent_session_name ?? undefined,
         AGENTQ_EXECUTOR_SESSION_ID: this.job.executor_session_id ?? undefined,
+        AGENTQ_TOKEN: this.#d.agentToken?.(this.job),
       }),
       killGraceMs: this.#d.killGraceMs,
       pipeDrainMs: this.#d.pipeDrainMs,
-      onEvent: (event) => {
-        switch (event.type) {
-          case 'output':
-            this.#log.debug({ output: event.text.replace(/\n$/, '') }, 'executor output');
-            reporter.output(jobId, event.text);
-            break;
-          case 'session':
-            sessionId = event.session_id;
-            this.#log.info({ executor_session_id: sessionId }, 'executor session');
-            break;
-          case 'result':
-            result = event.text;
-            break;
-          case 'error':
-            errorMessage = event.message;
-            this.#log.warn({ error: event.message }, 'executor reported an error');
-            break;
-        }
-      },
+      onActivity: () => watchdog.activity(),
+      onEvent: (event) => this.#onEvent(event, outcome),
       onStderrLine: (line) => this.#log.debug({ stderr: line }, 'executor stderr'),
     });
-    this.#log.info({ pid: this.#process.pid, executor: this.#d.executor.name, cwd }, 'executor started');
+    this.#process = proc;
+    const pid = proc.pid;
+    if (pid !== undefined && this.#d.lifeline) {
+      const lifeline = this.#d.lifeline;
+      lifeline.watch(pid, jobId);
+      void proc.released.then(() => lifeline.forget(pid));
+    }
+    // `executor_pid`, not `pid`: pino's own `pid` field is the launcher's
+    this.#log.info({ executor_pid: pid, executor: this.#d.executor.name, cwd }, 'executor started');
     // a stop that arrived while `started` was in flight
-    if (this.#interruption) void this.#process.terminate();
+    if (this.#interruption) void proc.terminate();
 
-    const exit = await this.#process.exited;
+    const exit = await proc.exited;
+    watchdog.stop();
     this.#log.info({ code: exit.code, signal: exit.signal }, 'executor exited');
     if (exit.pipesAbandoned) {
       this.#log.warn(
-        { pid: this.#process.pid },
+        { executor_pid: pid },
         'a process the executor left running (outside its process group?) kept its output open; stopped reading it',
       );
     }
-    await this.#finish(exit, sessionId, result, errorMessage);
+    await this.#finish(exit, outcome);
   }
 
-  #invocation(): ExecutorInvocation {
+  #onEvent(event: ExecutorEvent, outcome: Outcome): void {
+    const jobId = this.job.job_id;
+    switch (event.type) {
+      case 'output':
+        this.#log.debug({ output: event.text.replace(/\n$/, '') }, 'executor output');
+        this.#d.reporter.output(jobId, event.text);
+        break;
+      case 'session':
+        outcome.sessionId = event.session_id;
+        this.#log.info({ executor_session_id: event.session_id }, 'executor session');
+        break;
+      case 'result': {
+        outcome.result = event.text;
+        const { usage, cost_usd, num_turns, duration_api_ms } = event;
+        outcome.accounting = { usage, cost_usd, num_turns, duration_api_ms };
+        this.#watchdog?.finalEvent();
+        break;
+      }
+      case 'error':
+        outcome.errorMessage = event.message;
+        outcome.errorCode = event.code;
+        this.#log.warn({ error: event.message, error_code: event.code }, 'executor reported an error');
+        this.#watchdog?.finalEvent();
+        break;
+    }
+  }
+
+  #invocation(cwd: string): ExecutorInvocation {
     const j = this.job;
     return {
       schema_version: EXECUTOR_SCHEMA_VERSION,
@@ -184,24 +263,40 @@ export class JobRunner {
       session_name: j.session_name,
       prompt: j.prompt,
       agent_name: j.agent_name,
-      project_dir: j.project_dir ?? this.#d.defaultProjectDir,
+      project_dir: cwd,
       parent_session_name: j.parent_session_name,
       executor_session_id: j.executor_session_id,
+      max_cost_usd: j.max_cost_usd ?? null,
     };
   }
 
   /** Queue the final report for how the executor ended. */
-  async #finish(exit: ExecutorExit, sessionId: string | undefined, result?: string, errorMessage?: string): Promise<void> {
-    const session = sessionId === undefined ? {} : { executor_session_id: sessionId };
+  async #finish(exit: ExecutorExit, o: Outcome): Promise<void> {
+    const extra = {
+      ...(o.sessionId === undefined ? {} : { executor_session_id: o.sessionId }),
+      ...definedOnly(o.accounting),
+    };
     const it = this.#interruption;
     if (it?.kind === 'stop') {
-      return this.#report({ kind: 'stopped', body: { signal: exit.signal, ...session } });
+      return this.#report({ kind: 'stopped', body: { signal: exit.signal, ...extra } });
     }
     if (it?.kind === 'interrupt') {
       const how = exit.signal ? ` (executor ended by ${exit.signal})` : '';
       return this.#report({
         kind: 'failed',
-        body: { error: `${it.reason}: the job was interrupted${how}`, exit_code: exit.code, ...session },
+        body: { error: `${it.reason}: the job was interrupted${how}`, exit_code: exit.code, ...extra },
+      });
+    }
+    if (it?.kind === 'idle') {
+      const seconds = this.#d.idleTimeoutMs / 1000;
+      return this.#report({
+        kind: 'failed',
+        body: {
+          error: `the executor printed nothing for ${seconds} s (--idle-timeout) and was stopped`,
+          error_code: 'executor_idle',
+          exit_code: exit.code,
+          ...extra,
+        },
       });
     }
     if (exit.spawnError) {
@@ -211,16 +306,23 @@ export class JobRunner {
         body: { error: `could not start executor ${cmd}: ${exit.spawnError.message}`, exit_code: null },
       });
     }
-    if (exit.code === 0 && errorMessage === undefined) {
-      return this.#report({ kind: 'completed', body: { status: 'success', result: result ?? null, ...session } });
+    // killed by the watchdog after its result: the result stands (it was the end of the turn)
+    const succeeded = o.killedAfterResult ? o.result !== undefined : exit.code === 0;
+    if (succeeded && o.errorMessage === undefined) {
+      return this.#report({ kind: 'completed', body: { status: 'success', result: o.result ?? null, ...extra } });
     }
     return this.#report({
       kind: 'failed',
-      body: { error: failureMessage(exit, errorMessage), exit_code: exit.code, ...session },
+      body: {
+        error: failureMessage(exit, o.errorMessage),
+        exit_code: exit.code,
+        ...(o.errorCode === undefined ? {} : { error_code: o.errorCode }),
+        ...extra,
+      },
     });
   }
 
-  async #report(report: Parameters<Reporter['send']>[1]): Promise<void> {
+  async #report(report: Report): Promise<void> {
     this.#log.info({ report: report.kind }, `job ${report.kind}`);
     // not awaited: the slot is free once the executor has exited; delivery is the reporter's job
     void this.#d.reporter.send(this.job.job_id, report, { last: true });
@@ -235,10 +337,7 @@ function failureMessage(exit: ExecutorExit, errorMessage: string | undefined): s
   return exit.stderrTail ? `${how}; stderr:\n${exit.stderrTail}` : `${how} (no stderr)`;
 }
 
-function isDirectory(path: string): boolean {
-  try {
-    return statSync(path).isDirectory();
-  } catch {
-    return false;
-  }
+/** The object without its undefined properties (optional wire fields are left out, not null). */
+function definedOnly<T extends object>(o: T): Partial<T> {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
 }

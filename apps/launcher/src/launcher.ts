@@ -5,9 +5,13 @@ import type { LauncherConfig } from './config.js';
 import { Connectivity, describe } from './connectivity.js';
 import { runHeartbeat } from './heartbeat.js';
 import { JobRunner } from './job-runner.js';
+import { builtinLabels } from './labels.js';
+import { Lifeline } from './lifeline/lifeline.js';
+import { endLeftovers } from './lifeline/record.js';
 import { Poller } from './poller.js';
 import { Registration } from './registration.js';
 import { Reporter } from './reporter.js';
+import { loadHostId } from './state-dir.js';
 import { Supervisor } from './supervisor.js';
 
 export interface LauncherDeps {
@@ -22,6 +26,8 @@ export interface LauncherDeps {
   reportDrainMs?: number;
   /** after an executor exits, how long its output pipes may stay open (default 2 s; see ExecutorProcess) */
   pipeDrainMs?: number;
+  /** the per-job agent token hook (issue 12); see JobRunnerDeps.agentToken */
+  agentToken?: (job: Job) => string | undefined;
 }
 
 /** Why `run()` ended. */
@@ -32,9 +38,10 @@ export type LauncherExit = 'deregistered' | 'shutdown';
  * until the coordinator deregisters it or `shutdown()` is called. Two signals run through every
  * loop: `#stopPolling` (no new jobs) and `#exit` (abandon network retries; the very end).
  *
- *   run ─► register ─► poll loop ───────────────► drain ─► report drain ─► deregister self ─► done
- *                      heartbeat loop ──────────────────────────────────────┘
+ *   run ─► end leftovers ─► lifeline ─► register ─► poll loop ───► drain ─► report drain ─► deregister self ─► done
+ *                                                   heartbeat loop ──────────────────────┘
  *   drain: wait for running jobs (up to --shutdown-grace on shutdown), then interrupt them
+ *   end leftovers: executors a launcher that died (with its lifeline) left running are ended first
  */
 export class Launcher {
   readonly config: LauncherConfig;
@@ -53,6 +60,8 @@ export class Launcher {
   #isShuttingDown = false;
   #running: Promise<LauncherExit> | undefined;
   #registered: ((id: string) => void) | undefined;
+  #hostId: string | undefined;
+  #lifeline: Lifeline | undefined;
   /** resolves with the launcher id once the first registration succeeded */
   readonly registered = new Promise<string>((resolve) => (this.#registered = resolve));
 
@@ -68,13 +77,18 @@ export class Launcher {
       log: this.#log,
       connectivity: this.#connectivity,
       retry: deps.retry,
-      body: {
+      body: () => ({
         hostname: config.hostname,
         project_dir: config.projectDir,
         executor_type: config.executor.name,
         max_jobs: config.maxJobs,
         ...(deps.version ? { version: deps.version } : {}),
-      },
+        // --- placement (issue 9) ---
+        labels: { ...builtinLabels({ hostname: config.hostname, executor: config.executor.name }), ...config.labels },
+        project_roots: config.projectRoots,
+        ...(this.#hostId ? { host_id: this.#hostId } : {}),
+        portable_sessions: config.portableSessions ?? config.executor.portableSessions,
+      }),
     });
     this.#reporter = new Reporter({
       client: this.client,
@@ -98,6 +112,16 @@ export class Launcher {
       log: this.#log,
       retry: deps.retry,
     });
+  }
+
+  /** This host's stable identity (undefined until run() has loaded it from the state directory). */
+  get hostId(): string | undefined {
+    return this.#hostId;
+  }
+
+  /** The pid of the lifeline's reaper (undefined before run() started it). */
+  get reaperPid(): number | undefined {
+    return this.#lifeline?.reaperPid;
   }
 
   /** The current launcher id (undefined before registration). */
@@ -136,6 +160,9 @@ export class Launcher {
   async #run(): Promise<LauncherExit> {
     const { config } = this;
     try {
+      this.#hostId = loadHostId(config.stateDir);
+      await endLeftovers(config.stateDir, { log: this.#log, killGraceMs: config.killGraceMs });
+      this.#lifeline = new Lifeline({ stateDir: config.stateDir, killGraceMs: config.killGraceMs, log: this.#log });
       try {
         await this.#registration.register(AbortSignal.any([this.#exit.signal, this.#stopPolling.signal]));
       } catch (err) {
@@ -144,7 +171,14 @@ export class Launcher {
       }
       this.#registered!(this.#registration.id!);
       this.#log.info(
-        { launcher_id: this.#registration.id, executor: config.executor.name, max_jobs: config.maxJobs },
+        {
+          launcher_id: this.#registration.id,
+          executor: config.executor.name,
+          max_jobs: config.maxJobs,
+          host_id: this.#hostId,
+          project_roots: config.projectRoots,
+          reaper_pid: this.#lifeline.reaperPid,
+        },
         'launcher ready; polling for jobs',
       );
       const heartbeat = runHeartbeat(
@@ -189,6 +223,8 @@ export class Launcher {
     } finally {
       this.#stopPolling.abort(new Error('launcher exiting'));
       this.#exit.abort(new Error('launcher exiting'));
+      // every executor has ended by now (drained, interrupted or force-killed)
+      this.#lifeline?.close();
       await this.client.destroy().catch(() => {});
     }
   }
@@ -245,11 +281,15 @@ export class Launcher {
       log: this.#log.child({ job_id: job.job_id, launcher_id: this.#registration.id }),
       launcherId: () => this.#registration.id!,
       coordinatorUrl: this.config.url,
-      defaultProjectDir: this.config.projectDir,
+      projectRoots: this.config.projectRoots,
       killGraceMs: this.config.killGraceMs,
       pipeDrainMs: this.#deps.pipeDrainMs,
       env: this.#deps.env ?? process.env,
       passEnv: this.config.passEnv,
+      lifeline: this.#lifeline,
+      idleTimeoutMs: this.config.idleTimeoutMs,
+      exitGraceMs: this.config.exitGraceMs,
+      agentToken: this.#deps.agentToken,
     });
   }
 }

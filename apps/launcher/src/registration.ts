@@ -17,7 +17,7 @@ export class Registration {
   readonly #client: AgentqClient;
   readonly #log: Logger;
   readonly #connectivity: Connectivity;
-  readonly #body: RegisterLauncherRequest;
+  readonly #body: () => RegisterLauncherRequest;
   readonly #retry: BackoffOptions | undefined;
   #current: RegisterLauncherResponse | undefined;
   #renewal: Renewal | undefined;
@@ -27,7 +27,8 @@ export class Registration {
     client: AgentqClient;
     log: Logger;
     connectivity: Connectivity;
-    body: RegisterLauncherRequest;
+    /** what to register with; asked at each registration (the host identity is loaded at start) */
+    body: () => RegisterLauncherRequest;
     retry?: BackoffOptions;
   }) {
     this.#client = deps.client;
@@ -56,7 +57,7 @@ export class Registration {
     for (let attempt = 0; ; attempt++) {
       if (signal.aborted) throw toError(signal.reason);
       try {
-        const res = await this.#client.register(this.#body, { signal });
+        const res = await this.#client.register(this.#body(), { signal });
         this.#connectivity.ok();
         const previous = this.#current?.launcher_id;
         this.#current = res;

@@ -1,32 +1,59 @@
 import assert from 'node:assert/strict';
-import { chmodSync, readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { test } from 'node:test';
-import { resolveExecutor } from '../src/index.js';
-import { coordinator, fixture, launcher, outputOf, settled, tempDir } from './helpers.js';
+import { spawn } from 'node:child_process';
+import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { test, type TestContext } from 'node:test';
+import type { CompletedReport, ExecutorInvocation, FailedReport } from '@agentq/protocol';
+import { resolveExecutor, type LauncherDeps } from '../src/index.js';
+import { coordinator, fixture, gone, launcher, outputOf, settled, tempDir } from './helpers.js';
+import { proxy } from './proxy.js';
 
 interface ClaudeCall {
   args: string[];
   prompt: string;
   cwd: string;
+  pid: number;
+  mcpConfig: { mcpServers: Record<string, { type: string; command: string; args: string[]; env: Record<string, string> }> } | null;
 }
 
-test('claude-code executor: start, then resume with the stored session id (fake claude on PATH)', async (t) => {
-  const { c, client } = await coordinator(t);
+const CLAUDE_EXECUTOR = fileURLToPath(new URL('../src/executors/claude-code.js', import.meta.url));
+const BASE_ARGS = ['-p', '--output-format', 'stream-json', '--verbose'];
+
+/** A `claude` on PATH that runs the compiled fake, and the log of its calls. */
+function fakeClaude(t: TestContext): { path: string; calls: () => ClaudeCall[]; log: string } {
   const bin = tempDir(t);
-  const callLog = join(bin, 'calls.jsonl');
-  // `claude` on PATH is a shell wrapper around the compiled fake
+  const log = join(bin, 'calls.jsonl');
   writeFileSync(join(bin, 'claude'), `#!/bin/sh\nexec "${process.execPath}" "${fixture('fake-claude.js')}" "$@"\n`);
   chmodSync(join(bin, 'claude'), 0o755);
-  process.env['FAKE_CLAUDE_LOG'] = callLog;
-  t.after(() => delete process.env['FAKE_CLAUDE_LOG']);
+  return {
+    path: `${bin}:${process.env['PATH']}`,
+    log,
+    calls: () =>
+      existsSync(log)
+        ? readFileSync(log, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as ClaudeCall)
+        : [],
+  };
+}
+
+/** A coordinator (behind a recording proxy) and a claude-code launcher using the fake claude. */
+async function setup(t: TestContext, env: Record<string, string> = {}, deps: Partial<LauncherDeps> = {}, exitGraceMs = 10_000) {
+  const { c, client } = await coordinator(t);
+  const px = await proxy(t, c.url);
+  const claude = fakeClaude(t);
   await launcher(
     t,
-    c.url,
-    { executor: resolveExecutor('claude-code', process.cwd()), passEnv: ['FAKE_CLAUDE_LOG'] },
-    { env: { ...process.env, PATH: `${bin}:${process.env['PATH']}` } },
+    px.url,
+    { executor: resolveExecutor('claude-code', process.cwd()), passEnv: ['FAKE_CLAUDE_LOG'], exitGraceMs },
+    { env: { ...process.env, PATH: claude.path, FAKE_CLAUDE_LOG: claude.log, ...env }, ...deps },
   );
+  return { c, client, px, claude };
+}
 
+const FAKE_USAGE = { input_tokens: 100, output_tokens: 20, cache_read_input_tokens: 3, cache_creation_input_tokens: 4 };
+
+test('claude-code executor: start, then resume with the stored session id; usage and cost are reported', async (t) => {
+  const { c, client, px, claude } = await setup(t);
   const start = await client.createJob({
     type: 'start_session',
     session_name: 'claude-session',
@@ -42,6 +69,12 @@ test('claude-code executor: start, then resume with the stored session id (fake 
     await outputOf(client, start.job_id),
     'Working on: Summarise the README\n[tool Read] {"file_path":"README.md"}\n',
   );
+  // claude's result event, mapped: the four token counts (extra fields dropped), cost, turns, API time
+  const [completed] = px.bodies(`/launcher/jobs/${start.job_id}/completed`) as CompletedReport[];
+  assert.deepEqual(completed!.usage, FAKE_USAGE);
+  assert.equal(completed!.cost_usd, 0.0123);
+  assert.equal(completed!.num_turns, 2);
+  assert.equal(completed!.duration_api_ms, 4);
 
   const resume = await client.createJob({ type: 'resume_session', session_name: 'claude-session', prompt: 'Now shorter' });
   const resumed = await settled(client, resume.job_id);
@@ -49,39 +82,148 @@ test('claude-code executor: start, then resume with the stored session id (fake 
   assert.equal(resumed.result, 'Answer to: Now shorter');
   assert.equal(resumed.executor_session_id, sessionId);
 
-  const calls = readFileSync(callLog, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as ClaudeCall);
+  const calls = claude.calls();
   assert.equal(calls.length, 2);
-  assert.deepEqual(calls[0]!.args, ['-p', '--output-format', 'stream-json', '--verbose', '--agent', 'researcher']);
+  const mcpArg = calls[0]!.args[4]!;
+  assert.match(mcpArg, /^--mcp-config=\/.+\.json$/);
+  assert.deepEqual(calls[0]!.args, [...BASE_ARGS, mcpArg, '--allowedTools=mcp__agentq', '--agent', 'researcher']);
   assert.equal(calls[0]!.prompt, 'Summarise the README');
   // the resume job inherits the session's agent; claude keeps it on resume anyway, passing it is harmless
-  assert.deepEqual(calls[1]!.args, [
-    '-p',
-    '--output-format',
-    'stream-json',
-    '--verbose',
+  assert.deepEqual(calls[1]!.args.filter((a) => !a.startsWith('--mcp-config=')), [
+    ...BASE_ARGS,
+    '--allowedTools=mcp__agentq',
     '--resume',
     sessionId,
     '--agent',
     'researcher',
   ]);
   assert.equal(calls[1]!.prompt, 'Now shorter');
+
+  // the MCP config starts `agentq mcp` of this installation with the job's variables...
+  const server = calls[0]!.mcpConfig!.mcpServers['agentq']!;
+  assert.equal(server.type, 'stdio');
+  assert.equal(server.command, process.execPath);
+  const cliBin = join(dirname(dirname(dirname(dirname(CLAUDE_EXECUTOR)))), '..', 'cli', 'bin', 'agentq.js');
+  assert.deepEqual(server.args, [join(cliBin), 'mcp']);
+  assert.ok(existsSync(server.args[0]!), 'the agentq CLI it names exists');
+  assert.deepEqual(server.env, {
+    AGENTQ_SESSION_NAME: 'claude-session',
+    AGENTQ_JOB_ID: start.job_id,
+    AGENTQ_COORDINATOR_URL: px.url,
+    AGENTQ_URL: px.url,
+  });
+  assert.equal(calls[1]!.mcpConfig!.mcpServers['agentq']!.env['AGENTQ_JOB_ID'], resume.job_id);
+  // ...and does not outlive the turn (it could hold the job's token)
+  assert.equal(existsSync(mcpArg.slice('--mcp-config='.length)), false, 'the config file was removed');
+  void c;
 });
 
-test('claude-code executor: a result with is_error fails the job with its message', async (t) => {
-  const { c, client } = await coordinator(t);
-  const bin = tempDir(t);
-  writeFileSync(join(bin, 'claude'), `#!/bin/sh\nexec "${process.execPath}" "${fixture('fake-claude.js')}" "$@"\n`);
-  chmodSync(join(bin, 'claude'), 0o755);
-  await launcher(
-    t,
-    c.url,
-    { executor: resolveExecutor('claude-code', process.cwd()) },
-    { env: { ...process.env, PATH: `${bin}:${process.env['PATH']}` } },
-  );
+test('claude-code executor: AGENTQ_CLAUDE_ARGS is split like a shell would (quotes keep "Read Grep" one word)', async (t) => {
+  const { client, claude } = await setup(t, {
+    AGENTQ_CLAUDE_ARGS: `--allowedTools "Read Grep" --append-system-prompt 'be brief' --model sonnet`,
+    AGENTQ_CLAUDE_MCP: 'false',
+  });
+  const job = await client.createJob({ type: 'start_session', session_name: 'quoted', prompt: 'hi' });
+  assert.equal((await settled(client, job.job_id)).status, 'completed');
+  const [call] = claude.calls();
+  // AGENTQ_CLAUDE_MCP=false: no MCP server either
+  assert.deepEqual(call!.args, [
+    ...BASE_ARGS,
+    '--allowedTools',
+    'Read Grep',
+    '--append-system-prompt',
+    'be brief',
+    '--model',
+    'sonnet',
+  ]);
+  assert.equal(call!.mcpConfig, null);
+});
+
+test('claude-code executor: a result with is_error fails the job with its subtype and message; usage still reported', async (t) => {
+  const { client, px } = await setup(t);
   const job = await client.createJob({ type: 'start_session', session_name: 'refused', prompt: 'please FAIL' });
   const done = await settled(client, job.job_id);
   assert.equal(done.status, 'failed');
-  assert.match(done.error ?? '', /the fake model refused/);
+  assert.equal(done.error, 'claude reported error_during_execution: the fake model refused (exit code 1)');
+  const [failed] = px.bodies(`/launcher/jobs/${job.job_id}/failed`) as FailedReport[];
+  assert.deepEqual(failed!.usage, FAKE_USAGE);
+  assert.equal(failed!.cost_usd, 0.0123);
+});
+
+test('claude-code executor: an error_* result fails the job even when claude exits 0', async (t) => {
+  const { client } = await setup(t);
+  const job = await client.createJob({ type: 'start_session', session_name: 'turns', prompt: 'MAX_TURNS please' });
+  const done = await settled(client, job.job_id);
+  assert.equal(done.status, 'failed');
+  assert.equal(done.error, 'claude reported error_max_turns: reached the maximum number of turns (2) (exit code 1)');
+});
+
+test('claude-code executor: "No conversation found" on resume fails with session_not_on_host', async (t) => {
+  const { client, px } = await setup(t);
+  const first = await client.createJob({ type: 'start_session', session_name: 'elsewhere', prompt: 'hello' });
+  assert.equal((await settled(client, first.job_id)).status, 'completed');
+  const resume = await client.createJob({ type: 'resume_session', session_name: 'elsewhere', prompt: 'NO_CONVERSATION' });
+  const done = await settled(client, resume.job_id);
+  assert.equal(done.status, 'failed');
+  assert.match(done.error ?? '', /has no session .* on this host \("No conversation found"\)/);
+  const [failed] = px.bodies(`/launcher/jobs/${resume.job_id}/failed`) as FailedReport[];
+  assert.equal(failed!.error_code, 'session_not_on_host');
+});
+
+test('claude-code executor: a claude that never exits after its result is killed after the exit grace; the job completes', async (t) => {
+  const { client, claude } = await setup(t, {}, {}, 300);
+  const job = await client.createJob({ type: 'start_session', session_name: 'hangs', prompt: 'HANG_AFTER_RESULT' });
+  const done = await settled(client, job.job_id);
+  assert.equal(done.status, 'completed', done.error ?? '');
+  assert.equal(done.result, 'Answer to: HANG_AFTER_RESULT');
+  const [call] = claude.calls();
+  await gone(call!.pid, 'the hung claude');
+});
+
+test('claude-code executor: the per-job agent token hook reaches the MCP server as AGENTQ_TOKEN', async (t) => {
+  const { client, claude } = await setup(t, {}, { agentToken: (job) => `token-for-${job.job_id}` });
+  const job = await client.createJob({ type: 'start_session', session_name: 'scoped', prompt: 'hi' });
+  assert.equal((await settled(client, job.job_id)).status, 'completed');
+  const [call] = claude.calls();
+  assert.equal(call!.mcpConfig!.mcpServers['agentq']!.env['AGENTQ_TOKEN'], `token-for-${job.job_id}`);
+});
+
+test("claude-code executor: the job's max_cost_usd becomes --max-budget-usd; AGENTQ_CLAUDE_MCP_COMMAND names the server", async (t) => {
+  // run the executor program on its own, as the launcher does: invocation on stdin, events on stdout
+  const claude = fakeClaude(t);
+  const invocation: ExecutorInvocation = {
+    schema_version: 1,
+    mode: 'start',
+    job_id: 'job_000000000001',
+    session_name: 'budgeted',
+    prompt: 'hi',
+    agent_name: null,
+    project_dir: tempDir(t),
+    parent_session_name: null,
+    executor_session_id: null,
+    max_cost_usd: 2.5,
+  };
+  const child = spawn(process.execPath, [CLAUDE_EXECUTOR], {
+    env: {
+      PATH: claude.path,
+      FAKE_CLAUDE_LOG: claude.log,
+      AGENTQ_COORDINATOR_URL: 'http://127.0.0.1:1',
+      AGENTQ_CLAUDE_MCP_COMMAND: `agentq mcp --log-level 'debug'`,
+    },
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
+  child.stdin.end(JSON.stringify(invocation));
+  let stdout = '';
+  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString('utf8')));
+  const code = await new Promise<number | null>((resolve) => child.once('close', resolve));
+  assert.equal(code, 0, stdout);
+  const events = stdout.trim().split('\n').map((l) => JSON.parse(l) as { type: string });
+  assert.deepEqual(events.at(-1), { type: 'result', text: 'Answer to: hi', usage: FAKE_USAGE, cost_usd: 0.0123, num_turns: 2, duration_api_ms: 4 });
+  const [call] = claude.calls();
+  assert.deepEqual(call!.args.slice(-2), ['--max-budget-usd', '2.5']);
+  const server = call!.mcpConfig!.mcpServers['agentq']!;
+  assert.equal(server.command, 'agentq');
+  assert.deepEqual(server.args, ['mcp', '--log-level', 'debug']);
 });
 
 test('claude-code executor: a missing claude CLI fails the job saying so', async (t) => {

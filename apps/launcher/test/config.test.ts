@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { realpathSync } from 'node:fs';
 import { test } from 'node:test';
 import { ConfigError, helpText, loadConfig, OPTIONS, parseEventLine } from '../src/index.js';
 
@@ -18,6 +19,29 @@ test('defaults', () => {
   assert.equal(c.shutdownGraceMs, 30_000);
   assert.equal(c.killGraceMs, 10_000);
   assert.equal(c.logLevel, 'info');
+  assert.deepEqual(c.projectRoots, [realpathSync(process.cwd())]);
+  assert.deepEqual(c.labels, {});
+  assert.equal(c.portableSessions, undefined);
+  assert.equal(c.idleTimeoutMs, 1_800_000);
+  assert.equal(c.exitGraceMs, 10_000);
+});
+
+test('the state directory: --state-dir, else $XDG_STATE_HOME/agentq, else ~/.local/state/agentq', () => {
+  assert.equal(load([], { HOME: '/home/u' }).stateDir, '/home/u/.local/state/agentq');
+  assert.equal(load([], { HOME: '/home/u', XDG_STATE_HOME: '/var/state' }).stateDir, '/var/state/agentq');
+  // a relative XDG_STATE_HOME is invalid by the spec and ignored
+  assert.equal(load([], { HOME: '/home/u', XDG_STATE_HOME: 'rel' }).stateDir, '/home/u/.local/state/agentq');
+  assert.equal(load(['--state-dir', '/srv/agentq'], { AGENTQ_STATE_DIR: '/x' }).stateDir, '/srv/agentq');
+  assert.equal(load([], { AGENTQ_STATE_DIR: '/x' }).stateDir, '/x');
+});
+
+test('--label accumulates; watchdog and portability options parse', () => {
+  const c = load(['--label', 'zone=a', '--label', 'gpu=a100,team=ml', '--idle-timeout', '0', '--exit-grace', '2.5', '--portable-sessions']);
+  assert.deepEqual(c.labels, { zone: 'a', gpu: 'a100', team: 'ml' });
+  assert.equal(c.idleTimeoutMs, 0);
+  assert.equal(c.exitGraceMs, 2_500);
+  assert.equal(c.portableSessions, true);
+  assert.equal(load([], { AGENTQ_PORTABLE_SESSIONS: 'false' }).portableSessions, false);
 });
 
 test('environment variables set options and flags win over them', () => {
@@ -49,6 +73,13 @@ test('a bad value throws ConfigError naming the flag or the variable', () => {
     [[], { AGENTQ_STOP_ON_EXIT: 'maybe' }, /^AGENTQ_STOP_ON_EXIT: /],
     [['--log-level', 'loud'], {}, /^--log-level: /],
     [['--no-such-flag'], {}, /^arguments: /],
+    [['--label', 'novalue'], {}, /^--label: expected key=value/],
+    [[], { AGENTQ_LABELS: '-bad=x' }, /^AGENTQ_LABELS: label key "-bad"/],
+    [['--label', `k=${'v'.repeat(129)}`], {}, /^--label: label k: the value must be 1 to 128/],
+    [['--hostname', 'h'.repeat(200)], {}, /built-in label hostname=.* set it with --label hostname=VALUE/],
+    [['--idle-timeout', 'soon'], {}, /^--idle-timeout: /],
+    [[], { AGENTQ_EXIT_GRACE: '-1' }, /^AGENTQ_EXIT_GRACE: /],
+    [[], { AGENTQ_PROJECT_DIR: '/nonexistent/a,/tmp' }, /^AGENTQ_PROJECT_DIR: \/nonexistent\/a does not exist/],
   ];
   for (const [argv, env, message] of cases) {
     assert.throws(() => loadConfig(argv, env), (err: unknown) => err instanceof ConfigError && message.test(err.message));

@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, realpathSync, rmSync } from 'node:fs';
 import { createServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -23,13 +23,17 @@ type LogLine = Record<string, unknown>;
 export function captureLog(): {
   log: Logger;
   lines: LogLine[];
+  /** the same lines as written (JSON text), e.g. to see duplicate keys that parsing hides */
+  raw: string[];
   /** resolves with the first line (past or future) for which `match` is true */
   waitFor: (match: (line: LogLine) => boolean) => Promise<LogLine>;
 } {
   const lines: LogLine[] = [];
+  const raw: string[] = [];
   const waiters: Array<{ match: (line: LogLine) => boolean; resolve: (line: LogLine) => void }> = [];
   const write = (text: string) => {
     const line = JSON.parse(text) as LogLine;
+    raw.push(text);
     lines.push(line);
     for (const w of waiters.filter((w) => w.match(line))) {
       waiters.splice(waiters.indexOf(w), 1);
@@ -39,6 +43,7 @@ export function captureLog(): {
   return {
     log: pino({ level: 'debug' }, { write }),
     lines,
+    raw,
     waitFor: (match) =>
       new Promise((resolve) => {
         const found = lines.find(match);
@@ -86,13 +91,19 @@ export function testConfig(url: string, overrides: Partial<LauncherConfig> = {})
     url,
     executor: resolveExecutor(fixture('executor.js'), process.cwd()),
     maxJobs: 4,
-    projectDir: tmpdir(),
+    projectDir: realpathSync(tmpdir()),
     stopOnExit: false,
     shutdownGraceMs: 10_000,
     killGraceMs: 500,
     passEnv: [],
     logLevel: 'silent',
     hostname: 'test-host',
+    projectRoots: [realpathSync(tmpdir())],
+    labels: {},
+    stateDir: join(tmpdir(), 'agentq-launcher-test-state'),
+    portableSessions: undefined,
+    idleTimeoutMs: 1_800_000,
+    exitGraceMs: 10_000,
     ...overrides,
   };
 }
@@ -104,11 +115,17 @@ export async function launcher(
   overrides: Partial<LauncherConfig> = {},
   deps: Partial<LauncherDeps> = {},
 ): Promise<{ launcher: Launcher; id: string; done: Promise<unknown> }> {
-  const l = new Launcher(testConfig(url, overrides), { log: testLog(), retry: FAST_RETRY, ...deps });
+  // each launcher under test has its own state directory (removed once it has stopped) unless
+  // the test shares one on purpose
+  const ownState = overrides.stateDir === undefined ? mkdtempSync(join(tmpdir(), 'agentq-launcher-state-')) : undefined;
+  const config = testConfig(url, { ...(ownState ? { stateDir: ownState } : {}), ...overrides });
+  if (overrides.projectRoots && !overrides.projectDir) config.projectDir = overrides.projectRoots[0]!;
+  const l = new Launcher(config, { log: testLog(), retry: FAST_RETRY, ...deps });
   const done = l.run().catch((err: unknown) => err);
   t.after(async () => {
     l.forceKill();
     await done;
+    if (ownState) rmSync(ownState, { recursive: true, force: true });
   });
   const id = await l.registered;
   return { launcher: l, id, done };

@@ -1,6 +1,19 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { alive, captureLog, controlServer, coordinator, gone, launcher, outputOf, script, settled } from './helpers.js';
+import { realpathSync } from 'node:fs';
+import { join } from 'node:path';
+import {
+  alive,
+  captureLog,
+  controlServer,
+  coordinator,
+  gone,
+  launcher,
+  outputOf,
+  script,
+  settled,
+  tempDir,
+} from './helpers.js';
 
 test('a job that succeeds is reported completed with its result, output and executor session id', async (t) => {
   const { c, client } = await coordinator(t);
@@ -68,18 +81,19 @@ test('an executor that crashes mid-output: the output so far is kept and the job
   assert.equal(await outputOf(client, job.job_id), 'line 1\nline 2\n');
 });
 
-test('a missing project_dir fails the job with a clear error', async (t) => {
+test('a missing project_dir inside the project roots fails the job with a clear error', async (t) => {
   const { c, client } = await coordinator(t);
-  await launcher(t, c.url);
+  const root = realpathSync(tempDir(t));
+  await launcher(t, c.url, { projectRoots: [root] });
   const job = await client.createJob({
     type: 'start_session',
     session_name: 'nodir',
-    project_dir: '/nonexistent/agentq/dir',
+    project_dir: join(root, 'not-made-yet'),
     prompt: script([]),
   });
   const done = await settled(client, job.job_id);
   assert.equal(done.status, 'failed');
-  assert.match(done.error ?? '', /project_dir \/nonexistent\/agentq\/dir does not exist/);
+  assert.equal(done.error, `project_dir ${join(root, 'not-made-yet')} does not exist on this host`);
 });
 
 test('executors get a clean environment with the job variables, in the project dir', async (t) => {
@@ -91,8 +105,9 @@ test('executors get a clean environment with the job variables, in the project d
     delete process.env['AGENTQ_TEST_SECRET'];
     delete process.env['AGENTQ_TEST_PASSED'];
   });
-  const { id } = await launcher(t, c.url, { passEnv: ['AGENTQ_TEST_PASSED'] });
-  const cwd = process.cwd();
+  // the job runs in the second of the launcher's roots
+  const cwd = realpathSync(process.cwd());
+  const { id } = await launcher(t, c.url, { passEnv: ['AGENTQ_TEST_PASSED'], projectRoots: [realpathSync(tempDir(t)), cwd] });
   const job = await client.createJob({
     type: 'start_session',
     session_name: 'env',

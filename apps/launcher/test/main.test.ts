@@ -1,64 +1,7 @@
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
-import { test, type TestContext } from 'node:test';
+import { test } from 'node:test';
 import { controlServer, coordinator, fixture, gone, script, settled } from './helpers.js';
-
-const MAIN = fileURLToPath(new URL('../src/main.js', import.meta.url));
-
-interface LauncherProcess {
-  child: ChildProcess;
-  /** resolves with the first log line whose msg matches */
-  logged(msg: RegExp): Promise<Record<string, unknown>>;
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-  stderr(): string;
-}
-
-/** The real launcher program, as `npm run launcher` runs it; killed after the test if still running. */
-function spawnLauncher(t: TestContext, args: string[], env: Record<string, string> = {}): LauncherProcess {
-  const child = spawn(process.execPath, [MAIN, ...args], {
-    env: { ...process.env, AGENTQ_LOG_LEVEL: 'debug', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    child.once('exit', (code, signal) => resolve({ code, signal })),
-  );
-  t.after(async () => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-    await exited;
-  });
-  const lines: Array<Record<string, unknown>> = [];
-  const waiters: Array<{ msg: RegExp; resolve: (l: Record<string, unknown>) => void }> = [];
-  createInterface({ input: child.stdout! }).on('line', (text) => {
-    let line: Record<string, unknown>;
-    try {
-      line = JSON.parse(text) as Record<string, unknown>;
-    } catch {
-      return;
-    }
-    lines.push(line);
-    for (const w of [...waiters]) {
-      if (w.msg.test(String(line['msg']))) {
-        waiters.splice(waiters.indexOf(w), 1);
-        w.resolve(line);
-      }
-    }
-  });
-  let stderr = '';
-  child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
-  return {
-    child,
-    exited,
-    stderr: () => stderr,
-    logged: (msg) =>
-      new Promise((resolve) => {
-        const found = lines.find((l) => msg.test(String(l['msg'])));
-        if (found) resolve(found);
-        else waiters.push({ msg, resolve });
-      }),
-  };
-}
+import { spawnLauncher } from './spawn-launcher.js';
 
 test('SIGTERM with a running job: no new jobs, the running one may finish within the grace period, exit 0', async (t) => {
   const { c, client } = await coordinator(t);

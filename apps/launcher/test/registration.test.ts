@@ -37,7 +37,7 @@ async function setup() {
     client,
     log,
     connectivity: new Connectivity(log),
-    body: { hostname: 'test-host', executor_type: 'fake', max_jobs: 1 },
+    body: () => ({ hostname: 'test-host', executor_type: 'fake', max_jobs: 1 }),
   });
   const first = registration.register(new AbortController().signal);
   calls[0]!.answer('lnch_000000000001');

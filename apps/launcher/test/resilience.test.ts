@@ -1,7 +1,6 @@
 import assert from 'node:assert/strict';
-import { createServer, request, type IncomingMessage, type ServerResponse } from 'node:http';
 import { join } from 'node:path';
-import { test, type TestContext } from 'node:test';
+import { test } from 'node:test';
 import { AgentqClient } from '@agentq/client';
 import { startCoordinator } from '@agentq/coordinator';
 import {
@@ -15,6 +14,7 @@ import {
   settled,
   tempDir,
 } from './helpers.js';
+import { proxy } from './proxy.js';
 
 test('coordinator restarted during a job: every report still arrives, in order', async (t) => {
   const { c, client } = await coordinator(t);
@@ -128,12 +128,12 @@ test('a coordinator that lost its state (401 launcher_unknown) is answered by re
 test('a report answered 503 is retried until it is acknowledged', async (t) => {
   const { c, client } = await coordinator(t);
   let injected = 0;
-  const proxy = await failingProxy(t, c.url, (req) => {
+  const px = await proxy(t, c.url, (req) => {
     if (injected > 0 || req.method !== 'POST' || !/\/completed$/.test(req.url ?? '')) return false;
     injected++;
     return true;
   });
-  await launcher(t, proxy.url);
+  await launcher(t, px.url);
   const job = await client.createJob({
     type: 'start_session',
     session_name: 'flaky',
@@ -143,21 +143,21 @@ test('a report answered 503 is retried until it is acknowledged', async (t) => {
   assert.equal(done.status, 'completed');
   assert.equal(done.result, 'made it');
   assert.equal(injected, 1);
-  assert.equal(proxy.count((url) => /\/completed$/.test(url)), 2);
+  assert.equal(px.count((url) => /\/completed$/.test(url)), 2);
 });
 
 test('shutdown while `started` is not acknowledged: the executor never runs and the launcher still exits', async (t) => {
   const { c, client } = await coordinator(t);
   const control = await controlServer(t);
-  const proxy = await failingProxy(t, c.url, (req) => /\/started$/.test(req.url ?? ''));
-  const { launcher: l } = await launcher(t, proxy.url, { shutdownGraceMs: 0 }, { reportDrainMs: 200 });
+  const px = await proxy(t, c.url, (req) => /\/started$/.test(req.url ?? ''));
+  const { launcher: l } = await launcher(t, px.url, { shutdownGraceMs: 0 }, { reportDrainMs: 200 });
   const job = await client.createJob({
     type: 'start_session',
     session_name: 'never-started',
     prompt: script([{ hello: true }], control),
   });
   // the launcher holds the job (claimed) and keeps retrying `started`
-  await proxy.seen((url) => url.endsWith(`/launcher/jobs/${job.job_id}/started`));
+  await px.seen((url) => url.endsWith(`/launcher/jobs/${job.job_id}/started`));
   assert.equal(await l.shutdown(), 'shutdown');
   assert.equal(control.connected, 0);
   assert.equal(control.maxConnected, 0, 'the executor was never spawned');
@@ -171,79 +171,20 @@ test('shutdown while the poller is registering again: polling ends, reports drai
   let forgotten = false;
   // once `forgotten`, the coordinator seems to have lost the launcher (polls: 401) and
   // registering again does not succeed yet (503, retried with backoff)
-  const proxy = await failingProxy(t, c.url, (req) => {
+  const px = await proxy(t, c.url, (req) => {
     if (!forgotten) return false;
     if (req.method === 'GET' && req.url?.startsWith('/launcher/jobs')) return { status: 401, code: 'launcher_unknown' };
     return req.method === 'POST' && req.url === '/launcher/register';
   });
   const { log, waitFor } = captureLog();
-  const { launcher: l, id } = await launcher(t, proxy.url, { shutdownGraceMs: 0 }, { log, reportDrainMs: 200 });
+  const { launcher: l, id } = await launcher(t, px.url, { shutdownGraceMs: 0 }, { log, reportDrainMs: 200 });
   forgotten = true;
   await waitFor((line) => /registering again/.test(String(line['msg'])));
-  await proxy.seen((url) => url === '/launcher/register');
+  await px.seen((url) => url === '/launcher/register');
 
   // the end of the drain aborts polling while it waits for the registration: not a failure
   assert.equal(await l.shutdown(), 'shutdown');
   // it deregistered itself (the real coordinator still knew it)
-  assert.equal(proxy.count((url) => url.startsWith(`/launchers/${id}`)), 1);
+  assert.equal(px.count((url) => url.startsWith(`/launchers/${id}`)), 1);
   assert.equal((await client.listLaunchers()).launchers.some((x) => x.launcher_id === id), false);
 });
-
-/** What the proxy answers instead of forwarding: true = 503. */
-type Injected = boolean | { status: number; code: string };
-
-/**
- * An HTTP proxy in front of the coordinator that answers 503 (or the given error) to the requests
- * `fail` picks and forwards everything else (long polls included).
- */
-async function failingProxy(
-  t: TestContext,
-  target: string,
-  fail: (req: IncomingMessage) => Injected,
-): Promise<{
-  url: string;
-  count: (match: (url: string) => boolean) => number;
-  /** resolves once a request whose URL matches has arrived */
-  seen: (match: (url: string) => boolean) => Promise<void>;
-}> {
-  const upstream = new URL(target);
-  const urls: string[] = [];
-  const waiters: Array<{ match: (url: string) => boolean; resolve: () => void }> = [];
-  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
-    const url = req.url ?? '';
-    urls.push(url);
-    for (const w of waiters.filter((w) => w.match(url))) {
-      waiters.splice(waiters.indexOf(w), 1);
-      w.resolve();
-    }
-    const injected = fail(req);
-    if (injected) {
-      const { status, code } = injected === true ? { status: 503, code: 'shutting_down' } : injected;
-      req.resume();
-      res.writeHead(status, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ error: { code, message: 'injected by the test proxy' } }));
-      return;
-    }
-    const out = request(
-      { host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: req.headers },
-      (up) => {
-        res.writeHead(up.statusCode ?? 502, up.headers);
-        up.pipe(res);
-      },
-    );
-    out.on('error', () => res.destroy());
-    res.on('close', () => out.destroy());
-    req.pipe(out);
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.after(async () => {
-    server.closeAllConnections();
-    await new Promise<void>((resolve) => server.close(() => resolve()));
-  });
-  return {
-    url: `http://127.0.0.1:${(server.address() as { port: number }).port}`,
-    count: (match) => urls.filter(match).length,
-    seen: (match) =>
-      new Promise<void>((resolve) => (urls.some(match) ? resolve() : waiters.push({ match, resolve }))),
-  };
-}

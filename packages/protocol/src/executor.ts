@@ -19,6 +19,8 @@ export const ExecutorInvocation = Type.Object({
   parent_session_name: Nullable(Type.String()),
   /** the executor's own id of the session to resume (from an earlier `session` event) */
   executor_session_id: Nullable(Type.String()),
+  /** the job's spending cap in US dollars, for executors that can enforce one (claude: --max-budget-usd) */
+  max_cost_usd: Type.Optional(Nullable(CostUsd)),
 });
 export type ExecutorInvocation = Static<typeof ExecutorInvocation>;
 

@@ -1,50 +1,91 @@
 #!/usr/bin/env node
 import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
-import type { ExecutorInvocation } from '@agentq/protocol';
-import { emit, readInvocation, runExecutor } from './contract.js';
+import { claudeArgs } from './claude-args.js';
+import { mcpConfig, mcpEnabled, writeMcpConfig } from './claude-mcp.js';
+import { assistantText, NO_CONVERSATION, parseClaudeLine, readResult, type ClaudeResult } from './claude-stream.js';
+import { emit, ExecutorError, readInvocation, runExecutor } from './contract.js';
 
 /**
  * The Claude Code executor: runs one non-interactive turn of the `claude` CLI and maps its
- * stream to executor events.
+ * stream to executor events (see claude-args.ts for the command line, claude-stream.ts for the
+ * stream, claude-mcp.ts for the agentq MCP server it is given).
  *
- *   claude -p --output-format stream-json --verbose [--resume <id>] [--agent <name>] [extra args]
+ * The prompt goes to claude's stdin (no argv length limit). Outcomes:
+ * - a `success` result: a `result` event (text, usage, cost, turns) as soon as it arrives, so the
+ *   launcher's exit grace covers a claude that never exits after it; the job completes;
+ * - an `error_*` result or `is_error: true`, whatever the exit code: a `result` event (for its
+ *   usage and cost), then the job fails with the subtype in the error;
+ * - `--resume` of a session this host does not have ("No conversation found"): fails with code
+ *   `session_not_on_host`;
+ * - no result at all: fails with how claude ended.
  *
- * The prompt goes to claude's stdin (no argv length limit). Its stream is one JSON object per
- * line: `system`/`init` carries `session_id` (-> `session` event), `assistant` messages carry
- * content blocks (text -> `output`, tool_use -> a one-line `output`), and the last line is a
- * `result` object with `result`, `is_error` and `session_id` (-> `result`, or `error`).
- *
- * Settings (environment): AGENTQ_CLAUDE_BIN (default `claude` on PATH), AGENTQ_CLAUDE_ARGS
- * (extra arguments, split on spaces, e.g. `--permission-mode acceptEdits --model sonnet`).
+ * Settings (environment): AGENTQ_CLAUDE_BIN (default `claude` on PATH), AGENTQ_CLAUDE_ARGS (extra
+ * arguments, split like a shell would, e.g. `--permission-mode acceptEdits --allowedTools "Read Grep"`),
+ * AGENTQ_CLAUDE_MCP (false: no agentq MCP server), AGENTQ_CLAUDE_MCP_COMMAND (how to start it).
  */
 runExecutor(async () => {
   const inv = await readInvocation();
-  const bin = process.env['AGENTQ_CLAUDE_BIN'] || 'claude';
-  const args = claudeArgs(inv, process.env['AGENTQ_CLAUDE_ARGS'] ?? '');
+  const env = process.env;
+  const bin = env['AGENTQ_CLAUDE_BIN'] || 'claude';
+  const mcp = mcpEnabled(env) ? writeMcpConfig(mcpConfig(inv, env)) : undefined;
+  // a stop (SIGTERM to the group) must not leave the config behind; then die by the signal as before
+  const onTerm = () => {
+    mcp?.remove();
+    process.kill(process.pid, 'SIGTERM');
+  };
+  process.once('SIGTERM', onTerm);
+  try {
+    const args = claudeArgs(inv, { extraArgs: env['AGENTQ_CLAUDE_ARGS'] ?? '', mcpConfigPath: mcp?.path });
+    return await runClaude(bin, args, inv.project_dir ?? process.cwd(), inv.prompt, {
+      resuming: inv.mode === 'resume' ? (inv.executor_session_id ?? '') : undefined,
+      // claude reads its MCP config when it starts: once it says it is up, the file can go
+      onStarted: () => mcp?.remove(),
+    });
+  } finally {
+    process.removeListener('SIGTERM', onTerm);
+    mcp?.remove();
+  }
+});
 
-  const child = spawn(bin, args, { cwd: inv.project_dir ?? process.cwd(), stdio: ['pipe', 'pipe', 'inherit'] });
+async function runClaude(
+  bin: string,
+  args: string[],
+  cwd: string,
+  prompt: string,
+  o: { resuming: string | undefined; onStarted: () => void },
+): Promise<void> {
+  const child = spawn(bin, args, { cwd, stdio: ['pipe', 'pipe', 'pipe'] });
   child.stdin.on('error', () => {});
-  child.stdin.end(inv.prompt);
+  child.stdin.end(prompt);
 
-  let result: { text: string; isError: boolean } | undefined;
+  let result: ClaudeResult | undefined;
   let lastSession: string | undefined;
+  let noConversation = false;
   const session = (id: unknown) => {
     if (typeof id === 'string' && id !== '' && id !== lastSession) {
       lastSession = id;
       emit({ type: 'session', session_id: id });
     }
   };
-  const lines = createInterface({ input: child.stdout, crlfDelay: Infinity });
-  lines.on('line', (line) => {
-    const msg = parseJson(line);
+  // claude's stderr is passed on (the launcher logs it and keeps its tail) and watched for the
+  // one failure that needs a code: a resumed session this host does not have
+  createInterface({ input: child.stderr, crlfDelay: Infinity }).on('line', (line) => {
+    if (o.resuming !== undefined && NO_CONVERSATION.test(line)) noConversation = true;
+    process.stderr.write(`${line}\n`);
+  });
+  createInterface({ input: child.stdout, crlfDelay: Infinity }).on('line', (line) => {
+    const msg = parseClaudeLine(line);
     if (!msg) {
       if (line.trim() !== '') emit({ type: 'output', text: `${line}\n` });
       return;
     }
     switch (msg['type']) {
       case 'system':
-        if (msg['subtype'] === 'init') session(msg['session_id']);
+        if (msg['subtype'] === 'init') {
+          session(msg['session_id']);
+          o.onStarted();
+        }
         break;
       case 'assistant':
         session(msg['session_id']);
@@ -52,9 +93,10 @@ runExecutor(async () => {
         break;
       case 'result': {
         session(msg['session_id']);
-        const text = typeof msg['result'] === 'string' ? msg['result'] : '';
-        const isError = msg['is_error'] === true || (typeof msg['subtype'] === 'string' && msg['subtype'] !== 'success');
-        result = { text: text || String(msg['subtype'] ?? ''), isError };
+        result = readResult(msg);
+        if (o.resuming !== undefined && NO_CONVERSATION.test(`${result.text} ${result.errors}`)) noConversation = true;
+        // at once, not at exit: the launcher's exit grace starts from here
+        emit(result.event);
         break;
       }
       default:
@@ -74,48 +116,20 @@ runExecutor(async () => {
     child.once('close', (c, s) => resolve([c, s]));
   });
 
-  if (result && !result.isError && code === 0) {
-    emit({ type: 'result', text: result.text });
+  if (noConversation) {
+    throw new ExecutorError(
+      `Claude Code has no session ${o.resuming} on this host ("No conversation found"): a session can only be resumed on the host, and in the directory, where it ran`,
+      'session_not_on_host',
+    );
+  }
+  if (result && !result.isError) {
+    if (code !== 0) process.stderr.write(`claude exited with ${signal ?? `code ${code}`} after a successful result\n`);
     return;
   }
-  if (result?.isError) throw new Error(`claude reported an error: ${result.text}`);
+  if (result) {
+    const detail = result.text || result.errors;
+    const what = result.subtype === 'success' ? 'an error (is_error: true)' : result.subtype;
+    throw new ExecutorError(`claude reported ${what}${detail ? `: ${detail}` : ''}`);
+  }
   throw new Error(signal ? `claude was killed by ${signal}` : `claude exited with code ${code} without a result`);
-});
-
-function claudeArgs(inv: ExecutorInvocation, extra: string): string[] {
-  const args = ['-p', '--output-format', 'stream-json', '--verbose'];
-  if (inv.mode === 'resume') {
-    if (!inv.executor_session_id) {
-      throw new Error(`cannot resume session "${inv.session_name}": no Claude Code session id is known for it`);
-    }
-    args.push('--resume', inv.executor_session_id);
-  }
-  if (inv.agent_name) args.push('--agent', inv.agent_name);
-  args.push(...extra.split(/\s+/).filter(Boolean));
-  return args;
-}
-
-function parseJson(line: string): Record<string, unknown> | undefined {
-  if (!line.trimStart().startsWith('{')) return undefined;
-  try {
-    const v: unknown = JSON.parse(line);
-    return typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
-/** The showable parts of an assistant message: text blocks, and one line per tool call. */
-function assistantText(msg: Record<string, unknown>): string[] {
-  const content = (msg['message'] as { content?: unknown } | undefined)?.content;
-  if (!Array.isArray(content)) return [];
-  const out: string[] = [];
-  for (const block of content as Array<Record<string, unknown>>) {
-    if (block['type'] === 'text' && typeof block['text'] === 'string') out.push(`${block['text']}\n`);
-    else if (block['type'] === 'tool_use') {
-      const input = JSON.stringify(block['input'] ?? {});
-      out.push(`[tool ${String(block['name'])}] ${input.length > 200 ? `${input.slice(0, 200)}…` : input}\n`);
-    }
-  }
-  return out;
 }

@@ -27,14 +27,27 @@ export function emit(event: ExecutorEvent): void {
   process.stdout.write(`${JSON.stringify(event)}\n`);
 }
 
-/** Run an executor's main: any error becomes an `error` event and exit code 1. */
+/** An error with the machine-readable code the job fails with (the `error` event's `code`). */
+export class ExecutorError extends Error {
+  override readonly name = 'ExecutorError';
+  constructor(
+    message: string,
+    readonly code?: string,
+  ) {
+    super(message);
+  }
+}
+
+/** Run an executor's main: any error becomes an `error` event (with its code) and exit code 1. */
 export function runExecutor(main: () => Promise<void>): void {
   main().then(
     () => {
       process.exitCode = 0;
     },
     (err: unknown) => {
-      emit({ type: 'error', message: err instanceof Error ? err.message : String(err) });
+      const message = err instanceof Error ? err.message : String(err);
+      const code = err instanceof ExecutorError ? err.code : undefined;
+      emit({ type: 'error', message, ...(code ? { code } : {}) });
       process.exitCode = 1;
     },
   );

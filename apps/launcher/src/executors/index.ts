@@ -8,6 +8,12 @@ export interface ExecutorSpec {
   name: string;
   command: string;
   args: string[];
+  /**
+   * Whether a session this executor ran can be resumed on another host (sent at registration as
+   * `portable_sessions`; when false, the coordinator keeps a session's jobs on its host).
+   * A built-in knows; a program is assumed not portable unless --portable-sessions says so.
+   */
+  portableSessions: boolean;
 }
 
 /** Built-in executors ship with the launcher as node programs beside this file. */
@@ -15,6 +21,12 @@ export const BUILTIN_EXECUTORS = {
   'claude-code': 'claude-code.js',
   demo: 'demo.js',
 } as const;
+
+/**
+ * Claude Code keeps a session's transcript on the machine that ran it (under the directory it ran
+ * in), so its sessions stay on their host; the demo executor keeps nothing.
+ */
+const PORTABLE: Record<BuiltinExecutor, boolean> = { 'claude-code': false, demo: true };
 export type BuiltinExecutor = keyof typeof BUILTIN_EXECUTORS;
 
 const isBuiltin = (name: string): name is BuiltinExecutor => Object.hasOwn(BUILTIN_EXECUTORS, name);
@@ -27,7 +39,7 @@ const isBuiltin = (name: string): name is BuiltinExecutor => Object.hasOwn(BUILT
 export function resolveExecutor(nameOrPath: string, cwd: string): ExecutorSpec {
   if (isBuiltin(nameOrPath)) {
     const script = fileURLToPath(new URL(BUILTIN_EXECUTORS[nameOrPath], import.meta.url));
-    return { name: nameOrPath, command: process.execPath, args: [script] };
+    return { name: nameOrPath, command: process.execPath, args: [script], portableSessions: PORTABLE[nameOrPath] };
   }
   const looksLikePath = nameOrPath.includes('/') || nameOrPath.startsWith('.');
   const path = isAbsolute(nameOrPath) ? nameOrPath : resolve(cwd, nameOrPath);
@@ -44,11 +56,11 @@ export function resolveExecutor(nameOrPath: string, cwd: string): ExecutorSpec {
         : `unknown executor ${JSON.stringify(nameOrPath)} (built-ins: ${Object.keys(BUILTIN_EXECUTORS).join(', ')}; or give a path)`,
     );
   }
-  if (/\.(c|m)?js$/.test(path)) return { name: path, command: process.execPath, args: [path] };
+  if (/\.(c|m)?js$/.test(path)) return { name: path, command: process.execPath, args: [path], portableSessions: false };
   try {
     accessSync(path, constants.X_OK);
   } catch {
     throw new Error(`executor ${path} is not executable (chmod +x it, or name a .js file)`);
   }
-  return { name: path, command: path, args: [] };
+  return { name: path, command: path, args: [], portableSessions: false };
 }

@@ -1,0 +1,143 @@
+import { execFileSync } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
+
+/**
+ * Process identity checks for the lifeline. A pid alone is not an identity: once a process is
+ * gone its pid (and process group id) can be given to an unrelated process. So every recorded
+ * group carries its leader's start time, and a group is signalled only when that still holds.
+ */
+
+const hasProc = process.platform === 'linux';
+
+/**
+ * When the process started, as an opaque string (Linux: clock ticks since boot from
+ * /proc/PID/stat; elsewhere `ps -o lstart`), or null if there is no such process.
+ */
+export function startTimeOf(pid: number): string | null {
+  if (!Number.isInteger(pid) || pid <= 0) return null;
+  if (hasProc) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      // fields after the command name (which may contain spaces and parentheses) start at field 3
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      return fields[19] ?? null; // field 22: starttime
+    } catch {
+      return null;
+    }
+  }
+  try {
+    const out = execFileSync('ps', ['-o', 'lstart=', '-p', String(pid)], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+    return out.trim() || null;
+  } catch {
+    return null;
+  }
+}
+
+/** Changes at every boot: start times of one boot mean nothing after the next. */
+export function bootId(): string {
+  if (hasProc) {
+    try {
+      return readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
+    } catch {
+      // fall through
+    }
+  }
+  // `ps -o lstart` start times carry the date, so they stay unique across boots
+  return 'unknown';
+}
+
+/** True while some process is in the group (and we may signal it). */
+export function groupExists(pgid: number): boolean {
+  try {
+    process.kill(-pgid, 0);
+    return true;
+  } catch {
+    return false; // ESRCH: gone; EPERM: not ours to signal
+  }
+}
+
+/**
+ * Whether the group `pgid`, whose leader started at `startTime`, is still the group we started.
+ * The leader still there with the same start time: yes. The leader gone but members left: yes,
+ * since an id can only be reused by a new process with that pid, which would be its leader.
+ * A process with that pid but another start time: the id was reused, never signal it.
+ */
+export function isSameGroup(pgid: number, startTime: string | null): boolean {
+  const leader = startTimeOf(pgid);
+  if (leader !== null) return startTime !== null && leader === startTime;
+  return groupExists(pgid);
+}
+
+/** Signal the group if it is still the one we started. Returns whether it was signalled. */
+export function signalGroup(pgid: number, startTime: string | null, signal: NodeJS.Signals): boolean {
+  if (!isSameGroup(pgid, startTime)) return false;
+  try {
+    process.kill(-pgid, signal);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** A process group an executor runs in: its id (the leader's pid) and the leader's start time. */
+export interface Group {
+  pgid: number;
+  start_time: string | null;
+}
+
+/** How often endGroups looks whether the groups are gone (see there). */
+const CHECK_MS = 50;
+
+/**
+ * SIGTERM every group that is still ours, SIGKILL the ones left after `graceMs`, and resolve
+ * once all are gone (or were SIGKILLed). These are not our children (their launcher is gone),
+ * so no event says when they exit: checking on a short interval is the only way to know.
+ */
+export async function endGroups(groups: readonly Group[], graceMs: number): Promise<Group[]> {
+  const ended = groups.filter((g) => signalGroup(g.pgid, g.start_time, 'SIGTERM'));
+  const deadline = Date.now() + graceMs;
+  let left = ended;
+  while (left.length > 0 && Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, CHECK_MS));
+    left = left.filter((g) => isSameGroup(g.pgid, g.start_time) && !onlyZombies(g.pgid));
+  }
+  for (const g of left) signalGroup(g.pgid, g.start_time, 'SIGKILL');
+  return ended;
+}
+
+/**
+ * True when the only process left in the group is a zombie leader (dead, waiting for a parent to
+ * reap it): there is nothing left to stop. Linux only; elsewhere assume it is alive.
+ */
+function onlyZombies(pgid: number): boolean {
+  if (!hasProc) return false;
+  try {
+    const stat = readFileSync(`/proc/${pgid}/stat`, 'utf8');
+    if (stat[stat.lastIndexOf(')') + 2] !== 'Z') return false;
+  } catch {
+    return false;
+  }
+  // the leader is a zombie; a member still alive keeps the group signallable, which we cannot
+  // tell apart from the zombie alone without scanning /proc: scan it
+  for (const entry of readProcPids()) {
+    if (entry === pgid) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      if (Number(fields[2]) === pgid && fields[0] !== 'Z') return false; // field 5: pgrp
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return true;
+}
+
+function readProcPids(): number[] {
+  try {
+    return readdirSync('/proc')
+      .filter((n) => /^\d+$/.test(n))
+      .map(Number);
+  } catch {
+    return [];
+  }
+}

@@ -1,0 +1,39 @@
+#!/usr/bin/env node
+import { rmSync } from 'node:fs';
+import { createInterface } from 'node:readline';
+import { endGroups, type Group } from './proc.js';
+
+/**
+ * The lifeline's far end: a small process the launcher starts once, in its own process group, with
+ * a pipe to its stdin. The launcher writes one JSON line per executor process group it starts
+ * (`{"watch":{"pgid":..,"start_time":..}}`) and ends (`{"forget":pgid}`). When the pipe closes,
+ * the launcher is gone, however it died (SIGKILL included): the reaper ends every group still
+ * watched (SIGTERM, then SIGKILL after the grace period in argv[2]), deletes the launcher's
+ * record (argv[3]) and exits.
+ *
+ * It ignores SIGINT, SIGTERM and SIGHUP: a service manager's stop signal reaches every process of
+ * the service, and the launcher is then draining its jobs on purpose; the reaper must only act
+ * when the launcher itself is gone.
+ */
+const graceMs = Number(process.argv[2] ?? 10_000);
+const recordPath = process.argv[3];
+for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(signal, () => {});
+
+const watched = new Map<number, Group>();
+const lines = createInterface({ input: process.stdin, crlfDelay: Infinity });
+lines.on('line', (line) => {
+  let msg: { watch?: Group; forget?: number };
+  try {
+    msg = JSON.parse(line) as typeof msg;
+  } catch {
+    return;
+  }
+  if (msg.watch && Number.isInteger(msg.watch.pgid)) watched.set(msg.watch.pgid, msg.watch);
+  if (typeof msg.forget === 'number') watched.delete(msg.forget);
+});
+lines.once('close', () => {
+  void endGroups([...watched.values()], Number.isFinite(graceMs) ? graceMs : 10_000).finally(() => {
+    if (recordPath) rmSync(recordPath, { force: true });
+    process.exit(0);
+  });
+});

@@ -1,0 +1,119 @@
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { alive, captureLog, controlServer, coordinator, fixture, gone, launcher, script, tempDir } from './helpers.js';
+import { spawnLauncher } from './spawn-launcher.js';
+import { bootId, startTimeOf } from '../src/lifeline/proc.js';
+
+const records = (stateDir: string) => readdirSync(join(stateDir, 'processes')).filter((n) => n.endsWith('.json'));
+
+test('executors die with a launcher killed by SIGKILL (the lifeline), including one that ignores SIGTERM', async (t) => {
+  const { c, client } = await coordinator(t);
+  const control = await controlServer(t);
+  const stateDir = join(tempDir(t), 'state');
+  const l = spawnLauncher(t, ['--url', c.url, '--executor', fixture('executor.js'), '--kill-grace', '0.3'], {
+    AGENTQ_STATE_DIR: stateDir,
+  });
+  await l.logged(/launcher ready/);
+  const steps = [
+    [{ hello: true }, { await: true }],
+    [{ hello: true }, { await: true }],
+    [{ ignore: 'SIGTERM' }, { hello: true }, { await: true }],
+    [{ hello: true }, { await: true }],
+  ];
+  for (const [i, s] of steps.entries()) {
+    await client.createJob({ type: 'start_session', session_name: `lifeline-${i}`, prompt: script(s, control) });
+  }
+  const hellos = [await control.next(), await control.next(), await control.next(), await control.next()];
+  assert.equal(records(stateDir).length, 1, 'the launcher keeps a record of its executors');
+
+  l.child.kill('SIGKILL');
+  await l.exited;
+  for (const h of hellos) {
+    await gone(h.pid, `executor of ${h.job_id}`);
+    await gone(-h.pid, `process group of ${h.job_id}`);
+  }
+  // the reaper deleted the record once it had ended them
+  await waitUntil(() => records(stateDir).length === 0);
+});
+
+test('a restarted launcher ends the executors its previous life left running (lifeline reaper gone too)', async (t) => {
+  const { c, client } = await coordinator(t);
+  const control = await controlServer(t);
+  const stateDir = join(tempDir(t), 'state');
+  const args = ['--url', c.url, '--executor', fixture('executor.js'), '--kill-grace', '0.3'];
+  const first = spawnLauncher(t, args, { AGENTQ_STATE_DIR: stateDir });
+  const ready = await first.logged(/launcher ready/);
+  const reaperPid = Number(ready['reaper_pid']);
+  assert.ok(alive(reaperPid), 'the reaper runs beside the launcher');
+  for (let i = 0; i < 2; i++) {
+    await client.createJob({
+      type: 'start_session',
+      session_name: `leftover-${i}`,
+      prompt: script([{ ignore: 'SIGTERM' }, { hello: true }, { await: true }], control),
+    });
+  }
+  const hellos = [await control.next(), await control.next()];
+  // a death the lifeline cannot cover: the reaper killed first (the launcher held still meanwhile
+  // so that it cannot start a new one), then the launcher
+  first.child.kill('SIGSTOP');
+  process.kill(reaperPid, 'SIGKILL');
+  await gone(reaperPid, 'the reaper');
+  first.child.kill('SIGKILL');
+  await first.exited;
+  for (const h of hellos) assert.ok(alive(h.pid), 'the executor outlived its launcher');
+
+  const second = spawnLauncher(t, args, { AGENTQ_STATE_DIR: stateDir });
+  const ended = await second.logged(/ended executors left running by a launcher that is gone/);
+  assert.deepEqual(
+    (ended['groups'] as Array<{ pgid: number }>).map((g) => g.pgid).sort(),
+    hellos.map((h) => h.pid).sort(),
+  );
+  for (const h of hellos) await gone(-h.pid, `process group of ${h.job_id}`);
+  await second.logged(/launcher ready/);
+  assert.equal(records(stateDir).length, 1, "only the new launcher's record is left");
+});
+
+test('leftovers are checked against their recorded start time: a reused process id is never signalled', async (t) => {
+  const { c } = await coordinator(t);
+  const stateDir = tempDir(t);
+  // two process groups of their own, as executors run in
+  const reused = spawn('sleep', ['600'], { detached: true, stdio: 'ignore' });
+  const leftover = spawn('sleep', ['600'], { detached: true, stdio: 'ignore' });
+  t.after(() => {
+    for (const p of [reused, leftover]) if (p.pid && alive(p.pid)) process.kill(p.pid, 'SIGKILL');
+  });
+  // the record of a launcher that is gone: one group recorded with another start time (its id was
+  // given to an unrelated process since), one that is still the group it started
+  mkdirSync(join(stateDir, 'processes'), { recursive: true });
+  writeFileSync(
+    join(stateDir, 'processes', '4000000-deadbeef.json'),
+    JSON.stringify({
+      version: 1,
+      boot_id: bootId(),
+      launcher: { pid: 4_000_000, start_time: '1' },
+      groups: [
+        { pgid: reused.pid, start_time: 'not-its-start-time', job_id: 'job_00000000000a' },
+        { pgid: leftover.pid, start_time: startTimeOf(leftover.pid!), job_id: 'job_00000000000b' },
+      ],
+    }),
+  );
+  const { log, waitFor } = captureLog();
+  await launcher(t, c.url, { stateDir }, { log });
+  const ended = await waitFor((l) => /ended executors left running/.test(String(l['msg'])));
+  assert.deepEqual(ended['groups'], [{ pgid: leftover.pid, job_id: 'job_00000000000b' }]);
+  await gone(leftover.pid!, 'the leftover');
+  assert.ok(alive(reused.pid!), 'the process that got a recorded id is untouched');
+  assert.equal(existsSync(join(stateDir, 'processes', '4000000-deadbeef.json')), false, 'the stale record is gone');
+});
+
+/** Wait for a condition no event announces (a file another process deletes), within a bound. */
+async function waitUntil(condition: () => boolean, boundMs = 10_000): Promise<void> {
+  const deadline = Date.now() + boundMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`condition still false after ${boundMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
