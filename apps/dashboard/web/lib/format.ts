@@ -3,7 +3,8 @@ import type { Usage } from '@agentq/protocol';
 /** "12 s", "4 min", "3 h", "2 d": how long ago, for an ISO timestamp. */
 export function ago(iso: string | null, now: number): string {
   if (iso === null) return '—';
-  return `${span(now - Date.parse(iso))} ago`;
+  const ms = now - Date.parse(iso);
+  return ms < 1000 ? 'just now' : `${span(ms)} ago`;
 }
 
 /** A duration, coarse: "850 ms", "12 s", "4 min 3 s", "3 h 5 min", "2 d 1 h". */

@@ -112,7 +112,7 @@ export function LaunchersView() {
                   <td>
                     <StatusBadge status={l.status} />
                   </td>
-                  <td title={l.last_heartbeat}>{span(age)} ago</td>
+                  <td title={l.last_heartbeat}>{age < 1000 ? 'just now' : `${span(age)} ago`}</td>
                   <td>
                     <span class="muted">
                       {l.active_jobs.length}
