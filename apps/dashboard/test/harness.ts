@@ -50,16 +50,20 @@ export interface Dashboard {
   page: Page;
 }
 
+export interface Server {
+  url: string;
+  app: App;
+  client: AgentqClient;
+  close(): Promise<void>;
+}
+
 /**
- * A real coordinator on 127.0.0.1:0 serving the built dashboard, a real client, and a page in
- * its own browser context; all closed when the test ends. `hooks` run on the app before it
- * listens (the auth test installs a token check there). Errors thrown in the page fail the test.
+ * A real coordinator on 127.0.0.1:0 serving the built dashboard, and a real client. `hooks` run
+ * on the app before it listens (the auth test installs a token check there).
  */
-export async function openDashboard(
-  t: TestContext,
-  browser: Browser,
-  options: { config?: Partial<CoordinatorConfig>; hooks?: (app: App) => void; path?: string } = {},
-): Promise<Dashboard> {
+export async function startServer(
+  options: { config?: Partial<CoordinatorConfig>; hooks?: (app: App) => void } = {},
+): Promise<Server> {
   const config = loadConfig({}, { host: '127.0.0.1', port: 0, logLevel: 'silent', pollTimeoutSeconds: 5, ...options.config });
   const app = await buildApp(config);
   options.hooks?.(app);
@@ -68,18 +72,38 @@ export async function openDashboard(
   if (address === null || typeof address === 'string') throw new Error('coordinator did not bind a TCP port');
   const url = `http://127.0.0.1:${address.port}`;
   const client = new AgentqClient({ url });
+  return {
+    url,
+    app,
+    client,
+    async close() {
+      await client.close();
+      await app.close();
+    },
+  };
+}
+
+/**
+ * startServer() and a page of the dashboard in its own browser context, all closed when the test
+ * ends. Errors thrown in the page fail the test.
+ */
+export async function openDashboard(
+  t: TestContext,
+  browser: Browser,
+  options: { config?: Partial<CoordinatorConfig>; hooks?: (app: App) => void; path?: string } = {},
+): Promise<Dashboard> {
+  const server = await startServer(options);
   const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
   const page = await context.newPage();
   const pageErrors: Error[] = [];
   page.on('pageerror', (err) => pageErrors.push(err));
   t.after(async () => {
     await context.close();
-    await client.close();
-    await app.close();
+    await server.close();
     if (pageErrors.length > 0) throw new Error(`the page threw: ${pageErrors.map((e) => e.message).join('; ')}`, { cause: pageErrors[0] });
   });
-  await page.goto(`${url}/${options.path ?? '#/jobs'}`);
-  return { url, app, client, page };
+  await page.goto(`${server.url}/${options.path ?? '#/jobs'}`);
+  return { url: server.url, app: server.app, client: server.client, page };
 }
 
 /** Resolves once the page's event stream is connected (views are live from then on). */

@@ -63,6 +63,20 @@ export function tokens(u: Usage | null): string {
   return `${count(u.input_tokens)} in · ${count(u.output_tokens)} out${cache ? ` · ${count(cache)} cache` : ''}`;
 }
 
+/** Tokens and cost together; "none reported" when the executor reported neither. */
+export function usageText(u: Usage | null, cost: number | null): string {
+  const t = tokens(u);
+  if (t === '—' && (cost === null || cost === 0)) return 'none reported';
+  return `${t} · ${usd(cost)}`;
+}
+
+/** Time of day with milliseconds, for timelines. */
+export function timeOfDay(iso: string): string {
+  const d = new Date(iso);
+  if (Number.isNaN(d.getTime())) return iso;
+  return `${d.toLocaleTimeString(undefined, { hour12: false })}.${String(d.getMilliseconds()).padStart(3, '0')}`;
+}
+
 /** `500ms`, `30s`, `5m`, `1h30m` or plain milliseconds (as the CLI takes them); null if unreadable. */
 export function parseDuration(text: string): number | null {
   const t = text.trim();

@@ -3,7 +3,7 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, describeError } from '../lib/api.js';
 import { useEventBatches, useNow, useResync, useServices } from '../lib/context.js';
 import type { TimelineEntry } from '../lib/events.js';
-import { ago, bytes, clock, runTime, span, tokens, usd } from '../lib/format.js';
+import { ago, bytes, clock, runTime, span, timeOfDay, usageText } from '../lib/format.js';
 import { isTerminal, mergeJob } from '../lib/jobs.js';
 import { jobLink, link } from '../lib/router.js';
 import { CallbackMark, ErrorNote, Labels, StatusBadge } from './common.js';
@@ -78,9 +78,7 @@ export function JobView({ id }: { id: string }) {
         <dt>Run time</dt>
         <dd>{runTime(job, now)}</dd>
         <dt>Usage</dt>
-        <dd>
-          {tokens(job.usage)} · {usd(job.cost_usd)}
-        </dd>
+        <dd>{usageText(job.usage, job.cost_usd)}</dd>
       </dl>
       <h2>Prompt</h2>
       <pre class="text" data-testid="prompt">{job.prompt || '(not loaded)'}</pre>
@@ -188,7 +186,7 @@ function Timeline({ job }: { job: Job }) {
     <ol class="timeline" data-testid="timeline">
       {rows.map((r, i) => (
         <li key={i} data-type={r.type}>
-          <time title={r.at}>{clock(r.at)}</time> <span class="muted small">+{span(Date.parse(r.at) - start)}</span>{' '}
+          <time title={clock(r.at)}>{timeOfDay(r.at)}</time> <span class="muted small">+{span(Date.parse(r.at) - start)}</span>{' '}
           <strong>{r.what}</strong>
           {r.detail && <span class="muted"> · {r.detail}</span>}
         </li>

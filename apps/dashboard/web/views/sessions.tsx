@@ -2,7 +2,7 @@ import type { Job, JobList, Session, SessionList } from '@agentq/protocol';
 import { useCallback, useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { describeError } from '../lib/api.js';
 import { useEventBatches, useNow, useResync, useServices } from '../lib/context.js';
-import { ago, tokens, usd } from '../lib/format.js';
+import { ago, usageText } from '../lib/format.js';
 import { isFresher, mergeJob } from '../lib/jobs.js';
 import { link } from '../lib/router.js';
 import { CallbackMark, Empty, ErrorNote, JobLink, StatusBadge } from './common.js';
@@ -149,7 +149,9 @@ function SessionNode({ session: s, all, focus, onLoadChildren, version }: NodePr
         >
           {hasTree ? (open ? '▾' : '▸') : '·'}
         </button>
-        <strong class="name">{s.session_name}</strong>
+        <a class="name" href={link('/jobs', { session: s.session_name })} title="jobs of this session">
+          {s.session_name}
+        </a>
         <StatusBadge status={s.status} />
         {s.last_job_status && (
           <span class="muted small">
@@ -158,11 +160,11 @@ function SessionNode({ session: s, all, focus, onLoadChildren, version }: NodePr
         )}
         {s.agent_name && <span class="muted small">agent {s.agent_name}</span>}
         <span class="usage small" data-testid="usage" title="tokens and cost of this session's jobs">
-          {tokens(s.usage)} · {usd(s.cost_usd)}
+          usage: {usageText(s.usage, s.cost_usd)}
         </span>
         {hasTree && (
           <span class="usage small tree-usage" title="this session and all its descendants">
-            tree: {tokens(s.tree_usage)} · {usd(s.tree_cost_usd)}
+            tree: {usageText(s.tree_usage, s.tree_cost_usd)}
           </span>
         )}
         <span class="muted small" title={s.updated_at}>

@@ -119,11 +119,11 @@ export function StartView({ query }: { query: URLSearchParams }) {
         {start && (
           <div class="row">
             <label>
-              Agent <span class="muted">(optional)</span>
+              <span>Agent <span class="muted">(optional)</span></span>
               <input name="agent_name" value={f.agent_name} onInput={set('agent_name')} class={bad('agent_name')} />
             </label>
             <label>
-              Parent session <span class="muted">(optional: reports to it)</span>
+              <span>Parent session <span class="muted">(optional: reports to it)</span></span>
               <input
                 name="parent_session_name"
                 list="session-names"
@@ -136,17 +136,17 @@ export function StartView({ query }: { query: URLSearchParams }) {
         )}
         {start && (
           <label>
-            Project directory <span class="muted">(optional; the launcher's default otherwise)</span>
+            <span>Project directory <span class="muted">(optional; the launcher's default otherwise)</span></span>
             <input name="project_dir" value={f.project_dir} onInput={set('project_dir')} class={bad('project_dir')} />
           </label>
         )}
         <div class="row">
           <label>
-            Timeout <span class="muted">(optional: 30s, 5m, 1h30m)</span>
+            <span>Timeout <span class="muted">(optional: 30s, 5m, 1h30m)</span></span>
             <input name="timeout" value={f.timeout} onInput={set('timeout')} class={bad('timeout_ms')} />
           </label>
           <label>
-            Requires labels <span class="muted">(optional: os=linux, gpu=a100)</span>
+            <span>Requires labels <span class="muted">(optional: os=linux, gpu=a100)</span></span>
             <input name="requires" value={f.requires} onInput={set('requires')} class={bad('requires')} />
           </label>
         </div>
