@@ -26,6 +26,7 @@ if (!process.argv.includes('--no-check')) {
 rmSync(out, { recursive: true, force: true });
 mkdirSync(out, { recursive: true });
 const result = await esbuild.build({
+  absWorkingDir: here, // the same output (and hashes) from any working directory
   entryPoints: { app: join(web, 'main.tsx') },
   bundle: true,
   format: 'esm',
