@@ -164,3 +164,25 @@ test('the launchers view shows labels, project roots, running jobs and status li
   await client.deleteLauncher(launcher.id, { self: true });
   await row.waitFor({ state: 'detached' });
 });
+
+test('a pending job says why it is waiting (pending_reason) on its page and in the list', { skip }, async (t) => {
+  const { page, client, url } = await openDashboard(t, browser);
+  const job = await client.createJob({ type: 'start_session', session_name: 'waits', prompt: 'needs a gpu' });
+  // The coordinator sets pending_reason once jobs are routed by labels; until then this test
+  // amends the real answers to show how the page presents one (and keeps the event stream, whose
+  // unamended snapshots would win, away).
+  const reason = 'no online launcher has the labels gpu=a100';
+  await page.route(/\/events$/, (route) => route.abort());
+  await page.route(/\/jobs(\/job_[0-9a-f]{12})?(\?.*)?$/, async (route) => {
+    const res = await route.fetch();
+    const body = (await res.json()) as { job_id?: string; jobs?: { job_id: string }[] };
+    const amend = <T extends { job_id?: string }>(j: T) => (j.job_id === job.job_id ? { ...j, pending_reason: reason } : j);
+    await route.fulfill({ response: res, json: body.jobs ? { ...body, jobs: body.jobs.map(amend) } : amend(body) });
+  });
+  await page.reload();
+  const hint = page.locator(`tr[data-job-id="${job.job_id}"] .hint`);
+  await hint.waitFor();
+  assert.equal(await hint.getAttribute('title'), reason);
+  await page.goto(`${url}/#/jobs/${job.job_id}`);
+  assert.equal(await page.getByTestId('pending-reason').innerText(), `Waiting: ${reason}`);
+});

@@ -108,6 +108,18 @@ export class EventStream {
         const firstConnection = !this.#connectedOnce;
         this.#connectedOnce = true;
         const parser = createParser({
+          // the coordinator opens with `: connected, last event id N`
+          onComment: (comment) => {
+            const m = /last event id (\d+)/.exec(comment);
+            if (m === null || firstConnection) return;
+            if (Number(m[1]) < Number(this.#lastId)) {
+              // numbering went back: a new coordinator process (memory only), whose state the
+              // page has never seen; its events are numbered from here on
+              this.#lastId = m[1]!;
+              this.#resyncWanted = true;
+              this.#schedule();
+            }
+          },
           onEvent: (m) => {
             if (m.id !== undefined) this.#lastId = m.id;
             if (m.event === 'stream.gap') {
