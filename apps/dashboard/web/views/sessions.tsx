@@ -36,13 +36,14 @@ export function SessionsView({ query }: { query: URLSearchParams }) {
   };
 
   const loadPage = useCallback(
-    async (cursor: string | null, query: Record<string, string> = {}) => {
+    async (cursor: string | null, filter: { parent?: string } = {}) => {
       setLoading(true);
       setError(null);
       try {
-        const list = await api.get<SessionList>('/sessions', { limit: PAGE_SIZE, cursor, ...query });
+        const list = await api.get<SessionList>('/sessions', { limit: PAGE_SIZE, cursor, ...filter });
         for (const s of list.sessions) upsert(s);
-        if (!query['parent']) setNext(list.next_cursor);
+        // a page of one node's children does not move the main list's cursor
+        if (filter.parent === undefined) setNext(list.next_cursor);
         setVersion((v) => v + 1);
         return list.next_cursor;
       } catch (err) {
