@@ -9,6 +9,7 @@ COPY packages ./packages
 COPY apps ./apps
 RUN npm ci --no-audit --no-fund
 RUN npx tsc -b packages/protocol packages/client apps/coordinator apps/launcher apps/cli \
+ && npm run build -w @agentq/dashboard \
  && npm prune --omit=dev --no-audit --no-fund
 
 FROM node:20-bookworm-slim AS runtime

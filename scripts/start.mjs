@@ -139,6 +139,7 @@ run('launcher', LAUNCHER, ['--url', url, '--executor', process.env.AGENTQ_EXECUT
 const body = JSON.stringify({ type: 'start_session', session_name: 'hello', prompt: 'Say hi' });
 console.log(`
   agentq is running
+    dashboard    ${url}/
     API          ${url}   (OpenAPI: ${url}/openapi.json)
     launcher     1 local launcher, ${process.env.AGENTQ_EXECUTOR || 'demo'} executor
 

@@ -4,6 +4,7 @@ import { pino, type Logger } from 'pino';
 import type { CoordinatorConfig } from './config.js';
 import { systemClock, type Clock } from './core/clock.js';
 import { Coordinator } from './core/coordinator.js';
+import { dashboardRoutes, DEFAULT_DASHBOARD_DIR } from './http/dashboard.js';
 import { installErrorHandling } from './http/errors.js';
 import { eventRoutes } from './http/events.js';
 import { jobRoutes } from './http/jobs.js';
@@ -18,6 +19,8 @@ export interface AppDeps {
   core?: Coordinator;
   clock?: Clock;
   logger?: Logger;
+  /** the built dashboard served at `/` (default: apps/dashboard/dist/public of this repository) */
+  dashboardDir?: string;
 }
 
 export function createLogger(config: CoordinatorConfig): Logger {
@@ -83,6 +86,7 @@ export async function buildApp(config: CoordinatorConfig, deps: AppDeps = {}): P
   await app.register(sessionRoutes, { core });
   await app.register(eventRoutes, { core });
   await app.register(openapiRoutes, { routes });
+  await app.register(dashboardRoutes, { dir: deps.dashboardDir ?? DEFAULT_DASHBOARD_DIR });
   app.decorate('core', core);
   return app;
 }

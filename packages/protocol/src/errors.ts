@@ -46,5 +46,7 @@ export const ErrorCodes = {
   queue_full: 503,
   storage_unavailable: 503,
   too_many_clients: 503,
+  /** `GET /` on a coordinator whose dashboard was not built (`npm run build`) */
+  dashboard_not_built: 503,
 } as const;
 export type ErrorCode = keyof typeof ErrorCodes;

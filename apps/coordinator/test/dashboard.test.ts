@@ -1,0 +1,57 @@
+import assert from 'node:assert/strict';
+import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { startTest } from './helpers.js';
+
+function builtDashboard(t: import('node:test').TestContext): string {
+  const dir = mkdtempSync(join(tmpdir(), 'agentq-dashboard-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  writeFileSync(join(dir, 'index.html'), '<!doctype html><title>agentq</title><script src="/assets/app-ABC.js"></script>');
+  mkdirSync(join(dir, 'assets'));
+  writeFileSync(join(dir, 'assets', 'app-ABC.js'), 'console.log(1)');
+  return dir;
+}
+
+test('GET / serves the built dashboard page with a strict content security policy', async (t) => {
+  const { c } = await startTest(t, {}, { dashboardDir: builtDashboard(t) });
+  const res = await fetch(`${c.url}/`);
+  assert.equal(res.status, 200);
+  assert.match(res.headers.get('content-type') ?? '', /^text\/html/);
+  assert.equal(res.headers.get('cache-control'), 'no-cache');
+  assert.match(res.headers.get('content-security-policy') ?? '', /default-src 'self'/);
+  assert.match(await res.text(), /<title>agentq<\/title>/);
+});
+
+test('the dashboard assets are served with long-lived caching (their names carry a hash)', async (t) => {
+  const { c } = await startTest(t, {}, { dashboardDir: builtDashboard(t) });
+  const res = await fetch(`${c.url}/assets/app-ABC.js`);
+  assert.equal(res.status, 200);
+  assert.match(res.headers.get('content-type') ?? '', /javascript/);
+  assert.match(res.headers.get('cache-control') ?? '', /immutable/);
+  assert.equal(await res.text(), 'console.log(1)');
+});
+
+test('paths that are neither a dashboard file nor an API route still answer the JSON 404', async (t) => {
+  const { c } = await startTest(t, {}, { dashboardDir: builtDashboard(t) });
+  for (const path of ['/nope', '/assets/missing.js', '/index.html/..%2f..%2fpackage.json']) {
+    const res = await fetch(`${c.url}${path}`);
+    assert.equal(res.status, 404, path);
+    const body = (await res.json()) as { error: { code: string } };
+    assert.equal(body.error.code, 'route_not_found', path);
+  }
+});
+
+test('without a dashboard build, GET / answers 503 dashboard_not_built telling to run npm run build', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'agentq-no-dashboard-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const { c, client } = await startTest(t, {}, { dashboardDir: dir });
+  const res = await fetch(`${c.url}/`);
+  assert.equal(res.status, 503);
+  const body = (await res.json()) as { error: { code: string; message: string } };
+  assert.equal(body.error.code, 'dashboard_not_built');
+  assert.match(body.error.message, /npm run build/);
+  // the API itself is unaffected
+  assert.equal((await client.health()).status, 'ok');
+});

@@ -1,0 +1,142 @@
+import { existsSync } from 'node:fs';
+import type { TestContext } from 'node:test';
+import { AgentqClient } from '@agentq/client';
+import { buildApp, loadConfig, type CoordinatorConfig } from '@agentq/coordinator';
+import type { Job, RegisterLauncherRequest } from '@agentq/protocol';
+import { chromium, type Browser, type Page } from 'playwright-core';
+
+/** The coordinator's Fastify app, as buildApp returns it. */
+export type App = Awaited<ReturnType<typeof buildApp>>;
+
+/** Debian's Chromium (`apt-get install chromium`); AGENTQ_CHROMIUM points elsewhere. */
+export const CHROMIUM = process.env['AGENTQ_CHROMIUM'] ?? '/usr/bin/chromium';
+
+/**
+ * Flags that work on a machine with no network but loopback: without the background-networking
+ * ones Chromium keeps trying to reach Google's hosts. `--headless` comes from `headless: true`
+ * and a fresh `--user-data-dir` from playwright itself (a temporary profile per launch).
+ */
+export const CHROMIUM_ARGS = [
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
+
+/**
+ * `false` when the browser tests can run, else why they are skipped. On a developer machine
+ * without Chromium they skip with a loud message; in CI (CI=true), where `.ci/run` installs it,
+ * a missing browser fails the run instead of skipping quietly.
+ */
+export function browserSkip(): false | string {
+  if (existsSync(CHROMIUM)) return false;
+  if (process.env['CI']) {
+    throw new Error(`${CHROMIUM} is missing: CI must run the dashboard's browser tests (.ci/run installs chromium)`);
+  }
+  const why = `${CHROMIUM} is missing: the dashboard's browser tests are SKIPPED (install it: apt-get install chromium)`;
+  process.stderr.write(`\n${'!'.repeat(100)}\n!! ${why}\n${'!'.repeat(100)}\n\n`);
+  return why;
+}
+
+export function launchBrowser(): Promise<Browser> {
+  return chromium.launch({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS });
+}
+
+export interface Dashboard {
+  url: string;
+  app: App;
+  client: AgentqClient;
+  page: Page;
+}
+
+export interface Server {
+  url: string;
+  app: App;
+  client: AgentqClient;
+  close(): Promise<void>;
+}
+
+/**
+ * A real coordinator on 127.0.0.1:0 serving the built dashboard, and a real client. `hooks` run
+ * on the app before it listens (the auth test installs a token check there).
+ */
+export async function startServer(
+  options: { config?: Partial<CoordinatorConfig>; hooks?: (app: App) => void } = {},
+): Promise<Server> {
+  const config = loadConfig({}, { host: '127.0.0.1', port: 0, logLevel: 'silent', pollTimeoutSeconds: 5, ...options.config });
+  const app = await buildApp(config);
+  options.hooks?.(app);
+  await app.listen({ host: config.host, port: config.port });
+  const address = app.server.address();
+  if (address === null || typeof address === 'string') throw new Error('coordinator did not bind a TCP port');
+  const url = `http://127.0.0.1:${address.port}`;
+  const client = new AgentqClient({ url });
+  return {
+    url,
+    app,
+    client,
+    async close() {
+      await client.close();
+      await app.close();
+    },
+  };
+}
+
+/**
+ * startServer() and a page of the dashboard in its own browser context, all closed when the test
+ * ends. Errors thrown in the page fail the test.
+ */
+export async function openDashboard(
+  t: TestContext,
+  browser: Browser,
+  options: { config?: Partial<CoordinatorConfig>; hooks?: (app: App) => void; path?: string } = {},
+): Promise<Dashboard> {
+  const server = await startServer(options);
+  const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  const page = await context.newPage();
+  const pageErrors: Error[] = [];
+  page.on('pageerror', (err) => pageErrors.push(err));
+  t.after(async () => {
+    await context.close();
+    await server.close();
+    if (pageErrors.length > 0) throw new Error(`the page threw: ${pageErrors.map((e) => e.message).join('; ')}`, { cause: pageErrors[0] });
+  });
+  await page.goto(`${server.url}/${options.path ?? '#/jobs'}`);
+  return { url: server.url, app: server.app, client: server.client, page };
+}
+
+/** Resolves once the page's event stream is connected (views are live from then on). */
+export async function live(page: Page): Promise<void> {
+  await page.locator('[data-stream-state="live"]').waitFor();
+}
+
+/** Play a launcher over real HTTP with the project's client: register, take jobs, report. */
+export async function fakeLauncher(client: AgentqClient, request: RegisterLauncherRequest = {}) {
+  const reg = await client.register({ hostname: 'test-host', executor_type: 'test', ...request });
+  const id = reg.launcher_id;
+  const hold = { holdSeconds: reg.poll_timeout_seconds };
+  return {
+    id,
+    /** poll once and expect a job */
+    async take(): Promise<Job> {
+      const answer = await client.poll(id, hold);
+      if (!answer?.job) throw new Error(`expected a job, got ${JSON.stringify(answer)}`);
+      return answer.job;
+    },
+    /** poll (at capacity 0) until the coordinator asks to stop `jobId` */
+    async stopRequested(jobId: string): Promise<void> {
+      for (;;) {
+        const answer = await client.poll(id, { ...hold, capacity: 0 });
+        if (answer?.stop_jobs?.includes(jobId)) return;
+      }
+    },
+    started: (jobId: string) => client.reportStarted(jobId, { launcher_id: id }),
+    output: (jobId: string, offset: number, data: string) => client.reportOutput(jobId, { launcher_id: id, offset, data }),
+    completed: (jobId: string, result: string) =>
+      client.reportCompleted(jobId, { launcher_id: id, status: 'success', result }),
+    stopped: (jobId: string) => client.reportStopped(jobId, { launcher_id: id, signal: 'SIGTERM' }),
+  };
+}

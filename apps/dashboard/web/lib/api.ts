@@ -1,0 +1,130 @@
+import type { ErrorBody } from '@agentq/protocol';
+
+/** The coordinator said no: `code` is the machine-readable error code (`forbidden`, `validation_failed`, ...). */
+export class ApiError extends Error {
+  override readonly name = 'ApiError';
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly details: Record<string, unknown> = {},
+  ) {
+    super(message);
+  }
+}
+
+/** What the page tells the user when the coordinator wants a (better) token. */
+export interface AuthProblem {
+  status: 401 | 403;
+  message: string;
+}
+
+type Query = Record<string, string | number | boolean | undefined | null>;
+
+const TOKEN_KEY = 'agentq.token';
+
+/**
+ * Calls to the coordinator from the page (same origin). The bearer token is entered once and
+ * kept in sessionStorage: it lives as long as the tab and never reaches localStorage or a cookie.
+ * A 401 (and a 403 on a read) is also reported to `onAuthProblem` listeners, so the page can ask
+ * for a token wherever the call came from.
+ */
+export class Api {
+  #token: string | null;
+  readonly #authListeners = new Set<(problem: AuthProblem | null) => void>();
+
+  constructor(private readonly storage: Storage) {
+    this.#token = storage.getItem(TOKEN_KEY);
+  }
+
+  get token(): string | null {
+    return this.#token;
+  }
+
+  setToken(token: string | null): void {
+    this.#token = token === null || token.trim() === '' ? null : token.trim();
+    if (this.#token === null) this.storage.removeItem(TOKEN_KEY);
+    else this.storage.setItem(TOKEN_KEY, this.#token);
+    this.#tell(null);
+  }
+
+  onAuthProblem(listener: (problem: AuthProblem | null) => void): () => void {
+    this.#authListeners.add(listener);
+    return () => this.#authListeners.delete(listener);
+  }
+
+  /** Headers every call carries (also used by the event stream). */
+  headers(): Record<string, string> {
+    return this.#token === null ? {} : { authorization: `Bearer ${this.#token}` };
+  }
+
+  get<T>(path: string, query?: Query, signal?: AbortSignal): Promise<T> {
+    return this.#call<T>('GET', path, { query, signal });
+  }
+
+  post<T>(path: string, body?: unknown, signal?: AbortSignal): Promise<T> {
+    return this.#call<T>('POST', path, { body, signal });
+  }
+
+  /** Report the answer of a request made elsewhere (the event stream) if it is an auth problem. */
+  async checkAuth(res: Response, write: boolean): Promise<ApiError | null> {
+    if (res.status !== 401 && res.status !== 403) return null;
+    const err = await toApiError(res);
+    if (res.status === 401 || !write) this.#tell({ status: res.status, message: err.message });
+    return err;
+  }
+
+  async #call<T>(method: 'GET' | 'POST', path: string, o: { query?: Query; body?: unknown; signal?: AbortSignal }): Promise<T> {
+    const url = path + queryString(o.query);
+    const headers: Record<string, string> = { accept: 'application/json', ...this.headers() };
+    if (o.body !== undefined) headers['content-type'] = 'application/json';
+    let res: Response;
+    try {
+      res = await fetch(url, {
+        method,
+        headers,
+        body: o.body === undefined ? null : JSON.stringify(o.body),
+        signal: o.signal ?? null,
+        cache: 'no-store',
+      });
+    } catch (err) {
+      if (o.signal?.aborted) throw err;
+      throw new ApiError(0, 'unreachable', 'the coordinator is unreachable', { cause: String(err) });
+    }
+    const authError = await this.checkAuth(res, method !== 'GET');
+    if (authError) throw authError;
+    if (!res.ok) throw await toApiError(res);
+    return (await res.json()) as T;
+  }
+
+  #tell(problem: AuthProblem | null): void {
+    for (const l of this.#authListeners) l(problem);
+  }
+}
+
+async function toApiError(res: Response): Promise<ApiError> {
+  const text = await res.text().catch(() => '');
+  try {
+    const { error } = JSON.parse(text) as ErrorBody;
+    return new ApiError(res.status, error.code, error.message, error.details ?? {});
+  } catch {
+    return new ApiError(res.status, `http_${res.status}`, `HTTP ${res.status}${text ? `: ${text.slice(0, 200)}` : ''}`);
+  }
+}
+
+function queryString(query?: Query): string {
+  if (!query) return '';
+  const params = new URLSearchParams();
+  for (const [k, v] of Object.entries(query)) if (v !== undefined && v !== null && v !== '') params.set(k, String(v));
+  const s = params.toString();
+  return s ? `?${s}` : '';
+}
+
+/** A readable one-liner for an error caught in a view. */
+export function describeError(err: unknown): string {
+  if (err instanceof ApiError) {
+    if (err.status === 403) return `forbidden: ${err.message} (a reader token can only look; acting needs a client token)`;
+    return `${err.code}: ${err.message}`;
+  }
+  return err instanceof Error ? err.message : String(err);
+}

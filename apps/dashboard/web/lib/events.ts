@@ -1,0 +1,201 @@
+import type { JobStatus, LifecycleEvent } from '@agentq/protocol';
+import { createParser } from 'eventsource-parser';
+import type { Api } from './api.js';
+
+export type StreamState = 'connecting' | 'live' | 'retrying' | 'needs-token';
+
+/** One status change of a job, as seen on the event stream. */
+export interface TimelineEntry {
+  event_id: number;
+  type: string;
+  at: string;
+  status: JobStatus;
+  launcher_id: string | null;
+  error: string | null;
+}
+
+/** What a batch listener gets: every lifecycle event since the previous frame, oldest first. */
+export type Batch = readonly LifecycleEvent[];
+
+const MAX_BACKOFF_MS = 15_000;
+
+/**
+ * The live feed: `GET /events` read with fetch() rather than EventSource, because EventSource
+ * cannot send the Authorization header that a coordinator with auth on requires. The text is
+ * parsed by eventsource-parser; a dropped stream reconnects with capped, jittered backoff and
+ * `Last-Event-ID`, so no event is lost while the coordinator's replay window covers the gap
+ * (otherwise views are told to re-read: `onResync`).
+ *
+ * Events are handed to views in batches, at most one per animation frame: a burst of thousands
+ * of events costs one render, not thousands.
+ */
+export class EventStream {
+  readonly #api: Api;
+  readonly #maxTimelineJobs: number;
+  #state: StreamState = 'connecting';
+  #abort: AbortController | null = null;
+  /** replay the coordinator's window on the first connection: it fills the job timelines */
+  #lastId = '0';
+  #connectedOnce = false;
+  #queue: LifecycleEvent[] = [];
+  #scheduled = false;
+  #resyncWanted = false;
+  readonly #batchListeners = new Set<(batch: Batch) => void>();
+  readonly #resyncListeners = new Set<() => void>();
+  readonly #stateListeners = new Set<(state: StreamState) => void>();
+  /** status changes per job id, for the job view's timeline (the newest jobs only) */
+  readonly timeline = new Map<string, TimelineEntry[]>();
+
+  constructor(api: Api, options: { maxTimelineJobs?: number } = {}) {
+    this.#api = api;
+    this.#maxTimelineJobs = options.maxTimelineJobs ?? 5000;
+  }
+
+  get state(): StreamState {
+    return this.#state;
+  }
+
+  start(): void {
+    if (this.#abort) return;
+    const abort = new AbortController();
+    this.#abort = abort;
+    void this.#run(abort.signal);
+  }
+
+  stop(): void {
+    this.#abort?.abort();
+    this.#abort = null;
+  }
+
+  /** Reconnect (after the token changed); views re-read what they show. */
+  restart(): void {
+    this.stop();
+    this.start();
+  }
+
+  onBatch(listener: (batch: Batch) => void): () => void {
+    this.#batchListeners.add(listener);
+    return () => this.#batchListeners.delete(listener);
+  }
+
+  onResync(listener: () => void): () => void {
+    this.#resyncListeners.add(listener);
+    return () => this.#resyncListeners.delete(listener);
+  }
+
+  onState(listener: (state: StreamState) => void): () => void {
+    this.#stateListeners.add(listener);
+    return () => this.#stateListeners.delete(listener);
+  }
+
+  async #run(signal: AbortSignal): Promise<void> {
+    let attempt = 0;
+    while (!signal.aborted) {
+      this.#setState(attempt === 0 ? 'connecting' : 'retrying');
+      try {
+        const res = await fetch('/events', {
+          headers: { accept: 'text/event-stream', 'last-event-id': this.#lastId, ...this.#api.headers() },
+          signal,
+          cache: 'no-store',
+        });
+        if (await this.#api.checkAuth(res, false)) {
+          this.#setState('needs-token'); // until restart() with a new token
+          return;
+        }
+        if (!res.ok || res.body === null) throw new Error(`GET /events answered HTTP ${res.status}`);
+        this.#setState('live');
+        attempt = 0;
+        const firstConnection = !this.#connectedOnce;
+        this.#connectedOnce = true;
+        const parser = createParser({
+          // the coordinator opens with `: connected, last event id N`
+          onComment: (comment) => {
+            const m = /last event id (\d+)/.exec(comment);
+            if (m === null || firstConnection) return;
+            if (Number(m[1]) < Number(this.#lastId)) {
+              // numbering went back: a new coordinator process (memory only), whose state the
+              // page has never seen; its events are numbered from here on
+              this.#lastId = m[1]!;
+              this.#resyncWanted = true;
+              this.#schedule();
+            }
+          },
+          onEvent: (m) => {
+            if (m.id !== undefined) this.#lastId = m.id;
+            if (m.event === 'stream.gap') {
+              // on the first connection the gap is just history the page never had
+              if (!firstConnection) {
+                this.#resyncWanted = true;
+                this.#schedule();
+              }
+              return;
+            }
+            this.#enqueue(JSON.parse(m.data) as LifecycleEvent);
+          },
+        });
+        const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+        for (;;) {
+          const { done, value } = await reader.read();
+          if (done) break;
+          parser.feed(value);
+        }
+        throw new Error('the event stream ended');
+      } catch {
+        if (signal.aborted) return;
+        this.#setState('retrying');
+        const backoff = Math.min(MAX_BACKOFF_MS, 500 * 2 ** attempt++) * (0.5 + Math.random() / 2);
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, backoff);
+          signal.addEventListener('abort', () => (clearTimeout(timer), resolve()), { once: true });
+        });
+      }
+    }
+  }
+
+  #setState(state: StreamState): void {
+    if (state === this.#state) return;
+    this.#state = state;
+    for (const l of this.#stateListeners) l(state);
+  }
+
+  #enqueue(event: LifecycleEvent): void {
+    this.#queue.push(event);
+    this.#schedule();
+  }
+
+  #schedule(): void {
+    if (this.#scheduled) return;
+    this.#scheduled = true;
+    // a hidden tab gets no animation frames: the timer keeps the queue short there
+    requestAnimationFrame(() => this.#flush());
+    setTimeout(() => this.#flush(), 250);
+  }
+
+  #flush(): void {
+    if (!this.#scheduled) return;
+    this.#scheduled = false;
+    const batch = this.#queue;
+    this.#queue = [];
+    for (const e of batch) if ('job' in e) this.#record(e);
+    if (batch.length > 0) for (const l of this.#batchListeners) l(batch);
+    if (this.#resyncWanted) {
+      this.#resyncWanted = false;
+      for (const l of this.#resyncListeners) l();
+    }
+  }
+
+  #record(e: Extract<LifecycleEvent, { job: unknown }>): void {
+    const id = e.job.job_id;
+    let entries = this.timeline.get(id);
+    if (entries === undefined) {
+      entries = [];
+      this.timeline.set(id, entries);
+      if (this.timeline.size > this.#maxTimelineJobs) {
+        const oldest = this.timeline.keys().next().value;
+        if (oldest !== undefined) this.timeline.delete(oldest);
+      }
+    }
+    if (entries.some((x) => x.event_id === e.id)) return;
+    entries.push({ event_id: e.id, type: e.type, at: e.at, status: e.job.status, launcher_id: e.job.launcher_id, error: e.job.error });
+  }
+}

@@ -1,0 +1,232 @@
+import type { Job, JobList, Launcher, LauncherList } from '@agentq/protocol';
+import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
+import { describeError } from '../lib/api.js';
+import { useEventBatches, useNow, useResync, useServices } from '../lib/context.js';
+import { ago, runTime, usd } from '../lib/format.js';
+import {
+  applyJob,
+  filterFromQuery,
+  filterToApi,
+  filterToQuery,
+  JOB_STATUSES,
+  type JobFilter,
+  type JobPage,
+} from '../lib/jobs.js';
+import { link, navigate } from '../lib/router.js';
+import { CallbackMark, Empty, ErrorNote, JobLink, StatusBadge } from './common.js';
+
+/** Rows per page: the list never renders more, whatever the number of jobs in the system. */
+export const PAGE_SIZE = 50;
+
+interface State {
+  page: JobPage;
+  /** cursor of each page from the newest to the shown one (null: the first page) */
+  cursors: (string | null)[];
+  loading: boolean;
+  error: string | null;
+}
+
+const initial: State = { page: { rows: [], next: null, first: true, shifted: false }, cursors: [null], loading: true, error: null };
+
+/** Jobs, newest first: filter by status, session and launcher; page with the API's cursor. */
+export function JobsView({ query }: { query: URLSearchParams }) {
+  const { api } = useServices();
+  const filter = filterFromQuery(query);
+  const filterKey = filterToQuery(filter);
+  const [state, setState] = useState<State>(initial);
+  const [launchers, setLaunchers] = useState<Launcher[]>([]);
+  const now = useNow(5000);
+  // events that arrive while a page is loading are applied again to the loaded page
+  const buffered = useRef<Job[] | null>(null);
+  const load = useRef(0);
+
+  const fetchPage = useCallback(
+    async (cursors: (string | null)[]) => {
+      const token = ++load.current;
+      buffered.current = [];
+      setState((s) => ({ ...s, cursors, loading: true, error: null }));
+      const cursor = cursors[cursors.length - 1] ?? null;
+      try {
+        const list = await api.get<JobList>('/jobs', { ...filterToApi(filter), limit: PAGE_SIZE, cursor });
+        if (token !== load.current) return;
+        let page: JobPage = { rows: list.jobs, next: list.next_cursor, first: cursor === null, shifted: false };
+        for (const job of buffered.current ?? []) page = applyJob(page, job, false, filter, PAGE_SIZE);
+        buffered.current = null;
+        setState({ page, cursors, loading: false, error: null });
+      } catch (err) {
+        if (token !== load.current) return;
+        buffered.current = null;
+        setState((s) => ({ ...s, loading: false, error: describeError(err) }));
+      }
+    },
+    // the filter is fully described by its key
+    [api, filterKey],
+  );
+
+  useEffect(() => {
+    void fetchPage([null]);
+  }, [fetchPage]);
+  useResync(() => void fetchPage(state.cursors));
+
+  useEffect(() => {
+    const ac = new AbortController();
+    api.get<LauncherList>('/launchers', undefined, ac.signal).then((l) => setLaunchers(l.launchers), () => {});
+    return () => ac.abort();
+  }, [api]);
+
+  useEventBatches((batch) => {
+    const jobs = batch.flatMap((e) => ('job' in e ? [{ job: e.job, evicted: e.type === 'job.evicted' }] : []));
+    if (jobs.length === 0) return;
+    if (buffered.current !== null) buffered.current.push(...jobs.filter((j) => !j.evicted).map((j) => j.job));
+    setState((s) => {
+      let page = s.page;
+      for (const { job, evicted } of jobs) page = applyJob(page, job, evicted, filter, PAGE_SIZE);
+      return page === s.page ? s : { ...s, page };
+    });
+  });
+
+  const setFilter = (f: Partial<JobFilter>) => navigate(link('/jobs') + filterToQuery({ ...filter, ...f }));
+
+  const older = async () => {
+    let next = state.page.next;
+    if (state.page.first && state.page.shifted) {
+      // new jobs pushed rows off the first page: read its cursor again so none is skipped
+      try {
+        next = (await api.get<JobList>('/jobs', { ...filterToApi(filter), limit: PAGE_SIZE })).next_cursor;
+      } catch (err) {
+        setState((s) => ({ ...s, error: describeError(err) }));
+        return;
+      }
+    }
+    if (next !== null) void fetchPage([...state.cursors, next]);
+  };
+
+  const hostOf = (id: string | null) => (id === null ? null : launchers.find((l) => l.launcher_id === id)?.hostname ?? null);
+  const { page, cursors } = state;
+  const pageNo = cursors.length;
+
+  return (
+    <section class="view jobs-view">
+      <header class="view-head">
+        <h1>Jobs</h1>
+        <form class="filters" onSubmit={(e) => e.preventDefault()}>
+          <label>
+            Status
+            <select
+              name="status"
+              value={filter.status}
+              onChange={(e) => setFilter({ status: (e.currentTarget as HTMLSelectElement).value as JobFilter['status'] })}
+            >
+              <option value="">any</option>
+              <option value="active">active (not finished)</option>
+              <option value="finished">finished</option>
+              {JOB_STATUSES.map((s) => (
+                <option value={s} key={s}>
+                  {s.replace('_', ' ')}
+                </option>
+              ))}
+            </select>
+          </label>
+          <label>
+            Session
+            <input
+              name="session"
+              placeholder="any session"
+              value={filter.session}
+              onChange={(e) => setFilter({ session: (e.currentTarget as HTMLInputElement).value.trim() })}
+            />
+          </label>
+          <label>
+            Launcher
+            <select
+              name="launcher"
+              value={filter.launcher}
+              onChange={(e) => setFilter({ launcher: (e.currentTarget as HTMLSelectElement).value })}
+            >
+              <option value="">any</option>
+              {filter.launcher && !launchers.some((l) => l.launcher_id === filter.launcher) && (
+                <option value={filter.launcher}>{filter.launcher}</option>
+              )}
+              {launchers.map((l) => (
+                <option value={l.launcher_id} key={l.launcher_id}>
+                  {l.hostname ?? l.launcher_id} ({l.launcher_id})
+                </option>
+              ))}
+            </select>
+          </label>
+          {filterKey && (
+            <a class="button subtle" href={link('/jobs')}>
+              clear
+            </a>
+          )}
+        </form>
+      </header>
+      {state.error && <ErrorNote>{state.error}</ErrorNote>}
+      <table class="table jobs-table" aria-busy={state.loading}>
+        <thead>
+          <tr>
+            <th>Job</th>
+            <th>Session</th>
+            <th>Type</th>
+            <th>Status</th>
+            <th>Launcher</th>
+            <th>Created</th>
+            <th>Run time</th>
+            <th class="num">Cost</th>
+          </tr>
+        </thead>
+        <tbody>
+          {page.rows.map((job) => (
+            <tr key={job.job_id} data-job-id={job.job_id} data-status={job.status}>
+              <td>
+                <JobLink id={job.job_id} />
+              </td>
+              <td>
+                <a href={link('/jobs', { session: job.session_name })} title="jobs of this session">
+                  {job.session_name}
+                </a>
+              </td>
+              <td>
+                {job.type === 'start_session' ? 'start' : 'resume'} <CallbackMark job={job} />
+              </td>
+              <td>
+                <StatusBadge status={job.status} />
+                {job.pending_reason && (
+                  <span class="hint" title={job.pending_reason}>
+                    {' '}
+                    ⓘ
+                  </span>
+                )}
+              </td>
+              <td class="mono small">{job.launcher_id === null ? '—' : (hostOf(job.launcher_id) ?? job.launcher_id)}</td>
+              <td title={job.created_at}>{ago(job.created_at, now)}</td>
+              <td>{runTime(job, now)}</td>
+              <td class="num">{usd(job.cost_usd)}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      {!state.loading && page.rows.length === 0 && (
+        <Empty>
+          No jobs{filterKey ? ' match these filters' : ' yet'}. <a href={link('/start')}>Start a session</a>.
+        </Empty>
+      )}
+      <nav class="pager">
+        <span class="muted">
+          page {pageNo}
+          {page.first ? ' · live' : ''}
+          {state.loading ? ' · loading…' : ''}
+        </span>
+        <button type="button" disabled={pageNo === 1} onClick={() => void fetchPage([null])}>
+          ⇤ newest
+        </button>
+        <button type="button" disabled={pageNo === 1} onClick={() => void fetchPage(cursors.slice(0, -1))}>
+          ← newer
+        </button>
+        <button type="button" disabled={page.next === null && !page.shifted} onClick={() => void older()}>
+          older →
+        </button>
+      </nav>
+    </section>
+  );
+}

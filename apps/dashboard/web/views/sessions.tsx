@@ -1,0 +1,258 @@
+import type { Job, JobList, Session, SessionList } from '@agentq/protocol';
+import { useCallback, useEffect, useMemo, useRef, useState } from 'preact/hooks';
+import { describeError } from '../lib/api.js';
+import { useEventBatches, useNow, useResync, useServices } from '../lib/context.js';
+import { ago, usageText } from '../lib/format.js';
+import { isFresher, mergeJob } from '../lib/jobs.js';
+import { link } from '../lib/router.js';
+import { CallbackMark, Empty, ErrorNote, JobLink, StatusBadge } from './common.js';
+
+const PAGE_SIZE = 200;
+/** Root sessions rendered at first (and added per "show more"): the tree never draws them all. */
+const ROOTS_SHOWN = 100;
+const CHILDREN_SHOWN = 100;
+
+/**
+ * Sessions as a tree (parent → children), newest roots first. Each node shows its status, its
+ * last job's status, and its usage and cost (its own and its whole subtree's); a node's jobs,
+ * callback jobs marked, open on demand.
+ */
+export function SessionsView({ query }: { query: URLSearchParams }) {
+  const { api } = useServices();
+  const focus = query.get('focus');
+  // one mutable map, re-rendered through `version`: a burst of events must not copy it per event
+  const sessions = useRef(new Map<string, Session>());
+  const [version, setVersion] = useState(0);
+  const [next, setNext] = useState<string | null>(null);
+  const [loading, setLoading] = useState(true);
+  const [error, setError] = useState<string | null>(null);
+  const [shown, setShown] = useState(ROOTS_SHOWN);
+
+  const upsert = (s: Session): boolean => {
+    const known = sessions.current.get(s.session_name);
+    if (known !== undefined && known.updated_at > s.updated_at) return false;
+    sessions.current.set(s.session_name, s);
+    return true;
+  };
+
+  const loadPage = useCallback(
+    async (cursor: string | null, filter: { parent?: string } = {}) => {
+      setLoading(true);
+      setError(null);
+      try {
+        const list = await api.get<SessionList>('/sessions', { limit: PAGE_SIZE, cursor, ...filter });
+        for (const s of list.sessions) upsert(s);
+        // a page of one node's children does not move the main list's cursor
+        if (filter.parent === undefined) setNext(list.next_cursor);
+        setVersion((v) => v + 1);
+        return list.next_cursor;
+      } catch (err) {
+        setError(describeError(err));
+        return null;
+      } finally {
+        setLoading(false);
+      }
+    },
+    [api],
+  );
+
+  const reload = useCallback(() => {
+    sessions.current = new Map();
+    void loadPage(null);
+    if (focus) void api.get<Session>(`/sessions/${encodeURIComponent(focus)}`).then((s) => upsert(s) && setVersion((v) => v + 1), () => {});
+  }, [loadPage, focus, api]);
+  useEffect(reload, [reload]);
+  useResync(reload);
+
+  useEventBatches((batch) => {
+    let changed = false;
+    for (const e of batch) if ('session' in e) changed = upsert(e.session) || changed;
+    if (changed) setVersion((v) => v + 1);
+  });
+
+  /** Children a node names that are not loaded yet (paging): read them all. */
+  const loadChildren = async (parent: string) => {
+    let cursor: string | null = null;
+    do cursor = await loadPage(cursor, { parent });
+    while (cursor !== null);
+  };
+
+  const roots = useMemo(() => {
+    const all = [...sessions.current.values()];
+    return all
+      .filter((s) => s.parent_session_name === null || !sessions.current.has(s.parent_session_name))
+      .sort((a, b) => (a.created_at < b.created_at ? 1 : a.created_at > b.created_at ? -1 : 0));
+  }, [version]);
+
+  return (
+    <section class="view sessions-view">
+      <header class="view-head">
+        <h1>Sessions</h1>
+        <span class="muted">
+          {sessions.current.size} loaded{next !== null ? ' (more on the server)' : ''} · {roots.length} trees
+        </span>
+      </header>
+      {error && <ErrorNote>{error}</ErrorNote>}
+      {!loading && roots.length === 0 && (
+        <Empty>
+          No sessions yet. <a href={link('/start')}>Start one</a>.
+        </Empty>
+      )}
+      <ul class="tree" data-testid="session-tree">
+        {roots.slice(0, shown).map((s) => (
+          <SessionNode key={s.session_name} session={s} all={sessions.current} focus={focus} onLoadChildren={loadChildren} version={version} />
+        ))}
+      </ul>
+      <nav class="pager">
+        {roots.length > shown && (
+          <button type="button" onClick={() => setShown((n) => n + ROOTS_SHOWN)}>
+            show {Math.min(ROOTS_SHOWN, roots.length - shown)} more of {roots.length - shown}
+          </button>
+        )}
+        {next !== null && (
+          <button type="button" disabled={loading} onClick={() => void loadPage(next)}>
+            load more sessions
+          </button>
+        )}
+      </nav>
+    </section>
+  );
+}
+
+interface NodeProps {
+  session: Session;
+  all: Map<string, Session>;
+  focus: string | null;
+  onLoadChildren: (parent: string) => Promise<void>;
+  /** the map's change counter: a node re-renders when any session changed */
+  version: number;
+}
+
+function SessionNode({ session: s, all, focus, onLoadChildren, version }: NodeProps) {
+  const [open, setOpen] = useState(true);
+  const [showJobs, setShowJobs] = useState(focus === s.session_name);
+  const now = useNow(10_000);
+  const children = s.children.flatMap((name) => {
+    const c = all.get(name);
+    return c ? [c] : [];
+  });
+  const missing = s.children.length - children.length;
+  const hasTree = s.children.length > 0;
+  return (
+    <li class={`node${focus === s.session_name ? ' focus' : ''}`} data-session={s.session_name}>
+      <div class="node-row">
+        <button
+          type="button"
+          class="toggle"
+          aria-label={open ? 'collapse' : 'expand'}
+          disabled={!hasTree}
+          onClick={() => setOpen(!open)}
+        >
+          {hasTree ? (open ? '▾' : '▸') : '·'}
+        </button>
+        <a class="name" href={link('/jobs', { session: s.session_name })} title="jobs of this session">
+          {s.session_name}
+        </a>
+        <StatusBadge status={s.status} />
+        {s.last_job_status && (
+          <span class="muted small">
+            last job <StatusBadge status={s.last_job_status} />
+          </span>
+        )}
+        {s.agent_name && <span class="muted small">agent {s.agent_name}</span>}
+        <span class="usage small" data-testid="usage" title="tokens and cost of this session's jobs">
+          usage: {usageText(s.usage, s.cost_usd)}
+        </span>
+        {hasTree && (
+          <span class="usage small tree-usage" title="this session and all its descendants">
+            tree: {usageText(s.tree_usage, s.tree_cost_usd)}
+          </span>
+        )}
+        <span class="muted small" title={s.updated_at}>
+          {ago(s.updated_at, now)}
+        </span>
+        <span class="node-actions">
+          <button type="button" class="link" onClick={() => setShowJobs(!showJobs)}>
+            {showJobs ? 'hide jobs' : `jobs (${s.job_ids.length})`}
+          </button>
+          <a href={link('/start', { type: 'resume_session', session: s.session_name })}>resume</a>
+          <a href={link('/start', { type: 'start_session', parent: s.session_name })}>+ child</a>
+        </span>
+      </div>
+      {s.callback_job_id && (
+        <p class="node-note callback-note">
+          ↩ callback <JobLink id={s.callback_job_id} /> is delivering child results to this session
+        </p>
+      )}
+      {s.pending_callbacks.length > 0 && (
+        <p class="node-note">
+          {s.pending_callbacks.length} child result{s.pending_callbacks.length > 1 ? 's' : ''} waiting for this session to be idle
+        </p>
+      )}
+      {showJobs && <SessionJobs name={s.session_name} />}
+      {open && hasTree && (
+        <ul class="children">
+          {children.slice(0, CHILDREN_SHOWN).map((c) => (
+            <SessionNode key={c.session_name} session={c} all={all} focus={focus} onLoadChildren={onLoadChildren} version={version} />
+          ))}
+          {children.length > CHILDREN_SHOWN && <li class="muted small">… {children.length - CHILDREN_SHOWN} more children</li>}
+          {missing > 0 && (
+            <li>
+              <button type="button" class="link" onClick={() => void onLoadChildren(s.session_name)}>
+                load {missing} more child session{missing > 1 ? 's' : ''}
+              </button>
+            </li>
+          )}
+        </ul>
+      )}
+    </li>
+  );
+}
+
+/** The newest jobs of one session, live; callback jobs are marked. */
+function SessionJobs({ name }: { name: string }) {
+  const { api } = useServices();
+  const [jobs, setJobs] = useState<Job[] | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const now = useNow(10_000);
+  useEffect(() => {
+    const ac = new AbortController();
+    api.get<JobList>('/jobs', { session_name: name, limit: 10 }, ac.signal).then(
+      (l) => setJobs(l.jobs),
+      (err: unknown) => !ac.signal.aborted && setError(describeError(err)),
+    );
+    return () => ac.abort();
+  }, [api, name]);
+  useEventBatches((batch) => {
+    const mine = batch.flatMap((e) => ('job' in e && e.job.session_name === name ? [e.job] : []));
+    if (mine.length === 0) return;
+    setJobs((list) => {
+      if (list === null) return list;
+      let out = list;
+      for (const j of mine) {
+        const i = out.findIndex((x) => x.job_id === j.job_id);
+        if (i >= 0 && isFresher(j, out[i]!)) out = out.map((x, k) => (k === i ? mergeJob(x, j) : x));
+        else if (i < 0) out = [j, ...out].slice(0, 10);
+      }
+      return out;
+    });
+  });
+  if (error) return <ErrorNote>{error}</ErrorNote>;
+  if (jobs === null) return <p class="muted small">loading jobs…</p>;
+  return (
+    <ul class="session-jobs">
+      {jobs.map((j) => (
+        <li key={j.job_id} data-job-id={j.job_id} data-status={j.status}>
+          <JobLink id={j.job_id} /> {j.type === 'start_session' ? 'start' : 'resume'} <CallbackMark job={j} />{' '}
+          <StatusBadge status={j.status} /> <span class="muted small">{ago(j.created_at, now)}</span>
+        </li>
+      ))}
+      {jobs.length === 0 && <li class="muted small">no jobs</li>}
+      <li>
+        <a class="small" href={link('/jobs', { session: name })}>
+          all jobs of {name} →
+        </a>
+      </li>
+    </ul>
+  );
+}
