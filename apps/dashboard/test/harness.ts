@@ -66,7 +66,7 @@ export interface Server {
 export async function startServer(
   options: { config?: Partial<CoordinatorConfig>; hooks?: (app: App) => void } = {},
 ): Promise<Server> {
-  const config = loadConfig({}, { host: '127.0.0.1', port: 0, logLevel: 'silent', pollTimeoutSeconds: 5, ...options.config });
+  const config = loadConfig({}, { host: '127.0.0.1', port: 0, logLevel: 'silent', pollTimeoutSeconds: 5, databaseUrl: 'memory:', ...options.config });
   const app = await buildApp(config);
   options.hooks?.(app);
   await app.listen({ host: config.host, port: config.port });

@@ -89,7 +89,7 @@ test('launchers sharing a state directory share the host identity, also after a 
   assert.equal(elsewhere.launcher.hostId, ids[3]);
 });
 
-test('a job outside the project roots is refused: failed with outside_project_roots, never started, never run', async (t) => {
+test('a job outside the project roots is never offered; one that escapes through a symlink is refused by the launcher', async (t) => {
   const { c, client } = await coordinator(t);
   const px = await proxy(t, c.url);
   const control = await controlServer(t);
@@ -101,22 +101,34 @@ test('a job outside the project roots is refused: failed with outside_project_ro
   symlinkSync(outside, join(root, 'escape')); // a symlink inside the root that leads out of it
   await launcher(t, px.url, { projectRoots: [root] });
 
-  const attempts = [outside, join(root, '..', 'private'), join(root, 'escape'), '/nonexistent/elsewhere'];
-  for (const [i, dir] of attempts.entries()) {
+  // outside every root by its path: the coordinator never offers it, and says why
+  for (const [i, dir] of [outside, join(root, '..', 'private'), '/nonexistent/elsewhere'].entries()) {
     const job = await client.createJob({
       type: 'start_session',
       session_name: `outside-${i}`,
       project_dir: dir,
       prompt: script([{ hello: true }], control),
     });
-    const done = await settled(client, job.job_id);
-    assert.equal(done.status, 'failed', dir);
-    assert.match(done.error ?? '', /is outside this launcher's project roots/, dir);
-    assert.match(done.error ?? '', new RegExp(`it serves ${root}$`));
-    const [failed] = px.bodies(`/launcher/jobs/${job.job_id}/failed`) as FailedReport[];
-    assert.equal(failed!.error_code, 'outside_project_roots', dir);
-    assert.equal(px.count((url) => url === `/launcher/jobs/${job.job_id}/started`), 0, 'never reported started');
+    const pending = await client.getJob(job.job_id);
+    assert.equal(pending.status, 'pending', dir);
+    assert.match(pending.pending_reason ?? '', /no online launcher serves /, dir);
   }
+
+  // inside a root by its path, outside once the symlink is resolved: the launcher's own check
+  const job = await client.createJob({
+    type: 'start_session',
+    session_name: 'escape',
+    project_dir: join(root, 'escape'),
+    prompt: script([{ hello: true }], control),
+  });
+  const done = await settled(client, job.job_id);
+  assert.equal(done.status, 'failed');
+  assert.equal(done.error_code, 'outside_project_roots');
+  assert.match(done.error ?? '', /is outside this launcher's project roots/);
+  assert.match(done.error ?? '', new RegExp(`it serves ${root}$`));
+  const [failed] = px.bodies(`/launcher/jobs/${job.job_id}/failed`) as FailedReport[];
+  assert.equal(failed!.error_code, 'outside_project_roots');
+  assert.equal(px.count((url) => url === `/launcher/jobs/${job.job_id}/started`), 0, 'never reported started');
   assert.equal(control.maxConnected, 0, 'no executor ever ran');
 });
 

@@ -67,8 +67,17 @@ export function serves(launcher: LauncherRow, route: Route): boolean {
     if (launcher.hostId !== route.affinity.hostId) return false;
     if (route.affinity.executorType !== null && launcher.executorType !== route.affinity.executorType) return false;
   }
-  if (route.dir !== null && !launcher.roots.some((root) => isInside(route.dir!, root))) return false;
+  if (route.dir !== null && !servesDir(launcher, route.dir)) return false;
   return true;
+}
+
+/**
+ * Whether a launcher serves `dir`: inside one of its roots; a relative directory is taken from
+ * its first root, so any launcher with a root serves it unless it climbs out (`../x`).
+ */
+function servesDir(launcher: LauncherRow, dir: string): boolean {
+  if (!dir.startsWith('/')) return launcher.roots.length > 0 && dir !== '..' && !dir.startsWith('../');
+  return launcher.roots.some((root) => isInside(dir, root));
 }
 
 /** Why no launcher in `online` serves `route`, or null when one does. */
@@ -82,7 +91,7 @@ export function unservedReason(route: Route, online: readonly LauncherRow[]): st
     if (onHost.length === 0) return `session lives on host ${host}, which is offline`;
     const sameExecutor = onHost.filter((l) => a.executorType === null || l.executorType === a.executorType);
     if (sameExecutor.length === 0) return `session lives on host ${host}, which has no online ${a.executorType} launcher`;
-    if (a.workingDir !== null && !sameExecutor.some((l) => l.roots.some((r) => isInside(a.workingDir!, r)))) {
+    if (a.workingDir !== null && !sameExecutor.some((l) => servesDir(l, a.workingDir!))) {
       return `session lives in ${a.workingDir} on host ${host}, which no online launcher there serves`;
     }
   }

@@ -37,11 +37,20 @@ export class SqliteStore extends MemoryStore {
 
   static async open(path: string, o: SqliteStoreOptions): Promise<SqliteStore> {
     const db = new Database(path);
-    db.pragma('journal_mode = WAL');
-    // NORMAL in WAL mode: a commit survives the process being killed (the WAL is written before
-    // the answer); only a power loss can take the last commits. See docs/operations.md.
-    db.pragma('synchronous = NORMAL');
-    db.pragma('busy_timeout = 5000');
+    try {
+      // one coordinator per file: it holds the write lock for its whole life (several
+      // coordinators share state through PostgreSQL, not a file)
+      db.pragma('locking_mode = EXCLUSIVE');
+      db.pragma('busy_timeout = 1000');
+      db.pragma('journal_mode = WAL');
+      // NORMAL in WAL mode: a commit survives the process being killed (the WAL is written before
+      // the answer); only a power loss can take the last commits. See docs/operations.md.
+      db.pragma('synchronous = NORMAL');
+      db.exec('BEGIN EXCLUSIVE; COMMIT');
+    } catch (err) {
+      db.close();
+      throw new Error(`cannot open ${path}: it is in use by another coordinator, or not a database (${String(err)})`, { cause: err });
+    }
     const from = migrate(db);
     if (from > 0 || db.pragma('user_version', { simple: true }) !== from) {
       o.log.info({ path, from_version: from, version: db.pragma('user_version', { simple: true }) }, 'database opened');
