@@ -1,4 +1,5 @@
-import type { LifecycleEvent } from '@agentq/protocol';
+import { LifecycleEvent, StreamGap } from '@agentq/protocol';
+import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsync } from 'fastify';
 import type { Coordinator } from '../core/coordinator.js';
 
@@ -11,6 +12,31 @@ const KEEPALIVE_MS = 15_000;
  */
 const MIN_UNREAD_CAP = 16 * 1024 * 1024;
 
+/** OpenAPI only (the route writes the stream itself): what the stream carries. */
+const eventsSchema = {
+  operationId: 'streamEvents',
+  tags: ['events'],
+  summary: 'Stream lifecycle events',
+  description:
+    'Server-Sent Events: one message per lifecycle change, with `id:` (for Last-Event-ID), `event:` ' +
+    '(the event type, e.g. `job.completed`) and `data:` (the JSON event). A `: keepalive` comment ' +
+    'comes every 15 s. Reconnecting with `Last-Event-ID` replays what was missed, preceded by a ' +
+    '`stream.gap` event when some of it is no longer held.',
+  headers: Type.Object({
+    'last-event-id': Type.Optional(Type.String({ description: 'resume after this event id' })),
+  }),
+  response: {
+    200: {
+      description: 'An endless text/event-stream',
+      content: {
+        'text/event-stream': {
+          schema: Type.Union([LifecycleEvent, StreamGap], { description: 'the `data:` of each message' }),
+        },
+      },
+    },
+  },
+};
+
 const frame = (e: LifecycleEvent) => `id: ${e.id}\nevent: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`;
 
 /**
@@ -18,15 +44,19 @@ const frame = (e: LifecycleEvent) => `id: ${e.id}\nevent: ${e.type}\ndata: ${JSO
  * `Last-Event-ID` gets the events it missed from the replay window; if some fell out of the
  * window it first gets a `stream.gap` event.
  */
-export const eventRoutes: FastifyPluginAsync<{ core: Coordinator }> = async (app, { core }) => {
+export const eventRoutes: FastifyPluginAsync<{ core: Coordinator; streams?: Set<() => void> }> = async (
+  app,
+  { core, streams },
+) => {
   // every job event carries the prompt: leave room for a burst of events about large prompts
   const maxUnread = Math.max(MIN_UNREAD_CAP, core.config.maxPromptBytes * 8);
-  const open = new Set<() => void>();
+  /** the open streams (how to end each); the caller may pass the set to count them */
+  const open = streams ?? new Set<() => void>();
   // Streams never end by themselves: close them so the server can shut down.
   app.addHook('preClose', async () => {
     for (const end of [...open]) end();
   });
-  app.get('/events', async (req, reply) => {
+  app.get('/events', { schema: eventsSchema }, async (req, reply) => {
     const header = req.headers['last-event-id'];
     const lastId = header === undefined ? undefined : Number(Array.isArray(header) ? header[0] : header);
     reply.hijack();

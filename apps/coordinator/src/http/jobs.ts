@@ -23,7 +23,7 @@ import { clientGone } from './abort.js';
 export const jobRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = async (app, { core }) => {
   app.post(
     '/jobs',
-    { schema: { body: CreateJobRequest, response: { 201: Job, 400: ErrorBody, 404: ErrorBody, 409: ErrorBody, 422: ErrorBody } } },
+    { schema: { operationId: 'createJob', tags: ['jobs'], summary: 'Create a job (start or resume a session)', body: CreateJobRequest, response: { 201: Job, 400: ErrorBody, 404: ErrorBody, 409: ErrorBody, 422: ErrorBody } } },
     async (req, reply) => {
       const job = core.createJob(req.body);
       req.log.info({ job_id: job.job_id, session_name: job.session_name, type: job.type }, 'job created');
@@ -33,7 +33,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = async
 
   app.get(
     '/jobs',
-    { schema: { querystring: ListJobsQuery, response: { 200: JobList, 400: ErrorBody } } },
+    { schema: { operationId: 'listJobs', tags: ['jobs'], summary: 'List jobs, newest first', querystring: ListJobsQuery, response: { 200: JobList, 400: ErrorBody } } },
     async (req) => {
       const q = req.query;
       let statuses: Set<JobStatus> | undefined;
@@ -61,7 +61,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = async
 
   app.post(
     '/jobs/wait',
-    { schema: { body: WaitManyRequest, response: { 200: WaitManyResponse, 400: ErrorBody } } },
+    { schema: { operationId: 'waitJobs', tags: ['jobs'], summary: 'Wait for any or all of several jobs', body: WaitManyRequest, response: { 200: WaitManyResponse, 400: ErrorBody } } },
     async (req, reply) => {
       const { job_ids, timeout_ms = 30_000, mode = 'any', include_terminal = false } = req.body;
       return core.waitJobs(job_ids, timeout_ms, mode, clientGone(reply), include_terminal);
@@ -70,19 +70,19 @@ export const jobRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = async
 
   app.get(
     '/jobs/:job_id',
-    { schema: { params: JobIdParams, response: { 200: Job, 404: ErrorBody } } },
+    { schema: { operationId: 'getJob', tags: ['jobs'], summary: 'Get a job', params: JobIdParams, response: { 200: Job, 404: ErrorBody } } },
     async (req) => core.getJob(req.params.job_id),
   );
 
   app.get(
     '/jobs/:job_id/wait',
-    { schema: { params: JobIdParams, querystring: WaitQuery, response: { 200: Job, 400: ErrorBody, 404: ErrorBody } } },
+    { schema: { operationId: 'waitJob', tags: ['jobs'], summary: 'Wait for a job to end', params: JobIdParams, querystring: WaitQuery, response: { 200: Job, 400: ErrorBody, 404: ErrorBody } } },
     async (req, reply) => core.waitJob(req.params.job_id, req.query.timeout_ms ?? 30_000, clientGone(reply)),
   );
 
   app.post(
     '/jobs/:job_id/stop',
-    { schema: { params: JobIdParams, response: { 200: StopJobResponse, 404: ErrorBody } } },
+    { schema: { operationId: 'stopJob', tags: ['jobs'], summary: 'Stop a job', params: JobIdParams, response: { 200: StopJobResponse, 404: ErrorBody } } },
     async (req) => {
       const answer = core.stopJob(req.params.job_id);
       req.log.info({ job_id: answer.job_id, outcome: answer.outcome }, 'job stop requested');
@@ -92,7 +92,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = async
 
   app.get(
     '/jobs/:job_id/output',
-    { schema: { params: JobIdParams, querystring: OutputQuery, response: { 200: JobOutput, 400: ErrorBody, 404: ErrorBody } } },
+    { schema: { operationId: 'getJobOutput', tags: ['jobs'], summary: "Read a job's output", params: JobIdParams, querystring: OutputQuery, response: { 200: JobOutput, 400: ErrorBody, 404: ErrorBody } } },
     async (req, reply) => core.readOutput(req.params.job_id, req.query, clientGone(reply)),
   );
 };

@@ -25,7 +25,7 @@ const reportErrors = { 400: ErrorBody, 401: ErrorBody, 404: ErrorBody, 409: Erro
 export const launcherRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = async (app, { core }) => {
   app.post(
     '/launcher/register',
-    { schema: { body: Type.Union([RegisterLauncherRequest, Type.Null()]), response: { 200: RegisterLauncherResponse, 400: ErrorBody } } },
+    { schema: { operationId: 'registerLauncher', tags: ['launcher'], summary: 'Register a launcher', body: Type.Union([RegisterLauncherRequest, Type.Null()]), response: { 200: RegisterLauncherResponse, 400: ErrorBody } } },
     async (req) => core.register(req.body ?? {}),
   );
 
@@ -33,6 +33,9 @@ export const launcherRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = 
     '/launcher/jobs',
     {
       schema: {
+        operationId: 'pollJobs',
+        tags: ['launcher'],
+        summary: 'Long-poll for a job, stop requests or the deregistration notice',
         querystring: PollQuery,
         response: { 200: PollResponse, 204: Type.Null(), 400: ErrorBody, 401: ErrorBody },
       },
@@ -59,14 +62,23 @@ export const launcherRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = 
 
   app.post(
     '/launcher/heartbeat',
-    { schema: { body: HeartbeatRequest, response: { 200: HeartbeatResponse, 400: ErrorBody, 401: ErrorBody } } },
+    { schema: { operationId: 'heartbeat', tags: ['launcher'], summary: 'Tell the coordinator the launcher is alive', body: HeartbeatRequest, response: { 200: HeartbeatResponse, 400: ErrorBody, 401: ErrorBody } } },
     async (req) => core.heartbeat(req.body),
   );
 
   const report = <S extends TSchema>(kind: 'started' | 'completed' | 'failed' | 'stopped', body: S) =>
     app.post(
       `/launcher/jobs/:job_id/${kind}`,
-      { schema: { params: JobIdParams, body, response: { 200: Ok, ...reportErrors } } },
+      {
+        schema: {
+          operationId: `report${kind[0]!.toUpperCase()}${kind.slice(1)}`,
+          tags: ['launcher'],
+          summary: `Report a job ${kind}`,
+          params: JobIdParams,
+          body,
+          response: { 200: Ok, ...reportErrors },
+        },
+      },
       async (req) => {
         const b = req.body as StartedReport;
         core.report(kind, req.params.job_id, b);
@@ -81,7 +93,7 @@ export const launcherRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = 
 
   app.post(
     '/launcher/jobs/:job_id/output',
-    { schema: { params: JobIdParams, body: OutputReport, response: { 200: Ok, ...reportErrors } } },
+    { schema: { operationId: 'reportOutput', tags: ['launcher'], summary: "Append to a job's output", params: JobIdParams, body: OutputReport, response: { 200: Ok, ...reportErrors } } },
     async (req) => {
       core.appendOutput(req.params.job_id, req.body.launcher_id, req.body.offset, req.body.data);
       return { ok: true as const };
