@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
 import { ManualClock } from '../src/core/clock.js';
 import { CoordinatorMetrics } from '../src/metrics/metrics.js';
@@ -171,6 +172,20 @@ test('each app has its own registry: two coordinators in one process count separ
   await start(a.client, 'only-on-a');
   assert.equal(value(await scrape(a.c.url), 'agentq_jobs_created_total', { type: 'start_session' }), 1);
   assert.equal(value(await scrape(b.c.url), 'agentq_jobs_created_total', { type: 'start_session' }), 0);
+});
+
+test('the example Grafana dashboard (docs/grafana-dashboard.json) queries only metrics the coordinator exports', async (t) => {
+  const { c } = await startTest(t);
+  const families = await scrape(c.url);
+  const path = fileURLToPath(new URL('../../../../docs/grafana-dashboard.json', import.meta.url));
+  const dashboard = JSON.parse(readFileSync(path, 'utf8')) as { panels: Array<{ targets?: Array<{ expr: string }> }> };
+  const exprs = dashboard.panels.flatMap((p) => (p.targets ?? []).map((x) => x.expr));
+  assert.ok(exprs.length > 10);
+  const names = new Set(exprs.flatMap((e) => [...e.matchAll(/\b((?:agentq|nodejs|process)_[a-z0-9_]+)/g)].map((m) => m[1]!)));
+  for (const name of names) {
+    const base = name.replace(/_(bucket|sum|count)$/, '');
+    assert.ok(families.has(name) || families.get(base)?.type === 'histogram', `${name} is exported`);
+  }
 });
 
 test('agentq_queue_depth is exported per routing_key when the source breaks it down', async () => {

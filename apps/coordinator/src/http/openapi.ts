@@ -154,7 +154,8 @@ export async function installOpenApi(app: FastifyInstance): Promise<void> {
   });
   await app.register(swaggerUi, {
     routePrefix: '/docs',
-    uiConfig: { deepLinking: true, displayOperationId: true, tryItOutEnabled: false },
+    uiConfig: { deepLinking: true, displayOperationId: true },
+    theme: { title: 'agentq coordinator API' },
   });
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 }
