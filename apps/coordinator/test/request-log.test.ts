@@ -76,10 +76,12 @@ test('long-poll and wait requests log at debug; other requests log one completio
   assert.equal(await l.poll(), null);
   await client.waitJob(job.job_id, 0);
   await client.waitJobs({ job_ids: [job.job_id], timeout_ms: 0 });
+  await client.getOutput(job.job_id, { offset: 0, wait_ms: 0 }); // a step of `output --follow`
   for (const [method, path] of [
     ['GET', '/launcher/jobs'],
     ['GET', `/jobs/${job.job_id}/wait`],
     ['POST', '/jobs/wait'],
+    ['GET', `/jobs/${job.job_id}/output`],
   ] as const) {
     const line = await completionOf(log, method, path);
     assert.equal(line.level, DEBUG, `${method} ${path} logs at debug`);
@@ -87,6 +89,12 @@ test('long-poll and wait requests log at debug; other requests log one completio
   const polls = log.lines.filter((x) => x.msg === 'request completed' && x.req?.url.startsWith('/launcher/jobs?'));
   assert.equal(polls.length, 2, 'both polls, the one that took the job and the empty one');
   assert.ok(polls.every((x) => x.level === DEBUG));
+  // reading the output without waiting is an ordinary request
+  await client.getOutput(job.job_id);
+  const read = log.lines.filter((x) => x.msg === 'incoming request' && x.req?.url === `/jobs/${job.job_id}/output`);
+  assert.equal(read.length, 1);
+  const preview = await log.next((x) => x.msg === 'request completed' && x.reqId === read[0]!.reqId);
+  assert.equal(preview.level, INFO);
   // what the poll did is still told at info: the job handed over
   const handed = await log.next((x) => x.msg === 'job handed to launcher');
   assert.equal(handed.level, INFO);

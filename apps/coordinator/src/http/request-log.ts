@@ -1,9 +1,10 @@
 import { LogController, type FastifyReply, type FastifyRequest } from 'fastify';
 
 /**
- * Requests that wait by design: launcher long-polls, job waits and event streams. A fleet
- * makes several of them a minute per launcher or client, so their lines go to `debug` and
- * `info` stays readable. (`POST /launcher/sync` is the report-and-poll endpoint to come.)
+ * Requests that wait by design: launcher long-polls, job waits, event streams, and output reads
+ * that wait for new bytes (`wait_ms`). A fleet makes several of them a minute per launcher or
+ * client, so their lines go to `debug` and `info` stays readable. (`POST /launcher/sync` is the
+ * report-and-poll endpoint to come.)
  */
 const WAITING_ROUTES = new Set([
   'GET /launcher/jobs',
@@ -13,7 +14,12 @@ const WAITING_ROUTES = new Set([
   'GET /events',
 ]);
 
-const isWaiting = (req: FastifyRequest) => WAITING_ROUTES.has(`${req.method} ${req.routeOptions.url ?? ''}`);
+function isWaiting(req: FastifyRequest): boolean {
+  const route = `${req.method} ${req.routeOptions.url ?? ''}`;
+  if (WAITING_ROUTES.has(route)) return true;
+  // following a job's output (`agentq output --follow`) is a series of waits for new bytes
+  return route === 'GET /jobs/:job_id/output' && (req.query as { wait_ms?: unknown } | undefined)?.wait_ms !== undefined;
+}
 
 /**
  * Fastify's request log lines, one per request: the completion line (method, URL, status,
