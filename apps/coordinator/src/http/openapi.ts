@@ -54,7 +54,7 @@ const isObject = (v: Json | undefined): v is JsonObject => typeof v === 'object'
  * Replace every inline copy of a component with a `$ref` to it, then drop the components that
  * nothing refers to (most query and params schemas become parameters, not schemas).
  */
-export function referenceComponents(doc: JsonObject): JsonObject {
+function referenceComponents(doc: JsonObject): JsonObject {
   const components = isObject(doc.components) ? doc.components : {};
   const schemas = isObject(components.schemas) ? components.schemas : {};
   const nameOf = new Map<string, string>();
@@ -97,7 +97,7 @@ export function referenceComponents(doc: JsonObject): JsonObject {
  */
 const PLACEHOLDERS = new Set<string | undefined>(['Default Response', protocol.ErrorBody.description]);
 
-export function describeResponses(doc: JsonObject): JsonObject {
+function describeResponses(doc: JsonObject): JsonObject {
   for (const item of Object.values(isObject(doc.paths) ? doc.paths : {})) {
     for (const operation of Object.values(isObject(item) ? item : {})) {
       const responses = isObject(operation) && isObject(operation.responses) ? operation.responses : {};
