@@ -1,8 +1,13 @@
 # syntax=docker/dockerfile:1
 # Multi-stage build: compile the TypeScript workspaces, then run the coordinator as a non-root
 # user on port 8765. The same image runs a launcher (see docker-compose.yml).
+#
+# The image runs a supported Node.js LTS (Node 20 reached its end of life in April 2026); the
+# code and `engines` still support Node 20.18.1 and later for those who run it outside Docker.
+# Another LTS: docker build --build-arg NODE_IMAGE=node:22-bookworm-slim .
+ARG NODE_IMAGE=node:24-bookworm-slim
 
-FROM node:20-bookworm-slim AS build
+FROM ${NODE_IMAGE} AS build
 WORKDIR /app
 COPY package.json package-lock.json tsconfig.json tsconfig.base.json ./
 COPY packages ./packages
@@ -12,7 +17,7 @@ RUN npx tsc -b packages/protocol packages/client apps/coordinator apps/launcher 
  && npm run build -w @agentq/dashboard \
  && npm prune --omit=dev --no-audit --no-fund
 
-FROM node:20-bookworm-slim AS runtime
+FROM ${NODE_IMAGE} AS runtime
 ENV NODE_ENV=production \
     HOST=0.0.0.0 \
     PORT=8765

@@ -10,9 +10,13 @@ import { eventRoutes } from './http/events.js';
 import { jobRoutes } from './http/jobs.js';
 import { launcherRoutes } from './http/launcher.js';
 import { launchersRoutes } from './http/launchers.js';
-import { collectRoutes, openapiRoutes } from './http/openapi.js';
+import { installRequestMetrics, metricsRoutes } from './http/metrics.js';
+import { installOpenApi } from './http/openapi.js';
+import { RequestLog } from './http/request-log.js';
 import { sessionRoutes } from './http/sessions.js';
 import { typeboxValidatorCompiler } from './http/validation.js';
+import { CoordinatorMetrics } from './metrics/metrics.js';
+import { coordinatorSource } from './metrics/source.js';
 
 export interface AppDeps {
   /** the domain core; pass one to keep state across app instances (a restart in tests) */
@@ -47,6 +51,7 @@ export async function buildApp(config: CoordinatorConfig, deps: AppDeps = {}): P
   const bodyLimit = Math.max(1024 * 1024, config.maxPromptBytes * 2 + 64 * 1024, config.outputMaxBytes * 2);
   const app = Fastify({
     loggerInstance: logger as FastifyBaseLogger,
+    logController: new RequestLog(), // one line per request; long-polls at debug
     bodyLimit,
     return503OnClosing: true,
     forceCloseConnections: true,
@@ -56,6 +61,11 @@ export async function buildApp(config: CoordinatorConfig, deps: AppDeps = {}): P
   // The API speaks JSON only: other bodies get 415 rather than a confusing type error.
   app.removeContentTypeParser('text/plain');
   installErrorHandling(app);
+
+  // after the restore: the metrics count the restored jobs once, then follow the events
+  const eventStreams = new Set<() => void>();
+  const metrics = new CoordinatorMetrics(coordinatorSource(core), { sseClients: () => eventStreams.size });
+  installRequestMetrics(app, metrics);
 
   let sweeper: NodeJS.Timeout | undefined;
   let sweeping: Promise<void> | undefined;
@@ -75,17 +85,18 @@ export async function buildApp(config: CoordinatorConfig, deps: AppDeps = {}): P
     core.close();
   });
   app.addHook('onClose', async () => {
+    metrics.close();
     await sweeping;
     if (ownsCore) await core.shutdown();
   });
 
-  const routes = collectRoutes(app);
+  await installOpenApi(app); // first: it records the routes as they are added
   await app.register(jobRoutes, { core });
   await app.register(launcherRoutes, { core });
   await app.register(launchersRoutes, { core, startedAt });
   await app.register(sessionRoutes, { core });
-  await app.register(eventRoutes, { core });
-  await app.register(openapiRoutes, { routes });
+  await app.register(eventRoutes, { core, streams: eventStreams });
+  await app.register(metricsRoutes, { metrics });
   await app.register(dashboardRoutes, { dir: deps.dashboardDir ?? DEFAULT_DASHBOARD_DIR });
   app.decorate('core', core);
   return app;

@@ -476,6 +476,28 @@ export class Coordinator {
     };
   }
 
+  /** What `/metrics` reads at each scrape (see metrics/source.ts). */
+  async metricsCounts(): Promise<import('../metrics/source.js').ScrapeCounts> {
+    const { store } = this.#ctx;
+    const [counts, jobsByStatus, buckets, launcherRows] = await Promise.all([
+      store.counts(),
+      store.countByStatus(),
+      store.readyBuckets(),
+      store.listLaunchers(),
+    ]);
+    const ready = buckets.reduce((n, b) => n + b.size, 0);
+    const byKey: [string, number][] = buckets.map((b) => [b.key, b.size]);
+    if (counts.pending > ready) byKey.push(['', counts.pending - ready]);
+    const stale = launcherRows.filter((l) => l.status === 'stale').length;
+    return {
+      queueDepth: counts.pending,
+      queueDepthByKey: byKey,
+      jobsByStatus,
+      launchers: { online: launcherRows.length - stale, stale },
+      parkedPolls: this.#dispatcher.parkedCount,
+    };
+  }
+
   // ---------------------------------------------------------------------------------------
   // Time, and the server's life
   // ---------------------------------------------------------------------------------------

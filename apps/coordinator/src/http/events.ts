@@ -1,5 +1,6 @@
-import { EventsQuery, type LifecycleEvent } from '@agentq/protocol';
+import { EventsQuery, LifecycleEvent, StreamGap } from '@agentq/protocol';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
 import type { Coordinator } from '../core/coordinator.js';
 
 const KEEPALIVE_MS = 15_000;
@@ -11,21 +12,51 @@ const KEEPALIVE_MS = 15_000;
  */
 const MIN_UNREAD_CAP = 16 * 1024 * 1024;
 
+/** OpenAPI only (the route writes the stream itself): what the stream carries. */
+const eventsSchema = {
+  operationId: 'streamEvents',
+  tags: ['events'],
+  summary: 'Stream lifecycle events',
+  description:
+    'Server-Sent Events: one message per lifecycle change, with `id:` (for Last-Event-ID), `event:` ' +
+    '(the event type, e.g. `job.completed`) and `data:` (the JSON event). A `: keepalive` comment ' +
+    'comes every 15 s. Reconnecting with `Last-Event-ID` replays what was missed, preceded by a ' +
+    '`stream.gap` event when some of it is no longer held. Job events leave the prompt out ' +
+    '(`prompt_omitted: true`) unless `?include=prompt` is given.',
+  querystring: EventsQuery,
+  headers: Type.Object({
+    'last-event-id': Type.Optional(Type.String({ description: 'resume after this event id' })),
+  }),
+  response: {
+    200: {
+      description: 'An endless text/event-stream',
+      content: {
+        'text/event-stream': {
+          schema: Type.Union([LifecycleEvent, StreamGap], { description: 'the `data:` of each message' }),
+        },
+      },
+    },
+  },
+};
 
 /**
  * `GET /events`: Server-Sent Events of every lifecycle change. A client that reconnects with
  * `Last-Event-ID` gets the events it missed from the replay window; if some fell out of the
  * window it first gets a `stream.gap` event.
  */
-export const eventRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = async (app, { core }) => {
+export const eventRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator; streams?: Set<() => void> }> = async (
+  app,
+  { core, streams },
+) => {
   // every job event carries the prompt: leave room for a burst of events about large prompts
   const maxUnread = Math.max(MIN_UNREAD_CAP, core.config.maxPromptBytes * 8);
-  const open = new Set<() => void>();
+  /** the open streams (how to end each); the caller may pass the set to count them */
+  const open = streams ?? new Set<() => void>();
   // Streams never end by themselves: close them so the server can shut down.
   app.addHook('preClose', async () => {
     for (const end of [...open]) end();
   });
-  app.get('/events', { schema: { querystring: EventsQuery } }, async (req, reply) => {
+  app.get('/events', { schema: eventsSchema }, async (req, reply) => {
     // prompts can be large: events leave them out unless asked (a job's prompt is at GET /jobs/{id})
     const withPrompt = req.query.include === 'prompt';
     const frame = (e: LifecycleEvent) => (withPrompt ? core.events.framed(e).full() : core.events.framed(e).lean());

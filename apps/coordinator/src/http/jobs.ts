@@ -33,6 +33,9 @@ export const jobRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = async
     '/jobs',
     {
       schema: {
+        operationId: 'createJob',
+        tags: ['jobs'],
+        summary: 'Create a job (start or resume a session)',
         body: CreateJobRequest,
         headers: IdempotencyHeaders,
         response: { 200: Job, 201: Job, 400: ErrorBody, 404: ErrorBody, 409: ErrorBody, 422: ErrorBody },
@@ -54,6 +57,9 @@ export const jobRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = async
     '/jobs/batch',
     {
       schema: {
+        operationId: 'createJobs',
+        tags: ['jobs'],
+        summary: 'Create up to 1,000 jobs, all or none',
         body: CreateJobsRequest,
         response: { 201: CreateJobsResponse, 400: ErrorBody, 404: ErrorBody, 409: ErrorBody, 422: ErrorBody },
       },
@@ -67,7 +73,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = async
 
   app.get(
     '/jobs',
-    { schema: { querystring: ListJobsQuery, response: { 200: JobList, 400: ErrorBody } } },
+    { schema: { operationId: 'listJobs', tags: ['jobs'], summary: 'List jobs, newest first', querystring: ListJobsQuery, response: { 200: JobList, 400: ErrorBody } } },
     async (req) => {
       const q = req.query;
       let statuses: Set<JobStatus> | undefined;
@@ -95,7 +101,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = async
 
   app.post(
     '/jobs/wait',
-    { schema: { body: WaitManyRequest, response: { 200: WaitManyResponse, 400: ErrorBody } } },
+    { schema: { operationId: 'waitJobs', tags: ['jobs'], summary: 'Wait for any or all of several jobs', body: WaitManyRequest, response: { 200: WaitManyResponse, 400: ErrorBody } } },
     async (req, reply) => {
       const { job_ids, timeout_ms = 30_000, mode = 'any', include_terminal = false } = req.body;
       return core.waitJobs(job_ids, timeout_ms, mode, clientGone(reply), include_terminal);
@@ -104,19 +110,19 @@ export const jobRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = async
 
   app.get(
     '/jobs/:job_id',
-    { schema: { params: JobIdParams, response: { 200: Job, 404: ErrorBody } } },
+    { schema: { operationId: 'getJob', tags: ['jobs'], summary: 'Get a job', params: JobIdParams, response: { 200: Job, 404: ErrorBody } } },
     async (req) => await core.getJob(req.params.job_id),
   );
 
   app.get(
     '/jobs/:job_id/wait',
-    { schema: { params: JobIdParams, querystring: WaitQuery, response: { 200: Job, 400: ErrorBody, 404: ErrorBody } } },
+    { schema: { operationId: 'waitJob', tags: ['jobs'], summary: 'Wait for a job to end', params: JobIdParams, querystring: WaitQuery, response: { 200: Job, 400: ErrorBody, 404: ErrorBody } } },
     async (req, reply) => core.waitJob(req.params.job_id, req.query.timeout_ms ?? 30_000, clientGone(reply)),
   );
 
   app.post(
     '/jobs/:job_id/stop',
-    { schema: { params: JobIdParams, response: { 200: StopJobResponse, 404: ErrorBody } } },
+    { schema: { operationId: 'stopJob', tags: ['jobs'], summary: 'Stop a job', params: JobIdParams, response: { 200: StopJobResponse, 404: ErrorBody } } },
     async (req) => {
       const answer = await core.stopJob(req.params.job_id);
       req.log.info({ job_id: answer.job_id, outcome: answer.outcome }, 'job stop requested');
@@ -126,7 +132,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = async
 
   app.get(
     '/jobs/:job_id/output',
-    { schema: { params: JobIdParams, querystring: OutputQuery, response: { 200: JobOutput, 400: ErrorBody, 404: ErrorBody } } },
+    { schema: { operationId: 'getJobOutput', tags: ['jobs'], summary: "Read a job's output", params: JobIdParams, querystring: OutputQuery, response: { 200: JobOutput, 400: ErrorBody, 404: ErrorBody } } },
     async (req, reply) => core.readOutput(req.params.job_id, req.query, clientGone(reply)),
   );
 };

@@ -28,7 +28,7 @@ const reportErrors = { 400: ErrorBody, 401: ErrorBody, 404: ErrorBody, 409: Erro
 export const launcherRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = async (app, { core }) => {
   app.post(
     '/launcher/register',
-    { schema: { body: Type.Union([RegisterLauncherRequest, Type.Null()]), response: { 200: RegisterLauncherResponse, 400: ErrorBody } } },
+    { schema: { operationId: 'registerLauncher', tags: ['launcher'], summary: 'Register a launcher', body: Type.Union([RegisterLauncherRequest, Type.Null()]), response: { 200: RegisterLauncherResponse, 400: ErrorBody } } },
     async (req) => await core.register(req.body ?? {}),
   );
 
@@ -36,6 +36,9 @@ export const launcherRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = 
     '/launcher/jobs',
     {
       schema: {
+        operationId: 'pollJobs',
+        tags: ['launcher'],
+        summary: 'Long-poll for a job, stop requests or the deregistration notice',
         querystring: PollQuery,
         response: { 200: PollResponse, 204: Type.Null(), 400: ErrorBody, 401: ErrorBody },
       },
@@ -57,14 +60,23 @@ export const launcherRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = 
 
   app.post(
     '/launcher/heartbeat',
-    { schema: { body: HeartbeatRequest, response: { 200: HeartbeatResponse, 400: ErrorBody, 401: ErrorBody } } },
+    { schema: { operationId: 'heartbeat', tags: ['launcher'], summary: 'Tell the coordinator the launcher is alive', body: HeartbeatRequest, response: { 200: HeartbeatResponse, 400: ErrorBody, 401: ErrorBody } } },
     async (req) => await core.heartbeat(req.body),
   );
 
   const report = <S extends TSchema>(kind: 'started' | 'completed' | 'failed' | 'stopped', body: S) =>
     app.post(
       `/launcher/jobs/:job_id/${kind}`,
-      { schema: { params: JobIdParams, body, response: { 200: Ok, ...reportErrors } } },
+      {
+        schema: {
+          operationId: `report${kind[0]!.toUpperCase()}${kind.slice(1)}`,
+          tags: ['launcher'],
+          summary: `Report a job ${kind}`,
+          params: JobIdParams,
+          body,
+          response: { 200: Ok, ...reportErrors },
+        },
+      },
       async (req) => {
         const b = req.body as StartedReport;
         await core.report(kind, req.params.job_id, b);
@@ -79,7 +91,7 @@ export const launcherRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = 
 
   app.post(
     '/launcher/jobs/:job_id/output',
-    { schema: { params: JobIdParams, body: OutputReport, response: { 200: Ok, ...reportErrors } } },
+    { schema: { operationId: 'reportOutput', tags: ['launcher'], summary: "Append to a job's output", params: JobIdParams, body: OutputReport, response: { 200: Ok, ...reportErrors } } },
     async (req) => {
       await core.appendOutput(req.params.job_id, req.body.launcher_id, req.body.offset, req.body.data);
       return { ok: true as const };
@@ -88,7 +100,15 @@ export const launcherRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = 
 
   app.post(
     '/launcher/sync',
-    { schema: { body: SyncRequest, response: { 200: SyncResponse, ...reportErrors } } },
+    {
+      schema: {
+        operationId: 'syncLauncher',
+        tags: ['launcher'],
+        summary: 'Send reports and receive new work in one request (report-and-poll)',
+        body: SyncRequest,
+        response: { 200: SyncResponse, ...reportErrors },
+      },
+    },
     async (req, reply) => {
       const gone = clientGone(reply);
       const answer = await core.sync(req.body, gone);

@@ -14,12 +14,19 @@ export const launchersRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator; sta
   app,
   { core, startedAt },
 ) => {
-  app.get('/launchers', { schema: { response: { 200: LauncherList } } }, async () => await core.listLaunchers());
+  app.get(
+    '/launchers',
+    { schema: { operationId: 'listLaunchers', tags: ['launchers'], summary: 'List launchers', response: { 200: LauncherList } } },
+    async () => await core.listLaunchers(),
+  );
 
   app.delete(
     '/launchers/:launcher_id',
     {
       schema: {
+        operationId: 'deleteLauncher',
+        tags: ['launchers'],
+        summary: 'Deregister a launcher',
         params: LauncherIdParams,
         querystring: DeleteLauncherQuery,
         response: { 200: DeleteLauncherResponse, 400: ErrorBody, 404: ErrorBody },
@@ -33,5 +40,10 @@ export const launchersRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator; sta
     },
   );
 
-  app.get('/health', { schema: { response: { 200: Health } } }, async () => await core.health(startedAt));
+  // public (`security: []`): load balancers and the Docker HEALTHCHECK call it without a token
+  app.get(
+    '/health',
+    { schema: { operationId: 'getHealth', tags: ['operations'], summary: 'Liveness and counts', security: [], response: { 200: Health } } },
+    async () => await core.health(startedAt),
+  );
 };

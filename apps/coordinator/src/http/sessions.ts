@@ -14,23 +14,26 @@ import type { Coordinator } from '../core/coordinator.js';
 export const sessionRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = async (app, { core }) => {
   app.get(
     '/sessions',
-    { schema: { querystring: ListSessionsQuery, response: { 200: SessionList, 400: ErrorBody } } },
+    { schema: { operationId: 'listSessions', tags: ['sessions'], summary: 'List sessions', querystring: ListSessionsQuery, response: { 200: SessionList, 400: ErrorBody } } },
     async (req) => await core.listSessions(req.query),
   );
   app.get(
     '/sessions/:session_name',
-    { schema: { params: SessionNameParams, response: { 200: Session, 404: ErrorBody } } },
+    { schema: { operationId: 'getSession', tags: ['sessions'], summary: 'Get a session', params: SessionNameParams, response: { 200: Session, 404: ErrorBody } } },
     async (req) => await core.getSession(req.params.session_name),
   );
   app.post(
     '/sessions/:session_name/stop',
-    { schema: { params: SessionNameParams, response: { 200: StopSessionResponse, 404: ErrorBody, 409: ErrorBody } } },
+    { schema: { operationId: 'stopSession', tags: ['sessions'], summary: "Stop a session's active and pending jobs", params: SessionNameParams, response: { 200: StopSessionResponse, 404: ErrorBody, 409: ErrorBody } } },
     async (req) => await core.stopSession(req.params.session_name),
   );
   app.post(
     '/sessions/:session_name/messages',
     {
       schema: {
+        operationId: 'sendMessage',
+        tags: ['sessions'],
+        summary: "Send a message to a session (delivered with its next turn)",
         params: SessionNameParams,
         body: SendMessageRequest,
         response: { 200: SendMessageResponse, 400: ErrorBody, 404: ErrorBody, 409: ErrorBody },

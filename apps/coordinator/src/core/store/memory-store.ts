@@ -1,4 +1,4 @@
-import { isTerminal, type LifecycleEvent } from '@agentq/protocol';
+import { isTerminal, type JobStatus, type LifecycleEvent } from '@agentq/protocol';
 import type { Logger } from 'pino';
 import { iso } from '../clock.js';
 import type { Clock } from '../clock.js';
@@ -137,6 +137,11 @@ export class MemoryStore implements Store {
   }
   async counts(): Promise<StoreCounts> {
     return { pending: this.state.pendingCount, active: this.state.active.size };
+  }
+  async countByStatus(): Promise<Partial<Record<JobStatus, number>>> {
+    const out: Partial<Record<JobStatus, number>> = {};
+    for (const job of this.state.jobs.values()) out[job.status] = (out[job.status] ?? 0) + 1;
+    return out;
   }
   async readyBuckets(): Promise<ReadyBucket[]> {
     return this.state.ready.buckets().map(({ key, size, headReadySince }) => ({ key, size, headReadySince }));

@@ -1,5 +1,5 @@
 import Database, { type Database as Db, type Statement } from 'better-sqlite3';
-import { TERMINAL_STATUSES } from '@agentq/protocol';
+import { TERMINAL_STATUSES, type JobStatus } from '@agentq/protocol';
 import { CoordinatorError } from '../errors.js';
 import { OutputBuffer } from '../output-buffer.js';
 import type { JobRow, LauncherRow, SessionRow } from '../rows.js';
@@ -222,6 +222,11 @@ export class SqliteStore extends MemoryStore {
       if (rows.length < page) return out;
       before = rows[rows.length - 1]!.seq;
     }
+  }
+
+  override async countByStatus(): Promise<Partial<Record<JobStatus, number>>> {
+    const rows = this.#stmt('SELECT status, COUNT(*) AS n FROM jobs GROUP BY status').all() as { status: JobStatus; n: number }[];
+    return Object.fromEntries(rows.map((r) => [r.status, r.n]));
   }
 
   override async historyDue(before: number, limit: number): Promise<{ jobs: string[]; sessions: string[] }> {

@@ -137,6 +137,8 @@ export interface Store {
   listJobs(filter: ListJobsFilter): Promise<JobRow[]>;
   listSessions(filter: ListSessionsFilter): Promise<SessionRow[]>;
   counts(): Promise<StoreCounts>;
+  /** jobs held, by status (history included) */
+  countByStatus(): Promise<Partial<Record<JobStatus, number>>>;
   readyBuckets(): Promise<ReadyBucket[]>;
   /** ready jobs of one bucket, oldest first */
   readyJobsIn(key: string, limit: number): Promise<JobRow[]>;

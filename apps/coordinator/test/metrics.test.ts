@@ -1,0 +1,214 @@
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { request } from 'undici';
+import { ManualClock } from '../src/core/clock.js';
+import { CoordinatorMetrics } from '../src/metrics/metrics.js';
+import { parsePrometheusText, type Family } from './prometheus-text.js';
+import { eventJob, fakeLauncher, openEvents, parked, rejectsWith, start, startTest, unparked } from './helpers.js';
+
+/** Scrape `GET /metrics` over HTTP and parse the exposition strictly. */
+async function scrape(url: string): Promise<Map<string, Family>> {
+  const res = await request(`${url}/metrics`);
+  assert.equal(res.statusCode, 200);
+  assert.match(String(res.headers['content-type']), /^text\/plain; version=0\.0\.4/);
+  return parsePrometheusText(await res.body.text());
+}
+
+function family(families: Map<string, Family>, name: string): Family {
+  const f = families.get(name);
+  assert.ok(f, `metric ${name} is exported`);
+  return f;
+}
+
+const sameLabels = (labels: Record<string, string>, want: Record<string, string>) =>
+  Object.keys(labels).length === Object.keys(want).length && Object.entries(want).every(([k, v]) => labels[k] === v);
+
+/** The value of the sample `name` with exactly these labels (0 when there is none yet). */
+function value(families: Map<string, Family>, name: string, labels: Record<string, string> = {}, sample = name): number {
+  return family(families, name).samples.find((s) => s.name === sample && sameLabels(s.labels, labels))?.value ?? 0;
+}
+
+/** How many observations a histogram series holds (its `_count`). */
+/** The sum of every series of a gauge (e.g. agentq_queue_depth over its routing keys). */
+const total = (families: Map<string, Family>, name: string) =>
+  (families.get(name)?.samples ?? []).reduce((n, x) => n + x.value, 0);
+
+const observations = (families: Map<string, Family>, name: string, labels: Record<string, string> = {}) =>
+  value(families, name, labels, `${name}_count`);
+
+test('GET /metrics: counters and histograms move with a real job created, claimed, started and completed over HTTP', async (t) => {
+  const { c, client } = await startTest(t);
+  const before = await scrape(c.url);
+  assert.equal(value(before, 'agentq_jobs_created_total', { type: 'start_session' }), 0);
+  assert.equal(family(before, 'agentq_jobs_created_total').type, 'counter');
+  assert.equal(family(before, 'agentq_job_queue_seconds').type, 'histogram');
+
+  const l = await fakeLauncher(client);
+  const job = await start(client, 'metered');
+  const pending = await scrape(c.url);
+  assert.equal(value(pending, 'agentq_jobs_created_total', { type: 'start_session' }), 1);
+  assert.equal(total(pending, 'agentq_queue_depth'), 1);
+  assert.equal(value(pending, 'agentq_jobs', { status: 'pending' }), 1);
+  assert.equal(value(pending, 'agentq_launchers', { status: 'online' }), 1);
+
+  assert.equal((await l.take()).job_id, job.job_id);
+  const claimed = await scrape(c.url);
+  assert.equal(total(claimed, 'agentq_queue_depth'), 0);
+  assert.equal(value(claimed, 'agentq_jobs', { status: 'pending' }), 0);
+  assert.equal(value(claimed, 'agentq_jobs', { status: 'claimed' }), 1);
+  assert.equal(observations(claimed, 'agentq_job_queue_seconds'), 1);
+
+  await l.started(job.job_id);
+  await l.completed(job.job_id, 'done');
+  await client.getJob(job.job_id);
+  const after = await scrape(c.url);
+  assert.equal(value(after, 'agentq_jobs', { status: 'claimed' }), 0);
+  assert.equal(value(after, 'agentq_jobs', { status: 'completed' }), 1);
+  assert.equal(value(after, 'agentq_jobs_ended_total', { status: 'completed' }), 1);
+  assert.equal(observations(after, 'agentq_job_dispatch_seconds'), 1);
+  assert.equal(observations(after, 'agentq_job_run_seconds', { status: 'completed' }), 1);
+  assert.equal(value(after, 'agentq_callbacks_delivered_total'), 0);
+
+  // requests are timed by route pattern, never by raw URL (ids would explode the label set)
+  const http = family(after, 'agentq_http_request_duration_seconds');
+  assert.equal(observations(after, http.name, { method: 'GET', route: '/jobs/:job_id', status_code: '200' }), 1);
+  assert.equal(observations(after, http.name, { method: 'POST', route: '/jobs', status_code: '201' }), 1);
+  assert.ok(!http.samples.some((s) => s.labels.route?.includes(job.job_id)), 'no raw URL in the route label');
+
+  // the process and runtime metrics, under their standard names
+  for (const name of ['process_cpu_user_seconds_total', 'process_resident_memory_bytes', 'nodejs_eventloop_lag_seconds']) {
+    family(after, name);
+  }
+});
+
+test('GET /metrics: parked polls and SSE clients are read when scraped', async (t) => {
+  const { c, client } = await startTest(t);
+  const l = await fakeLauncher(client);
+  const abort = new AbortController();
+  const poll = l.poll({ signal: abort.signal }).catch(() => null);
+  await parked(c.core, l.id);
+  const job = await start(client, 'seen');
+  // from event 0, so the replay carries the claim; once a message arrives the stream is open
+  const events = openEvents(t, c.url, 0);
+  const first = await events.until((m) => m.event === 'job.claimed');
+  assert.equal(eventJob(first.at(-1)!).job_id, job.job_id);
+  await poll;
+
+  const parkedAgain = parked(c.core, l.id);
+  const second = l.poll({ signal: abort.signal }).catch(() => null);
+  await parkedAgain;
+  const during = await scrape(c.url);
+  assert.equal(value(during, 'agentq_parked_polls'), 1);
+  assert.equal(value(during, 'agentq_sse_clients'), 1);
+
+  const gone = unparked(c.core, l.id);
+  abort.abort();
+  await Promise.all([second, gone]);
+  assert.equal(value(await scrape(c.url), 'agentq_parked_polls'), 0);
+});
+
+test('GET /metrics: a callback resume that completes counts the child outcomes it delivered', async (t) => {
+  const { c, client } = await startTest(t);
+  const l = await fakeLauncher(client);
+  const parent = await start(client, 'parent');
+  await l.take();
+  await l.completed(parent.job_id, 'ready');
+  const child = await start(client, 'child', 'work', { parent_session_name: 'parent' });
+  await l.take();
+  await l.completed(child.job_id, 'worked');
+  const callback = await l.take();
+  assert.deepEqual(callback.callback_of, [child.job_id]);
+  assert.equal(value(await scrape(c.url), 'agentq_callbacks_delivered_total'), 0, 'not delivered until it completes');
+  await l.started(callback.job_id);
+  await l.completed(callback.job_id, 'noted');
+  const after = await scrape(c.url);
+  assert.equal(value(after, 'agentq_callbacks_delivered_total'), 1);
+  assert.equal(value(after, 'agentq_jobs_created_total', { type: 'resume_session' }), 1);
+});
+
+test('GET /metrics: after a restart on the SQLite file, the jobs are counted by status', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'agentq-metrics-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const databaseUrl = `sqlite:${join(dir, 'agentq.db')}`;
+  const first = await startTest(t, { databaseUrl });
+  const l = await fakeLauncher(first.client);
+  const done = await start(first.client, 'done');
+  await l.take();
+  await l.completed(done.job_id, 'ok');
+  await start(first.client, 'waiting');
+  await first.client.close();
+  await first.c.close();
+
+  const second = await startTest(t, { databaseUrl });
+  const restored = await scrape(second.c.url);
+  assert.equal(value(restored, 'agentq_jobs', { status: 'completed' }), 1);
+  assert.equal(value(restored, 'agentq_jobs', { status: 'pending' }), 1);
+  assert.equal(total(restored, 'agentq_queue_depth'), 1);
+  // counters start at zero in a new process: the restored jobs were not created by it
+  assert.equal(value(restored, 'agentq_jobs_created_total', { type: 'start_session' }), 0);
+});
+
+test('GET /metrics: jobs deleted by history retention leave agentq_jobs; agentq_jobs_ended_total keeps them', async (t) => {
+  const clock = new ManualClock();
+  const { c, client } = await startTest(t, { jobRetentionMs: 60_000 }, { clock });
+  const job = await start(client, 'stopped-early');
+  await client.stopJob(job.job_id);
+  const ended = await scrape(c.url);
+  assert.equal(value(ended, 'agentq_jobs', { status: 'stopped' }), 1);
+  assert.equal(value(ended, 'agentq_jobs', { status: 'pending' }), 0);
+  assert.equal(observations(ended, 'agentq_job_run_seconds', { status: 'stopped' }), 0, 'it never started');
+
+  clock.advance(60_000);
+  await c.core.sweep();
+  await rejectsWith(client.getJob(job.job_id), 404, 'job_not_found');
+  const evicted = await scrape(c.url);
+  assert.equal(value(evicted, 'agentq_jobs', { status: 'stopped' }), 0);
+  assert.equal(value(evicted, 'agentq_jobs_ended_total', { status: 'stopped' }), 1);
+});
+
+test('each app has its own registry: two coordinators in one process count separately', async (t) => {
+  const a = await startTest(t);
+  const b = await startTest(t);
+  await start(a.client, 'only-on-a');
+  assert.equal(value(await scrape(a.c.url), 'agentq_jobs_created_total', { type: 'start_session' }), 1);
+  assert.equal(value(await scrape(b.c.url), 'agentq_jobs_created_total', { type: 'start_session' }), 0);
+});
+
+test('the example Grafana dashboard (docs/grafana-dashboard.json) queries only metrics the coordinator exports', async (t) => {
+  const { c } = await startTest(t);
+  const families = await scrape(c.url);
+  const path = fileURLToPath(new URL('../../../../docs/grafana-dashboard.json', import.meta.url));
+  const dashboard = JSON.parse(readFileSync(path, 'utf8')) as { panels: Array<{ targets?: Array<{ expr: string }> }> };
+  const exprs = dashboard.panels.flatMap((p) => (p.targets ?? []).map((x) => x.expr));
+  assert.ok(exprs.length > 10);
+  const names = new Set(exprs.flatMap((e) => [...e.matchAll(/\b((?:agentq|nodejs|process)_[a-z0-9_]+)/g)].map((m) => m[1]!)));
+  for (const name of names) {
+    const base = name.replace(/_(bucket|sum|count)$/, '');
+    assert.ok(families.has(name) || families.get(base)?.type === 'histogram', `${name} is exported`);
+  }
+});
+
+test('agentq_queue_depth is exported per routing_key when the source breaks it down', async () => {
+  const metrics = new CoordinatorMetrics(
+    {
+      subscribe: () => () => {},
+      counts: async () => ({
+        queueDepth: 3,
+        queueDepthByKey: [['gpu', 2], ['default', 1]],
+        jobsByStatus: { pending: 3 },
+        launchers: { online: 0, stale: 0 },
+        parkedPolls: 0,
+      }),
+    },
+    { sseClients: () => 0 },
+  );
+  const families = parsePrometheusText(await metrics.exposition());
+  assert.equal(value(families, 'agentq_queue_depth', { routing_key: 'gpu' }), 2);
+  assert.equal(value(families, 'agentq_queue_depth', { routing_key: 'default' }), 1);
+  assert.equal(family(families, 'agentq_queue_depth').samples.length, 2, 'no unlabelled total beside the keys');
+  metrics.close();
+});
