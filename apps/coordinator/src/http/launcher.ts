@@ -48,7 +48,7 @@ export const launcherRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = 
       const gone = clientGone(reply);
       const answer = await core.poll(launcher_id, capacity, gone);
       if (answer === null) return reply.code(204).send(null);
-      if (answer.jobs) req.log.info({ jobs: answer.jobs.map((j) => j.job_id), launcher_id }, 'jobs handed to launcher');
+      for (const job of answer.jobs ?? []) req.log.info({ job_id: job.job_id, launcher_id }, 'job handed to launcher');
       if (gone.aborted) {
         await core.pollAnswerLost(launcher_id, answer);
         return reply.code(204).send(null);
@@ -118,7 +118,7 @@ export const launcherRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = 
         await core.pollAnswerLost(req.body.launcher_id, poll);
         return answer;
       }
-      if (answer.jobs.length > 0) req.log.info({ jobs: answer.jobs.map((j) => j.job_id), launcher_id: req.body.launcher_id }, 'jobs handed to launcher');
+      for (const job of answer.jobs) req.log.info({ job_id: job.job_id, launcher_id: req.body.launcher_id }, 'job handed to launcher');
       handOver(reply, req.body.launcher_id, poll);
       return answer;
     },
