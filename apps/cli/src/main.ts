@@ -17,6 +17,8 @@ const code = await run(process.argv.slice(2), {
   env: process.env,
   stdout: process.stdout,
   stderr: process.stderr,
+  // touched only by the commands that read stdin (`-p -`): opening it may hold a terminal
+  stdin: { [Symbol.asyncIterator]: () => process.stdin[Symbol.asyncIterator]() },
   isTTY: process.stderr.isTTY === true,
   signal: controller.signal,
 });

@@ -36,7 +36,7 @@ describe('command line', () => {
     const r = await cli(undefined, ['status', '--help', '--json']);
     assert.equal(r.code, 0);
     const env = envelope<{ ok: true; data: { help: string } }>(r, CliEnvelope(CliCommandData.help));
-    assert.match(env.data.help, /agentq status <job_id>/);
+    assert.match(env.data.help, /^Usage: agentq status \[options\] <job_id>$/m);
   });
 
   it('rejects a missing or unknown command', async () => {
@@ -47,11 +47,11 @@ describe('command line', () => {
 
   it('rejects unknown flags and missing arguments', async () => {
     assert.match(await usageError(['status', 'job_0123456789ab', '--nope']), /--nope/);
-    assert.match(await usageError(['status']), /missing <job_id>/);
-    assert.match(await usageError(['status', 'job_0123456789ab', 'job_0123456789ac']), /unexpected argument/);
-    assert.match(await usageError(['wait']), /missing <job_id>/);
+    assert.match(await usageError(['status']), /missing required argument 'job_id'/);
+    assert.match(await usageError(['status', 'job_0123456789ab', 'job_0123456789ac']), /too many arguments for 'status'/);
+    assert.match(await usageError(['wait']), /missing required argument 'job_id'/);
     assert.match(await usageError(['start', 'alpha']), /missing -p <prompt>/);
-    assert.match(await usageError(['list', 'extra']), /unexpected argument/);
+    assert.match(await usageError(['list', 'extra']), /too many arguments for 'list'/);
   });
 
   it('rejects bad durations and numbers', async () => {
@@ -71,7 +71,7 @@ describe('command line', () => {
     const r = await cli(undefined, ['status']);
     assert.equal(r.code, 2);
     assert.equal(r.stdout, '');
-    assert.match(r.stderr, /^agentq: missing <job_id>\nRun 'agentq status --help' for usage\.\n$/);
+    assert.match(r.stderr, /^agentq: missing required argument 'job_id'\nRun 'agentq status --help' for usage\.\n$/);
   });
 
   it('takes the command after global options', async () => {

@@ -212,7 +212,8 @@ describe('agentq start --wait', () => {
     await c.launcher.fail(job.job_id, 'broken');
     const r = await starting;
     assert.equal(r.code, 4);
-    assert.match(r.stderr, /waiting: job_[0-9a-f]{12} pending · \d+(ms|s)/);
+    // pending, or claimed at once when the launcher's poll was already parked
+    assert.match(r.stderr, /waiting: job_[0-9a-f]{12} (pending|claimed) · \d+(ms|s)/);
     assert.match(r.stderr, new RegExp(`${job.job_id}  \\w+ → failed  \\(`));
     assert.equal(envelope<{ ok: true; data: JobDescriptor }>(r, DescriptorSchema).data.status, 'failed');
   });
