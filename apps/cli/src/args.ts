@@ -19,10 +19,19 @@ export function durationArg(min = 0): (text: string) => number {
   };
 }
 
-/** A duration or `none` (no limit / no timeout), which parses to null. */
-export function timeoutArg(min = 0): (text: string) => number | null {
+/** What `none` parses to (commander turns a parsed null into '', so not null itself). */
+export const NONE = 'none';
+export type Timeout = number | typeof NONE;
+
+/** A duration or `none` (no limit / no timeout). */
+export function timeoutArg(min = 0): (text: string) => Timeout {
   const duration = durationArg(min);
-  return (text) => (text.trim().toLowerCase() === 'none' ? null : duration(text));
+  return (text) => (text.trim().toLowerCase() === NONE ? NONE : duration(text));
+}
+
+/** A Timeout option as milliseconds, null for `none`, undefined when not given. */
+export function timeoutMs(value: Timeout | undefined): number | null | undefined {
+  return value === NONE ? null : value;
 }
 
 /** An integer from `min` to `max` (`--limit 50`). */

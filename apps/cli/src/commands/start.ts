@@ -1,6 +1,6 @@
 import { exitCodeForStatus, type CreateJobRequest, type Job, type JobType } from '@agentq/protocol';
 import { Option, type Command } from 'commander';
-import { keyValueArg, timeoutArg } from '../args.js';
+import { keyValueArg, timeoutArg, timeoutMs, type Timeout } from '../args.js';
 import type { CommandContext, CommandResult } from '../context.js';
 import { describeJob } from '../descriptor.js';
 import { followOutput } from '../follow.js';
@@ -19,11 +19,9 @@ interface StartOptions {
   /** a name, false for --no-parent, undefined when neither was given */
   parent?: string | false;
   require?: Record<string, string>;
-  /** ms, or null for `none` */
-  timeout?: number | null;
+  timeout?: Timeout;
   wait?: boolean;
-  /** ms, or null for `none` (wait without limit) */
-  waitTimeout?: number | null;
+  waitTimeout?: Timeout;
   follow?: boolean;
 }
 
@@ -104,7 +102,8 @@ async function createJob(type: JobType, ctx: CommandContext, cmd: Command): Prom
   if (o.agent !== undefined) body.agent_name = o.agent;
   if (o.projectDir !== undefined) body.project_dir = o.projectDir;
   if (parent !== undefined) body.parent_session_name = parent;
-  if (o.timeout !== undefined) body.timeout_ms = o.timeout;
+  const jobTimeout = timeoutMs(o.timeout);
+  if (jobTimeout !== undefined) body.timeout_ms = jobTimeout;
   if (o.require !== undefined) body.requires = o.require;
 
   if (!wait) {
@@ -115,8 +114,8 @@ async function createJob(type: JobType, ctx: CommandContext, cmd: Command): Prom
     return { data: d, exitCode: 0, text: () => renderDescriptor(d, ctx.now(), headline) };
   }
 
-  const timeoutMs = o.waitTimeout ?? undefined; // null (none) = no limit
-  const job = follow ? await waitFollowing(ctx, body, timeoutMs) : await waitWithProgress(ctx, body, timeoutMs);
+  const waitMs = timeoutMs(o.waitTimeout) ?? undefined; // none: no limit
+  const job = follow ? await waitFollowing(ctx, body, waitMs) : await waitWithProgress(ctx, body, waitMs);
   const d = describeJob(job, ctx);
   return { data: d, exitCode: exitCodeForStatus(job.status), text: () => renderDescriptor(d, ctx.now()) };
 }

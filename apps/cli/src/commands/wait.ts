@@ -7,7 +7,7 @@ import {
   type WaitMode,
 } from '@agentq/protocol';
 import { Option, type Command } from 'commander';
-import { timeoutArg } from '../args.js';
+import { timeoutArg, timeoutMs, type Timeout } from '../args.js';
 import type { CommandContext, CommandResult } from '../context.js';
 import { describeJob } from '../descriptor.js';
 import { formatDuration } from '../duration.js';
@@ -20,8 +20,7 @@ import { waitForJobs } from '../waiting.js';
 
 interface WaitOptions {
   all?: boolean;
-  /** ms, or null for `none` */
-  timeout?: number | null;
+  timeout?: Timeout;
 }
 
 const NOTES = `Exit: 3 if the wait stopped before its condition; otherwise 0 if every finished job
@@ -60,7 +59,7 @@ async function wait(ctx: CommandContext, cmd: Command): Promise<CommandResult> {
     await progress?.ready;
     let first = true;
     outcome = await waitForJobs(ctx.client, ids, mode, {
-      timeoutMs: o.timeout ?? undefined,
+      timeoutMs: timeoutMs(o.timeout) ?? undefined,
       signal: ctx.signal,
       now: ctx.now,
       onSnapshot: (jobs) => {
