@@ -45,6 +45,17 @@ export async function notFoundOn<T>(code: string, call: Promise<T>): Promise<T> 
   }
 }
 
+/** A next step for people, printed under the error (text mode only). */
+const NEXT_STEPS: Readonly<Record<string, string>> = {
+  session_exists: "start makes a new session; to continue this one: agentq resume <session> -p <prompt>",
+  session_not_found: 'agentq sessions lists the sessions; start creates one',
+  coordinator_unreachable: 'is the coordinator running? (npm start, or --url / AGENTQ_URL)',
+};
+
+export function nextStep(code: string): string | undefined {
+  return NEXT_STEPS[code];
+}
+
 /** A failure of the command itself, ready to print: envelope error + exit code. */
 export interface CliFailureInfo {
   error: CliError;

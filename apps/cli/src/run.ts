@@ -4,7 +4,7 @@ import { CommanderError } from 'commander';
 import { registerCommands } from './commands/index.js';
 import { RunContext, type CliIo, type CommandResult, type GlobalOptions } from './context.js';
 import { writeJson } from './envelope.js';
-import { toCliFailure, UsageError } from './errors.js';
+import { nextStep, toCliFailure, UsageError } from './errors.js';
 import { buildProgram, commandPath } from './program.js';
 
 /** The version of the `agentq` package (apps/cli/package.json). */
@@ -67,6 +67,8 @@ function fail(io: CliIo, json: boolean, err: unknown): number {
     if (err instanceof UsageError) {
       io.stderr.write(`Run 'agentq ${err.command ? `${err.command} ` : ''}--help' for usage.\n`);
     }
+    const hint = nextStep(error.code);
+    if (hint) io.stderr.write(`${hint}\n`);
   }
   return exitCode;
 }

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { CliCommandData, CliEnvelope, CliFailure, type CliFailure as Failure } from '@agentq/protocol';
 import { cli, deadUrl, envelope } from './helpers.js';
@@ -15,7 +16,7 @@ describe('command line', () => {
   it('--help lists the commands and the exit codes, exit 0', async () => {
     const r = await cli(undefined, ['--help']);
     assert.equal(r.code, 0);
-    for (const c of ['start', 'resume', 'status', 'wait', 'cancel', 'list', 'output', 'launchers', 'sessions']) {
+    for (const c of ['start', 'resume', 'status', 'wait', 'cancel', 'list', 'output', 'launchers', 'sessions', 'send', 'health', 'watch']) {
       assert.match(r.stdout, new RegExp(`^  ${c} `, 'm'));
     }
     for (const line of ['3  still running', '4  failed', '5  job not found', '6  stopped', '7  timed out', '2  usage error']) {
@@ -60,6 +61,48 @@ describe('command line', () => {
     assert.match(await usageError(['wait', 'job_0123456789ab', '--timeout', 'soon']), /not a duration/);
     assert.match(await usageError(['list', '--limit', '0']), /--limit/);
     assert.match(await usageError(['output', 'job_0123456789ab', '--tail', '-1']), /--tail/);
+  });
+
+  it('suggests the command or option that was meant', async () => {
+    assert.match(await usageError(['stauts', 'job_0123456789ab']), /unknown command 'stauts'\n\(Did you mean status\?\)/);
+    assert.match(await usageError(['list', '--sesion', 'a']), /unknown option '--sesion'\n\(Did you mean --session\?\)/);
+    assert.match(await usageError(['sesions']), /Did you mean sessions\?/);
+  });
+
+  it('--version works alone, after a command, and after its options', async () => {
+    const version = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+    for (const argv of [['--version'], ['-V'], ['status', '--version'], ['list', '--all', '--version'], ['session', 'stop', '-V']]) {
+      const r = await cli(undefined, argv);
+      assert.equal(r.code, 0, argv.join(' '));
+      assert.equal(r.stdout, `agentq ${version}\n`, argv.join(' '));
+    }
+    const json = await cli(undefined, ['--version', '--json']);
+    assert.deepEqual(JSON.parse(json.stdout), { ok: true, data: { version } });
+  });
+
+  it('global options go anywhere, also after a command\'s own options', async () => {
+    const url = await deadUrl();
+    for (const argv of [
+      ['list', '--all', '--json', '--url', url],
+      ['list', '--status', 'failed', '--url', url, '--json'],
+      ['--json', 'list', '--session', 'a', '--url', url],
+    ]) {
+      const r = await cli(undefined, argv);
+      assert.equal(r.code, 1, argv.join(' '));
+      assert.equal(envelope<Failure>(r, CliFailure).error.code, 'coordinator_unreachable', argv.join(' '));
+    }
+  });
+
+  it('help reaches nested commands; the main help lists them by full name', async () => {
+    const a = await cli(undefined, ['help', 'session', 'stop']);
+    const b = await cli(undefined, ['session', 'stop', '--help']);
+    assert.equal(a.code, 0);
+    assert.equal(a.stdout, b.stdout);
+    assert.match(a.stdout, /^Usage: agentq session stop \[options\] <session>$/m);
+    const main = await cli(undefined, ['--help']);
+    for (const line of ['session stop <session>', 'launchers rm <launcher_id>', 'token create <name>', 'completion <shell>']) {
+      assert.match(main.stdout, new RegExp(`^  ${line.replace(/[[\]]/g, '\\$&')} `, 'm'), line);
+    }
   });
 
   it('rejects a coordinator URL that is not http(s)', async () => {

@@ -44,15 +44,15 @@ export function registerSessions(program: Command, act: Act): void {
     .command('stop')
     .summary("stop everything a session is doing (its active job and pending ones)")
     .argument('<session>', 'the session')
-    .addHelpText('after', commandHelpAfter('Exits 0 when the session exists (whatever was running), 5 when it does not.'))
+    .addHelpText(
+      'after',
+      commandHelpAfter('Exits 0 when jobs were stopped, 2 when the session is idle (session_idle),\n5 when it does not exist.'),
+    )
     .action(
       act(async (ctx, cmd) => {
         const [name] = cmd.processedArgs as [string];
         const data = await notFoundOn('session_not_found', ctx.client.stopSession(name, { signal: ctx.signal }));
-        const text = () =>
-          data.stopped.length === 0
-            ? `${data.session_name}: nothing to stop`
-            : table(['JOB', 'OUTCOME', 'STATUS'], data.stopped.map((s) => [s.job_id, s.outcome, s.status]));
+        const text = () => table(['JOB', 'OUTCOME', 'STATUS'], data.stopped.map((s) => [s.job_id, s.outcome, s.status]));
         return { data, exitCode: 0, text };
       }),
     );
