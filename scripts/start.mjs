@@ -146,10 +146,16 @@ process.on('exit', () => {
 function coordinatorReady() {
   return new Promise((resolve, reject) => {
     let listenError;
-    const { exited } = run('coordinator', COORDINATOR, [], { HOST: host, PORT: port, LOG_LEVEL: childLevel }, (entry) => {
-      if (entry.msg === 'coordinator ready' && typeof entry.port === 'number') resolve(entry.port);
-      if (entry.msg === 'could not listen') listenError = entry.err;
-    });
+    const { exited } = run(
+      'coordinator',
+      COORDINATOR,
+      [],
+      { HOST: host, PORT: port, LOG_LEVEL: childLevel },
+      (entry) => {
+        if (entry.msg === 'coordinator ready' && typeof entry.port === 'number') resolve(entry.port);
+        if (entry.msg === 'could not listen') listenError = entry.err;
+      },
+    );
     exited.then(({ code, signal }) => reject({ listenError, code, signal }));
     setTimeout(() => reject({ timeout: true }), READY_TIMEOUT_MS).unref();
   });

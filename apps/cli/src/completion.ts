@@ -33,7 +33,13 @@ interface Node {
   options: OptionInfo[];
 }
 
-const HELP_OPTION: OptionInfo = { flags: ['-h', '--help'], description: 'show help', takesValue: false, choices: undefined, path: false };
+const HELP_OPTION: OptionInfo = {
+  flags: ['-h', '--help'],
+  description: 'show help',
+  takesValue: false,
+  choices: undefined,
+  path: false,
+};
 
 function optionInfo(o: Option): OptionInfo {
   return {
@@ -96,7 +102,10 @@ function bash(name: string, tree: Node[]): string {
           : 'COMPREPLY=()';
       valueCases.push(`        ${o.flags.join('|')}) ${action}; return ;;`);
     }
-    const candidates = [...n.words.map((w) => w.word), ...n.options.flatMap((o) => o.flags.filter((f) => f.startsWith('--')))];
+    const candidates = [
+      ...n.words.map((w) => w.word),
+      ...n.options.flatMap((o) => o.flags.filter((f) => f.startsWith('--'))),
+    ];
     return [
       `    ${shq(n.path)})`,
       ...(valueCases.length > 0 ? ['      case "$prev" in', ...valueCases, '      esac'] : []),
@@ -177,7 +186,8 @@ function fish(name: string, tree: Node[]): string {
   const lines: string[] = [];
   for (const n of tree) {
     const cond = `-n ${fq(`test (${fn}) = ${name}${n.path}`)}`;
-    for (const w of n.words) lines.push(`complete -c ${name} ${cond} -a ${fq(w.word)} -d ${fq(oneLine(w.description))}`);
+    for (const w of n.words)
+      lines.push(`complete -c ${name} ${cond} -a ${fq(w.word)} -d ${fq(oneLine(w.description))}`);
     for (const o of n.options) {
       const flags = o.flags.map((f) => (f.startsWith('--') ? `-l ${f.slice(2)}` : `-s ${f.slice(1)}`)).join(' ');
       const value = o.choices ? ` -x -a ${fq(o.choices.join(' '))}` : o.takesValue ? (o.path ? ' -r -F' : ' -x') : '';

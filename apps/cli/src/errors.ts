@@ -47,7 +47,7 @@ export async function notFoundOn<T>(code: string, call: Promise<T>): Promise<T> 
 
 /** A next step for people, printed under the error (text mode only). */
 const NEXT_STEPS: Readonly<Record<string, string>> = {
-  session_exists: "start makes a new session; to continue this one: agentq resume <session> -p <prompt>",
+  session_exists: 'start makes a new session; to continue this one: agentq resume <session> -p <prompt>',
   session_not_found: 'agentq sessions lists the sessions; start creates one',
   coordinator_unreachable: 'is the coordinator running? (npm start, or --url / AGENTQ_URL)',
 };
@@ -124,7 +124,12 @@ export function toCliFailure(err: unknown): CliFailureInfo {
 /** The error a command raises itself when a job id is unknown (same code as the coordinator's). */
 export function jobNotFound(ids: readonly string[]): AgentqApiError {
   const list = ids.join(', ');
-  return new AgentqApiError(404, 'job_not_found', ids.length === 1 ? `job ${list} not found` : `jobs not found: ${list}`, {
-    job_ids: [...ids],
-  });
+  return new AgentqApiError(
+    404,
+    'job_not_found',
+    ids.length === 1 ? `job ${list} not found` : `jobs not found: ${list}`,
+    {
+      job_ids: [...ids],
+    },
+  );
 }

@@ -32,7 +32,10 @@ export interface ProgramIo {
 function globalOptions(): Option[] {
   return [
     new Option('--url <url>', 'coordinator URL (default: $AGENTQ_URL, else http://127.0.0.1:8765)'),
-    new Option('--json', 'print exactly one JSON envelope on stdout: {"ok":true,"data":...} or {"ok":false,"error":{...}}'),
+    new Option(
+      '--json',
+      'print exactly one JSON envelope on stdout: {"ok":true,"data":...} or {"ok":false,"error":{...}}',
+    ),
     new Option('--token <token>', 'bearer token for a coordinator with auth on (default: $AGENTQ_TOKEN)'),
     new Option('--ca-file <path>', 'CA certificate (PEM) of an https:// coordinator (default: $AGENTQ_CA_FILE)'),
   ].map((o) => o.helpGroup('Global options:'));
@@ -51,9 +54,13 @@ function usageError(err: CommanderError, cmd: Command): UsageError {
   if (err.code === 'commander.help') {
     // help shown because a command that needs a subcommand got none (`agentq`, `agentq session`)
     const subs = cmd.commands.map((c) => c.name()).join('|');
-    return new UsageError(path === '' ? 'missing command' : `missing command: agentq ${path} <${subs}>`, path || undefined, {
-      cause: err,
-    });
+    return new UsageError(
+      path === '' ? 'missing command' : `missing command: agentq ${path} <${subs}>`,
+      path || undefined,
+      {
+        cause: err,
+      },
+    );
   }
   return new UsageError(err.message.replace(/^error: /, ''), path || undefined, { cause: err });
 }
@@ -76,19 +83,28 @@ export function buildProgram(version: string, io: ProgramIo, register: Register)
     .addHelpText('after', MAIN_HELP_AFTER);
 
   const groups = new Set<Command>();
-  const act: Act = Object.assign((handler: Handler) => async (...args: unknown[]) => io.run(args[args.length - 1] as Command, handler), {
-    group(parent: Command, name: string, summary: string): Command {
-      const cmd = parent.command(name).summary(summary);
-      groups.add(cmd);
-      return cmd;
+  const act: Act = Object.assign(
+    (handler: Handler) =>
+      async (...args: unknown[]) =>
+        io.run(args[args.length - 1] as Command, handler),
+    {
+      group(parent: Command, name: string, summary: string): Command {
+        const cmd = parent.command(name).summary(summary);
+        groups.add(cmd);
+        return cmd;
+      },
     },
-  });
+  );
   program.configureHelp({
     // the main help lists nested commands by their full name (`session stop <session>`)
-    visibleCommands: (cmd) =>
-      cmd.commands.flatMap((sub) => (groups.has(sub) ? sub.commands : [sub, ...sub.commands])),
+    visibleCommands: (cmd) => cmd.commands.flatMap((sub) => (groups.has(sub) ? sub.commands : [sub, ...sub.commands])),
     subcommandTerm: (sub) =>
-      [commandPath(sub), ...sub.registeredArguments.map((a) => (a.required ? `<${a.name()}${a.variadic ? '...' : ''}>` : `[${a.name()}${a.variadic ? '...' : ''}]`))].join(' '),
+      [
+        commandPath(sub),
+        ...sub.registeredArguments.map((a) =>
+          a.required ? `<${a.name()}${a.variadic ? '...' : ''}>` : `[${a.name()}${a.variadic ? '...' : ''}]`,
+        ),
+      ].join(' '),
   });
   register(program, act);
 

@@ -101,7 +101,9 @@ export class Progress {
   async settle(jobs: readonly Job[]): Promise<void> {
     if (this.#stopped) return;
     const caughtUp = () =>
-      !this.#live || this.#streamEnded || jobs.every((j) => (this.#seenAt.get(j.job_id) ?? 0) >= Date.parse(j.updated_at));
+      !this.#live ||
+      this.#streamEnded ||
+      jobs.every((j) => (this.#seenAt.get(j.job_id) ?? 0) >= Date.parse(j.updated_at));
     const deadline = Date.now() + GRACE_MS;
     while (!caughtUp() && Date.now() < deadline) {
       await new Promise<void>((resolve) => {

@@ -7,7 +7,8 @@ export async function readStdin(io: CliIo): Promise<string> {
   if (!io.stdin) return '';
   const decoder = new TextDecoder();
   let text = '';
-  for await (const chunk of io.stdin) text += typeof chunk === 'string' ? chunk : decoder.decode(chunk, { stream: true });
+  for await (const chunk of io.stdin)
+    text += typeof chunk === 'string' ? chunk : decoder.decode(chunk, { stream: true });
   return text + decoder.decode();
 }
 
@@ -33,9 +34,13 @@ export async function readPrompt(
     try {
       text = await readFile(promptFile, 'utf8');
     } catch (err) {
-      throw new UsageError(`--prompt-file: cannot read ${promptFile}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`, command, {
-        cause: err,
-      });
+      throw new UsageError(
+        `--prompt-file: cannot read ${promptFile}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`,
+        command,
+        {
+          cause: err,
+        },
+      );
     }
     from = promptFile;
   } else if (prompt !== undefined) {

@@ -11,7 +11,11 @@ const JOBS_PER_SESSION = 200;
  * for each session, `GET /jobs?session_name=` for its jobs. Depth is bounded by the coordinator
  * (a parent chain has at most MAX_SESSION_DEPTH levels), so this is a handful of rounds.
  */
-export async function fetchSessionTree(client: AgentqClient, name: string, signal?: AbortSignal): Promise<CliSessionTree> {
+export async function fetchSessionTree(
+  client: AgentqClient,
+  name: string,
+  signal?: AbortSignal,
+): Promise<CliSessionTree> {
   const session = await client.getSession(name, { signal });
   const page = await client.listJobs({ session_name: name, limit: JOBS_PER_SESSION }, { signal });
   const children = await Promise.all(session.children.map((child) => fetchSessionTree(client, child, signal)));
@@ -56,7 +60,10 @@ export function renderSessionTree(tree: CliSessionTree, now: number): string {
       const last = i === items.length - 1;
       const mark = last ? '└─ ' : '├─ ';
       if ('child' in item) walk(item.child, childLead, mark);
-      else if ('more' in item) lines.push(`${childLead}${mark}… older jobs not shown (agentq list --all --session ${node.session.session_name})`);
+      else if ('more' in item)
+        lines.push(
+          `${childLead}${mark}… older jobs not shown (agentq list --all --session ${node.session.session_name})`,
+        );
       else lines.push(`${childLead}${mark}${jobLine(item.job, owners, now)}`);
     });
   };
@@ -73,7 +80,8 @@ function sessionLine(node: CliSessionTree): string {
   if (s.pending_callbacks.length > 0) facts.push(`${s.pending_callbacks.length} callback(s) waiting`);
   if (s.pending_messages.length > 0) facts.push(`${s.pending_messages.length} message(s) waiting`);
   if (hasUsage(s.usage, s.cost_usd)) facts.push(formatUsage(s.usage, s.cost_usd));
-  if (node.children.length > 0 && hasUsage(s.tree_usage, s.tree_cost_usd)) facts.push(`tree ${formatCost(s.tree_cost_usd)}`);
+  if (node.children.length > 0 && hasUsage(s.tree_usage, s.tree_cost_usd))
+    facts.push(`tree ${formatCost(s.tree_cost_usd)}`);
   if (facts.length > 0) parts.push(facts.join(' · '));
   return parts.join('  ');
 }

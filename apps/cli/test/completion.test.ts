@@ -37,7 +37,19 @@ describe('agentq completion', () => {
 
   it('bash: commands, subcommands, options and their fixed values, from the command tree', async () => {
     const top = await bashComplete(['agentq', '']);
-    for (const c of ['start', 'wait', 'sessions', 'session', 'launchers', 'watch', 'health', 'token', 'send', 'completion', '--json']) {
+    for (const c of [
+      'start',
+      'wait',
+      'sessions',
+      'session',
+      'launchers',
+      'watch',
+      'health',
+      'token',
+      'send',
+      'completion',
+      '--json',
+    ]) {
       assert.ok(top.includes(c), `${c} in ${top.join(' ')}`);
     }
     assert.deepEqual(await bashComplete(['agentq', 'st']), ['start', 'status']);
@@ -45,9 +57,17 @@ describe('agentq completion', () => {
     assert.deepEqual(await bashComplete(['agentq', 'launchers', 'r']), ['rm']);
     assert.deepEqual(await bashComplete(['agentq', 'start', 'alpha', '--prom']), ['--prompt', '--prompt-file']);
     assert.deepEqual(await bashComplete(['agentq', '--json', 'start', 'alpha', '--no-']), ['--no-parent']);
-    assert.deepEqual(await bashComplete(['agentq', 'token', 'create', 'bob', '--role', '']), ['admin', 'client', 'reader', 'launcher']);
+    assert.deepEqual(await bashComplete(['agentq', 'token', 'create', 'bob', '--role', '']), [
+      'admin',
+      'client',
+      'reader',
+      'launcher',
+    ]);
     assert.deepEqual(await bashComplete(['agentq', 'sessions', '--status', '']), ['idle', 'busy']);
-    assert.deepEqual(await bashComplete(['agentq', 'completion', '']).then((w) => w.filter((x) => !x.startsWith('-'))), ['bash', 'zsh', 'fish']);
+    assert.deepEqual(
+      await bashComplete(['agentq', 'completion', '']).then((w) => w.filter((x) => !x.startsWith('-'))),
+      ['bash', 'zsh', 'fish'],
+    );
     assert.deepEqual(await bashComplete(['agentq', 'start', '--timeout', '']), [], 'a value: nothing to offer');
   });
 

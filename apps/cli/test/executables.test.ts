@@ -22,9 +22,17 @@ interface Ran {
  * Run a command to its end. `failIf` ends it early when its output shows it is doing what it
  * must not (a server starting), so that a regression fails fast instead of hanging.
  */
-function runToEnd(command: string, args: string[], o: { env?: NodeJS.ProcessEnv; cwd?: string; failIf?: RegExp } = {}): Promise<Ran> {
+function runToEnd(
+  command: string,
+  args: string[],
+  o: { env?: NodeJS.ProcessEnv; cwd?: string; failIf?: RegExp } = {},
+): Promise<Ran> {
   return new Promise((resolve, reject) => {
-    const child = spawn(command, args, { cwd: o.cwd ?? ROOT, env: o.env ?? process.env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(command, args, {
+      cwd: o.cwd ?? ROOT,
+      env: o.env ?? process.env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let stdout = '';
     let stderr = '';
     const watch = () => {

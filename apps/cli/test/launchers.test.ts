@@ -33,11 +33,20 @@ describe('agentq launchers', () => {
       project_roots: ['/srv/app', '/srv/lib'],
       project_dir: '/srv/app',
     };
-    const legacy = { ...launcher, launcher_id: 'lnch_0123456789ac', labels: {}, project_roots: [], project_dir: '/home/me' };
+    const legacy = {
+      ...launcher,
+      launcher_id: 'lnch_0123456789ac',
+      labels: {},
+      project_roots: [],
+      project_dir: '/home/me',
+    };
     const text = renderLaunchers({ launchers: [launcher, legacy] });
     const [header, first, second] = text.split('\n');
     assert.match(header as string, /^LAUNCHER +STATUS +HOST +EXECUTOR +JOBS +HEARTBEAT +LABELS +ROOTS$/);
-    assert.match(first as string, /^lnch_0123456789ab {2}online +gpu-box +claude-code +1\/4 +3s ago +gpu=a100 zone=eu {2}\/srv\/app,\/srv\/lib$/);
+    assert.match(
+      first as string,
+      /^lnch_0123456789ab {2}online +gpu-box +claude-code +1\/4 +3s ago +gpu=a100 zone=eu {2}\/srv\/app,\/srv\/lib$/,
+    );
     // a launcher that registered only a project_dir: that is its root
     assert.match(second as string, /^lnch_0123456789ac .* - +\/home\/me$/);
   });

@@ -55,7 +55,9 @@ function until(s: Started, text: string): Promise<string> {
       }
     };
     s.child.stdout?.on('data', check);
-    s.exited.then((code) => reject(new Error(`npm start exited (${code}) before "${text}":\n${s.stdout()}\n${s.stderr()}`)));
+    s.exited.then((code) =>
+      reject(new Error(`npm start exited (${code}) before "${text}":\n${s.stdout()}\n${s.stderr()}`)),
+    );
     check();
   });
 }
@@ -86,7 +88,11 @@ describe('quick start', () => {
 
     // 1. the banner's curl example, as printed
     const body = /-d '(\{.*\})'/.exec(banner)?.[1] as string;
-    const created = await fetch(`${url}/jobs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+    const created = await fetch(`${url}/jobs`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body,
+    });
     assert.equal(created.status, 201, await created.clone().text());
 
     // 2. the README's quick start, word for word
@@ -120,7 +126,10 @@ describe('quick start', () => {
     const started = npmStart(t, { PORT: String(port) });
     const code = await started.exited;
     assert.equal(code, 1);
-    assert.match(started.stderr(), new RegExp(`agentq could not start: port ${port} on 127\\.0\\.0\\.1 is already in use`));
+    assert.match(
+      started.stderr(),
+      new RegExp(`agentq could not start: port ${port} on 127\\.0\\.0\\.1 is already in use`),
+    );
     assert.doesNotMatch(started.stdout(), /agentq is running/);
     assert.deepEqual(requests, [], 'nothing of agentq talked to the other server');
   });

@@ -15,10 +15,20 @@ import { cli, coordinator, envelope, type TestCoordinator } from './helpers.js';
 
 /** boss (completed its first job) → kid (completed) → a callback resume of boss, pending. */
 async function parentAndChild(c: TestCoordinator) {
-  const bossJob = await c.client.createJob({ type: 'start_session', session_name: 'boss', prompt: 'delegate', agent_name: 'lead' });
+  const bossJob = await c.client.createJob({
+    type: 'start_session',
+    session_name: 'boss',
+    prompt: 'delegate',
+    agent_name: 'lead',
+  });
   await c.launcher.claimAndStart();
   await c.launcher.complete(bossJob.job_id, 'delegated');
-  const kidJob = await c.client.createJob({ type: 'start_session', session_name: 'kid', prompt: 'do it', parent_session_name: 'boss' });
+  const kidJob = await c.client.createJob({
+    type: 'start_session',
+    session_name: 'kid',
+    prompt: 'do it',
+    parent_session_name: 'boss',
+  });
   await c.launcher.claimAndStart();
   await c.launcher.complete(kidJob.job_id, 'did it');
   const callback = (await c.client.listJobs({ session_name: 'boss' })).jobs.find((j) => j.callback_of !== null);
@@ -90,9 +100,19 @@ describe('agentq sessions <name>: the tree', () => {
       }) as Session;
     const tree: CliSessionTree = {
       session: session('boss', {
-        usage: { input_tokens: 1200, output_tokens: 340, cache_read_input_tokens: 5000, cache_creation_input_tokens: 0 },
+        usage: {
+          input_tokens: 1200,
+          output_tokens: 340,
+          cache_read_input_tokens: 5000,
+          cache_creation_input_tokens: 0,
+        },
         cost_usd: 0.0123,
-        tree_usage: { input_tokens: 2400, output_tokens: 680, cache_read_input_tokens: 5000, cache_creation_input_tokens: 0 },
+        tree_usage: {
+          input_tokens: 2400,
+          output_tokens: 680,
+          cache_read_input_tokens: 5000,
+          cache_creation_input_tokens: 0,
+        },
         tree_cost_usd: 0.0456,
       }),
       jobs: [],
@@ -100,7 +120,10 @@ describe('agentq sessions <name>: the tree', () => {
       children: [{ session: session('kid', {}), jobs: [], more_jobs: false, children: [] }],
     };
     const lines = renderSessionTree(tree, Date.now()).split('\n');
-    assert.equal(lines[0], 'boss  idle  last completed · 1,200 in · 340 out · cache 5,000 read · $0.0123 · tree $0.0456');
+    assert.equal(
+      lines[0],
+      'boss  idle  last completed · 1,200 in · 340 out · cache 5,000 read · $0.0123 · tree $0.0456',
+    );
     assert.equal(lines[1], '├─ … older jobs not shown (agentq list --all --session boss)');
     assert.equal(lines[2], '└─ kid  idle  last completed', 'nothing used: no usage shown');
   });
@@ -108,7 +131,13 @@ describe('agentq sessions <name>: the tree', () => {
 
 describe('agentq sessions', () => {
   it('has a USAGE column once a session has used something', () => {
-    const base = { status: 'idle', agent_name: null, parent_session_name: null, active_job_id: null, last_job_status: null };
+    const base = {
+      status: 'idle',
+      agent_name: null,
+      parent_session_name: null,
+      active_job_id: null,
+      last_job_status: null,
+    };
     const data = {
       sessions: [
         { ...base, session_name: 'a', updated_at: new Date().toISOString(), usage: zero, cost_usd: 0 },

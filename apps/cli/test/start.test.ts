@@ -45,10 +45,16 @@ describe('agentq start: where the prompt comes from', () => {
 
   it('refuses two prompts, an empty one, and a file it cannot read', async (t) => {
     const c = await coordinator(t);
-    assert.match(usageMessage(await cli(c.url, ['start', 'a', '-p', 'x', '--prompt-file', '/etc/hostname', '--json'])), /once/);
+    assert.match(
+      usageMessage(await cli(c.url, ['start', 'a', '-p', 'x', '--prompt-file', '/etc/hostname', '--json'])),
+      /once/,
+    );
     assert.match(usageMessage(await cli(c.url, ['start', 'a', '-p', '-', '--json'], { stdin: '\n' })), /empty/);
     assert.match(usageMessage(await cli(c.url, ['start', 'a', '-p', '-', '--json'])), /empty/);
-    assert.match(usageMessage(await cli(c.url, ['start', 'a', '--prompt-file', '/nonexistent/p.md', '--json'])), /ENOENT/);
+    assert.match(
+      usageMessage(await cli(c.url, ['start', 'a', '--prompt-file', '/nonexistent/p.md', '--json'])),
+      /ENOENT/,
+    );
     assert.deepEqual((await c.client.listJobs()).jobs, [], 'nothing was created');
   });
 });
@@ -57,11 +63,24 @@ describe('agentq start: what the job asks for', () => {
   it('--require key=value (repeatable) sends requires', async (t) => {
     const c = await coordinator(t);
     const requests = recordCalls(c.core, 'createJob') as CreateJobRequest[];
-    const r = await cli(c.url, ['start', 'alpha', '-p', 'x', '--require', 'gpu=a100', '--require', 'zone = eu-1', '--json']);
+    const r = await cli(c.url, [
+      'start',
+      'alpha',
+      '-p',
+      'x',
+      '--require',
+      'gpu=a100',
+      '--require',
+      'zone = eu-1',
+      '--json',
+    ]);
     assert.equal(r.code, 0, r.stdout);
     assert.deepEqual(requests[0]?.requires, { gpu: 'a100', zone: 'eu-1' });
 
-    assert.match(usageMessage(await cli(c.url, ['start', 'b', '-p', 'x', '--require', 'gpu', '--json'])), /not key=value/);
+    assert.match(
+      usageMessage(await cli(c.url, ['start', 'b', '-p', 'x', '--require', 'gpu', '--json'])),
+      /not key=value/,
+    );
     assert.match(
       usageMessage(await cli(c.url, ['start', 'b', '-p', 'x', '--require', 'gpu=a', '--require', 'gpu=b', '--json'])),
       /already required as gpu=a/,

@@ -42,7 +42,12 @@ describe('tables measure display width', () => {
     const boss = await c.client.createJob({ type: 'start_session', session_name: '親セッション', prompt: 'x' });
     await c.launcher.claimAndStart();
     await c.launcher.complete(boss.job_id);
-    const kid = await c.client.createJob({ type: 'start_session', session_name: 'kid', prompt: 'x', parent_session_name: '親セッション' });
+    const kid = await c.client.createJob({
+      type: 'start_session',
+      session_name: 'kid',
+      prompt: 'x',
+      parent_session_name: '親セッション',
+    });
     await c.launcher.claimAndStart();
     await c.launcher.complete(kid.job_id);
     const r = await cli(c.url, ['list']);
@@ -116,6 +121,9 @@ describe('agentq status text', () => {
       usage: { input_tokens: 12000, output_tokens: 800, cache_read_input_tokens: 0, cache_creation_input_tokens: 300 },
       cost_usd: 0.0421,
     } satisfies Job;
-    assert.match(renderDescriptor(describeJob(done, ctx), Date.now()), /^ {2}usage {6}12,000 in · 800 out · cache 300 written · \$0\.0421$/m);
+    assert.match(
+      renderDescriptor(describeJob(done, ctx), Date.now()),
+      /^ {2}usage {6}12,000 in · 800 out · cache 300 written · \$0\.0421$/m,
+    );
   });
 });

@@ -2,7 +2,13 @@ import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { describe, it } from 'node:test';
 import { AgentqApiError } from '@agentq/client';
-import { CliCommandData, CliEnvelope, CliFailure, type CliFailure as Failure, type CliTokenCreated } from '@agentq/protocol';
+import {
+  CliCommandData,
+  CliEnvelope,
+  CliFailure,
+  type CliFailure as Failure,
+  type CliTokenCreated,
+} from '@agentq/protocol';
 import { toCliFailure } from '../src/index.js';
 import { cli, deadUrl, envelope } from './helpers.js';
 
@@ -35,7 +41,10 @@ describe('agentq token create', () => {
     const url = await deadUrl();
     const badRole = await cli(url, ['token', 'create', 'x', '--role', 'root', '--json']);
     assert.equal(badRole.code, 2);
-    assert.match(envelope<Failure>(badRole, CliFailure).error.message, /Allowed choices are admin, client, reader, launcher/);
+    assert.match(
+      envelope<Failure>(badRole, CliFailure).error.message,
+      /Allowed choices are admin, client, reader, launcher/,
+    );
     const noRole = await cli(url, ['token', 'create', 'x', '--json']);
     assert.equal(noRole.code, 2);
     assert.match(envelope<Failure>(noRole, CliFailure).error.message, /--role <role>' not specified/);
@@ -50,9 +59,14 @@ describe('a coordinator that refuses the request (401/403)', () => {
     const missing = toCliFailure(new AgentqApiError(401, 'unauthorized', 'missing bearer token'));
     assert.equal(missing.exitCode, 2);
     assert.equal(missing.error.code, 'unauthorized');
-    assert.match(missing.error.message, /^the coordinator refused the request: missing bearer token; .*--token or AGENTQ_TOKEN/);
+    assert.match(
+      missing.error.message,
+      /^the coordinator refused the request: missing bearer token; .*--token or AGENTQ_TOKEN/,
+    );
 
-    const forbidden = toCliFailure(new AgentqApiError(403, 'forbidden', 'role reader may not POST /jobs', { role: 'reader' }));
+    const forbidden = toCliFailure(
+      new AgentqApiError(403, 'forbidden', 'role reader may not POST /jobs', { role: 'reader' }),
+    );
     assert.equal(forbidden.exitCode, 2);
     assert.equal(forbidden.error.code, 'forbidden');
     assert.match(forbidden.error.message, /refused the request: role reader may not POST \/jobs; this token's role/);

@@ -16,10 +16,30 @@ describe('command line', () => {
   it('--help lists the commands and the exit codes, exit 0', async () => {
     const r = await cli(undefined, ['--help']);
     assert.equal(r.code, 0);
-    for (const c of ['start', 'resume', 'status', 'wait', 'cancel', 'list', 'output', 'launchers', 'sessions', 'send', 'health', 'watch']) {
+    for (const c of [
+      'start',
+      'resume',
+      'status',
+      'wait',
+      'cancel',
+      'list',
+      'output',
+      'launchers',
+      'sessions',
+      'send',
+      'health',
+      'watch',
+    ]) {
       assert.match(r.stdout, new RegExp(`^  ${c} `, 'm'));
     }
-    for (const line of ['3  still running', '4  failed', '5  job not found', '6  stopped', '7  timed out', '2  usage error']) {
+    for (const line of [
+      '3  still running',
+      '4  failed',
+      '5  job not found',
+      '6  stopped',
+      '7  timed out',
+      '2  usage error',
+    ]) {
       assert.ok(r.stdout.includes(line), line);
     }
   });
@@ -49,7 +69,10 @@ describe('command line', () => {
   it('rejects unknown flags and missing arguments', async () => {
     assert.match(await usageError(['status', 'job_0123456789ab', '--nope']), /--nope/);
     assert.match(await usageError(['status']), /missing required argument 'job_id'/);
-    assert.match(await usageError(['status', 'job_0123456789ab', 'job_0123456789ac']), /too many arguments for 'status'/);
+    assert.match(
+      await usageError(['status', 'job_0123456789ab', 'job_0123456789ac']),
+      /too many arguments for 'status'/,
+    );
     assert.match(await usageError(['wait']), /missing required argument 'job_id'/);
     assert.match(await usageError(['start', 'alpha']), /missing -p <prompt>/);
     assert.match(await usageError(['list', 'extra']), /too many arguments for 'list'/);
@@ -64,14 +87,28 @@ describe('command line', () => {
   });
 
   it('suggests the command or option that was meant', async () => {
-    assert.match(await usageError(['stauts', 'job_0123456789ab']), /unknown command 'stauts'\n\(Did you mean status\?\)/);
-    assert.match(await usageError(['list', '--sesion', 'a']), /unknown option '--sesion'\n\(Did you mean --session\?\)/);
+    assert.match(
+      await usageError(['stauts', 'job_0123456789ab']),
+      /unknown command 'stauts'\n\(Did you mean status\?\)/,
+    );
+    assert.match(
+      await usageError(['list', '--sesion', 'a']),
+      /unknown option '--sesion'\n\(Did you mean --session\?\)/,
+    );
     assert.match(await usageError(['sesions']), /Did you mean sessions\?/);
   });
 
   it('--version works alone, after a command, and after its options', async () => {
-    const version = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
-    for (const argv of [['--version'], ['-V'], ['status', '--version'], ['list', '--all', '--version'], ['session', 'stop', '-V']]) {
+    const version = (
+      JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }
+    ).version;
+    for (const argv of [
+      ['--version'],
+      ['-V'],
+      ['status', '--version'],
+      ['list', '--all', '--version'],
+      ['session', 'stop', '-V'],
+    ]) {
       const r = await cli(undefined, argv);
       assert.equal(r.code, 0, argv.join(' '));
       assert.equal(r.stdout, `agentq ${version}\n`, argv.join(' '));
@@ -80,7 +117,7 @@ describe('command line', () => {
     assert.deepEqual(JSON.parse(json.stdout), { ok: true, data: { version } });
   });
 
-  it('global options go anywhere, also after a command\'s own options', async () => {
+  it("global options go anywhere, also after a command's own options", async () => {
     const url = await deadUrl();
     for (const argv of [
       ['list', '--all', '--json', '--url', url],
@@ -100,7 +137,12 @@ describe('command line', () => {
     assert.equal(a.stdout, b.stdout);
     assert.match(a.stdout, /^Usage: agentq session stop \[options\] <session>$/m);
     const main = await cli(undefined, ['--help']);
-    for (const line of ['session stop <session>', 'launchers rm <launcher_id>', 'token create <name>', 'completion <shell>']) {
+    for (const line of [
+      'session stop <session>',
+      'launchers rm <launcher_id>',
+      'token create <name>',
+      'completion <shell>',
+    ]) {
       assert.match(main.stdout, new RegExp(`^  ${line.replace(/[[\]]/g, '\\$&')} `, 'm'), line);
     }
   });

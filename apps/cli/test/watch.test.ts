@@ -1,6 +1,12 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { CliCommandData, CliEnvelope, CliFailure, type CliFailure as Failure, type LifecycleEvent } from '@agentq/protocol';
+import {
+  CliCommandData,
+  CliEnvelope,
+  CliFailure,
+  type CliFailure as Failure,
+  type LifecycleEvent,
+} from '@agentq/protocol';
 import { InterruptedError } from '../src/index.js';
 import { cli, coordinator, deadUrl, envelope, type CliRun } from './helpers.js';
 
@@ -31,7 +37,17 @@ describe('agentq watch', () => {
     const c = await coordinator(t);
     const other = await c.client.createJob({ type: 'start_session', session_name: 'other', prompt: 'x' });
     // from the start of the replay window on, so no event can slip by before the stream is open
-    const watching = cli(c.url, ['watch', '--since', '0', '--type', 'job.completed,job.failed', '--session', 'alpha', '--count', '1']);
+    const watching = cli(c.url, [
+      'watch',
+      '--since',
+      '0',
+      '--type',
+      'job.completed,job.failed',
+      '--session',
+      'alpha',
+      '--count',
+      '1',
+    ]);
     const job = await c.client.createJob({ type: 'start_session', session_name: 'alpha', prompt: 'x' });
     await c.client.stopJob(other.job_id);
     await c.launcher.claimAndStart(); // alpha's job: other's was stopped
@@ -40,7 +56,10 @@ describe('agentq watch', () => {
     assert.equal(r.code, 0, r.stderr);
     const lines = r.stdout.trimEnd().split('\n');
     assert.equal(lines.length, 1, r.stdout);
-    assert.match(lines[0] as string, new RegExp(`^\\d\\d:\\d\\d:\\d\\d {2}job\\.completed +${job.job_id} {2}alpha {2}completed {2}on lnch_`));
+    assert.match(
+      lines[0] as string,
+      new RegExp(`^\\d\\d:\\d\\d:\\d\\d {2}job\\.completed +${job.job_id} {2}alpha {2}completed {2}on lnch_`),
+    );
   });
 
   it('--job follows one job; launcher events are types too', async (t) => {
@@ -54,7 +73,9 @@ describe('agentq watch', () => {
       ['job.created', 'job.stopped'],
     );
     await c.launcher.id();
-    const launchers = events(await cli(c.url, ['watch', '--since', '0', '--type', 'launcher', '--count', '1', '--json']));
+    const launchers = events(
+      await cli(c.url, ['watch', '--since', '0', '--type', 'launcher', '--count', '1', '--json']),
+    );
     assert.equal(launchers[0]?.type, 'launcher.registered');
   });
 

@@ -1,5 +1,11 @@
 import { AgentqApiError } from '@agentq/client';
-import { CliExitCodes, type CancelOutcome, type CancelResult, type CancelResults, type StopOutcome } from '@agentq/protocol';
+import {
+  CliExitCodes,
+  type CancelOutcome,
+  type CancelResult,
+  type CancelResults,
+  type StopOutcome,
+} from '@agentq/protocol';
 import type { Command } from 'commander';
 import type { CommandContext } from '../context.js';
 import { commandHelpAfter } from '../help.js';
@@ -33,7 +39,11 @@ export function registerCancel(program: Command, act: Act): void {
         return {
           data,
           exitCode,
-          text: () => table(['JOB', 'OUTCOME', 'STATUS'], results.map((r) => [r.job_id, r.outcome, r.status ?? '-'])),
+          text: () =>
+            table(
+              ['JOB', 'OUTCOME', 'STATUS'],
+              results.map((r) => [r.job_id, r.outcome, r.status ?? '-']),
+            ),
         };
       }),
     );

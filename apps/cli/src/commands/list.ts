@@ -27,7 +27,7 @@ export function registerList(program: Command, act: Act): void {
     .option('--launcher <id>', 'only jobs of this launcher')
     .addOption(new Option('--limit <n>', 'page size (1-1000, default 100)').argParser(intArg(1, 1000)))
     .option('--cursor <c>', 'next page (the cursor the previous page printed)')
-    .addHelpText('after', '\nTYPE is start, resume, or callback (a resume that delivers child sessions\' outcomes).')
+    .addHelpText('after', "\nTYPE is start, resume, or callback (a resume that delivers child sessions' outcomes).")
     .action(
       act(async (ctx, cmd) => {
         const o = cmd.opts<ListOptions>();
@@ -42,7 +42,9 @@ export function registerList(program: Command, act: Act): void {
         const data = await ctx.client.listJobs(query, { signal: ctx.signal });
         const text = () => {
           if (data.jobs.length === 0) {
-            return query.terminal === 'false' ? 'no active jobs (agentq list --all shows finished ones too)' : 'no jobs';
+            return query.terminal === 'false'
+              ? 'no active jobs (agentq list --all shows finished ones too)'
+              : 'no jobs';
           }
           const lines = [renderJobTable(data.jobs, ctx.now())];
           if (data.next_cursor) lines.push(`more: run the same command with --cursor ${data.next_cursor}`);

@@ -20,7 +20,9 @@ export function registerOutput(program: Command, act: Act): void {
     .summary("a bounded preview of a job's output (--follow: stream until terminal)")
     .argument('<job_id>', 'the job')
     .addOption(
-      new Option('--tail <bytes>', 'how many of the last bytes to show (default 16 KiB)').argParser(intArg(0, 16 * 1024 * 1024)),
+      new Option('--tail <bytes>', 'how many of the last bytes to show (default 16 KiB)').argParser(
+        intArg(0, 16 * 1024 * 1024),
+      ),
     )
     .option('-f, --follow', 'keep printing new output until the job is terminal, then exit with its outcome like wait')
     .action(
@@ -34,7 +36,9 @@ export function registerOutput(program: Command, act: Act): void {
         if (!o.follow) {
           const text = () => {
             if (first.offset > 0) {
-              ctx.io.stderr.write(`(last ${first.next_offset - first.offset} of ${first.total_bytes} bytes; --tail <bytes> for more)\n`);
+              ctx.io.stderr.write(
+                `(last ${first.next_offset - first.offset} of ${first.total_bytes} bytes; --tail <bytes> for more)\n`,
+              );
             }
             return first.output;
           };

@@ -12,19 +12,24 @@ import { readStdin } from '../prompt.js';
 export function registerSend(program: Command, act: Act): void {
   program
     .command('send')
-    .summary("send a message to a session: delivered with its next turn (now, if it is idle)")
+    .summary('send a message to a session: delivered with its next turn (now, if it is idle)')
     .argument('<session>', 'the session')
     .argument('<text>', 'the message; - reads it from stdin')
     .addHelpText(
       'after',
-      commandHelpAfter('Exits 0 when the message is queued, 5 when the session does not exist,\n2 when it takes no more input (session_closed).'),
+      commandHelpAfter(
+        'Exits 0 when the message is queued, 5 when the session does not exist,\n2 when it takes no more input (session_closed).',
+      ),
     )
     .action(
       act(async (ctx, cmd) => {
         const [session, arg] = cmd.processedArgs as [string, string];
         const text = arg === '-' ? (await readStdin(ctx.io)).replace(/\r?\n$/, '') : arg;
         if (text.trim() === '') throw new UsageError('the message is empty');
-        const data = await notFoundOn('session_not_found', ctx.client.sendMessage(session, { text }, { signal: ctx.signal }));
+        const data = await notFoundOn(
+          'session_not_found',
+          ctx.client.sendMessage(session, { text }, { signal: ctx.signal }),
+        );
         const render = () =>
           data.job_id
             ? `queued ${data.message_id} for ${data.session_name}: delivered now by job ${data.job_id}`

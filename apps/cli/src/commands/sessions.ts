@@ -32,7 +32,9 @@ export function registerSessions(program: Command, act: Act): void {
         const o = cmd.opts<SessionsOptions>();
         if (name === undefined) return listSessions(ctx, o);
         if (o.status !== undefined || o.parent !== undefined || o.limit !== undefined || o.cursor !== undefined) {
-          throw new UsageError('--status, --parent, --limit and --cursor list sessions: give them without a session name');
+          throw new UsageError(
+            '--status, --parent, --limit and --cursor list sessions: give them without a session name',
+          );
         }
         const tree = await notFoundOn('session_not_found', fetchSessionTree(ctx.client, name, ctx.signal));
         return { data: tree, exitCode: 0, text: () => renderSessionTree(tree, ctx.now()) };
@@ -42,17 +44,23 @@ export function registerSessions(program: Command, act: Act): void {
   const session = act.group(program, 'session', 'act on one session');
   session
     .command('stop')
-    .summary("stop everything a session is doing (its active job and pending ones)")
+    .summary('stop everything a session is doing (its active job and pending ones)')
     .argument('<session>', 'the session')
     .addHelpText(
       'after',
-      commandHelpAfter('Exits 0 when jobs were stopped, 2 when the session is idle (session_idle),\n5 when it does not exist.'),
+      commandHelpAfter(
+        'Exits 0 when jobs were stopped, 2 when the session is idle (session_idle),\n5 when it does not exist.',
+      ),
     )
     .action(
       act(async (ctx, cmd) => {
         const [name] = cmd.processedArgs as [string];
         const data = await notFoundOn('session_not_found', ctx.client.stopSession(name, { signal: ctx.signal }));
-        const text = () => table(['JOB', 'OUTCOME', 'STATUS'], data.stopped.map((s) => [s.job_id, s.outcome, s.status]));
+        const text = () =>
+          table(
+            ['JOB', 'OUTCOME', 'STATUS'],
+            data.stopped.map((s) => [s.job_id, s.outcome, s.status]),
+          );
         return { data, exitCode: 0, text };
       }),
     );
@@ -72,7 +80,16 @@ async function listSessions(ctx: CommandContext, o: SessionsOptions): Promise<Co
 export function renderSessions(data: SessionList, now: number): string {
   if (data.sessions.length === 0) return 'no sessions';
   const withUsage = data.sessions.some((s) => hasUsage(s.usage, s.cost_usd));
-  const header = ['SESSION', 'STATUS', 'AGENT', 'PARENT', 'ACTIVE JOB', 'LAST', 'UPDATED', ...(withUsage ? ['USAGE'] : [])];
+  const header = [
+    'SESSION',
+    'STATUS',
+    'AGENT',
+    'PARENT',
+    'ACTIVE JOB',
+    'LAST',
+    'UPDATED',
+    ...(withUsage ? ['USAGE'] : []),
+  ];
   const rows = data.sessions.map((s) => [
     s.session_name,
     s.status,

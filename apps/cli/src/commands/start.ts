@@ -42,14 +42,17 @@ function jobOptions(cmd: Command): Command {
       new Option('--require <key=value>', 'run only on a launcher with this label (repeatable)').argParser(keyValueArg),
     )
     .addOption(
-      new Option('--timeout <duration>', 'the job ends as timed_out after this long (exit 7); none: no timeout').argParser(
-        timeoutArg(1),
-      ),
+      new Option(
+        '--timeout <duration>',
+        'the job ends as timed_out after this long (exit 7); none: no timeout',
+      ).argParser(timeoutArg(1)),
     )
     .option('--wait', 'block until the job is terminal; exit with its outcome')
     .addOption(
-      new Option('--wait-timeout <duration>', 'stop waiting after this long (implies --wait; exit 3, the job keeps running)')
-        .argParser(timeoutArg()),
+      new Option(
+        '--wait-timeout <duration>',
+        'stop waiting after this long (implies --wait; exit 3, the job keeps running)',
+      ).argParser(timeoutArg()),
     )
     .option('-f, --follow', "stream the job's output while waiting (implies --wait)");
 }
@@ -61,7 +64,10 @@ export function registerStart(program: Command, act: Act): void {
       .summary('start a new session with a prompt (prints the job descriptor)')
       .argument('<session>', 'name of the new session'),
   )
-    .option('--parent <session>', 'parent session, resumed with the outcome when this job ends (default: $AGENTQ_SESSION_NAME)')
+    .option(
+      '--parent <session>',
+      'parent session, resumed with the outcome when this job ends (default: $AGENTQ_SESSION_NAME)',
+    )
     .option('--no-parent', 'no parent, even inside a job that has $AGENTQ_SESSION_NAME set')
     .addHelpText('after', commandHelpAfter(WAIT_NOTES))
     .action(act((ctx, cmd) => createJob('start_session', ctx, cmd)));
@@ -121,7 +127,11 @@ async function createJob(type: JobType, ctx: CommandContext, cmd: Command): Prom
 }
 
 /** Create, then wait; on a terminal, progress lines on stderr fed by the event stream. */
-async function waitWithProgress(ctx: CommandContext, body: CreateJobRequest, timeoutMs: number | undefined): Promise<Job> {
+async function waitWithProgress(
+  ctx: CommandContext,
+  body: CreateJobRequest,
+  timeoutMs: number | undefined,
+): Promise<Job> {
   // the event stream is opened first, so that no status change of the new job is missed
   const progress = Progress.start(ctx.io, ctx.client, ctx.now);
   try {
@@ -149,13 +159,18 @@ async function waitFollowing(ctx: CommandContext, body: CreateJobRequest, timeou
   const onAbort = () => stopFollowing.abort(ctx.signal?.reason);
   ctx.signal?.addEventListener('abort', onAbort, { once: true });
   let endsWithNewline = true;
-  const following = followOutput(ctx.client, created.job_id, { offset: 0 }, {
-    onText: (text) => {
-      sink.write(text);
-      endsWithNewline = text.endsWith('\n');
+  const following = followOutput(
+    ctx.client,
+    created.job_id,
+    { offset: 0 },
+    {
+      onText: (text) => {
+        sink.write(text);
+        endsWithNewline = text.endsWith('\n');
+      },
+      signal: stopFollowing.signal,
     },
-    signal: stopFollowing.signal,
-  });
+  );
   try {
     const job = await waitForJob(ctx.client, created.job_id, created, { timeoutMs, signal: ctx.signal, now: ctx.now });
     // a terminal job's output ends by itself (the follow reads to the end); otherwise stop it

@@ -11,7 +11,12 @@ export function registerStatus(program: Command, act: Act): void {
     .command('status')
     .summary("one snapshot of a job; the exit code is the job's state")
     .argument('<job_id>', 'the job')
-    .addHelpText('after', commandHelpAfter('Exits 0 completed, 3 still running, 4 failed/interrupted, 5 not found, 6 stopped, 7 timed out.'))
+    .addHelpText(
+      'after',
+      commandHelpAfter(
+        'Exits 0 completed, 3 still running, 4 failed/interrupted, 5 not found, 6 stopped, 7 timed out.',
+      ),
+    )
     .action(
       act(async (ctx, cmd) => {
         const [jobId] = cmd.processedArgs as [string];

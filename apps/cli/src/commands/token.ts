@@ -25,7 +25,7 @@ export function registerToken(program: Command, act: Act): void {
   const token = act.group(program, 'token', 'make tokens for a coordinator with auth on');
   token
     .command('create')
-    .summary('print a new secret token and the line to add to the coordinator\'s token file')
+    .summary("print a new secret token and the line to add to the coordinator's token file")
     .argument('<name>', 'who or what uses it (recorded as created_by on what it creates)')
     .addOption(new Option('--role <role>', 'what it may do').choices(Roles).makeOptionMandatory())
     .addHelpText(

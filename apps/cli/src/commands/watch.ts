@@ -29,17 +29,21 @@ export function registerWatch(program: Command, act: Act): void {
     .command('watch')
     .summary('live events: jobs, sessions and launchers as they change')
     .addOption(
-      new Option('--type <types>', 'only these event types or groups, comma-separated (e.g. job.completed,launcher)').argParser(
-        listArg,
-      ),
+      new Option(
+        '--type <types>',
+        'only these event types or groups, comma-separated (e.g. job.completed,launcher)',
+      ).argParser(listArg),
     )
     .option('--session <name>', 'only events of this session and its jobs')
     .option('--job <job_id>', 'only events of this job')
-    .addOption(new Option('--count <n>', 'exit 0 after printing this many events').argParser(intArg(1, Number.MAX_SAFE_INTEGER)))
     .addOption(
-      new Option('--since <event_id>', 'first replay the events after this id (the coordinator keeps the last ones)').argParser(
-        intArg(0, Number.MAX_SAFE_INTEGER),
-      ),
+      new Option('--count <n>', 'exit 0 after printing this many events').argParser(intArg(1, Number.MAX_SAFE_INTEGER)),
+    )
+    .addOption(
+      new Option(
+        '--since <event_id>',
+        'first replay the events after this id (the coordinator keeps the last ones)',
+      ).argParser(intArg(0, Number.MAX_SAFE_INTEGER)),
     )
     .addHelpText('after', NOTES)
     .action(act(watch));
@@ -74,7 +78,11 @@ export function renderEvent(e: StreamEvent): string {
   if ('job' in e) {
     const j = e.job;
     const where = j.launcher_id ? `  on ${j.launcher_id}` : '';
-    const why = j.error ? `: ${j.error.split('\n')[0]}` : j.status === 'pending' && j.pending_reason ? `: ${j.pending_reason}` : '';
+    const why = j.error
+      ? `: ${j.error.split('\n')[0]}`
+      : j.status === 'pending' && j.pending_reason
+        ? `: ${j.pending_reason}`
+        : '';
     return `${head}  ${j.job_id}  ${j.session_name}  ${j.status}${where}${why}`;
   }
   if ('session' in e) return `${head}  ${e.session.session_name}  ${e.session.status}`;
@@ -122,7 +130,9 @@ async function watch(ctx: CommandContext, cmd: Command): Promise<CommandResult> 
         if (!connected || (err instanceof AgentqApiError && err.isFinal)) throw err;
       }
       if (stop.signal.aborted) break;
-      ctx.io.stderr.write(`agentq: event stream lost; reconnecting${lastId === undefined ? '' : ` after event ${lastId}`}\n`);
+      ctx.io.stderr.write(
+        `agentq: event stream lost; reconnecting${lastId === undefined ? '' : ` after event ${lastId}`}\n`,
+      );
       await delay(backoffDelay(attempt++, { baseMs: 500, maxMs: 10_000 }), stop.signal).catch(() => {});
     }
   } finally {
