@@ -12,6 +12,11 @@ const onSignal = () => {
 };
 process.on('SIGINT', onSignal);
 process.on('SIGTERM', onSignal);
+// `agentq watch | head -3`: the reader went away, which is how such a pipe ends, not an error
+process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+  if (err.code === 'EPIPE') process.exit(0);
+  throw err;
+});
 
 const code = await run(process.argv.slice(2), {
   env: process.env,

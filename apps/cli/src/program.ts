@@ -54,13 +54,8 @@ function usageError(err: CommanderError, cmd: Command): UsageError {
   if (err.code === 'commander.help') {
     // help shown because a command that needs a subcommand got none (`agentq`, `agentq session`)
     const subs = cmd.commands.map((c) => c.name()).join('|');
-    return new UsageError(
-      path === '' ? 'missing command' : `missing command: agentq ${path} <${subs}>`,
-      path || undefined,
-      {
-        cause: err,
-      },
-    );
+    const message = path === '' ? 'missing command' : `missing command: agentq ${path} <${subs}>`;
+    return new UsageError(message, path || undefined, { cause: err });
   }
   return new UsageError(err.message.replace(/^error: /, ''), path || undefined, { cause: err });
 }

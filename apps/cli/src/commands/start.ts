@@ -159,6 +159,8 @@ async function waitFollowing(ctx: CommandContext, body: CreateJobRequest, timeou
   const onAbort = () => stopFollowing.abort(ctx.signal?.reason);
   ctx.signal?.addEventListener('abort', onAbort, { once: true });
   let endsWithNewline = true;
+  let followFailure: unknown;
+  // handled from the start: a follow that fails while the wait is still going is reported after it
   const following = followOutput(
     ctx.client,
     created.job_id,
@@ -170,14 +172,18 @@ async function waitFollowing(ctx: CommandContext, body: CreateJobRequest, timeou
       },
       signal: stopFollowing.signal,
     },
+  ).then(
+    () => undefined,
+    (err: unknown) => {
+      if (!stopFollowing.signal.aborted) followFailure = err;
+    },
   );
   try {
     const job = await waitForJob(ctx.client, created.job_id, created, { timeoutMs, signal: ctx.signal, now: ctx.now });
     // a terminal job's output ends by itself (the follow reads to the end); otherwise stop it
     if (!job.terminal) stopFollowing.abort();
-    await following.catch((err: unknown) => {
-      if (!stopFollowing.signal.aborted) throw err;
-    });
+    await following;
+    if (followFailure !== undefined) throw followFailure;
     if (!endsWithNewline) sink.write('\n');
     return job;
   } finally {
