@@ -39,11 +39,11 @@ function sessionsOfJobs(tree: CliSessionTree, into = new Map<string, string>()):
  * The tree as text: each session with its status and usage, its jobs (callback resumes marked
  * with the child sessions whose outcome they deliver), then its child sessions.
  *
- *   review  busy  agent coder · 3 jobs · 1,200 in · 340 out · $0.0123 (tree $0.0456)
- *   ├─ job_0a1b2c3d4e5f  start     completed  4m 05s ago  looked at 3 files
- *   ├─ job_1b2c3d4e5f6a  callback  running    1m 02s ago  ← tests, docs
+ *   review  busy  agent coder · 1,200 in · 340 out · $0.0123 · tree $0.0456
+ *   ├─ job_0a1b2c3d4e5f  start     completed    4m 05s ago  looked at 3 files
+ *   ├─ job_1b2c3d4e5f6a  callback  running      1m 02s ago  ← tests
  *   └─ tests  idle  last completed
- *      └─ job_2c3d4e5f6a7b  start  completed  3m 30s ago  all green
+ *      └─ job_2c3d4e5f6a7b  start     completed    3m 30s ago  all green
  */
 export function renderSessionTree(tree: CliSessionTree, now: number): string {
   const owners = sessionsOfJobs(tree);
@@ -51,9 +51,10 @@ export function renderSessionTree(tree: CliSessionTree, now: number): string {
   const walk = (node: CliSessionTree, lead: string, branch: string) => {
     lines.push(`${lead}${branch}${sessionLine(node)}`);
     const childLead = lead + (branch === '' ? '' : branch === '└─ ' ? '   ' : '│  ');
+    // oldest first: the jobs left out (the oldest) would come before the ones shown
     const items: Array<{ job: Job } | { more: true } | { child: CliSessionTree }> = [
-      ...node.jobs.map((job) => ({ job })),
       ...(node.more_jobs ? [{ more: true as const }] : []),
+      ...node.jobs.map((job) => ({ job })),
       ...node.children.map((child) => ({ child })),
     ];
     items.forEach((item, i) => {
