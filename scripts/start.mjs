@@ -1,23 +1,30 @@
 #!/usr/bin/env node
 // `npm start`: the coordinator and one local launcher (demo executor) in one command, for a
-// first look at the whole loop. Prints where the API is and a curl line to create a job.
+// first look at the whole loop. Prints where the API is and how to create a job.
 // Ctrl+C shuts both down cleanly: the launcher first (it drains and deregisters), then the
 // coordinator. A second Ctrl+C forces both to exit.
 //
-// Environment: PORT (default 8765) and HOST (default 127.0.0.1) for the coordinator;
-// AGENTQ_EXECUTOR to run another executor (e.g. claude-code); LOG_FORMAT=json for raw pino logs.
+// Environment: PORT (default 8765; 0 picks a free port) and HOST (default 127.0.0.1) for the
+// coordinator; AGENTQ_EXECUTOR to run another executor (e.g. claude-code); LOG_LEVEL to show
+// less or more; LOG_FORMAT=json for the raw pino lines.
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { prettyFactory } from 'pino-pretty';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const COORDINATOR = `${root}apps/coordinator/dist/src/main.js`;
 const LAUNCHER = `${root}apps/launcher/dist/src/main.js`;
 const host = process.env.HOST || '127.0.0.1';
 const port = process.env.PORT || '8765';
-const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
 const rawLogs = process.env.LOG_FORMAT === 'json';
+const executor = process.env.AGENTQ_EXECUTOR || 'demo';
+const DEFAULT_URL = 'http://127.0.0.1:8765';
+/** The session name of the banner's curl example; the README's CLI quick start uses `hello`. */
+const BANNER_SESSION = 'hello-curl';
+/** How long the coordinator may take to say it is listening before we give up. */
+const READY_TIMEOUT_MS = 30_000;
 
 for (const file of [COORDINATOR, LAUNCHER]) {
   if (!existsSync(file)) {
@@ -26,33 +33,50 @@ for (const file of [COORDINATOR, LAUNCHER]) {
   }
 }
 
-const LEVELS = { 10: 'trace', 20: 'debug', 30: 'info', 40: 'warn', 50: 'error', 60: 'fatal' };
-const SKIP = new Set(['level', 'time', 'pid', 'hostname', 'name', 'service', 'msg', 'reqId', 'req', 'res', 'responseTime']);
+/*
+ * Logs. The children always log at info or finer, because the coordinator's `coordinator ready`
+ * line (info) is how we learn that *our* coordinator listens, and on which port; lines below
+ * the level the user asked for are dropped here instead.
+ */
+const LEVELS = { trace: 10, debug: 20, info: 30, warn: 40, error: 50, fatal: 60, silent: Infinity };
+const shownLevel = LEVELS[process.env.LOG_LEVEL ?? 'info'] ?? LEVELS.info;
+const childLevel = shownLevel < LEVELS.info ? process.env.LOG_LEVEL : 'info';
 /** Per-request access logs drown the story of the jobs; LOG_FORMAT=json shows everything. */
 const QUIET = new Set(['incoming request', 'request completed']);
+const prettify = prettyFactory({
+  colorize: Boolean(process.stdout.isTTY) && !process.env.NO_COLOR,
+  translateTime: 'HH:MM:ss',
+  ignore: 'pid,hostname,name,service,reqId',
+  singleLine: true,
+});
 
-/** One pino JSON line as `HH:MM:SS [who] level message key=value ...`, or null to skip it. */
-function pretty(who, line) {
+/** One child's line for the terminal, or null to drop it. */
+function show(who, line, entry) {
   if (rawLogs) return `[${who}] ${line}`;
-  let o;
+  if (!entry) return `[${who}] ${line}`;
+  if (QUIET.has(entry.msg) || (entry.level ?? LEVELS.info) < shownLevel) return null;
+  // a port in use is explained in plain words below; its stack trace would only bury that
+  if (entry.msg === 'could not listen' && entry.err?.code === 'EADDRINUSE') return null;
+  return `[${who}] ${prettify(entry).trimEnd()}`;
+}
+
+function parse(line) {
   try {
-    o = JSON.parse(line);
+    const o = JSON.parse(line);
+    return typeof o === 'object' && o !== null ? o : undefined;
   } catch {
-    return `[${who}] ${line}`;
+    return undefined;
   }
-  if (QUIET.has(o.msg)) return null;
-  const time = new Date(o.time ?? Date.now()).toISOString().slice(11, 19);
-  const fields = Object.entries(o)
-    .filter(([k]) => !SKIP.has(k))
-    .map(([k, v]) => `${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`)
-    .join(' ');
-  return `${time} [${who}] ${(LEVELS[o.level] ?? o.level).padEnd(5)} ${o.msg ?? ''}${fields ? `  ${fields}` : ''}`;
 }
 
 const children = new Map();
+/** until our coordinator is ready, its exit is explained by coordinatorReady() */
+let starting = true;
+let stopping = false;
+let forced = false;
 
-/** Start a child in its own process group (so Ctrl+C reaches only us) and prefix its logs. */
-function run(who, script, args, env) {
+/** Start a child in its own process group (so Ctrl+C reaches only us) and relay its logs. */
+function run(who, script, args, env, onEntry) {
   const child = spawn(process.execPath, [script, ...args], {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -60,7 +84,9 @@ function run(who, script, args, env) {
   });
   for (const stream of [child.stdout, child.stderr]) {
     createInterface({ input: stream }).on('line', (line) => {
-      const text = pretty(who, line);
+      const entry = parse(line);
+      if (entry) onEntry?.(entry);
+      const text = show(who, line, entry);
       if (text !== null) console.log(text);
     });
   }
@@ -68,16 +94,13 @@ function run(who, script, args, env) {
   children.set(who, { child, exited });
   exited.then(({ code, signal }) => {
     children.delete(who);
-    if (!stopping) {
+    if (!stopping && !starting) {
       console.error(`${who} exited unexpectedly (${signal ?? `code ${code}`}); stopping`);
       void stop(1);
     }
   });
   return { child, exited };
 }
-
-let stopping = false;
-let forced = false;
 
 /** Launcher first (it drains its jobs and deregisters), then the coordinator. */
 async function stop(code) {
@@ -116,34 +139,74 @@ process.on('exit', () => {
   }
 });
 
-run('coordinator', COORDINATOR, [], { HOST: host, PORT: port });
-
-// wait until the coordinator answers /health
-for (let i = 0; ; i++) {
-  if (stopping) await new Promise(() => {});
-  try {
-    const res = await fetch(`${url}/health`);
-    if (res.ok) break;
-  } catch {
-    // not listening yet
-  }
-  if (i === 100) {
-    console.error(`the coordinator did not answer ${url}/health within 10 s; stopping`);
-    await stop(1);
-  }
-  await new Promise((r) => setTimeout(r, 100));
+/**
+ * Wait for our own coordinator to say it listens. Asking `/health` is not enough: with the
+ * port taken by another server, that server would answer and the launcher would attach to it.
+ */
+function coordinatorReady() {
+  return new Promise((resolve, reject) => {
+    let listenError;
+    const { exited } = run(
+      'coordinator',
+      COORDINATOR,
+      [],
+      { HOST: host, PORT: port, LOG_LEVEL: childLevel },
+      (entry) => {
+        if (entry.msg === 'coordinator ready' && typeof entry.port === 'number') resolve(entry.port);
+        if (entry.msg === 'could not listen') listenError = entry.err;
+      },
+    );
+    exited.then(({ code, signal }) => reject({ listenError, code, signal }));
+    setTimeout(() => reject({ timeout: true }), READY_TIMEOUT_MS).unref();
+  });
 }
 
-run('launcher', LAUNCHER, ['--url', url, '--executor', process.env.AGENTQ_EXECUTOR || 'demo', '--max-jobs', '2'], {});
+function explain(failure) {
+  const where = `${host}:${port}`;
+  if (failure.timeout) return `the coordinator did not start listening on ${where} within ${READY_TIMEOUT_MS / 1000} s`;
+  const e = failure.listenError;
+  if (e?.code === 'EADDRINUSE') {
+    const other = Number(port) + 1;
+    return (
+      `port ${port} on ${host} is already in use by another program, so the coordinator cannot listen there.\n` +
+      `  Stop that program, or start agentq on another port: PORT=${other} npm start\n` +
+      `  (then point the CLI at it: AGENTQ_URL=http://${host}:${other} npx agentq ...)`
+    );
+  }
+  if (e?.message) return `the coordinator could not listen on ${where}: ${e.message}`;
+  return `the coordinator exited before it was ready (${failure.signal ?? `code ${failure.code}`})`;
+}
 
-const body = JSON.stringify({ type: 'start_session', session_name: 'hello', prompt: 'Say hi' });
+let boundPort;
+try {
+  boundPort = await coordinatorReady();
+} catch (failure) {
+  stopping = true; // the coordinator is gone or going: no "exited unexpectedly" on top
+  console.error(`\nagentq could not start: ${explain(failure)}`);
+  const c = children.get('coordinator');
+  c?.child.kill('SIGTERM');
+  await c?.exited;
+  process.exit(1);
+}
+starting = false;
+if (stopping) await new Promise(() => {}); // Ctrl+C while starting: stop() exits
+
+const url = `http://${host.includes(':') ? `[${host}]` : host}:${boundPort}`;
+run('launcher', LAUNCHER, ['--url', url, '--executor', executor, '--max-jobs', '2'], { AGENTQ_LOG_LEVEL: childLevel });
+
+const body = JSON.stringify({ type: 'start_session', session_name: BANNER_SESSION, prompt: 'Say hi' });
+const cli = url === DEFAULT_URL ? 'npx agentq' : `AGENTQ_URL=${url} npx agentq`;
 console.log(`
   agentq is running
     dashboard    ${url}/
     API          ${url}   (OpenAPI: ${url}/openapi.json)
-    launcher     1 local launcher, ${process.env.AGENTQ_EXECUTOR || 'demo'} executor
+    launcher     1 local launcher, ${executor} executor
 
-  Create a job, then wait for its result:
+  From another terminal, with the CLI (see the README):
+    ${cli} start hello -p "Say hello" --wait
+    ${cli} list --all
+
+  Or with curl: create a job, then wait for its result:
     curl -s -X POST ${url}/jobs -H 'content-type: application/json' -d '${body}'
     curl -s '${url}/jobs/<job_id>/wait?timeout_ms=30000'
 

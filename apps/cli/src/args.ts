@@ -1,92 +1,68 @@
-import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { InvalidArgumentError } from 'commander';
 import { parseDuration } from './duration.js';
-import { UsageError } from './errors.js';
 
-export type OptionSpec = NonNullable<ParseArgsConfig['options']>;
-
-/** Accepted by every command, before or after the command name. */
-export const GLOBAL_OPTIONS = {
-  url: { type: 'string' },
-  json: { type: 'boolean' },
-  help: { type: 'boolean', short: 'h' },
-} as const satisfies OptionSpec;
-
-export interface ParsedArgs {
-  values: Readonly<Record<string, string | boolean | undefined>>;
-  positionals: string[];
-}
-
-/**
- * Find the command name: the first token that is neither an option nor the value of `--url`.
- * Returns the rest of argv without it.
+/*
+ * Value parsers for commander options (`.argParser(...)`). A bad value throws commander's
+ * InvalidArgumentError, which the CLI reports as a usage error naming the option, e.g.
+ * "option '--timeout <duration>' argument '5x' is invalid. '5x' is not a duration (...)".
  */
-export function splitCommand(argv: readonly string[]): { command: string | undefined; rest: string[] } {
-  for (let i = 0; i < argv.length; i++) {
-    const token = argv[i] as string;
-    if (token === '--') break;
-    if (token === '--url') {
-      i++;
-      continue;
+
+const DURATION_HINT = 'use e.g. 500ms, 30s, 5m, 1h, 1h30m or milliseconds';
+
+/** A duration (`--wait-timeout 5m`) in milliseconds, at least `min`. */
+export function durationArg(min = 0): (text: string) => number {
+  return (text) => {
+    const ms = parseDuration(text);
+    if (ms === null) throw new InvalidArgumentError(`'${text}' is not a duration (${DURATION_HINT}, or none).`);
+    if (ms < min) throw new InvalidArgumentError(`it must be at least ${min}ms.`);
+    return ms;
+  };
+}
+
+/** What `none` parses to (commander turns a parsed null into '', so not null itself). */
+export const NONE = 'none';
+export type Timeout = number | typeof NONE;
+
+/** A duration or `none` (no limit / no timeout). */
+export function timeoutArg(min = 0): (text: string) => Timeout {
+  const duration = durationArg(min);
+  return (text) => (text.trim().toLowerCase() === NONE ? NONE : duration(text));
+}
+
+/** A Timeout option as milliseconds, null for `none`, undefined when not given. */
+export function timeoutMs(value: Timeout | undefined): number | null | undefined {
+  return value === NONE ? null : value;
+}
+
+/** An integer from `min` to `max` (`--limit 50`). */
+export function intArg(min: number, max: number): (text: string) => number {
+  return (text) => {
+    const n = /^\d+$/.test(text.trim()) ? Number(text.trim()) : NaN;
+    if (!Number.isSafeInteger(n) || n < min || n > max) {
+      throw new InvalidArgumentError(`it must be an integer from ${min} to ${max}.`);
     }
-    if (token.startsWith('-')) continue;
-    return { command: token, rest: [...argv.slice(0, i), ...argv.slice(i + 1)] };
+    return n;
+  };
+}
+
+/** A repeatable `key=value` option (`--require gpu=a100 --require zone=eu`), gathered in a record. */
+export function keyValueArg(text: string, previous: Record<string, string> | undefined): Record<string, string> {
+  const eq = text.indexOf('=');
+  const key = eq < 0 ? '' : text.slice(0, eq).trim();
+  const value = eq < 0 ? '' : text.slice(eq + 1).trim();
+  if (key === '' || value === '') throw new InvalidArgumentError(`'${text}' is not key=value.`);
+  const all = { ...previous };
+  if (key in all && all[key] !== value) {
+    throw new InvalidArgumentError(`${key} is already required as ${key}=${all[key]}.`);
   }
-  return { command: undefined, rest: [...argv] };
+  all[key] = value;
+  return all;
 }
 
-/** Parse one command's arguments strictly; any mistake is a UsageError naming the command. */
-export function parseCommandArgs(command: string, options: OptionSpec, args: readonly string[]): ParsedArgs {
-  try {
-    const { values, positionals } = parseArgs({
-      args: [...args],
-      options: { ...GLOBAL_OPTIONS, ...options },
-      allowPositionals: true,
-      strict: true,
-    });
-    return { values: values as ParsedArgs['values'], positionals };
-  } catch (err) {
-    const message = err instanceof Error ? err.message : String(err);
-    // parseArgs appends advice about '--' that does not help here
-    throw new UsageError(message.split('. To specify')[0] ?? message, command, { cause: err });
-  }
-}
-
-export function stringOpt(args: ParsedArgs, name: string): string | undefined {
-  const v = args.values[name];
-  return typeof v === 'string' ? v : undefined;
-}
-
-export function boolOpt(args: ParsedArgs, name: string): boolean {
-  return args.values[name] === true;
-}
-
-/** A duration option (`--timeout 5m`), or undefined when absent. */
-export function durationOpt(args: ParsedArgs, name: string, command: string, min = 0): number | undefined {
-  const text = stringOpt(args, name);
-  if (text === undefined) return undefined;
-  const ms = parseDuration(text);
-  if (ms === null) {
-    throw new UsageError(`--${name}: '${text}' is not a duration (use e.g. 500ms, 30s, 5m, 1h or milliseconds)`, command);
-  }
-  if (ms < min) throw new UsageError(`--${name} must be at least ${min}ms`, command);
-  return ms;
-}
-
-/** A non-negative integer option (`--limit 50`), or undefined when absent. */
-export function intOpt(args: ParsedArgs, name: string, command: string, min: number, max: number): number | undefined {
-  const text = stringOpt(args, name);
-  if (text === undefined) return undefined;
-  const n = /^\d+$/.test(text.trim()) ? Number(text.trim()) : NaN;
-  if (!Number.isSafeInteger(n) || n < min || n > max) {
-    throw new UsageError(`--${name} must be an integer from ${min} to ${max}, not '${text}'`, command);
-  }
-  return n;
-}
-
-/** Require between min and max positionals, named `what` in the message. */
-export function expectPositionals(args: ParsedArgs, command: string, what: string, min: number, max: number): string[] {
-  const p = args.positionals;
-  if (p.length < min) throw new UsageError(`missing ${what}`, command);
-  if (p.length > max) throw new UsageError(`unexpected argument '${p[max]}'`, command);
-  return p;
+/** A comma-separated list (`--type job.completed,launcher`), empty items dropped. */
+export function listArg(text: string): string[] {
+  return text
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '');
 }

@@ -1,4 +1,5 @@
-import type { AgentqClient } from '@agentq/client';
+import { AgentqClient } from '@agentq/client';
+import { UsageError } from './errors.js';
 
 /** A place to write text: process.stdout / process.stderr, or a buffer in tests. */
 export interface Sink {
@@ -10,6 +11,8 @@ export interface CliIo {
   env: Readonly<Record<string, string | undefined>>;
   stdout: Sink;
   stderr: Sink;
+  /** read by `-p -`, `--prompt-file -` and `send <session> -` (default: nothing to read) */
+  stdin?: AsyncIterable<Buffer | string>;
   /** stderr is a terminal: `--wait` and `wait` draw progress there */
   isTTY?: boolean;
   /** aborting stops a wait (the job keeps running); main.ts wires it to SIGINT */
@@ -18,9 +21,20 @@ export interface CliIo {
   now?: () => number;
 }
 
+/** The options every command accepts (before or after its name). */
+export interface GlobalOptions {
+  url?: string;
+  json?: boolean;
+  token?: string;
+  caFile?: string;
+}
+
+export const DEFAULT_URL = 'http://127.0.0.1:8765';
+
 /** What every command gets: the client, where to write, and how it was invoked. */
 export interface CommandContext {
-  client: AgentqClient;
+  /** created on first use, so commands that need no coordinator (token, completion) need no URL */
+  readonly client: AgentqClient;
   io: CliIo;
   json: boolean;
   url: string;
@@ -38,4 +52,62 @@ export interface CommandResult {
   data: unknown;
   exitCode: number;
   text: () => string;
+}
+
+/** The context of one run; `close()` releases the client if one was made. */
+export class RunContext implements CommandContext {
+  readonly io: CliIo;
+  readonly json: boolean;
+  readonly url: string;
+  readonly urlFromFlag: boolean;
+  readonly signal: AbortSignal | undefined;
+  readonly now: () => number;
+  readonly #token: string | undefined;
+  readonly #caFile: string | undefined;
+  #client: AgentqClient | undefined;
+
+  constructor(io: CliIo, options: GlobalOptions) {
+    this.io = io;
+    this.json = options.json === true;
+    // an empty variable counts as unset
+    this.url = options.url ?? (io.env.AGENTQ_URL || DEFAULT_URL);
+    this.urlFromFlag = options.url !== undefined;
+    this.#token = options.token ?? (io.env.AGENTQ_TOKEN || undefined);
+    this.#caFile = options.caFile ?? (io.env.AGENTQ_CA_FILE || undefined);
+    this.signal = io.signal;
+    this.now = io.now ?? Date.now;
+  }
+
+  get client(): AgentqClient {
+    if (!this.#client) {
+      checkUrl(this.url);
+      // few connections: a CLI run makes one request at a time, plus the progress event stream
+      this.#client = new AgentqClient({
+        url: this.url,
+        connections: 8,
+        ...(this.#token === undefined ? {} : { token: this.#token }),
+        ...(this.#caFile === undefined ? {} : { caFile: this.#caFile }),
+      });
+    }
+    return this.#client;
+  }
+
+  async close(): Promise<void> {
+    const client = this.#client;
+    if (!client) return;
+    // after Ctrl-C a long-poll may still be open: don't wait for the coordinator to answer it
+    await (this.signal?.aborted ? client.destroy() : client.close());
+  }
+}
+
+function checkUrl(url: string): void {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw new UsageError(`coordinator URL '${url}' is not a URL`);
+  }
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
+    throw new UsageError(`coordinator URL '${url}' must be http:// or https://`);
+  }
 }

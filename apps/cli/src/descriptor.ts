@@ -7,7 +7,7 @@ import type { CommandContext } from './context.js';
  */
 export const POLL_INTERVAL_MS = 5_000;
 
-/** The seed-001 descriptor: the job plus the commands that follow it up. */
+/** The async-job descriptor: the job plus the commands that follow it up. */
 export function describeJob(job: Job, ctx: Pick<CommandContext, 'json' | 'url' | 'urlFromFlag'>): JobDescriptor {
   const follow = (verb: string) => ['agentq', verb, job.job_id, ...followUpFlags(ctx)].join(' ');
   return {

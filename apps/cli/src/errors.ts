@@ -7,8 +7,8 @@ export class UsageError extends Error {
   readonly code = 'usage_error';
   constructor(
     message: string,
-    /** the command whose help to point at, if any */
-    readonly command?: string,
+    /** the command whose help to point at (`status`, `session stop`), if any */
+    public command?: string,
     options?: { cause?: unknown },
   ) {
     super(message, options);
@@ -24,6 +24,38 @@ export class InterruptedError extends Error {
   }
 }
 
+/**
+ * The thing a command names does not exist (a session for `send`, a launcher for
+ * `launchers rm`): exit 5 like an unknown job, with the coordinator's own code.
+ */
+export class NotFoundError extends Error {
+  override readonly name = 'NotFoundError';
+  constructor(readonly apiError: AgentqApiError) {
+    super(apiError.message, { cause: apiError });
+  }
+}
+
+/** Turn the coordinator's `code` into a NotFoundError (exit 5) for this one call. */
+export async function notFoundOn<T>(code: string, call: Promise<T>): Promise<T> {
+  try {
+    return await call;
+  } catch (err) {
+    if (err instanceof AgentqApiError && err.code === code) throw new NotFoundError(err);
+    throw err;
+  }
+}
+
+/** A next step for people, printed under the error (text mode only). */
+const NEXT_STEPS: Readonly<Record<string, string>> = {
+  session_exists: 'start makes a new session; to continue this one: agentq resume <session> -p <prompt>',
+  session_not_found: 'agentq sessions lists the sessions; start creates one',
+  coordinator_unreachable: 'is the coordinator running? (npm start, or --url / AGENTQ_URL)',
+};
+
+export function nextStep(code: string): string | undefined {
+  return NEXT_STEPS[code];
+}
+
 /** A failure of the command itself, ready to print: envelope error + exit code. */
 export interface CliFailureInfo {
   error: CliError;
@@ -36,14 +68,31 @@ export interface CliFailureInfo {
  */
 const REJECTED_CODES: ReadonlySet<string> = new Set([
   'validation_failed',
+  'bad_request',
   'session_exists',
   'session_not_found',
   'parent_session_not_found',
   'session_idle',
+  'session_closed',
   'depth_exceeded',
+  'budget_exceeded',
+  'idempotency_key_reused',
   'payload_too_large',
+  'unsupported_media_type',
   'route_not_found',
 ]);
+
+/** What to do about a refusal, added to the coordinator's message for people. */
+const REFUSAL_HINTS: Readonly<Record<number, string>> = {
+  401: 'give a token with --token or AGENTQ_TOKEN (agentq token create makes one)',
+  403: "this token's role may not do that (see the roles in docs/operations.md)",
+};
+
+function apiFailure(err: AgentqApiError, exitCode: CliExitCode): CliFailureInfo {
+  const error: CliError = { code: err.code, message: err.message };
+  if (err.details) error.details = err.details;
+  return { error, exitCode };
+}
 
 /** Map anything a command threw to the envelope error and exit code (the one place that does). */
 export function toCliFailure(err: unknown): CliFailureInfo {
@@ -56,12 +105,17 @@ export function toCliFailure(err: unknown): CliFailureInfo {
   if (err instanceof AgentqConnectionError) {
     return { error: { code: err.code, message: err.message }, exitCode: CliExitCodes.internal_error };
   }
+  if (err instanceof NotFoundError) return apiFailure(err.apiError, CliExitCodes.not_found);
   if (err instanceof AgentqApiError) {
-    const error: CliError = { code: err.code, message: err.message };
-    if (err.details) error.details = err.details;
-    if (err.code === 'job_not_found') return { error, exitCode: CliExitCodes.not_found };
-    if (REJECTED_CODES.has(err.code)) return { error, exitCode: CliExitCodes.usage_error };
-    return { error, exitCode: CliExitCodes.internal_error };
+    if (err.status === 401 || err.status === 403) {
+      // authentication and permission: the coordinator refused the request, retrying won't help
+      const failure = apiFailure(err, CliExitCodes.usage_error);
+      failure.error.message = `the coordinator refused the request: ${err.message}; ${REFUSAL_HINTS[err.status]}`;
+      return failure;
+    }
+    if (err.code === 'job_not_found') return apiFailure(err, CliExitCodes.not_found);
+    if (REJECTED_CODES.has(err.code)) return apiFailure(err, CliExitCodes.usage_error);
+    return apiFailure(err, CliExitCodes.internal_error);
   }
   const e = toError(err);
   return { error: { code: 'internal_error', message: e.message }, exitCode: CliExitCodes.internal_error };
@@ -70,7 +124,12 @@ export function toCliFailure(err: unknown): CliFailureInfo {
 /** The error a command raises itself when a job id is unknown (same code as the coordinator's). */
 export function jobNotFound(ids: readonly string[]): AgentqApiError {
   const list = ids.join(', ');
-  return new AgentqApiError(404, 'job_not_found', ids.length === 1 ? `job ${list} not found` : `jobs not found: ${list}`, {
-    job_ids: [...ids],
-  });
+  return new AgentqApiError(
+    404,
+    'job_not_found',
+    ids.length === 1 ? `job ${list} not found` : `jobs not found: ${list}`,
+    {
+      job_ids: [...ids],
+    },
+  );
 }

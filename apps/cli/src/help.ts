@@ -1,52 +1,42 @@
-import { COMMANDS } from './commands/index.js';
+import { DEFAULT_URL } from './context.js';
 
-export const DEFAULT_URL = 'http://127.0.0.1:8765';
-
-const GLOBAL_HELP = `Global options:
-  --url <url>              coordinator URL (default: $AGENTQ_URL, else ${DEFAULT_URL})
-  --json                   print exactly one JSON envelope on stdout:
-                           {"ok":true,"data":...} or {"ok":false,"error":{"code","message"}}
-  -h, --help               show help`;
+/*
+ * The parts of `--help` that commander does not write itself: what the exit codes mean, how to
+ * write a duration, and the async-job workflow. Options and commands are listed by commander.
+ */
 
 export const EXIT_CODES_HELP = `Exit codes:
   0  completed (or the command worked: start without --wait, list, cancel, ...)
   1  coordinator unreachable, or internal error
-  2  usage error, or the coordinator refused the request (e.g. session_exists)
+  2  usage error, or the coordinator refused the request (e.g. session_exists,
+     or a missing/insufficient token)
   3  still running (not terminal): poll again or use agentq wait
   4  failed (includes interrupted)
-  5  job not found (unknown or expired)
+  5  job not found (unknown or expired); for send, session stop, sessions <name>
+     and launchers rm: the session or launcher does not exist
   6  stopped / cancelled
   7  timed out`;
 
-const DURATIONS_HELP = `Durations: 500ms, 30s, 5m, 1h, 1h30m, or plain milliseconds (1500).`;
+export const DURATIONS_HELP = `Durations: 500ms, 30s, 5m, 1h, 1h30m, or plain milliseconds (1500); none = no limit.`;
 
-export function mainHelp(): string {
-  const width = Math.max(...Object.keys(COMMANDS).map((c) => c.length));
-  const list = Object.entries(COMMANDS)
-    .map(([name, c]) => `  ${name.padEnd(width)}  ${c.summary}`)
-    .join('\n');
-  return `agentq: run AI-agent sessions through the agentq coordinator.
+export const ENVIRONMENT_HELP = `Environment:
+  AGENTQ_URL               coordinator URL (default ${DEFAULT_URL}); --url wins
+  AGENTQ_TOKEN             bearer token; --token wins
+  AGENTQ_CA_FILE           CA certificate for an https:// coordinator; --ca-file wins
+  AGENTQ_SESSION_NAME      set by the launcher inside a job: the default --parent of start`;
 
-Usage: agentq <command> [options]
-
-Commands:
-${list}
-
+export const MAIN_HELP_AFTER = `
 Async jobs: 'agentq start' returns at once with a job descriptor; follow up with
 'agentq wait <job_id>' (no polling) or 'agentq status <job_id>' (exit 3 while running).
 
-${GLOBAL_HELP}
+${ENVIRONMENT_HELP}
 
 ${EXIT_CODES_HELP}
 
 ${DURATIONS_HELP}
 Run 'agentq <command> --help' for a command's options. Docs: docs/cli.md`;
-}
 
-export function commandHelp(name: string): string {
-  const c = COMMANDS[name];
-  if (!c) return mainHelp();
-  return [`Usage: ${c.usage}`, '', c.summary, ...(c.details ? ['', c.details] : []), '', GLOBAL_HELP, '', EXIT_CODES_HELP].join(
-    '\n',
-  );
+/** Text after a command's options: its own notes, then the exit codes. */
+export function commandHelpAfter(details?: string): string {
+  return `${details ? `\n${details}\n` : ''}\n${EXIT_CODES_HELP}`;
 }

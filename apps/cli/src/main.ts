@@ -12,11 +12,18 @@ const onSignal = () => {
 };
 process.on('SIGINT', onSignal);
 process.on('SIGTERM', onSignal);
+// `agentq watch | head -3`: the reader went away, which is how such a pipe ends, not an error
+process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+  if (err.code === 'EPIPE') process.exit(0);
+  throw err;
+});
 
 const code = await run(process.argv.slice(2), {
   env: process.env,
   stdout: process.stdout,
   stderr: process.stderr,
+  // touched only by the commands that read stdin (`-p -`): opening it may hold a terminal
+  stdin: { [Symbol.asyncIterator]: () => process.stdin[Symbol.asyncIterator]() },
   isTTY: process.stderr.isTTY === true,
   signal: controller.signal,
 });

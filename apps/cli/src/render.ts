@@ -1,9 +1,12 @@
-import { CliExitCodes, type Job, type JobDescriptor } from '@agentq/protocol';
+import { CliExitCodes, type Job, type JobDescriptor, type Labels, type Usage } from '@agentq/protocol';
 import { formatDuration } from './duration.js';
+import { table } from './table.js';
 
 /*
  * Text for people (no `--json`). Machine consumers use `--json`: these layouts may change.
  */
+
+export { table } from './table.js';
 
 const EXIT_MEANING: Record<number, string> = {
   [CliExitCodes.ok]: 'completed',
@@ -14,30 +17,57 @@ const EXIT_MEANING: Record<number, string> = {
   [CliExitCodes.not_found]: 'not found',
 };
 
-/** Left-aligned columns, two spaces apart; cells are cut to `maxWidth`. */
-export function table(header: readonly string[], rows: readonly (readonly string[])[], maxWidth = 48): string {
-  const cut = (s: string) => {
-    const one = s.replace(/\s+/g, ' ');
-    return one.length > maxWidth ? `${one.slice(0, maxWidth - 1)}…` : one;
-  };
-  const cells = [header, ...rows].map((r) => r.map(cut));
-  const widths = header.map((_, i) => Math.max(...cells.map((r) => (r[i] ?? '').length)));
-  return cells
-    .map((r) =>
-      r
-        .map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i] ?? 0)))
-        .join('  ')
-        .trimEnd(),
-    )
-    .join('\n');
-}
-
-const dash = (v: string | number | null | undefined): string => (v === null || v === undefined || v === '' ? '-' : String(v));
+export const dash = (v: string | number | null | undefined): string =>
+  v === null || v === undefined || v === '' ? '-' : String(v);
 
 /** How long ago an ISO timestamp was, e.g. `4m 05s ago`. */
 export function ago(iso: string | null, now: number): string {
   if (!iso) return '-';
   return `${formatDuration(Math.max(0, now - Date.parse(iso)))} ago`;
+}
+
+/** `key=value` pairs, space-separated, in key order. */
+export function formatLabels(labels: Labels | null | undefined): string {
+  if (!labels) return '';
+  return Object.keys(labels)
+    .sort()
+    .map((k) => `${k}=${labels[k]}`)
+    .join(' ');
+}
+
+const count = (n: number) => n.toLocaleString('en-US');
+
+/** Token counts and cost in one line, e.g. `1,200 in · 340 out · cache 5,000 read · $0.0123`. */
+export function formatUsage(usage: Usage | null | undefined, costUsd: number | null | undefined): string {
+  const parts: string[] = [];
+  if (usage) {
+    parts.push(`${count(usage.input_tokens)} in`, `${count(usage.output_tokens)} out`);
+    const cache: string[] = [];
+    if (usage.cache_read_input_tokens > 0) cache.push(`${count(usage.cache_read_input_tokens)} read`);
+    if (usage.cache_creation_input_tokens > 0) cache.push(`${count(usage.cache_creation_input_tokens)} written`);
+    if (cache.length > 0) parts.push(`cache ${cache.join(', ')}`);
+  }
+  if (costUsd !== null && costUsd !== undefined) parts.push(formatCost(costUsd));
+  return parts.join(' · ');
+}
+
+/** Dollars with enough digits to see small amounts: `$0.0042`, `$1.25`. */
+export function formatCost(usd: number): string {
+  return `$${usd < 1 ? usd.toFixed(4) : usd.toFixed(2)}`;
+}
+
+/** True when there is something to show: any token counted or any cost. */
+export function hasUsage(usage: Usage | null | undefined, costUsd: number | null | undefined): boolean {
+  const tokens = usage
+    ? usage.input_tokens + usage.output_tokens + usage.cache_read_input_tokens + usage.cache_creation_input_tokens
+    : 0;
+  return tokens > 0 || (costUsd ?? 0) > 0;
+}
+
+/** The TYPE column of a job: a callback resume (it delivers children's outcomes) is `callback`. */
+export function jobKind(job: Pick<Job, 'type' | 'callback_of'>): string {
+  if (job.callback_of && job.callback_of.length > 0) return 'callback';
+  return job.type === 'start_session' ? 'start' : 'resume';
 }
 
 /**
@@ -52,16 +82,20 @@ export function renderDescriptor(d: JobDescriptor, now: number, headline?: strin
   field('type', d.type);
   field('session', d.session_name);
   if (d.parent_session_name) field('parent', d.parent_session_name);
+  if (d.callback_of && d.callback_of.length > 0) field('callback', `delivers ${d.callback_of.join(', ')}`);
   field('agent', dash(d.agent_name));
   if (d.project_dir) field('project', d.project_dir);
+  if (d.requires && Object.keys(d.requires).length > 0) field('requires', formatLabels(d.requires));
   field('created', `${d.created_at} (${ago(d.created_at, now)})`);
+  if (d.status === 'pending' && d.pending_reason) field('waiting', d.pending_reason);
   if (d.started_at) field('started', d.started_at);
   if (d.completed_at) field('ended', d.completed_at);
   if (d.launcher_id) field('launcher', d.launcher_id);
   field('timeout', d.timeout_ms === null ? 'none' : formatDuration(d.timeout_ms));
   if (d.output_bytes > 0) field('output', `${d.output_bytes} bytes`);
+  if (d.usage !== null || d.cost_usd !== null) field('usage', formatUsage(d.usage, d.cost_usd));
   if (!headline) field('exit code', `${d.exit_code} (${EXIT_MEANING[d.exit_code] ?? '?'})`);
-  if (d.error) field('error', d.error);
+  if (d.error) field('error', d.error_code ? `${d.error} (${d.error_code})` : d.error);
   if (d.result !== null) {
     lines.push('  result:');
     lines.push(...d.result.split('\n').map((l) => `    ${l}`));
@@ -83,11 +117,11 @@ export function renderJobTable(jobs: readonly Job[], now: number): string {
     jobs.map((j) => [
       j.job_id,
       j.status,
-      j.type === 'start_session' ? 'start' : 'resume',
+      jobKind(j),
       j.session_name,
       dash(j.agent_name),
       ago(j.created_at, now),
-      dash(j.error ?? j.result),
+      dash(j.error ?? j.result ?? (j.status === 'pending' ? j.pending_reason : null)),
     ]),
   );
 }

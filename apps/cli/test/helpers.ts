@@ -1,5 +1,6 @@
 import type { TestContext } from 'node:test';
 import { createServer } from 'node:net';
+import { Readable } from 'node:stream';
 import { AgentqClient } from '@agentq/client';
 import { startCoordinator } from '@agentq/coordinator';
 import type { Job } from '@agentq/protocol';
@@ -91,6 +92,8 @@ export interface CliOptions {
   onStderr?: (chunk: string) => void;
   /** called with all of stdout so far after every write */
   onStdout?: (all: string) => void;
+  /** what the CLI reads on stdin (`-p -`) */
+  stdin?: string;
 }
 
 /** Run the CLI in-process against `url` (via AGENTQ_URL) and capture what it prints. */
@@ -113,6 +116,7 @@ export async function cli(url: string | undefined, argv: string[], o: CliOptions
     },
     isTTY: o.isTTY ?? false,
     ...(o.signal ? { signal: o.signal } : {}),
+    ...(o.stdin === undefined ? {} : { stdin: Readable.from([o.stdin]) }),
   };
   const code = await run(argv, io);
   return { code, stdout, stderr };
@@ -164,4 +168,19 @@ export function beforeEachCall<T extends object>(
   };
   Object.defineProperty(obj, method, { value: spy, configurable: true, writable: true });
   return results;
+}
+
+/**
+ * Record the first argument of every call of `obj[method]` (e.g. the request body the
+ * coordinator's core receives), letting the call through unchanged.
+ */
+export function recordCalls<T extends object>(obj: T, method: keyof T & string): unknown[] {
+  const original = obj[method] as unknown as (...args: unknown[]) => unknown;
+  const calls: unknown[] = [];
+  const spy = function (...args: unknown[]) {
+    calls.push(args[0]);
+    return original.apply(obj, args);
+  };
+  Object.defineProperty(obj, method, { value: spy, configurable: true, writable: true });
+  return calls;
 }

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { CliCommandData, CliEnvelope, CliFailure, type CliFailure as Failure } from '@agentq/protocol';
 import { cli, deadUrl, envelope } from './helpers.js';
@@ -15,10 +16,30 @@ describe('command line', () => {
   it('--help lists the commands and the exit codes, exit 0', async () => {
     const r = await cli(undefined, ['--help']);
     assert.equal(r.code, 0);
-    for (const c of ['start', 'resume', 'status', 'wait', 'cancel', 'list', 'output', 'launchers', 'sessions']) {
+    for (const c of [
+      'start',
+      'resume',
+      'status',
+      'wait',
+      'cancel',
+      'list',
+      'output',
+      'launchers',
+      'sessions',
+      'send',
+      'health',
+      'watch',
+    ]) {
       assert.match(r.stdout, new RegExp(`^  ${c} `, 'm'));
     }
-    for (const line of ['3  still running', '4  failed', '5  job not found', '6  stopped', '7  timed out', '2  usage error']) {
+    for (const line of [
+      '3  still running',
+      '4  failed',
+      '5  job not found',
+      '6  stopped',
+      '7  timed out',
+      '2  usage error',
+    ]) {
       assert.ok(r.stdout.includes(line), line);
     }
   });
@@ -36,7 +57,7 @@ describe('command line', () => {
     const r = await cli(undefined, ['status', '--help', '--json']);
     assert.equal(r.code, 0);
     const env = envelope<{ ok: true; data: { help: string } }>(r, CliEnvelope(CliCommandData.help));
-    assert.match(env.data.help, /agentq status <job_id>/);
+    assert.match(env.data.help, /^Usage: agentq status \[options\] <job_id>$/m);
   });
 
   it('rejects a missing or unknown command', async () => {
@@ -47,11 +68,14 @@ describe('command line', () => {
 
   it('rejects unknown flags and missing arguments', async () => {
     assert.match(await usageError(['status', 'job_0123456789ab', '--nope']), /--nope/);
-    assert.match(await usageError(['status']), /missing <job_id>/);
-    assert.match(await usageError(['status', 'job_0123456789ab', 'job_0123456789ac']), /unexpected argument/);
-    assert.match(await usageError(['wait']), /missing <job_id>/);
+    assert.match(await usageError(['status']), /missing required argument 'job_id'/);
+    assert.match(
+      await usageError(['status', 'job_0123456789ab', 'job_0123456789ac']),
+      /too many arguments for 'status'/,
+    );
+    assert.match(await usageError(['wait']), /missing required argument 'job_id'/);
     assert.match(await usageError(['start', 'alpha']), /missing -p <prompt>/);
-    assert.match(await usageError(['list', 'extra']), /unexpected argument/);
+    assert.match(await usageError(['list', 'extra']), /too many arguments for 'list'/);
   });
 
   it('rejects bad durations and numbers', async () => {
@@ -60,6 +84,67 @@ describe('command line', () => {
     assert.match(await usageError(['wait', 'job_0123456789ab', '--timeout', 'soon']), /not a duration/);
     assert.match(await usageError(['list', '--limit', '0']), /--limit/);
     assert.match(await usageError(['output', 'job_0123456789ab', '--tail', '-1']), /--tail/);
+  });
+
+  it('suggests the command or option that was meant', async () => {
+    assert.match(
+      await usageError(['stauts', 'job_0123456789ab']),
+      /unknown command 'stauts'\n\(Did you mean status\?\)/,
+    );
+    assert.match(
+      await usageError(['list', '--sesion', 'a']),
+      /unknown option '--sesion'\n\(Did you mean --session\?\)/,
+    );
+    assert.match(await usageError(['sesions']), /Did you mean sessions\?/);
+  });
+
+  it('--version works alone, after a command, and after its options', async () => {
+    const version = (
+      JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }
+    ).version;
+    for (const argv of [
+      ['--version'],
+      ['-V'],
+      ['status', '--version'],
+      ['list', '--all', '--version'],
+      ['session', 'stop', '-V'],
+    ]) {
+      const r = await cli(undefined, argv);
+      assert.equal(r.code, 0, argv.join(' '));
+      assert.equal(r.stdout, `agentq ${version}\n`, argv.join(' '));
+    }
+    const json = await cli(undefined, ['--version', '--json']);
+    assert.deepEqual(JSON.parse(json.stdout), { ok: true, data: { version } });
+  });
+
+  it("global options go anywhere, also after a command's own options", async () => {
+    const url = await deadUrl();
+    for (const argv of [
+      ['list', '--all', '--json', '--url', url],
+      ['list', '--status', 'failed', '--url', url, '--json'],
+      ['--json', 'list', '--session', 'a', '--url', url],
+    ]) {
+      const r = await cli(undefined, argv);
+      assert.equal(r.code, 1, argv.join(' '));
+      assert.equal(envelope<Failure>(r, CliFailure).error.code, 'coordinator_unreachable', argv.join(' '));
+    }
+  });
+
+  it('help reaches nested commands; the main help lists them by full name', async () => {
+    const a = await cli(undefined, ['help', 'session', 'stop']);
+    const b = await cli(undefined, ['session', 'stop', '--help']);
+    assert.equal(a.code, 0);
+    assert.equal(a.stdout, b.stdout);
+    assert.match(a.stdout, /^Usage: agentq session stop \[options\] <session>$/m);
+    const main = await cli(undefined, ['--help']);
+    for (const line of [
+      'session stop <session>',
+      'launchers rm <launcher_id>',
+      'token create <name>',
+      'completion <shell>',
+    ]) {
+      assert.match(main.stdout, new RegExp(`^  ${line.replace(/[[\]]/g, '\\$&')} `, 'm'), line);
+    }
   });
 
   it('rejects a coordinator URL that is not http(s)', async () => {
@@ -71,7 +156,7 @@ describe('command line', () => {
     const r = await cli(undefined, ['status']);
     assert.equal(r.code, 2);
     assert.equal(r.stdout, '');
-    assert.match(r.stderr, /^agentq: missing <job_id>\nRun 'agentq status --help' for usage\.\n$/);
+    assert.match(r.stderr, /^agentq: missing required argument 'job_id'\nRun 'agentq status --help' for usage\.\n$/);
   });
 
   it('takes the command after global options', async () => {

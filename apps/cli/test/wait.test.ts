@@ -212,9 +212,46 @@ describe('agentq start --wait', () => {
     await c.launcher.fail(job.job_id, 'broken');
     const r = await starting;
     assert.equal(r.code, 4);
-    assert.match(r.stderr, /waiting: job_[0-9a-f]{12} pending · \d+(ms|s)/);
+    // pending, or claimed at once when the launcher's poll was already parked
+    assert.match(r.stderr, /waiting: job_[0-9a-f]{12} (pending|claimed) · \d+(ms|s)/);
     assert.match(r.stderr, new RegExp(`${job.job_id}  \\w+ → failed  \\(`));
     assert.equal(envelope<{ ok: true; data: JobDescriptor }>(r, DescriptorSchema).data.status, 'failed');
+  });
+
+  it('on a TTY, the progress shows every status the job went through, running included', async (t) => {
+    const c = await coordinator(t);
+    const starting = cli(c.url, ['start', 'alpha', '-p', 'go', '--wait'], { isTTY: true });
+    const job = await c.launcher.claimAndStart();
+    await c.launcher.complete(job.job_id, 'ok');
+    const r = await starting;
+    assert.equal(r.code, 0);
+    // each line as a terminal shows it: what follows the last "clear line" on it
+    const lines = r.stderr.split('\n').map((l) => l.replace(/^[\s\S]*\r\x1b\[K/, ''));
+    const changes = lines.filter((l) => l.startsWith(job.job_id)).map((l) => l.replace(/ {2}\(.*$/, ''));
+    // the first line is the status the job had when the CLI first saw it (pending, or claimed
+    // when the launcher's poll was already waiting); then every change, in order
+    assert.deepEqual(changes.slice(-2), [`${job.job_id}  claimed → running`, `${job.job_id}  running → completed`]);
+    assert.doesNotMatch(r.stderr, /0\/0/);
+  });
+
+  it('the progress of wait never starts with "0/0 jobs finished"', async (t) => {
+    const c = await coordinator(t);
+    const a = await c.client.createJob({ type: 'start_session', session_name: 'a', prompt: 'x' });
+    const b = await c.client.createJob({ type: 'start_session', session_name: 'b', prompt: 'x' });
+    const r = await cli(c.url, ['wait', a.job_id, b.job_id, '--all', '--timeout', '50ms'], { isTTY: true });
+    assert.equal(r.code, 3);
+    assert.doesNotMatch(r.stderr, /0\/0/);
+    assert.match(r.stderr, /waiting: 0\/2 jobs finished/);
+    assert.match(r.stderr, new RegExp(`${a.job_id}  pending`));
+  });
+
+  it('wait --timeout none waits without a limit', async (t) => {
+    const c = await coordinator(t);
+    const job = await c.client.createJob({ type: 'start_session', session_name: 'a', prompt: 'x' });
+    const waiting = cli(c.url, ['wait', job.job_id, '--timeout', 'none', '--json']);
+    await c.launcher.claimAndStart();
+    await c.launcher.complete(job.job_id);
+    assert.equal((await waiting).code, 0);
   });
 
   it('an interrupt (Ctrl-C) stops waiting: last snapshot, exit 3, the job keeps running', async (t) => {

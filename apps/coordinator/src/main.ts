@@ -1,9 +1,58 @@
 #!/usr/bin/env node
+import { readFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
 import { buildApp, createLogger } from './app.js';
-import { ConfigError, loadConfig } from './config.js';
+import { CONFIG_ENV_VARS, ConfigError, loadConfig } from './config.js';
+
+/**
+ * The command line: configuration comes from the environment, so the only flags are the ones
+ * that print something and exit; anything else is refused rather than ignored.
+ */
+function handleArguments(argv: string[]): void {
+  let values;
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      options: { help: { type: 'boolean', short: 'h' }, version: { type: 'boolean', short: 'V' } },
+      strict: true,
+      allowPositionals: false,
+    }));
+  } catch (err) {
+    process.stderr.write(
+      `agentq-coordinator: ${(err as Error).message}\nIt is configured by environment variables: run agentq-coordinator --help.\n`,
+    );
+    process.exit(2);
+  }
+  if (values.version) {
+    const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+    process.stdout.write(`agentq-coordinator ${pkg.version}\n`);
+    process.exit(0);
+  }
+  if (values.help) {
+    process.stdout.write(
+      [
+        'Usage: agentq-coordinator',
+        '',
+        'Runs the agentq coordinator: the job queue, launcher registry and sessions, over HTTP.',
+        'It is configured by environment variables (defaults and meanings: docs/operations.md):',
+        '',
+        ...CONFIG_ENV_VARS.map((v) => `  ${v.name}`),
+        '',
+        'Options:',
+        '  -h, --help     show this help',
+        '  -V, --version  print the version',
+        '',
+        'SIGTERM/SIGINT shut it down cleanly; a second signal exits at once.',
+        '',
+      ].join('\n'),
+    );
+    process.exit(0);
+  }
+}
 
 /** The coordinator process: the only place that listens and calls process.exit. */
 async function main(): Promise<void> {
+  handleArguments(process.argv.slice(2));
   let config;
   try {
     config = loadConfig(process.env);

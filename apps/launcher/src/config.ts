@@ -197,6 +197,7 @@ export function helpText(): string {
     'Options:',
     ...rows,
     `${'  -h, --help'.padEnd(34)}show this help`,
+    `${'  -V, --version'.padEnd(34)}print the version`,
     '',
     'Signals: SIGTERM/SIGINT drain (take no new jobs, let running ones finish within',
     '--shutdown-grace, then kill them and report them failed, deregister, exit 0); a second',
@@ -208,7 +209,8 @@ export function helpText(): string {
   ].join('\n');
 }
 
-export type LoadResult = { help: true } | { help: false; config: LauncherConfig };
+/** `help: true`: print something and exit, the help or (with `version`) the version. */
+export type LoadResult = { help: true; version?: true } | { help: false; config: LauncherConfig };
 
 /** Parse `argv` (without node and script) and `env` into a validated configuration. */
 export function loadConfig(
@@ -218,6 +220,7 @@ export function loadConfig(
 ): LoadResult {
   const options: Record<string, { type: 'string' | 'boolean'; multiple?: boolean; short?: string }> = {
     help: { type: 'boolean', short: 'h' },
+    version: { type: 'boolean', short: 'V' },
   };
   for (const o of OPTIONS) {
     options[o.flag] = { type: o.kind === 'boolean' ? 'boolean' : 'string', multiple: o.kind === 'list' };
@@ -229,6 +232,7 @@ export function loadConfig(
     throw new ConfigError('arguments', (err as Error).message);
   }
   if (values['help']) return { help: true };
+  if (values['version']) return { help: true, version: true };
 
   /** The raw text of an option: the flag if given, else the variable, else undefined. */
   const raw = (flag: Flag): { text: string; from: string } | undefined => {

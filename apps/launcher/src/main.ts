@@ -21,7 +21,7 @@ async function main(): Promise<number> {
     throw err;
   }
   if (loaded.help) {
-    process.stdout.write(helpText());
+    process.stdout.write(loaded.version ? `agentq-launcher ${packageVersion() ?? 'unknown'}\n` : helpText());
     return 0;
   }
   const { config } = loaded;

@@ -19,6 +19,8 @@ import type {
   PollResponse,
   RegisterLauncherRequest,
   RegisterLauncherResponse,
+  SendMessageRequest,
+  SendMessageResponse,
   Session,
   SessionList,
   StartedReport,
@@ -38,6 +40,10 @@ export interface ClientOptions {
   connections?: number;
   /** time allowed for the answer's headers on ordinary requests (default 30 s) */
   headersTimeoutMs?: number;
+  /** bearer token sent with every request (auth on the coordinator; see docs/operations.md) */
+  token?: string;
+  /** PEM file of the CA that signed the coordinator's certificate (https:// URLs) */
+  caFile?: string;
 }
 
 export interface CallOptions {
@@ -133,6 +139,10 @@ export class AgentqClient {
   stopSession(name: string, o?: CallOptions): Promise<StopSessionResponse> {
     return this.#json('POST', `/sessions/${enc(name)}/stop`, o);
   }
+  /** Queue a message for the session's next turn (a resume job at once when it is idle). */
+  sendMessage(name: string, body: SendMessageRequest, o?: CallOptions): Promise<SendMessageResponse> {
+    return this.#json('POST', `/sessions/${enc(name)}/messages`, { body, ...o });
+  }
 
   // --- launchers --------------------------------------------------------------------------
 
@@ -190,9 +200,12 @@ export class AgentqClient {
 
   /**
    * Follow `GET /events` (Server-Sent Events). Yields each message until the signal aborts or
-   * the server ends the stream. Pass the last seen id to resume after a disconnect.
+   * the server ends the stream. Pass the last seen id to resume after a disconnect. `onOpen` is
+   * called once the coordinator has accepted the stream: every event after that moment will come.
    */
-  async *events(options: { lastEventId?: string | number; signal?: AbortSignal } = {}): AsyncGenerator<SseMessage> {
+  async *events(
+    options: { lastEventId?: string | number; signal?: AbortSignal; onOpen?: () => void } = {},
+  ): AsyncGenerator<SseMessage> {
     const headers: Record<string, string> = { accept: 'text/event-stream' };
     if (options.lastEventId !== undefined) headers['last-event-id'] = String(options.lastEventId);
     let res;
@@ -211,6 +224,7 @@ export class AgentqClient {
     if (res.statusCode !== 200) {
       throw await apiError(res.statusCode, await res.body.text());
     }
+    options.onOpen?.();
     try {
       yield* parseSse(res.body);
     } catch (err) {

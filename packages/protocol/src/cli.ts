@@ -1,8 +1,9 @@
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
-import { Nullable } from './common.js';
+import { Nullable, Role } from './common.js';
+import { LifecycleEvent, StreamGap } from './events.js';
 import { Job, JobList, JobOutput, JobStatus, WaitMode } from './jobs.js';
-import { LauncherList } from './launchers.js';
-import { SessionList } from './sessions.js';
+import { DeleteLauncherResponse, Health, LauncherList } from './launchers.js';
+import { SendMessageResponse, Session, SessionList, StopSessionResponse } from './sessions.js';
 
 /*
  * The `agentq` CLI's machine interface: what `--json` prints and what the process exits with.
@@ -127,6 +128,38 @@ export type CliWaitResult = Static<typeof CliWaitResult>;
 export const CliHelp = Type.Object({ help: Type.String() });
 export type CliHelp = Static<typeof CliHelp>;
 
+/**
+ * `agentq sessions <name>`: a session, its jobs (oldest first; callback resumes have
+ * `callback_of`) and, nested, its child sessions.
+ */
+export const CliSessionTree = Type.Recursive(
+  (Node) =>
+    Type.Object({
+      session: Session,
+      jobs: Type.Array(Job),
+      /** the session has more jobs than `jobs` lists (only the newest are fetched) */
+      more_jobs: Type.Boolean(),
+      children: Type.Array(Node),
+    }),
+  { $id: 'CliSessionTree' },
+);
+export type CliSessionTree = Static<typeof CliSessionTree>;
+
+/** `agentq token create`: the secret (shown once) and the line for the coordinator's token file. */
+export const CliTokenCreated = Type.Object({
+  name: Type.String(),
+  role: Role,
+  /** the bearer token; only its SHA-256 is stored by the coordinator */
+  token: Type.String(),
+  /** `NAME ROLE SHA256HEX`: append it to AUTH_TOKENS_FILE */
+  line: Type.String(),
+});
+export type CliTokenCreated = Static<typeof CliTokenCreated>;
+
+/** `agentq completion <shell>`: the script to source. */
+export const CliCompletion = Type.Object({ shell: Type.String(), script: Type.String() });
+export type CliCompletion = Static<typeof CliCompletion>;
+
 /** The `data` of each command's success envelope. */
 export const CliCommandData = {
   start: JobDescriptor,
@@ -139,5 +172,19 @@ export const CliCommandData = {
   launchers: LauncherList,
   sessions: SessionList,
   help: CliHelp,
+  /** `sessions <name>` */
+  session_tree: CliSessionTree,
+  /** `session stop <name>` */
+  session_stop: StopSessionResponse,
+  /** `launchers rm <id>` */
+  launchers_rm: DeleteLauncherResponse,
+  health: Health,
+  /** `send <session> <text>` */
+  send: SendMessageResponse,
+  /** `watch --json`: one envelope per line, each with one event */
+  watch: Type.Union([LifecycleEvent, StreamGap]),
+  /** `token create` */
+  token_create: CliTokenCreated,
+  completion: CliCompletion,
 } as const;
 export type CliCommand = keyof typeof CliCommandData;

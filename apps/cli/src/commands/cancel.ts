@@ -1,10 +1,18 @@
 import { AgentqApiError } from '@agentq/client';
-import { CliExitCodes, type CancelOutcome, type CancelResult, type CancelResults, type StopOutcome } from '@agentq/protocol';
-import { expectPositionals, type ParsedArgs } from '../args.js';
-import type { CommandContext, CommandResult } from '../context.js';
+import {
+  CliExitCodes,
+  type CancelOutcome,
+  type CancelResult,
+  type CancelResults,
+  type StopOutcome,
+} from '@agentq/protocol';
+import type { Command } from 'commander';
+import type { CommandContext } from '../context.js';
+import { commandHelpAfter } from '../help.js';
+import type { Act } from '../program.js';
 import { table } from '../render.js';
 
-/** The coordinator's stop outcome, in the words of seed 000. */
+/** The coordinator's stop outcome, in the CLI's words. */
 const CANCEL_OUTCOME: { readonly [O in StopOutcome]: CancelOutcome } = {
   stopped: 'cancelled',
   stopping: 'stopping',
@@ -16,16 +24,29 @@ const CANCEL_OUTCOME: { readonly [O in StopOutcome]: CancelOutcome } = {
  * `cancelled` at once; a running one is `stopping` until its launcher has stopped it. Exit 0
  * when every id was known, 5 when any was not (the others are still cancelled).
  */
-export async function cancel(ctx: CommandContext, args: ParsedArgs): Promise<CommandResult> {
-  const ids = [...new Set(expectPositionals(args, 'cancel', '<job_id>', 1, Infinity))];
-  const results = await Promise.all(ids.map((id) => cancelOne(ctx, id)));
-  const data: CancelResults = { results };
-  const exitCode = results.some((r) => r.outcome === 'not_found') ? CliExitCodes.not_found : CliExitCodes.ok;
-  return {
-    data,
-    exitCode,
-    text: () => table(['JOB', 'OUTCOME', 'STATUS'], results.map((r) => [r.job_id, r.outcome, r.status ?? '-'])),
-  };
+export function registerCancel(program: Command, act: Act): void {
+  program
+    .command('cancel')
+    .summary('stop jobs; reports cancelled / stopping / already_completed / not_found per id')
+    .argument('<job_id...>', 'the jobs')
+    .addHelpText('after', commandHelpAfter('Exits 0 when every id was known, 5 when any was not found.'))
+    .action(
+      act(async (ctx, cmd) => {
+        const [ids] = cmd.processedArgs as [string[]];
+        const results = await Promise.all([...new Set(ids)].map((id) => cancelOne(ctx, id)));
+        const data: CancelResults = { results };
+        const exitCode = results.some((r) => r.outcome === 'not_found') ? CliExitCodes.not_found : CliExitCodes.ok;
+        return {
+          data,
+          exitCode,
+          text: () =>
+            table(
+              ['JOB', 'OUTCOME', 'STATUS'],
+              results.map((r) => [r.job_id, r.outcome, r.status ?? '-']),
+            ),
+        };
+      }),
+    );
 }
 
 async function cancelOne(ctx: CommandContext, jobId: string): Promise<CancelResult> {

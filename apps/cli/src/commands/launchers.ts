@@ -1,26 +1,63 @@
-import { expectPositionals, type ParsedArgs } from '../args.js';
-import type { CommandContext, CommandResult } from '../context.js';
+import type { Launcher, LauncherList } from '@agentq/protocol';
+import type { Command } from 'commander';
 import { formatDuration } from '../duration.js';
-import { table } from '../render.js';
+import { notFoundOn } from '../errors.js';
+import { commandHelpAfter } from '../help.js';
+import type { Act } from '../program.js';
+import { dash, formatLabels, table } from '../render.js';
 
-/** `agentq launchers`: the registered launchers and what they hold. */
-export async function launchers(ctx: CommandContext, args: ParsedArgs): Promise<CommandResult> {
-  expectPositionals(args, 'launchers', '', 0, 0);
-  const data = await ctx.client.listLaunchers({ signal: ctx.signal });
-  const text = () =>
-    data.launchers.length === 0
-      ? 'no launchers registered'
-      : table(
-          ['LAUNCHER', 'STATUS', 'HOST', 'EXECUTOR', 'JOBS', 'HEARTBEAT', 'PROJECT'],
-          data.launchers.map((l) => [
-            l.launcher_id,
-            l.status,
-            l.hostname ?? '-',
-            l.executor_type ?? '-',
-            `${l.active_jobs.length}/${l.max_jobs ?? '-'}`,
-            `${formatDuration(l.seconds_since_heartbeat * 1000)} ago`,
-            l.project_dir ?? '-',
-          ]),
-        );
-  return { data, exitCode: 0, text };
+/** `agentq launchers`: the registered launchers; `agentq launchers rm <id>` deregisters one. */
+export function registerLaunchers(program: Command, act: Act): void {
+  const launchers = program
+    .command('launchers')
+    .summary('registered launchers: status, labels, project roots, jobs held')
+    .action(
+      act(async (ctx) => {
+        const data = await ctx.client.listLaunchers({ signal: ctx.signal });
+        return { data, exitCode: 0, text: () => renderLaunchers(data) };
+      }),
+    );
+  launchers
+    .command('rm')
+    .summary('deregister a launcher: told on its next poll, it finishes or stops its jobs and exits')
+    .argument('<launcher_id>', 'the launcher (lnch_…)')
+    .addHelpText(
+      'after',
+      commandHelpAfter(
+        'outcome deregistering: the launcher is told on its next poll; removed: it was\nalready gone (stale) and is removed at once. Exits 5 for an unknown id.',
+      ),
+    )
+    .action(
+      act(async (ctx, cmd) => {
+        const [id] = cmd.processedArgs as [string];
+        const data = await notFoundOn('launcher_not_found', ctx.client.deleteLauncher(id, { signal: ctx.signal }));
+        return { data, exitCode: 0, text: () => `${data.launcher_id}: ${data.outcome}` };
+      }),
+    );
+}
+
+/** Labels other than the ones the HOST and EXECUTOR columns already show. */
+function extraLabels(l: Launcher): string {
+  const labels = { ...l.labels };
+  if (labels.hostname === l.hostname) delete labels.hostname;
+  if (labels.executor === l.executor_type) delete labels.executor;
+  return formatLabels(labels);
+}
+
+export function renderLaunchers(data: LauncherList): string {
+  if (data.launchers.length === 0) return 'no launchers registered';
+  return table(
+    ['LAUNCHER', 'STATUS', 'HOST', 'EXECUTOR', 'JOBS', 'HEARTBEAT', 'LABELS', 'ROOTS'],
+    data.launchers.map((l) => [
+      l.launcher_id,
+      l.status,
+      dash(l.hostname),
+      dash(l.executor_type),
+      `${l.active_jobs.length}/${l.max_jobs ?? '-'}`,
+      `${formatDuration(l.seconds_since_heartbeat * 1000)} ago`,
+      dash(extraLabels(l)),
+      dash((l.project_roots.length > 0 ? l.project_roots : l.project_dir ? [l.project_dir] : []).join(',')),
+    ]),
+    64,
+  );
 }

@@ -1,44 +1,56 @@
 import type { ListJobsQuery } from '@agentq/protocol';
-import { boolOpt, expectPositionals, intOpt, stringOpt, type OptionSpec, type ParsedArgs } from '../args.js';
-import type { CommandContext, CommandResult } from '../context.js';
+import { Option, type Command } from 'commander';
+import { intArg } from '../args.js';
+import type { Act } from '../program.js';
 import { renderJobTable } from '../render.js';
 
-export const listOptions = {
-  all: { type: 'boolean', short: 'a' },
-  status: { type: 'string' },
-  session: { type: 'string' },
-  launcher: { type: 'string' },
-  limit: { type: 'string' },
-  cursor: { type: 'string' },
-} as const satisfies OptionSpec;
+interface ListOptions {
+  all?: boolean;
+  status?: string;
+  session?: string;
+  launcher?: string;
+  limit?: number;
+  cursor?: string;
+}
 
 /**
- * `agentq list`: jobs newest first. Like TaskList, only jobs that are not terminal unless
- * `--all` (or an explicit `--status`) asks for the finished ones too.
+ * `agentq list`: jobs newest first. Only jobs that are not terminal unless `--all` (or an
+ * explicit `--status`) asks for the finished ones too. Callback resumes show as `callback`.
  */
-export async function list(ctx: CommandContext, args: ParsedArgs): Promise<CommandResult> {
-  expectPositionals(args, 'list', '', 0, 0);
-  const query: ListJobsQuery = {};
-  const statuses = stringOpt(args, 'status');
-  if (statuses !== undefined) query.status = statuses;
-  else if (!boolOpt(args, 'all')) query.terminal = 'false';
-  const session = stringOpt(args, 'session');
-  const launcher = stringOpt(args, 'launcher');
-  const limit = intOpt(args, 'limit', 'list', 1, 1000);
-  const cursor = stringOpt(args, 'cursor');
-  if (session !== undefined) query.session_name = session;
-  if (launcher !== undefined) query.launcher_id = launcher;
-  if (limit !== undefined) query.limit = limit;
-  if (cursor !== undefined) query.cursor = cursor;
+export function registerList(program: Command, act: Act): void {
+  program
+    .command('list')
+    .summary('jobs that are not terminal, newest first (--all: every job)')
+    .option('-a, --all', 'include terminal jobs')
+    .option('--status <s,...>', 'only these statuses (e.g. failed,timed_out); implies --all')
+    .option('--session <name>', 'only jobs of this session')
+    .option('--launcher <id>', 'only jobs of this launcher')
+    .addOption(new Option('--limit <n>', 'page size (1-1000, default 100)').argParser(intArg(1, 1000)))
+    .option('--cursor <c>', 'next page (the cursor the previous page printed)')
+    .addHelpText('after', "\nTYPE is start, resume, or callback (a resume that delivers child sessions' outcomes).")
+    .action(
+      act(async (ctx, cmd) => {
+        const o = cmd.opts<ListOptions>();
+        const query: ListJobsQuery = {};
+        if (o.status !== undefined) query.status = o.status;
+        else if (!o.all) query.terminal = 'false';
+        if (o.session !== undefined) query.session_name = o.session;
+        if (o.launcher !== undefined) query.launcher_id = o.launcher;
+        if (o.limit !== undefined) query.limit = o.limit;
+        if (o.cursor !== undefined) query.cursor = o.cursor;
 
-  const data = await ctx.client.listJobs(query, { signal: ctx.signal });
-  const text = () => {
-    if (data.jobs.length === 0) {
-      return query.terminal === 'false' ? 'no active jobs (agentq list --all shows finished ones too)' : 'no jobs';
-    }
-    const lines = [renderJobTable(data.jobs, ctx.now())];
-    if (data.next_cursor) lines.push(`more: run the same command with --cursor ${data.next_cursor}`);
-    return lines.join('\n');
-  };
-  return { data, exitCode: 0, text };
+        const data = await ctx.client.listJobs(query, { signal: ctx.signal });
+        const text = () => {
+          if (data.jobs.length === 0) {
+            return query.terminal === 'false'
+              ? 'no active jobs (agentq list --all shows finished ones too)'
+              : 'no jobs';
+          }
+          const lines = [renderJobTable(data.jobs, ctx.now())];
+          if (data.next_cursor) lines.push(`more: run the same command with --cursor ${data.next_cursor}`);
+          return lines.join('\n');
+        };
+        return { data, exitCode: 0, text };
+      }),
+    );
 }

@@ -1,41 +1,106 @@
-import type { ListSessionsQuery } from '@agentq/protocol';
-import { expectPositionals, stringOpt, type OptionSpec, type ParsedArgs } from '../args.js';
+import type { ListSessionsQuery, SessionList } from '@agentq/protocol';
+import { Option, type Command } from 'commander';
+import { intArg } from '../args.js';
 import type { CommandContext, CommandResult } from '../context.js';
-import { UsageError } from '../errors.js';
-import { ago, table } from '../render.js';
+import { notFoundOn, UsageError } from '../errors.js';
+import { commandHelpAfter } from '../help.js';
+import type { Act } from '../program.js';
+import { ago, dash, formatUsage, hasUsage, table } from '../render.js';
+import { fetchSessionTree, renderSessionTree } from '../session-tree.js';
 
-export const sessionsOptions = {
-  status: { type: 'string' },
-  parent: { type: 'string' },
-} as const satisfies OptionSpec;
+interface SessionsOptions {
+  status?: 'idle' | 'busy';
+  parent?: string;
+  limit?: number;
+  cursor?: string;
+}
 
-/** `agentq sessions`: every session, its state and its last outcome. */
-export async function sessions(ctx: CommandContext, args: ParsedArgs): Promise<CommandResult> {
-  expectPositionals(args, 'sessions', '', 0, 0);
+/** `agentq sessions`: every session, or with a name, that session's tree. `agentq session stop`. */
+export function registerSessions(program: Command, act: Act): void {
+  program
+    .command('sessions')
+    .summary('sessions, their state and last outcome; with a name: its tree of jobs and children')
+    .argument('[session]', "show this session's tree: its jobs (callbacks marked), child sessions, usage")
+    .addOption(new Option('--status <status>', 'only sessions in this state').choices(['idle', 'busy']))
+    .option('--parent <session>', 'only children of this session')
+    .addOption(new Option('--limit <n>', 'page size (1-1000, default 100)').argParser(intArg(1, 1000)))
+    .option('--cursor <c>', 'next page (the cursor the previous page printed)')
+    .addHelpText('after', commandHelpAfter())
+    .action(
+      act(async (ctx, cmd) => {
+        const [name] = cmd.processedArgs as [string | undefined];
+        const o = cmd.opts<SessionsOptions>();
+        if (name === undefined) return listSessions(ctx, o);
+        if (o.status !== undefined || o.parent !== undefined || o.limit !== undefined || o.cursor !== undefined) {
+          throw new UsageError(
+            '--status, --parent, --limit and --cursor list sessions: give them without a session name',
+          );
+        }
+        const tree = await notFoundOn('session_not_found', fetchSessionTree(ctx.client, name, ctx.signal));
+        return { data: tree, exitCode: 0, text: () => renderSessionTree(tree, ctx.now()) };
+      }),
+    );
+
+  const session = act.group(program, 'session', 'act on one session');
+  session
+    .command('stop')
+    .summary('stop everything a session is doing (its active job and pending ones)')
+    .argument('<session>', 'the session')
+    .addHelpText(
+      'after',
+      commandHelpAfter(
+        'Exits 0 when jobs were stopped, 2 when the session is idle (session_idle),\n5 when it does not exist.',
+      ),
+    )
+    .action(
+      act(async (ctx, cmd) => {
+        const [name] = cmd.processedArgs as [string];
+        const data = await notFoundOn('session_not_found', ctx.client.stopSession(name, { signal: ctx.signal }));
+        const text = () =>
+          table(
+            ['JOB', 'OUTCOME', 'STATUS'],
+            data.stopped.map((s) => [s.job_id, s.outcome, s.status]),
+          );
+        return { data, exitCode: 0, text };
+      }),
+    );
+}
+
+async function listSessions(ctx: CommandContext, o: SessionsOptions): Promise<CommandResult> {
   const query: ListSessionsQuery = {};
-  const status = stringOpt(args, 'status');
-  if (status !== undefined) {
-    if (status !== 'idle' && status !== 'busy') throw new UsageError(`--status must be idle or busy, not '${status}'`, 'sessions');
-    query.status = status;
-  }
-  const parent = stringOpt(args, 'parent');
-  if (parent !== undefined) query.parent = parent;
+  if (o.status !== undefined) query.status = o.status;
+  if (o.parent !== undefined) query.parent = o.parent;
+  if (o.limit !== undefined) query.limit = o.limit;
+  if (o.cursor !== undefined) query.cursor = o.cursor;
   const data = await ctx.client.listSessions(query, { signal: ctx.signal });
-  const now = ctx.now();
-  const text = () =>
-    data.sessions.length === 0
-      ? 'no sessions'
-      : table(
-          ['SESSION', 'STATUS', 'AGENT', 'PARENT', 'ACTIVE JOB', 'LAST', 'UPDATED'],
-          data.sessions.map((s) => [
-            s.session_name,
-            s.status,
-            s.agent_name ?? '-',
-            s.parent_session_name ?? '-',
-            s.active_job_id ?? '-',
-            s.last_job_status ?? '-',
-            ago(s.updated_at, now),
-          ]),
-        );
-  return { data, exitCode: 0, text };
+  return { data, exitCode: 0, text: () => renderSessions(data, ctx.now()) };
+}
+
+/** The sessions table; the USAGE column appears once any session has used something. */
+export function renderSessions(data: SessionList, now: number): string {
+  if (data.sessions.length === 0) return 'no sessions';
+  const withUsage = data.sessions.some((s) => hasUsage(s.usage, s.cost_usd));
+  const header = [
+    'SESSION',
+    'STATUS',
+    'AGENT',
+    'PARENT',
+    'ACTIVE JOB',
+    'LAST',
+    'UPDATED',
+    ...(withUsage ? ['USAGE'] : []),
+  ];
+  const rows = data.sessions.map((s) => [
+    s.session_name,
+    s.status,
+    dash(s.agent_name),
+    dash(s.parent_session_name),
+    dash(s.active_job_id),
+    dash(s.last_job_status),
+    ago(s.updated_at, now),
+    ...(withUsage ? [hasUsage(s.usage, s.cost_usd) ? formatUsage(s.usage, s.cost_usd) : '-'] : []),
+  ]);
+  const lines = [table(header, rows, 60)];
+  if (data.next_cursor) lines.push(`more: run the same command with --cursor ${data.next_cursor}`);
+  return lines.join('\n');
 }

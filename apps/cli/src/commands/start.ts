@@ -1,64 +1,193 @@
-import { exitCodeForStatus, type CreateJobRequest, type JobType } from '@agentq/protocol';
-import { boolOpt, durationOpt, expectPositionals, stringOpt, type OptionSpec, type ParsedArgs } from '../args.js';
+import { exitCodeForStatus, type CreateJobRequest, type Job, type JobType } from '@agentq/protocol';
+import { Option, type Command } from 'commander';
+import { keyValueArg, timeoutArg, timeoutMs, type Timeout } from '../args.js';
 import type { CommandContext, CommandResult } from '../context.js';
 import { describeJob } from '../descriptor.js';
-import { UsageError } from '../errors.js';
+import { followOutput } from '../follow.js';
+import { commandHelpAfter } from '../help.js';
+import type { Act } from '../program.js';
 import { Progress } from '../progress.js';
+import { readPrompt } from '../prompt.js';
 import { renderDescriptor } from '../render.js';
 import { waitForJob } from '../waiting.js';
 
-export const startOptions = {
-  prompt: { type: 'string', short: 'p' },
-  agent: { type: 'string' },
-  'project-dir': { type: 'string' },
-  parent: { type: 'string' },
-  timeout: { type: 'string' },
-  wait: { type: 'boolean' },
-  'wait-timeout': { type: 'string' },
-} as const satisfies OptionSpec;
+interface StartOptions {
+  prompt?: string;
+  promptFile?: string;
+  agent?: string;
+  projectDir?: string;
+  /** a name, false for --no-parent, undefined when neither was given */
+  parent?: string | false;
+  require?: Record<string, string>;
+  timeout?: Timeout;
+  wait?: boolean;
+  waitTimeout?: Timeout;
+  follow?: boolean;
+}
+
+const WAIT_NOTES = `Without --wait: prints the job descriptor (job_id, status, terminal, status_command,
+cancel_command, poll_interval_ms, timeout_ms, ...) and exits 0 once the job is accepted.
+With --wait: blocks until the job is terminal and exits with its outcome; progress
+on stderr when it is a terminal. --follow streams the job's output while waiting
+(to stdout, or to stderr with --json so stdout keeps its one envelope).`;
+
+/** Options shared by start and resume. */
+function jobOptions(cmd: Command): Command {
+  return cmd
+    .option('-p, --prompt <text>', 'the prompt; - reads it from stdin')
+    .option('--prompt-file <path>', 'read the prompt from a file (- is stdin)')
+    .option('--agent <name>', 'agent to run (start: recorded on the session)')
+    .option('--project-dir <path>', "directory on the launcher's host to run in")
+    .addOption(
+      new Option('--require <key=value>', 'run only on a launcher with this label (repeatable)').argParser(keyValueArg),
+    )
+    .addOption(
+      new Option(
+        '--timeout <duration>',
+        'the job ends as timed_out after this long (exit 7); none: no timeout',
+      ).argParser(timeoutArg(1)),
+    )
+    .option('--wait', 'block until the job is terminal; exit with its outcome')
+    .addOption(
+      new Option(
+        '--wait-timeout <duration>',
+        'stop waiting after this long (implies --wait; exit 3, the job keeps running)',
+      ).argParser(timeoutArg()),
+    )
+    .option('-f, --follow', "stream the job's output while waiting (implies --wait)");
+}
+
+export function registerStart(program: Command, act: Act): void {
+  jobOptions(
+    program
+      .command('start')
+      .summary('start a new session with a prompt (prints the job descriptor)')
+      .argument('<session>', 'name of the new session'),
+  )
+    .option(
+      '--parent <session>',
+      'parent session, resumed with the outcome when this job ends (default: $AGENTQ_SESSION_NAME)',
+    )
+    .option('--no-parent', 'no parent, even inside a job that has $AGENTQ_SESSION_NAME set')
+    .addHelpText('after', commandHelpAfter(WAIT_NOTES))
+    .action(act((ctx, cmd) => createJob('start_session', ctx, cmd)));
+
+  jobOptions(
+    program
+      .command('resume')
+      .summary('send a new prompt to an existing session')
+      .argument('<session>', 'the session to continue'),
+  )
+    .option('--parent <session>', 'parent session, told when this job ends')
+    .addHelpText('after', commandHelpAfter(WAIT_NOTES))
+    .action(act((ctx, cmd) => createJob('resume_session', ctx, cmd)));
+}
+
+/** The parent of a new job: --parent, else (start only) the session this command runs inside. */
+function parentOf(type: JobType, o: StartOptions, env: CommandContext['io']['env']): string | undefined {
+  if (o.parent === false) return undefined;
+  if (o.parent !== undefined) return o.parent;
+  // inside a job the launcher sets AGENTQ_SESSION_NAME: a session started from there is a child
+  return type === 'start_session' ? env.AGENTQ_SESSION_NAME || undefined : undefined;
+}
 
 /**
  * `agentq start` / `agentq resume`: create the job and print its descriptor at once (exit 0:
  * accepted), or with `--wait` block until it is terminal and exit with its outcome.
  */
-export async function createJob(type: JobType, ctx: CommandContext, args: ParsedArgs): Promise<CommandResult> {
+async function createJob(type: JobType, ctx: CommandContext, cmd: Command): Promise<CommandResult> {
   const command = type === 'start_session' ? 'start' : 'resume';
-  const [session] = expectPositionals(args, command, '<session>', 1, 1);
-  const prompt = stringOpt(args, 'prompt');
-  if (prompt === undefined || prompt === '') throw new UsageError('missing -p <prompt>', command);
-  const timeoutMs = durationOpt(args, 'timeout', command, 1);
-  const waitTimeoutMs = durationOpt(args, 'wait-timeout', command);
-  const wait = boolOpt(args, 'wait') || waitTimeoutMs !== undefined;
+  const [session] = cmd.processedArgs as [string];
+  const o = cmd.opts<StartOptions>();
+  const prompt = await readPrompt(ctx.io, command, o);
+  const follow = o.follow === true;
+  const wait = o.wait === true || o.waitTimeout !== undefined || follow;
 
-  const body: CreateJobRequest = { type, session_name: session as string, prompt };
-  const agent = stringOpt(args, 'agent');
-  const projectDir = stringOpt(args, 'project-dir');
-  const parent = stringOpt(args, 'parent');
-  if (agent !== undefined) body.agent_name = agent;
-  if (projectDir !== undefined) body.project_dir = projectDir;
+  const body: CreateJobRequest = { type, session_name: session, prompt };
+  const parent = parentOf(type, o, ctx.io.env);
+  if (o.agent !== undefined) body.agent_name = o.agent;
+  if (o.projectDir !== undefined) body.project_dir = o.projectDir;
   if (parent !== undefined) body.parent_session_name = parent;
-  if (timeoutMs !== undefined) body.timeout_ms = timeoutMs;
+  const jobTimeout = timeoutMs(o.timeout);
+  if (jobTimeout !== undefined) body.timeout_ms = jobTimeout;
+  if (o.require !== undefined) body.requires = o.require;
 
-  const created = await ctx.client.createJob(body, { signal: ctx.signal });
   if (!wait) {
+    const created = await ctx.client.createJob(body, { signal: ctx.signal });
     const d = describeJob(created, ctx);
     // exit 0: the job was accepted. Its own state is in the descriptor (terminal: false).
-    return { data: d, exitCode: 0, text: () => renderDescriptor(d, ctx.now(), `${command === 'start' ? 'started' : 'resumed'} ${d.session_name}: job ${d.job_id}`) };
+    const headline = `${command === 'start' ? 'started' : 'resumed'} ${d.session_name}: job ${d.job_id}`;
+    return { data: d, exitCode: 0, text: () => renderDescriptor(d, ctx.now(), headline) };
   }
 
-  const progress = Progress.start(ctx.io, ctx.client, ctx.now, [created]);
-  let job;
+  const waitMs = timeoutMs(o.waitTimeout) ?? undefined; // none: no limit
+  const job = follow ? await waitFollowing(ctx, body, waitMs) : await waitWithProgress(ctx, body, waitMs);
+  const d = describeJob(job, ctx);
+  return { data: d, exitCode: exitCodeForStatus(job.status), text: () => renderDescriptor(d, ctx.now()) };
+}
+
+/** Create, then wait; on a terminal, progress lines on stderr fed by the event stream. */
+async function waitWithProgress(
+  ctx: CommandContext,
+  body: CreateJobRequest,
+  timeoutMs: number | undefined,
+): Promise<Job> {
+  // the event stream is opened first, so that no status change of the new job is missed
+  const progress = Progress.start(ctx.io, ctx.client, ctx.now);
   try {
-    job = await waitForJob(ctx.client, created.job_id, created, {
-      timeoutMs: waitTimeoutMs,
+    await progress?.ready;
+    const created = await ctx.client.createJob(body, { signal: ctx.signal });
+    progress?.track([created]);
+    const job = await waitForJob(ctx.client, created.job_id, created, {
+      timeoutMs,
       signal: ctx.signal,
       now: ctx.now,
-      onSnapshot: (jobs) => progress?.update(jobs),
+      onSnapshot: (jobs) => progress?.snapshot(jobs),
     });
-    progress?.update([job]);
+    if (!ctx.signal?.aborted) await progress?.settle([job]);
+    return job;
   } finally {
     progress?.stop();
   }
-  const d = describeJob(job, ctx);
-  return { data: d, exitCode: exitCodeForStatus(job.status), text: () => renderDescriptor(d, ctx.now()) };
+}
+
+/** Create, then wait while streaming the job's output (instead of drawing progress). */
+async function waitFollowing(ctx: CommandContext, body: CreateJobRequest, timeoutMs: number | undefined): Promise<Job> {
+  const created = await ctx.client.createJob(body, { signal: ctx.signal });
+  const sink = ctx.json ? ctx.io.stderr : ctx.io.stdout;
+  const stopFollowing = new AbortController();
+  const onAbort = () => stopFollowing.abort(ctx.signal?.reason);
+  ctx.signal?.addEventListener('abort', onAbort, { once: true });
+  let endsWithNewline = true;
+  let followFailure: unknown;
+  // handled from the start: a follow that fails while the wait is still going is reported after it
+  const following = followOutput(
+    ctx.client,
+    created.job_id,
+    { offset: 0 },
+    {
+      onText: (text) => {
+        sink.write(text);
+        endsWithNewline = text.endsWith('\n');
+      },
+      signal: stopFollowing.signal,
+    },
+  ).then(
+    () => undefined,
+    (err: unknown) => {
+      if (!stopFollowing.signal.aborted) followFailure = err;
+    },
+  );
+  try {
+    const job = await waitForJob(ctx.client, created.job_id, created, { timeoutMs, signal: ctx.signal, now: ctx.now });
+    // a terminal job's output ends by itself (the follow reads to the end); otherwise stop it
+    if (!job.terminal) stopFollowing.abort();
+    await following;
+    if (followFailure !== undefined) throw followFailure;
+    if (!endsWithNewline) sink.write('\n');
+    return job;
+  } finally {
+    stopFollowing.abort();
+    ctx.signal?.removeEventListener('abort', onAbort);
+  }
 }

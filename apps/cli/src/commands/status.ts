@@ -1,13 +1,28 @@
 import { exitCodeForStatus } from '@agentq/protocol';
-import { expectPositionals, type ParsedArgs } from '../args.js';
-import type { CommandContext, CommandResult } from '../context.js';
+import type { Command } from 'commander';
 import { describeJob } from '../descriptor.js';
+import { commandHelpAfter } from '../help.js';
+import type { Act } from '../program.js';
 import { renderDescriptor } from '../render.js';
 
 /** `agentq status <job>`: one snapshot; the exit code is the job's state (never 0 unless completed). */
-export async function status(ctx: CommandContext, args: ParsedArgs): Promise<CommandResult> {
-  const [jobId] = expectPositionals(args, 'status', '<job_id>', 1, 1);
-  const job = await ctx.client.getJob(jobId as string, { signal: ctx.signal });
-  const d = describeJob(job, ctx);
-  return { data: d, exitCode: exitCodeForStatus(job.status), text: () => renderDescriptor(d, ctx.now()) };
+export function registerStatus(program: Command, act: Act): void {
+  program
+    .command('status')
+    .summary("one snapshot of a job; the exit code is the job's state")
+    .argument('<job_id>', 'the job')
+    .addHelpText(
+      'after',
+      commandHelpAfter(
+        'Exits 0 completed, 3 still running, 4 failed/interrupted, 5 not found, 6 stopped, 7 timed out.',
+      ),
+    )
+    .action(
+      act(async (ctx, cmd) => {
+        const [jobId] = cmd.processedArgs as [string];
+        const job = await ctx.client.getJob(jobId, { signal: ctx.signal });
+        const d = describeJob(job, ctx);
+        return { data: d, exitCode: exitCodeForStatus(job.status), text: () => renderDescriptor(d, ctx.now()) };
+      }),
+    );
 }

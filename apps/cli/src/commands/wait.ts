@@ -6,39 +6,70 @@ import {
   type Job,
   type WaitMode,
 } from '@agentq/protocol';
-import { boolOpt, durationOpt, expectPositionals, type OptionSpec, type ParsedArgs } from '../args.js';
+import { Option, type Command } from 'commander';
+import { timeoutArg, timeoutMs, type Timeout } from '../args.js';
 import type { CommandContext, CommandResult } from '../context.js';
 import { describeJob } from '../descriptor.js';
 import { formatDuration } from '../duration.js';
 import { jobNotFound } from '../errors.js';
+import { commandHelpAfter } from '../help.js';
+import type { Act } from '../program.js';
 import { Progress } from '../progress.js';
 import { renderDescriptor, renderJobTable } from '../render.js';
 import { waitForJobs } from '../waiting.js';
 
-export const waitOptions = {
-  all: { type: 'boolean' },
-  timeout: { type: 'string' },
-} as const satisfies OptionSpec;
+interface WaitOptions {
+  all?: boolean;
+  timeout?: Timeout;
+}
+
+const NOTES = `Exit: 3 if the wait stopped before its condition; otherwise 0 if every finished job
+completed, else the code of the first finished job (in argument order) that did not.
+Unknown ids are listed in not_found and ignored; 5 if none of the ids exists.`;
+
+export function registerWait(program: Command, act: Act): void {
+  program
+    .command('wait')
+    .summary('block until the first (or --all) of the jobs is terminal')
+    .usage('<job_id...> [--all] [--timeout <duration>]')
+    .argument('<job_id...>', 'the jobs')
+    .option('--all', 'wait for every job (default: return when the first one ends)')
+    .addOption(
+      new Option('--timeout <duration>', 'stop waiting after this long (default and none: no limit); exit 3').argParser(
+        timeoutArg(),
+      ),
+    )
+    .addHelpText('after', commandHelpAfter(NOTES))
+    .action(act(wait));
+}
 
 /**
- * `agentq wait <job...> [--all] [--timeout]`: block until the first job (default, like seed 000)
- * or every job (`--all`) is terminal, or the timeout passes. Unknown ids are reported and ignored.
+ * `agentq wait <job...> [--all] [--timeout]`: block until the first job (default) or every job
+ * (`--all`) is terminal, or the timeout passes. Unknown ids are reported and ignored.
  */
-export async function wait(ctx: CommandContext, args: ParsedArgs): Promise<CommandResult> {
-  const ids = expectPositionals(args, 'wait', '<job_id>', 1, Infinity);
-  const mode: WaitMode = boolOpt(args, 'all') ? 'all' : 'any';
-  const timeoutMs = durationOpt(args, 'timeout', 'wait');
+async function wait(ctx: CommandContext, cmd: Command): Promise<CommandResult> {
+  const [ids] = cmd.processedArgs as [string[]];
+  const o = cmd.opts<WaitOptions>();
+  const mode: WaitMode = o.all ? 'all' : 'any';
   const startedAt = ctx.now();
 
-  const progress = Progress.start(ctx.io, ctx.client, ctx.now, []);
+  const progress = Progress.start(ctx.io, ctx.client, ctx.now);
   let outcome;
   try {
+    await progress?.ready;
+    let first = true;
     outcome = await waitForJobs(ctx.client, ids, mode, {
-      timeoutMs,
+      timeoutMs: timeoutMs(o.timeout) ?? undefined,
       signal: ctx.signal,
       now: ctx.now,
-      onSnapshot: (jobs) => progress?.update(jobs),
+      onSnapshot: (jobs) => {
+        // the first answer is the snapshot the progress starts from; later ones only fill in
+        if (first) progress?.track(jobs);
+        else progress?.snapshot(jobs);
+        first = false;
+      },
     });
+    if (!ctx.signal?.aborted) await progress?.settle(outcome.jobs.filter((j) => j.terminal));
   } finally {
     progress?.stop();
   }

@@ -1,0 +1,143 @@
+import { AgentqApiError, backoffDelay, delay } from '@agentq/client';
+import type { LifecycleEvent, StreamGap } from '@agentq/protocol';
+import { Option, type Command } from 'commander';
+import { intArg, listArg } from '../args.js';
+import type { CommandContext, CommandResult } from '../context.js';
+import type { Act } from '../program.js';
+import { writeJson } from '../envelope.js';
+
+interface WatchOptions {
+  type?: string[];
+  session?: string;
+  job?: string;
+  count?: number;
+  since?: number;
+}
+
+type StreamEvent = LifecycleEvent | StreamGap;
+
+const NOTES = `
+Prints one line per lifecycle event of the coordinator (GET /events) until Ctrl-C, or until
+--count events were printed. With --json every line is an envelope {"ok":true,"data":event}.
+If the stream breaks, watch reconnects and resumes after the last event it printed.
+Event types: job.created, job.claimed, job.requeued, job.started, job.stopping, job.completed,
+job.failed, job.stopped, job.interrupted, job.timed_out, job.evicted, session.created,
+session.updated, launcher.registered, launcher.stale, launcher.deregistering, launcher.removed.`;
+
+export function registerWatch(program: Command, act: Act): void {
+  program
+    .command('watch')
+    .summary('live events: jobs, sessions and launchers as they change')
+    .addOption(
+      new Option(
+        '--type <types>',
+        'only these event types or groups, comma-separated (e.g. job.completed,launcher)',
+      ).argParser(listArg),
+    )
+    .option('--session <name>', 'only events of this session and its jobs')
+    .option('--job <job_id>', 'only events of this job')
+    .addOption(
+      new Option('--count <n>', 'exit 0 after printing this many events').argParser(intArg(1, Number.MAX_SAFE_INTEGER)),
+    )
+    .addOption(
+      new Option(
+        '--since <event_id>',
+        'first replay the events after this id (the coordinator keeps the last ones)',
+      ).argParser(intArg(0, Number.MAX_SAFE_INTEGER)),
+    )
+    .addHelpText('after', NOTES)
+    .action(act(watch));
+}
+
+/** Does `type` belong to one of the selected types or groups (`job` = every `job.*`)? */
+function typeMatches(type: string, selected: readonly string[]): boolean {
+  return selected.some((s) => {
+    const group = s.replace(/\.\*$/, '');
+    return type === group || type.startsWith(`${group}.`);
+  });
+}
+
+function matches(e: StreamEvent, o: WatchOptions): boolean {
+  if (e.type === 'stream.gap') return true; // about the stream itself: always worth knowing
+  if (o.type && !typeMatches(e.type, o.type)) return false;
+  if (o.job !== undefined && !('job' in e && e.job.job_id === o.job)) return false;
+  if (o.session !== undefined) {
+    const session = 'job' in e ? e.job.session_name : 'session' in e ? e.session.session_name : undefined;
+    if (session !== o.session) return false;
+  }
+  return true;
+}
+
+/** One event as a line for people: local time, type, what it is about. */
+export function renderEvent(e: StreamEvent): string {
+  if (e.type === 'stream.gap') {
+    return `(events before #${e.oldest_available_id} were missed: the coordinator no longer has them)`;
+  }
+  const time = new Date(e.at).toTimeString().slice(0, 8);
+  const head = `${time}  ${e.type.padEnd(21)}`;
+  if ('job' in e) {
+    const j = e.job;
+    const where = j.launcher_id ? `  on ${j.launcher_id}` : '';
+    const why = j.error
+      ? `: ${j.error.split('\n')[0]}`
+      : j.status === 'pending' && j.pending_reason
+        ? `: ${j.pending_reason}`
+        : '';
+    return `${head}  ${j.job_id}  ${j.session_name}  ${j.status}${where}${why}`;
+  }
+  if ('session' in e) return `${head}  ${e.session.session_name}  ${e.session.status}`;
+  const l = e.launcher;
+  return `${head}  ${l.launcher_id}  ${l.hostname ?? '-'}  ${l.status}`;
+}
+
+/**
+ * `agentq watch`: follow `GET /events`. A stream that breaks after it worked once is resumed
+ * (Last-Event-ID, capped backoff); one that never connects is an error like any request's.
+ */
+async function watch(ctx: CommandContext, cmd: Command): Promise<CommandResult> {
+  const o = cmd.opts<WatchOptions>();
+  const stop = new AbortController();
+  const onAbort = () => stop.abort();
+  if (ctx.signal?.aborted) stop.abort();
+  ctx.signal?.addEventListener('abort', onAbort, { once: true });
+  let lastId: string | number | undefined = o.since;
+  let printed = 0;
+  let connected = false;
+  let attempt = 0;
+  try {
+    while (!stop.signal.aborted) {
+      try {
+        const stream = ctx.client.events({
+          ...(lastId === undefined ? {} : { lastEventId: lastId }),
+          signal: stop.signal,
+          onOpen: () => {
+            connected = true;
+            attempt = 0;
+          },
+        });
+        for await (const msg of stream) {
+          if (msg.id !== null) lastId = msg.id;
+          const event = JSON.parse(msg.data) as StreamEvent;
+          if (!matches(event, o)) continue;
+          if (ctx.json) writeJson(ctx.io, { ok: true, data: event });
+          else ctx.io.stdout.write(`${renderEvent(event)}\n`);
+          if (o.count !== undefined && ++printed >= o.count) stop.abort();
+          if (stop.signal.aborted) break;
+        }
+      } catch (err) {
+        if (stop.signal.aborted) break;
+        // never connected (unreachable, refused, no such route): report it like any command
+        if (!connected || (err instanceof AgentqApiError && err.isFinal)) throw err;
+      }
+      if (stop.signal.aborted) break;
+      ctx.io.stderr.write(
+        `agentq: event stream lost; reconnecting${lastId === undefined ? '' : ` after event ${lastId}`}\n`,
+      );
+      await delay(backoffDelay(attempt++, { baseMs: 500, maxMs: 10_000 }), stop.signal).catch(() => {});
+    }
+  } finally {
+    ctx.signal?.removeEventListener('abort', onAbort);
+  }
+  // the events were printed as they came: nothing more to print, exit 0 (Ctrl-C is the usual end)
+  return { data: undefined, exitCode: 0, text: () => '' };
+}

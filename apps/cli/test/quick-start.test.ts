@@ -1,0 +1,136 @@
+/**
+ * The first steps a newcomer takes, run as they would run them: `npm start` (scripts/start.mjs,
+ * which starts a real coordinator and a demo launcher), the banner's curl example, then the
+ * README's quick start with the real `agentq` executable.
+ */
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { readFileSync } from 'node:fs';
+import { createServer, type IncomingMessage } from 'node:http';
+import { describe, it, type TestContext } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import type { AddressInfo } from 'node:net';
+import type { CliRun } from './helpers.js';
+
+const ROOT = fileURLToPath(new URL('../../../../', import.meta.url));
+const START = `${ROOT}scripts/start.mjs`;
+const AGENTQ = `${ROOT}apps/cli/bin/agentq.js`;
+
+interface Started {
+  child: ChildProcess;
+  stdout: () => string;
+  stderr: () => string;
+  exited: Promise<number | null>;
+}
+
+/** `npm start`'s script, with the demo executor at full speed; stopped with Ctrl+C after the test. */
+function npmStart(t: TestContext, env: Record<string, string>): Started {
+  const child = spawn(process.execPath, [START], {
+    cwd: ROOT,
+    env: { ...process.env, AGENTQ_DEMO_STEP_MS: '0', NO_COLOR: '1', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout?.setEncoding('utf8').on('data', (s: string) => (stdout += s));
+  child.stderr?.setEncoding('utf8').on('data', (s: string) => (stderr += s));
+  const exited = once(child, 'exit').then(([code]) => code as number | null);
+  t.after(async () => {
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGINT');
+      await exited;
+    }
+  });
+  return { child, stdout: () => stdout, stderr: () => stderr, exited };
+}
+
+/** Resolve with stdout once it contains `text`; reject if the script exits first. */
+function until(s: Started, text: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const check = () => {
+      if (s.stdout().includes(text)) {
+        s.child.stdout?.off('data', check);
+        resolve(s.stdout());
+      }
+    };
+    s.child.stdout?.on('data', check);
+    s.exited.then((code) =>
+      reject(new Error(`npm start exited (${code}) before "${text}":\n${s.stdout()}\n${s.stderr()}`)),
+    );
+    check();
+  });
+}
+
+/** Split a README command line into words: "double quotes" group, a # starts a comment. */
+function words(line: string): string[] {
+  return [...line.replace(/\s+#.*$/, '').matchAll(/"([^"]*)"|(\S+)/g)].map((m) => m[1] ?? (m[2] as string));
+}
+
+function agentq(args: string[], env: Record<string, string>): Promise<CliRun> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [AGENTQ, ...args], { env: { PATH: process.env.PATH ?? '', ...env } });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (s: string) => (stdout += s));
+    child.stderr.setEncoding('utf8').on('data', (s: string) => (stderr += s));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code: code ?? -1, stdout, stderr }));
+  });
+}
+
+describe('quick start', () => {
+  it("the README's `npx agentq start` works right after the banner's curl example", async (t) => {
+    const started = npmStart(t, { PORT: '0' });
+    const banner = await until(started, 'Ctrl+C stops both.');
+    assert.match(banner, /agentq is running/);
+    const url = /API +(http:\/\/\S+)/.exec(banner)?.[1] as string;
+
+    // 1. the banner's curl example, as printed
+    const body = /-d '(\{.*\})'/.exec(banner)?.[1] as string;
+    const created = await fetch(`${url}/jobs`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body,
+    });
+    assert.equal(created.status, 201, await created.clone().text());
+
+    // 2. the README's quick start, word for word
+    const readme = readFileSync(`${ROOT}README.md`, 'utf8');
+    const line = /^npx agentq start .*$/m.exec(readme)?.[0] as string;
+    assert.ok(line, 'the README has a quick start with npx agentq start');
+    const [npx, bin, ...args] = words(line);
+    assert.deepEqual([npx, bin], ['npx', 'agentq']);
+    const r = await agentq(args, { AGENTQ_URL: url });
+    assert.equal(r.code, 0, `${line}\n${r.stdout}${r.stderr}`);
+    assert.match(r.stdout, /completed/);
+    assert.match(r.stdout, /Demo agent received/);
+
+    // Ctrl+C stops both, cleanly
+    started.child.kill('SIGINT');
+    assert.equal(await started.exited, 0);
+  });
+
+  it('npm start on a port another server holds fails clearly, and attaches no launcher to it', async (t) => {
+    const requests: string[] = [];
+    const other = createServer((req: IncomingMessage, res) => {
+      requests.push(`${req.method} ${req.url}`);
+      // a server that looks healthy to anyone who only asks /health
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok"}');
+    });
+    other.listen(0, '127.0.0.1');
+    await once(other, 'listening');
+    t.after(() => new Promise<void>((resolve) => other.close(() => resolve())));
+    const { port } = other.address() as AddressInfo;
+
+    const started = npmStart(t, { PORT: String(port) });
+    const code = await started.exited;
+    assert.equal(code, 1);
+    assert.match(
+      started.stderr(),
+      new RegExp(`agentq could not start: port ${port} on 127\\.0\\.0\\.1 is already in use`),
+    );
+    assert.doesNotMatch(started.stdout(), /agentq is running/);
+    assert.deepEqual(requests, [], 'nothing of agentq talked to the other server');
+  });
+});

@@ -1,0 +1,129 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import type { Job } from '@agentq/protocol';
+import stringWidth from 'string-width';
+import { describeJob, renderDescriptor, table, truncate } from '../src/index.js';
+import { cli, coordinator } from './helpers.js';
+
+/** The display column at which `needle` starts on `line`. */
+const columnOf = (line: string, needle: string) => stringWidth(line.slice(0, line.indexOf(needle)));
+
+describe('tables measure display width', () => {
+  it('line up columns after CJK and emoji cells', () => {
+    const text = table(
+      ['SESSION', 'STATUS'],
+      [
+        ['plain', 'busy'],
+        ['日本語のセッション', 'idle'],
+        ['🚀 launch 👩‍💻', 'busy'],
+        ['café', 'idle'],
+      ],
+    );
+    const lines = text.split('\n');
+    const at = columnOf(lines[0] as string, 'STATUS');
+    for (const line of lines.slice(1)) {
+      const status = line.includes('busy') ? 'busy' : 'idle';
+      assert.equal(columnOf(line, status), at, `${JSON.stringify(line)} keeps STATUS at column ${at}`);
+    }
+    assert.equal(at, stringWidth('日本語のセッション') + 2);
+  });
+
+  it('cut long cells to a display width, on whole characters', () => {
+    const cut = truncate('日本語日本語日本語', 7);
+    assert.equal(cut, '日本語…');
+    assert.ok(stringWidth(cut) <= 7);
+    // never half an emoji sequence: the family stays whole or goes
+    assert.equal(truncate('ab👨‍👩‍👧cd', 4), 'ab…');
+    assert.equal(truncate('short', 10), 'short');
+  });
+
+  it('agentq list aligns a CJK session name and marks callback resumes as callback', async (t) => {
+    const c = await coordinator(t);
+    const boss = await c.client.createJob({ type: 'start_session', session_name: '親セッション', prompt: 'x' });
+    await c.launcher.claimAndStart();
+    await c.launcher.complete(boss.job_id);
+    const kid = await c.client.createJob({
+      type: 'start_session',
+      session_name: 'kid',
+      prompt: 'x',
+      parent_session_name: '親セッション',
+    });
+    await c.launcher.claimAndStart();
+    await c.launcher.complete(kid.job_id);
+    const r = await cli(c.url, ['list']);
+    assert.equal(r.code, 0);
+    const [header, ...rows] = r.stdout.trimEnd().split('\n');
+    assert.equal(rows.length, 1, 'only the pending callback is active');
+    const row = rows[0] as string;
+    assert.match(row, /^job_[0-9a-f]{12} {2}pending +callback +親セッション/);
+    const created = /\d+(ms|s) ago/.exec(row)?.[0] as string;
+    const cells = { STATUS: 'pending', TYPE: 'callback', SESSION: '親セッション', AGENT: ' - ', CREATED: created };
+    for (const [col, value] of Object.entries(cells)) {
+      const start = columnOf(row, value) + (value === ' - ' ? 1 : 0);
+      assert.equal(start, columnOf(header as string, col), `${col} column`);
+    }
+  });
+});
+
+describe('agentq status text', () => {
+  const job = {
+    job_id: 'job_0123456789ab',
+    type: 'start_session',
+    session_name: 'alpha',
+    agent_name: null,
+    prompt: 'x',
+    project_dir: null,
+    parent_session_name: null,
+    status: 'pending',
+    launcher_id: null,
+    error: null,
+    created_at: new Date().toISOString(),
+    claimed_at: null,
+    started_at: null,
+    completed_at: null,
+    terminal: false,
+    result: null,
+    updated_at: new Date().toISOString(),
+    timeout_ms: null,
+    stop_requested_at: null,
+    stop_reason: null,
+    executor_session_id: null,
+    callback_of: null,
+    attempts: 0,
+    output_bytes: 0,
+    requires: { gpu: 'a100' },
+    pending_reason: 'no online launcher has gpu=a100',
+    error_code: null,
+    created_by: null,
+    stopped_by: null,
+    message_ids: null,
+    usage: null,
+    cost_usd: null,
+    num_turns: null,
+    duration_api_ms: null,
+    max_cost_usd: null,
+  } satisfies Job;
+  const ctx = { json: false, url: 'http://127.0.0.1:8765', urlFromFlag: false };
+
+  it('says why a pending job waits, and what it requires', () => {
+    const text = renderDescriptor(describeJob(job, ctx), Date.now());
+    assert.match(text, /^ {2}requires {3}gpu=a100$/m);
+    assert.match(text, /^ {2}waiting {4}no online launcher has gpu=a100$/m);
+  });
+
+  it('shows usage and cost once the job has them', () => {
+    assert.doesNotMatch(renderDescriptor(describeJob(job, ctx), Date.now()), /usage/);
+    const done = {
+      ...job,
+      status: 'completed',
+      terminal: true,
+      pending_reason: null,
+      usage: { input_tokens: 12000, output_tokens: 800, cache_read_input_tokens: 0, cache_creation_input_tokens: 300 },
+      cost_usd: 0.0421,
+    } satisfies Job;
+    assert.match(
+      renderDescriptor(describeJob(done, ctx), Date.now()),
+      /^ {2}usage {6}12,000 in · 800 out · cache 300 written · \$0\.0421$/m,
+    );
+  });
+});

@@ -1,0 +1,81 @@
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { describe, it } from 'node:test';
+import { AgentqApiError } from '@agentq/client';
+import {
+  CliCommandData,
+  CliEnvelope,
+  CliFailure,
+  type CliFailure as Failure,
+  type CliTokenCreated,
+} from '@agentq/protocol';
+import { toCliFailure } from '../src/index.js';
+import { cli, deadUrl, envelope } from './helpers.js';
+
+const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
+
+describe('agentq token create', () => {
+  it('prints a new secret and the token-file line NAME ROLE SHA256HEX; needs no coordinator', async () => {
+    const url = await deadUrl();
+    const r = await cli(url, ['token', 'create', 'ci-bot', '--role', 'client', '--json']);
+    assert.equal(r.code, 0, r.stdout);
+    const data = envelope<{ ok: true; data: CliTokenCreated }>(r, CliEnvelope(CliCommandData.token_create)).data;
+    assert.equal(data.name, 'ci-bot');
+    assert.equal(data.role, 'client');
+    assert.match(data.token, /^aq_[A-Za-z0-9_-]{43}$/);
+    assert.equal(data.line, `ci-bot client ${sha256(data.token)}`);
+
+    const again = envelope<{ ok: true; data: CliTokenCreated }>(
+      await cli(url, ['token', 'create', 'ci-bot', '--role', 'client', '--json']),
+      CliEnvelope(CliCommandData.token_create),
+    ).data;
+    assert.notEqual(again.token, data.token, 'a new secret every time');
+
+    const text = await cli(url, ['token', 'create', 'dash', '--role', 'reader']);
+    const secret = /^ {2}(aq_\S+)$/m.exec(text.stdout)?.[1] as string;
+    assert.ok(text.stdout.includes(`  dash reader ${sha256(secret)}\n`), text.stdout);
+    assert.equal(text.stdout.split(secret).length - 1, 1, 'the secret is printed once');
+  });
+
+  it('takes only the four roles and names the file can hold', async () => {
+    const url = await deadUrl();
+    const badRole = await cli(url, ['token', 'create', 'x', '--role', 'root', '--json']);
+    assert.equal(badRole.code, 2);
+    assert.match(
+      envelope<Failure>(badRole, CliFailure).error.message,
+      /Allowed choices are admin, client, reader, launcher/,
+    );
+    const noRole = await cli(url, ['token', 'create', 'x', '--json']);
+    assert.equal(noRole.code, 2);
+    assert.match(envelope<Failure>(noRole, CliFailure).error.message, /--role <role>' not specified/);
+    const badName = await cli(url, ['token', 'create', 'two words', '--role', 'admin', '--json']);
+    assert.equal(badName.code, 2);
+    assert.match(envelope<Failure>(badName, CliFailure).error.message, /without spaces/);
+  });
+});
+
+describe('a coordinator that refuses the request (401/403)', () => {
+  it('is exit 2 with a message that says what to do', () => {
+    const missing = toCliFailure(new AgentqApiError(401, 'unauthorized', 'missing bearer token'));
+    assert.equal(missing.exitCode, 2);
+    assert.equal(missing.error.code, 'unauthorized');
+    assert.match(
+      missing.error.message,
+      /^the coordinator refused the request: missing bearer token; .*--token or AGENTQ_TOKEN/,
+    );
+
+    const forbidden = toCliFailure(
+      new AgentqApiError(403, 'forbidden', 'role reader may not POST /jobs', { role: 'reader' }),
+    );
+    assert.equal(forbidden.exitCode, 2);
+    assert.equal(forbidden.error.code, 'forbidden');
+    assert.match(forbidden.error.message, /refused the request: role reader may not POST \/jobs; this token's role/);
+    assert.deepEqual(forbidden.error.details, { role: 'reader' });
+  });
+
+  it('other refusals keep their exit codes: session_closed 2, job_not_found 5, 5xx 1', () => {
+    assert.equal(toCliFailure(new AgentqApiError(409, 'session_closed', 'closed')).exitCode, 2);
+    assert.equal(toCliFailure(new AgentqApiError(404, 'job_not_found', 'x')).exitCode, 5);
+    assert.equal(toCliFailure(new AgentqApiError(503, 'overloaded', 'x')).exitCode, 1);
+  });
+});

@@ -1,0 +1,97 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import {
+  CliCommandData,
+  CliEnvelope,
+  CliFailure,
+  type CliFailure as Failure,
+  type LifecycleEvent,
+} from '@agentq/protocol';
+import { InterruptedError } from '../src/index.js';
+import { cli, coordinator, deadUrl, envelope, type CliRun } from './helpers.js';
+
+const WatchLine = CliEnvelope(CliCommandData.watch);
+
+/** Every stdout line is one envelope of one event. */
+function events(r: CliRun): LifecycleEvent[] {
+  return r.stdout
+    .split('\n')
+    .filter((l) => l !== '')
+    .map((line) => envelope<{ ok: true; data: LifecycleEvent }>({ ...r, stdout: line }, WatchLine).data);
+}
+
+describe('agentq watch', () => {
+  it('--since replays what happened; --count ends it; --json is one envelope per event', async (t) => {
+    const c = await coordinator(t);
+    const job = await c.client.createJob({ type: 'start_session', session_name: 'alpha', prompt: 'x' });
+    const r = await cli(c.url, ['watch', '--since', '0', '--count', '2', '--json']);
+    assert.equal(r.code, 0, r.stderr);
+    const seen = events(r);
+    assert.equal(seen.length, 2);
+    assert.deepEqual(new Set(seen.map((e) => e.type)), new Set(['session.created', 'job.created']));
+    const created = seen.find((e) => e.type === 'job.created');
+    assert.ok(created && 'job' in created && created.job.job_id === job.job_id);
+  });
+
+  it('prints live events as lines for people, filtered by type and session', async (t) => {
+    const c = await coordinator(t);
+    const other = await c.client.createJob({ type: 'start_session', session_name: 'other', prompt: 'x' });
+    // from the start of the replay window on, so no event can slip by before the stream is open
+    const watching = cli(c.url, [
+      'watch',
+      '--since',
+      '0',
+      '--type',
+      'job.completed,job.failed',
+      '--session',
+      'alpha',
+      '--count',
+      '1',
+    ]);
+    const job = await c.client.createJob({ type: 'start_session', session_name: 'alpha', prompt: 'x' });
+    await c.client.stopJob(other.job_id);
+    await c.launcher.claimAndStart(); // alpha's job: other's was stopped
+    await c.launcher.complete(job.job_id);
+    const r = await watching;
+    assert.equal(r.code, 0, r.stderr);
+    const lines = r.stdout.trimEnd().split('\n');
+    assert.equal(lines.length, 1, r.stdout);
+    assert.match(
+      lines[0] as string,
+      new RegExp(`^\\d\\d:\\d\\d:\\d\\d {2}job\\.completed +${job.job_id} {2}alpha {2}completed {2}on lnch_`),
+    );
+  });
+
+  it('--job follows one job; launcher events are types too', async (t) => {
+    const c = await coordinator(t);
+    const job = await c.client.createJob({ type: 'start_session', session_name: 'alpha', prompt: 'x' });
+    await c.client.createJob({ type: 'start_session', session_name: 'beta', prompt: 'x' });
+    await c.client.stopJob(job.job_id);
+    const one = events(await cli(c.url, ['watch', '--since', '0', '--job', job.job_id, '--count', '2', '--json']));
+    assert.deepEqual(
+      one.map((e) => e.type),
+      ['job.created', 'job.stopped'],
+    );
+    await c.launcher.id();
+    const launchers = events(
+      await cli(c.url, ['watch', '--since', '0', '--type', 'launcher', '--count', '1', '--json']),
+    );
+    assert.equal(launchers[0]?.type, 'launcher.registered');
+  });
+
+  it('Ctrl-C ends it with exit 0; a coordinator that never answers is exit 1', async (t) => {
+    const c = await coordinator(t);
+    await c.client.createJob({ type: 'start_session', session_name: 'alpha', prompt: 'x' });
+    const interrupt = new AbortController();
+    const r = await cli(c.url, ['watch', '--since', '0'], {
+      signal: interrupt.signal,
+      onStdout: () => interrupt.abort(new InterruptedError()),
+    });
+    assert.equal(r.code, 0);
+    assert.ok(r.stdout.length > 0);
+
+    const down = await cli(await deadUrl(), ['watch', '--json']);
+    assert.equal(down.code, 1);
+    assert.equal(envelope<Failure>(down, CliFailure).error.code, 'coordinator_unreachable');
+  });
+});
