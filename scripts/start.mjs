@@ -21,8 +21,12 @@ const port = process.env.PORT || '8765';
 const rawLogs = process.env.LOG_FORMAT === 'json';
 const executor = process.env.AGENTQ_EXECUTOR || 'demo';
 const DEFAULT_URL = 'http://127.0.0.1:8765';
-/** The session name of the banner's curl example; the README's CLI quick start uses `hello`. */
-const BANNER_SESSION = 'hello-curl';
+/**
+ * The session name of the banner's curl example: new on every run, since state persists across
+ * restarts (DATABASE_URL, by default ./data/agentq.db) and session names are unique. The README's
+ * CLI quick start uses `hello`.
+ */
+const BANNER_SESSION = `hello-curl-${Date.now().toString(36)}`;
 /** How long the coordinator may take to say it is listening before we give up. */
 const READY_TIMEOUT_MS = 30_000;
 

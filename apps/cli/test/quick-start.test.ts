@@ -6,7 +6,9 @@
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { createServer, type IncomingMessage } from 'node:http';
 import { describe, it, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -26,9 +28,12 @@ interface Started {
 
 /** `npm start`'s script, with the demo executor at full speed; stopped with Ctrl+C after the test. */
 function npmStart(t: TestContext, env: Record<string, string>): Started {
+  // a fresh database: the state of the developer's own `npm start` (./data) is not the test's
+  const dir = mkdtempSync(join(tmpdir(), 'agentq-quick-start-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
   const child = spawn(process.execPath, [START], {
     cwd: ROOT,
-    env: { ...process.env, AGENTQ_DEMO_STEP_MS: '0', NO_COLOR: '1', ...env },
+    env: { ...process.env, AGENTQ_DEMO_STEP_MS: '0', NO_COLOR: '1', DATABASE_URL: `sqlite:${join(dir, 'agentq.db')}`, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stdout = '';

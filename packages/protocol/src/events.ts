@@ -43,7 +43,7 @@ export type EventJob = Static<typeof EventJob>;
 
 /** The `data:` of one SSE message. `id` is also the SSE `id:` (use it as Last-Event-ID). */
 export const LifecycleEvent = Type.Union([
-  Type.Object({ id: Type.Integer(), type: Type.Union(JobEventTypes.map((x) => Type.Literal(x))), at: Timestamp, job: Job }),
+  Type.Object({ id: Type.Integer(), type: Type.Union(JobEventTypes.map((x) => Type.Literal(x))), at: Timestamp, job: EventJob }),
   Type.Object({ id: Type.Integer(), type: Type.Union(SessionEventTypes.map((x) => Type.Literal(x))), at: Timestamp, session: Session }),
   Type.Object({ id: Type.Integer(), type: Type.Union(LauncherEventTypes.map((x) => Type.Literal(x))), at: Timestamp, launcher: Launcher }),
 ]);

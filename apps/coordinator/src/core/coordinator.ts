@@ -143,7 +143,10 @@ export class Coordinator {
       }
       return { job: await sessions.createJob(this.#ctx, tx, req, actor), created: true };
     });
-    return { job: await this.#wireJob(row.job), created: row.created };
+    // a launcher parked now takes the job at once: answer with what it became (`claimed`)
+    await this.#dispatcher.settled();
+    const job = (await this.#ctx.store.getJob(row.job.id)) ?? row.job;
+    return { job: await this.#wireJob(job), created: row.created };
   }
 
   /** Create many jobs, all or none (`POST /jobs/batch`); a refusal names the failing index. */

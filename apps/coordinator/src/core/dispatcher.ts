@@ -35,6 +35,8 @@ export class Dispatcher {
   /** bumped by every commit that could answer a poll: closes the gap between a poll's own try and its parking */
   #epoch = 0;
   #closed = false;
+  /** service transactions running now */
+  readonly #inflight = new Set<Promise<void>>();
   /**
    * Internal signals for tests and benchmarks (not on the wire): `parked` and `unparked`
    * (launcher id) when a long-poll starts and stops waiting.
@@ -130,10 +132,15 @@ export class Dispatcher {
     return route;
   }
 
+  /** Resolves when the services started so far have answered (a create waits for its dispatch). */
+  settled(): Promise<void> {
+    return this.#inflight.size === 0 ? Promise.resolve() : Promise.all([...this.#inflight]).then(() => undefined);
+  }
+
   #service(waiter: Waiter): void {
     if (waiter.busy || waiter.settled) return;
     waiter.busy = true;
-    this.serve(waiter.launcher.id, waiter.capacity).then(
+    const running: Promise<void> = this.serve(waiter.launcher.id, waiter.capacity).then(
       (answer) => {
         waiter.busy = false;
         if (!answer) return;
@@ -149,6 +156,8 @@ export class Dispatcher {
         this.onError(err);
       },
     );
+    this.#inflight.add(running);
+    void running.finally(() => this.#inflight.delete(running));
   }
 
   /** Answer every parked poll with 204: the server is closing. */

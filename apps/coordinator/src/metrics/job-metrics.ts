@@ -1,4 +1,4 @@
-import { isTerminal, JobStatuses, type Job, type LifecycleEvent } from '@agentq/protocol';
+import { isTerminal, JobStatuses, type EventJob, type LifecycleEvent } from '@agentq/protocol';
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import type { MetricsSource, ScrapeCounts } from './source.js';
 
@@ -110,7 +110,7 @@ export class JobMetrics {
   }
 
   /** A job reached its terminal status (its one `job.<status>` event). */
-  #terminal(job: Job): void {
+  #terminal(job: EventJob): void {
     this.#requeuedAt.delete(job.job_id);
     this.#endedTotal.inc({ status: job.status });
     const ran = between(job.started_at, job.completed_at);

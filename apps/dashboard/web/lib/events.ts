@@ -1,4 +1,4 @@
-import type { JobStatus, LifecycleEvent } from '@agentq/protocol';
+import type { Job, JobStatus, LifecycleEvent } from '@agentq/protocol';
 import { createParser } from 'eventsource-parser';
 import type { Api } from './api.js';
 
@@ -14,8 +14,16 @@ export interface TimelineEntry {
   error: string | null;
 }
 
+/**
+ * Events as the views get them. The stream leaves job prompts out (`prompt_omitted`): they come
+ * here as `prompt: ''`, which `mergeJob` does not let replace a prompt read from the API.
+ */
+export type ViewEvent =
+  | Exclude<LifecycleEvent, { job: unknown }>
+  | (Omit<Extract<LifecycleEvent, { job: unknown }>, 'job'> & { job: Job });
+
 /** What a batch listener gets: every lifecycle event since the previous frame, oldest first. */
-export type Batch = readonly LifecycleEvent[];
+export type Batch = readonly ViewEvent[];
 
 const MAX_BACKOFF_MS = 15_000;
 
@@ -37,7 +45,7 @@ export class EventStream {
   /** replay the coordinator's window on the first connection: it fills the job timelines */
   #lastId = '0';
   #connectedOnce = false;
-  #queue: LifecycleEvent[] = [];
+  #queue: ViewEvent[] = [];
   #scheduled = false;
   #resyncWanted = false;
   readonly #batchListeners = new Set<(batch: Batch) => void>();
@@ -130,7 +138,9 @@ export class EventStream {
               }
               return;
             }
-            this.#enqueue(JSON.parse(m.data) as LifecycleEvent);
+            const event = JSON.parse(m.data) as LifecycleEvent;
+            if ('job' in event) event.job.prompt ??= '';
+            this.#enqueue(event as ViewEvent);
           },
         });
         const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
@@ -158,7 +168,7 @@ export class EventStream {
     for (const l of this.#stateListeners) l(state);
   }
 
-  #enqueue(event: LifecycleEvent): void {
+  #enqueue(event: ViewEvent): void {
     this.#queue.push(event);
     this.#schedule();
   }
@@ -184,7 +194,7 @@ export class EventStream {
     }
   }
 
-  #record(e: Extract<LifecycleEvent, { job: unknown }>): void {
+  #record(e: Extract<ViewEvent, { job: unknown }>): void {
     const id = e.job.job_id;
     let entries = this.timeline.get(id);
     if (entries === undefined) {
