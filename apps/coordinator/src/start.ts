@@ -25,7 +25,7 @@ export async function startCoordinator(
   const address = app.server.address();
   if (address === null || typeof address === 'string') throw new Error('coordinator did not bind a TCP port');
   return {
-    url: `http://${config.host}:${address.port}`,
+    url: `${config.tlsCertFile !== null ? 'https' : 'http'}://${config.host.includes(':') ? `[${config.host}]` : config.host}:${address.port}`,
     port: address.port,
     app,
     core: app.core,

@@ -118,7 +118,8 @@ export class Coordinator {
   // Jobs
   // ---------------------------------------------------------------------------------------
 
-  createJob(req: CreateJobRequest): Job {
+  /** `actor`: name of the token that asks (audit: the job's `created_by`). */
+  createJob(req: CreateJobRequest, actor: string | null = null): Job {
     const promptBytes = Buffer.byteLength(req.prompt, 'utf8');
     if (promptBytes > this.#config.maxPromptBytes) {
       throw validation('prompt', `is ${promptBytes} bytes; the limit is ${this.#config.maxPromptBytes}`);
@@ -159,6 +160,7 @@ export class Coordinator {
       // absent: the configured default; null: explicitly no timeout
       timeoutMs: req.timeout_ms === undefined ? this.#config.defaultJobTimeoutMs : req.timeout_ms,
       callbackOf: null,
+      createdBy: actor,
     });
     return toWireJob(job);
   }
@@ -200,7 +202,8 @@ export class Coordinator {
     return { jobs: page.map(toWireJob), next_cursor: more ? String(page[page.length - 1]!.seq) : null };
   }
 
-  stopJob(jobId: string, reason: StopReason = 'requested'): StopJobResponse {
+  /** `actor`: name of the token that asks (audit: the job's `stopped_by`). */
+  stopJob(jobId: string, reason: StopReason = 'requested', actor: string | null = null): StopJobResponse {
     const job = this.#job(jobId);
     const answer = (outcome: StopJobResponse['outcome']): StopJobResponse => ({
       job_id: job.id,
@@ -210,6 +213,7 @@ export class Coordinator {
     });
     if (isTerminal(job.status)) return answer('already_completed');
     if (job.status === 'stopping') return answer('stopping');
+    job.stoppedBy = actor;
     if (job.status === 'pending') {
       this.#endPending(job, reason);
       return answer('stopped');
@@ -304,7 +308,7 @@ export class Coordinator {
   }
 
   /** Stop everything the session is doing: its queued jobs, then its active one. */
-  stopSession(name: string): StopSessionResponse {
+  stopSession(name: string, actor: string | null = null): StopSessionResponse {
     const s = this.#session(name);
     const targets = [...s.pending].reverse();
     if (s.active) targets.push(s.active);
@@ -315,7 +319,7 @@ export class Coordinator {
       });
     }
     const stopped = targets.map((job) => {
-      const { outcome, status } = this.stopJob(job.id);
+      const { outcome, status } = this.stopJob(job.id, 'requested', actor);
       return { job_id: job.id, outcome, status };
     });
     return { session_name: name, stopped };
@@ -325,10 +329,11 @@ export class Coordinator {
   // Launchers
   // ---------------------------------------------------------------------------------------
 
-  register(req: RegisterLauncherRequest): RegisterLauncherResponse {
+  /** `actor`: name of the token it registers with (audit: the launcher's `created_by`). */
+  register(req: RegisterLauncherRequest, actor: string | null = null): RegisterLauncherResponse {
     const now = this.#clock.now();
     const id = this.#launchers.newId();
-    const launcher = newLauncherRecord(id, req, now);
+    const launcher = newLauncherRecord(id, req, now, actor);
     this.#launchers.add(launcher);
     this.#log.info({ launcher_id: id, hostname: launcher.hostname }, 'launcher registered');
     this.#emitLauncher('launcher.registered', launcher);
@@ -631,6 +636,7 @@ export class Coordinator {
       projectDir: string | null;
       timeoutMs: number | null;
       callbackOf: string[] | null;
+      createdBy?: string | null;
     },
   ): JobRecord {
     const now = this.#clock.now();
@@ -647,6 +653,7 @@ export class Coordinator {
         createdAt: now,
         timeoutMs: f.timeoutMs,
         callbackOf: f.callbackOf,
+        createdBy: f.createdBy ?? null,
       },
       this.#config.outputMaxBytes,
     );

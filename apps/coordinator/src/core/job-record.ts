@@ -26,6 +26,10 @@ export interface JobRecord extends QueueLinks<JobRecord> {
   readonly createdAt: number;
   readonly timeoutMs: number | null;
   readonly callbackOf: string[] | null;
+  /** name of the token that created it (null: auth off, or made by the coordinator) */
+  readonly createdBy: string | null;
+  /** name of the token that asked for its stop */
+  stoppedBy: string | null;
   status: JobStatus;
   launcherId: string | null;
   error: string | null;
@@ -81,8 +85,8 @@ export function toWireJob(job: JobRecord): Job {
     requires: null,
     pending_reason: null,
     error_code: null,
-    created_by: null,
-    stopped_by: null,
+    created_by: job.createdBy,
+    stopped_by: job.stoppedBy,
     message_ids: null,
     usage: null,
     cost_usd: null,
@@ -105,11 +109,14 @@ export interface NewJob {
   createdAt: number;
   timeoutMs: number | null;
   callbackOf: string[] | null;
+  createdBy?: string | null;
 }
 
 export function newJobRecord(f: NewJob, outputMaxBytes: number): JobRecord {
   return {
     ...f,
+    createdBy: f.createdBy ?? null,
+    stoppedBy: null,
     status: 'pending',
     launcherId: null,
     error: null,
@@ -146,6 +153,7 @@ export function fromWireJob(w: Job, seq: number, outputMaxBytes: number): JobRec
       createdAt: Date.parse(w.created_at),
       timeoutMs: w.timeout_ms,
       callbackOf: w.callback_of,
+      createdBy: w.created_by,
     },
     outputMaxBytes,
   );
@@ -161,6 +169,7 @@ export function fromWireJob(w: Job, seq: number, outputMaxBytes: number): JobRec
   job.stopReason = w.stop_reason;
   job.executorSessionId = w.executor_session_id;
   job.attempts = w.attempts;
+  job.stoppedBy = w.stopped_by;
   return job;
 }
 

@@ -19,6 +19,8 @@ export interface LauncherRecord {
   readonly maxJobs: number | null;
   readonly version: string | null;
   readonly registeredAt: number;
+  /** name of the token it registered with (null: auth off) */
+  readonly createdBy: string | null;
   lastSeen: number;
   status: LauncherStatus;
   staleAt: number | null;
@@ -46,11 +48,16 @@ export function toWireLauncher(l: LauncherRecord, now: number): Launcher {
     project_roots: [],
     host_id: null,
     portable_sessions: false,
-    created_by: null,
+    created_by: l.createdBy,
   };
 }
 
-export function newLauncherRecord(id: string, req: RegisterLauncherRequest, now: number): LauncherRecord {
+export function newLauncherRecord(
+  id: string,
+  req: RegisterLauncherRequest,
+  now: number,
+  createdBy: string | null = null,
+): LauncherRecord {
   return {
     id,
     hostname: req.hostname ?? null,
@@ -59,6 +66,7 @@ export function newLauncherRecord(id: string, req: RegisterLauncherRequest, now:
     maxJobs: req.max_jobs ?? null,
     version: req.version ?? null,
     registeredAt: now,
+    createdBy,
     lastSeen: now,
     status: 'online',
     staleAt: null,
@@ -83,6 +91,7 @@ export function fromWireLauncher(w: Launcher, now: number): LauncherRecord {
       version: w.version ?? undefined,
     },
     Date.parse(w.registered_at),
+    w.created_by,
   );
   launcher.lastSeen = now;
   launcher.status = w.status;

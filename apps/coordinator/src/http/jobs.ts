@@ -18,15 +18,24 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Coordinator } from '../core/coordinator.js';
 import { validation } from '../core/errors.js';
 import { clientGone } from './abort.js';
+import { actorOf } from './auth/plugin.js';
 
 /** Jobs API: create, read, list, wait, stop, output. */
 export const jobRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = async (app, { core }) => {
   app.post(
     '/jobs',
-    { schema: { body: CreateJobRequest, response: { 201: Job, 400: ErrorBody, 404: ErrorBody, 409: ErrorBody, 422: ErrorBody } } },
+    {
+      schema: {
+        body: CreateJobRequest,
+        response: { 201: Job, 400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 404: ErrorBody, 409: ErrorBody, 422: ErrorBody, 429: ErrorBody },
+      },
+    },
     async (req, reply) => {
-      const job = core.createJob(req.body);
-      req.log.info({ job_id: job.job_id, session_name: job.session_name, type: job.type }, 'job created');
+      const job = core.createJob(req.body, actorOf(req));
+      req.log.info(
+        { job_id: job.job_id, session_name: job.session_name, type: job.type, created_by: job.created_by },
+        'job created',
+      );
       return reply.code(201).send(job);
     },
   );
@@ -84,8 +93,8 @@ export const jobRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = async
     '/jobs/:job_id/stop',
     { schema: { params: JobIdParams, response: { 200: StopJobResponse, 404: ErrorBody } } },
     async (req) => {
-      const answer = core.stopJob(req.params.job_id);
-      req.log.info({ job_id: answer.job_id, outcome: answer.outcome }, 'job stop requested');
+      const answer = core.stopJob(req.params.job_id, 'requested', actorOf(req));
+      req.log.info({ job_id: answer.job_id, outcome: answer.outcome, stopped_by: actorOf(req) }, 'job stop requested');
       return answer;
     },
   );

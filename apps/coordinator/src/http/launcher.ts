@@ -18,15 +18,26 @@ import { Type, type TSchema } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Coordinator } from '../core/coordinator.js';
 import { clientGone } from './abort.js';
+import { actorOf } from './auth/plugin.js';
 
-const reportErrors = { 400: ErrorBody, 401: ErrorBody, 404: ErrorBody, 409: ErrorBody };
+const reportErrors = { 400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 404: ErrorBody, 409: ErrorBody };
 
 /** The endpoints launchers use: register, long-poll, heartbeat, reports. */
 export const launcherRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = async (app, { core }) => {
   app.post(
     '/launcher/register',
-    { schema: { body: Type.Union([RegisterLauncherRequest, Type.Null()]), response: { 200: RegisterLauncherResponse, 400: ErrorBody } } },
-    async (req) => core.register(req.body ?? {}),
+    {
+      schema: {
+        body: Type.Union([RegisterLauncherRequest, Type.Null()]),
+        response: { 200: RegisterLauncherResponse, 400: ErrorBody, 401: ErrorBody, 403: ErrorBody },
+      },
+    },
+    async (req) => {
+      const answer = core.register(req.body ?? {}, actorOf(req));
+      // the launcher's own credential: every later call of this launcher carries it (auth on)
+      const launcher_token = app.auth.launcherTokenFor(answer.launcher_id, req.principal);
+      return launcher_token === undefined ? answer : { ...answer, launcher_token };
+    },
   );
 
   app.get(
@@ -34,7 +45,7 @@ export const launcherRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = 
     {
       schema: {
         querystring: PollQuery,
-        response: { 200: PollResponse, 204: Type.Null(), 400: ErrorBody, 401: ErrorBody },
+        response: { 200: PollResponse, 204: Type.Null(), 400: ErrorBody, 401: ErrorBody, 403: ErrorBody },
       },
     },
     async (req, reply) => {
@@ -59,7 +70,7 @@ export const launcherRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = 
 
   app.post(
     '/launcher/heartbeat',
-    { schema: { body: HeartbeatRequest, response: { 200: HeartbeatResponse, 400: ErrorBody, 401: ErrorBody } } },
+    { schema: { body: HeartbeatRequest, response: { 200: HeartbeatResponse, 400: ErrorBody, 401: ErrorBody, 403: ErrorBody } } },
     async (req) => core.heartbeat(req.body),
   );
 

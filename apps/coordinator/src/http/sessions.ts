@@ -1,6 +1,7 @@
 import { ErrorBody, ListSessionsQuery, Session, SessionList, SessionNameParams, StopSessionResponse } from '@agentq/protocol';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Coordinator } from '../core/coordinator.js';
+import { actorOf } from './auth/plugin.js';
 
 export const sessionRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = async (app, { core }) => {
   app.get(
@@ -16,6 +17,10 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = a
   app.post(
     '/sessions/:session_name/stop',
     { schema: { params: SessionNameParams, response: { 200: StopSessionResponse, 404: ErrorBody, 409: ErrorBody } } },
-    async (req) => core.stopSession(req.params.session_name),
+    async (req) => {
+      const answer = core.stopSession(req.params.session_name, actorOf(req));
+      req.log.info({ session_name: answer.session_name, stopped: answer.stopped.length, stopped_by: actorOf(req) }, 'session stop requested');
+      return answer;
+    },
   );
 };
