@@ -1,4 +1,4 @@
-import { statSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
 import { hostname as osHostname } from 'node:os';
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -28,7 +28,19 @@ export interface LauncherConfig {
   logLevel: LogLevel;
   /** the name this launcher registers with */
   hostname: string;
+  /**
+   * The bearer token it registers with (a `launcher`-role token), from AGENTQ_TOKEN or
+   * --token-file; undefined for a coordinator without authentication. After registering, the
+   * launcher uses the `launcher_token` the coordinator answered. Never logged, never given to
+   * executors.
+   */
+  token?: string | undefined;
+  /** PEM CA certificate to trust for an https:// coordinator (self-signed deployments) */
+  caFile?: string | undefined;
 }
+
+/** Environment variables that hold coordinator credentials: never passed to executors. */
+export const SECRET_ENV = ['AGENTQ_TOKEN', 'AGENTQ_TOKEN_FILE'] as const;
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
@@ -122,6 +134,22 @@ export const OPTIONS = [
     def: "the machine's hostname",
     help: 'name to register with',
   },
+  {
+    flag: 'token-file',
+    env: 'AGENTQ_TOKEN_FILE',
+    kind: 'string',
+    arg: 'FILE',
+    def: 'none (or the token itself in AGENTQ_TOKEN)',
+    help: 'file holding the launcher-role token to register with',
+  },
+  {
+    flag: 'ca-file',
+    env: 'AGENTQ_CA_FILE',
+    kind: 'string',
+    arg: 'FILE',
+    def: 'the system CAs',
+    help: 'CA certificate (PEM) to trust for an https:// coordinator',
+  },
 ] as const satisfies readonly OptionSpec[];
 
 type Flag = (typeof OPTIONS)[number]['flag'];
@@ -140,6 +168,9 @@ export function helpText(): string {
     'Options:',
     ...rows,
     `${'  -h, --help'.padEnd(34)}show this help`,
+    '',
+    'Authentication: set AGENTQ_TOKEN (or --token-file) to a token with the launcher role; the',
+    'launcher registers with it, then uses the credential the coordinator gives it.',
     '',
     'Signals: SIGTERM/SIGINT drain (take no new jobs, let running ones finish within',
     '--shutdown-grace, then kill them and report them failed, deregister, exit 0); a second',
@@ -242,6 +273,23 @@ export function loadConfig(
     }
   }
 
+  for (const name of passEnv) {
+    if ((SECRET_ENV as readonly string[]).includes(name)) {
+      throw new ConfigError(raw('pass-env')!.from, `${name} holds the coordinator credential and is never passed to executors`);
+    }
+  }
+
+  const token = readToken(raw('token-file'), env['AGENTQ_TOKEN'], cwd);
+  const caRaw = raw('ca-file');
+  const caFile = caRaw ? resolve(cwd, caRaw.text) : undefined;
+  if (caRaw && caFile) {
+    try {
+      readFileSync(caFile);
+    } catch (err) {
+      throw new ConfigError(caRaw.from, `cannot read ${caFile}: ${(err as Error).message}`);
+    }
+  }
+
   const seconds = (n: number) => n >= 0 && n <= 86_400;
   return {
     help: false,
@@ -256,8 +304,29 @@ export function loadConfig(
       passEnv,
       logLevel,
       hostname: str('hostname', osHostname()),
+      token,
+      caFile,
     },
   };
+}
+
+/** The registration token: --token-file wins over AGENTQ_TOKEN, which wins over AGENTQ_TOKEN_FILE. */
+function readToken(file: { text: string; from: string } | undefined, fromEnv: string | undefined, cwd: string): string | undefined {
+  const direct = fromEnv?.trim();
+  if (file && (file.from.startsWith('--') || !direct)) {
+    const path = resolve(cwd, file.text);
+    let text: string;
+    try {
+      text = readFileSync(path, 'utf8').trim();
+    } catch (err) {
+      throw new ConfigError(file.from, `cannot read the token file ${path}: ${(err as Error).message}`);
+    }
+    if (text === '' || /\s/.test(text)) {
+      throw new ConfigError(file.from, `${path} must hold the token alone (one line, no spaces)`);
+    }
+    return text;
+  }
+  return direct || undefined;
 }
 
 function isDirectory(path: string): boolean {
