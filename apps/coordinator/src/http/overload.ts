@@ -14,6 +14,13 @@ import { CoordinatorError } from '../core/errors.js';
 export async function installOverloadProtection(app: FastifyInstance, config: CoordinatorConfig): Promise<void> {
   const maxHeap = config.overloadMaxHeapBytes ?? Math.floor(getHeapStatistics().heap_size_limit * 0.9);
   const retryAfter = config.overloadRetryAfterSeconds;
+  // Building the app (compiling every route's schemas) blocks the event loop for a while: the
+  // samples taken until two intervals after it is ready say nothing about load, so they are not
+  // acted on.
+  let trustFrom = Infinity;
+  app.addHook('onReady', async () => {
+    trustFrom = Date.now() + 2 * config.overloadSampleIntervalMs;
+  });
   await app.register(underPressure, {
     maxEventLoopDelay: config.overloadMaxEventLoopDelayMs,
     maxHeapUsedBytes: maxHeap,
@@ -21,6 +28,7 @@ export async function installOverloadProtection(app: FastifyInstance, config: Co
     retryAfter,
     // async: under-pressure passes a rejection to Fastify's error handler (the standard shape)
     pressureHandler: async (req, reply, type, value) => {
+      if (Date.now() < trustFrom) return;
       reply.header('retry-after', String(retryAfter));
       req.log.warn({ type, value }, 'overloaded: request refused with 503');
       throw new CoordinatorError('overloaded', `the coordinator is overloaded (${type}); retry after ${retryAfter} s`, {
