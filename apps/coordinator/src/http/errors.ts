@@ -45,7 +45,7 @@ const FRAMEWORK: Record<string, (err: FastifyError) => { status: number; code: s
     details: { field: 'url', in: 'url' },
   }),
   FST_ERR_MAX_PARAM_LENGTH: () => ({
-    status: 414,
+    status: 400,
     code: 'bad_request',
     message: 'url: a path segment is too long',
     details: { field: 'url', in: 'url' },
@@ -99,13 +99,13 @@ export function frameworkErrors(err: FastifyError, req: FastifyRequest, reply: F
 /** Fastify's `clientErrorHandler`: a request that is not even valid HTTP gets a standard body too. */
 export function clientErrorHandler(err: Error & { code?: string }, socket: Socket): void {
   if (err.code === 'ECONNRESET' || socket.destroyed) return;
-  const [status, message] =
+  const [status, code, message] =
     err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
-      ? [408, 'the request took too long to arrive']
+      ? [408, 'request_timeout', 'the request took too long to arrive']
       : err.code === 'HPE_HEADER_OVERFLOW'
-        ? [431, 'request headers are too large']
-        : [400, 'the request is not valid HTTP'];
-  const text = JSON.stringify(body('bad_request', message));
+        ? [431, 'headers_too_large', 'the request line and headers are too large']
+        : [400, 'bad_request', 'the request is not valid HTTP'];
+  const text = JSON.stringify(body(code, message));
   if (socket.writable) {
     socket.write(
       `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Length: ${Buffer.byteLength(text)}\r\n` +
