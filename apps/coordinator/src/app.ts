@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import type { Server as HttpsServer } from 'node:https';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
-import { pino, type Logger } from 'pino';
+import { pino, type DestinationStream, type Logger, type LoggerOptions } from 'pino';
 import { ConfigError, type CoordinatorConfig } from './config.js';
 import { systemClock, type Clock } from './core/clock.js';
 import { Coordinator } from './core/coordinator.js';
@@ -31,8 +31,9 @@ export interface AppDeps {
   credentials?: LauncherCredentials;
 }
 
-export function createLogger(config: CoordinatorConfig): Logger {
-  return pino({
+/** The coordinator's logger (to stdout, or to `destination`: tests read what it writes). */
+export function createLogger(config: CoordinatorConfig, destination?: DestinationStream): Logger {
+  const options: LoggerOptions = {
     level: config.logLevel,
     base: { service: 'agentq-coordinator' },
     // Fastify's request serializer logs no headers; these guard anything that logs a raw request
@@ -40,7 +41,8 @@ export function createLogger(config: CoordinatorConfig): Logger {
       paths: ['req.headers.authorization', 'headers.authorization', 'authorization', 'launcher_token', '*.launcher_token', 'token'],
       censor: '[redacted]',
     },
-  });
+  };
+  return destination ? pino(options, destination) : pino(options);
 }
 
 /**
