@@ -20,10 +20,14 @@ COPY --from=build --chown=node:node /app/package.json ./
 COPY --from=build --chown=node:node /app/node_modules ./node_modules
 COPY --from=build --chown=node:node /app/packages ./packages
 COPY --from=build --chown=node:node /app/apps ./apps
-# the journal's home when STATE_FILE points here (a volume in docker-compose.yml)
-RUN mkdir -p /var/lib/agentq && chown node:node /var/lib/agentq
+# the journal's home when STATE_FILE points here, and the homes of the tokens (volumes in
+# docker-compose.yml: a new named volume takes the owner of the directory it is mounted on)
+RUN mkdir -p /var/lib/agentq /var/lib/agentq-auth /var/lib/agentq-launcher \
+ && chown node:node /var/lib/agentq /var/lib/agentq-auth /var/lib/agentq-launcher
 USER node
 EXPOSE 8765
+# /health is public (no token); over HTTPS the probe of this loopback address skips the
+# certificate check (the certificate names the host, not 127.0.0.1)
 HEALTHCHECK --interval=10s --timeout=3s --start-period=5s --retries=3 \
-  CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.PORT || 8765) + '/health').then(r => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
+  CMD ["node", "-e", "const tls = !!process.env.TLS_CERT_FILE; if (tls) process.env.NODE_TLS_REJECT_UNAUTHORIZED = '0'; fetch((tls ? 'https' : 'http') + '://127.0.0.1:' + (process.env.PORT || 8765) + '/health').then(r => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
 CMD ["node", "apps/coordinator/dist/src/main.js"]

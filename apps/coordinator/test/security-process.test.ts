@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { test, type TestContext } from 'node:test';
@@ -9,6 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { AgentqClient } from '@agentq/client';
 import { ConfigError, loadConfig } from '../src/config.js';
 import { checkExposure, isLoopback } from '../src/exposure.js';
+import { TokenStore } from '../src/http/auth/tokens.js';
 import { newSecret, tempDir, tokenFileText } from './auth-helpers.js';
 import { rejectsWith } from './helpers.js';
 
@@ -130,4 +131,32 @@ test('SIGHUP re-reads the token file: a token added works, a token removed stops
 
   p.child.kill('SIGTERM');
   assert.equal(await exitOf(p.child), 0);
+});
+
+test('bootstrap-tokens (docker-compose first start) makes random secrets in their own files and the token file, once', async (t) => {
+  const dir = tempDir(t);
+  const script = fileURLToPath(new URL('../src/bootstrap-tokens.js', import.meta.url));
+  const run = () => {
+    const child = spawn(process.execPath, [script, join(dir, 'auth'), 'admin:admin', 'cli:client', `launcher:launcher=${join(dir, 'l', 'launcher.token')}`], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    return exitOf(child);
+  };
+  assert.equal(await run(), 0);
+  const tokensFile = join(dir, 'auth', 'tokens');
+  const before = readFileSync(tokensFile, 'utf8');
+  const secret = (path: string) => readFileSync(path, 'utf8').trim();
+  const store = new TokenStore(tokensFile);
+  assert.deepEqual(store.summary, [
+    { name: 'admin', role: 'admin' },
+    { name: 'cli', role: 'client' },
+    { name: 'launcher', role: 'launcher' },
+  ]);
+  assert.equal(store.verify(secret(join(dir, 'auth', 'cli.token')))?.name, 'cli');
+  assert.equal(store.verify(secret(join(dir, 'l', 'launcher.token')))?.name, 'launcher');
+  assert.equal(statSync(join(dir, 'auth', 'admin.token')).mode & 0o077, 0, 'secret files are private');
+  assert.ok(!before.includes(secret(join(dir, 'auth', 'admin.token'))));
+  // a second start changes nothing
+  assert.equal(await run(), 0);
+  assert.equal(readFileSync(tokensFile, 'utf8'), before);
 });

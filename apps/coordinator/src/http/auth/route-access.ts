@@ -31,11 +31,7 @@ const READ: readonly Role[] = ['admin', 'client', 'reader'];
 const WRITE: readonly Role[] = ['admin', 'client'];
 const ADMIN: readonly Role[] = ['admin'];
 const PUBLIC = { public: true, roles: [] } as const;
-const report = (what: string): RouteAccess => ({
-  roles: ADMIN,
-  launcher: { idIn: 'body', ownJob: true },
-  summary: `report a job ${what}`,
-});
+const report = (summary: string): RouteAccess => ({ roles: ADMIN, launcher: { idIn: 'body', ownJob: true }, summary });
 
 /** Keyed `METHOD path` with Fastify's path syntax (`:param`, `*`). HEAD follows GET. */
 export const ROUTE_ACCESS: Readonly<Record<string, RouteAccess>> = {
@@ -62,11 +58,11 @@ export const ROUTE_ACCESS: Readonly<Record<string, RouteAccess>> = {
     launcher: { idIn: 'body' },
     summary: 'report and poll in one call',
   },
-  'POST /launcher/jobs/:job_id/started': report('started'),
-  'POST /launcher/jobs/:job_id/completed': report('completed'),
-  'POST /launcher/jobs/:job_id/failed': report('failed'),
-  'POST /launcher/jobs/:job_id/stopped': report('stopped'),
-  'POST /launcher/jobs/:job_id/output': report("'s output"),
+  'POST /launcher/jobs/:job_id/started': report('report the job started'),
+  'POST /launcher/jobs/:job_id/completed': report('report the job completed'),
+  'POST /launcher/jobs/:job_id/failed': report('report the job failed'),
+  'POST /launcher/jobs/:job_id/stopped': report('report the job stopped'),
+  'POST /launcher/jobs/:job_id/output': report("send the job's output"),
 
   'GET /launchers': { roles: READ, summary: 'list launchers' },
   'DELETE /launchers/:launcher_id': {
@@ -127,7 +123,9 @@ export function renderRoleTable(): string {
           : '';
     return [method, `\`${path}\``, ...cells, own, a.summary];
   });
-  rows.push(['GET', `\`${PUBLIC_PREFIXES.join('`, `')}\`, \`…/*\``, ...Roles.map(() => 'public'), 'public', 'API reference']);
+  for (const prefix of PUBLIC_PREFIXES) {
+    rows.push(['GET', `\`${prefix}\`, \`${prefix}/*\``, ...Roles.map(() => 'public'), 'public', 'API reference']);
+  }
   const line = (cells: string[]) => `| ${cells.join(' | ')} |`;
   return [line(head), line(head.map(() => '---')), ...rows.map(line)].join('\n');
 }
