@@ -169,7 +169,7 @@ export function fromWireJob(w: Job, seq: number, outputMaxBytes: number): JobRec
   job.stopReason = w.stop_reason;
   job.executorSessionId = w.executor_session_id;
   job.attempts = w.attempts;
-  job.stoppedBy = w.stopped_by;
+  job.stoppedBy = w.stopped_by ?? null; // absent in journals written before audit fields
   return job;
 }
 

@@ -1,4 +1,5 @@
 import type { FastifyInstance, FastifyPluginAsync, RouteOptions } from 'fastify';
+import { accessOf } from './auth/route-access.js';
 
 interface RouteDoc {
   method: string;
@@ -47,14 +48,23 @@ export function buildOpenApi(routes: RouteDoc[]) {
           ? { description: 'No Content' }
           : { description: code.startsWith('2') ? 'OK' : 'Error', content: { 'application/json': { schema: plain(schema) } } };
     }
+    const access = accessOf(r.method.toUpperCase(), r.url);
     paths[path] ??= {};
     paths[path][r.method] = {
+      // who may call it (when the coordinator has tokens): see docs/operations.md
+      security: access?.public ? [] : [{ bearer: [] }],
+      'x-agentq-roles': access?.public ? 'public' : [...(access?.roles ?? []), ...(access?.launcher ? ['launcher credential'] : [])],
       parameters: [...parameters(r.schema.params, 'path'), ...parameters(r.schema.querystring, 'query')],
       ...(r.schema.body ? { requestBody: { content: { 'application/json': { schema: plain(r.schema.body) } } } } : {}),
       responses,
     };
   }
-  return { openapi: '3.1.0', info: { title: 'agentq coordinator', version: '0.1.0' }, paths };
+  return {
+    openapi: '3.1.0',
+    info: { title: 'agentq coordinator', version: '0.1.0' },
+    components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'a token from AUTH_TOKENS_FILE, or a launcher_token' } } },
+    paths,
+  };
 }
 
 export const openapiRoutes: FastifyPluginAsync<{ routes: RouteDoc[] }> = async (app, { routes }) => {
