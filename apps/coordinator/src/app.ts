@@ -1,17 +1,25 @@
+import { readFileSync } from 'node:fs';
+import type { Server as HttpsServer } from 'node:https';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
-import { pino, type Logger } from 'pino';
-import type { CoordinatorConfig } from './config.js';
+import { pino, type DestinationStream, type Logger, type LoggerOptions } from 'pino';
+import { ConfigError, type CoordinatorConfig } from './config.js';
 import { systemClock, type Clock } from './core/clock.js';
 import { Coordinator } from './core/coordinator.js';
+import { CoordinatorError } from './core/errors.js';
+import { checkExposure, isLoopback } from './exposure.js';
+import { StoreLauncherCredentials, type LauncherCredentials } from './http/auth/launcher-credentials.js';
+import { installAuth, type Auth } from './http/auth/plugin.js';
+import { TokenFileError, TokenStore } from './http/auth/tokens.js';
 import { dashboardRoutes, DEFAULT_DASHBOARD_DIR } from './http/dashboard.js';
-import { installErrorHandling } from './http/errors.js';
+import { clientErrorHandler, frameworkErrors, installErrorHandling } from './http/errors.js';
 import { eventRoutes } from './http/events.js';
 import { jobRoutes } from './http/jobs.js';
 import { launcherRoutes } from './http/launcher.js';
 import { launchersRoutes } from './http/launchers.js';
 import { installRequestMetrics, metricsRoutes } from './http/metrics.js';
 import { installOpenApi } from './http/openapi.js';
+import { installOverloadProtection, installRateLimit } from './http/overload.js';
 import { RequestLog } from './http/request-log.js';
 import { sessionRoutes } from './http/sessions.js';
 import { typeboxValidatorCompiler } from './http/validation.js';
@@ -25,14 +33,22 @@ export interface AppDeps {
   logger?: Logger;
   /** the built dashboard served at `/` (default: apps/dashboard/dist/public of this repository) */
   dashboardDir?: string;
+  /** where launcher credentials live (default: beside each launcher in the store) */
+  credentials?: LauncherCredentials;
 }
 
-export function createLogger(config: CoordinatorConfig): Logger {
-  return pino({
+/** The coordinator's logger (to stdout, or to `destination`: tests read what it writes). */
+export function createLogger(config: CoordinatorConfig, destination?: DestinationStream): Logger {
+  const options: LoggerOptions = {
     level: config.logLevel,
     base: { service: 'agentq-coordinator' },
-    redact: ['req.headers.authorization'],
-  });
+    // Fastify's request serializer logs no headers; these guard anything that logs a raw request
+    redact: {
+      paths: ['req.headers.authorization', 'headers.authorization', 'authorization', 'launcher_token', '*.launcher_token', 'token'],
+      censor: '[redacted]',
+    },
+  };
+  return destination ? pino(options, destination) : pino(options);
 }
 
 /**
@@ -41,6 +57,10 @@ export function createLogger(config: CoordinatorConfig): Logger {
  * leases, timeouts, history) runs while the app is ready.
  */
 export async function buildApp(config: CoordinatorConfig, deps: AppDeps = {}): Promise<FastifyInstance> {
+  // refuse a weak or broken security set-up before touching any state
+  checkExposure(config);
+  const tokens = loadTokens(config);
+  const tls = readTls(config);
   const logger = deps.logger ?? createLogger(config);
   const clock = deps.clock ?? systemClock;
   const ownsCore = deps.core === undefined;
@@ -53,19 +73,46 @@ export async function buildApp(config: CoordinatorConfig, deps: AppDeps = {}): P
     loggerInstance: logger as FastifyBaseLogger,
     logController: new RequestLog(), // one line per request; long-polls at debug
     bodyLimit,
-    return503OnClosing: true,
+    ...(tls ? { https: tls } : {}),
+    // answered by our own hook below, in the standard error shape
+    return503OnClosing: false,
     forceCloseConnections: true,
-  }).withTypeProvider<TypeBoxTypeProvider>();
+    // path ids may be up to 200 characters (IdParam): longer ones fail validation, naming the field
+    routerOptions: { maxParamLength: 500 },
+    frameworkErrors,
+    clientErrorHandler,
+  }).withTypeProvider<TypeBoxTypeProvider>() as unknown as FastifyInstance;
 
   app.setValidatorCompiler(typeboxValidatorCompiler);
   // The API speaks JSON only: other bodies get 415 rather than a confusing type error.
   app.removeContentTypeParser('text/plain');
   installErrorHandling(app);
 
-  // after the restore: the metrics count the restored jobs once, then follow the events
   const eventStreams = new Set<() => void>();
   const metrics = new CoordinatorMetrics(coordinatorSource(core), { sseClients: () => eventStreams.size });
   installRequestMetrics(app, metrics);
+
+  // A request on a kept-alive connection while the server closes: 503, try again (elsewhere).
+  let closing = false;
+  app.addHook('preClose', async () => {
+    closing = true;
+  });
+  app.addHook('onRequest', async (_req, reply) => {
+    if (!closing) return;
+    reply.header('retry-after', '1');
+    throw new CoordinatorError('shutting_down', 'the coordinator is shutting down');
+  });
+
+  // Security: overload first (cheapest refusal), then who is calling, then the per-token limit.
+  await installOverloadProtection(app, config);
+  const auth = installAuth(app, {
+    tokens,
+    credentials: deps.credentials ?? new StoreLauncherCredentials(core),
+    jobHolder: async (jobId) => (await core.getJob(jobId)).launcher_id,
+    rateLimitPerMinute: config.jobsRateLimitPerMinute,
+  });
+  await installRateLimit(app, config);
+  logSecurity(config, tokens, logger);
 
   let sweeper: NodeJS.Timeout | undefined;
   let sweeping: Promise<void> | undefined;
@@ -90,6 +137,8 @@ export async function buildApp(config: CoordinatorConfig, deps: AppDeps = {}): P
     if (ownsCore) await core.shutdown();
   });
 
+  app.decorate('auth', auth);
+  app.decorate('reloadSecrets', () => reloadSecrets(app, config, tokens, logger));
   await installOpenApi(app); // first: it records the routes as they are added
   await app.register(jobRoutes, { core });
   await app.register(launcherRoutes, { core });
@@ -102,8 +151,73 @@ export async function buildApp(config: CoordinatorConfig, deps: AppDeps = {}): P
   return app;
 }
 
+/** Read the token file, if any; a bad one stops the start, naming AUTH_TOKENS_FILE. */
+function loadTokens(config: CoordinatorConfig): TokenStore | null {
+  if (config.authTokensFile === null) return null;
+  try {
+    return new TokenStore(config.authTokensFile);
+  } catch (err) {
+    if (err instanceof TokenFileError) throw new ConfigError('AUTH_TOKENS_FILE', err.message);
+    throw err;
+  }
+}
+
+function readTls(config: CoordinatorConfig): { cert: Buffer; key: Buffer } | undefined {
+  if (config.tlsCertFile === null || config.tlsKeyFile === null) return undefined;
+  const read = (variable: string, path: string) => {
+    try {
+      return readFileSync(path);
+    } catch (err) {
+      throw new ConfigError(variable, `cannot read ${path}: ${(err as Error).message}`);
+    }
+  };
+  return { cert: read('TLS_CERT_FILE', config.tlsCertFile), key: read('TLS_KEY_FILE', config.tlsKeyFile) };
+}
+
+function logSecurity(config: CoordinatorConfig, tokens: TokenStore | null, logger: Logger): void {
+  const tls = config.tlsCertFile !== null;
+  if (tokens) {
+    logger.info({ tokens: tokens.summary, tls }, `authentication on: ${tokens.size} token(s) from ${tokens.path}`);
+    if (tokens.size === 0) logger.warn('the token file lists no token: every request but the public ones is refused (add one, then send SIGHUP)');
+    if (!tls && !isLoopback(config.host)) {
+      logger.warn({ host: config.host }, 'tokens travel in clear text: set TLS_CERT_FILE and TLS_KEY_FILE (or terminate TLS in front)');
+    }
+  } else if (config.authDisabled) {
+    logger.warn(
+      { host: config.host },
+      'authentication disabled (AUTH_DISABLED=true): anyone who can reach this port can run prompts on every launcher',
+    );
+  }
+}
+
+/** SIGHUP: re-read the token file and the TLS certificate. A bad file keeps what is in force. */
+function reloadSecrets(app: FastifyInstance, config: CoordinatorConfig, tokens: TokenStore | null, logger: Logger): void {
+  if (tokens) {
+    try {
+      const { added, removed, count } = tokens.reload();
+      logger.info({ added, removed, count }, 'token file reloaded');
+    } catch (err) {
+      logger.error({ error: (err as Error).message }, 'token file not reloaded: keeping the tokens in force');
+    }
+  } else {
+    logger.info('SIGHUP: authentication is off (no AUTH_TOKENS_FILE); no tokens to reload');
+  }
+  if (config.tlsCertFile !== null) {
+    try {
+      const tls = readTls(config)!;
+      (app.server as unknown as HttpsServer).setSecureContext(tls);
+      logger.info('TLS certificate reloaded');
+    } catch (err) {
+      logger.error({ error: (err as Error).message }, 'TLS certificate not reloaded: keeping the one in force');
+    }
+  }
+}
+
 declare module 'fastify' {
   interface FastifyInstance {
     core: Coordinator;
+    auth: Auth;
+    /** re-read the token file and the TLS certificate (main.ts calls it on SIGHUP) */
+    reloadSecrets(): void;
   }
 }

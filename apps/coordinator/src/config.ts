@@ -1,5 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
+import { explain } from './schema-errors.js';
 
 /**
  * Coordinator configuration. Loaded once by `loadConfig(env)` from environment variables,
@@ -39,6 +40,24 @@ export const ConfigSchema = Type.Object({
   hotJobs: Type.Integer({ minimum: 0, maximum: 10_000_000 }),
   /** idle sessions kept in memory by the durable stores */
   hotSessions: Type.Integer({ minimum: 0, maximum: 10_000_000 }),
+  // --- security (see docs/operations.md) ---
+  /** `NAME ROLE SHA256HEX` lines; set = authentication on; re-read on SIGHUP */
+  authTokensFile: Type.Union([Type.String({ minLength: 1 }), Type.Null()]),
+  /** run open (no tokens) on a non-loopback address: an explicit, logged choice */
+  authDisabled: Type.Boolean(),
+  /** PEM certificate chain and key: both set = HTTPS */
+  tlsCertFile: Type.Union([Type.String({ minLength: 1 }), Type.Null()]),
+  tlsKeyFile: Type.Union([Type.String({ minLength: 1 }), Type.Null()]),
+  /** answer 503 while the event loop's mean delay is above this (0 = never) */
+  overloadMaxEventLoopDelayMs: Type.Integer({ minimum: 0, maximum: 600_000 }),
+  /** answer 503 while the V8 heap in use is above this many bytes (0 = never; null = 90% of the heap limit) */
+  overloadMaxHeapBytes: Type.Union([Type.Integer({ minimum: 0 }), Type.Null()]),
+  /** the Retry-After of an overload 503, in seconds */
+  overloadRetryAfterSeconds: Type.Integer({ minimum: 1, maximum: 3600 }),
+  /** how often load is measured (no variable: tests make it short) */
+  overloadSampleIntervalMs: Type.Integer({ minimum: 10, maximum: 60_000 }),
+  /** `POST /jobs` (and `/jobs/batch`) requests per minute per token; 0 = no limit */
+  jobsRateLimitPerMinute: Type.Integer({ minimum: 0, maximum: 1_000_000 }),
 });
 export type CoordinatorConfig = Static<typeof ConfigSchema>;
 
@@ -63,11 +82,20 @@ export const DEFAULT_CONFIG: CoordinatorConfig = {
   scheduleTimeoutSeconds: 600,
   hotJobs: 1000,
   hotSessions: 10_000,
+  authTokensFile: null,
+  authDisabled: false,
+  tlsCertFile: null,
+  tlsKeyFile: null,
+  overloadMaxEventLoopDelayMs: 1000,
+  overloadMaxHeapBytes: null,
+  overloadRetryAfterSeconds: 5,
+  overloadSampleIntervalMs: 1000,
+  jobsRateLimitPerMinute: 0,
 };
 
 
 /** Environment variable -> config key, and how to read it. */
-const ENV: ReadonlyArray<[string, keyof CoordinatorConfig, 'string' | 'number' | 'nullable-number' | 'days']> = [
+const ENV: ReadonlyArray<[string, keyof CoordinatorConfig, 'string' | 'number' | 'nullable-number' | 'days' | 'boolean']> = [
   ['DATABASE_URL', 'databaseUrl', 'string'],
   ['JOB_HISTORY_DAYS', 'jobRetentionMs', 'days'],
   ['HOST', 'host', 'string'],
@@ -87,6 +115,14 @@ const ENV: ReadonlyArray<[string, keyof CoordinatorConfig, 'string' | 'number' |
   ['JOB_SCHEDULE_TIMEOUT', 'scheduleTimeoutSeconds', 'number'],
   ['JOB_CACHE_SIZE', 'hotJobs', 'number'],
   ['SESSION_CACHE_SIZE', 'hotSessions', 'number'],
+  ['AUTH_TOKENS_FILE', 'authTokensFile', 'string'],
+  ['AUTH_DISABLED', 'authDisabled', 'boolean'],
+  ['TLS_CERT_FILE', 'tlsCertFile', 'string'],
+  ['TLS_KEY_FILE', 'tlsKeyFile', 'string'],
+  ['OVERLOAD_MAX_EVENT_LOOP_DELAY_MS', 'overloadMaxEventLoopDelayMs', 'number'],
+  ['OVERLOAD_MAX_HEAP_BYTES', 'overloadMaxHeapBytes', 'number'],
+  ['OVERLOAD_RETRY_AFTER', 'overloadRetryAfterSeconds', 'number'],
+  ['JOBS_RATE_LIMIT_PER_MINUTE', 'jobsRateLimitPerMinute', 'number'],
 ];
 export const CONFIG_ENV_VARS = ENV.map(([name, key]) => ({ name, key }));
 
@@ -116,6 +152,7 @@ export function loadConfig(
     const raw = env[name];
     if (raw === undefined || raw.trim() === '') continue;
     if (kind === 'string') config[key] = raw.trim();
+    else if (kind === 'boolean') config[key] = parseBoolean(name, raw);
     else if (kind === 'nullable-number' && ['none', 'null', '0'].includes(raw.trim().toLowerCase())) config[key] = null;
     else {
       const n = Number(raw);
@@ -125,9 +162,16 @@ export function loadConfig(
   }
   Object.assign(config, overrides);
   for (const error of Value.Errors(ConfigSchema, config)) {
-    const key = error.path.replace(/^\//, '');
+    const { path, message } = explain(error);
+    const key = path.replace(/^\//, '');
     const variable = ENV.find(([, k]) => k === key)?.[0] ?? key;
-    throw new ConfigError(variable, `${error.message} (got ${JSON.stringify(error.value)})`);
+    throw new ConfigError(variable, `${message} (got ${JSON.stringify(error.value)})`);
+  }
+  if ((config.tlsCertFile === null) !== (config.tlsKeyFile === null)) {
+    throw new ConfigError(config.tlsCertFile === null ? 'TLS_CERT_FILE' : 'TLS_KEY_FILE', 'TLS_CERT_FILE and TLS_KEY_FILE go together');
+  }
+  if (config.authDisabled === true && config.authTokensFile !== null) {
+    throw new ConfigError('AUTH_DISABLED', 'cannot be true while AUTH_TOKENS_FILE is set; unset one of them');
   }
   if (!/^(memory:|sqlite:.+|postgres(ql)?:\/\/.+)$/.test(config.databaseUrl as string)) {
     throw new ConfigError(
@@ -142,4 +186,13 @@ export function loadConfig(
     );
   }
   return config as CoordinatorConfig;
+}
+
+const TRUE = ['true', '1', 'yes', 'on'];
+const FALSE = ['false', '0', 'no', 'off'];
+function parseBoolean(variable: string, raw: string): boolean {
+  const t = raw.trim().toLowerCase();
+  if (TRUE.includes(t)) return true;
+  if (FALSE.includes(t)) return false;
+  throw new ConfigError(variable, `expected true or false, got ${JSON.stringify(raw)}`);
 }

@@ -1,5 +1,10 @@
-export { buildApp, type AppDeps } from './app.js';
+export { buildApp, createLogger, type AppDeps } from './app.js';
 export { startCoordinator, type RunningCoordinator } from './start.js';
 export { loadConfig, DEFAULT_CONFIG, ConfigError, CONFIG_ENV_VARS, type CoordinatorConfig } from './config.js';
 export { Coordinator } from './core/coordinator.js';
 export { systemClock, ManualClock, type Clock } from './core/clock.js';
+export { hashSecret, parseTokenFile, TokenStore, TokenFileError, type TokenEntry } from './http/auth/tokens.js';
+export { MemoryLauncherCredentials, type LauncherCredentials } from './http/auth/launcher-credentials.js';
+export { ROUTE_ACCESS, accessOf, renderRoleTable, type RouteAccess } from './http/auth/route-access.js';
+export { actorOf, mayReportOn, type Principal, type Auth } from './http/auth/plugin.js';
+export { isLoopback } from './exposure.js';

@@ -54,8 +54,13 @@ function handleArguments(argv: string[]): void {
 async function main(): Promise<void> {
   handleArguments(process.argv.slice(2));
   let config;
+  let app;
+  let logger;
   try {
     config = loadConfig(process.env);
+    logger = createLogger(config);
+    // also refuses a weak set-up (no tokens off loopback) and an unreadable token file or certificate
+    app = await buildApp(config, { logger });
   } catch (err) {
     if (err instanceof ConfigError) {
       process.stderr.write(`agentq-coordinator: invalid configuration: ${err.message}\n`);
@@ -63,8 +68,6 @@ async function main(): Promise<void> {
     }
     throw err;
   }
-  const logger = createLogger(config);
-  const app = await buildApp(config, { logger });
 
   let closing = false;
   const shutdown = (signal: string) => {
@@ -89,6 +92,11 @@ async function main(): Promise<void> {
   };
   process.on('SIGINT', () => shutdown('SIGINT'));
   process.on('SIGTERM', () => shutdown('SIGTERM'));
+  // re-read AUTH_TOKENS_FILE (and the TLS certificate): add or remove tokens without a restart
+  process.on('SIGHUP', () => {
+    logger.info({ signal: 'SIGHUP' }, 'reloading the token file and certificate');
+    app.reloadSecrets();
+  });
 
   try {
     await app.listen({ host: config.host, port: config.port });
@@ -98,7 +106,16 @@ async function main(): Promise<void> {
   }
   const address = app.server.address();
   const port = address !== null && typeof address === 'object' ? address.port : config.port;
-  logger.info({ host: config.host, port, database: redactUrl(config.databaseUrl) }, 'coordinator ready');
+  logger.info(
+    {
+      host: config.host,
+      port,
+      url: `${config.tlsCertFile !== null ? 'https' : 'http'}://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`,
+      database: redactUrl(config.databaseUrl),
+      auth: app.auth.enabled ? 'tokens' : config.authDisabled ? 'disabled' : 'open (loopback only)',
+    },
+    'coordinator ready',
+  );
 }
 
 /** A database URL without its password, for logs. */

@@ -14,18 +14,23 @@ export interface RunningCoordinator {
 /**
  * Build and listen, for tests, benchmarks and embedding: defaults to 127.0.0.1 on a free port
  * silent logs and the memory store. Pass `deps.core` to serve an existing core (a restart that keeps state).
+ * The event-loop-delay overload check is off unless asked for: in a process shared with tests
+ * (or an embedding program) it would measure them, not the coordinator.
  */
 export async function startCoordinator(
   overrides: Partial<CoordinatorConfig> = {},
   deps: AppDeps = {},
 ): Promise<RunningCoordinator> {
-  const config = loadConfig({}, { host: '127.0.0.1', port: 0, logLevel: 'silent', databaseUrl: 'memory:', ...overrides });
+  const config = loadConfig(
+    {},
+    { host: '127.0.0.1', port: 0, logLevel: 'silent', databaseUrl: 'memory:', overloadMaxEventLoopDelayMs: 0, ...overrides },
+  );
   const app = await buildApp(config, deps);
   await app.listen({ host: config.host, port: config.port });
   const address = app.server.address();
   if (address === null || typeof address === 'string') throw new Error('coordinator did not bind a TCP port');
   return {
-    url: `http://${config.host}:${address.port}`,
+    url: `${config.tlsCertFile !== null ? 'https' : 'http'}://${config.host.includes(':') ? `[${config.host}]` : config.host}:${address.port}`,
     port: address.port,
     app,
     core: app.core,

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { hostname as osHostname } from 'node:os';
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -45,7 +46,19 @@ export interface LauncherConfig {
   idleTimeoutMs: number;
   /** after an executor's result, how long it may take to exit before its process group is killed */
   exitGraceMs: number;
+  /**
+   * The bearer token it registers with (a `launcher`-role token), from AGENTQ_TOKEN or
+   * --token-file; undefined for a coordinator without authentication. After registering, the
+   * launcher uses the `launcher_token` the coordinator answered. Never logged, never given to
+   * executors.
+   */
+  token?: string | undefined;
+  /** PEM CA certificate to trust for an https:// coordinator (self-signed deployments) */
+  caFile?: string | undefined;
 }
+
+/** Environment variables that hold coordinator credentials: never passed to executors. */
+export const SECRET_ENV = ['AGENTQ_TOKEN', 'AGENTQ_TOKEN_FILE'] as const;
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
@@ -179,6 +192,22 @@ export const OPTIONS = [
     def: '10',
     help: "after an executor's result, time it gets to exit before its process group is killed",
   },
+  {
+    flag: 'token-file',
+    env: 'AGENTQ_TOKEN_FILE',
+    kind: 'string',
+    arg: 'FILE',
+    def: 'none (or the token itself in AGENTQ_TOKEN)',
+    help: 'file holding the launcher-role token to register with',
+  },
+  {
+    flag: 'ca-file',
+    env: 'AGENTQ_CA_FILE',
+    kind: 'string',
+    arg: 'FILE',
+    def: 'the system CAs',
+    help: 'CA certificate (PEM) to trust for an https:// coordinator',
+  },
 ] as const satisfies readonly OptionSpec[];
 
 type Flag = (typeof OPTIONS)[number]['flag'];
@@ -198,6 +227,9 @@ export function helpText(): string {
     ...rows,
     `${'  -h, --help'.padEnd(34)}show this help`,
     `${'  -V, --version'.padEnd(34)}print the version`,
+    '',
+    'Authentication: set AGENTQ_TOKEN (or --token-file) to a token with the launcher role; the',
+    'launcher registers with it, then uses the credential the coordinator gives it.',
     '',
     'Signals: SIGTERM/SIGINT drain (take no new jobs, let running ones finish within',
     '--shutdown-grace, then kill them and report them failed, deregister, exit 0); a second',
@@ -316,6 +348,23 @@ export function loadConfig(
   const labels = attempt('label', () => parseLabels(list('label')));
   attempt('label', () => checkLabels({ ...builtinLabels({ hostname, executor: executor.name }), ...labels }));
 
+  for (const name of passEnv) {
+    if ((SECRET_ENV as readonly string[]).includes(name)) {
+      throw new ConfigError(raw('pass-env')!.from, `${name} holds the coordinator credential and is never passed to executors`);
+    }
+  }
+
+  const token = readToken(raw('token-file'), env['AGENTQ_TOKEN'], cwd);
+  const caRaw = raw('ca-file');
+  const caFile = caRaw ? resolve(cwd, caRaw.text) : undefined;
+  if (caRaw && caFile) {
+    try {
+      readFileSync(caFile);
+    } catch (err) {
+      throw new ConfigError(caRaw.from, `cannot read ${caFile}: ${(err as Error).message}`);
+    }
+  }
+
   const seconds = (n: number) => n >= 0 && n <= 86_400;
   return {
     help: false,
@@ -337,6 +386,27 @@ export function loadConfig(
       portableSessions: raw('portable-sessions') ? bool('portable-sessions') : undefined,
       idleTimeoutMs: Math.round(num('idle-timeout', 1800, seconds, 'seconds from 0 to 86400') * 1000),
       exitGraceMs: Math.round(num('exit-grace', 10, seconds, 'seconds from 0 to 86400') * 1000),
+      token,
+      caFile,
     },
   };
+}
+
+/** The registration token: --token-file wins over AGENTQ_TOKEN, which wins over AGENTQ_TOKEN_FILE. */
+function readToken(file: { text: string; from: string } | undefined, fromEnv: string | undefined, cwd: string): string | undefined {
+  const direct = fromEnv?.trim();
+  if (file && (file.from.startsWith('--') || !direct)) {
+    const path = resolve(cwd, file.text);
+    let text: string;
+    try {
+      text = readFileSync(path, 'utf8').trim();
+    } catch (err) {
+      throw new ConfigError(file.from, `cannot read the token file ${path}: ${(err as Error).message}`);
+    }
+    if (text === '' || /\s/.test(text)) {
+      throw new ConfigError(file.from, `${path} must hold the token alone (one line, no spaces)`);
+    }
+    return text;
+  }
+  return direct || undefined;
 }

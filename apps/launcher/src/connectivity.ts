@@ -11,6 +11,8 @@ export class Connectivity {
   readonly #log: Logger;
   #down = false;
   #since = 0;
+  /** no retry before this time: the coordinator's Retry-After (overloaded, rate-limited) */
+  #notBefore = 0;
   #waiters = new Set<() => void>();
 
   constructor(log: Logger) {
@@ -22,6 +24,10 @@ export class Connectivity {
   }
 
   failed(err: Error, during: string): void {
+    // an overloaded coordinator says how long to stay away: every loop honours it
+    if (err instanceof AgentqApiError && err.retryAfterMs !== undefined) {
+      this.#notBefore = Math.max(this.#notBefore, Date.now() + err.retryAfterMs);
+    }
     if (this.#down) return;
     this.#down = true;
     this.#since = Date.now();
@@ -29,6 +35,7 @@ export class Connectivity {
   }
 
   ok(): void {
+    this.#notBefore = 0;
     if (this.#down) {
       this.#down = false;
       this.#log.info({ down_ms: Date.now() - this.#since }, 'coordinator reachable again');
@@ -39,11 +46,12 @@ export class Connectivity {
   }
 
   /**
-   * Wait before retry number `attempt`: the backoff delay, cut short when the coordinator is seen
-   * answering again. Resolves early (never rejects) when `signal` aborts; callers check it.
+   * Wait before retry number `attempt`: the backoff delay (at least what a Retry-After asked
+   * for), cut short when the coordinator is seen answering again. Resolves early (never
+   * rejects) when `signal` aborts; callers check it.
    */
   backoff(attempt: number, signal: AbortSignal, options?: BackoffOptions): Promise<void> {
-    const ms = backoffDelay(attempt, options);
+    const ms = Math.max(backoffDelay(attempt, options), this.#notBefore - Date.now());
     return new Promise<void>((resolve) => {
       if (signal.aborted) return resolve();
       const done = () => {

@@ -1,3 +1,5 @@
+import { SECRET_ENV } from './config.js';
+
 /**
  * The environment an executor gets: not the launcher's whole environment (which may hold
  * secrets and settings meant for the launcher), but a documented set:
@@ -7,6 +9,8 @@
  * - the built-in executors' own settings (AGENTQ_CLAUDE_*, AGENTQ_DEMO_*),
  * - the names given with --pass-env,
  * - and the job's AGENTQ_* variables, which always win.
+ * Never the coordinator credentials (AGENTQ_TOKEN, AGENTQ_TOKEN_FILE), whatever --pass-env says:
+ * an executor runs whatever the agent decides, and must not be able to act as the launcher.
  */
 const BASE_NAMES = new Set([
   'PATH',
@@ -30,6 +34,7 @@ const BASE_NAMES = new Set([
   'SSL_CERT_DIR',
 ]);
 const PASSED_PREFIXES = ['LC_', 'XDG_', 'ANTHROPIC_', 'CLAUDE_', 'AGENTQ_CLAUDE_', 'AGENTQ_DEMO_'];
+const NEVER = new Set<string>(SECRET_ENV);
 
 /** Variables describing the job, set by the launcher for every executor run. */
 export interface JobEnv {
@@ -55,7 +60,7 @@ export function buildExecutorEnv(
   const env: Record<string, string> = {};
   const extra = new Set(passEnv);
   for (const [name, value] of Object.entries(source)) {
-    if (value === undefined) continue;
+    if (value === undefined || NEVER.has(name)) continue;
     if (BASE_NAMES.has(name) || extra.has(name) || PASSED_PREFIXES.some((p) => name.startsWith(p))) env[name] = value;
   }
   for (const [name, value] of Object.entries(job)) if (value !== undefined) env[name] = value;

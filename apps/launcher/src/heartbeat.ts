@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { AgentqApiError, delay, toError, type AgentqClient } from '@agentq/client';
+import { AgentqApiError, AgentqAuthError, delay, toError, type AgentqClient } from '@agentq/client';
 import { describe, type Connectivity } from './connectivity.js';
 import type { Registration } from './registration.js';
 import type { Supervisor } from './supervisor.js';
@@ -37,6 +37,8 @@ export async function runHeartbeat(o: HeartbeatOptions, signal: AbortSignal): Pr
         } catch (renewErr) {
           o.log.debug({ err: describe(toError(renewErr)) }, 'not registering again');
         }
+      } else if (e instanceof AgentqAuthError) {
+        o.log.error({ err: describe(e) }, 'heartbeat refused: the credential is not accepted');
       } else {
         connectivity.failed(e, 'heartbeat');
       }

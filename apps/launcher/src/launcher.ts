@@ -70,13 +70,20 @@ export class Launcher {
     this.#deps = deps;
     this.#log = deps.log;
     // one connection parks on the long poll; the rest serve reports and heartbeats
-    this.client = new AgentqClient({ url: config.url, connections: Math.max(4, config.maxJobs + 2) });
+    this.client = new AgentqClient({
+      url: config.url,
+      connections: Math.max(4, config.maxJobs + 2),
+      // its own credential once registered (see Registration.token)
+      token: () => this.#registration.token,
+      ...(config.caFile ? { caFile: config.caFile } : {}),
+    });
     this.#connectivity = new Connectivity(this.#log);
     this.#registration = new Registration({
       client: this.client,
       log: this.#log,
       connectivity: this.#connectivity,
       retry: deps.retry,
+      ...(config.token ? { token: config.token } : {}),
       body: () => ({
         hostname: config.hostname,
         project_dir: config.projectDir,

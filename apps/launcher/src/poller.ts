@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
-import { AgentqApiError, isRetryable, toError, type AgentqClient, type BackoffOptions } from '@agentq/client';
+import { AgentqApiError, AgentqAuthError, isRetryable, toError, type AgentqClient, type BackoffOptions } from '@agentq/client';
 import { describe, type Connectivity } from './connectivity.js';
-import type { Registration } from './registration.js';
+import { RegistrationError, type Registration } from './registration.js';
 import type { Supervisor } from './supervisor.js';
 
 export interface PollerOptions {
@@ -78,6 +78,10 @@ export class Poller {
             throw toError(renewErr);
           }
           continue;
+        }
+        if (e instanceof AgentqAuthError) {
+          // its credential is refused: retrying cannot help, and would hammer the coordinator
+          throw new RegistrationError(`the coordinator refused this launcher's credential: ${e.message}`, { cause: e });
         }
         if (!isRetryable(e) && e instanceof AgentqApiError) {
           // e.g. a 400 from a coordinator of another version: retrying at full speed would spin

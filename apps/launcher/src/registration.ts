@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { RegisterLauncherRequest, RegisterLauncherResponse } from '@agentq/protocol';
-import { isRetryable, toError, type AgentqClient, type BackoffOptions } from '@agentq/client';
+import { AgentqAuthError, isRetryable, toError, type AgentqClient, type BackoffOptions } from '@agentq/client';
 import { Connectivity } from './connectivity.js';
 
 /** Raised when registration is impossible (a final 4xx) or no longer wanted. */
@@ -19,6 +19,7 @@ export class Registration {
   readonly #connectivity: Connectivity;
   readonly #body: () => RegisterLauncherRequest;
   readonly #retry: BackoffOptions | undefined;
+  readonly #token: string | undefined;
   #current: RegisterLauncherResponse | undefined;
   #renewal: Renewal | undefined;
   #retired = false;
@@ -30,17 +31,28 @@ export class Registration {
     /** what to register with; asked at each registration (the host identity is loaded at start) */
     body: () => RegisterLauncherRequest;
     retry?: BackoffOptions;
+    /** the registration token (launcher role); later calls use the answered launcher_token */
+    token?: string;
   }) {
     this.#client = deps.client;
     this.#log = deps.log;
     this.#connectivity = deps.connectivity;
     this.#body = deps.body;
     this.#retry = deps.retry;
+    this.#token = deps.token;
   }
 
   /** The current launcher id; undefined before the first registration succeeded. */
   get id(): string | undefined {
     return this.#current?.launcher_id;
+  }
+
+  /**
+   * The bearer token of this launcher's calls: its own credential once registered (auth on),
+   * else the registration token (or none, for a coordinator without authentication).
+   */
+  get token(): string | undefined {
+    return this.#current?.launcher_token ?? this.#token;
   }
 
   get settings(): RegisterLauncherResponse {
@@ -57,7 +69,8 @@ export class Registration {
     for (let attempt = 0; ; attempt++) {
       if (signal.aborted) throw toError(signal.reason);
       try {
-        const res = await this.#client.register(this.#body(), { signal });
+        // always with the registration token: an old launcher credential cannot register
+        const res = await this.#client.register(this.#body(), { signal, ...(this.#token ? { token: this.#token } : {}) });
         this.#connectivity.ok();
         const previous = this.#current?.launcher_id;
         this.#current = res;
@@ -74,6 +87,12 @@ export class Registration {
       } catch (err) {
         const e = toError(err);
         if (signal.aborted) throw e;
+        if (e instanceof AgentqAuthError) {
+          throw new RegistrationError(
+            `registration refused: ${e.message}. Set AGENTQ_TOKEN (or --token-file) to a token with the launcher role`,
+            { cause: e },
+          );
+        }
         if (!isRetryable(e)) throw new RegistrationError(`registration refused: ${e.message}`, { cause: e });
         this.#connectivity.failed(e, 'register');
         await this.#connectivity.backoff(attempt, signal, this.#retry);

@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+import { rootCertificates } from 'node:tls';
 import { Pool, errors as undiciErrors } from 'undici';
 import type {
   CompletedReport,
@@ -30,26 +32,40 @@ import type {
   WaitManyRequest,
   WaitManyResponse,
 } from '@agentq/protocol';
-import { AgentqApiError, AgentqConnectionError, toError } from './errors.js';
+import { delay } from './backoff.js';
+import { AgentqApiError, AgentqAuthError, AgentqConnectionError, toError } from './errors.js';
 import { parseSse, type SseMessage } from './sse.js';
 
 export interface ClientOptions {
-  /** coordinator base URL, e.g. http://127.0.0.1:8765 */
+  /** coordinator base URL, e.g. http://127.0.0.1:8765 or https://agentq.example:8765 */
   url: string;
+  /**
+   * Bearer token sent with every request (`Authorization: Bearer <token>`). A function is asked
+   * on every request: a launcher switches to its own credential once registered.
+   */
+  token?: string | (() => string | undefined);
+  /** PEM file of the CA that signed the coordinator's certificate (a self-signed deployment) */
+  caFile?: string;
   /** connections kept to the coordinator (default 16) */
   connections?: number;
   /** time allowed for the answer's headers on ordinary requests (default 30 s) */
   headersTimeoutMs?: number;
-  /** bearer token sent with every request (auth on the coordinator; see docs/operations.md) */
-  token?: string;
-  /** PEM file of the CA that signed the coordinator's certificate (https:// URLs) */
-  caFile?: string;
+  /**
+   * How many times a request answered 429 or 503 with a Retry-After is sent again, after waiting
+   * what the coordinator asked (default 2; 0 = never). Such a request was refused before it did
+   * anything (overload, rate limit, shutdown), so sending it again is safe.
+   */
+  overloadRetries?: number;
+  /** the longest Retry-After honoured; a longer one fails the request at once (default 60 s) */
+  maxRetryAfterMs?: number;
 }
 
 export interface CallOptions {
   signal?: AbortSignal;
   /** headers timeout for this call; long-polls and waits set it above their hold time */
   headersTimeoutMs?: number;
+  /** bearer token of this call instead of the client's (a launcher registers with its registration token) */
+  token?: string;
 }
 
 type Query = Record<string, string | number | boolean | undefined | null>;
@@ -66,16 +82,33 @@ export class AgentqClient {
   readonly url: string;
   readonly #pool: Pool;
   readonly #headersTimeoutMs: number;
+  readonly #token: () => string | undefined;
+  readonly #overloadRetries: number;
+  readonly #maxRetryAfterMs: number;
 
   constructor(options: ClientOptions) {
     this.url = options.url.replace(/\/+$/, '');
     this.#headersTimeoutMs = options.headersTimeoutMs ?? 30_000;
+    const token = options.token;
+    this.#token = typeof token === 'function' ? token : () => token;
+    this.#overloadRetries = options.overloadRetries ?? 2;
+    this.#maxRetryAfterMs = options.maxRetryAfterMs ?? 60_000;
+    let ca: string[] | undefined;
+    if (options.caFile !== undefined) {
+      try {
+        // the given CA in addition to the usual public ones (a `ca` option alone replaces them)
+        ca = [...rootCertificates, readFileSync(options.caFile, 'utf8')];
+      } catch (err) {
+        throw new Error(`cannot read the CA file ${options.caFile}: ${toError(err).message}`, { cause: err });
+      }
+    }
     this.#pool = new Pool(this.url, {
       connections: options.connections ?? 16,
       // per-request timeouts are set on each call; these are the pool's outer bounds
       headersTimeout: 0,
       bodyTimeout: 0,
       keepAliveTimeout: 4_000,
+      ...(ca ? { connect: { ca } } : {}),
     });
   }
 
@@ -206,7 +239,7 @@ export class AgentqClient {
   async *events(
     options: { lastEventId?: string | number; signal?: AbortSignal; onOpen?: () => void } = {},
   ): AsyncGenerator<SseMessage> {
-    const headers: Record<string, string> = { accept: 'text/event-stream' };
+    const headers: Record<string, string> = { accept: 'text/event-stream', ...this.#auth() };
     if (options.lastEventId !== undefined) headers['last-event-id'] = String(options.lastEventId);
     let res;
     try {
@@ -222,7 +255,7 @@ export class AgentqClient {
       throw this.#wrap(err);
     }
     if (res.statusCode !== 200) {
-      throw await apiError(res.statusCode, await res.body.text());
+      throw apiError(res.statusCode, await res.body.text(), res.headers['retry-after']);
     }
     options.onOpen?.();
     try {
@@ -235,10 +268,40 @@ export class AgentqClient {
 
   // --- plumbing ---------------------------------------------------------------------------
 
+  /** The Authorization header of a call (none without a token). */
+  #auth(override?: string): Record<string, string> {
+    const token = override ?? this.#token();
+    return token ? { authorization: `Bearer ${token}` } : {};
+  }
+
+  /**
+   * One call. A 429/503 answered with a Retry-After (overloaded, rate-limited, shutting down)
+   * is sent again after that wait, up to `overloadRetries` times; other errors are thrown.
+   */
   async #json<T>(
     method: 'GET' | 'POST' | 'DELETE',
     path: string,
     o: CallOptions & { body?: unknown; query?: Query; allow204?: boolean } = {},
+  ): Promise<T> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.#once<T>(method, path, o);
+      } catch (err) {
+        const wait = err instanceof AgentqApiError && (err.status === 429 || err.status === 503) ? err.retryAfterMs : undefined;
+        if (wait === undefined || attempt >= this.#overloadRetries || wait > this.#maxRetryAfterMs) throw err;
+        try {
+          await delay(wait, o.signal);
+        } catch {
+          throw toError(o.signal?.reason ?? err);
+        }
+      }
+    }
+  }
+
+  async #once<T>(
+    method: 'GET' | 'POST' | 'DELETE',
+    path: string,
+    o: CallOptions & { body?: unknown; query?: Query; allow204?: boolean },
   ): Promise<T> {
     const qs = toQueryString(o.query);
     let res;
@@ -246,7 +309,7 @@ export class AgentqClient {
       res = await this.#pool.request({
         method,
         path: qs ? `${path}?${qs}` : path,
-        headers: o.body === undefined ? {} : { 'content-type': 'application/json' },
+        headers: { ...this.#auth(o.token), ...(o.body === undefined ? {} : { 'content-type': 'application/json' }) },
         body: o.body === undefined ? undefined : JSON.stringify(o.body),
         signal: o.signal,
         headersTimeout: o.headersTimeoutMs ?? this.#headersTimeoutMs,
@@ -262,7 +325,7 @@ export class AgentqClient {
       throw this.#wrap(err, o.signal);
     }
     if (res.statusCode === 204 && o.allow204) return null as T;
-    if (res.statusCode >= 400) throw await apiError(res.statusCode, text);
+    if (res.statusCode >= 400) throw apiError(res.statusCode, text, res.headers['retry-after']);
     try {
       return JSON.parse(text) as T;
     } catch (err) {
@@ -282,22 +345,40 @@ export class AgentqClient {
   }
 }
 
-async function apiError(status: number, text: string): Promise<AgentqApiError> {
+function apiError(status: number, text: string, retryAfter?: string | string[]): AgentqApiError {
+  const err = parseError(status, text);
+  const ms = parseRetryAfter(Array.isArray(retryAfter) ? retryAfter[0] : retryAfter);
+  if (ms !== undefined) err.retryAfterMs = ms;
+  return err;
+}
+
+function parseError(status: number, text: string): AgentqApiError {
+  let code = `http_${status}`;
+  let message = `HTTP ${status}: ${text.slice(0, 200)}`;
+  let details: Record<string, unknown> | undefined;
   try {
     const parsed = JSON.parse(text) as { error?: { code?: unknown; message?: unknown; details?: unknown } };
     const e = parsed.error;
     if (e && typeof e.code === 'string') {
-      return new AgentqApiError(
-        status,
-        e.code,
-        typeof e.message === 'string' ? e.message : e.code,
-        typeof e.details === 'object' && e.details !== null ? (e.details as Record<string, unknown>) : undefined,
-      );
+      code = e.code;
+      message = typeof e.message === 'string' ? e.message : e.code;
+      details = typeof e.details === 'object' && e.details !== null ? (e.details as Record<string, unknown>) : undefined;
     }
   } catch {
-    // not JSON: fall through to a generic error that keeps the start of the body
+    // not JSON: a generic error that keeps the start of the body
   }
-  return new AgentqApiError(status, `http_${status}`, `HTTP ${status}: ${text.slice(0, 200)}`);
+  // launcher_unknown (401) means "register again", not "bad credentials"
+  if ((status === 401 || status === 403) && code !== 'launcher_unknown') return new AgentqAuthError(status, code, message, details);
+  return new AgentqApiError(status, code, message, details);
+}
+
+/** Retry-After: delay-seconds or an HTTP date (RFC 9110 10.2.3), in milliseconds from now. */
+export function parseRetryAfter(value: string | undefined, now = Date.now()): number | undefined {
+  if (value === undefined) return undefined;
+  const text = value.trim();
+  if (/^\d+$/.test(text)) return Number(text) * 1000;
+  const at = Date.parse(text);
+  return Number.isNaN(at) ? undefined : Math.max(0, at - now);
 }
 
 function toQueryString(query?: Query): string {

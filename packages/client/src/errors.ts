@@ -1,6 +1,8 @@
 /** The coordinator answered with an error body `{ error: { code, message, details } }`. */
 export class AgentqApiError extends Error {
-  override readonly name = 'AgentqApiError';
+  override readonly name: string = 'AgentqApiError';
+  /** how long the coordinator asked to wait before trying again (its Retry-After), if it did */
+  retryAfterMs?: number;
   constructor(
     readonly status: number,
     readonly code: string,
@@ -12,6 +14,26 @@ export class AgentqApiError extends Error {
   /** A 4xx other than 408/429: retrying the same request cannot succeed. */
   get isFinal(): boolean {
     return this.status >= 400 && this.status < 500 && this.status !== 408 && this.status !== 429;
+  }
+}
+
+/**
+ * The coordinator refused the credentials: 401 `unauthorized` (no token, or one it does not
+ * know) or 403 `forbidden` (the token's role may not do this). Retrying cannot help; callers
+ * stop and tell the user which token to set. (A 401 `launcher_unknown` is not one of these: it
+ * means "register again".)
+ */
+export class AgentqAuthError extends AgentqApiError {
+  override readonly name = 'AgentqAuthError';
+  constructor(status: number, code: string, message: string, details?: Record<string, unknown>) {
+    super(
+      status,
+      code,
+      status === 401
+        ? `the coordinator refused the request: no valid token (${message})`
+        : `the coordinator refused the request: the token may not do this (${message})`,
+      details,
+    );
   }
 }
 

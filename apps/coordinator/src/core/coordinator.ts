@@ -355,9 +355,16 @@ export class Coordinator {
     };
   }
 
-  /** The launcher a launcher token belongs to (its SHA-256), if any. */
-  async launcherIdForTokenHash(hash: string): Promise<string | undefined> {
-    return (await this.#ctx.store.launcherByTokenHash(hash))?.id;
+  /** Keep the SHA-256 (hex) of a launcher's credential with it (http/auth/launcher-credentials.ts). */
+  async setLauncherTokenHash(launcherId: string, hash: string): Promise<void> {
+    await this.#ctx.store.transaction(async (tx) => {
+      if (await tx.launcher(launcherId)) await tx.updateLauncher(launcherId, { tokenHash: hash });
+    });
+  }
+
+  /** The SHA-256 (hex) of a launcher's credential; null when it has none or is unknown. */
+  async launcherTokenHash(launcherId: string): Promise<string | null> {
+    return (await this.#ctx.store.getLauncher(launcherId))?.tokenHash ?? null;
   }
 
   /**

@@ -1,5 +1,7 @@
+import type { Socket } from 'node:net';
+import { STATUS_CODES } from 'node:http';
 import { ErrorCodes, type ErrorBody } from '@agentq/protocol';
-import type { FastifyError, FastifyInstance } from 'fastify';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { CoordinatorError } from '../core/errors.js';
 import { fieldName, type ValidationIssue } from './validation.js';
 
@@ -7,38 +9,110 @@ function body(code: string, message: string, details?: Record<string, unknown>):
   return { error: details ? { code, message, details } : { code, message } };
 }
 
-/** Every error leaves as `{ error: { code, message, details? } }`. */
-export function installErrorHandling(app: FastifyInstance): void {
-  app.setErrorHandler((err: FastifyError | CoordinatorError, req, reply) => {
-    if (err instanceof CoordinatorError) {
-      return reply.code(err.statusCode).send(body(err.code, err.message, err.details));
-    }
-    if (err.validation) {
-      const issue = err.validation[0] as unknown as ValidationIssue | undefined;
-      const field = fieldName(issue?.instancePath ?? '', err.validationContext);
-      const message = `${field}: ${issue?.message ?? 'is invalid'}`;
-      return reply
-        .code(ErrorCodes.validation_failed)
-        .send(body('validation_failed', message, { field, in: err.validationContext ?? 'request' }));
-    }
-    if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
-      return reply.code(413).send(body('payload_too_large', 'request body is larger than the server accepts'));
-    }
-    if (err.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') {
-      return reply.code(415).send(body('unsupported_media_type', 'send JSON with content-type: application/json'));
-    }
-    if (err.statusCode !== undefined && err.statusCode >= 400 && err.statusCode < 500) {
-      return reply
-        .code(err.statusCode)
-        .send(body('bad_request', err.message, { field: 'body', in: 'body', fastify_code: err.code }));
-    }
-    req.log.error({ err }, 'request failed');
-    return reply.code(500).send(body('internal_error', 'internal error; see the coordinator log'));
-  });
+/**
+ * Fastify's own errors (raised before a handler runs), by code: the answer each gets. Anything
+ * else with a 4xx status is a `bad_request`; the rest is a 500 with the cause in the log.
+ */
+const FRAMEWORK: Record<string, (err: FastifyError) => { status: number; code: string; message: string; details?: Record<string, unknown> }> = {
+  FST_ERR_CTP_BODY_TOO_LARGE: () => ({ status: 413, code: 'payload_too_large', message: 'request body is larger than the server accepts' }),
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: () => ({
+    status: 415,
+    code: 'unsupported_media_type',
+    message: 'send JSON with content-type: application/json',
+  }),
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: () => ({
+    status: 400,
+    code: 'bad_request',
+    message: 'content-length does not match the body',
+    details: { field: 'body', in: 'body' },
+  }),
+  FST_ERR_CTP_EMPTY_JSON_BODY: () => ({
+    status: 400,
+    code: 'bad_request',
+    message: 'body: is empty but content-type is application/json (send a JSON value, or no content-type)',
+    details: { field: 'body', in: 'body' },
+  }),
+  FST_ERR_CTP_INVALID_JSON_BODY: () => ({
+    status: 400,
+    code: 'bad_request',
+    message: 'body: is not valid JSON',
+    details: { field: 'body', in: 'body' },
+  }),
+  FST_ERR_BAD_URL: () => ({
+    status: 400,
+    code: 'bad_request',
+    message: 'url: is not valid percent-encoding',
+    details: { field: 'url', in: 'url' },
+  }),
+  FST_ERR_MAX_PARAM_LENGTH: () => ({
+    status: 400,
+    code: 'bad_request',
+    message: 'url: a path segment is too long',
+    details: { field: 'url', in: 'url' },
+  }),
+  FST_ERR_ASYNC_CONSTRAINT: () => ({ status: 400, code: 'bad_request', message: 'the request matches no route constraint' }),
+};
 
+/** Answer any error in the standard shape. Shared by the error handler and `frameworkErrors`. */
+function answer(err: FastifyError | CoordinatorError, req: FastifyRequest, reply: FastifyReply) {
+  if (err instanceof CoordinatorError) {
+    return reply.code(err.statusCode).send(body(err.code, err.message, err.details));
+  }
+  if (err.validation) {
+    const issue = err.validation[0] as unknown as ValidationIssue | undefined;
+    const field = fieldName(issue?.instancePath ?? '', err.validationContext);
+    const message = `${field}: ${issue?.message ?? 'is invalid'}`;
+    return reply
+      .code(ErrorCodes.validation_failed)
+      .send(body('validation_failed', message, { field, in: err.validationContext ?? 'request' }));
+  }
+  const known = err.code === undefined ? undefined : FRAMEWORK[err.code];
+  if (known) {
+    const a = known(err);
+    return reply.code(a.status).send(body(a.code, a.message, a.details));
+  }
+  if (err.statusCode !== undefined && err.statusCode >= 400 && err.statusCode < 500) {
+    return reply.code(err.statusCode).send(body('bad_request', err.message, { fastify_code: err.code }));
+  }
+  req.log.error({ err }, 'request failed');
+  return reply.code(500).send(body('internal_error', 'internal error; see the coordinator log'));
+}
+
+/**
+ * Every error leaves as `{ error: { code, message, details? } }`: the domain's coded errors,
+ * validation failures, Fastify's own (bad JSON, wrong content type, body too large, bad URL
+ * encoding: `frameworkErrors`), unknown routes, and even requests too malformed to be HTTP
+ * (`clientErrorHandler`, given to Fastify at construction).
+ */
+export function installErrorHandling(app: FastifyInstance): void {
+  app.setErrorHandler(answer);
   app.setNotFoundHandler((req, reply) =>
     reply.code(404).send(body('route_not_found', `no route ${req.method} ${req.url.split('?')[0]}`)),
   );
+}
+
+/** Fastify's `frameworkErrors` option: router errors (bad percent-encoding, ...) in the standard shape. */
+export function frameworkErrors(err: FastifyError, req: FastifyRequest, reply: FastifyReply): void {
+  void answer(err, req, reply);
+}
+
+/** Fastify's `clientErrorHandler`: a request that is not even valid HTTP gets a standard body too. */
+export function clientErrorHandler(err: Error & { code?: string }, socket: Socket): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const [status, code, message] =
+    err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+      ? [408, 'request_timeout', 'the request took too long to arrive']
+      : err.code === 'HPE_HEADER_OVERFLOW'
+        ? [431, 'headers_too_large', 'the request line and headers are too large']
+        : [400, 'bad_request', 'the request is not valid HTTP'];
+  const text = JSON.stringify(body(code, message));
+  if (socket.writable) {
+    socket.write(
+      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Length: ${Buffer.byteLength(text)}\r\n` +
+        `Content-Type: application/json; charset=utf-8\r\nConnection: close\r\n\r\n${text}`,
+    );
+  }
+  socket.destroy(err);
 }
 
 /** Error responses, for route schemas. */

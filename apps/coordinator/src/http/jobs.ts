@@ -21,6 +21,7 @@ import { Type } from '@sinclair/typebox';
 import type { Coordinator } from '../core/coordinator.js';
 import { validation } from '../core/errors.js';
 import { clientGone } from './abort.js';
+import { actorOf } from './auth/plugin.js';
 
 /** `Idempotency-Key`: a retried create with the same key and body returns the first job. */
 const IdempotencyHeaders = Type.Object({
@@ -38,17 +39,33 @@ export const jobRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = async
         summary: 'Create a job (start or resume a session)',
         body: CreateJobRequest,
         headers: IdempotencyHeaders,
-        response: { 200: Job, 201: Job, 400: ErrorBody, 404: ErrorBody, 409: ErrorBody, 422: ErrorBody },
+        response: {
+          200: Job,
+          201: Job,
+          400: ErrorBody,
+          401: ErrorBody,
+          403: ErrorBody,
+          404: ErrorBody,
+          409: ErrorBody,
+          422: ErrorBody,
+          429: ErrorBody,
+        },
       },
     },
     async (req, reply) => {
       const key = req.headers['idempotency-key'];
-      const { job, created } = await core.createJob(req.body, { ...(key !== undefined ? { idempotencyKey: key } : {}) });
+      const { job, created } = await core.createJob(req.body, {
+        actor: actorOf(req),
+        ...(key !== undefined ? { idempotencyKey: key } : {}),
+      });
       if (!created) {
         req.log.info({ job_id: job.job_id, session_name: job.session_name }, 'job create replayed (Idempotency-Key)');
         return reply.code(200).send(job);
       }
-      req.log.info({ job_id: job.job_id, session_name: job.session_name, type: job.type }, 'job created');
+      req.log.info(
+        { job_id: job.job_id, session_name: job.session_name, type: job.type, created_by: job.created_by },
+        'job created',
+      );
       return reply.code(201).send(job);
     },
   );
@@ -61,11 +78,11 @@ export const jobRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = async
         tags: ['jobs'],
         summary: 'Create up to 1,000 jobs, all or none',
         body: CreateJobsRequest,
-        response: { 201: CreateJobsResponse, 400: ErrorBody, 404: ErrorBody, 409: ErrorBody, 422: ErrorBody },
+        response: { 201: CreateJobsResponse, 400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 404: ErrorBody, 409: ErrorBody, 422: ErrorBody, 429: ErrorBody },
       },
     },
     async (req, reply) => {
-      const jobs = await core.createJobs(req.body.jobs);
+      const jobs = await core.createJobs(req.body.jobs, { actor: actorOf(req) });
       req.log.info({ jobs: jobs.length }, 'jobs created (batch)');
       return reply.code(201).send({ jobs });
     },
@@ -124,8 +141,8 @@ export const jobRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = async
     '/jobs/:job_id/stop',
     { schema: { operationId: 'stopJob', tags: ['jobs'], summary: 'Stop a job', params: JobIdParams, response: { 200: StopJobResponse, 404: ErrorBody } } },
     async (req) => {
-      const answer = await core.stopJob(req.params.job_id);
-      req.log.info({ job_id: answer.job_id, outcome: answer.outcome }, 'job stop requested');
+      const answer = await core.stopJob(req.params.job_id, { actor: actorOf(req) });
+      req.log.info({ job_id: answer.job_id, outcome: answer.outcome, stopped_by: actorOf(req) }, 'job stop requested');
       return answer;
     },
   );

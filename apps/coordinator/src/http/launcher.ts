@@ -21,15 +21,29 @@ import { Type, type TSchema } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Coordinator } from '../core/coordinator.js';
 import { clientGone } from './abort.js';
+import { actorOf } from './auth/plugin.js';
 
-const reportErrors = { 400: ErrorBody, 401: ErrorBody, 404: ErrorBody, 409: ErrorBody };
+const reportErrors = { 400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 404: ErrorBody, 409: ErrorBody };
 
 /** The endpoints launchers use: register, long-poll, heartbeat, reports. */
 export const launcherRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = async (app, { core }) => {
   app.post(
     '/launcher/register',
-    { schema: { operationId: 'registerLauncher', tags: ['launcher'], summary: 'Register a launcher', body: Type.Union([RegisterLauncherRequest, Type.Null()]), response: { 200: RegisterLauncherResponse, 400: ErrorBody } } },
-    async (req) => await core.register(req.body ?? {}),
+    {
+      schema: {
+        operationId: 'registerLauncher',
+        tags: ['launcher'],
+        summary: 'Register a launcher',
+        body: Type.Union([RegisterLauncherRequest, Type.Null()]),
+        response: { 200: RegisterLauncherResponse, 400: ErrorBody, 401: ErrorBody, 403: ErrorBody },
+      },
+    },
+    async (req) => {
+      const answer = await core.register(req.body ?? {}, { createdBy: actorOf(req) });
+      // the launcher's own credential: every later call of this launcher carries it (auth on)
+      const launcher_token = await app.auth.launcherTokenFor(answer.launcher_id, req.principal);
+      return launcher_token === undefined ? answer : { ...answer, launcher_token };
+    },
   );
 
   app.get(
@@ -40,7 +54,7 @@ export const launcherRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = 
         tags: ['launcher'],
         summary: 'Long-poll for a job, stop requests or the deregistration notice',
         querystring: PollQuery,
-        response: { 200: PollResponse, 204: Type.Null(), 400: ErrorBody, 401: ErrorBody },
+        response: { 200: PollResponse, 204: Type.Null(), 400: ErrorBody, 401: ErrorBody, 403: ErrorBody },
       },
     },
     async (req, reply) => {
@@ -60,7 +74,15 @@ export const launcherRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = 
 
   app.post(
     '/launcher/heartbeat',
-    { schema: { operationId: 'heartbeat', tags: ['launcher'], summary: 'Tell the coordinator the launcher is alive', body: HeartbeatRequest, response: { 200: HeartbeatResponse, 400: ErrorBody, 401: ErrorBody } } },
+    {
+      schema: {
+        operationId: 'heartbeat',
+        tags: ['launcher'],
+        summary: 'Tell the coordinator the launcher is alive',
+        body: HeartbeatRequest,
+        response: { 200: HeartbeatResponse, 400: ErrorBody, 401: ErrorBody, 403: ErrorBody },
+      },
+    },
     async (req) => await core.heartbeat(req.body),
   );
 
@@ -112,6 +134,15 @@ export const launcherRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = 
     async (req, reply) => {
       const gone = clientGone(reply);
       const answer = await core.sync(req.body, gone);
+      // a launcher credential never reports on another launcher's job: refused as the single
+      // report endpoints refuse it (403), and nothing was changed
+      if (req.principal.kind === 'launcher') {
+        for (const r of answer.results) {
+          if (r.error?.code === 'job_owned_by_other_launcher' && r.error.details?.launcher_id != null) {
+            r.error = { code: 'forbidden', message: `job ${r.job_id} is held by another launcher`, details: { job_id: r.job_id } };
+          }
+        }
+      }
       const poll = { jobs: answer.jobs, ...(answer.stop_jobs ? { stop_jobs: answer.stop_jobs } : {}), ...(answer.deregistered ? { deregistered: true as const } : {}) };
       if (gone.aborted) {
         // nobody is there to read it: the reports were applied, the hand-over is undone

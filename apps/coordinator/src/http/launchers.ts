@@ -29,13 +29,13 @@ export const launchersRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator; sta
         summary: 'Deregister a launcher',
         params: LauncherIdParams,
         querystring: DeleteLauncherQuery,
-        response: { 200: DeleteLauncherResponse, 400: ErrorBody, 404: ErrorBody },
+        response: { 200: DeleteLauncherResponse, 400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 404: ErrorBody },
       },
     },
     async (req) => {
       const { launcher_id } = req.params;
       const { outcome } = await core.deleteLauncher(launcher_id, req.query.self === 'true');
-      req.log.info({ launcher_id, outcome }, 'launcher deregistration');
+      req.log.info({ launcher_id, outcome, by: req.principal.kind === 'token' ? req.principal.name : req.principal.kind }, 'launcher deregistration');
       return { ok: true as const, launcher_id, outcome };
     },
   );

@@ -10,6 +10,7 @@ import {
 } from '@agentq/protocol';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Coordinator } from '../core/coordinator.js';
+import { actorOf } from './auth/plugin.js';
 
 export const sessionRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = async (app, { core }) => {
   app.get(
@@ -24,8 +25,20 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = a
   );
   app.post(
     '/sessions/:session_name/stop',
-    { schema: { operationId: 'stopSession', tags: ['sessions'], summary: "Stop a session's active and pending jobs", params: SessionNameParams, response: { 200: StopSessionResponse, 404: ErrorBody, 409: ErrorBody } } },
-    async (req) => await core.stopSession(req.params.session_name),
+    {
+      schema: {
+        operationId: 'stopSession',
+        tags: ['sessions'],
+        summary: "Stop a session's active and pending jobs",
+        params: SessionNameParams,
+        response: { 200: StopSessionResponse, 401: ErrorBody, 403: ErrorBody, 404: ErrorBody, 409: ErrorBody },
+      },
+    },
+    async (req) => {
+      const answer = await core.stopSession(req.params.session_name, { actor: actorOf(req) });
+      req.log.info({ session_name: answer.session_name, stopped: answer.stopped.length, stopped_by: actorOf(req) }, 'session stop requested');
+      return answer;
+    },
   );
   app.post(
     '/sessions/:session_name/messages',
@@ -33,14 +46,14 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = a
       schema: {
         operationId: 'sendMessage',
         tags: ['sessions'],
-        summary: "Send a message to a session (delivered with its next turn)",
+        summary: 'Send a message to a session (delivered with its next turn)',
         params: SessionNameParams,
         body: SendMessageRequest,
-        response: { 200: SendMessageResponse, 400: ErrorBody, 404: ErrorBody, 409: ErrorBody },
+        response: { 200: SendMessageResponse, 400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 404: ErrorBody, 409: ErrorBody },
       },
     },
     async (req) => {
-      const answer = await core.sendMessage(req.params.session_name, req.body.text);
+      const answer = await core.sendMessage(req.params.session_name, req.body.text, { actor: actorOf(req) });
       req.log.info({ session_name: answer.session_name, message_id: answer.message_id, job_id: answer.job_id }, 'message queued');
       return answer;
     },

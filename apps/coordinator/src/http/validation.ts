@@ -2,6 +2,7 @@ import type { TSchema } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
 import { Value } from '@sinclair/typebox/value';
 import type { FastifySchemaCompiler } from 'fastify';
+import { explain } from '../schema-errors.js';
 
 /** One failed check, in the shape Fastify puts on `error.validation`. */
 export interface ValidationIssue {
@@ -24,10 +25,8 @@ export const typeboxValidatorCompiler: FastifySchemaCompiler<TSchema> = ({ schem
     }
     if (checker.Check(value)) return { value };
     const first = checker.Errors(value).First();
-    const issue: ValidationIssue = {
-      instancePath: first?.path ?? '',
-      message: first?.message === 'Unexpected property' ? 'is not a known field' : (first?.message ?? 'is invalid'),
-    };
+    const explained = first ? explain(first) : { path: '', message: 'is invalid' };
+    const issue: ValidationIssue = { instancePath: explained.path, message: explained.message };
     return { error: [issue] as unknown as Error };
   };
 };

@@ -73,7 +73,6 @@ export class MemoryState {
   readonly sessions = new Map<string, SessionRow>();
   readonly launchers = new Map<string, LauncherRow>();
   readonly idempotency = new Map<string, IdempotencyRow>();
-  readonly tokenIndex = new Map<string, string>();
 
   readonly ready = new ReadyIndex();
   readonly deadlines = new DeadlineHeap<string>();
@@ -244,7 +243,6 @@ export class MemoryState {
 
   #applyLauncher(id: string, c: RowChange<LauncherRow>): void {
     const before = c.kind === 'insert' ? undefined : (this.launchers.get(id) ?? c.before);
-    if (before?.tokenHash) this.tokenIndex.delete(before.tokenHash);
     if (c.kind === 'delete') {
       this.launchers.delete(id);
       this.ready.forgetLauncher(id);
@@ -252,7 +250,6 @@ export class MemoryState {
     }
     const after = c.kind === 'insert' ? c.after : ({ ...before!, ...c.patch } as LauncherRow);
     this.launchers.set(id, after);
-    if (after.tokenHash) this.tokenIndex.set(after.tokenHash, id);
   }
 
   // --- derived views -------------------------------------------------------------------------

@@ -116,10 +116,6 @@ export class MemoryStore implements Store {
   async getLauncher(id: string): Promise<LauncherRow | undefined> {
     return this.state.launchers.get(id);
   }
-  async launcherByTokenHash(hash: string): Promise<LauncherRow | undefined> {
-    const id = this.state.tokenIndex.get(hash);
-    return id === undefined ? undefined : this.state.launchers.get(id);
-  }
   async listLaunchers(): Promise<LauncherRow[]> {
     return [...this.state.launchers.values()];
   }

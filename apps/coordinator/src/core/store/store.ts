@@ -128,7 +128,6 @@ export interface Store {
   getSession(name: string): Promise<SessionRow | undefined>;
   sessionExtras(session: SessionRow): Promise<SessionExtras>;
   getLauncher(id: string): Promise<LauncherRow | undefined>;
-  launcherByTokenHash(hash: string): Promise<LauncherRow | undefined>;
   listLaunchers(): Promise<LauncherRow[]>;
   activeJobIdsOfLauncher(id: string): Promise<string[]>;
   /** every claimed, running or stopping job */

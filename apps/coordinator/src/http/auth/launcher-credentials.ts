@@ -1,0 +1,86 @@
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+
+/**
+ * Per-launcher credentials: `POST /launcher/register` issues one (`launcher_token`), and every
+ * later launcher call carries it. A credential names its launcher, so it works for that
+ * launcher's id only: a stolen launcher id is not enough to poll or report.
+ *
+ * The storage is behind this interface so it can move into the durable store (then launchers
+ * keep their credential across a coordinator restart, as they keep their id).
+ */
+export interface LauncherCredentials {
+  /** A new secret credential for the launcher (replacing any earlier one). Shown to the launcher once. */
+  issue(launcherId: string, registeredBy: string | null): Promise<string>;
+  /** The launcher a credential belongs to; undefined when it is not (or no longer) valid. */
+  verify(token: string): Promise<string | undefined>;
+}
+
+/**
+ * `lnch_<12 hex>.<secret>`: the launcher id, then 32 random bytes in base64url. The id part lets
+ * the coordinator find the one entry to compare; the secret is compared in constant time.
+ */
+const SHAPE = /^(lnch_[0-9a-f]{12})\.([A-Za-z0-9_-]{20,200})$/;
+
+/** The launcher id a token claims to belong to, if it has the shape of a launcher credential. */
+export function launcherIdOf(token: string): string | undefined {
+  return SHAPE.exec(token)?.[1];
+}
+
+interface Entry {
+  /** SHA-256 of the secret part: the store never keeps a usable secret */
+  hash: Buffer;
+  registeredBy: string | null;
+}
+
+/**
+ * The default: the hash is kept on the launcher's row in the store, so a launcher keeps its
+ * credential across coordinator restarts (as it keeps its id), every coordinator sharing a
+ * PostgreSQL database knows it, and it is gone with the launcher.
+ */
+export class StoreLauncherCredentials implements LauncherCredentials {
+  constructor(
+    private readonly core: {
+      setLauncherTokenHash(launcherId: string, hash: string): Promise<void>;
+      launcherTokenHash(launcherId: string): Promise<string | null>;
+    },
+  ) {}
+
+  async issue(launcherId: string): Promise<string> {
+    const secret = randomBytes(32).toString('base64url');
+    await this.core.setLauncherTokenHash(launcherId, sha256(secret).toString('hex'));
+    return `${launcherId}.${secret}`;
+  }
+
+  async verify(token: string): Promise<string | undefined> {
+    const m = SHAPE.exec(token);
+    if (!m) return undefined;
+    const stored = await this.core.launcherTokenHash(m[1]!);
+    if (stored === null) return undefined;
+    return timingSafeEqual(Buffer.from(stored, 'hex'), sha256(m[2]!)) ? m[1] : undefined;
+  }
+}
+
+/** In memory, beside the store (tests): lost when the coordinator restarts. */
+export class MemoryLauncherCredentials implements LauncherCredentials {
+  readonly #entries = new Map<string, Entry>();
+
+  async issue(launcherId: string, registeredBy: string | null): Promise<string> {
+    const secret = randomBytes(32).toString('base64url');
+    this.#entries.set(launcherId, { hash: sha256(secret), registeredBy });
+    return `${launcherId}.${secret}`;
+  }
+
+  async verify(token: string): Promise<string | undefined> {
+    const m = SHAPE.exec(token);
+    if (!m) return undefined;
+    const entry = this.#entries.get(m[1]!);
+    if (!entry) return undefined;
+    return timingSafeEqual(entry.hash, sha256(m[2]!)) ? m[1] : undefined;
+  }
+
+  revoke(launcherId: string): void {
+    this.#entries.delete(launcherId);
+  }
+}
+
+const sha256 = (s: string) => createHash('sha256').update(s, 'utf8').digest();

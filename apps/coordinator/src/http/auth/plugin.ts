@@ -1,0 +1,205 @@
+import type { Role } from '@agentq/protocol';
+import type { FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from 'fastify';
+import { CoordinatorError, launcherUnknown } from '../../core/errors.js';
+import { launcherIdOf, type LauncherCredentials } from './launcher-credentials.js';
+import { accessOf, type RouteAccess } from './route-access.js';
+import type { TokenStore } from './tokens.js';
+
+/** Who is calling. */
+export type Principal =
+  /** authentication is off, or the route is public */
+  | { readonly kind: 'anonymous' }
+  /** a token from the token file */
+  | { readonly kind: 'token'; readonly name: string; readonly role: Role }
+  /** a launcher's own credential (`launcher_token`) */
+  | { readonly kind: 'launcher'; readonly launcherId: string };
+
+const ANONYMOUS: Principal = { kind: 'anonymous' };
+
+export interface AuthOptions {
+  /** the token file's tokens; null = authentication off (loopback, or AUTH_DISABLED=true) */
+  tokens: TokenStore | null;
+  credentials: LauncherCredentials;
+  /** the id of the launcher holding a job (null: none); throws job_not_found for an unknown job */
+  jobHolder(jobId: string): Promise<string | null>;
+  /** requests per minute per token on rate-limited routes; 0 = no limit */
+  rateLimitPerMinute: number;
+}
+
+export interface RegisteredRoute {
+  method: string;
+  url: string;
+  access: RouteAccess;
+}
+
+export interface Auth {
+  readonly enabled: boolean;
+  /** every route as it was registered (HEAD included), with its access rule */
+  readonly routes: readonly RegisteredRoute[];
+  /** the credential answered to a registration (undefined while authentication is off) */
+  launcherTokenFor(launcherId: string, principal: Principal): Promise<string | undefined>;
+  /** re-read the token file (SIGHUP); throws when the file is unusable, keeping the current tokens */
+  reload(): { added: string[]; removed: string[]; count: number };
+}
+
+/** The token name recorded in audit fields (`created_by`, `stopped_by`); null when there is none. */
+export function actorOf(req: FastifyRequest): string | null {
+  return req.principal.kind === 'token' ? req.principal.name : null;
+}
+
+/**
+ * Whether the caller may report on a job held by `holder` (null: no launcher holds it). A
+ * launcher may report only on its own jobs; tokens (admin) are not bound to a launcher. For
+ * handlers that take reports about several jobs at once (`POST /launcher/sync`).
+ */
+export function mayReportOn(principal: Principal, holder: string | null): boolean {
+  return principal.kind !== 'launcher' || holder === null || holder === principal.launcherId;
+}
+
+/**
+ * Authentication and authorization for every route, from ROUTE_ACCESS. Call before any route
+ * is added: it refuses routes that have no access rule. `onRequest` (before the body is even
+ * read) answers 401 without a valid token and 403 when the role may not call the route;
+ * `preHandler` (once the body is parsed) binds a launcher credential to its own launcher id and
+ * jobs.
+ */
+export function installAuth(app: FastifyInstance, o: AuthOptions): Auth {
+  const routes: RegisteredRoute[] = [];
+  const enabled = o.tokens !== null;
+  // a primitive default (Fastify refuses shared objects); onRequest sets it on every request
+  app.decorateRequest('principal', null as never);
+
+  app.addHook('onRoute', (route: RouteOptions) => {
+    const accessByMethod: Record<string, RouteAccess> = {};
+    for (const method of [route.method].flat()) {
+      const access = accessOf(method, route.url);
+      if (!access) {
+        throw new Error(
+          `route ${method} ${route.url} has no access rule: add it to ROUTE_ACCESS in apps/coordinator/src/http/auth/route-access.ts`,
+        );
+      }
+      accessByMethod[method] = access;
+      routes.push({ method, url: route.url, access });
+    }
+    const config = { ...(route.config as object | undefined), accessByMethod } as Record<string, unknown>;
+    const limited = Object.values(accessByMethod).some((a) => a.rateLimited);
+    if (limited && o.rateLimitPerMinute > 0) {
+      config.rateLimit = { max: o.rateLimitPerMinute, timeWindow: 60_000, groupId: 'job-creation' };
+    }
+    route.config = config as RouteOptions['config'];
+  });
+
+  app.addHook('onRequest', async (req, reply) => {
+    req.principal = ANONYMOUS;
+    if (!o.tokens) return;
+    const access = accessFor(req);
+    // no such route: the 404 handler answers; public routes need no token
+    if (!access || access.public) return;
+    const presented = bearer(req.headers.authorization);
+    if (presented === undefined) {
+      throw refuse(req, reply, 'unauthorized', 'this endpoint needs a token: send "Authorization: Bearer <token>"', 'no token');
+    }
+    const entry = o.tokens.verify(presented);
+    if (entry) {
+      req.principal = { kind: 'token', name: entry.name, role: entry.role };
+      if (!access.roles.includes(entry.role)) {
+        throw refuse(req, reply, 'forbidden', `a ${entry.role} token may not call ${req.method} ${req.routeOptions.url}`, 'role', {
+          role: entry.role,
+          allowed_roles: access.roles,
+        });
+      }
+      return;
+    }
+    const launcherId = await o.credentials.verify(presented);
+    if (launcherId !== undefined) {
+      req.principal = { kind: 'launcher', launcherId };
+      if (!access.launcher) {
+        throw refuse(req, reply, 'forbidden', `a launcher credential may only call the launcher endpoints`, 'launcher credential', {
+          launcher_id: launcherId,
+        });
+      }
+      return;
+    }
+    const claimed = launcherIdOf(presented);
+    if (claimed !== undefined && access.launcher) {
+      // a launcher credential the coordinator no longer has (the launcher was removed, or the
+      // coordinator restarted): the launcher must register again, as for an unknown id
+      req.log.warn({ launcher_id: claimed }, 'launcher credential not valid (any more); asking it to register again');
+      throw launcherUnknown(claimed, 'has no valid credential here');
+    }
+    throw refuse(req, reply, 'unauthorized', 'the token is not valid (unknown, or removed from the token file)', 'invalid token');
+  });
+
+  app.addHook('preHandler', async (req, reply) => {
+    const p = req.principal;
+    if (p.kind !== 'launcher') return;
+    const rule = accessFor(req)?.launcher;
+    if (!rule) return;
+    const source = (rule.idIn === 'params' ? req.params : rule.idIn === 'query' ? req.query : req.body) as
+      | { launcher_id?: unknown }
+      | null
+      | undefined;
+    const named = source?.launcher_id;
+    if (named !== p.launcherId) {
+      throw refuse(req, reply, 'forbidden', `this credential belongs to launcher ${p.launcherId}; it cannot act for ${String(named)}`, 'other launcher', {
+        launcher_id: p.launcherId,
+      });
+    }
+    if (rule.ownJob) {
+      const jobId = (req.params as { job_id: string }).job_id;
+      const holder = await o.jobHolder(jobId);
+      if (!mayReportOn(p, holder)) {
+        throw refuse(req, reply, 'forbidden', `job ${jobId} is held by another launcher`, "another launcher's job", {
+          job_id: jobId,
+          launcher_id: p.launcherId,
+        });
+      }
+    }
+  });
+
+  return {
+    enabled,
+    routes,
+    async launcherTokenFor(launcherId, principal) {
+      if (!enabled) return undefined;
+      return o.credentials.issue(launcherId, principal.kind === 'token' ? principal.name : null);
+    },
+    reload() {
+      if (!o.tokens) throw new Error('authentication is off (no AUTH_TOKENS_FILE): there is no token file to reload');
+      return o.tokens.reload();
+    },
+  };
+}
+
+function accessFor(req: FastifyRequest): RouteAccess | undefined {
+  const byMethod = (req.routeOptions.config as { accessByMethod?: Record<string, RouteAccess> }).accessByMethod;
+  return byMethod?.[req.method];
+}
+
+/** The token of an `Authorization: Bearer <token>` header (the scheme is case-insensitive). */
+function bearer(header: string | undefined): string | undefined {
+  if (header === undefined) return undefined;
+  const m = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(header);
+  return m?.[1];
+}
+
+/** Log why a request was refused (never the token itself) and make its 401/403 error. */
+function refuse(
+  req: FastifyRequest,
+  reply: FastifyReply,
+  code: 'unauthorized' | 'forbidden',
+  message: string,
+  reason: string,
+  details?: Record<string, unknown>,
+): CoordinatorError {
+  const who = req.principal.kind === 'token' ? { token_name: req.principal.name } : req.principal.kind === 'launcher' ? { launcher_id: req.principal.launcherId } : {};
+  req.log.warn({ ...who, reason, route: `${req.method} ${req.routeOptions.url ?? req.url}` }, `request refused: ${code}`);
+  if (code === 'unauthorized') reply.header('www-authenticate', 'Bearer realm="agentq"');
+  return new CoordinatorError(code, message, details);
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    principal: Principal;
+  }
+}

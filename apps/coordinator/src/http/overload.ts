@@ -1,0 +1,58 @@
+import { getHeapStatistics } from 'node:v8';
+import rateLimit from '@fastify/rate-limit';
+import underPressure from '@fastify/under-pressure';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { CoordinatorConfig } from '../config.js';
+import { CoordinatorError } from '../core/errors.js';
+
+/**
+ * Overload protection. Under load (event-loop delay or heap above their limits, measured every
+ * sample interval by `@fastify/under-pressure`) every request is answered 503 `overloaded` with a
+ * Retry-After at once, before its token is checked or its body read: clients back off instead of
+ * piling more work onto a coordinator that is already late. Register before the auth hooks.
+ */
+export async function installOverloadProtection(app: FastifyInstance, config: CoordinatorConfig): Promise<void> {
+  const maxHeap = config.overloadMaxHeapBytes ?? Math.floor(getHeapStatistics().heap_size_limit * 0.9);
+  const retryAfter = config.overloadRetryAfterSeconds;
+  // Building the app (compiling every route's schemas) blocks the event loop for a while: the
+  // samples taken until two intervals after it is ready say nothing about load, so they are not
+  // acted on.
+  let trustFrom = Infinity;
+  app.addHook('onReady', async () => {
+    trustFrom = Date.now() + 2 * config.overloadSampleIntervalMs;
+  });
+  await app.register(underPressure, {
+    maxEventLoopDelay: config.overloadMaxEventLoopDelayMs,
+    maxHeapUsedBytes: maxHeap,
+    sampleInterval: config.overloadSampleIntervalMs,
+    retryAfter,
+    // async: under-pressure passes a rejection to Fastify's error handler (the standard shape)
+    pressureHandler: async (req, reply, type, value) => {
+      if (Date.now() < trustFrom) return;
+      reply.header('retry-after', String(retryAfter));
+      req.log.warn({ type, value }, 'overloaded: request refused with 503');
+      throw new CoordinatorError('overloaded', `the coordinator is overloaded (${type}); retry after ${retryAfter} s`, {
+        reason: type,
+        retry_after_seconds: retryAfter,
+      });
+    },
+  });
+}
+
+/**
+ * The optional per-token limit on job creation (`JOBS_RATE_LIMIT_PER_MINUTE`): routes marked
+ * `rateLimited` in ROUTE_ACCESS get it (installAuth sets their `config.rateLimit`). Register
+ * after installAuth, before the routes. Keyed by token name; by client address when auth is off.
+ */
+export async function installRateLimit(app: FastifyInstance, config: CoordinatorConfig): Promise<void> {
+  if (config.jobsRateLimitPerMinute <= 0) return;
+  await app.register(rateLimit, {
+    global: false,
+    keyGenerator: (req: FastifyRequest) => (req.principal.kind === 'token' ? `token:${req.principal.name}` : `ip:${req.ip}`),
+    errorResponseBuilder: (_req, ctx) =>
+      new CoordinatorError('rate_limited', `more than ${ctx.max} job creations per minute; retry in ${ctx.after}`, {
+        limit_per_minute: ctx.max,
+        retry_after_seconds: Math.ceil(ctx.ttl / 1000),
+      }),
+  });
+}

@@ -1,0 +1,105 @@
+import { Kind, type TSchema } from '@sinclair/typebox';
+import { ValueErrorType, type ValueError } from '@sinclair/typebox/errors';
+
+/**
+ * Readable sentences for TypeBox errors, shared by request validation and config loading.
+ * TypeBox says only "Expected union value" for an enum or a nullable field; a person needs to
+ * know what would have been accepted, so unions list their choices, and a union with exactly one
+ * choice of the value's own kind (`{...}` for an object-or-null) reports that choice's error.
+ */
+export interface Explained {
+  /** JSON pointer of the failing value, e.g. `/type` or `/jobs/0/prompt` */
+  path: string;
+  message: string;
+}
+
+const MAX_LISTED = 20;
+
+export function explain(error: ValueError): Explained {
+  switch (error.type) {
+    case ValueErrorType.Union: {
+      const variants = ((error.schema as { anyOf?: TSchema[] }).anyOf ?? []) as TSchema[];
+      const sameKind = variants.flatMap((s, i) => (sameKindAs(s, error.value) && s[Kind] !== 'Literal' ? [i] : []));
+      if (sameKind.length === 1) {
+        const inner = error.errors[sameKind[0]!]?.First();
+        if (inner) return explain(inner);
+      }
+      return { path: error.path, message: `Expected ${describeChoices(variants)}` };
+    }
+    case ValueErrorType.ObjectRequiredProperty:
+      return { path: error.path, message: 'is required' };
+    case ValueErrorType.ObjectAdditionalProperties: {
+      const known = Object.keys((error.schema as { properties?: object }).properties ?? {});
+      return { path: error.path, message: `is not a known field${known.length ? ` (known: ${known.join(', ')})` : ''}` };
+    }
+    default:
+      return { path: error.path, message: error.message };
+  }
+}
+
+/** `one of a, b, c` for enums; `an integer or null` for mixed unions. */
+export function describeChoices(variants: readonly TSchema[]): string {
+  if (variants.length > 0 && variants.every((v) => v[Kind] === 'Literal')) {
+    const values = variants.map((v) => String((v as unknown as { const: unknown }).const));
+    const shown = values.slice(0, MAX_LISTED).join(', ');
+    return `one of ${shown}${values.length > MAX_LISTED ? ', ...' : ''}`;
+  }
+  const parts = variants.map(describe);
+  return parts.length <= 1 ? (parts[0] ?? 'a valid value') : `${parts.slice(0, -1).join(', ')} or ${parts.at(-1)}`;
+}
+
+function describe(s: TSchema): string {
+  switch (s[Kind]) {
+    case 'Literal':
+      return JSON.stringify((s as unknown as { const: unknown }).const);
+    case 'Null':
+      return 'null';
+    case 'Integer':
+      return `an integer${bounds(s)}`;
+    case 'Number':
+      return `a number${bounds(s)}`;
+    case 'String':
+      return 'a string';
+    case 'Boolean':
+      return 'true or false';
+    case 'Array':
+      return 'an array';
+    case 'Object':
+    case 'Record':
+      return 'an object';
+    case 'Union':
+      return describeChoices((s as unknown as { anyOf: TSchema[] }).anyOf);
+    default:
+      return 'a valid value';
+  }
+}
+
+function bounds(s: TSchema): string {
+  const parts: string[] = [];
+  if (typeof s.minimum === 'number') parts.push(`>= ${s.minimum}`);
+  if (typeof s.exclusiveMinimum === 'number') parts.push(`> ${s.exclusiveMinimum}`);
+  if (typeof s.maximum === 'number') parts.push(`<= ${s.maximum}`);
+  if (typeof s.exclusiveMaximum === 'number') parts.push(`< ${s.exclusiveMaximum}`);
+  return parts.length ? ` ${parts.join(' and ')}` : '';
+}
+
+function sameKindAs(s: TSchema, value: unknown): boolean {
+  switch (s[Kind]) {
+    case 'Object':
+    case 'Record':
+      return typeof value === 'object' && value !== null && !Array.isArray(value);
+    case 'Array':
+      return Array.isArray(value);
+    case 'String':
+      return typeof value === 'string';
+    case 'Integer':
+    case 'Number':
+      return typeof value === 'number';
+    case 'Boolean':
+      return typeof value === 'boolean';
+    case 'Null':
+      return value === null;
+    default:
+      return false;
+  }
+}

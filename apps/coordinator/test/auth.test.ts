@@ -1,0 +1,212 @@
+import assert from 'node:assert/strict';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { AgentqApiError, AgentqAuthError } from '@agentq/client';
+import { startCoordinator } from '../src/start.js';
+import { hashSecret, parseTokenFile, TokenFileError, TokenStore } from '../src/http/auth/tokens.js';
+import { MemoryLauncherCredentials, launcherIdOf } from '../src/http/auth/launcher-credentials.js';
+import { credentialedLauncher, startAuthTest, tempDir, tokenFileText } from './auth-helpers.js';
+import { rejectsWith, startTest } from './helpers.js';
+
+const job = { type: 'start_session' as const, prompt: 'p' };
+
+test('the token file: NAME ROLE SHA256HEX lines, # comments, and errors that name the line', () => {
+  const hex = hashSecret('s3cret');
+  const entries = parseTokenFile(`# tokens\n\nalice admin ${hex}  # the admin\n  bob\treader ${'A'.repeat(64)}\n`, 'f');
+  assert.deepEqual(
+    entries.map((e) => [e.name, e.role, e.hash.toString('hex')]),
+    [
+      ['alice', 'admin', hex],
+      ['bob', 'reader', 'a'.repeat(64)],
+    ],
+  );
+  const bad = (text: string, message: RegExp) => assert.throws(() => parseTokenFile(text, 'tokens'), (e: Error) => e instanceof TokenFileError && message.test(e.message));
+  bad(`alice boss ${hex}`, /tokens line 1: role "boss" is not one of admin, client, reader, launcher/);
+  bad(`# x\nalice admin s3cret`, /tokens line 2: .*SHA-256 of the secret, not the secret itself/);
+  bad(`alice admin`, /expected "NAME ROLE SHA256HEX", got 2 field/);
+  bad(`alice admin ${hex}\nalice reader ${'b'.repeat(64)}`, /line 2: the name alice is used twice/);
+  bad(`alice admin ${hex}\nbob reader ${hex}`, /line 2: the same secret is listed twice/);
+  bad(`-x admin ${hex}`, /name "-x" must be/);
+});
+
+test('the token store finds a secret by its hash and a launcher credential works for its own launcher only', async (t) => {
+  const file = join(tempDir(t), 'tokens');
+  writeFileSync(file, tokenFileText([{ name: 'ci', role: 'client', secret: 'one' }]));
+  const store = new TokenStore(file);
+  assert.equal(store.verify('one')?.name, 'ci');
+  assert.equal(store.verify('two'), undefined);
+  assert.equal(store.verify(''), undefined);
+
+  const creds = new MemoryLauncherCredentials();
+  const token = await creds.issue('lnch_0123456789ab', 'ci');
+  assert.equal(launcherIdOf(token), 'lnch_0123456789ab');
+  assert.equal(await creds.verify(token), 'lnch_0123456789ab');
+  assert.equal(await creds.verify(`${token}x`), undefined);
+  assert.equal(await creds.verify(token.replace('lnch_0123456789ab', 'lnch_ba9876543210')), undefined);
+  creds.revoke('lnch_0123456789ab');
+  assert.equal(await creds.verify(token), undefined);
+});
+
+test('without a token: 401 unauthorized with WWW-Authenticate, a typed AgentqAuthError in the client; a bad token too', async (t) => {
+  const a = await startAuthTest(t);
+  const err = await a.anonymous.listJobs().catch((e: unknown) => e);
+  assert.ok(err instanceof AgentqAuthError, String(err));
+  assert.equal(err.status, 401);
+  assert.equal(err.code, 'unauthorized');
+  assert.match(err.message, /no valid token/);
+  await rejectsWith(a.withToken('not-a-token').listJobs(), 401, 'unauthorized');
+  const res = await fetch(`${a.c.url}/jobs`, { headers: { authorization: `Basic ${a.secrets.admin}` } });
+  assert.equal(res.status, 401);
+  assert.equal(res.headers.get('www-authenticate'), 'Bearer realm="agentq"');
+  // the scheme is case-insensitive (RFC 9110)
+  const lower = await fetch(`${a.c.url}/jobs`, { headers: { authorization: `bearer ${a.secrets.admin}` } });
+  assert.equal(lower.status, 200);
+  // public routes need none
+  assert.equal((await a.anonymous.health()).status, 'ok');
+});
+
+test('a role that may not call a route gets 403 forbidden, naming the roles that may', async (t) => {
+  const a = await startAuthTest(t);
+  const details = await rejectsWith(a.as.reader.createJob({ ...job, session_name: 's' }), 403, 'forbidden');
+  assert.equal(details.role, 'reader');
+  assert.deepEqual(details.allowed_roles, ['admin', 'client']);
+  const err = await a.as.client.deleteLauncher('lnch_000000000000').catch((e: unknown) => e);
+  assert.ok(err instanceof AgentqAuthError && err.status === 403, String(err));
+});
+
+test('a launcher with a stolen launcher id but not its credential can neither poll nor report', async (t) => {
+  const a = await startAuthTest(t);
+  const victim = await credentialedLauncher(a, 'victim');
+  const created = await a.as.client.createJob({ ...job, session_name: 'stolen' });
+  await victim.claim(created.job_id);
+
+  const thief = await credentialedLauncher(a, 'thief');
+  const attempts: Array<[string, ReturnType<typeof a.withToken>, number, string]> = [
+    ['no token', a.anonymous, 401, 'unauthorized'],
+    ['a client token', a.as.client, 403, 'forbidden'],
+    ['the launcher-role token', a.as.launcher, 403, 'forbidden'],
+    ["another launcher's credential", thief.client, 403, 'forbidden'],
+  ];
+  for (const [what, client, status, code] of attempts) {
+    await t.test(what, async () => {
+      await rejectsWith(client.poll(victim.id, { capacity: 1, holdSeconds: 1 }), status, code);
+      await rejectsWith(client.heartbeat({ launcher_id: victim.id }), status, code);
+      await rejectsWith(client.reportCompleted(created.job_id, { launcher_id: victim.id, result: 'forged' }), status, code);
+      await rejectsWith(client.reportOutput(created.job_id, { launcher_id: victim.id, offset: 0, data: 'forged' }), status, code);
+      await rejectsWith(client.deleteLauncher(victim.id, { self: true }), status, code);
+    });
+  }
+  const after = await a.as.admin.getJob(created.job_id);
+  assert.equal(after.status, 'claimed');
+  assert.equal(after.launcher_id, victim.id);
+  assert.equal(after.output_bytes, 0);
+  assert.ok((await a.as.admin.listLaunchers()).launchers.some((l) => l.launcher_id === victim.id));
+});
+
+test("a launcher cannot touch another launcher's job: 403, with its own id or the holder's", async (t) => {
+  const a = await startAuthTest(t);
+  const holder = await credentialedLauncher(a, 'holder');
+  const other = await credentialedLauncher(a, 'other');
+  const created = await a.as.client.createJob({ ...job, session_name: 'mine' });
+  await holder.claim(created.job_id);
+
+  for (const launcher_id of [other.id, holder.id]) {
+    await rejectsWith(other.client.reportStarted(created.job_id, { launcher_id }), 403, 'forbidden');
+    await rejectsWith(other.client.reportFailed(created.job_id, { launcher_id, error: 'x' }), 403, 'forbidden');
+    await rejectsWith(other.client.reportStopped(created.job_id, { launcher_id }), 403, 'forbidden');
+    await rejectsWith(other.client.reportOutput(created.job_id, { launcher_id, offset: 0, data: 'x' }), 403, 'forbidden');
+  }
+  assert.equal((await a.as.admin.getJob(created.job_id)).status, 'claimed');
+  // its holder still can
+  await holder.client.reportStarted(created.job_id, { launcher_id: holder.id });
+  await holder.client.reportCompleted(created.job_id, { launcher_id: holder.id, result: 'done' });
+  assert.equal((await a.as.admin.getJob(created.job_id)).result, 'done');
+  // an unknown job is still 404
+  await rejectsWith(holder.client.reportStarted('job_000000000000', { launcher_id: holder.id }), 404, 'job_not_found');
+});
+
+test('a removed launcher\'s credential answers 401 launcher_unknown (register again), not "bad token"', async (t) => {
+  const a = await startAuthTest(t);
+  const l = await credentialedLauncher(a);
+  await l.client.deleteLauncher(l.id, { self: true });
+  const err = await l.client.poll(l.id, { holdSeconds: 1 }).catch((e: unknown) => e);
+  assert.ok(err instanceof AgentqApiError && !(err instanceof AgentqAuthError), String(err));
+  assert.equal(err.code, 'launcher_unknown');
+  // registering again (with the launcher-role token) gives a new id and credential
+  const again = await credentialedLauncher(a);
+  assert.notEqual(again.id, l.id);
+  assert.equal(await again.poll(0), null);
+});
+
+test('registration answers a launcher_token only when authentication is on', async (t) => {
+  const open = await startTest(t);
+  const reg = await open.client.register({ hostname: 'h' });
+  assert.equal(reg.launcher_token, undefined);
+  const a = await startAuthTest(t);
+  const authed = await a.as.launcher.register({ hostname: 'h' });
+  assert.match(authed.launcher_token ?? '', new RegExp(`^${authed.launcher_id}\\.[A-Za-z0-9_-]{43}$`));
+  // a launcher credential cannot register another launcher, nor read jobs
+  const l = a.withToken(authed.launcher_token);
+  await rejectsWith(l.register({}), 403, 'forbidden');
+  await rejectsWith(l.listJobs(), 403, 'forbidden');
+});
+
+test('audit: jobs record who created and who stopped them, launchers who registered them; kept across a restart', async (t) => {
+  const databaseUrl = `sqlite:${join(tempDir(t), 'agentq.db')}`;
+  const a = await startAuthTest(t, { databaseUrl });
+  const j1 = await a.as.client.createJob({ ...job, session_name: 'audit-1' });
+  assert.equal(j1.created_by, 'client-token');
+  assert.equal(j1.stopped_by, null);
+  const stop = await a.as.admin.stopJob(j1.job_id);
+  assert.equal(stop.job.stopped_by, 'admin-token');
+  const j2 = await a.as.admin.createJob({ ...job, session_name: 'audit-2' });
+  assert.equal(j2.created_by, 'admin-token');
+  await a.as.client.stopSession('audit-2');
+  assert.equal((await a.as.reader.getJob(j2.job_id)).stopped_by, 'client-token');
+  const l = await credentialedLauncher(a);
+  const listed = (await a.as.reader.listLaunchers()).launchers.find((x) => x.launcher_id === l.id);
+  assert.equal(listed?.created_by, 'launcher-token');
+  await a.c.close();
+
+  const again = await startCoordinator({ databaseUrl, authTokensFile: a.file, logLevel: 'silent', host: '127.0.0.1', port: 0 });
+  t.after(() => again.close());
+  const restored = await fetch(`${again.url}/jobs/${j1.job_id}`, { headers: { authorization: `Bearer ${a.secrets.reader}` } });
+  const body = (await restored.json()) as { created_by: string; stopped_by: string };
+  assert.deepEqual([body.created_by, body.stopped_by], ['client-token', 'admin-token']);
+});
+
+test('with authentication off the audit fields stay null', async (t) => {
+  const { client } = await startTest(t);
+  const j = await client.createJob({ ...job, session_name: 'open' });
+  assert.equal(j.created_by, null);
+  assert.equal((await client.stopJob(j.job_id)).job.stopped_by, null);
+});
+
+test('JOBS_RATE_LIMIT_PER_MINUTE: job creation beyond the limit is 429 rate_limited with Retry-After, per token', async (t) => {
+  const a = await startAuthTest(t, { jobsRateLimitPerMinute: 2 });
+  await a.as.client.createJob({ ...job, session_name: 'r1' });
+  await a.as.client.createJob({ ...job, session_name: 'r2' });
+  const res = await fetch(`${a.c.url}/jobs`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${a.secrets.client}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ ...job, session_name: 'r3' }),
+  });
+  assert.equal(res.status, 429);
+  assert.ok(Number(res.headers.get('retry-after')) > 0);
+  const body = (await res.json()) as { error: { code: string; message: string; details: Record<string, unknown> } };
+  assert.equal(body.error.code, 'rate_limited');
+  assert.equal(body.error.details.limit_per_minute, 2);
+  const err = await a.as.client.createJob({ ...job, session_name: 'r4' }).catch((e: unknown) => e);
+  assert.ok(err instanceof AgentqApiError && err.status === 429 && (err.retryAfterMs ?? 0) > 0, String(err));
+  // another token has its own budget; reads are not limited
+  await a.as.admin.createJob({ ...job, session_name: 'r5' });
+  await a.as.client.listJobs();
+  assert.equal((await a.as.reader.listSessions()).sessions.length, 3);
+});
+
+test('JOBS_RATE_LIMIT_PER_MINUTE is off by default', async (t) => {
+  const a = await startAuthTest(t);
+  for (let i = 0; i < 30; i++) await a.as.client.createJob({ ...job, session_name: `n${i}` });
+  assert.equal((await a.as.client.listJobs({ limit: 100 })).jobs.length, 30);
+});

@@ -1,0 +1,117 @@
+import assert from 'node:assert/strict';
+import { connect } from 'node:net';
+import { test } from 'node:test';
+import { request } from 'undici';
+import { ConfigError, loadConfig } from '../src/config.js';
+import { startTest } from './helpers.js';
+
+interface ErrorReply {
+  status: number;
+  body: { error: { code: string; message: string; details?: Record<string, unknown> } };
+  headers: Record<string, unknown>;
+}
+
+async function send(url: string, method: string, path: string, body?: string, contentType?: string): Promise<ErrorReply> {
+  const res = await request(`${url}${path}`, {
+    method: method as 'GET',
+    ...(body !== undefined ? { body } : {}),
+    headers: contentType ? { 'content-type': contentType } : {},
+  });
+  const text = await res.body.text();
+  return { status: res.statusCode, body: JSON.parse(text) as ErrorReply['body'], headers: res.headers };
+}
+
+/** `{ error: { code, message, details? } }` and nothing else. */
+function assertStandard(r: ErrorReply, status: number, code: string): void {
+  assert.equal(r.status, status, JSON.stringify(r.body));
+  assert.deepEqual(Object.keys(r.body), ['error']);
+  assert.equal(r.body.error.code, code);
+  assert.equal(typeof r.body.error.message, 'string');
+  for (const k of Object.keys(r.body.error)) assert.ok(['code', 'message', 'details'].includes(k), k);
+}
+
+test("Fastify's own errors come back in the standard shape with a 4xx", async (t) => {
+  const { c } = await startTest(t);
+  const json = 'application/json';
+  assertStandard(await send(c.url, 'GET', '/jobs/%zz'), 400, 'bad_request');
+  assertStandard(await send(c.url, 'GET', '/jobs/%zz/wait?timeout_ms=0'), 400, 'bad_request');
+  assertStandard(await send(c.url, 'POST', '/jobs', '{"type":', json), 400, 'bad_request');
+  assertStandard(await send(c.url, 'POST', '/jobs', '', json), 400, 'bad_request');
+  assertStandard(await send(c.url, 'POST', '/jobs', 'hello', 'text/plain'), 415, 'unsupported_media_type');
+  assertStandard(await send(c.url, 'POST', '/jobs', 'a=b', 'application/x-www-form-urlencoded'), 415, 'unsupported_media_type');
+  assertStandard(await send(c.url, 'POST', '/jobs', `"${'x'.repeat(4 * 1024 * 1024)}"`, json), 413, 'payload_too_large');
+  assertStandard(await send(c.url, 'GET', `/jobs/${'a'.repeat(600)}`), 400, 'bad_request');
+  assertStandard(await send(c.url, 'GET', '/no/such/route'), 404, 'route_not_found');
+  const bad = await send(c.url, 'GET', '/jobs/%zz');
+  assert.deepEqual(bad.body.error.details, { field: 'url', in: 'url' });
+});
+
+test('a request that is not even HTTP gets a standard error body', async (t) => {
+  const { c } = await startTest(t);
+  const socket = connect(c.port, '127.0.0.1');
+  socket.write('THIS IS NOT HTTP\r\n\r\n');
+  let raw = '';
+  for await (const chunk of socket) raw += String(chunk);
+  assert.match(raw, /^HTTP\/1\.1 400 /);
+  const body = JSON.parse(raw.slice(raw.indexOf('\r\n\r\n') + 4)) as ErrorReply['body'];
+  assert.equal(body.error.code, 'bad_request');
+});
+
+test('validation messages name the field and, for enums and unions, list what is allowed', async (t) => {
+  const { c } = await startTest(t);
+  const json = 'application/json';
+  const post = (body: unknown) => send(c.url, 'POST', '/jobs', JSON.stringify(body), json);
+  const bogus = await post({ type: 'bogus', session_name: 's', prompt: 'p' });
+  assertStandard(bogus, 400, 'validation_failed');
+  assert.equal(bogus.body.error.message, 'type: Expected one of start_session, resume_session');
+  assert.deepEqual(bogus.body.error.details, { field: 'type', in: 'body' });
+
+  const timeout = await post({ type: 'start_session', session_name: 's', prompt: 'p', timeout_ms: 'soon' });
+  assert.match(timeout.body.error.message, /^timeout_ms: Expected an integer >= 1 and <= \d+ or null$/);
+  // a value of the right kind gets the error of that kind, not the union's
+  const zero = await post({ type: 'start_session', session_name: 's', prompt: 'p', timeout_ms: 0 });
+  assert.match(zero.body.error.message, /^timeout_ms: Expected integer to be greater or equal to 1/);
+  const missing = await post({ type: 'start_session', session_name: 's' });
+  assert.equal(missing.body.error.message, 'prompt: is required');
+  const unknown = await post({ type: 'start_session', session_name: 's', prompt: 'p', colour: 'red' });
+  assert.match(unknown.body.error.message, /^colour: is not a known field \(known: type, session_name, prompt, /);
+
+  const self = await send(c.url, 'DELETE', '/launchers/lnch_000000000000?self=maybe');
+  assert.equal(self.body.error.message, 'self: Expected one of true, false');
+  const mode = await send(c.url, 'POST', '/jobs/wait', JSON.stringify({ job_ids: ['x'], mode: 'some' }), json);
+  assert.equal(mode.body.error.message, 'mode: Expected one of any, all');
+  const register = await send(c.url, 'POST', '/launcher/register', '[1]', json);
+  assert.equal(register.body.error.message, 'body: Expected an object or null');
+});
+
+test('configuration errors list the allowed values too (LOG_LEVEL=verbose)', () => {
+  assert.throws(
+    () => loadConfig({ LOG_LEVEL: 'verbose' }),
+    (e: Error) =>
+      e instanceof ConfigError &&
+      e.message === 'LOG_LEVEL: Expected one of fatal, error, warn, info, debug, trace, silent (got "verbose")',
+  );
+  assert.throws(() => loadConfig({ AUTH_DISABLED: 'maybe' }), /AUTH_DISABLED: expected true or false, got "maybe"/);
+  assert.throws(() => loadConfig({ TLS_CERT_FILE: '/x.pem' }), /TLS_KEY_FILE: TLS_CERT_FILE and TLS_KEY_FILE go together/);
+  assert.throws(() => loadConfig({ AUTH_DISABLED: 'true', AUTH_TOKENS_FILE: '/t' }), /AUTH_DISABLED: cannot be true while AUTH_TOKENS_FILE is set/);
+});
+
+test('overloaded (heap above OVERLOAD_MAX_HEAP_BYTES): 503 overloaded with Retry-After, in the standard shape', async (t) => {
+  const { c } = await startTest(t, { overloadMaxHeapBytes: 1, overloadSampleIntervalMs: 10, overloadRetryAfterSeconds: 7 });
+  // the first samples after start are not acted on (the start itself blocks the event loop):
+  // ask until the coordinator has measured (a bounded number of tries, each one round trip)
+  let r: ErrorReply | undefined;
+  for (let i = 0; i < 500; i++) {
+    const res = await request(`${c.url}/health`);
+    const text = await res.body.text();
+    if (res.statusCode === 503) {
+      r = { status: 503, body: JSON.parse(text) as ErrorReply['body'], headers: res.headers };
+      break;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  assert.ok(r, 'the coordinator never reported overload');
+  assertStandard(r, 503, 'overloaded');
+  assert.equal(r.headers['retry-after'], '7');
+  assert.equal(r.body.error.details?.reason, 'heapUsedBytes');
+});

@@ -1,0 +1,162 @@
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { readFileSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { test, type TestContext } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { AgentqClient } from '@agentq/client';
+import { ConfigError, loadConfig } from '../src/config.js';
+import { checkExposure, isLoopback } from '../src/exposure.js';
+import { TokenStore } from '../src/http/auth/tokens.js';
+import { newSecret, tempDir, tokenFileText } from './auth-helpers.js';
+import { rejectsWith } from './helpers.js';
+
+const MAIN = fileURLToPath(new URL('../src/main.js', import.meta.url));
+
+type LogLine = Record<string, unknown> & { msg?: string };
+
+/** The real coordinator process, with its log lines to wait on; killed when the test ends. */
+function spawnCoordinator(t: TestContext, env: Record<string, string>) {
+  const child = spawn(process.execPath, [MAIN], {
+    env: { PATH: process.env.PATH ?? '', HOST: '127.0.0.1', PORT: '0', LOG_LEVEL: 'info', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  t.after(() => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  });
+  const lines: LogLine[] = [];
+  const waiters: Array<{ match: (l: LogLine) => boolean; resolve: (l: LogLine) => void }> = [];
+  createInterface({ input: child.stdout! }).on('line', (text) => {
+    let line: LogLine;
+    try {
+      line = JSON.parse(text) as LogLine;
+    } catch {
+      return;
+    }
+    lines.push(line);
+    for (const w of [...waiters]) {
+      if (!w.match(line)) continue;
+      waiters.splice(waiters.indexOf(w), 1);
+      w.resolve(line);
+    }
+  });
+  let stderr = '';
+  child.stderr!.on('data', (d: Buffer) => (stderr += String(d)));
+  return {
+    child,
+    lines,
+    stderr: () => stderr,
+    /** the first log line (from now on, or already seen if `past`) that `match` accepts */
+    waitFor(match: (l: LogLine) => boolean, past = true): Promise<LogLine> {
+      const seen = past ? lines.find(match) : undefined;
+      if (seen) return Promise.resolve(seen);
+      return new Promise((resolve, reject) => {
+        waiters.push({ match, resolve });
+        child.once('exit', (code) => reject(new Error(`coordinator exited (${code}) first; stderr: ${stderr}`)));
+      });
+    },
+  };
+}
+
+async function exitOf(child: ChildProcess): Promise<number | null> {
+  if (child.exitCode !== null) return child.exitCode;
+  const [code] = (await once(child, 'exit')) as [number | null];
+  return code;
+}
+
+test('HOST=0.0.0.0 without tokens: the coordinator refuses to start, naming AUTH_TOKENS_FILE (exit 2)', async (t) => {
+  const p = spawnCoordinator(t, { HOST: '0.0.0.0' });
+  assert.equal(await exitOf(p.child), 2);
+  assert.match(p.stderr(), /invalid configuration: AUTH_TOKENS_FILE: is not set, and HOST=0\.0\.0\.0 is not a loopback address/);
+  assert.match(p.stderr(), /AUTH_DISABLED=true/);
+  // it never listened
+  assert.equal(p.lines.find((l) => l.msg === 'coordinator ready'), undefined);
+});
+
+test('an unreadable or malformed token file stops the start, naming AUTH_TOKENS_FILE and the line', async (t) => {
+  const dir = tempDir(t);
+  const missing = spawnCoordinator(t, { AUTH_TOKENS_FILE: join(dir, 'nope') });
+  assert.equal(await exitOf(missing.child), 2);
+  assert.match(missing.stderr(), /AUTH_TOKENS_FILE: cannot read .*nope/);
+  const file = join(dir, 'tokens');
+  writeFileSync(file, 'alice admin plain-secret\n');
+  const malformed = spawnCoordinator(t, { AUTH_TOKENS_FILE: file });
+  assert.equal(await exitOf(malformed.child), 2);
+  assert.match(malformed.stderr(), /AUTH_TOKENS_FILE: .*tokens line 1: .*not the secret itself/);
+});
+
+test('which set-ups may start open: loopback, or AUTH_DISABLED=true said on purpose', () => {
+  for (const host of ['127.0.0.1', '127.1.2.3', '::1', '[::1]', 'localhost']) assert.ok(isLoopback(host), host);
+  for (const host of ['0.0.0.0', '::', '10.0.0.5', '192.168.1.2', 'coordinator', 'example.com']) assert.ok(!isLoopback(host), host);
+  assert.doesNotThrow(() => checkExposure(loadConfig({})));
+  assert.doesNotThrow(() => checkExposure(loadConfig({ HOST: '0.0.0.0', AUTH_DISABLED: 'true' })));
+  assert.doesNotThrow(() => checkExposure(loadConfig({ HOST: '0.0.0.0', AUTH_TOKENS_FILE: '/etc/agentq/tokens' })));
+  assert.throws(() => checkExposure(loadConfig({ HOST: '0.0.0.0' })), (e: Error) => e instanceof ConfigError && e.variable === 'AUTH_TOKENS_FILE');
+});
+
+test('SIGHUP re-reads the token file: a token added works, a token removed stops working; a bad file keeps the tokens', async (t) => {
+  const dir = tempDir(t);
+  const file = join(dir, 'tokens');
+  const alice = newSecret();
+  const bob = newSecret();
+  writeFileSync(file, tokenFileText([{ name: 'alice', role: 'client', secret: alice }]));
+  const p = spawnCoordinator(t, { AUTH_TOKENS_FILE: file });
+  const ready = await p.waitFor((l) => l.msg === 'coordinator ready');
+  assert.equal(ready.auth, 'tokens');
+  const url = String(ready.url);
+  const as = (secret: string) => {
+    const client = new AgentqClient({ url, token: secret });
+    t.after(() => client.close());
+    return client;
+  };
+  await as(alice).listJobs();
+  await rejectsWith(as(bob).listJobs(), 401, 'unauthorized');
+
+  writeFileSync(file, tokenFileText([{ name: 'bob', role: 'client', secret: bob }]));
+  const reloaded = p.waitFor((l) => l.msg === 'token file reloaded', false);
+  p.child.kill('SIGHUP');
+  const line = await reloaded;
+  assert.deepEqual([line.added, line.removed, line.count], [['bob'], ['alice'], 1]);
+  await as(bob).listJobs();
+  await rejectsWith(as(alice).listJobs(), 401, 'unauthorized');
+
+  // a typo in the file does not lock everyone out: the tokens in force stay
+  writeFileSync(file, 'bob client not-a-hash\n');
+  const refused = p.waitFor((l) => l.msg === 'token file not reloaded: keeping the tokens in force', false);
+  p.child.kill('SIGHUP');
+  assert.match(String((await refused).error), /line 1/);
+  await as(bob).listJobs();
+
+  p.child.kill('SIGTERM');
+  assert.equal(await exitOf(p.child), 0);
+});
+
+test('bootstrap-tokens (docker-compose first start) makes random secrets in their own files and the token file, once', async (t) => {
+  const dir = tempDir(t);
+  const script = fileURLToPath(new URL('../src/bootstrap-tokens.js', import.meta.url));
+  const run = () => {
+    const child = spawn(process.execPath, [script, join(dir, 'auth'), 'admin:admin', 'cli:client', `launcher:launcher=${join(dir, 'l', 'launcher.token')}`], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    return exitOf(child);
+  };
+  assert.equal(await run(), 0);
+  const tokensFile = join(dir, 'auth', 'tokens');
+  const before = readFileSync(tokensFile, 'utf8');
+  const secret = (path: string) => readFileSync(path, 'utf8').trim();
+  const store = new TokenStore(tokensFile);
+  assert.deepEqual(store.summary, [
+    { name: 'admin', role: 'admin' },
+    { name: 'cli', role: 'client' },
+    { name: 'launcher', role: 'launcher' },
+  ]);
+  assert.equal(store.verify(secret(join(dir, 'auth', 'cli.token')))?.name, 'cli');
+  assert.equal(store.verify(secret(join(dir, 'l', 'launcher.token')))?.name, 'launcher');
+  assert.equal(statSync(join(dir, 'auth', 'admin.token')).mode & 0o077, 0, 'secret files are private');
+  assert.ok(!before.includes(secret(join(dir, 'auth', 'admin.token'))));
+  // a second start changes nothing
+  assert.equal(await run(), 0);
+  assert.equal(readFileSync(tokensFile, 'utf8'), before);
+});

@@ -1,0 +1,102 @@
+import assert from 'node:assert/strict';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { test, type TestContext } from 'node:test';
+import { AgentqApiError, AgentqAuthError, AgentqClient, parseRetryAfter } from '../src/index.js';
+
+type Handler = (req: IncomingMessage, res: ServerResponse, n: number) => void;
+
+/** A real HTTP server on 127.0.0.1:0 answering with `handler`; records each request's headers. */
+async function server(t: TestContext, handler: Handler) {
+  const seen: IncomingMessage['headers'][] = [];
+  const s = createServer((req, res) => {
+    seen.push(req.headers);
+    req.resume();
+    req.on('end', () => handler(req, res, seen.length));
+  });
+  await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve));
+  t.after(() => new Promise<void>((resolve) => s.close(() => resolve())));
+  return { url: `http://127.0.0.1:${(s.address() as { port: number }).port}`, seen };
+}
+
+const json = (res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) => {
+  res.writeHead(status, { 'content-type': 'application/json', ...headers });
+  res.end(JSON.stringify(body));
+};
+const health = { status: 'ok', uptime_seconds: 1, queue_depth: 0, jobs_active: 0, launchers: { online: 0, stale: 0, parked_polls: 0 } };
+
+test('the token goes out as a bearer token; a function is asked on every request; a call may override it', async (t) => {
+  const s = await server(t, (_req, res) => json(res, 200, health));
+  let current = 'first';
+  const client = new AgentqClient({ url: s.url, token: () => current });
+  t.after(() => client.close());
+  await client.health();
+  current = 'second';
+  await client.health();
+  await client.register({}, { token: 'registration' });
+  const none = new AgentqClient({ url: s.url });
+  t.after(() => none.close());
+  await none.health();
+  assert.deepEqual(
+    s.seen.map((h) => h.authorization),
+    ['Bearer first', 'Bearer second', 'Bearer registration', undefined],
+  );
+});
+
+test('401 and 403 are an AgentqAuthError at once, never retried; launcher_unknown stays a plain API error', async (t) => {
+  const s = await server(t, (req, res) => {
+    if (req.url === '/jobs') return json(res, 401, { error: { code: 'unauthorized', message: 'this endpoint needs a token' } });
+    if (req.url === '/launchers') return json(res, 403, { error: { code: 'forbidden', message: 'a reader token may not' } });
+    json(res, 401, { error: { code: 'launcher_unknown', message: 'register again' } });
+  });
+  const client = new AgentqClient({ url: s.url });
+  t.after(() => client.close());
+  const e401 = await client.listJobs().catch((e: unknown) => e);
+  assert.ok(e401 instanceof AgentqAuthError);
+  assert.equal(e401.status, 401);
+  assert.equal(e401.isFinal, true);
+  assert.match(e401.message, /no valid token \(this endpoint needs a token\)/);
+  const e403 = await client.listLaunchers().catch((e: unknown) => e);
+  assert.ok(e403 instanceof AgentqAuthError && e403.code === 'forbidden');
+  const unknown = await client.heartbeat({ launcher_id: 'lnch_000000000000' }).catch((e: unknown) => e);
+  assert.ok(unknown instanceof AgentqApiError && !(unknown instanceof AgentqAuthError) && unknown.code === 'launcher_unknown');
+  assert.equal(s.seen.length, 3);
+});
+
+test('503 and 429 with Retry-After are sent again after the wait the server asked for, up to overloadRetries', async (t) => {
+  const s = await server(t, (_req, res, n) => {
+    if (n <= 2) return json(res, 503, { error: { code: 'overloaded', message: 'busy' } }, { 'retry-after': '0' });
+    json(res, 200, health);
+  });
+  const client = new AgentqClient({ url: s.url });
+  t.after(() => client.close());
+  assert.equal((await client.health()).status, 'ok');
+  assert.equal(s.seen.length, 3);
+
+  const always = await server(t, (_req, res) => json(res, 429, { error: { code: 'rate_limited', message: 'slow down' } }, { 'retry-after': '0' }));
+  const once = new AgentqClient({ url: always.url, overloadRetries: 1 });
+  t.after(() => once.close());
+  const err = await once.createJob({ type: 'start_session', session_name: 's', prompt: 'p' }).catch((e: unknown) => e);
+  assert.ok(err instanceof AgentqApiError && err.code === 'rate_limited' && err.retryAfterMs === 0);
+  assert.equal(always.seen.length, 2);
+
+  // a wait longer than maxRetryAfterMs fails at once, with the wait on the error for the caller
+  const later = await server(t, (_req, res) => json(res, 503, { error: { code: 'overloaded', message: 'busy' } }, { 'retry-after': '120' }));
+  const impatient = new AgentqClient({ url: later.url, maxRetryAfterMs: 1000 });
+  t.after(() => impatient.close());
+  const slow = await impatient.health().catch((e: unknown) => e);
+  assert.ok(slow instanceof AgentqApiError && slow.retryAfterMs === 120_000);
+  assert.equal(later.seen.length, 1);
+});
+
+test('Retry-After is delay-seconds or an HTTP date', () => {
+  const now = Date.parse('2025-01-01T00:00:00Z');
+  assert.equal(parseRetryAfter('5', now), 5000);
+  assert.equal(parseRetryAfter('Wed, 01 Jan 2025 00:00:30 GMT', now), 30_000);
+  assert.equal(parseRetryAfter('Tue, 31 Dec 2024 00:00:00 GMT', now), 0);
+  assert.equal(parseRetryAfter('soon', now), undefined);
+  assert.equal(parseRetryAfter(undefined, now), undefined);
+});
+
+test('a CA file that cannot be read is an error at construction, naming it', () => {
+  assert.throws(() => new AgentqClient({ url: 'https://127.0.0.1:1', caFile: '/nonexistent/ca.pem' }), /cannot read the CA file \/nonexistent\/ca\.pem/);
+});
