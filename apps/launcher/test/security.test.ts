@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { createInterface } from 'node:readline';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { test, type TestContext } from 'node:test';
 import { AgentqClient } from '@agentq/client';
@@ -161,20 +162,33 @@ test('a launcher whose token is refused says so and exits 1 after one try, not a
   }
 });
 
-test('after a coordinator restart that lost the launcher credentials, the launcher registers again with its token and goes on', async (t) => {
+test('credentials are kept in the database: a restart keeps the launcher id and credential; a coordinator that lost them gets a new registration', async (t) => {
   const dir = tempDir(t);
   const tokens = writeTokens(dir, ['client', 'launcher']);
-  const options = { ...COORDINATOR_OPTIONS, authTokensFile: tokens.file };
+  const options = { ...COORDINATOR_OPTIONS, authTokensFile: tokens.file, databaseUrl: `sqlite:${join(dir, 'agentq.db')}` };
   const c = await startCoordinator(options);
   const l = spawnLauncher(t, ['--url', c.url, '--executor', fixture('executor.js'), '--token-file', tokens.secretFile('launcher')], {});
   await l.logged(/launcher ready/);
-  // the same core (jobs, launchers), a new credential store: as a restart without durable credentials
+  const probe = new AgentqClient({ url: c.url, token: tokens.secrets.client });
+  const [before] = (await probe.listLaunchers()).launchers;
+  await probe.close();
   await c.close();
-  const c2 = await startCoordinator({ ...options, port: c.port }, { core: c.core });
-  t.after(() => c2.close());
+
+  // the same database: the launcher's credential is still good, its id unchanged
+  const c2 = await startCoordinator({ ...options, port: c.port });
+  const client2 = new AgentqClient({ url: c2.url, token: tokens.secrets.client });
+  const kept = await client2.createJob({ type: 'start_session', session_name: 'kept', prompt: script([{ event: { type: 'result', text: 'ok' } }]) });
+  assert.equal((await settled(client2, kept.job_id)).result, 'ok');
+  assert.deepEqual((await client2.listLaunchers()).launchers.map((x) => x.launcher_id), [before!.launcher_id]);
+  await client2.close();
+  await c2.close();
+
+  // a coordinator that lost its state (another database): the launcher registers again with its token
+  const c3 = await startCoordinator({ ...options, port: c.port, databaseUrl: 'memory:' });
+  t.after(() => c3.close());
   await l.logged(/registered again under a new id/);
-  const client = new AgentqClient({ url: c2.url, token: tokens.secrets.client });
-  t.after(() => client.close());
-  const job = await client.createJob({ type: 'start_session', session_name: 'after-restart', prompt: script([{ event: { type: 'result', text: 'ok' } }]) });
-  assert.equal((await settled(client, job.job_id)).result, 'ok');
+  const client3 = new AgentqClient({ url: c3.url, token: tokens.secrets.client });
+  t.after(() => client3.close());
+  const job = await client3.createJob({ type: 'start_session', session_name: 'after-restart', prompt: script([{ event: { type: 'result', text: 'ok' } }]) });
+  assert.equal((await settled(client3, job.job_id)).result, 'ok');
 });

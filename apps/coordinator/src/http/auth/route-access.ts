@@ -76,11 +76,11 @@ export const ROUTE_ACCESS: Readonly<Record<string, RouteAccess>> = {
   'GET /health': { ...PUBLIC, summary: 'liveness' },
   'GET /openapi.json': { ...PUBLIC, summary: 'the OpenAPI document' },
   'GET /': { ...PUBLIC, summary: 'dashboard (static files)' },
-  'GET /*': { ...PUBLIC, summary: 'dashboard (static files)' },
+  'GET /index.html': { ...PUBLIC, summary: 'dashboard (static files)' },
 };
 
-/** Every route under these paths is public (API reference pages: no secrets in them). */
-export const PUBLIC_PREFIXES: readonly string[] = ['/docs'];
+/** Every route under these paths is public (API reference pages, dashboard assets: no secrets in them). */
+export const PUBLIC_PREFIXES: readonly string[] = ['/docs', '/assets'];
 
 /** The access entry of a route, or undefined when it has none (a bug: see ROUTE_ACCESS). */
 export function accessOf(method: string, url: string): RouteAccess | undefined {
@@ -88,7 +88,7 @@ export function accessOf(method: string, url: string): RouteAccess | undefined {
   const exact = ROUTE_ACCESS[`${m} ${url}`];
   if (exact) return exact;
   if ((m === 'GET' || m === 'HEAD') && PUBLIC_PREFIXES.some((p) => url === p || url.startsWith(`${p}/`))) {
-    return { ...PUBLIC, summary: 'API reference' };
+    return { ...PUBLIC, summary: url.startsWith('/assets') ? 'dashboard (static files)' : 'API reference' };
   }
   return undefined;
 }
