@@ -184,15 +184,16 @@ export class AgentqClient {
   }
   /**
    * Long-poll for work. Resolves `null` on 204 (nothing within the hold time). `holdSeconds`
-   * is the poll timeout the coordinator announced at registration.
+   * is the poll timeout the coordinator announced at registration. With `batch`, the answer may
+   * carry up to `capacity` jobs (`jobs`); without it at most one (`job`).
    */
   poll(
     launcherId: string,
-    options: CallOptions & { capacity?: number; holdSeconds?: number } = {},
+    options: CallOptions & { capacity?: number; holdSeconds?: number; batch?: boolean } = {},
   ): Promise<PollResponse | null> {
-    const { capacity, holdSeconds = 30, ...o } = options;
+    const { capacity, holdSeconds = 30, batch, ...o } = options;
     return this.#json('GET', '/launcher/jobs', {
-      query: { launcher_id: launcherId, capacity },
+      query: { launcher_id: launcherId, capacity, ...(batch ? { batch: 'true' } : {}) },
       headersTimeoutMs: holdSeconds * 1000 + LONG_POLL_SLACK_MS,
       allow204: true,
       ...o,

@@ -53,6 +53,12 @@ export const PollQuery = Type.Object(
         description: '0: the launcher is full; the poll only waits for stop requests or deregistration',
       }),
     ),
+    batch: Type.Optional(
+      Type.Union([Type.Literal('true'), Type.Literal('false')], {
+        description:
+          'true: answer up to `capacity` jobs at once in `jobs`. Without it one job at most (`job`), as launchers that read only `job` expect',
+      }),
+    ),
   },
   { additionalProperties: false },
 );
