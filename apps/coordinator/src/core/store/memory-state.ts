@@ -84,6 +84,8 @@ export class MemoryState {
   readonly launcherActive = new Map<string, Set<string>>();
   /** every active (claimed, running, stopping) job id */
   readonly active = new Set<string>();
+  /** launcher -> its jobs with a stop it has not been told yet */
+  readonly launcherStops = new Map<string, Set<string>>();
   /** terminal job ids in the order they ended */
   #ended: string[] = [];
   #endedHead = 0;
@@ -178,6 +180,19 @@ export class MemoryState {
         held.add(id);
       }
       this.active.add(id);
+    }
+
+    const wasStop = before?.stopPending === true && before.launcherId !== null;
+    const isStop = after?.stopPending === true && after.launcherId !== null;
+    if (wasStop && (!isStop || moved)) {
+      const set = this.launcherStops.get(before!.launcherId!);
+      set?.delete(id);
+      if (set?.size === 0) this.launcherStops.delete(before!.launcherId!);
+    }
+    if (isStop && (!wasStop || moved)) {
+      let set = this.launcherStops.get(after!.launcherId!);
+      if (!set) this.launcherStops.set(after!.launcherId!, (set = new Set()));
+      set.add(id);
     }
 
     if (before?.readySince != null && (after?.readySince == null || after.routeKey !== before.routeKey)) {

@@ -76,6 +76,11 @@ export class MemoryTx implements Tx {
     return this.#view(ids, (j) => j.launcherId === launcherId && isActive(j.status)).sort((a, b) => a.seq - b.seq);
   }
 
+  async pendingStopsOf(launcherId: string): Promise<JobRow[]> {
+    const ids = this.#state.launcherStops.get(launcherId) ?? [];
+    return this.#view(ids, (j) => j.launcherId === launcherId && j.stopPending).sort((a, b) => a.seq - b.seq);
+  }
+
   async readyJobsFor(launcher: LauncherRow, max: number): Promise<JobRow[]> {
     const touched = this.#changes.jobs;
     // jobs this transaction already changed are as it sees them; the index has the committed rest

@@ -31,6 +31,8 @@ export interface Tx {
   pendingJobsOf(sessionName: string): Promise<JobRow[]>;
   /** jobs the launcher holds (claimed, running or stopping) */
   activeJobsOfLauncher(launcherId: string): Promise<JobRow[]>;
+  /** jobs of the launcher with a stop it has not been told yet (`stopPending`) */
+  pendingStopsOf(launcherId: string): Promise<JobRow[]>;
   /**
    * Up to `max` ready jobs that `launcher` may take, oldest first, locked for this transaction
    * (another transaction's claim skips them). The caller must claim them (clear `readySince`).

@@ -1,0 +1,78 @@
+/**
+ * Memory bounded by active work (`npm run bench:history`): a coordinator process runs N no-op
+ * jobs to completion over HTTP (batch create, then report-and-poll), and its resident set size
+ * (RSS) is read from /proc after each tenth of the run — on the SQLite store (where only a
+ * bounded window of finished jobs stays in memory) and on the memory store (which holds
+ * everything until JOB_HISTORY_DAYS).
+ *
+ * Environment: BENCH_HISTORY_JOBS (default 100000), BENCH_ONLY=sqlite|memory.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import type { Job, SyncReport } from '@agentq/protocol';
+import { rssMiB, startCoordinatorProcess } from './lib.js';
+
+const TOTAL = Number(process.env.BENCH_HISTORY_JOBS ?? 100_000);
+const BATCH = 1000;
+
+async function post<T>(url: string, path: string, body: unknown): Promise<T> {
+  const res = await fetch(`${url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  if (!res.ok) throw new Error(`${path}: ${res.status} ${await res.text()}`);
+  return (await res.json()) as T;
+}
+
+async function run(label: string, databaseUrl: string): Promise<void> {
+  const server = await startCoordinatorProcess(databaseUrl, { pollTimeoutSeconds: 1 });
+  const { launcher_id } = await post<{ launcher_id: string }>(server.url, '/launcher/register', { hostname: 'bench' });
+  const samples: [number, number][] = [[0, await rssMiB(server.pid)]];
+  const t0 = performance.now();
+  let done = 0;
+  let held: Job[] = [];
+  for (let created = 0; done < TOTAL; ) {
+    if (created < TOTAL && held.length === 0) {
+      const jobs = Array.from({ length: Math.min(BATCH, TOTAL - created) }, (_, i) => ({
+        type: 'start_session' as const,
+        session_name: `h${created + i}`,
+        prompt: 'no-op',
+      }));
+      await post(server.url, '/jobs/batch', { jobs });
+      created += jobs.length;
+    }
+    const reports: SyncReport[] = held.flatMap((j) => [
+      { job_id: j.job_id, kind: 'started' as const },
+      { job_id: j.job_id, kind: 'completed' as const, result: 'ok' },
+    ]);
+    const answer = await post<{ jobs: Job[]; results: { ok: boolean }[] }>(server.url, '/launcher/sync', {
+      launcher_id,
+      capacity: BATCH / 2,
+      reports,
+    });
+    if (answer.results.some((r) => !r.ok)) throw new Error('a report was refused');
+    done += held.length;
+    held = answer.jobs;
+    if (done > 0 && done % (TOTAL / 10) < held.length + BATCH / 2 && samples.at(-1)![0] !== done) {
+      samples.push([done, await rssMiB(server.pid)]);
+    }
+  }
+  const seconds = (performance.now() - t0) / 1000;
+  const final = await rssMiB(server.pid);
+  await server.stop();
+  console.log(`\n## ${label}: RSS while ${TOTAL.toLocaleString('en-US')} no-op jobs complete (${seconds.toFixed(1)} s)`);
+  console.log('| jobs completed | RSS (MiB) |\n|---|---|');
+  for (const [n, rss] of samples) console.log(`| ${n.toLocaleString('en-US')} | ${rss.toFixed(0)} |`);
+  console.log(`| ${TOTAL.toLocaleString('en-US')} (end) | ${final.toFixed(0)} |`);
+}
+
+console.log(`# history benchmark — node ${process.version}, ${new Date().toISOString()}`);
+const only = process.env.BENCH_ONLY;
+if (only !== 'memory') {
+  const dir = mkdtempSync(join(tmpdir(), 'agentq-bench-history-'));
+  try {
+    await run('SQLite store', `sqlite:${join(dir, 'agentq.db')}`);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+if (only !== 'sqlite') await run('memory store', 'memory:');
