@@ -124,7 +124,8 @@ export class Coordinator {
     const actor = o.actor ?? null;
     const row = await store.transaction(async (tx) => {
       if (o.idempotencyKey !== undefined) {
-        const key = `${actor ?? ''}\u0000${o.idempotencyKey}`;
+        // keys are per token (a key has no spaces: the header's pattern)
+        const key = `${actor ?? '-'} ${o.idempotencyKey}`;
         const hash = requestHash(req);
         const seen = await tx.idempotency(key);
         if (seen) {

@@ -63,7 +63,7 @@ export class MemoryStore implements Store {
     } finally {
       this.#mutex.release();
     }
-    if (commit) for (const listener of this.#listeners) listener(commit);
+    if (commit) this.deliver(commit);
     return result;
   }
 
@@ -92,6 +92,17 @@ export class MemoryStore implements Store {
     });
     for (const c of changes.jobs.values()) if (c.kind === 'delete') this.outputs.delete(c.before.id);
     return { events, ...hintsOf(changes) };
+  }
+
+  /** Tell the listeners; one that fails is logged and never undoes the commit. */
+  protected deliver(commit: Commit): void {
+    for (const listener of this.#listeners) {
+      try {
+        listener(commit);
+      } catch (err) {
+        this.options.log.error({ err }, 'commit listener failed');
+      }
+    }
   }
 
   /** Write a change set through before it is applied (durable stores); throw to refuse it. */

@@ -1,0 +1,108 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import type { LauncherRow } from '../src/core/rows.js';
+import { launcherIdentity, routeFromKey, routeKey, serves, unservedReason, type Route } from '../src/core/routing.js';
+import { rejectsWith, start, startTest } from './helpers.js';
+
+const launcherRow = (over: Partial<LauncherRow>): LauncherRow => ({
+  id: 'lnch_000000000001',
+  hostname: 'h1',
+  projectDir: null,
+  executorType: 'claude-code',
+  maxJobs: 4,
+  version: null,
+  registeredAt: 0,
+  lastSeen: 0,
+  status: 'online',
+  staleAt: null,
+  labels: { hostname: 'h1', executor: 'claude-code' },
+  roots: ['/srv'],
+  hostId: 'host-1',
+  portable: false,
+  createdBy: null,
+  tokenHash: null,
+  ...over,
+});
+
+test('serves(): every required label, a root containing the directory, the session host and executor', () => {
+  const l = launcherRow({ labels: { hostname: 'h1', executor: 'claude-code', gpu: 'a100' } });
+  const route = (r: Partial<Route>): Route => ({ requires: null, dir: null, affinity: null, ...r });
+  assert.ok(serves(l, route({})));
+  assert.ok(serves(l, route({ requires: { gpu: 'a100' } })));
+  assert.ok(!serves(l, route({ requires: { gpu: 'a100', zone: 'eu' } })));
+  assert.ok(serves(l, route({ dir: '/srv/app' })));
+  assert.ok(serves(l, route({ dir: '/srv' })));
+  assert.ok(!serves(l, route({ dir: '/srvx/app' })), 'a prefix is not a parent directory');
+  assert.ok(serves(l, route({ dir: 'app' })), 'relative: from its first root');
+  assert.ok(!serves(l, route({ dir: '../etc' })));
+  assert.ok(!serves(launcherRow({ roots: [] }), route({ dir: '/srv/app' })), 'no roots: no named directory');
+  const affinity = { hostId: 'host-1', hostname: 'h1', executorType: 'claude-code', workingDir: '/srv/app' };
+  assert.ok(serves(l, route({ dir: '/srv/app', affinity })));
+  assert.ok(!serves(launcherRow({ hostId: 'host-2' }), route({ dir: '/srv/app', affinity })));
+  assert.ok(!serves(launcherRow({ executorType: 'demo' }), route({ dir: '/srv/app', affinity })));
+  // a key stands for its route
+  const key = routeKey(route({ requires: { zone: 'eu', gpu: 'a100' }, dir: '/srv/app', affinity }));
+  assert.equal(key, routeKey(route({ requires: { gpu: 'a100', zone: 'eu' }, dir: '/srv/app', affinity })), 'label order does not matter');
+  assert.ok(serves(l, { ...routeFromKey(key), requires: { gpu: 'a100' } }));
+  assert.equal(routeFromKey(key).affinity?.hostId, 'host-1');
+});
+
+test('unservedReason() names what is missing', () => {
+  const online = [launcherRow({}), launcherRow({ id: 'lnch_000000000002', labels: { zone: 'eu' }, roots: ['/data'] })];
+  assert.equal(unservedReason({ requires: { gpu: 'a100' }, dir: null, affinity: null }, online), 'no online launcher has gpu=a100');
+  assert.equal(
+    unservedReason({ requires: { hostname: 'h1', zone: 'eu' }, dir: null, affinity: null }, online),
+    'no online launcher has all of hostname=h1, zone=eu',
+  );
+  assert.equal(unservedReason({ requires: null, dir: '/elsewhere', affinity: null }, online), 'no online launcher serves /elsewhere');
+  const away = { hostId: 'host-9', hostname: 'build-9', executorType: 'claude-code', workingDir: '/srv' };
+  assert.equal(unservedReason({ requires: null, dir: '/srv', affinity: away }, online), 'session lives on host build-9, which is offline');
+  assert.equal(unservedReason({ requires: null, dir: null, affinity: null }, []), 'no launcher is online');
+  assert.equal(unservedReason({ requires: null, dir: '/srv/x', affinity: null }, online), null);
+});
+
+test("the original launcher's fields count: hostname and executor_type are labels, project_dir its one root", () => {
+  const id = launcherIdentity({ hostname: 'seed-host', project_dir: '/srv/a/', executor_type: 'claude' });
+  assert.deepEqual(id.labels, { hostname: 'seed-host', executor: 'claude' });
+  assert.deepEqual(id.roots, ['/srv/a']);
+  assert.equal(id.hostId, 'hostname:seed-host');
+  const own = launcherIdentity({ hostname: 'h', labels: { zone: 'eu', hostname: 'other' }, project_roots: ['/a/../b', '/c'], host_id: 'abcdefgh12' });
+  assert.deepEqual(own.labels, { zone: 'eu', hostname: 'other' }, 'its own labels win over the seed fields');
+  assert.deepEqual(own.roots, ['/b', '/c']);
+  assert.equal(own.hostId, 'abcdefgh12');
+});
+
+test('a launcher that registers like the original one (hostname, project_dir, executor_type) takes matching jobs, one per poll', async (t) => {
+  const { client, c } = await startTest(t);
+  const seed = await client.register({ hostname: 'seed-host', project_dir: '/srv/a', executor_type: 'claude' });
+  const other = await client.register({ hostname: 'other', project_roots: ['/srv/b'], labels: { hostname: 'other' } });
+  const forSeed = await client.createJob({ type: 'start_session', session_name: 's1', prompt: 'x', requires: { hostname: 'seed-host' } });
+  const inA = await client.createJob({ type: 'start_session', session_name: 's2', prompt: 'x', project_dir: '/srv/a/app' });
+  const anywhere = await start(client, 's3');
+  // the other launcher never gets the seed's jobs: it takes the only one it may
+  const o = await client.poll(other.launcher_id, { holdSeconds: 1, capacity: 5, batch: true });
+  assert.deepEqual(o?.jobs?.map((j) => j.job_id), [anywhere.job_id]);
+  // without `batch`, one job per answer, in `job` (what the original launcher reads)
+  const p1 = await client.poll(seed.launcher_id, { holdSeconds: 1, capacity: 5 });
+  assert.equal(p1?.job?.job_id, forSeed.job_id);
+  assert.equal(p1?.jobs?.length, 1);
+  const p2 = await client.poll(seed.launcher_id, { holdSeconds: 1 });
+  assert.equal(p2?.job?.job_id, inA.job_id);
+  assert.ok(c.core);
+});
+
+test('requires is validated: short keys and values, an empty object is none', async (t) => {
+  const { client } = await startTest(t);
+  await rejectsWith(
+    client.createJob({ type: 'start_session', session_name: 'bad', prompt: 'x', requires: { 'bad key': 'v' } }),
+    400,
+    'validation_failed',
+  );
+  await rejectsWith(
+    client.createJob({ type: 'start_session', session_name: 'bad', prompt: 'x', requires: { gpu: 'x'.repeat(129) } }),
+    400,
+    'validation_failed',
+  );
+  const none = await client.createJob({ type: 'start_session', session_name: 'none', prompt: 'x', requires: {} });
+  assert.equal(none.requires, null);
+});
