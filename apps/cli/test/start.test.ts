@@ -87,6 +87,17 @@ describe('agentq start: what the job asks for', () => {
     );
   });
 
+  it('a job that requires labels no launcher has is accepted and says why it waits (status shows pending_reason)', async (t) => {
+    const c = await coordinator(t);
+    await c.client.register({ hostname: 'cpu-box', labels: { gpu: 'none' } });
+    const started = descriptor(await cli(c.url, ['start', 'train', '-p', 'x', '--require', 'gpu=a100', '--json']));
+    assert.deepEqual(started.requires, { gpu: 'a100' });
+    assert.equal(started.pending_reason, 'no online launcher has gpu=a100');
+    const text = await cli(c.url, ['status', started.job_id]);
+    assert.equal(text.code, 3, 'still pending: exit 3');
+    assert.match(text.stdout, /waiting\s+no online launcher has gpu=a100/);
+  });
+
   it('--timeout none asks for no timeout (timeout_ms: null), overriding the coordinator default', async (t) => {
     const c = await coordinator(t);
     const requests = recordCalls(c.core, 'createJob') as CreateJobRequest[];
