@@ -77,7 +77,7 @@ export async function waitForJobs(
     first = false;
     let res;
     try {
-      // any: the server's any-wait (seed 000) only watches jobs still active when a call arrives,
+      // any: the server's any-wait  only watches jobs still active when a call arrives,
       // so a job that ended between two calls (after the snapshot, between two hour-long calls)
       // would be missed; include_terminal makes such a job end the next call at once
       const body = mode === 'any' ? { include_terminal: true } : {};

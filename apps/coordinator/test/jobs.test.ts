@@ -30,7 +30,7 @@ test('POST /jobs answers 201 with a pending job whose id is job_ + 12 hex', asyn
   assert.equal(job.project_dir, '/srv/project');
 });
 
-test('GET /jobs/{id} returns every field of the seed data model, null where unset, UTC timestamps', async (t) => {
+test('GET /jobs/{id} returns every field of the original data model, null where unset, UTC timestamps', async (t) => {
   const { client } = await startTest(t);
   const created = await start(client, 'fields');
   const job = await client.getJob(created.job_id);

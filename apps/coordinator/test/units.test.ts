@@ -41,7 +41,7 @@ test('DeadlineHeap yields due values in deadline order and keeps the rest', () =
   assert.deepEqual(h.popDue(100), ['d', 'e']);
 });
 
-test('loadConfig reads the seed variables and their defaults', () => {
+test('loadConfig reads the original variables and their defaults', () => {
   assert.deepEqual(loadConfig({}), DEFAULT_CONFIG);
   assert.equal(DEFAULT_CONFIG.pollTimeoutSeconds, 30);
   assert.equal(DEFAULT_CONFIG.heartbeatIntervalSeconds, 60);

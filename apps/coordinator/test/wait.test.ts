@@ -136,7 +136,7 @@ test('POST /jobs/wait reports unknown ids in not_found without failing', opts, a
   assert.deepEqual(none.not_found, ['job_000000000001']);
 });
 
-test('POST /jobs/wait any over an ended and a running job waits for the running one (seed 000)', opts, async (t) => {
+test('POST /jobs/wait any over an ended and a running job waits for the running one', opts, async (t) => {
   const { client, c } = await startTest(t);
   const l = await fakeLauncher(client);
   const ended = await start(client, 'ended');

@@ -45,7 +45,7 @@ const MAX_LINE_BYTES = 1024 * 1024;
 const KNOWN_EVENT_TYPES = new Set(['output', 'session', 'result', 'error']);
 
 /**
- * One executor run (the seed's JobExecutor, process side): the program is spawned in its own
+ * One executor run (the original launcher's JobExecutor, process side): the program is spawned in its own
  * process group (`detached`), gets the invocation as one JSON line on stdin, and its stdout is
  * read as JSON lines of ExecutorEvent. Killing always targets the whole group, so tools the agent
  * started die with it.

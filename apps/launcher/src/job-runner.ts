@@ -62,7 +62,7 @@ interface Outcome {
 }
 
 /**
- * One job from claim to final report (the seed's JobExecutor, job side):
+ * One job from claim to final report (the original launcher's JobExecutor, job side):
  * check the job's directory against the project roots, report `started` and wait for the
  * acknowledgement, spawn the executor, stream its output, and report `completed`, `failed` or
  * `stopped` when it has exited.

@@ -14,7 +14,7 @@ export interface PollerOptions {
 }
 
 /**
- * The long-poll loop (the seed's JobPoller). Each poll says how many jobs the launcher can take
+ * The long-poll loop (the original launcher's JobPoller). Each poll says how many jobs the launcher can take
  * (`capacity`); while it is full the poll still goes out with capacity 0, so stop requests and
  * the deregistration notice arrive without delay. When a slot frees up during such a poll, the
  * poll is abandoned and a new one asks for work. Once draining (shutdown), capacity stays 0.

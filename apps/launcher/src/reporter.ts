@@ -67,7 +67,7 @@ interface JobQueue {
 const MAX_OUTPUT_CHARS = 32 * 1024;
 
 /**
- * Durable, ordered delivery of job reports (the seed's CoordinatorAPIClient, reporting side).
+ * Durable, ordered delivery of job reports (the original launcher's CoordinatorAPIClient, reporting side).
  * Each job has its own FIFO queue; its head is retried with capped exponential backoff and jitter
  * until the coordinator acknowledges it or refuses it with a final 4xx, and only then does the
  * next report of that job go out. So a coordinator that is down for minutes delays reports but

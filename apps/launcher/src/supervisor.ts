@@ -15,7 +15,7 @@ export interface SupervisorOptions {
 const RECENTLY_ENDED = 1000;
 
 /**
- * The running jobs (the seed's JobSupervisor): enforces the concurrency limit, routes stop
+ * The running jobs (the original launcher's JobSupervisor): enforces the concurrency limit, routes stop
  * requests to the right job, and lets the launcher wait for, interrupt or kill all of them.
  */
 export class Supervisor {

@@ -66,7 +66,7 @@ export const CliEnvelope = <T extends TSchema>(data: T) => Type.Union([CliSucces
 export type CliEnvelope<T> = { ok: true; data: T } | CliFailure;
 
 /**
- * The async-job descriptor (seed 001): the job as the coordinator holds it (so `job_id`,
+ * The async-job descriptor: the job as the coordinator holds it (so `job_id`,
  * `status`, `terminal`, `timeout_ms`, `created_at`, `started_at`, `result`, ...) plus how to
  * follow it up. `timeout_ms` is null when the job has no timeout.
  */
@@ -88,11 +88,11 @@ export const JobDescriptor = Type.Composite(
       exit_code: Type.Integer(),
     }),
   ],
-  { description: 'A job plus the commands to follow it up (seed 001)' },
+  { description: 'A job plus the commands to follow it up' },
 );
 export type JobDescriptor = Static<typeof JobDescriptor>;
 
-/** Per-id outcome of `agentq cancel` (seed 000, plus `stopping`). */
+/** Per-id outcome of `agentq cancel` (`cancelled`, `already_completed`, `not_found`, plus `stopping`). */
 export const CancelOutcomes = ['cancelled', 'stopping', 'already_completed', 'not_found'] as const;
 export const CancelOutcome = Type.Union(CancelOutcomes.map((o) => Type.Literal(o)));
 export type CancelOutcome = (typeof CancelOutcomes)[number];

@@ -70,7 +70,7 @@ export const MAX_OUTPUT_OFFSET = 2 ** 40;
 /** A machine-readable error code on a failed job (`executor_idle`, `no_matching_launcher`, ...). */
 export const JobErrorCode = Type.String({ pattern: '^[a-z][a-z0-9_]{0,63}$' });
 
-/** The job object: every field of the seed's data model, plus additive extensions. */
+/** The job object: every field of the original Jobs API's data model, plus additive extensions. */
 export const Job = Type.Object(
   {
     job_id: JobId,
@@ -190,7 +190,7 @@ export const WaitManyRequest = Type.Object(
       Type.Boolean({
         description:
           'any-mode: a job that is already terminal when the request arrives also ends the wait (at once). ' +
-          'Default false, as in seed 000: wait for one of the jobs still active.',
+          'Default false: wait for one of the jobs still active when the wait began.',
       }),
     ),
   },
@@ -207,7 +207,7 @@ export const WaitManyResponse = Type.Object({
 });
 export type WaitManyResponse = Static<typeof WaitManyResponse>;
 
-/** Outcome of a stop request, per job (seed 000's cancel outcomes, plus `stopping`). */
+/** Outcome of a stop request, per job (the usual cancel outcomes, plus `stopping`). */
 export const StopOutcome = Type.Union([
   Type.Literal('stopped'),
   Type.Literal('stopping'),

@@ -2,7 +2,7 @@ import { Type, type Static } from '@sinclair/typebox';
 import { CostUsd, IdParam, JobId, Nullable, Timestamp, Usage } from './common.js';
 import { JobStatus, StopOutcome } from './jobs.js';
 
-/** How deep a parent chain may go (seed 003's MaxAgentDepth): a root session is depth 0. */
+/** How deep a parent chain may go: a root session is depth 0. */
 export const MAX_SESSION_DEPTH = 5;
 
 export const SessionStatus = Type.Union([Type.Literal('idle'), Type.Literal('busy')]);

@@ -115,7 +115,7 @@ export function launcherIdentity(req: RegisterLauncherRequest): {
   executorType: string | null;
 } {
   const labels: Record<string, string> = { ...(req.labels ?? {}) };
-  // the seed's fields count as labels: a launcher that sends only them still matches `requires`
+  // the original launcher's fields count as labels: one that sends only them still matches `requires`
   if (req.hostname && labels.hostname === undefined) labels.hostname = req.hostname;
   const executorType = req.executor_type ?? labels.executor ?? null;
   if (executorType && labels.executor === undefined) labels.executor = executorType;

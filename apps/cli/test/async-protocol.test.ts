@@ -24,7 +24,7 @@ async function status(url: string, jobId: string): Promise<{ code: number; data:
   return { code: r.code, data: env.data };
 }
 
-describe('seed 001: async job protocol', () => {
+describe('the async job protocol: descriptor and exit codes', () => {
   it('start returns the full job descriptor', async (t) => {
     const { url } = await coordinator(t);
     const d = await startJob(url, 'alpha', ['--timeout', '10m', '--agent', 'coder']);
