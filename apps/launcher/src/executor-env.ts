@@ -9,8 +9,10 @@ import { SECRET_ENV } from './config.js';
  * - the built-in executors' own settings (AGENTQ_CLAUDE_*, AGENTQ_DEMO_*),
  * - the names given with --pass-env,
  * - and the job's AGENTQ_* variables, which always win.
- * Never the coordinator credentials (AGENTQ_TOKEN, AGENTQ_TOKEN_FILE), whatever --pass-env says:
- * an executor runs whatever the agent decides, and must not be able to act as the launcher.
+ * Never the launcher's coordinator credentials (its AGENTQ_TOKEN, AGENTQ_TOKEN_FILE), whatever
+ * --pass-env says: an executor runs whatever the agent decides, and must not be able to act as the
+ * launcher. With authentication on, AGENTQ_TOKEN is instead the job's own agent token, which may
+ * only act on the job's session and the sessions below it, and only while the job runs.
  */
 const BASE_NAMES = new Set([
   'PATH',

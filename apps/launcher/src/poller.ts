@@ -11,6 +11,8 @@ export interface PollerOptions {
   connectivity: Connectivity;
   log: Logger;
   retry?: BackoffOptions;
+  /** per-job agent tokens that came with an answer (auth on), told before its jobs are accepted */
+  onAgentTokens?: (tokens: Readonly<Record<string, string>>) => void;
 }
 
 /**
@@ -59,6 +61,8 @@ export class Poller {
           log.info({ stop_jobs: res.stop_jobs }, 'stop requested');
           for (const jobId of res.stop_jobs) supervisor.stop(jobId);
         }
+        // never logged: each is a credential for the job's agent
+        if (res?.agent_tokens) this.#o.onAgentTokens?.(res.agent_tokens);
         if (res?.job) supervisor.accept(res.job);
         if (res?.deregistered) {
           log.info('deregistered by the coordinator');
