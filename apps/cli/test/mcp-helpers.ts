@@ -16,21 +16,37 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 export const CLI_BIN = fileURLToPath(new URL('../../bin/agentq.js', import.meta.url));
 const LAUNCHER_MAIN = fileURLToPath(new URL('../../../launcher/dist/src/main.js', import.meta.url));
 const AGENT_EXECUTOR = fileURLToPath(new URL('./fixtures/agent-executor.js', import.meta.url));
+/** The repository's root (apps/cli/dist/test/ is four levels down). */
+export const REPO_ROOT = fileURLToPath(new URL('../../../../', import.meta.url));
 
 /** This process's environment without AGENTQ_* (a developer's own settings stay out of the test). */
 const withoutAgentqVariables = () => Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('AGENTQ_')));
 
 /**
  * A real coordinator (127.0.0.1, port 0) and a real launcher process running the stand-in agent
- * (fixtures/agent-executor.ts), both stopped after the test; `client` talks to the coordinator.
+ * (fixtures/agent-executor.ts) or `o.executor` in `o.projectDir`, both stopped after the test;
+ * `client` talks to the coordinator.
  */
-export async function coordinatorAndLauncher(t: TestContext): Promise<{ url: string; client: AgentqClient }> {
+export async function coordinatorAndLauncher(
+  t: TestContext,
+  o: { executor?: string; projectDir?: string } = {},
+): Promise<{ url: string; client: AgentqClient }> {
   const c = await startCoordinator({ pollTimeoutSeconds: 1, logLevel: 'silent' });
   const client = new AgentqClient({ url: c.url });
   const state = mkdtempSync(join(tmpdir(), 'agentq-mcp-test-state-'));
   const child = spawn(
     process.execPath,
-    [LAUNCHER_MAIN, '--url', c.url, '--executor', AGENT_EXECUTOR, '--max-jobs', '4', '--project-dir', realpathSync(tmpdir())],
+    [
+      LAUNCHER_MAIN,
+      '--url',
+      c.url,
+      '--executor',
+      o.executor ?? AGENT_EXECUTOR,
+      '--max-jobs',
+      '4',
+      '--project-dir',
+      o.projectDir ?? realpathSync(tmpdir()),
+    ],
     { env: { ...withoutAgentqVariables(), AGENTQ_LOG_LEVEL: 'info', AGENTQ_STATE_DIR: state }, stdio: ['ignore', 'pipe', 'pipe'] },
   );
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
@@ -86,4 +102,15 @@ export async function ended(client: AgentqClient, jobId: string): Promise<Job> {
   const job = await client.waitJob(jobId, 30_000);
   if (!job.terminal) throw new Error(`job ${jobId} still ${job.status} after 30 s`);
   return job;
+}
+
+/** Wait (on the coordinator) until the session is idle with no outcome left to deliver; its jobs, oldest first. */
+export async function quiet(client: AgentqClient, name: string): Promise<Job[]> {
+  for (;;) {
+    const session = await client.getSession(name);
+    const jobs = await Promise.all(session.job_ids.map((id) => client.getJob(id)));
+    const open = jobs.find((j) => !j.terminal);
+    if (!open && session.pending_callbacks.length === 0 && session.callback_job_id === null) return jobs;
+    if (open) await ended(client, open.job_id);
+  }
 }
