@@ -9,6 +9,7 @@ import { AgentqClient } from '@agentq/client';
 import type { PollResponse, SyncResponse } from '@agentq/protocol';
 import { createLogger } from '../src/app.js';
 import { loadConfig, type CoordinatorConfig } from '../src/config.js';
+import { agentRuleOf } from '../src/http/auth/agent-scope.js';
 import { startCoordinator } from '../src/start.js';
 import { credentialedLauncher, startAuthTest, type AuthTest } from './auth-helpers.js';
 import { fakeLauncher, rejectsWith, start, startTest } from './helpers.js';
@@ -48,7 +49,7 @@ async function setup(t: TestContext, overrides: Partial<CoordinatorConfig> = {})
 const forbidden = (p: Promise<unknown>) => rejectsWith(p, 403, 'forbidden');
 
 /** A request with `token` (for routes the client has no method for); answers status and parsed body. */
-async function call(url: string, token: string, method: 'GET' | 'POST', path: string, body?: unknown) {
+async function call(url: string, token: string, method: 'GET' | 'POST' | 'DELETE', path: string, body?: unknown) {
   const res = await request(`${url}${path}`, {
     method,
     headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
@@ -172,6 +173,18 @@ test('an agent token may not act outside its subtree, nor call anything but the 
   }
   // the other session was not touched by any of it
   assert.equal((await a.as.admin.getJob(other.job_id)).status, 'pending');
+});
+
+test('every route the app registers that agent tokens may not call answers an agent token 403 (public routes aside)', async (t) => {
+  const { a, token } = await setup(t);
+  const refused = a.c.app.auth.routes.filter((r) => r.method !== 'HEAD' && !r.access.public && !agentRuleOf(r.method, r.url));
+  assert.ok(refused.length >= 10, `the launcher protocol, launchers, events, metrics: ${refused.length}`);
+  for (const route of refused) {
+    const path = route.url.replace(/:[A-Za-z_]+/g, 'x').replace('*', 'x');
+    const res = await call(a.c.url, token, route.method as 'GET' | 'POST' | 'DELETE', path, route.method === 'GET' || route.method === 'DELETE' ? undefined : {});
+    assert.equal(res.status, 403, `${route.method} ${route.url}: ${JSON.stringify(res.body)}`);
+    assert.equal(res.body.error.code, 'forbidden');
+  }
 });
 
 test('an agent token stops working when its job ends, and when its claim is undone (a new claim mints a new one)', async (t) => {

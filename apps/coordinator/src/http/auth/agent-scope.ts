@@ -149,3 +149,30 @@ export async function checkAgentScope(rule: AgentRule, r: ScopeRequest, lookup: 
     }
   }
 }
+
+/** What each rule allows, in words, for the docs table. */
+function ruleText(rule: AgentRule): string {
+  switch (rule.kind) {
+    case 'create':
+    case 'create-batch':
+      return '`start_session` with `parent_session_name` in its subtree; `resume_session` of a session below its own';
+    case 'job':
+      return 'jobs of sessions in its subtree';
+    case 'jobs':
+      return 'when every known job in `job_ids` is of a session in its subtree';
+    case 'session':
+      return rule.in === 'query' ? `only with \`${rule.field}=\` a session in its subtree` : 'a session in its subtree';
+  }
+}
+
+/**
+ * The agent-token table of docs/operations.md, in Markdown, made from AGENT_ACCESS. A test checks
+ * that the docs hold exactly this text; `npm run docs:roles` writes it there.
+ */
+export function renderAgentTable(): string {
+  const rows = Object.entries(AGENT_ACCESS).map(([key, rule]) => {
+    const [method, url] = key.split(' ') as [string, string];
+    return `| ${method} | \`${url.replace(/:([A-Za-z_]+)/g, '{$1}')}\` | ${ruleText(rule)} |`;
+  });
+  return ['| Method | Path | An agent token may call it for |', '| --- | --- | --- |', ...rows, '| any other | | refused (403 `forbidden`) |'].join('\n');
+}
