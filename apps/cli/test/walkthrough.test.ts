@@ -11,6 +11,10 @@ import { CliCommandData, CliEnvelope, type JobDescriptor } from '@agentq/protoco
 import { cli, envelope } from './helpers.js';
 import { coordinatorAndLauncher, quiet, REPO_ROOT } from './mcp-helpers.js';
 
+/** Split a README command line into words: "double quotes" group, a # starts a comment. */
+const words = (line: string): string[] =>
+  [...line.replace(/\s+#.*$/, '').matchAll(/"([^"]*)"|(\S+)/g)].map((m) => m[1] ?? (m[2] as string));
+
 const count = (file: string) => {
   const text = readFileSync(join(REPO_ROOT, file), 'utf8');
   return `${file}: ${text.split('\n').length - 1} lines, ${text.split(/\s+/).filter(Boolean).length} words`;
@@ -21,7 +25,14 @@ test('README walk-through: a lead session delegates to two helpers and is resume
     executor: join(REPO_ROOT, 'examples/agents/delegate.mjs'),
     projectDir: REPO_ROOT,
   });
-  const started = await cli(url, ['start', 'lead', '-p', 'delegate README.md docs/sessions.md', '--wait', '--json']);
+  // the README's command, word for word
+  const readme = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8');
+  const line = /^npx agentq start lead .*$/m.exec(readme)?.[0];
+  assert.ok(line, 'the README walks through `npx agentq start lead ...`');
+  assert.match(readme, /^AGENTQ_EXECUTOR=examples\/agents\/delegate\.mjs npm start/m);
+  const [npx, bin, ...args] = words(line);
+  assert.deepEqual([npx, bin, ...args], ['npx', 'agentq', 'start', 'lead', '-p', 'delegate README.md docs/sessions.md', '--wait']);
+  const started = await cli(url, [...args, '--json']);
   assert.equal(started.code, 0, started.stdout + started.stderr);
   const first = envelope<{ ok: true; data: JobDescriptor }>(started, CliEnvelope(CliCommandData.start)).data;
   assert.match(first.result ?? '', /^Started 2 helpers \(lead-[0-9a-f]{6}, lead-[0-9a-f]{6}\)\. Each one's result will resume me\.$/);
