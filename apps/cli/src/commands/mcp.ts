@@ -1,6 +1,7 @@
 import { AgentqClient } from '@agentq/client';
 import type { Command } from 'commander';
 import { DEFAULT_URL, type GlobalOptions } from '../context.js';
+import { UsageError } from '../errors.js';
 import { commandHelpAfter } from '../help.js';
 import { serveStdio } from '../mcp/server.js';
 import type { Act } from '../program.js';
@@ -33,6 +34,7 @@ export function registerMcp(program: Command, act: Act): void {
         const o = cmd.optsWithGlobals<GlobalOptions>();
         // the launcher sets AGENTQ_COORDINATOR_URL for every executor; AGENTQ_URL is the CLI's own name
         const url = o.url ?? (env.AGENTQ_URL || env.AGENTQ_COORDINATOR_URL || DEFAULT_URL);
+        if (!/^https?:\/\/[^/]/.test(url) || !URL.canParse(url)) throw new UsageError(`coordinator URL '${url}' must be an http:// or https:// URL`);
         const token = o.token ?? (env.AGENTQ_TOKEN || undefined);
         const caFile = o.caFile ?? (env.AGENTQ_CA_FILE || undefined);
         const client = new AgentqClient({
