@@ -63,7 +63,8 @@ export class Poller {
         }
         // never logged: each is a credential for the job's agent
         if (res?.agent_tokens) this.#o.onAgentTokens?.(res.agent_tokens);
-        if (res?.job) supervisor.accept(res.job);
+        // every job the answer hands out is ours now (`job` is `jobs[0]`, kept for old launchers)
+        for (const job of res?.jobs ?? (res?.job ? [res.job] : [])) supervisor.accept(job);
         if (res?.deregistered) {
           log.info('deregistered by the coordinator');
           return 'deregistered';
