@@ -195,7 +195,8 @@ test('an agent token stops working when its job ends, and when its claim is undo
   await a.as.admin.stopJob(root.job_id);
   assert.equal((await agent.getJob(root.job_id)).status, 'stopping');
   await launcher.client.reportStopped(root.job_id, { launcher_id: launcher.id, signal: 'SIGTERM' });
-  await rejectsWith(agent.getSession('boss'), 401, 'unauthorized');
+  const d = await rejectsWith(agent.getSession('boss'), 401, 'unauthorized');
+  assert.equal(d.job_id, root.job_id, 'the refusal says whose token it was');
   await rejectsWith(
     agent.createJob({ type: 'start_session', session_name: 'late', parent_session_name: 'boss', prompt: 'p' }),
     401,

@@ -1,5 +1,6 @@
 import type { Role } from '@agentq/protocol';
 import type { FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from 'fastify';
+import { agentTokenJobId } from '../../core/agent-tokens.js';
 import { CoordinatorError, launcherUnknown } from '../../core/errors.js';
 import { agentRuleOf, checkAgentScope, type ScopeLookup } from './agent-scope.js';
 import { launcherIdOf, type LauncherCredentials } from './launcher-credentials.js';
@@ -147,6 +148,12 @@ export function installAuth(app: FastifyInstance, o: AuthOptions): Auth {
       // coordinator restarted): the launcher must register again, as for an unknown id
       req.log.warn({ launcher_id: claimed }, 'launcher credential not valid (any more); asking it to register again');
       throw launcherUnknown(claimed, 'has no valid credential here');
+    }
+    const agentJob = agentTokenJobId(presented);
+    if (agentJob !== undefined) {
+      throw refuse(req, reply, 'unauthorized', `this agent token is not valid (any more): it works only while its job ${agentJob} runs`, 'agent token expired', {
+        job_id: agentJob,
+      });
     }
     throw refuse(req, reply, 'unauthorized', 'the token is not valid (unknown, or removed from the token file)', 'invalid token');
   });
