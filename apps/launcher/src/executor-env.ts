@@ -45,6 +45,10 @@ export interface JobEnv {
   AGENTQ_SESSION_NAME: string;
   AGENTQ_PROJECT_DIR: string;
   AGENTQ_COORDINATOR_URL: string;
+  /** the same URL under the name the agentq CLI reads */
+  AGENTQ_URL?: string;
+  /** the launcher's CA file for an https:// coordinator, when it has one */
+  AGENTQ_CA_FILE?: string;
   AGENTQ_LAUNCHER_ID: string;
   AGENTQ_EXECUTOR_SCHEMA_VERSION: string;
   AGENTQ_AGENT_NAME?: string;

@@ -296,6 +296,7 @@ export class Launcher {
       log: this.#log.child({ job_id: job.job_id, launcher_id: this.#registration.id }),
       launcherId: () => this.#registration.id!,
       coordinatorUrl: this.config.url,
+      caFile: this.config.caFile,
       projectRoots: this.config.projectRoots,
       killGraceMs: this.config.killGraceMs,
       pipeDrainMs: this.#deps.pipeDrainMs,

@@ -103,6 +103,9 @@ test('HTTPS end to end with a self-signed certificate: coordinator, launcher, cl
     for (const s of secrets) assert.ok(!value.includes(s), `executor env ${name} holds a secret`);
   }
   assert.equal(hello.env.AGENTQ_COORDINATOR_URL, c.url);
+  // what the agentq CLI reads, so that an agent's own `agentq` reaches this coordinator over TLS
+  assert.equal(hello.env.AGENTQ_URL, c.url);
+  assert.equal(hello.env.AGENTQ_CA_FILE, certFile);
 
   // the CLI speaks HTTPS too (trusting the certificate through NODE_EXTRA_CA_CERTS): it reaches
   // the coordinator over TLS, which refuses it without a token
