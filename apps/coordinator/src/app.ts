@@ -8,6 +8,7 @@ import { systemClock, type Clock } from './core/clock.js';
 import { Coordinator } from './core/coordinator.js';
 import { CoordinatorError } from './core/errors.js';
 import { checkExposure, isLoopback } from './exposure.js';
+import { agentAuth } from './http/auth/agent-auth.js';
 import { StoreLauncherCredentials, type LauncherCredentials } from './http/auth/launcher-credentials.js';
 import { installAuth, type Auth } from './http/auth/plugin.js';
 import { TokenFileError, TokenStore } from './http/auth/tokens.js';
@@ -44,7 +45,16 @@ export function createLogger(config: CoordinatorConfig, destination?: Destinatio
     base: { service: 'agentq-coordinator' },
     // Fastify's request serializer logs no headers; these guard anything that logs a raw request
     redact: {
-      paths: ['req.headers.authorization', 'headers.authorization', 'authorization', 'launcher_token', '*.launcher_token', 'token'],
+      paths: [
+        'req.headers.authorization',
+        'headers.authorization',
+        'authorization',
+        'launcher_token',
+        '*.launcher_token',
+        'token',
+        'agent_tokens',
+        '*.agent_tokens',
+      ],
       censor: '[redacted]',
     },
   };
@@ -110,6 +120,7 @@ export async function buildApp(config: CoordinatorConfig, deps: AppDeps = {}): P
     credentials: deps.credentials ?? new StoreLauncherCredentials(core),
     jobHolder: async (jobId) => (await core.getJob(jobId)).launcher_id,
     rateLimitPerMinute: config.jobsRateLimitPerMinute,
+    ...agentAuth(core.store),
   });
   await installRateLimit(app, config);
   logSecurity(config, tokens, logger);

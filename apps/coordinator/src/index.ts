@@ -6,5 +6,6 @@ export { systemClock, ManualClock, type Clock } from './core/clock.js';
 export { hashSecret, parseTokenFile, TokenStore, TokenFileError, type TokenEntry } from './http/auth/tokens.js';
 export { MemoryLauncherCredentials, type LauncherCredentials } from './http/auth/launcher-credentials.js';
 export { ROUTE_ACCESS, accessOf, renderRoleTable, type RouteAccess } from './http/auth/route-access.js';
+export { AGENT_ACCESS, renderAgentTable, type AgentRule } from './http/auth/agent-scope.js';
 export { actorOf, mayReportOn, type Principal, type Auth } from './http/auth/plugin.js';
 export { isLoopback } from './exposure.js';

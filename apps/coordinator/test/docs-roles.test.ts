@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { renderAgentTable } from '../src/http/auth/agent-scope.js';
 import { renderRoleTable } from '../src/http/auth/route-access.js';
 
 const OPERATIONS = fileURLToPath(new URL('../../../../docs/operations.md', import.meta.url));
@@ -13,4 +14,13 @@ test('the role table in docs/operations.md is the one the code enforces (npm run
   assert.ok(start >= 0 && end > start, 'docs/operations.md has the role table markers');
   const inDocs = text.slice(text.indexOf('\n', start) + 1, end).trim();
   assert.equal(inDocs, renderRoleTable(), 'docs/operations.md disagrees with ROUTE_ACCESS: run `npm run docs:roles`');
+});
+
+test('the agent-token table in docs/operations.md is the one the code enforces (npm run docs:roles rewrites it)', () => {
+  const text = readFileSync(OPERATIONS, 'utf8');
+  const start = text.indexOf('<!-- agent-table:start (npm run docs:roles) -->');
+  const end = text.indexOf('<!-- agent-table:end -->');
+  assert.ok(start >= 0 && end > start, 'docs/operations.md has the agent table markers');
+  const inDocs = text.slice(text.indexOf('\n', start) + 1, end).trim();
+  assert.equal(inDocs, renderAgentTable(), 'docs/operations.md disagrees with AGENT_ACCESS: run `npm run docs:roles`');
 });

@@ -9,8 +9,10 @@ import { SECRET_ENV } from './config.js';
  * - the built-in executors' own settings (AGENTQ_CLAUDE_*, AGENTQ_DEMO_*),
  * - the names given with --pass-env,
  * - and the job's AGENTQ_* variables, which always win.
- * Never the coordinator credentials (AGENTQ_TOKEN, AGENTQ_TOKEN_FILE), whatever --pass-env says:
- * an executor runs whatever the agent decides, and must not be able to act as the launcher.
+ * Never the launcher's coordinator credentials (its AGENTQ_TOKEN, AGENTQ_TOKEN_FILE), whatever
+ * --pass-env says: an executor runs whatever the agent decides, and must not be able to act as the
+ * launcher. With authentication on, AGENTQ_TOKEN is instead the job's own agent token, which may
+ * only act on the job's session and the sessions below it, and only while the job runs.
  */
 const BASE_NAMES = new Set([
   'PATH',
@@ -43,6 +45,10 @@ export interface JobEnv {
   AGENTQ_SESSION_NAME: string;
   AGENTQ_PROJECT_DIR: string;
   AGENTQ_COORDINATOR_URL: string;
+  /** the same URL under the name the agentq CLI reads */
+  AGENTQ_URL?: string;
+  /** the launcher's CA file for an https:// coordinator, when it has one */
+  AGENTQ_CA_FILE?: string;
   AGENTQ_LAUNCHER_ID: string;
   AGENTQ_EXECUTOR_SCHEMA_VERSION: string;
   AGENTQ_AGENT_NAME?: string;

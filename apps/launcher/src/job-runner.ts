@@ -15,6 +15,8 @@ export interface JobRunnerDeps {
   /** the current launcher id (it can change when the launcher registers again) */
   launcherId: () => string;
   coordinatorUrl: string;
+  /** the CA file the launcher trusts for an https:// coordinator, passed on (AGENTQ_CA_FILE) */
+  caFile?: string | undefined;
   /** the directories this launcher serves (real paths); the first is the default project_dir */
   projectRoots: readonly string[];
   killGraceMs: number;
@@ -190,6 +192,10 @@ export class JobRunner {
         AGENTQ_SESSION_NAME: this.job.session_name,
         AGENTQ_PROJECT_DIR: cwd,
         AGENTQ_COORDINATOR_URL: this.#d.coordinatorUrl,
+        // the names the agentq CLI reads, so that `agentq start` (and `agentq mcp`) run by the
+        // agent reach this coordinator, with the job's token
+        AGENTQ_URL: this.#d.coordinatorUrl,
+        AGENTQ_CA_FILE: this.#d.caFile,
         AGENTQ_LAUNCHER_ID: this.#d.launcherId(),
         AGENTQ_EXECUTOR_SCHEMA_VERSION: String(EXECUTOR_SCHEMA_VERSION),
         AGENTQ_AGENT_NAME: this.job.agent_name ?? undefined,

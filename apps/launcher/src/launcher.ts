@@ -26,7 +26,10 @@ export interface LauncherDeps {
   reportDrainMs?: number;
   /** after an executor exits, how long its output pipes may stay open (default 2 s; see ExecutorProcess) */
   pipeDrainMs?: number;
-  /** the per-job agent token hook (issue 12); see JobRunnerDeps.agentToken */
+  /**
+   * The per-job agent token hook (issue 12); see JobRunnerDeps.agentToken. Default: the token the
+   * coordinator minted for the job (`agent_tokens` of the poll answer that handed it out).
+   */
   agentToken?: (job: Job) => string | undefined;
 }
 
@@ -62,6 +65,8 @@ export class Launcher {
   #registered: ((id: string) => void) | undefined;
   #hostId: string | undefined;
   #lifeline: Lifeline | undefined;
+  /** per-job agent tokens from poll answers, until the job's runner is done */
+  readonly #agentTokens = new Map<string, string>();
   /** resolves with the launcher id once the first registration succeeded */
   readonly registered = new Promise<string>((resolve) => (this.#registered = resolve));
 
@@ -118,6 +123,9 @@ export class Launcher {
       connectivity: this.#connectivity,
       log: this.#log,
       retry: deps.retry,
+      onAgentTokens: (tokens) => {
+        for (const [jobId, token] of Object.entries(tokens)) this.#agentTokens.set(jobId, token);
+      },
     });
   }
 
@@ -282,12 +290,13 @@ export class Launcher {
   }
 
   #runJob(job: Job): JobRunner {
-    return new JobRunner(job, {
+    const runner = new JobRunner(job, {
       executor: this.config.executor,
       reporter: this.#reporter,
       log: this.#log.child({ job_id: job.job_id, launcher_id: this.#registration.id }),
       launcherId: () => this.#registration.id!,
       coordinatorUrl: this.config.url,
+      caFile: this.config.caFile,
       projectRoots: this.config.projectRoots,
       killGraceMs: this.config.killGraceMs,
       pipeDrainMs: this.#deps.pipeDrainMs,
@@ -296,7 +305,9 @@ export class Launcher {
       lifeline: this.#lifeline,
       idleTimeoutMs: this.config.idleTimeoutMs,
       exitGraceMs: this.config.exitGraceMs,
-      agentToken: this.#deps.agentToken,
+      agentToken: this.#deps.agentToken ?? ((j) => this.#agentTokens.get(j.job_id)),
     });
+    void runner.done.then(() => this.#agentTokens.delete(job.job_id));
+    return runner;
   }
 }

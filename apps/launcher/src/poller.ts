@@ -11,6 +11,8 @@ export interface PollerOptions {
   connectivity: Connectivity;
   log: Logger;
   retry?: BackoffOptions;
+  /** per-job agent tokens that came with an answer (auth on), told before its jobs are accepted */
+  onAgentTokens?: (tokens: Readonly<Record<string, string>>) => void;
 }
 
 /**
@@ -59,7 +61,10 @@ export class Poller {
           log.info({ stop_jobs: res.stop_jobs }, 'stop requested');
           for (const jobId of res.stop_jobs) supervisor.stop(jobId);
         }
-        if (res?.job) supervisor.accept(res.job);
+        // never logged: each is a credential for the job's agent
+        if (res?.agent_tokens) this.#o.onAgentTokens?.(res.agent_tokens);
+        // every job the answer hands out is ours now (`job` is `jobs[0]`, kept for old launchers)
+        for (const job of res?.jobs ?? (res?.job ? [res.job] : [])) supervisor.accept(job);
         if (res?.deregistered) {
           log.info('deregistered by the coordinator');
           return 'deregistered';

@@ -96,12 +96,16 @@ test('HTTPS end to end with a self-signed certificate: coordinator, launcher, cl
   // the executor's environment holds no coordinator credential, under any name
   assert.equal(credentials.issued.length, 1);
   const secrets = [...Object.values(tokens.secrets), ...credentials.issued, ...credentials.issued.map((x) => x.split('.')[1]!)];
-  assert.equal(hello.env.AGENTQ_TOKEN, undefined);
+  // AGENTQ_TOKEN is the job's own agent token (scoped to its session, issue 12), nothing else
+  assert.match(hello.env.AGENTQ_TOKEN ?? '', new RegExp(`^agt_${job.job_id}\\.[A-Za-z0-9_-]{43}$`));
   assert.equal(hello.env.AGENTQ_TOKEN_FILE, undefined);
   for (const [name, value] of Object.entries(hello.env)) {
     for (const s of secrets) assert.ok(!value.includes(s), `executor env ${name} holds a secret`);
   }
   assert.equal(hello.env.AGENTQ_COORDINATOR_URL, c.url);
+  // what the agentq CLI reads, so that an agent's own `agentq` reaches this coordinator over TLS
+  assert.equal(hello.env.AGENTQ_URL, c.url);
+  assert.equal(hello.env.AGENTQ_CA_FILE, certFile);
 
   // the CLI speaks HTTPS too (trusting the certificate through NODE_EXTRA_CA_CERTS): it reaches
   // the coordinator over TLS, which refuses it without a token

@@ -64,6 +64,17 @@ export const PollQuery = Type.Object(
 );
 export type PollQuery = Static<typeof PollQuery>;
 
+/**
+ * Per-job agent tokens (auth on): `{job_id: token}` for the jobs handed out by this answer. The
+ * launcher gives each job's executor its token as AGENTQ_TOKEN; it may only act on the job's
+ * session and its descendants, and stops working when the job ends. Kept beside the jobs, never on
+ * the Job object (which `GET /jobs` shows to others).
+ */
+export const AgentTokens = Type.Record(Type.String(), Type.String(), {
+  description: 'job_id -> the per-job agent token (authentication on only)',
+});
+export type AgentTokens = Static<typeof AgentTokens>;
+
 /** A 200 answer to a poll: a job, stop requests, or the deregistration notice (204 = nothing). */
 export const PollResponse = Type.Object({
   /** the oldest claimable job (kept for launchers that ask for one at a time) */
@@ -72,6 +83,7 @@ export const PollResponse = Type.Object({
   jobs: Type.Optional(Type.Array(Job)),
   stop_jobs: Type.Optional(Type.Array(Type.String())),
   deregistered: Type.Optional(Type.Literal(true)),
+  agent_tokens: Type.Optional(AgentTokens),
 });
 export type PollResponse = Static<typeof PollResponse>;
 
@@ -269,6 +281,7 @@ export const SyncResponse = Type.Object({
   jobs: Type.Array(Job),
   stop_jobs: Type.Optional(Type.Array(Type.String())),
   deregistered: Type.Optional(Type.Literal(true)),
+  agent_tokens: Type.Optional(AgentTokens),
   /** one per report, in report order */
   results: Type.Array(SyncResult),
 });

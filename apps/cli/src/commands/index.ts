@@ -5,6 +5,7 @@ import { registerCompletion } from './completion.js';
 import { registerHealth } from './health.js';
 import { registerLaunchers } from './launchers.js';
 import { registerList } from './list.js';
+import { registerMcp } from './mcp.js';
 import { registerOutput } from './output.js';
 import { registerSend } from './send.js';
 import { registerSessions } from './sessions.js';
@@ -27,6 +28,9 @@ export function registerCommands(program: Command, act: Act): void {
   program.commandsGroup('Sessions:');
   registerSessions(program, act);
   registerSend(program, act);
+
+  program.commandsGroup('For agents:');
+  registerMcp(program, act);
 
   program.commandsGroup('Coordinator and launchers:');
   registerLaunchers(program, act);

@@ -1,4 +1,5 @@
 import type { PollResponse } from '@agentq/protocol';
+import { agentTokensEnabled, mintAgentToken } from './agent-tokens.js';
 import type { CoreContext } from './context.js';
 import { claim, requeue } from './jobs.js';
 import type { LauncherRow } from './rows.js';
@@ -30,6 +31,12 @@ export async function answerPoll(
     if (jobs.length > 0) {
       answer.jobs = jobs.map((j) => toWireJob(j));
       answer.job = answer.jobs[0];
+      // each job's own credential for its agent, beside the jobs (never on the Job object)
+      if (agentTokensEnabled(ctx.config)) {
+        const tokens: Record<string, string> = {};
+        for (const j of jobs) tokens[j.id] = await mintAgentToken(tx, j);
+        answer.agent_tokens = tokens;
+      }
     }
   }
   return answer.stop_jobs || answer.jobs ? answer : null;

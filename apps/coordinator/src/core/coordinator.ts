@@ -451,6 +451,7 @@ export class Coordinator {
       jobs: answer?.jobs ?? [],
       ...(answer?.stop_jobs ? { stop_jobs: answer.stop_jobs } : {}),
       ...(answer?.deregistered ? { deregistered: true as const } : {}),
+      ...(answer?.agent_tokens ? { agent_tokens: answer.agent_tokens } : {}),
       results,
     };
   }

@@ -69,6 +69,7 @@ export async function enqueue(ctx: CoreContext, tx: Tx, session: SessionRow, f: 
     readySince: null,
     routeKey: null,
     outputBytes: 0,
+    agentTokenHash: null,
   };
   await tx.insertJob(row);
   await tx.updateSession(session.name, { updatedAt: tx.now });

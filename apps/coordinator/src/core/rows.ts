@@ -72,6 +72,11 @@ export interface JobRow {
   readonly routeKey: string | null;
   /** bytes of output received so far (the stream's length) */
   readonly outputBytes: number;
+  /**
+   * SHA-256 (hex) of the per-job agent token minted when the job was last claimed (auth on; see
+   * core/agent-tokens.ts). Valid only while the job is active; never leaves the coordinator.
+   */
+  readonly agentTokenHash: string | null;
 }
 
 export interface SessionRow {

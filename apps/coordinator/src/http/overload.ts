@@ -48,7 +48,12 @@ export async function installRateLimit(app: FastifyInstance, config: Coordinator
   if (config.jobsRateLimitPerMinute <= 0) return;
   await app.register(rateLimit, {
     global: false,
-    keyGenerator: (req: FastifyRequest) => (req.principal.kind === 'token' ? `token:${req.principal.name}` : `ip:${req.ip}`),
+    keyGenerator: (req: FastifyRequest) =>
+      req.principal.kind === 'token'
+        ? `token:${req.principal.name}`
+        : req.principal.kind === 'agent'
+          ? `agent:${req.principal.sessionName}`
+          : `ip:${req.ip}`,
     errorResponseBuilder: (_req, ctx) =>
       new CoordinatorError('rate_limited', `more than ${ctx.max} job creations per minute; retry in ${ctx.after}`, {
         limit_per_minute: ctx.max,

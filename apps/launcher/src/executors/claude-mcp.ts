@@ -49,6 +49,8 @@ export function mcpConfig(inv: ExecutorInvocation, env: Record<string, string | 
   }
   // the per-job agent token, when the launcher has one (never the launcher's own credential)
   if (env['AGENTQ_TOKEN']) serverEnv['AGENTQ_TOKEN'] = env['AGENTQ_TOKEN'];
+  // the CA of an https:// coordinator with a self-signed certificate
+  if (env['AGENTQ_CA_FILE']) serverEnv['AGENTQ_CA_FILE'] = env['AGENTQ_CA_FILE'];
   const { command, args } = agentqMcpCommand(env);
   return { mcpServers: { [MCP_SERVER_NAME]: { type: 'stdio', command, args, env: serverEnv } } };
 }

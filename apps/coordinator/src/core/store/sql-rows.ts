@@ -57,6 +57,8 @@ export const JOBS: Table<JobRow> = {
     ['readySince', 'plain'],
     ['routeKey', 'plain'],
     ['outputBytes', 'plain'],
+    // column agent_token_hash (migration 3)
+    ['agentTokenHash', 'plain'],
   ],
 };
 

@@ -117,6 +117,10 @@ export const MIGRATIONS: readonly string[] = [
   ) STRICT;
   CREATE INDEX idempotency_by_age ON idempotency (created_at);
   `,
+  // 3: the SHA-256 of a job's per-job agent token (issue 12; null when none was minted)
+  `
+  ALTER TABLE jobs ADD COLUMN agent_token_hash TEXT;
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

@@ -1,6 +1,8 @@
 import type { Role } from '@agentq/protocol';
 import type { FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from 'fastify';
+import { agentTokenJobId } from '../../core/agent-tokens.js';
 import { CoordinatorError, launcherUnknown } from '../../core/errors.js';
+import { agentRuleOf, checkAgentScope, type ScopeLookup } from './agent-scope.js';
 import { launcherIdOf, type LauncherCredentials } from './launcher-credentials.js';
 import { accessOf, type RouteAccess } from './route-access.js';
 import type { TokenStore } from './tokens.js';
@@ -12,7 +14,9 @@ export type Principal =
   /** a token from the token file */
   | { readonly kind: 'token'; readonly name: string; readonly role: Role }
   /** a launcher's own credential (`launcher_token`) */
-  | { readonly kind: 'launcher'; readonly launcherId: string };
+  | { readonly kind: 'launcher'; readonly launcherId: string }
+  /** a per-job agent token (`agt_…`): acts on its job's session subtree only (agent-scope.ts) */
+  | { readonly kind: 'agent'; readonly jobId: string; readonly sessionName: string };
 
 const ANONYMOUS: Principal = { kind: 'anonymous' };
 
@@ -24,6 +28,10 @@ export interface AuthOptions {
   jobHolder(jobId: string): Promise<string | null>;
   /** requests per minute per token on rate-limited routes; 0 = no limit */
   rateLimitPerMinute: number;
+  /** the active job an agent token belongs to (its session), undefined when it is not valid (any more) */
+  verifyAgentToken(token: string): Promise<{ jobId: string; sessionName: string } | undefined>;
+  /** what the agent scope check reads */
+  scope: ScopeLookup;
 }
 
 export interface RegisteredRoute {
@@ -42,9 +50,13 @@ export interface Auth {
   reload(): { added: string[]; removed: string[]; count: number };
 }
 
-/** The token name recorded in audit fields (`created_by`, `stopped_by`); null when there is none. */
+/**
+ * Who is recorded in audit fields (`created_by`, `stopped_by`): the token's name, or
+ * `agent:<job_id>` for an agent token (the turn that acted); null when there is none.
+ */
 export function actorOf(req: FastifyRequest): string | null {
-  return req.principal.kind === 'token' ? req.principal.name : null;
+  const p = req.principal;
+  return p.kind === 'token' ? p.name : p.kind === 'agent' ? `agent:${p.jobId}` : null;
 }
 
 /**
@@ -120,6 +132,16 @@ export function installAuth(app: FastifyInstance, o: AuthOptions): Auth {
       }
       return;
     }
+    const agent = await o.verifyAgentToken(presented);
+    if (agent !== undefined) {
+      req.principal = { kind: 'agent', ...agent };
+      if (!agentRuleOf(req.method, req.routeOptions.url ?? '')) {
+        throw refuse(req, reply, 'forbidden', `an agent token may not call ${req.method} ${req.routeOptions.url}`, 'agent token', {
+          session_name: agent.sessionName,
+        });
+      }
+      return;
+    }
     const claimed = launcherIdOf(presented);
     if (claimed !== undefined && access.launcher) {
       // a launcher credential the coordinator no longer has (the launcher was removed, or the
@@ -127,11 +149,23 @@ export function installAuth(app: FastifyInstance, o: AuthOptions): Auth {
       req.log.warn({ launcher_id: claimed }, 'launcher credential not valid (any more); asking it to register again');
       throw launcherUnknown(claimed, 'has no valid credential here');
     }
+    const agentJob = agentTokenJobId(presented);
+    if (agentJob !== undefined) {
+      throw refuse(req, reply, 'unauthorized', `this agent token is not valid (any more): it works only while its job ${agentJob} runs`, 'agent token expired', {
+        job_id: agentJob,
+      });
+    }
     throw refuse(req, reply, 'unauthorized', 'the token is not valid (unknown, or removed from the token file)', 'invalid token');
   });
 
   app.addHook('preHandler', async (req, reply) => {
     const p = req.principal;
+    if (p.kind === 'agent') {
+      const rule = agentRuleOf(req.method, req.routeOptions.url ?? '')!;
+      const refusal = await checkAgentScope(rule, { session: p.sessionName, params: req.params, query: req.query, body: req.body }, o.scope);
+      if (refusal) throw refuse(req, reply, 'forbidden', refusal.message, 'outside the agent scope', refusal.details);
+      return;
+    }
     if (p.kind !== 'launcher') return;
     const rule = accessFor(req)?.launcher;
     if (!rule) return;
@@ -192,7 +226,9 @@ function refuse(
   reason: string,
   details?: Record<string, unknown>,
 ): CoordinatorError {
-  const who = req.principal.kind === 'token' ? { token_name: req.principal.name } : req.principal.kind === 'launcher' ? { launcher_id: req.principal.launcherId } : {};
+  const p = req.principal;
+  const who =
+    p.kind === 'token' ? { token_name: p.name } : p.kind === 'launcher' ? { launcher_id: p.launcherId } : p.kind === 'agent' ? { agent_job_id: p.jobId } : {};
   req.log.warn({ ...who, reason, route: `${req.method} ${req.routeOptions.url ?? req.url}` }, `request refused: ${code}`);
   if (code === 'unauthorized') reply.header('www-authenticate', 'Bearer realm="agentq"');
   return new CoordinatorError(code, message, details);

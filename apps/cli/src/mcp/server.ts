@@ -1,0 +1,99 @@
+import type { Readable, Writable } from 'node:stream';
+import type { AgentqClient } from '@agentq/client';
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
+import type { ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
+import type { z } from 'zod';
+import { failure, success, type Answer } from './answers.js';
+import { registerJobTools } from './tools-jobs.js';
+import { registerSessionTools } from './tools-sessions.js';
+
+/**
+ * `agentq mcp`: the agentq tools for agents, as a stdio MCP server (the official SDK). Claude
+ * Code gets it on every turn a launcher runs (apps/launcher/src/executors/claude-mcp.ts); any
+ * MCP client can start it. See docs/mcp.md.
+ */
+
+/** Who is calling, when the server runs inside an agentq job (the launcher's variables). */
+export interface Caller {
+  /** AGENTQ_SESSION_NAME: the calling session; new sessions are its children by default */
+  sessionName?: string;
+  /** AGENTQ_JOB_ID: the calling turn */
+  jobId?: string;
+}
+
+export interface ToolContext {
+  client: AgentqClient;
+  caller: Caller;
+}
+
+type Shape = Record<string, z.ZodType>;
+
+/** Adds one tool: its arguments are checked by the SDK, its answer and errors shaped by answers.ts. */
+export type AddTool = <S extends Shape>(
+  name: string,
+  config: { title: string; description: string; inputSchema: S; annotations?: ToolAnnotations },
+  run: (args: z.infer<z.ZodObject<S>>, signal: AbortSignal) => Promise<Answer>,
+  /** structured fields added to an error's answer (e.g. send_message's `outcome`) */
+  onError?: (err: unknown) => Record<string, unknown>,
+) => void;
+
+export const SERVER_NAME = 'agentq';
+
+function instructions(caller: Caller): string {
+  const who = caller.sessionName
+    ? `You are session "${caller.sessionName}" of agentq.`
+    : 'This server talks to an agentq coordinator.';
+  return [
+    who,
+    'Delegate work with start_session: each child session runs in the background on a launcher.',
+    caller.sessionName
+      ? 'When a child of yours finishes you are resumed with its result in a new turn: you need not poll or wait. Start the children you need, then end your turn.'
+      : 'Follow sessions you start with wait_for_jobs or get_status.',
+  ].join(' ');
+}
+
+export function createMcpServer(ctx: ToolContext, version: string): McpServer {
+  const server = new McpServer({ name: SERVER_NAME, version }, { instructions: instructions(ctx.caller) });
+  const add: AddTool = (name, config, run, onError) => {
+    server.registerTool(name, { ...config, annotations: { openWorldHint: false, ...config.annotations } }, (async (
+      args: never,
+      extra: { signal: AbortSignal },
+    ) => {
+      try {
+        return success(await run(args, extra.signal));
+      } catch (err) {
+        return failure(err, onError?.(err) ?? {});
+      }
+    }) as never);
+  };
+  registerSessionTools(add, ctx);
+  registerJobTools(add, ctx);
+  return server;
+}
+
+/**
+ * Serve on stdio until the client closes its end (stdin ends) or `signal` aborts. Nothing else
+ * may write to `output`: it carries the protocol.
+ */
+export async function serveStdio(
+  ctx: ToolContext,
+  version: string,
+  o: { input: Readable; output: Writable; signal?: AbortSignal },
+): Promise<void> {
+  const server = createMcpServer(ctx, version);
+  const transport = new StdioServerTransport(o.input, o.output);
+  const closed = new Promise<void>((resolve) => {
+    transport.onclose = () => resolve();
+  });
+  await server.connect(transport);
+  const close = () => void server.close().catch(() => {});
+  o.input.once('end', close);
+  o.input.once('close', close);
+  o.signal?.addEventListener('abort', close, { once: true });
+  if (o.signal?.aborted) close();
+  await closed;
+  o.input.off('end', close);
+  o.input.off('close', close);
+  o.signal?.removeEventListener('abort', close);
+}

@@ -1,0 +1,127 @@
+import { z } from 'zod';
+import { ToolError } from './answers.js';
+import type { AddTool, ToolContext } from './server.js';
+import { describeJob, describeSession, joined, jobView, sessionView } from './views.js';
+
+/* The tools that read: a job's or a session's status, waiting for jobs, a job's output. */
+
+/**
+ * The longest a tool call waits (wait_for_jobs, get_output's wait_ms). MCP clients give up on a
+ * request after a while (the SDK's client after 60 s by default): a wait must answer before that.
+ */
+export const MAX_WAIT_MS = 50_000;
+export const DEFAULT_WAIT_MS = 30_000;
+/** get_output: the most bytes one call returns, and the default. */
+export const OUTPUT_MAX_BYTES = 64 * 1024;
+export const OUTPUT_DEFAULT_BYTES = 16 * 1024;
+/** wait_for_jobs: results of all the jobs together are cut to about this many bytes. */
+const WAIT_RESULTS_BYTES = 64 * 1024;
+
+const JobId = z.string().min(1).max(200);
+
+export function registerJobTools(add: AddTool, { client }: ToolContext): void {
+  add(
+    'get_status',
+    {
+      title: 'Status of a job or a session',
+      description:
+        "The status and result of a job (job_id), or the status, last result and children of a session (session_name). Give exactly one. " +
+        'You do not need it to learn when a child of yours ends: you are resumed with its result.',
+      inputSchema: {
+        job_id: JobId.optional().describe('a job'),
+        session_name: z.string().min(1).max(200).optional().describe('a session'),
+      },
+      annotations: { readOnlyHint: true },
+    },
+    async ({ job_id, session_name }, signal) => {
+      if ((job_id === undefined) === (session_name === undefined)) {
+        throw new ToolError('validation_failed', 'give exactly one of job_id and session_name');
+      }
+      if (job_id !== undefined) {
+        const job = jobView(await client.getJob(job_id, { signal }));
+        const { head, body } = describeJob(job);
+        return { message: head, details: body, data: { job } };
+      }
+      const session = sessionView(await client.getSession(session_name!, { signal }));
+      const { head, body } = describeSession(session);
+      return { message: head, details: body, data: { session } };
+    },
+  );
+
+  add(
+    'wait_for_jobs',
+    {
+      title: 'Wait for jobs to end',
+      description:
+        `Wait up to timeout_ms (default ${DEFAULT_WAIT_MS}, at most ${MAX_WAIT_MS}) for jobs to end. mode "any" (default): until one of the jobs ` +
+        'still active when the wait began ends; "all": until every one has ended. Answers done (true, or false when the time ran out: not ' +
+        'an error), the ids that are terminal and those that are not, and each job\'s status and result. Rarely needed: children of yours ' +
+        'resume you with their results, so ending your turn is usually better than waiting.',
+      inputSchema: {
+        job_ids: z.array(JobId).min(1).max(100).describe('the jobs to wait for'),
+        mode: z.enum(['any', 'all']).optional().describe('any (default) or all'),
+        timeout_ms: z.number().int().min(0).max(MAX_WAIT_MS).optional().describe(`how long to wait at most (default ${DEFAULT_WAIT_MS})`),
+        include_terminal: z
+          .boolean()
+          .optional()
+          .describe('mode any: a job already ended when the wait begins counts too (the answer comes at once)'),
+      },
+      annotations: { readOnlyHint: true },
+    },
+    async ({ job_ids, mode = 'any', timeout_ms = DEFAULT_WAIT_MS, include_terminal }, signal) => {
+      const r = await client.waitJobs(
+        { job_ids, mode, timeout_ms, ...(include_terminal === undefined ? {} : { include_terminal }) },
+        { signal },
+      );
+      const perJob = Math.max(1024, Math.floor(WAIT_RESULTS_BYTES / Math.max(1, r.jobs.length)));
+      const jobs = r.jobs.map((j) => jobView(j, perJob));
+      const terminal = jobs.filter((j) => j.terminal).map((j) => j.job_id);
+      const notTerminal = jobs.filter((j) => !j.terminal).map((j) => j.job_id);
+      let head: string;
+      if (jobs.length === 0) head = 'None of these jobs exists.';
+      else if (r.done) head = mode === 'all' ? `All ${jobs.length} job(s) have ended.` : `Done: ${terminal.length} of ${jobs.length} job(s) have ended.`;
+      else head = `Not done after ${timeout_ms / 1000} s: ${notTerminal.length} of ${jobs.length} job(s) still active (${notTerminal.join(', ')}).`;
+      const message = [head];
+      if (r.not_found.length > 0) message.push(`Unknown job ids: ${r.not_found.join(', ')}.`);
+      if (!r.done && jobs.length > 0) {
+        message.push('Call wait_for_jobs again to keep waiting, or end your turn: a child of yours resumes you with its result when it ends.');
+      }
+      return {
+        message: message.join(' '),
+        details: jobs.map((j) => joined(describeJob(j))).join('\n\n'),
+        data: { mode: r.mode, done: r.done, terminal, not_terminal: notTerminal, not_found: r.not_found, jobs },
+      };
+    },
+  );
+
+  add(
+    'get_output',
+    {
+      title: "Read a job's output",
+      description:
+        "A bounded piece of a job's output (what its agent printed while working; the result is in get_status): without offset the last " +
+        `tail_bytes (default ${OUTPUT_DEFAULT_BYTES}); with offset, up to limit_bytes from there (at most ${OUTPUT_MAX_BYTES}), and wait_ms to ` +
+        'wait for new output. Pass next_offset as offset to read on.',
+      inputSchema: {
+        job_id: JobId.describe('the job'),
+        offset: z.number().int().min(0).optional().describe('read from this byte offset (next_offset of an earlier answer)'),
+        limit_bytes: z.number().int().min(1).max(OUTPUT_MAX_BYTES).optional().describe(`with offset: at most this many bytes (default ${OUTPUT_DEFAULT_BYTES})`),
+        tail_bytes: z.number().int().min(0).max(OUTPUT_MAX_BYTES).optional().describe(`without offset: the last this many bytes (default ${OUTPUT_DEFAULT_BYTES})`),
+        wait_ms: z.number().int().min(0).max(MAX_WAIT_MS).optional().describe('with offset: wait this long for output past it'),
+      },
+      annotations: { readOnlyHint: true },
+    },
+    async ({ job_id, offset, limit_bytes, tail_bytes, wait_ms }, signal) => {
+      const query =
+        offset === undefined
+          ? { tail_bytes: tail_bytes ?? OUTPUT_DEFAULT_BYTES }
+          : { offset, limit_bytes: limit_bytes ?? OUTPUT_DEFAULT_BYTES, ...(wait_ms === undefined ? {} : { wait_ms }) };
+      const out = await client.getOutput(job_id, query, { signal });
+      const dropped = out.truncated ? '; older output was dropped by the coordinator' : '';
+      const head =
+        `Output of job ${out.job_id} (${out.status}): bytes ${out.offset}-${out.next_offset} of ${out.total_bytes}${dropped}. ` +
+        (out.terminal ? 'The job has ended.' : `Read on with offset ${out.next_offset}.`);
+      return { message: head, details: out.output === '' ? '(no output in this range)' : out.output, data: { ...out } };
+    },
+  );
+}

@@ -1,0 +1,195 @@
+import { randomBytes } from 'node:crypto';
+import { AgentqApiError } from '@agentq/client';
+import type { Job } from '@agentq/protocol';
+import { z } from 'zod';
+import { ToolError } from './answers.js';
+import type { AddTool, Caller, ToolContext } from './server.js';
+import { describeSession, joined, jobView, sessionView } from './views.js';
+
+/* The tools that create work and address sessions: start, resume, message, list children, stop. */
+
+const SessionName = z.string().min(1).max(200);
+const Prompt = z.string().min(1).describe('the instruction for the agent');
+/** Job fields a start or a resume may set (the API's names and limits; the coordinator checks them too). */
+const JobOptions = {
+  agent_name: z.string().min(1).max(200).optional().describe('agent blueprint (Claude Code: --agent); a resume inherits the session\'s'),
+  project_dir: z.string().min(1).max(4096).optional().describe("working directory on the launcher host; a resume inherits the session's"),
+  timeout_ms: z.number().int().min(1).max(30 * 24 * 3600 * 1000).optional().describe('the job ends timed_out this long after it is created'),
+  requires: z.record(z.string(), z.string()).optional().describe('labels a launcher must have to run it, e.g. {"gpu":"true"}'),
+  max_cost_usd: z.number().positive().max(1e6).optional().describe('stop the turn once it would cost more (Claude Code: --max-budget-usd)'),
+};
+
+/** What the agent is told about being resumed, for a job of `session` whose parent is `parent`. */
+function callbackNote(caller: Caller, job: Job): string {
+  if (job.parent_session_name !== null && job.parent_session_name === caller.sessionName) {
+    return (
+      'When it ends you will be resumed with its result in a <background-task-completed> message: you need not poll, ' +
+      'wait or check on it. Do other work, or end your turn.'
+    );
+  }
+  if (job.parent_session_name !== null) return `Its parent "${job.parent_session_name}" is resumed with its result when it ends.`;
+  return 'It has no parent, so no session is resumed with its result: follow it with wait_for_jobs or get_status.';
+}
+
+/** A fresh session name under `parent`: `<parent>-<6 hex>`. */
+function newSessionName(parent: string | null): string {
+  const suffix = randomBytes(3).toString('hex');
+  const name = `${parent ?? 'session'}-${suffix}`;
+  return name.length <= 200 ? name : `session-${suffix}`;
+}
+
+export function registerSessionTools(add: AddTool, { client, caller }: ToolContext): void {
+  const own = caller.sessionName;
+
+  add(
+    'start_session',
+    {
+      title: 'Start a child session',
+      description: [
+        'Start a new agent session that works on `prompt` in the background (on an agentq launcher) and return at once with its job.',
+        own
+          ? `It is a child of your session ("${own}") unless parent_session_name says otherwise. When its job ends (completed, failed or stopped) ` +
+            'you are resumed with its result in a <background-task-completed> message: you do not need to poll, wait or check on it. ' +
+            'To work in parallel, start several children, then end your turn; their results resume you (results that arrive together come in one turn).'
+          : 'Outside an agentq job there is no session to resume: give parent_session_name to have a session told, or follow the job with wait_for_jobs.',
+      ].join(' '),
+      inputSchema: {
+        prompt: Prompt,
+        session_name: SessionName.optional().describe(`name of the new session (unique); default: "${own ?? 'session'}-" and 6 random hex digits`),
+        parent_session_name: SessionName.nullable()
+          .optional()
+          .describe(own ? `the session told when it ends; default your own ("${own}"); null: a root session` : 'the session told when it ends; default none'),
+        ...JobOptions,
+        budget_usd: z.number().positive().max(1e6).optional().describe('root sessions only: the budget of the tree it starts'),
+      },
+    },
+    async (args, signal) => {
+      const parent = args.parent_session_name === undefined ? (own ?? null) : args.parent_session_name;
+      const { session_name, ...rest } = args;
+      const job = await client.createJob(
+        { ...rest, type: 'start_session', session_name: session_name ?? newSessionName(parent), parent_session_name: parent },
+        { signal },
+      );
+      const as = job.parent_session_name === null ? 'a root session' : job.parent_session_name === own ? 'your child' : `a child of "${job.parent_session_name}"`;
+      return {
+        message: `Started session "${job.session_name}" as ${as}: job ${job.job_id}, ${job.status}. ${callbackNote(caller, job)}`,
+        data: { job: jobView(job) },
+      };
+    },
+  );
+
+  add(
+    'resume_session',
+    {
+      title: 'Continue a session',
+      description:
+        'Give an existing session (usually a child of yours that has finished) a new prompt, continuing its conversation. ' +
+        'The job waits behind the session\'s current one if it is busy. When it ends, the session\'s parent is resumed with its result, ' +
+        'so for a child of yours you need not poll. To add to what a busy child is doing, send_message may suit better.',
+      inputSchema: { session_name: SessionName.describe('the session to continue'), prompt: Prompt, ...JobOptions },
+    },
+    async (args, signal) => {
+      const job = await client.createJob({ ...args, type: 'resume_session' }, { signal });
+      const when = job.status === 'pending' && job.pending_reason?.startsWith('waiting for job') ? ' (after its current job)' : '';
+      return {
+        message: `Queued job ${job.job_id} to resume session "${job.session_name}": ${job.status}${when}. ${callbackNote(caller, job)}`,
+        data: { job: jobView(job) },
+      };
+    },
+  );
+
+  add(
+    'send_message',
+    {
+      title: 'Message a session',
+      description:
+        'Send `text` to a session, delivered with its next turn: at once as a new turn if the session is idle, otherwise together with ' +
+        'anything else waiting when its current turn ends. Answers outcome "queued"; "not_found" for an unknown session; "terminal" for ' +
+        'one that can take no more input.',
+      inputSchema: { session_name: SessionName.describe('the session to message'), text: z.string().min(1).describe('the message') },
+    },
+    async ({ session_name, text }, signal) => {
+      const r = await client.sendMessage(session_name, { text }, { signal });
+      const when = r.job_id ? `delivered now by job ${r.job_id} (the session was idle)` : 'delivered with its next turn (the session is busy)';
+      return { message: `Message ${r.message_id} queued for "${r.session_name}": ${when}.`, data: { ...r } };
+    },
+    (err) =>
+      err instanceof AgentqApiError && err.code === 'session_not_found'
+        ? { outcome: 'not_found' }
+        : err instanceof AgentqApiError && err.code === 'session_closed'
+          ? { outcome: 'terminal' }
+          : {},
+  );
+
+  add(
+    'list_children',
+    {
+      title: 'List child sessions',
+      description: `The child sessions of a session (default your own${own ? `, "${own}"` : ''}): each one's status, last job status and last result.`,
+      inputSchema: {
+        session_name: SessionName.optional().describe('whose children; default your own session'),
+        status: z.enum(['idle', 'busy']).optional().describe('only idle or only busy children'),
+        limit: z.number().int().min(1).max(100).optional().describe('at most this many (default 50), newest first'),
+        cursor: z.string().min(1).max(200).optional().describe('next_cursor of the previous answer'),
+      },
+      annotations: { readOnlyHint: true },
+    },
+    async (args, signal) => {
+      const parent = args.session_name ?? own;
+      if (parent === undefined) throw new ToolError('validation_failed', 'session_name is required outside an agentq job', { field: 'session_name' });
+      const list = await client.listSessions(
+        { parent, limit: args.limit ?? 50, ...(args.status ? { status: args.status } : {}), ...(args.cursor ? { cursor: args.cursor } : {}) },
+        { signal },
+      );
+      // each child's last result is cut shorter here than in get_status: a list may be long
+      const sessions = list.sessions.map((s) => sessionView(s, 2048));
+      const lines = sessions.map((s) => {
+        const last = s.last_result ?? s.last_error;
+        const brief = last === null ? '' : `: ${last.length > 200 ? `${last.slice(0, 200)}…` : last}`;
+        return `- "${s.session_name}": ${s.status}${s.active_job_id ? ` (job ${s.active_job_id})` : ''}, last job ${s.last_job_status ?? 'none'}${brief}`;
+      });
+      const head = sessions.length === 0 ? `Session "${parent}" has no children${args.status ? ` that are ${args.status}` : ''}.` : `Children of "${parent}":`;
+      const more = list.next_cursor ? `\nMore: call again with cursor "${list.next_cursor}".` : '';
+      return {
+        message: [head, ...lines].join('\n') + more,
+        data: { parent_session_name: parent, sessions, next_cursor: list.next_cursor },
+      };
+    },
+  );
+
+  add(
+    'stop',
+    {
+      title: 'Stop a job or a child session',
+      description:
+        'Stop one job (job_id), or everything a session is doing (session_name: its queued jobs end at once, its running job is stopped ' +
+        'by its launcher). Give exactly one. A stopped child still resumes its parent, with status stopped. To stop your own turn, just end it.',
+      inputSchema: {
+        job_id: z.string().min(1).max(200).optional().describe('the job to stop'),
+        session_name: SessionName.optional().describe('the session to stop (e.g. a child of yours)'),
+      },
+      annotations: { destructiveHint: true, idempotentHint: true },
+    },
+    async ({ job_id, session_name }, signal) => {
+      if ((job_id === undefined) === (session_name === undefined)) {
+        throw new ToolError('validation_failed', 'give exactly one of job_id and session_name');
+      }
+      if ((job_id !== undefined && job_id === caller.jobId) || (session_name !== undefined && session_name === own)) {
+        throw new ToolError('validation_failed', 'that is your own turn: to stop it, end your turn', { job_id: caller.jobId, session_name: own });
+      }
+      if (job_id !== undefined) {
+        const r = await client.stopJob(job_id, { signal });
+        const what = { stopped: 'stopped', stopping: 'stopping (its launcher is ending it)', already_completed: `already over (${r.status})` }[r.outcome];
+        return { message: `Job ${r.job_id}: ${what}.`, data: { job_id: r.job_id, outcome: r.outcome, status: r.status, job: jobView(r.job) } };
+      }
+      const r = await client.stopSession(session_name!, { signal });
+      const lines = r.stopped.map((s) => `job ${s.job_id} ${s.outcome}`);
+      const session = sessionView(await client.getSession(r.session_name, { signal }));
+      return {
+        message: `Stopping session "${r.session_name}": ${lines.join(', ')}.`,
+        details: joined(describeSession(session)),
+        data: { session_name: r.session_name, stopped: r.stopped, session },
+      };
+    },
+  );
+}

@@ -1,0 +1,113 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { request } from 'undici';
+import { startAuthTest } from './auth-helpers.js';
+import { fakeLauncher, rejectsWith, start, startTest } from './helpers.js';
+
+/*
+ * `POST /sessions/{name}/messages` (docs/sessions.md, "Messages"): queued for the session's next
+ * turn — delivered now as a resume job when it is idle, together with waiting child outcomes when
+ * it is busy — 404 for an unknown session, 409 `session_closed` for one that takes no more input.
+ */
+
+test('a message to an idle session is delivered now: one resume job carrying it', async (t) => {
+  const { client } = await startTest(t);
+  const l = await fakeLauncher(client);
+  const first = await start(client, 'helper');
+  await l.take();
+  await l.completed(first.job_id, 'ready');
+
+  const sent = await client.sendMessage('helper', { text: 'also check the <tests> & docs' });
+  assert.equal(sent.outcome, 'queued');
+  assert.equal(sent.session_name, 'helper');
+  assert.match(sent.message_id, /^msg_[0-9a-f]{12}$/);
+  assert.ok(sent.job_id, 'a resume job was created at once');
+  const job = await client.getJob(sent.job_id);
+  assert.equal(job.type, 'resume_session');
+  assert.deepEqual(job.message_ids, [sent.message_id]);
+  assert.equal(job.callback_of, null);
+  assert.equal(
+    job.prompt,
+    `You have a new message:\n\n<message id="${sent.message_id}">\nalso check the &lt;tests&gt; &amp; docs\n</message>`,
+  );
+  const session = await client.getSession('helper');
+  assert.equal(session.status, 'busy');
+  assert.deepEqual(session.pending_messages, [], 'nothing left waiting: it is in flight');
+  // the launcher gets it like any resume
+  assert.equal((await l.take()).job_id, sent.job_id);
+});
+
+test('messages to a busy session wait, and go with its next turn together with child outcomes: one resume', async (t) => {
+  const { client } = await startTest(t);
+  const l = await fakeLauncher(client);
+  const own = await start(client, 'boss');
+  await l.take();
+  await l.started(own.job_id);
+  const child = await start(client, 'helper', 'look', { parent_session_name: 'boss' });
+  await l.take();
+
+  const m1 = await client.sendMessage('boss', { text: 'first' });
+  assert.equal(m1.job_id, null, 'busy: no job yet');
+  await l.completed(child.job_id, 'found it');
+  const m2 = await client.sendMessage('boss', { text: 'second' });
+  assert.equal(m2.job_id, null);
+  const waiting = await client.getSession('boss');
+  assert.deepEqual(waiting.pending_messages.map((m) => [m.message_id, m.text]), [
+    [m1.message_id, 'first'],
+    [m2.message_id, 'second'],
+  ]);
+  assert.deepEqual(waiting.pending_callbacks.map((n) => n.job_id), [child.job_id]);
+
+  // the session's own turn ends: everything waiting goes as ONE delivery
+  await l.completed(own.job_id, 'mine');
+  const after = await client.getSession('boss');
+  assert.deepEqual(after.pending_messages, []);
+  assert.deepEqual(after.pending_callbacks, []);
+  const delivery = await client.getJob(after.callback_job_id!);
+  assert.deepEqual(delivery.message_ids, [m1.message_id, m2.message_id]);
+  assert.deepEqual(delivery.callback_of, [child.job_id]);
+  assert.match(delivery.prompt, /^You have 2 new messages, oldest first:\n\n<message id="msg_\w+">\nfirst\n<\/message>\n<message id="msg_\w+">\nsecond\n<\/message>\n\nA child session you started has finished/);
+  assert.match(delivery.prompt, /<result>found it<\/result>/);
+  assert.deepEqual((await client.listJobs({ session_name: 'boss', terminal: 'false' })).jobs.map((j) => j.job_id), [delivery.job_id]);
+});
+
+test('a session that can take no more input: 409 session_closed, for messages and resumes alike; unknown sessions are 404', async (t) => {
+  const { client } = await startTest(t);
+  // its start job ends before any launcher took it (stopped while pending)
+  const never = await start(client, 'never');
+  await client.stopJob(never.job_id);
+  const closed = await client.getSession('never');
+  assert.equal(closed.accepts_input, false);
+  let d = await rejectsWith(client.sendMessage('never', { text: 'hello?' }), 409, 'session_closed');
+  assert.equal(d.current_status, 'closed');
+  assert.equal(d.session_name, 'never');
+  await rejectsWith(client.createJob({ type: 'resume_session', session_name: 'never', prompt: 'again' }), 409, 'session_closed');
+  d = await rejectsWith(client.sendMessage('nobody', { text: 'hello?' }), 404, 'session_not_found');
+  assert.equal(d.session_name, 'nobody');
+
+  // a session whose start did run stays open, whatever became of its jobs
+  const l = await fakeLauncher(client);
+  const ran = await start(client, 'ran');
+  await l.take();
+  await l.failed(ran.job_id, 'crashed');
+  assert.equal((await client.getSession('ran')).accepts_input, true);
+  assert.equal((await client.sendMessage('ran', { text: 'try again' })).outcome, 'queued');
+});
+
+test('messages: the text is validated (400 naming the field), and records who sent it', async (t) => {
+  const a = await startAuthTest(t);
+  await start(a.as.client, 'target');
+  const res = await request(`${a.c.url}/sessions/target/messages`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${a.secrets.client}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ text: '' }),
+  });
+  const body = (await res.body.json()) as { error: { code: string; details: { field: string } } };
+  assert.equal(res.statusCode, 400);
+  assert.equal(body.error.code, 'validation_failed');
+  assert.equal(body.error.details.field, 'text');
+  await rejectsWith(a.as.reader.sendMessage('target', { text: 'hi' }), 403, 'forbidden');
+  await a.as.client.sendMessage('target', { text: 'from the client' });
+  const [m] = (await a.as.reader.getSession('target')).pending_messages;
+  assert.equal(m?.created_by, 'client-token');
+});
