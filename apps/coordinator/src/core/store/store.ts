@@ -167,6 +167,19 @@ export interface Store {
   /** let go of memory held for history (the durable stores keep a bounded hot window) */
   trimCache(): void;
 
+  // --- shared stores (several coordinators): optional, absent = one coordinator ---
+  /** the last event id committed when the store opened: event numbering continues after it */
+  readonly lastEventId?: number;
+  /**
+   * Whether this coordinator runs the sweeper now: it holds the store's sweeper lock, or takes
+   * it if free. At most one coordinator holds it; another takes over when its holder dies.
+   */
+  sweeperLease?(): Promise<boolean>;
+  /** committed events with afterId < id < beforeId still kept, oldest first (SSE replay) */
+  eventsSince?(afterId: number, beforeId: number, limit: number): Promise<LifecycleEvent[]>;
+  /** forget old committed events (retention, by the sweeper) */
+  purgeEvents?(now: number): Promise<void>;
+
   close(): Promise<void>;
 }
 
