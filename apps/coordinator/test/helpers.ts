@@ -145,7 +145,9 @@ export function called<T extends object>(obj: T, method: keyof T & string): Prom
 export function openEvents(t: TestContext, url: string, lastEventId?: number | string) {
   const client = new AgentqClient({ url });
   const abort = new AbortController();
-  const it = client.events({ signal: abort.signal, ...(lastEventId !== undefined ? { lastEventId } : {}) });
+  let onOpen!: () => void;
+  const opened = new Promise<void>((resolve) => (onOpen = resolve));
+  const it = client.events({ signal: abort.signal, onOpen, ...(lastEventId !== undefined ? { lastEventId } : {}) });
   const close = async () => {
     abort.abort();
     await it.return(undefined).catch(() => undefined);
@@ -153,6 +155,11 @@ export function openEvents(t: TestContext, url: string, lastEventId?: number | s
   };
   t.after(close);
   return {
+    /**
+     * Resolves once the coordinator accepted the stream: every event committed after that comes.
+     * (The request goes out with the first `next()`: call it, then await this.)
+     */
+    opened,
     /** the next message (the stream must not end) */
     async next(): Promise<SseMessage> {
       const r = await it.next();

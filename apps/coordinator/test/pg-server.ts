@@ -1,4 +1,4 @@
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { chmodSync, chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -96,6 +96,12 @@ async function start(): Promise<PgServer> {
     ].join(' ');
     run('pg_ctl', ['-D', data, '-o', options, '-l', join(dir, 'server.log'), '-w', '-t', '60', 'start']);
     process.once('exit', cleanup);
+    // a test process killed by a signal runs no exit handler: a watchdog stops the server then
+    const stop = `${asRoot ? `runuser -u postgres -- ` : ''}'${join(bin, 'pg_ctl')}' -D '${data}' -m immediate stop`;
+    spawn('sh', ['-c', `while kill -0 ${process.pid} 2>/dev/null; do sleep 1; done; ${stop}; rm -rf '${dir}'`], {
+      detached: true,
+      stdio: 'ignore',
+    }).unref();
     const adminUrl = `postgres://agentq@127.0.0.1:${port}/postgres`;
     return { adminUrl };
   } catch (err) {
