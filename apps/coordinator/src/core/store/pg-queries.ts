@@ -5,6 +5,7 @@ import type { JobRow, LauncherRow, SessionRow } from '../rows.js';
 import { toWireJob, toWireLauncher, toWireSession, type SessionExtras } from '../wire.js';
 import type { ChangeSet } from './changes.js';
 import type { EventDraft } from './pg-feed.js';
+import { lookupOfNul } from './pg-sql.js';
 import { statementName } from './pg-tx.js';
 import { decode, JOBS, LAUNCHERS, SESSIONS } from './sql-rows.js';
 
@@ -18,6 +19,7 @@ export async function rowsOf<R extends pg.QueryResultRow = Record<string, unknow
   text: string,
   values: unknown[] = [],
 ): Promise<R[]> {
+  if (lookupOfNul(text, values)) return [];
   return (await db.query<R>({ name: statementName(text), text, values })).rows;
 }
 

@@ -19,13 +19,28 @@ export const pgTypes: pg.CustomTypesConfig = {
     oid === INT8 && format !== 'binary' ? parseInt8 : pg.types.getTypeParser(oid, format as 'text')) as pg.CustomTypesConfig['getTypeParser'],
 };
 
+/**
+ * A field's value as a parameter. PostgreSQL text cannot hold the NUL character (SQLite can):
+ * such a value is refused with 400 naming the field, rather than failing the statement (500).
+ * JSON columns are safe: JSON escapes it.
+ */
+function param<T>(table: Table<T>, field: string, value: unknown): unknown {
+  const v = encode(table, field, value);
+  if (typeof v === 'string' && v.includes('\u0000')) {
+    // the request's field: a session's name is its session_name
+    const name = table.name === 'sessions' && field === 'name' ? 'session_name' : column(field);
+    throw new CoordinatorError('validation_failed', `${name}: contains the NUL character (\\u0000), which cannot be stored`, { field: name });
+  }
+  return v;
+}
+
 /** `INSERT INTO table (...) VALUES ($1, ...)` and its values for a whole row. */
 export function insertSql<T>(table: Table<T>, row: T): { text: string; values: unknown[] } {
   const cols = table.fields.map(([f]) => column(f));
   const r = row as Record<string, unknown>;
   return {
     text: `INSERT INTO ${table.name} (${cols.join(', ')}) VALUES (${cols.map((_, i) => `$${i + 1}`).join(', ')})`,
-    values: table.fields.map(([f]) => encode(table, f, r[f])),
+    values: table.fields.map(([f]) => param(table, f, r[f])),
   };
 }
 
@@ -36,7 +51,7 @@ export function updateSql<T>(table: Table<T>, key: unknown, patch: Partial<T>): 
   const p = patch as Record<string, unknown>;
   return {
     text: `UPDATE ${table.name} SET ${fields.map((f, i) => `${column(f)} = $${i + 2}`).join(', ')} WHERE ${column(table.key)} = $1`,
-    values: [key, ...fields.map((f) => encode(table, f, p[f]))],
+    values: [key, ...fields.map((f) => param(table, f, p[f]))],
   };
 }
 
@@ -83,4 +98,13 @@ export function unavailable(err: unknown): CoordinatorError {
   });
   (error as { cause?: unknown }).cause = e;
   return error;
+}
+
+/**
+ * Whether a lookup's parameters hold the NUL character: nothing stored can match (it is refused
+ * on the way in), and PostgreSQL would reject the statement, so such a lookup finds nothing.
+ */
+export function lookupOfNul(text: string, values: readonly unknown[]): boolean {
+  if (!/^\s*(SELECT|WITH)\b/i.test(text)) return false;
+  return values.some((v) => (typeof v === 'string' ? v.includes('\u0000') : Array.isArray(v) && v.some((x) => typeof x === 'string' && x.includes('\u0000'))));
 }

@@ -5,7 +5,7 @@ import { CoordinatorError } from '../errors.js';
 import { routeFromKey, serves } from '../routing.js';
 import { isActive, type IdempotencyRow, type JobRow, type LauncherRow, type SessionRow } from '../rows.js';
 import { emptyChangeSet, record, type ChangeSet } from './changes.js';
-import { insertSql, updateSql } from './pg-sql.js';
+import { insertSql, lookupOfNul, updateSql } from './pg-sql.js';
 import { decode, IDEMPOTENCY, JOBS, LAUNCHERS, SESSIONS, type Table } from './sql-rows.js';
 import type { EntityRef, Tx } from './store.js';
 
@@ -19,6 +19,12 @@ export function statementName(text: string): string {
   if (!name) names.set(text, (name = `agentq_${createHash('sha1').update(text).digest('hex').slice(0, 16)}`));
   return name;
 }
+
+/**
+ * PostgreSQL text cannot hold NUL, which separates the token name from the key in an
+ * Idempotency-Key's row key: a space stands in (neither token names nor keys may contain one).
+ */
+const pgText = (s: string): string => s.replaceAll('\u0000', ' ');
 
 /** Route key -> launcher id -> whether it serves the key (labels and roots never change for an id). */
 export type ServesCache = Map<string, Map<string, boolean>>;
@@ -68,6 +74,7 @@ export class PgTx implements Tx {
   }
 
   async #rows<R extends QueryResultRow = Record<string, unknown>>(text: string, values: unknown[]): Promise<R[]> {
+    if (lookupOfNul(text, values)) return [];
     return (await this.#db.query<R>({ name: statementName(text), text, values })).rows;
   }
 
@@ -228,10 +235,10 @@ export class PgTx implements Tx {
   }
 
   async idempotency(key: string): Promise<IdempotencyRow | undefined> {
-    const [raw] = await this.#rows('SELECT * FROM idempotency WHERE key = $1', [key]);
+    const [raw] = await this.#rows('SELECT * FROM idempotency WHERE key = $1', [pgText(key)]);
     if (!raw) return undefined;
     this.#idempotencyFound.add(key);
-    return decode(IDEMPOTENCY, raw);
+    return { ...decode(IDEMPOTENCY, raw), key };
   }
 
   // --- writes ------------------------------------------------------------------------------
@@ -309,12 +316,13 @@ export class PgTx implements Tx {
   }
 
   async putIdempotency(row: IdempotencyRow): Promise<void> {
+    const stored = { ...row, key: pgText(row.key) };
     if (this.#idempotencyFound.has(row.key)) {
-      await this.#exec(updateSql(IDEMPOTENCY, row.key, row));
+      await this.#exec(updateSql(IDEMPOTENCY, stored.key, stored));
     } else {
       // a concurrent request with the same key inserted first: unique violation, and the store
       // runs this transaction again, which then finds that request's job
-      await this.#exec(insertSql(IDEMPOTENCY, row));
+      await this.#exec(insertSql(IDEMPOTENCY, stored));
     }
     this.#changes.idempotency.push(row);
   }
