@@ -7,6 +7,17 @@ const MAIN = fileURLToPath(new URL('../src/main.js', import.meta.url));
 
 export type LogLine = Record<string, unknown> & { msg?: string };
 
+const children = new Set<ChildProcess>();
+/**
+ * Kill `child` when this test process exits, even when its test timed out and its `t.after`
+ * never ran: a coordinator or launcher left behind would run on for ever.
+ */
+export function killOnExit(child: ChildProcess): void {
+  if (children.size === 0) process.once('exit', () => children.forEach((c) => c.kill('SIGKILL')));
+  children.add(child);
+  child.once('exit', () => children.delete(child));
+}
+
 export interface CoordinatorProcess {
   child: ChildProcess;
   url: string;
@@ -28,6 +39,7 @@ export async function spawnCoordinatorProcess(t: TestContext, env: Record<string
     env: { PATH: process.env.PATH ?? '', HOST: '127.0.0.1', PORT: '0', LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  killOnExit(child);
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   t.after(async () => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');

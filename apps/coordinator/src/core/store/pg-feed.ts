@@ -38,8 +38,9 @@ export function decodeCommit(row: LogRow): Commit {
 
 /**
  * Hands every commit of the log to the store's listeners exactly once and in commit order,
- * whichever coordinator made it: this one's own commits (known before they are in the log, so
- * delivered without reading it back) and the others' (announced by NOTIFY, read from the log).
+ * whichever coordinator made it: this one's own commits (handed over by the store as it
+ * commits them, so delivered without reading the log back when they are next) and the others'
+ * (announced by NOTIFY, read from the log).
  * Commit ids have no gaps (they are handed out by a row update that a rollback undoes), so the
  * next one to deliver is always `delivered + 1`; a hole can only be rows the sweeper already
  * deleted (a coordinator that was cut off for long), which is logged and skipped.
@@ -48,8 +49,8 @@ export class CommitFeed {
   #delivered = 0;
   /** the highest commit id announced (NOTIFY, own commits); reading stops there */
   #known = 0;
-  /** own commits: the commit, or null while its COMMIT is on its way */
-  readonly #own = new Map<number, Commit | null>();
+  /** own commits not delivered yet */
+  readonly #own = new Map<number, Commit>();
   readonly #waiting: { id: number; resolve: () => void }[] = [];
   #running = false;
   #again = false;
@@ -73,20 +74,12 @@ export class CommitFeed {
     this.#known = Math.max(this.#known, id);
   }
 
-  /** This coordinator is about to commit log entry `id`: deliver nothing past it until told. */
-  reserve(id: number): void {
-    this.#own.set(id, null);
-  }
-
-  /** The COMMIT of entry `id` failed or its outcome is unknown: read it from the log if it is there. */
-  release(id: number): void {
-    if (this.#own.get(id) !== null) return;
-    this.#own.delete(id);
-    this.announce(id);
-  }
-
-  /** Entry `id` is committed: resolves once it (and every earlier one) reached the listeners. */
+  /**
+   * This coordinator committed entry `id`: resolves once it (and every earlier one) reached the
+   * listeners. (Its NOTIFY may come first, and the entry be read from the log: delivered once.)
+   */
   committed(id: number, commit: Commit): Promise<void> {
+    if (this.#closed || id <= this.#delivered) return Promise.resolve();
     this.#own.set(id, commit);
     this.#known = Math.max(this.#known, id);
     const done = new Promise<void>((resolve) => {
@@ -163,8 +156,7 @@ export class CommitFeed {
     for (;;) {
       this.#again = false;
       this.#handOwn();
-      const next = this.#delivered + 1;
-      if (this.#own.has(next) || this.#known < next) {
+      if (this.#known <= this.#delivered) {
         if (this.#again) continue;
         return;
       }
@@ -176,17 +168,16 @@ export class CommitFeed {
         if (this.#again) continue;
         return;
       }
-      for (const row of rows) if (!this.#take(row)) break;
+      for (const row of rows) this.#take(row);
       this.#known = Math.max(this.#known, rows[rows.length - 1]!.id);
     }
   }
 
-  /** Deliver `row` and whatever must come before it; false when an own commit in flight blocks. */
-  #take(row: LogRow): boolean {
+  /** Deliver `row` (this coordinator's own version if it has it), and what must come before it. */
+  #take(row: LogRow): void {
     while (this.#delivered < row.id) {
       const next = this.#delivered + 1;
       const own = this.#own.get(next);
-      if (own === null) return false;
       if (own) {
         this.#hand(next, own);
         continue;
@@ -198,6 +189,5 @@ export class CommitFeed {
       this.log.warn({ from_commit: next, to_commit: row.id - 1 }, 'commit log entries were deleted before this coordinator read them; events skipped');
       this.#delivered = row.id - 1;
     }
-    return true;
   }
 }

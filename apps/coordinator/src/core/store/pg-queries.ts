@@ -1,7 +1,7 @@
-import type { LifecycleEvent } from '@agentq/protocol';
+import { isTerminal, type LifecycleEvent } from '@agentq/protocol';
 import type pg from 'pg';
 import { iso } from '../clock.js';
-import type { JobRow, LauncherRow, SessionRow } from '../rows.js';
+import { ACTIVE_STATUSES, type JobRow, type LauncherRow, type SessionRow } from '../rows.js';
 import { toWireJob, toWireLauncher, toWireSession, type SessionExtras } from '../wire.js';
 import type { ChangeSet } from './changes.js';
 import type { EventDraft } from './pg-feed.js';
@@ -41,6 +41,19 @@ export async function extrasOf(db: Queryable, names: readonly string[]): Promise
   );
   for (const r of rows) out.set(r.name, { activeJobId: r.active_job_id, busy: r.busy, jobIds: r.job_ids, children: r.children });
   return out;
+}
+
+/** The derived view of a session created by the transaction, from the rows it holds. */
+function extrasOfNew(name: string, held: { jobs: ReadonlyMap<string, JobRow>; sessions: ReadonlyMap<string, SessionRow> }): SessionExtras {
+  const jobs = [...held.jobs.values()].filter((j) => j.sessionName === name).sort((a, b) => a.seq - b.seq);
+  const children = [...held.sessions.values()].filter((s) => s.parentName === name).sort((a, b) => a.seq - b.seq);
+  const active = jobs.find((j) => ACTIVE_STATUSES.has(j.status));
+  return {
+    activeJobId: active?.id ?? null,
+    busy: jobs.some((j) => !isTerminal(j.status)),
+    jobIds: jobs.map((j) => j.id),
+    children: children.map((c) => c.name),
+  };
 }
 
 /** The jobs each launcher holds (claimed, running, stopping), oldest first. */
@@ -94,7 +107,10 @@ export async function eventDrafts(
       await find(e.ref.launcher, launchers, held.launchers, changes.launchers, 'SELECT * FROM launchers WHERE id = $1', (r) => decode(LAUNCHERS, r));
     }
   }
-  const extras = await extrasOf(db, [...sessions.keys()]);
+  // a session this transaction created has only what the transaction added: no query needed
+  const created = [...sessions.keys()].filter((name) => changes.sessions.get(name)?.kind === 'insert');
+  const extras = await extrasOf(db, [...sessions.keys()].filter((name) => !created.includes(name)));
+  for (const name of created) extras.set(name, extrasOfNew(name, held));
   const holding = await heldBy(db, [...launchers.keys()]);
   const at = iso(now);
   const out: EventDraft[] = [];

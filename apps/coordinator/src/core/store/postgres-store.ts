@@ -39,6 +39,13 @@ export interface PostgresStoreOptions {
   poolSize?: number;
 }
 
+/** A commit log entry before it has its id. */
+interface LogDraft {
+  drafts: EventDraft[];
+  hints: string;
+  at: number;
+}
+
 /** Commit log entries younger than this are kept (a coordinator cut off for less catches up). */
 const LOG_KEEP_MS = 10 * 60 * 1000;
 /** A launcher's last sign of life is written at most this often per launcher and coordinator. */
@@ -166,28 +173,28 @@ export class PostgresStore implements Store {
     for (let attempt = 1; ; attempt++) {
       const client = await this.#connect();
       let tx: PgTx | undefined;
-      let reserved: number | undefined;
       let commitSent = false;
       let broken = false;
       try {
         await client.query('BEGIN');
         tx = new PgTx(client, this.#o.clock.now(), this.#serves);
         const result = await fn(tx);
-        const entry = await this.#logEntry(client, tx);
-        if (entry) this.#feed.reserve((reserved = entry.id));
+        const entry = await this.#entryOf(client, tx);
         commitSent = true;
-        await client.query('COMMIT');
+        const logged = await this.#commit(client, entry?.log);
         // listeners (dispatch, waits, SSE) see it before the caller does, as with a local store
-        if (entry) await this.#feed.committed(entry.id, entry.commit);
+        if (entry && logged) await this.#feed.committed(logged.id, entry.commit(logged.first));
         return result;
       } catch (err) {
-        if (reserved !== undefined) this.#feed.release(reserved);
         if (isConnectionError(err)) broken = true;
         else await client.query('ROLLBACK').catch(() => (broken = true));
+        // a COMMIT whose outcome is unknown: if it went through, the log has it
+        if (commitSent) this.#feed.announce();
         const again =
           !commitSent && attempt < MAX_ATTEMPTS && (isRetryable(err) || (isUniqueViolation(err) && attempt < 3) || (broken && attempt < 3));
         if (!again && tx) this.#rolledBack(tx);
         if (again) {
+          this.#log.debug({ err, attempt }, 'transaction conflicted; running it again');
           if (isRetryable(err)) await sleep(Math.random() * 5 * attempt);
           continue;
         }
@@ -226,12 +233,8 @@ export class PostgresStore implements Store {
     }
   }
 
-  /**
-   * Append the transaction's commit log entry (events and hints), if others must react to it.
-   * Its ids are taken from commit_head, whose row stays locked until COMMIT: the next
-   * transaction to log waits here, so entries commit in id order.
-   */
-  async #logEntry(client: pg.PoolClient, tx: PgTx): Promise<{ id: number; commit: Commit } | undefined> {
+  /** The commit log entry of a transaction (events and hints), if others must react to it. */
+  async #entryOf(client: pg.PoolClient, tx: PgTx): Promise<{ log: LogDraft; commit: (firstEventId: number) => Commit } | undefined> {
     const changes = tx.changes();
     const hints = hintsOf(changes);
     for (const job of tx.lockedReady(false)) {
@@ -240,22 +243,35 @@ export class PostgresStore implements Store {
     }
     const drafts = changes.events.length > 0 ? await eventDrafts(client, changes, tx.cached(), tx.now) : [];
     if (drafts.length === 0 && !hasHints(hints)) return undefined;
-    const { id, first } = await this.#append(client, drafts, encodeHints(hints), tx.now);
-    const events = drafts.map((d, i) => ({ ...d, id: first + i }) as LifecycleEvent);
-    return { id, commit: { events, ...hints } };
+    return {
+      log: { drafts, hints: encodeHints(hints), at: tx.now },
+      commit: (first) => ({ events: drafts.map((d, i) => ({ ...d, id: first + i }) as LifecycleEvent), ...hints }),
+    };
   }
 
-  async #append(client: pg.PoolClient, drafts: EventDraft[], hints: string, at: number): Promise<{ id: number; first: number }> {
-    const [row] = await rowsOf<{ id: number; first_event_id: number }>(
-      client,
-      `WITH h AS (UPDATE commit_head SET commit_id = commit_id + 1, event_id = event_id + $1 RETURNING commit_id, event_id)
+  /**
+   * COMMIT, after appending the log entry if there is one: in one round trip, so the commit_head
+   * row (which hands out the entry's id and event ids) stays locked only while the server runs
+   * it. The next transaction to log waits for that lock, so entries commit in id order, without
+   * gaps (a rollback undoes the head's update). Returns the entry's id and first event id.
+   */
+  async #commit(client: pg.PoolClient, log: LogDraft | undefined): Promise<{ id: number; first: number } | undefined> {
+    if (!log) {
+      await client.query('COMMIT');
+      return undefined;
+    }
+    const n = log.drafts.length;
+    const lit = (s: string) => pg.escapeLiteral(s);
+    const results = (await client.query(
+      `WITH h AS (UPDATE commit_head SET commit_id = commit_id + 1, event_id = event_id + ${n} RETURNING commit_id, event_id)
        INSERT INTO commit_log (id, first_event_id, last_event_id, origin, at, events, hints)
-       SELECT commit_id, event_id - $1 + 1, event_id, $2, $3, $4, $5 FROM h
-       RETURNING id, first_event_id`,
-      [drafts.length, this.#origin, at, JSON.stringify(drafts), hints],
-    );
-    await rowsOf(client, 'SELECT pg_notify($1, $2)', [this.#channels.commits, String(row!.id)]);
-    return { id: row!.id, first: row!.first_event_id };
+       SELECT commit_id, event_id - ${n} + 1, event_id, ${lit(this.#origin)}, ${Math.trunc(log.at)}, ${lit(JSON.stringify(log.drafts))}, ${lit(log.hints)} FROM h
+       RETURNING id, first_event_id;
+       SELECT pg_notify(${lit(this.#channels.commits)}, (SELECT commit_id::text FROM commit_head));
+       COMMIT`,
+    )) as unknown as pg.QueryResult<{ id: number; first_event_id: number }>[];
+    const row = results[0]!.rows[0]!;
+    return { id: row.id, first: row.first_event_id };
   }
 
   /**
@@ -266,20 +282,27 @@ export class PostgresStore implements Store {
   #rolledBack(tx: PgTx): void {
     const ready = tx.lockedReady(true);
     if (ready.length === 0 || this.#closed) return;
-    const hints = { readyKeys: new Set(ready.map((j) => j.routeKey!)), readyCount: ready.length, launchersToWake: new Set<string>(), ended: new Set<string>(), launchersChanged: false };
+    const hints = {
+      readyKeys: new Set(ready.map((j) => j.routeKey!)),
+      readyCount: ready.length,
+      launchersToWake: new Set<string>(),
+      ended: new Set<string>(),
+      launchersChanged: false,
+    };
     void (async () => {
-      let id: number | undefined;
+      const client = await this.#connect();
+      let broken = false;
       try {
-        await this.#run(async (client) => {
-          ({ id } = await this.#append(client, [], encodeHints(hints), this.#o.clock.now()));
-          this.#feed.reserve(id);
-        });
-        await this.#feed.committed(id!, { events: [], ...hints });
+        await client.query('BEGIN');
+        const logged = await this.#commit(client, { drafts: [], hints: encodeHints(hints), at: this.#o.clock.now() });
+        await this.#feed.committed(logged!.id, { events: [], ...hints });
       } catch (err) {
-        if (id !== undefined) this.#feed.release(id);
+        broken = true;
         this.#log.warn({ err }, 'could not announce ready jobs after a failed transaction');
+      } finally {
+        client.release(broken || undefined);
       }
-    })();
+    })().catch((err: unknown) => this.#log.warn({ err }, 'could not announce ready jobs after a failed transaction'));
   }
 
   // --- reads outside transactions (a committed view) ----------------------------------------
