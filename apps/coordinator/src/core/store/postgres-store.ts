@@ -94,7 +94,8 @@ export class PostgresStore implements Store {
       types: pgTypes,
       application_name: 'agentq-coordinator',
       keepAlive: true,
-      connectionTimeoutMillis: 10_000,
+      // also how long a transaction may wait for a free connection of the pool under load
+      connectionTimeoutMillis: 30_000,
     };
     // a transaction left open by a bug must not hold its locks for ever
     const pool = new pg.Pool({ ...config, max: o.poolSize ?? 10, idle_in_transaction_session_timeout: 60_000 });
@@ -172,6 +173,12 @@ export class PostgresStore implements Store {
   async transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       const client = await this.#connect();
+      let released = false;
+      const release = (destroy: boolean) => {
+        if (released) return;
+        released = true;
+        client.release(destroy || undefined);
+      };
       let tx: PgTx | undefined;
       let commitSent = false;
       let broken = false;
@@ -182,16 +189,21 @@ export class PostgresStore implements Store {
         const entry = await this.#entryOf(client, tx);
         commitSent = true;
         const logged = await this.#commit(client, entry?.log);
+        // the connection goes back first: delivering may need one (to read earlier commits of
+        // other coordinators), and so do the reactions it starts
+        release(false);
         // listeners (dispatch, waits, SSE) see it before the caller does, as with a local store
         if (entry && logged) await this.#feed.committed(logged.id, entry.commit(logged.first));
         return result;
       } catch (err) {
+        if (released) throw err;
         if (isConnectionError(err)) broken = true;
         else await client.query('ROLLBACK').catch(() => (broken = true));
         // a COMMIT whose outcome is unknown: if it went through, the log has it
         if (commitSent) this.#feed.announce();
         const again =
           !commitSent && attempt < MAX_ATTEMPTS && (isRetryable(err) || (isUniqueViolation(err) && attempt < 3) || (broken && attempt < 3));
+        release(broken);
         if (!again && tx) this.#rolledBack(tx);
         if (again) {
           this.#log.debug({ err, attempt }, 'transaction conflicted; running it again');
@@ -201,7 +213,7 @@ export class PostgresStore implements Store {
         if (isConnectionError(err)) throw unavailable(err);
         throw err;
       } finally {
-        client.release(broken || undefined);
+        release(broken);
       }
     }
   }
