@@ -91,3 +91,22 @@ test('a callback fires once when the child ends on C, though its report reaches 
   assert.deepEqual(session.pending_callbacks, []);
 });
 
+
+test('a launcher that knows A and B carries on through B when A is SIGKILLed', async (t) => {
+  const nodes = await cluster(t, 2);
+  if (!nodes) return;
+  const [A, B] = nodes as [CoordinatorProcess, CoordinatorProcess];
+  const dir = tempDir(t);
+  const exec = shellExecutor(dir, 'exec.sh', `echo '{"type":"result","text":"done"}'`);
+  const launcherId = await spawnLauncher(t, dir, 'both', ['--url', `${A.url},${B.url}`, '--executor', exec, '--max-jobs', '1']);
+  const b = clientOf(t, B.url);
+  const first = await b.createJob({ type: 'start_session', session_name: 'before', prompt: 'go' });
+  assert.equal((await b.waitJob(first.job_id, 60_000)).status, 'completed');
+
+  await A.kill(); // the launcher's poll was parked on A: it moves to B, under the same id
+  const second = await b.createJob({ type: 'start_session', session_name: 'after', prompt: 'go' });
+  const done = await b.waitJob(second.job_id, 60_000);
+  assert.equal(done.status, 'completed');
+  assert.equal(done.launcher_id, launcherId);
+  assert.equal((await b.listLaunchers()).launchers.length, 1, 'it did not have to register again');
+});

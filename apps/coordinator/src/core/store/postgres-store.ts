@@ -1,20 +1,18 @@
 import { randomBytes, createHash } from 'node:crypto';
 import { hostname } from 'node:os';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { TERMINAL_STATUSES, type JobStatus, type LifecycleEvent } from '@agentq/protocol';
 import pg from 'pg';
 import type { Logger } from 'pino';
 import type { Clock } from '../clock.js';
 import type { JobRow, LauncherRow, SessionRow } from '../rows.js';
 import type { SessionExtras } from '../wire.js';
-import { hintsOf } from './changes.js';
 import { PgControl } from './pg-control.js';
-import { CommitFeed, encodeHints, hasHints, type EventDraft, type LogRow } from './pg-feed.js';
+import { CommitFeed, type LogRow } from './pg-feed.js';
 import { PgOutput } from './pg-output.js';
-import { ACTIVE, eventDrafts, extrasOf, logEvents, rowsOf } from './pg-queries.js';
+import { ACTIVE, extrasOf, logEvents, rowsOf } from './pg-queries.js';
 import { migratePg } from './pg-schema.js';
-import { isConnectionError, isRetryable, isUniqueViolation, pgTypes, unavailable } from './pg-sql.js';
-import { PgTx, type ServesCache } from './pg-tx.js';
+import { isConnectionError, pgTypes, unavailable } from './pg-sql.js';
+import { PgTransactions } from './pg-transactions.js';
 import { decode, JOBS, LAUNCHERS, SESSIONS } from './sql-rows.js';
 import type {
   Commit,
@@ -39,19 +37,10 @@ export interface PostgresStoreOptions {
   poolSize?: number;
 }
 
-/** A commit log entry before it has its id. */
-interface LogDraft {
-  drafts: EventDraft[];
-  hints: string;
-  at: number;
-}
-
 /** Commit log entries younger than this are kept (a coordinator cut off for less catches up). */
 const LOG_KEEP_MS = 10 * 60 * 1000;
 /** A launcher's last sign of life is written at most this often per launcher and coordinator. */
 const TOUCH_EVERY_MS = 1000;
-/** Runs of one transaction after deadlocks and serialisation failures before giving up. */
-const MAX_ATTEMPTS = 20;
 const TERMINAL = [...TERMINAL_STATUSES];
 
 /** A database URL without its password, for logs and errors. */
@@ -63,13 +52,16 @@ export const redact = (url: string): string => url.replace(/(\/\/[^:/@]+:)[^@]*@
  * onCommit). The driver is node-postgres (`pg`) with its pool.
  *
  * - A transaction runs on one pooled connection, BEGIN … COMMIT at READ COMMITTED, with row locks
- *   (pg-tx.ts says which and in what order); deadlocks and serialisation failures run it again.
+ *   (pg-tx.ts says which and in what order); deadlocks and serialisation failures run it again
+ *   (pg-transactions.ts).
  * - A commit that others must react to (lifecycle events, or hints: jobs made ready, launchers to
- *   wake, jobs ended) appends one row to `commit_log` and NOTIFYs its id, inside the transaction.
- *   The ids come from a row update of `commit_head` whose lock is held until COMMIT, so ids (and
- *   event ids) are handed out in commit order, without gaps. Every coordinator LISTENs and hands
- *   each entry to its listeners in id order (pg-feed.ts): its own at once, the others' from the log.
+ *   wake, jobs ended) appends one row to `commit_log` and NOTIFYs its id, in the same round trip
+ *   as its COMMIT. The ids come from a row update of `commit_head` whose lock is held until
+ *   COMMIT, so ids (and event ids) are handed out in commit order, without gaps. Every coordinator
+ *   LISTENs (pg-control.ts) and hands each entry to its listeners in id order (pg-feed.ts): its
+ *   own as it commits them, the others' read from the log.
  * - One coordinator sweeps at a time: the one whose control connection holds an advisory lock.
+ * - Output: pg-output.ts. Schema and migrations: pg-schema.ts.
  */
 export class PostgresStore implements Store {
   readonly kind = 'postgres' as const;
@@ -82,8 +74,7 @@ export class PostgresStore implements Store {
   readonly #feed: CommitFeed;
   readonly #output: PgOutput;
   readonly #channels: { commits: string; output: string };
-  readonly #origin = `${hostname()}/${process.pid}/${randomBytes(3).toString('hex')}`;
-  readonly #serves: ServesCache = new Map();
+  readonly #transactions: PgTransactions;
   readonly #listeners: ((commit: Commit) => void)[] = [];
   readonly #touched = new Map<string, number>();
   #closed = false;
@@ -150,7 +141,17 @@ export class PostgresStore implements Store {
       o.log,
     );
     this.#feed.start(head.commit_id);
-    this.#output = new PgOutput(pool, o.outputMaxBytes, this.#channels.output, (fn) => this.#run(fn));
+    this.#transactions = new PgTransactions({
+      pool,
+      feed: this.#feed,
+      channel: this.#channels.commits,
+      origin: `${hostname()}/${process.pid}/${randomBytes(3).toString('hex')}`,
+      clock: o.clock,
+      log: o.log,
+      serves: new Map(),
+      closed: () => this.#closed,
+    });
+    this.#output = new PgOutput(pool, o.outputMaxBytes, this.#channels.output, (fn) => this.#transactions.own(fn));
     this.#control = new PgControl(
       config,
       this.#channels,
@@ -168,153 +169,8 @@ export class PostgresStore implements Store {
     this.#listeners.push(listener);
   }
 
-  // --- transactions ----------------------------------------------------------------------------
-
-  async transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
-    for (let attempt = 1; ; attempt++) {
-      const client = await this.#connect();
-      let released = false;
-      const release = (destroy: boolean) => {
-        if (released) return;
-        released = true;
-        client.release(destroy || undefined);
-      };
-      let tx: PgTx | undefined;
-      let commitSent = false;
-      let broken = false;
-      try {
-        await client.query('BEGIN');
-        tx = new PgTx(client, this.#o.clock.now(), this.#serves);
-        const result = await fn(tx);
-        const entry = await this.#entryOf(client, tx);
-        commitSent = true;
-        const logged = await this.#commit(client, entry?.log);
-        // the connection goes back first: delivering may need one (to read earlier commits of
-        // other coordinators), and so do the reactions it starts
-        release(false);
-        // listeners (dispatch, waits, SSE) see it before the caller does, as with a local store
-        if (entry && logged) await this.#feed.committed(logged.id, entry.commit(logged.first));
-        return result;
-      } catch (err) {
-        if (released) throw err;
-        if (isConnectionError(err)) broken = true;
-        else await client.query('ROLLBACK').catch(() => (broken = true));
-        // a COMMIT whose outcome is unknown: if it went through, the log has it
-        if (commitSent) this.#feed.announce();
-        const again =
-          !commitSent && attempt < MAX_ATTEMPTS && (isRetryable(err) || (isUniqueViolation(err) && attempt < 3) || (broken && attempt < 3));
-        release(broken);
-        if (!again && tx) this.#rolledBack(tx);
-        if (again) {
-          this.#log.debug({ err, attempt }, 'transaction conflicted; running it again');
-          if (isRetryable(err)) await sleep(Math.random() * 5 * attempt);
-          continue;
-        }
-        if (isConnectionError(err)) throw unavailable(err);
-        throw err;
-      } finally {
-        release(broken);
-      }
-    }
-  }
-
-  async #connect(): Promise<pg.PoolClient> {
-    if (this.#closed) throw unavailable(new Error('the store is closed'));
-    try {
-      return await this.#pool.connect();
-    } catch (err) {
-      throw unavailable(err);
-    }
-  }
-
-  /** A short transaction of the store's own (output appends, hint-only log entries). */
-  async #run<T>(fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-    const client = await this.#connect();
-    let broken = false;
-    try {
-      await client.query('BEGIN');
-      const result = await fn(client);
-      await client.query('COMMIT');
-      return result;
-    } catch (err) {
-      if (isConnectionError(err)) broken = true;
-      else await client.query('ROLLBACK').catch(() => (broken = true));
-      throw isConnectionError(err) ? unavailable(err) : err;
-    } finally {
-      client.release(broken || undefined);
-    }
-  }
-
-  /** The commit log entry of a transaction (events and hints), if others must react to it. */
-  async #entryOf(client: pg.PoolClient, tx: PgTx): Promise<{ log: LogDraft; commit: (firstEventId: number) => Commit } | undefined> {
-    const changes = tx.changes();
-    const hints = hintsOf(changes);
-    for (const job of tx.lockedReady(false)) {
-      hints.readyKeys.add(job.routeKey!);
-      hints.readyCount++;
-    }
-    const drafts = changes.events.length > 0 ? await eventDrafts(client, changes, tx.cached(), tx.now) : [];
-    if (drafts.length === 0 && !hasHints(hints)) return undefined;
-    return {
-      log: { drafts, hints: encodeHints(hints), at: tx.now },
-      commit: (first) => ({ events: drafts.map((d, i) => ({ ...d, id: first + i }) as LifecycleEvent), ...hints }),
-    };
-  }
-
-  /**
-   * COMMIT, after appending the log entry if there is one: in one round trip, so the commit_head
-   * row (which hands out the entry's id and event ids) stays locked only while the server runs
-   * it. The next transaction to log waits for that lock, so entries commit in id order, without
-   * gaps (a rollback undoes the head's update). Returns the entry's id and first event id.
-   */
-  async #commit(client: pg.PoolClient, log: LogDraft | undefined): Promise<{ id: number; first: number } | undefined> {
-    if (!log) {
-      await client.query('COMMIT');
-      return undefined;
-    }
-    const n = log.drafts.length;
-    const lit = (s: string) => pg.escapeLiteral(s);
-    const results = (await client.query(
-      `WITH h AS (UPDATE commit_head SET commit_id = commit_id + 1, event_id = event_id + ${n} RETURNING commit_id, event_id)
-       INSERT INTO commit_log (id, first_event_id, last_event_id, origin, at, events, hints)
-       SELECT commit_id, event_id - ${n} + 1, event_id, ${lit(this.#origin)}, ${Math.trunc(log.at)}, ${lit(JSON.stringify(log.drafts))}, ${lit(log.hints)} FROM h
-       RETURNING id, first_event_id;
-       SELECT pg_notify(${lit(this.#channels.commits)}, (SELECT commit_id::text FROM commit_head));
-       COMMIT`,
-    )) as unknown as pg.QueryResult<{ id: number; first_event_id: number }>[];
-    const row = results[0]!.rows[0]!;
-    return { id: row.id, first: row.first_event_id };
-  }
-
-  /**
-   * A transaction failed after locking ready jobs it did not change: a claim may have skipped
-   * them meanwhile, so say they are ready (a hint-only log entry), or a parked poll could wait
-   * for its hold time although there is work.
-   */
-  #rolledBack(tx: PgTx): void {
-    const ready = tx.lockedReady(true);
-    if (ready.length === 0 || this.#closed) return;
-    const hints = {
-      readyKeys: new Set(ready.map((j) => j.routeKey!)),
-      readyCount: ready.length,
-      launchersToWake: new Set<string>(),
-      ended: new Set<string>(),
-      launchersChanged: false,
-    };
-    void (async () => {
-      const client = await this.#connect();
-      let broken = false;
-      try {
-        await client.query('BEGIN');
-        const logged = await this.#commit(client, { drafts: [], hints: encodeHints(hints), at: this.#o.clock.now() });
-        await this.#feed.committed(logged!.id, { events: [], ...hints });
-      } catch (err) {
-        broken = true;
-        this.#log.warn({ err }, 'could not announce ready jobs after a failed transaction');
-      } finally {
-        client.release(broken || undefined);
-      }
-    })().catch((err: unknown) => this.#log.warn({ err }, 'could not announce ready jobs after a failed transaction'));
+  transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
+    return this.#transactions.run(fn);
   }
 
   // --- reads outside transactions (a committed view) ----------------------------------------
