@@ -36,7 +36,7 @@ test('a job created on A runs on a launcher parked on B', async (t) => {
   const a = clientOf(t, A.url);
   const job = await a.createJob({ type: 'start_session', session_name: 'a-to-b', prompt: 'go' });
   const done = await a.waitJob(job.job_id, 60_000);
-  assert.equal(done.status, 'completed');
+  assert.equal(done.status, 'completed', `${done.error_code}: ${done.error}`);
   assert.equal(done.result, 'ran on a launcher of B');
   assert.equal(done.launcher_id, launcherId);
 });
