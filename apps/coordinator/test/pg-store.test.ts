@@ -34,6 +34,18 @@ async function coordinators(
   return { nodes, clients, url };
 }
 
+/** Resolves once `c` has seen event `id` (its own, or another coordinator's). */
+function caughtUp(c: RunningCoordinator, id: number): Promise<void> {
+  return new Promise((resolve) => {
+    if (c.core.events.lastId >= id) return resolve();
+    const off = c.core.events.subscribe((e) => {
+      if (e.id < id) return;
+      off();
+      resolve();
+    });
+  });
+}
+
 test('a poll parked on B is woken by a job created on A; /wait on A returns when B records the end', async (t) => {
   const set = await coordinators(t, 2);
   if (!set) return;
@@ -167,8 +179,10 @@ test('SSE: one global order across coordinators; a coordinator started later rep
   const [a, b] = set.clients as [AgentqClient, AgentqClient];
   for (let i = 0; i < 4; i++) await start(i % 2 ? a : b, `ordered-${i}`);
   const [A, B] = set.nodes as [RunningCoordinator, RunningCoordinator];
+  const newest = Math.max(A.core.events.lastId, B.core.events.lastId);
+  // each is told of the other's commits a moment later: both reach the same last event
+  await Promise.all([caughtUp(A, newest), caughtUp(B, newest)]);
   assert.equal(A.core.events.lastId, B.core.events.lastId);
-  const newest = A.core.events.lastId;
   assert.ok(newest > 10, 'more events than the replay window');
 
   // a third coordinator, started now: its window is empty, the log has everything

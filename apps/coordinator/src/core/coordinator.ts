@@ -272,7 +272,7 @@ export class Coordinator {
     if (q.offset !== undefined && q.offset >= job.outputBytes && !isTerminal(job.status) && (q.wait_ms ?? 0) > 0) {
       const done = new AbortController();
       const both = signal ? AbortSignal.any([signal, done.signal]) : done.signal;
-      const outputCame = store.whenOutput(jobId, both);
+      const outputCame = store.whenOutput(jobId, both, job.outputBytes);
       const ended = this.#watchers.next([jobId], q.wait_ms!, both);
       await Promise.race([outputCame, ended]);
       done.abort();

@@ -4,8 +4,8 @@ import type { Logger } from 'pino';
 export interface ControlHandlers {
   /** NOTIFY on the commits channel: log entry `id` is committed */
   commit(id: number): void;
-  /** NOTIFY on the output channel: job `jobId` has new output */
-  output(jobId: string): void;
+  /** NOTIFY on the output channel: `<stream length> <job id>` (a job has new output) */
+  output(payload: string): void;
   /** (re)connected and listening: notifications may have been missed meanwhile */
   connected(): void;
 }

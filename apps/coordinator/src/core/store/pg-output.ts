@@ -10,7 +10,8 @@ import type { OutputInfo, OutputSlice } from './store.js';
  * before). Each append NOTIFYs, so a reader following the output on any coordinator wakes.
  */
 export class PgOutput {
-  readonly #waiters = new Map<string, Set<() => void>>();
+  /** job id -> its followers: each wakes for a stream length above its own threshold */
+  readonly #waiters = new Map<string, Set<(length: number) => void>>();
 
   constructor(
     private readonly pool: pg.Pool,
@@ -25,7 +26,7 @@ export class PgOutput {
     const stored = await this.run(async (client) => {
       // the job's row serialises appends to its output (a launcher may retry through another coordinator)
       const { rows } = await q(client, 'SELECT output_bytes FROM jobs WHERE id = $1 FOR UPDATE', [jobId]);
-      if (rows.length === 0) return 0;
+      if (rows.length === 0) return { stored: 0, total: 0 };
       let total = Number(rows[0]!.output_bytes);
       const before = total;
       let bytes = Buffer.from(data, 'utf8');
@@ -46,12 +47,12 @@ export class PgOutput {
       }
       if (total !== before) {
         await q(client, 'UPDATE jobs SET output_bytes = $2 WHERE id = $1', [jobId, total]);
-        await q(client, 'SELECT pg_notify($1, $2)', [this.channel, jobId]);
+        await q(client, 'SELECT pg_notify($1, $2)', [this.channel, `${total} ${jobId}`]);
       }
-      return bytes.length;
+      return { stored: bytes.length, total };
     });
-    if (stored > 0) this.appended(jobId);
-    return stored;
+    if (stored.stored > 0) this.appended(jobId, stored.total);
+    return stored.stored;
   }
 
   async read(jobId: string, from: number | null, limit: number): Promise<OutputSlice & OutputInfo> {
@@ -71,8 +72,13 @@ export class PgOutput {
     return { ...slice, totalBytes: buf.totalBytes, retainedBytes: buf.retainedBytes, truncated: buf.truncated };
   }
 
-  /** Resolves when output arrives for the job on any coordinator (or `signal` aborts). */
-  when(jobId: string, signal: AbortSignal): Promise<void> {
+  /**
+   * Resolves when output arrives for the job on any coordinator (or `signal` aborts): with
+   * `after` (the stream length the caller has seen), only when the stream grows past it, and at
+   * once if it already has. Notifications of other coordinators arrive late and in any number,
+   * so a length is what tells new output from old news.
+   */
+  when(jobId: string, signal: AbortSignal, after?: number): Promise<void> {
     return new Promise((resolve) => {
       if (signal.aborted) return resolve();
       let set = this.#waiters.get(jobId);
@@ -80,18 +86,35 @@ export class PgOutput {
       const waiters = set;
       const done = () => {
         signal.removeEventListener('abort', done);
-        waiters.delete(done);
+        waiters.delete(wake);
         if (waiters.size === 0 && this.#waiters.get(jobId) === waiters) this.#waiters.delete(jobId);
         resolve();
       };
-      waiters.add(done);
+      const wake = (length: number) => {
+        if (after === undefined || length > after) done();
+      };
+      waiters.add(wake);
       signal.addEventListener('abort', done, { once: true });
+      if (after !== undefined) {
+        // output that came between the caller's read and this registration
+        const text = 'SELECT output_bytes FROM jobs WHERE id = $1';
+        this.pool.query<{ output_bytes: number }>({ name: statementName(text), text, values: [jobId] }).then(
+          ({ rows }) => wake(rows[0]?.output_bytes ?? 0),
+          () => done(),
+        );
+      }
     });
   }
 
-  /** New output for `jobId` (a NOTIFY, or an append here). */
-  appended(jobId: string): void {
+  /** A NOTIFY of the output channel: `<stream length> <job id>`. */
+  notified(payload: string): void {
+    const space = payload.indexOf(' ');
+    if (space > 0) this.appended(payload.slice(space + 1), Number(payload.slice(0, space)));
+  }
+
+  /** Job `jobId`'s output stream is now `length` bytes long (an append here or elsewhere). */
+  appended(jobId: string, length: number): void {
     const set = this.#waiters.get(jobId);
-    if (set) for (const done of [...set]) done();
+    if (set) for (const wake of [...set]) wake(length);
   }
 }

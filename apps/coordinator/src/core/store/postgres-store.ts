@@ -158,7 +158,7 @@ export class PostgresStore implements Store {
       `agentq:sweeper:${namespace}`,
       {
         commit: (id) => this.#feed.announce(id),
-        output: (jobId) => this.#output.appended(jobId),
+        output: (payload) => this.#output.notified(payload),
         connected: () => this.#feed.announce(), // catch up with what was committed meanwhile
       },
       o.log,
@@ -294,8 +294,8 @@ export class PostgresStore implements Store {
       throw isConnectionError(err) ? unavailable(err) : err;
     });
   }
-  whenOutput(jobId: string, signal: AbortSignal): Promise<void> {
-    return this.#output.when(jobId, signal);
+  whenOutput(jobId: string, signal: AbortSignal, after?: number): Promise<void> {
+    return this.#output.when(jobId, signal, after);
   }
 
   // --- housekeeping (run by the coordinator that holds the sweeper lock) ------------------------

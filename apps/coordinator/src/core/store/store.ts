@@ -148,8 +148,12 @@ export interface Store {
   // --- output: batches at byte offsets; the newest `outputMaxBytes` per job are kept ---
   appendOutput(jobId: string, offset: number, data: string): Promise<number>;
   readOutput(jobId: string, from: number | null, limit: number): Promise<OutputSlice & OutputInfo>;
-  /** resolves when output arrives for the job (or the signal aborts) */
-  whenOutput(jobId: string, signal: AbortSignal): Promise<void>;
+  /**
+   * Resolves when output arrives for the job (or the signal aborts). `after`: the stream length
+   * the caller has seen; a shared store, told of appends by other coordinators with a delay,
+   * resolves only for output beyond it (and at once if there already is).
+   */
+  whenOutput(jobId: string, signal: AbortSignal, after?: number): Promise<void>;
 
   // --- housekeeping for the sweeper ---
   /** non-terminal jobs whose timeout is due at `now` */
