@@ -1,4 +1,4 @@
-import { AgentqClient } from '@agentq/client';
+import { AgentqClient, splitUrls } from '@agentq/client';
 import { UsageError } from './errors.js';
 
 /** A place to write text: process.stdout / process.stderr, or a buffer in tests. */
@@ -100,7 +100,14 @@ export class RunContext implements CommandContext {
   }
 }
 
-function checkUrl(url: string): void {
+/** One URL, or several coordinators of one database as a comma list (the client tries them in turn). */
+function checkUrl(value: string): void {
+  const urls = splitUrls(value);
+  if (urls.length === 0) throw new UsageError(`coordinator URL '${value}' is not a URL`);
+  for (const url of urls) checkOneUrl(url);
+}
+
+function checkOneUrl(url: string): void {
   let parsed: URL;
   try {
     parsed = new URL(url);

@@ -20,7 +20,7 @@ export const EXIT_CODES_HELP = `Exit codes:
 export const DURATIONS_HELP = `Durations: 500ms, 30s, 5m, 1h, 1h30m, or plain milliseconds (1500); none = no limit.`;
 
 export const ENVIRONMENT_HELP = `Environment:
-  AGENTQ_URL               coordinator URL (default ${DEFAULT_URL}); --url wins
+  AGENTQ_URL               coordinator URL, or a comma list of coordinators (default ${DEFAULT_URL}); --url wins
   AGENTQ_TOKEN             bearer token; --token wins
   AGENTQ_CA_FILE           CA certificate for an https:// coordinator; --ca-file wins
   AGENTQ_SESSION_NAME      set by the launcher inside a job: the default --parent of start`;

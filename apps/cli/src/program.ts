@@ -31,7 +31,7 @@ export interface ProgramIo {
  */
 function globalOptions(): Option[] {
   return [
-    new Option('--url <url>', 'coordinator URL (default: $AGENTQ_URL, else http://127.0.0.1:8765)'),
+    new Option('--url <url>', 'coordinator URL, or a comma list of coordinators of one database (default: $AGENTQ_URL, else http://127.0.0.1:8765)'),
     new Option(
       '--json',
       'print exactly one JSON envelope on stdout: {"ok":true,"data":...} or {"ok":false,"error":{...}}',

@@ -34,6 +34,8 @@ export const ConfigSchema = Type.Object({
   eventReplaySize: Type.Integer({ minimum: 0, maximum: 1_000_000 }),
   /** where state lives: `sqlite:<path>` (default), `memory:`, or `postgres://…` */
   databaseUrl: Type.String({ minLength: 1 }),
+  /** PostgreSQL: connections in this coordinator's pool */
+  databasePoolSize: Type.Integer({ minimum: 1, maximum: 1000 }),
   /** a ready job no online launcher can take fails after this many seconds; 0 = wait for ever */
   scheduleTimeoutSeconds: Type.Number({ minimum: 0, maximum: 30 * 86400 }),
   /** terminal jobs kept in memory by the durable stores (the rest is read from the database) */
@@ -79,6 +81,7 @@ export const DEFAULT_CONFIG: CoordinatorConfig = {
   jobRetentionMs: 30 * DAY_MS,
   eventReplaySize: 1000,
   databaseUrl: 'sqlite:./data/agentq.db',
+  databasePoolSize: 10,
   scheduleTimeoutSeconds: 600,
   hotJobs: 1000,
   hotSessions: 10_000,
@@ -97,6 +100,7 @@ export const DEFAULT_CONFIG: CoordinatorConfig = {
 /** Environment variable -> config key, and how to read it. */
 const ENV: ReadonlyArray<[string, keyof CoordinatorConfig, 'string' | 'number' | 'nullable-number' | 'days' | 'boolean']> = [
   ['DATABASE_URL', 'databaseUrl', 'string'],
+  ['DATABASE_POOL_SIZE', 'databasePoolSize', 'number'],
   ['JOB_HISTORY_DAYS', 'jobRetentionMs', 'days'],
   ['HOST', 'host', 'string'],
   ['PORT', 'port', 'number'],

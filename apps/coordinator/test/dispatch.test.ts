@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { fakeLauncher, parked, start, startTest, unparked } from './helpers.js';
+import { fakeLauncher, nextEvent, parked, start, startTest, unparked } from './helpers.js';
 
 test('jobs are handed out in creation order (strict FIFO across sessions)', async (t) => {
   const { client } = await startTest(t);
@@ -76,8 +76,10 @@ test('deregistration while parked answers the parked poll with { deregistered: t
   const isParked = parked(c.core, l.id);
   const poll = l.poll();
   await isParked;
+  const removed = nextEvent(c.core, 'launcher.removed'); // once the notice is written
   await client.deleteLauncher(l.id);
   assert.deepEqual(await poll, { deregistered: true });
+  await removed;
   assert.equal((await client.listLaunchers()).launchers.length, 0);
 });
 
@@ -116,7 +118,7 @@ test('an answer that could not be delivered puts the job back at the head of the
   const l = await fakeLauncher(client);
   const answer = await c.core.poll(l.id, 1, new AbortController().signal);
   assert.equal(answer?.job?.job_id, first.job_id);
-  c.core.releaseUndelivered(first.job_id, l.id);
+  await c.core.releaseUndelivered(first.job_id, l.id);
   const again = await client.getJob(first.job_id);
   assert.equal(again.status, 'pending');
   assert.equal(again.launcher_id, null);
@@ -152,16 +154,18 @@ test('stop requests and the deregistration notice in an answer that was not deli
   const signal = new AbortController().signal;
   const lostStop = await c.core.poll(l.id, 0, signal);
   assert.deepEqual(lostStop, { stop_jobs: [created.job_id] });
-  c.core.pollAnswerLost(l.id, lostStop!); // the connection died before the answer was written
+  await c.core.pollAnswerLost(l.id, lostStop!); // the connection died before the answer was written
   assert.deepEqual(await l.poll({ capacity: 0 }), { stop_jobs: [created.job_id] });
 
   const idle = await fakeLauncher(client, 'idle');
   await client.deleteLauncher(idle.id);
   const lostNotice = await c.core.poll(idle.id, 1, signal);
   assert.deepEqual(lostNotice, { deregistered: true });
-  c.core.pollAnswerLost(idle.id, lostNotice!);
+  await c.core.pollAnswerLost(idle.id, lostNotice!);
   const listed = (await client.listLaunchers()).launchers.find((x) => x.launcher_id === idle.id);
   assert.equal(listed?.status, 'deregistering', 'still due: it is not forgotten');
+  const removed = nextEvent(c.core, 'launcher.removed'); // once the notice is written
   assert.deepEqual(await idle.poll(), { deregistered: true });
+  await removed;
   assert.equal((await client.listLaunchers()).launchers.some((x) => x.launcher_id === idle.id), false);
 });

@@ -3,10 +3,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
 import { AgentqClient, type SseMessage } from '@agentq/client';
-import type { Job } from '@agentq/protocol';
+import type { Job, LifecycleEvent } from '@agentq/protocol';
 import { startCoordinator, type RunningCoordinator } from '../src/start.js';
 import type { CoordinatorConfig } from '../src/config.js';
 import type { AppDeps } from '../src/app.js';
+import { freshDatabaseUrl } from './pg-server.js';
 
 export interface TestCoordinator {
   c: RunningCoordinator;
@@ -19,7 +20,7 @@ export async function startTest(
   overrides: Partial<CoordinatorConfig> = {},
   deps: AppDeps = {},
 ): Promise<TestCoordinator> {
-  const c = await startCoordinator({ pollTimeoutSeconds: 5, ...storeFor(t), ...overrides }, deps);
+  const c = await startCoordinator({ pollTimeoutSeconds: 5, ...(await storeFor(t)), ...overrides }, deps);
   const client = new AgentqClient({ url: c.url });
   t.after(async () => {
     await client.close();
@@ -30,9 +31,15 @@ export async function startTest(
 
 /**
  * The store tests run on: memory by default; `AGENTQ_TEST_STORE=sqlite` runs the same tests on a
- * fresh SQLite file each (a check of the store seam, not part of the default run).
+ * fresh SQLite file each, `AGENTQ_TEST_STORE=postgres` on a fresh PostgreSQL schema each (a
+ * check of the store seam; see pg-server.ts).
  */
-function storeFor(t: TestContext): Partial<CoordinatorConfig> {
+async function storeFor(t: TestContext): Promise<Partial<CoordinatorConfig>> {
+  if (process.env.AGENTQ_TEST_STORE === 'postgres') {
+    const url = await freshDatabaseUrl(t);
+    if (url === null) throw new Error('PostgreSQL is not available (AGENTQ_TEST_STORE=postgres)');
+    return { databaseUrl: url };
+  }
   if (process.env.AGENTQ_TEST_STORE !== 'sqlite') return {};
   const dir = mkdtempSync(join(tmpdir(), 'agentq-test-db-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
@@ -138,7 +145,9 @@ export function called<T extends object>(obj: T, method: keyof T & string): Prom
 export function openEvents(t: TestContext, url: string, lastEventId?: number | string) {
   const client = new AgentqClient({ url });
   const abort = new AbortController();
-  const it = client.events({ signal: abort.signal, ...(lastEventId !== undefined ? { lastEventId } : {}) });
+  let onOpen!: () => void;
+  const opened = new Promise<void>((resolve) => (onOpen = resolve));
+  const it = client.events({ signal: abort.signal, onOpen, ...(lastEventId !== undefined ? { lastEventId } : {}) });
   const close = async () => {
     abort.abort();
     await it.return(undefined).catch(() => undefined);
@@ -146,6 +155,11 @@ export function openEvents(t: TestContext, url: string, lastEventId?: number | s
   };
   t.after(close);
   return {
+    /**
+     * Resolves once the coordinator accepted the stream: every event committed after that comes.
+     * (The request goes out with the first `next()`: call it, then await this.)
+     */
+    opened,
     /** the next message (the stream must not end) */
     async next(): Promise<SseMessage> {
       const r = await it.next();
@@ -167,3 +181,18 @@ export function openEvents(t: TestContext, url: string, lastEventId?: number | s
 
 /** A job event's payload (`data:` of an SSE message). */
 export const eventJob = (m: SseMessage): Job => (JSON.parse(m.data) as { job: Job }).job;
+
+/**
+ * Resolve with the next lifecycle event of `type` the core commits (on a shared store, whichever
+ * coordinator commits it). For changes made after an answer was written (a deregistration
+ * notice delivered), which a test cannot otherwise await.
+ */
+export function nextEvent(core: { events: { subscribe(l: (e: LifecycleEvent) => void): () => void } }, type: string): Promise<LifecycleEvent> {
+  return new Promise((resolve) => {
+    const off = core.events.subscribe((e) => {
+      if (e.type !== type) return;
+      off();
+      resolve(e);
+    });
+  });
+}

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { fakeLauncher, rejectsWith, start, startTest } from './helpers.js';
+import { fakeLauncher, nextEvent, rejectsWith, start, startTest } from './helpers.js';
 
 test('register answers a launcher id and the polling parameters from the configuration', async (t) => {
   const { client } = await startTest(t, { pollTimeoutSeconds: 7, heartbeatIntervalSeconds: 11, heartbeatTimeoutSeconds: 33 });
@@ -154,12 +154,14 @@ test('DELETE /launchers/{id}?self=true removes at once; unknown ids are 404', as
 });
 
 test('external deregistration: the next poll gets { deregistered: true } and the launcher is removed', async (t) => {
-  const { client } = await startTest(t);
+  const { client, c } = await startTest(t);
   const l = await fakeLauncher(client);
   const answer = await client.deleteLauncher(l.id);
   assert.equal(answer.outcome, 'deregistering');
   assert.equal((await client.listLaunchers()).launchers[0]?.status, 'deregistering');
+  const removed = nextEvent(c.core, 'launcher.removed'); // once the notice is written
   assert.deepEqual(await l.poll(), { deregistered: true });
+  await removed;
   assert.equal((await client.listLaunchers()).launchers.length, 0);
 });
 

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { hostname as osHostname } from 'node:os';
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
+import { splitUrls } from '@agentq/client';
 import type { Labels } from '@agentq/protocol';
 import { resolveExecutor, type ExecutorSpec } from './executors/index.js';
 import { builtinLabels, checkLabels, parseLabels } from './labels.js';
@@ -13,7 +14,7 @@ import { defaultStateDir } from './state-dir.js';
  * Loaded once by `loadConfig(argv, env)`; a bad value throws ConfigError naming the option.
  */
 export interface LauncherConfig {
-  /** coordinator base URL */
+  /** coordinator base URL; several coordinators of one database as a comma list (tried in turn) */
   url: string;
   /** the executor program run for each job */
   executor: ExecutorSpec;
@@ -86,7 +87,14 @@ interface OptionSpec {
 
 /** Every option, written once: parsing, `--help` and docs/launcher.md follow this table. */
 export const OPTIONS = [
-  { flag: 'url', env: 'AGENTQ_URL', kind: 'string', arg: 'URL', def: 'http://127.0.0.1:8765', help: 'coordinator URL' },
+  {
+    flag: 'url',
+    env: 'AGENTQ_URL',
+    kind: 'string',
+    arg: 'URL[,URL]',
+    def: 'http://127.0.0.1:8765',
+    help: 'coordinator URL; several coordinators of one database: a comma list, the next used when one is down',
+  },
   {
     flag: 'executor',
     env: 'AGENTQ_EXECUTOR',
@@ -296,12 +304,15 @@ export function loadConfig(
     return n;
   };
 
-  const url = str('url', 'http://127.0.0.1:8765');
-  try {
-    const u = new URL(url);
-    if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new Error('not http(s)');
-  } catch {
-    throw new ConfigError(raw('url')?.from ?? '--url', `expected an http(s) URL, got ${JSON.stringify(url)}`);
+  const urls = splitUrls(str('url', 'http://127.0.0.1:8765'));
+  if (urls.length === 0) throw new ConfigError(raw('url')?.from ?? '--url', 'expected an http(s) URL, got nothing');
+  for (const url of urls) {
+    try {
+      const u = new URL(url);
+      if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new Error('not http(s)');
+    } catch {
+      throw new ConfigError(raw('url')?.from ?? '--url', `expected an http(s) URL, got ${JSON.stringify(url)}`);
+    }
   }
 
   const list = (flag: Flag): string[] =>
@@ -369,7 +380,7 @@ export function loadConfig(
   return {
     help: false,
     config: {
-      url: url.replace(/\/+$/, ''),
+      url: urls.join(','),
       executor,
       maxJobs: num('max-jobs', 4, (n) => Number.isInteger(n) && n >= 1 && n <= 1000, 'an integer from 1 to 1000'),
       projectDir: projectRoots[0]!,

@@ -33,11 +33,16 @@ import type {
   WaitManyResponse,
 } from '@agentq/protocol';
 import { delay } from './backoff.js';
+import { Endpoints, neverSent } from './endpoints.js';
 import { AgentqApiError, AgentqAuthError, AgentqConnectionError, toError } from './errors.js';
 import { parseSse, type SseMessage } from './sse.js';
 
 export interface ClientOptions {
-  /** coordinator base URL, e.g. http://127.0.0.1:8765 or https://agentq.example:8765 */
+  /**
+   * coordinator base URL, e.g. http://127.0.0.1:8765 or https://agentq.example:8765; several
+   * coordinators of one PostgreSQL database as a comma list (the client moves to the next one
+   * when the current one cannot be reached; see endpoints.ts)
+   */
   url: string;
   /**
    * Bearer token sent with every request (`Authorization: Bearer <token>`). A function is asked
@@ -79,15 +84,16 @@ const LONG_POLL_SLACK_MS = 30_000;
  * AgentqConnectionError (it could not be reached). Aborts reject with the signal's reason.
  */
 export class AgentqClient {
-  readonly url: string;
-  readonly #pool: Pool;
+  readonly #endpoints: Endpoints;
+  readonly #pools = new Map<string, Pool>();
+  readonly #poolOptions: Pool.Options;
   readonly #headersTimeoutMs: number;
   readonly #token: () => string | undefined;
   readonly #overloadRetries: number;
   readonly #maxRetryAfterMs: number;
 
   constructor(options: ClientOptions) {
-    this.url = options.url.replace(/\/+$/, '');
+    this.#endpoints = new Endpoints(options.url);
     this.#headersTimeoutMs = options.headersTimeoutMs ?? 30_000;
     const token = options.token;
     this.#token = typeof token === 'function' ? token : () => token;
@@ -102,26 +108,40 @@ export class AgentqClient {
         throw new Error(`cannot read the CA file ${options.caFile}: ${toError(err).message}`, { cause: err });
       }
     }
-    this.#pool = new Pool(this.url, {
+    this.#poolOptions = {
       connections: options.connections ?? 16,
       // per-request timeouts are set on each call; these are the pool's outer bounds
       headersTimeout: 0,
       bodyTimeout: 0,
       keepAliveTimeout: 4_000,
       ...(ca ? { connect: { ca } } : {}),
-    });
+    };
+  }
+
+  /** The coordinator URL requests go to now (the first of the list until one fails). */
+  get url(): string {
+    return this.#endpoints.current;
+  }
+
+  /** Every coordinator URL this client may use, in order. */
+  get urls(): readonly string[] {
+    return this.#endpoints.urls;
+  }
+
+  #pool(url: string): Pool {
+    let pool = this.#pools.get(url);
+    if (!pool) this.#pools.set(url, (pool = new Pool(url, this.#poolOptions)));
+    return pool;
   }
 
   /** Close after the requests in flight have finished. Safe to call more than once. */
-  close(): Promise<void> {
-    if (this.#pool.closed || this.#pool.destroyed) return Promise.resolve();
-    return this.#pool.close();
+  async close(): Promise<void> {
+    await Promise.all([...this.#pools.values()].map((p) => (p.closed || p.destroyed ? undefined : p.close())));
   }
 
   /** Close at once, failing requests in flight (used by launchers that are shutting down). */
-  destroy(): Promise<void> {
-    if (this.#pool.destroyed) return Promise.resolve();
-    return this.#pool.destroy();
+  async destroy(): Promise<void> {
+    await Promise.all([...this.#pools.values()].map((p) => (p.destroyed ? undefined : p.destroy())));
   }
 
   // --- jobs -------------------------------------------------------------------------------
@@ -242,9 +262,10 @@ export class AgentqClient {
   ): AsyncGenerator<SseMessage> {
     const headers: Record<string, string> = { accept: 'text/event-stream', ...this.#auth() };
     if (options.lastEventId !== undefined) headers['last-event-id'] = String(options.lastEventId);
+    const url = this.url;
     let res;
     try {
-      res = await this.#pool.request({
+      res = await this.#pool(url).request({
         method: 'GET',
         path: '/events',
         headers,
@@ -253,7 +274,7 @@ export class AgentqClient {
         bodyTimeout: 0,
       });
     } catch (err) {
-      throw this.#wrap(err);
+      throw this.#wrap(err, url);
     }
     if (res.statusCode !== 200) {
       throw apiError(res.statusCode, await res.body.text(), res.headers['retry-after']);
@@ -263,7 +284,7 @@ export class AgentqClient {
       yield* parseSse(res.body);
     } catch (err) {
       if (options.signal?.aborted) return;
-      throw this.#wrap(err);
+      throw this.#wrap(err, url);
     }
   }
 
@@ -278,16 +299,27 @@ export class AgentqClient {
   /**
    * One call. A 429/503 answered with a Retry-After (overloaded, rate-limited, shutting down)
    * is sent again after that wait, up to `overloadRetries` times; other errors are thrown.
+   * With several coordinator URLs, a call that could not reach one goes to the next at once when
+   * that is safe: the connection was never made, or the call is a GET (it changes nothing).
    */
   async #json<T>(
     method: 'GET' | 'POST' | 'DELETE',
     path: string,
     o: CallOptions & { body?: unknown; query?: Query; allow204?: boolean } = {},
   ): Promise<T> {
-    for (let attempt = 0; ; attempt++) {
+    for (let attempt = 0, elsewhere = 0; ; attempt++) {
       try {
         return await this.#once<T>(method, path, o);
       } catch (err) {
+        if (
+          err instanceof AgentqConnectionError &&
+          !o.signal?.aborted &&
+          elsewhere < this.#endpoints.urls.length - 1 &&
+          (method === 'GET' || neverSent(err))
+        ) {
+          elsewhere++;
+          continue;
+        }
         const wait = err instanceof AgentqApiError && (err.status === 429 || err.status === 503) ? err.retryAfterMs : undefined;
         if (wait === undefined || attempt >= this.#overloadRetries || wait > this.#maxRetryAfterMs) throw err;
         try {
@@ -305,9 +337,10 @@ export class AgentqClient {
     o: CallOptions & { body?: unknown; query?: Query; allow204?: boolean },
   ): Promise<T> {
     const qs = toQueryString(o.query);
+    const url = this.url;
     let res;
     try {
-      res = await this.#pool.request({
+      res = await this.#pool(url).request({
         method,
         path: qs ? `${path}?${qs}` : path,
         headers: { ...this.#auth(o.token), ...(o.body === undefined ? {} : { 'content-type': 'application/json' }) },
@@ -317,13 +350,13 @@ export class AgentqClient {
         bodyTimeout: o.headersTimeoutMs ?? this.#headersTimeoutMs,
       });
     } catch (err) {
-      throw this.#wrap(err, o.signal);
+      throw this.#wrap(err, url, o.signal);
     }
     let text: string;
     try {
       text = await res.body.text();
     } catch (err) {
-      throw this.#wrap(err, o.signal);
+      throw this.#wrap(err, url, o.signal);
     }
     if (res.statusCode === 204 && o.allow204) return null as T;
     if (res.statusCode >= 400) throw apiError(res.statusCode, text, res.headers['retry-after']);
@@ -337,12 +370,15 @@ export class AgentqClient {
     }
   }
 
-  #wrap(err: unknown, signal?: AbortSignal): Error {
+  /** A failed request as the error callers see; a coordinator that could not be reached is left for the next URL. */
+  #wrap(err: unknown, url: string, signal?: AbortSignal): Error {
     if (signal?.aborted) return toError(signal.reason);
     if (err instanceof AgentqApiError || err instanceof AgentqConnectionError) return err;
     const e = toError(err);
     if (e instanceof undiciErrors.RequestAbortedError) return e;
-    return new AgentqConnectionError(`coordinator at ${this.url} unreachable: ${e.message}`, { cause: e });
+    const next = this.#endpoints.failed(url);
+    const moved = next === url ? '' : ` (next request goes to ${next})`;
+    return new AgentqConnectionError(`coordinator at ${url} unreachable: ${e.message}${moved}`, { cause: e });
   }
 }
 

@@ -2,3 +2,4 @@ export { AgentqClient, parseRetryAfter, type ClientOptions, type CallOptions } f
 export { AgentqApiError, AgentqAuthError, AgentqConnectionError, isRetryable, toError } from './errors.js';
 export { backoffDelay, delay, type BackoffOptions } from './backoff.js';
 export { parseSse, type SseMessage } from './sse.js';
+export { Endpoints, splitUrls } from './endpoints.js';

@@ -9,6 +9,7 @@ import {
   type JobList,
   type JobOutput,
   type LauncherList,
+  type LifecycleEvent,
   type ListSessionsQuery,
   type OutputQuery,
   type PollResponse,
@@ -84,6 +85,8 @@ export class Coordinator {
     const log = deps.logger ?? pino({ level: 'silent' });
     this.#ctx = { config, store, clock, log };
     this.events = new EventLog(config.eventReplaySize, log);
+    // a durable store numbers on after a restart: a Last-Event-ID from before it is a gap, not news
+    if (store.lastEventId !== undefined) this.events.continueAfter(store.lastEventId);
     this.#dispatcher = new Dispatcher(
       (launcherId, capacity) => store.transaction(async (tx) => answerPoll(this.#ctx, tx, await tx.launcher(launcherId), capacity)),
       (launcherId, answer) => this.pollAnswerLost(launcherId, answer),
@@ -270,7 +273,7 @@ export class Coordinator {
     if (q.offset !== undefined && q.offset >= job.outputBytes && !isTerminal(job.status) && (q.wait_ms ?? 0) > 0) {
       const done = new AbortController();
       const both = signal ? AbortSignal.any([signal, done.signal]) : done.signal;
-      const outputCame = store.whenOutput(jobId, both);
+      const outputCame = store.whenOutput(jobId, both, job.outputBytes);
       const ended = this.#watchers.next([jobId], q.wait_ms!, both);
       await Promise.race([outputCame, ended]);
       done.abort();
@@ -508,6 +511,21 @@ export class Coordinator {
       launchers: { online: launcherRows.length - stale, stale },
       parkedPolls: this.#dispatcher.parkedCount,
     };
+  }
+
+  /**
+   * Events after `afterId` for an SSE client resuming with Last-Event-ID: from the replay window,
+   * and (a shared store) from the store's commit log for what the window no longer holds, e.g. on
+   * a coordinator that started after them. `gap`: some are lost; `oldestId` is the first sent.
+   */
+  async replayEvents(afterId: number): Promise<{ events: LifecycleEvent[]; gap: boolean; oldestId: number }> {
+    const held = this.events.since(afterId);
+    const { store, config } = this.#ctx;
+    if (!held.gap || !store.eventsSince) return held;
+    const before = held.oldestId;
+    const older = await store.eventsSince(afterId, before, Math.max(config.eventReplaySize, 1000));
+    const oldestId = older[0]?.id ?? before;
+    return { events: [...older, ...held.events], gap: afterId + 1 < oldestId, oldestId };
   }
 
   // ---------------------------------------------------------------------------------------

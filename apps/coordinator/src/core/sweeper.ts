@@ -27,12 +27,16 @@ export class Sweeper {
     const { store, clock } = this.ctx;
     const now = clock.now();
     for (const id of this.parkedLaunchers()) await store.touchLauncher(id, now);
+    // several coordinators on one store: exactly one sweeps (the others only keep their parked
+    // launchers alive, above)
+    if (store.sweeperLease && !(await store.sweeperLease())) return;
     await this.#launchers(now);
     await this.#leases(now);
     await this.#timeouts(now);
     await this.#unmatched(now);
     await this.#history(now);
     await store.purgeIdempotency(now - IDEMPOTENCY_TTL_MS);
+    await store.purgeEvents?.(now);
     store.trimCache();
   }
 

@@ -71,13 +71,14 @@ export const eventRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator; streams
       'x-accel-buffering': 'no',
     });
     res.write(`retry: 2000\n: connected, last event id ${core.events.lastId}\n\n`);
-    if (lastId !== undefined && Number.isFinite(lastId)) {
-      const { events, gap, oldestId } = core.events.since(lastId);
-      if (gap) {
-        res.write(`event: stream.gap\ndata: ${JSON.stringify({ type: 'stream.gap', oldest_available_id: oldestId })}\n\n`);
-      }
-      for (const e of events) res.write(frame(e));
-    }
+    // events are sent once each, in id order: the replay first, then what came in meanwhile
+    let sentId = 0;
+    let held: LifecycleEvent[] | undefined = [];
+    const sendEvent = (e: LifecycleEvent) => {
+      if (e.id <= sentId) return;
+      sentId = e.id;
+      send(frame(e));
+    };
     const send = (text: string) => {
       if (!res.write(text) && res.writableLength > maxUnread) {
         req.log.warn({ unread_bytes: res.writableLength }, 'event stream client is not reading; disconnected');
@@ -85,7 +86,7 @@ export const eventRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator; streams
         res.destroy(); // drop what is buffered: end() alone would keep it queued behind the client
       }
     };
-    const unsubscribe = core.events.subscribe((e) => send(frame(e)));
+    const unsubscribe = core.events.subscribe((e) => (held ? held.push(e) : sendEvent(e)));
     const keepalive = setInterval(() => send(': keepalive\n\n'), KEEPALIVE_MS);
     const end = () => {
       if (!open.delete(end)) return;
@@ -95,5 +96,19 @@ export const eventRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator; streams
     };
     open.add(end);
     res.once('close', end);
+    if (lastId !== undefined && Number.isFinite(lastId)) {
+      sentId = lastId;
+      try {
+        // a shared store may read older events from the database: the live ones wait in `held`
+        const { events, gap, oldestId } = await core.replayEvents(lastId);
+        if (gap) send(`event: stream.gap\ndata: ${JSON.stringify({ type: 'stream.gap', oldest_available_id: oldestId })}\n\n`);
+        for (const e of events) sendEvent(e);
+      } catch (err) {
+        req.log.warn({ err }, 'event replay failed');
+        send(`event: stream.gap\ndata: ${JSON.stringify({ type: 'stream.gap', oldest_available_id: core.events.lastId + 1 })}\n\n`);
+      }
+    }
+    for (const e of held) sendEvent(e);
+    held = undefined;
   });
 };

@@ -18,5 +18,10 @@ export async function openStore(config: CoordinatorConfig, deps: { clock: Clock;
     return SqliteStore.open(path, { ...options, hotJobs: config.hotJobs, hotSessions: config.hotSessions });
   }
   const { PostgresStore } = await import('./postgres-store.js');
-  return PostgresStore.open(url, { ...options, pollTimeoutSeconds: config.pollTimeoutSeconds });
+  return PostgresStore.open(url, {
+    ...options,
+    pollTimeoutSeconds: config.pollTimeoutSeconds,
+    eventReplaySize: config.eventReplaySize,
+    poolSize: config.databasePoolSize,
+  });
 }

@@ -1,7 +1,366 @@
-import type { Store } from './store.js';
+import { randomBytes, createHash } from 'node:crypto';
+import { hostname } from 'node:os';
+import { TERMINAL_STATUSES, type JobStatus, type LifecycleEvent } from '@agentq/protocol';
+import pg from 'pg';
+import type { Logger } from 'pino';
+import type { Clock } from '../clock.js';
+import type { JobRow, LauncherRow, SessionRow } from '../rows.js';
+import type { SessionExtras } from '../wire.js';
+import { PgControl } from './pg-control.js';
+import { CommitFeed, type LogRow } from './pg-feed.js';
+import { PgOutput } from './pg-output.js';
+import { ACTIVE, extrasOf, logEvents, rowsOf } from './pg-queries.js';
+import { migratePg } from './pg-schema.js';
+import { isConnectionError, pgTypes, unavailable } from './pg-sql.js';
+import { PgTransactions } from './pg-transactions.js';
+import { decode, JOBS, LAUNCHERS, SESSIONS } from './sql-rows.js';
+import type {
+  Commit,
+  ListJobsFilter,
+  ListSessionsFilter,
+  OutputInfo,
+  OutputSlice,
+  ReadyBucket,
+  Store,
+  StoreCounts,
+  Tx,
+} from './store.js';
 
-export const PostgresStore = {
-  async open(_url: string, _o: unknown): Promise<Store> {
-    throw new Error('PostgreSQL is not supported yet');
-  },
-};
+export interface PostgresStoreOptions {
+  clock: Clock;
+  log: Logger;
+  outputMaxBytes: number;
+  pollTimeoutSeconds: number;
+  /** SSE events kept for Last-Event-ID: the commit log keeps at least as many */
+  eventReplaySize?: number;
+  /** connections in the pool (transactions and reads run on them) */
+  poolSize?: number;
+}
+
+/** Commit log entries younger than this are kept (a coordinator cut off for less catches up). */
+const LOG_KEEP_MS = 10 * 60 * 1000;
+/** A launcher's last sign of life is written at most this often per launcher and coordinator. */
+const TOUCH_EVERY_MS = 1000;
+const TERMINAL = [...TERMINAL_STATUSES];
+
+/** A database URL without its password, for logs and errors. */
+export const redact = (url: string): string => url.replace(/(\/\/[^:/@]+:)[^@]*@/, '$1***@');
+
+/**
+ * All state in PostgreSQL (DATABASE_URL=postgres://…), shared by any number of coordinators
+ * (`shared`: recovery after a restart is not run, other coordinators' commits arrive through
+ * onCommit). The driver is node-postgres (`pg`) with its pool.
+ *
+ * - A transaction runs on one pooled connection, BEGIN … COMMIT at READ COMMITTED, with row locks
+ *   (pg-tx.ts says which and in what order); deadlocks and serialisation failures run it again
+ *   (pg-transactions.ts).
+ * - A commit that others must react to (lifecycle events, or hints: jobs made ready, launchers to
+ *   wake, jobs ended) appends one row to `commit_log` and NOTIFYs its id, in the same round trip
+ *   as its COMMIT. The ids come from a row update of `commit_head` whose lock is held until
+ *   COMMIT, so ids (and event ids) are handed out in commit order, without gaps. Every coordinator
+ *   LISTENs (pg-control.ts) and hands each entry to its listeners in id order (pg-feed.ts): its
+ *   own as it commits them, the others' read from the log.
+ * - One coordinator sweeps at a time: the one whose control connection holds an advisory lock.
+ * - Output: pg-output.ts. Schema and migrations: pg-schema.ts.
+ */
+export class PostgresStore implements Store {
+  readonly kind = 'postgres' as const;
+  readonly shared = true;
+  readonly lastEventId: number;
+  readonly #pool: pg.Pool;
+  readonly #o: PostgresStoreOptions;
+  readonly #log: Logger;
+  readonly #control: PgControl;
+  readonly #feed: CommitFeed;
+  readonly #output: PgOutput;
+  readonly #channels: { commits: string; output: string };
+  readonly #transactions: PgTransactions;
+  readonly #listeners: ((commit: Commit) => void)[] = [];
+  readonly #touched = new Map<string, number>();
+  #closed = false;
+
+  static async open(url: string, o: PostgresStoreOptions): Promise<PostgresStore> {
+    const config: pg.ClientConfig = {
+      connectionString: url,
+      types: pgTypes,
+      application_name: 'agentq-coordinator',
+      keepAlive: true,
+      // also how long a transaction may wait for a free connection of the pool under load
+      connectionTimeoutMillis: 30_000,
+    };
+    // a transaction left open by a bug must not hold its locks for ever
+    const pool = new pg.Pool({ ...config, max: o.poolSize ?? 10, idle_in_transaction_session_timeout: 60_000 });
+    pool.on('error', (err) => o.log.warn({ err }, 'idle PostgreSQL connection failed'));
+    let namespace: string;
+    try {
+      const client = await pool.connect();
+      try {
+        const [where] = await rowsOf<{ db: string; schema: string | null }>(client, 'SELECT current_database() AS db, current_schema() AS schema');
+        if (!where?.schema) throw new Error('no schema to create tables in: create it, or fix search_path (?options=-c search_path=NAME)');
+        namespace = `${where.db}.${where.schema}`;
+        const from = await migratePg(client, `agentq:migrate:${namespace}`);
+        o.log.info({ database: redact(url), schema: where.schema, from_version: from }, 'PostgreSQL store opened');
+      } finally {
+        client.release();
+      }
+    } catch (err) {
+      await pool.end().catch(() => undefined);
+      throw new Error(`cannot open the PostgreSQL database ${redact(url)}: ${(err as Error).message}`, { cause: err });
+    }
+    const [head] = await rowsOf<{ commit_id: number; event_id: number }>(pool, 'SELECT commit_id, event_id FROM commit_head');
+    const store = new PostgresStore(pool, config, namespace, head!, o);
+    try {
+      await store.#control.start();
+    } catch (err) {
+      await store.close();
+      throw new Error(`cannot listen on the PostgreSQL database ${redact(url)}: ${(err as Error).message}`, { cause: err });
+    }
+    return store;
+  }
+
+  private constructor(
+    pool: pg.Pool,
+    config: pg.ClientConfig,
+    namespace: string,
+    head: { commit_id: number; event_id: number },
+    o: PostgresStoreOptions,
+  ) {
+    this.#pool = pool;
+    this.#o = o;
+    this.#log = o.log;
+    this.lastEventId = head.event_id;
+    // channels and locks are per database and schema: deployments sharing a server stay apart
+    const ns = createHash('sha1').update(namespace).digest('hex').slice(0, 12);
+    this.#channels = { commits: `agentq_commits_${ns}`, output: `agentq_output_${ns}` };
+    this.#feed = new CommitFeed(
+      (afterId, limit) =>
+        rowsOf<LogRow>(this.#pool, 'SELECT id, first_event_id, events, hints FROM commit_log WHERE id > $1 ORDER BY id LIMIT $2', [afterId, limit]),
+      (commit) => {
+        for (const listener of this.#listeners) listener(commit);
+      },
+      o.log,
+    );
+    this.#feed.start(head.commit_id);
+    this.#transactions = new PgTransactions({
+      pool,
+      feed: this.#feed,
+      channel: this.#channels.commits,
+      origin: `${hostname()}/${process.pid}/${randomBytes(3).toString('hex')}`,
+      clock: o.clock,
+      log: o.log,
+      serves: new Map(),
+      closed: () => this.#closed,
+    });
+    this.#output = new PgOutput(pool, o.outputMaxBytes, this.#channels.output, (fn) => this.#transactions.own(fn));
+    this.#control = new PgControl(
+      config,
+      this.#channels,
+      `agentq:sweeper:${namespace}`,
+      {
+        commit: (id) => this.#feed.announce(id),
+        output: (payload) => this.#output.notified(payload),
+        connected: () => this.#feed.announce(), // catch up with what was committed meanwhile
+      },
+      o.log,
+    );
+  }
+
+  onCommit(listener: (commit: Commit) => void): void {
+    this.#listeners.push(listener);
+  }
+
+  transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
+    return this.#transactions.run(fn);
+  }
+
+  // --- reads outside transactions (a committed view) ----------------------------------------
+
+  async #rows<R extends pg.QueryResultRow = Record<string, unknown>>(text: string, values: unknown[] = []): Promise<R[]> {
+    try {
+      return await rowsOf<R>(this.#pool, text, values);
+    } catch (err) {
+      throw isConnectionError(err) ? unavailable(err) : err;
+    }
+  }
+
+  async getJob(id: string): Promise<JobRow | undefined> {
+    const [raw] = await this.#rows('SELECT * FROM jobs WHERE id = $1', [id]);
+    return raw ? decode(JOBS, raw) : undefined;
+  }
+  async getSession(name: string): Promise<SessionRow | undefined> {
+    const [raw] = await this.#rows('SELECT * FROM sessions WHERE name = $1', [name]);
+    return raw ? decode(SESSIONS, raw) : undefined;
+  }
+  async sessionExtras(session: SessionRow): Promise<SessionExtras> {
+    const extras = await extrasOf(this.#pool, [session.name]).catch((err: unknown) => {
+      throw isConnectionError(err) ? unavailable(err) : err;
+    });
+    return extras.get(session.name)!;
+  }
+  async getLauncher(id: string): Promise<LauncherRow | undefined> {
+    const [raw] = await this.#rows('SELECT * FROM launchers WHERE id = $1', [id]);
+    return raw ? decode(LAUNCHERS, raw) : undefined;
+  }
+  async listLaunchers(): Promise<LauncherRow[]> {
+    return (await this.#rows('SELECT * FROM launchers ORDER BY registered_at, id')).map((r) => decode(LAUNCHERS, r));
+  }
+  async activeJobIdsOfLauncher(id: string): Promise<string[]> {
+    return (await this.#rows<{ id: string }>(`SELECT id FROM jobs WHERE launcher_id = $1 AND status IN ${ACTIVE} ORDER BY seq`, [id])).map((r) => r.id);
+  }
+  async activeJobIds(): Promise<string[]> {
+    return (await this.#rows<{ id: string }>(`SELECT id FROM jobs WHERE status IN ${ACTIVE} ORDER BY seq`)).map((r) => r.id);
+  }
+
+  async listJobs(f: ListJobsFilter): Promise<JobRow[]> {
+    const where: string[] = [];
+    const args: unknown[] = [];
+    const arg = (v: unknown) => `$${args.push(v)}`;
+    if (f.before !== undefined) where.push(`seq < ${arg(f.before)}`);
+    if (f.sessionName !== undefined) where.push(`session_name = ${arg(f.sessionName)}`);
+    if (f.launcherId !== undefined) where.push(`launcher_id = ${arg(f.launcherId)}`);
+    if (f.statuses) where.push(`status = ANY(${arg([...f.statuses])}::text[])`);
+    if (f.terminal !== undefined) where.push(`${f.terminal ? '' : 'NOT '}(status = ANY(${arg(TERMINAL)}::text[]))`);
+    const sql = `SELECT * FROM jobs ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY seq DESC LIMIT ${arg(f.limit)}`;
+    return (await this.#rows(sql, args)).map((r) => decode(JOBS, r));
+  }
+
+  async listSessions(f: ListSessionsFilter): Promise<SessionRow[]> {
+    const where: string[] = [];
+    const args: unknown[] = [];
+    const arg = (v: unknown) => `$${args.push(v)}`;
+    if (f.before !== undefined) where.push(`s.seq < ${arg(f.before)}`);
+    if (f.parent !== undefined) where.push(`s.parent_name = ${arg(f.parent)}`);
+    if (f.status !== undefined) {
+      where.push(`${f.status === 'busy' ? '' : 'NOT '}EXISTS (SELECT 1 FROM jobs j WHERE j.session_name = s.name AND j.completed_at IS NULL)`);
+    }
+    const sql = `SELECT s.* FROM sessions s ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY s.seq DESC LIMIT ${arg(f.limit)}`;
+    return (await this.#rows(sql, args)).map((r) => decode(SESSIONS, r));
+  }
+
+  async counts(): Promise<StoreCounts> {
+    const rows = await this.#rows<{ status: string; n: number }>(
+      `SELECT status, count(*) AS n FROM jobs WHERE status IN ('pending', 'claimed', 'running', 'stopping') GROUP BY status`,
+    );
+    let pending = 0;
+    let active = 0;
+    for (const r of rows) {
+      if (r.status === 'pending') pending += r.n;
+      else active += r.n;
+    }
+    return { pending, active };
+  }
+
+  async countByStatus(): Promise<Partial<Record<JobStatus, number>>> {
+    const rows = await this.#rows<{ status: JobStatus; n: number }>('SELECT status, count(*) AS n FROM jobs GROUP BY status');
+    return Object.fromEntries(rows.map((r) => [r.status, r.n]));
+  }
+
+  async readyBuckets(): Promise<ReadyBucket[]> {
+    return this.#rows<ReadyBucket>(
+      `SELECT route_key AS key, count(*) AS size, (array_agg(ready_since ORDER BY seq))[1] AS "headReadySince"
+       FROM jobs WHERE ready_since IS NOT NULL GROUP BY route_key`,
+    );
+  }
+
+  async readyJobsIn(key: string, limit: number): Promise<JobRow[]> {
+    const rows = await this.#rows('SELECT * FROM jobs WHERE ready_since IS NOT NULL AND route_key = $1 ORDER BY seq LIMIT $2', [key, limit]);
+    return rows.map((r) => decode(JOBS, r));
+  }
+
+  /**
+   * A sign of life, written at most once a second per launcher by this coordinator (the stale
+   * timeout is counted in tens of seconds). Never throws: a poll's claims must still be answered.
+   */
+  async touchLauncher(id: string, now: number): Promise<void> {
+    const last = this.#touched.get(id);
+    if (last !== undefined && now - last < TOUCH_EVERY_MS && now >= last) return;
+    this.#touched.set(id, now);
+    if (this.#touched.size > 100_000) this.#touched.clear();
+    try {
+      await rowsOf(this.#pool, 'UPDATE launchers SET last_seen = GREATEST(last_seen, $2) WHERE id = $1', [id, now]);
+    } catch (err) {
+      this.#touched.delete(id);
+      this.#log.warn({ err, launcher_id: id }, 'could not record a launcher sign of life');
+    }
+  }
+
+  // --- output ----------------------------------------------------------------------------------
+
+  appendOutput(jobId: string, offset: number, data: string): Promise<number> {
+    return this.#output.append(jobId, offset, data);
+  }
+  readOutput(jobId: string, from: number | null, limit: number): Promise<OutputSlice & OutputInfo> {
+    return this.#output.read(jobId, from, limit).catch((err: unknown) => {
+      throw isConnectionError(err) ? unavailable(err) : err;
+    });
+  }
+  whenOutput(jobId: string, signal: AbortSignal, after?: number): Promise<void> {
+    return this.#output.when(jobId, signal, after);
+  }
+
+  // --- housekeeping (run by the coordinator that holds the sweeper lock) ------------------------
+
+  sweeperLease(): Promise<boolean> {
+    return this.#control.sweeperLease();
+  }
+
+  async dueTimeouts(now: number): Promise<string[]> {
+    const rows = await this.#rows<{ id: string }>(
+      `SELECT id FROM jobs WHERE timeout_ms IS NOT NULL AND completed_at IS NULL AND created_at + timeout_ms <= $1 AND status <> 'stopping'
+       ORDER BY created_at + timeout_ms LIMIT 1000`,
+      [now],
+    );
+    return rows.map((r) => r.id);
+  }
+
+  async expiredClaims(before: number): Promise<string[]> {
+    const rows = await this.#rows<{ id: string }>(
+      `SELECT id FROM jobs WHERE status IN ${ACTIVE} AND started_at IS NULL AND claimed_at < $1 ORDER BY seq`,
+      [before],
+    );
+    return rows.map((r) => r.id);
+  }
+
+  async historyDue(before: number, limit: number): Promise<{ jobs: string[]; sessions: string[] }> {
+    const jobs = await this.#rows<{ id: string }>(
+      'SELECT id FROM jobs WHERE completed_at IS NOT NULL AND completed_at <= $1 ORDER BY completed_at LIMIT $2',
+      [before, limit],
+    );
+    const sessions = await this.#rows<{ name: string }>(
+      `SELECT name FROM sessions s WHERE updated_at <= $1 AND callbacks = '[]' AND messages = '[]' AND delivery_job_id IS NULL
+         AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.session_name = s.name)
+         AND NOT EXISTS (SELECT 1 FROM sessions c WHERE c.parent_name = s.name)
+       ORDER BY updated_at LIMIT $2`,
+      [before, limit],
+    );
+    return { jobs: jobs.map((r) => r.id), sessions: sessions.map((r) => r.name) };
+  }
+
+  async purgeIdempotency(before: number): Promise<void> {
+    await this.#rows('DELETE FROM idempotency WHERE created_at < $1', [before]);
+  }
+
+  /** Forget commit log entries older than LOG_KEEP_MS, keeping at least the newest replay window of events. */
+  async purgeEvents(now: number): Promise<void> {
+    await this.#rows(
+      'DELETE FROM commit_log WHERE at < $1 AND last_event_id <= (SELECT event_id FROM commit_head) - $2',
+      [now - LOG_KEEP_MS, this.#o.eventReplaySize ?? 1000],
+    );
+  }
+
+  async eventsSince(afterId: number, beforeId: number, limit: number): Promise<LifecycleEvent[]> {
+    return logEvents(this.#pool, afterId, beforeId, limit).catch((err: unknown) => {
+      throw isConnectionError(err) ? unavailable(err) : err;
+    });
+  }
+
+  trimCache(): void {}
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#feed.close();
+    await this.#control.close();
+    await this.#pool.end().catch(() => undefined);
+  }
+}

@@ -150,8 +150,12 @@ export interface Store {
   // --- output: batches at byte offsets; the newest `outputMaxBytes` per job are kept ---
   appendOutput(jobId: string, offset: number, data: string): Promise<number>;
   readOutput(jobId: string, from: number | null, limit: number): Promise<OutputSlice & OutputInfo>;
-  /** resolves when output arrives for the job (or the signal aborts) */
-  whenOutput(jobId: string, signal: AbortSignal): Promise<void>;
+  /**
+   * Resolves when output arrives for the job (or the signal aborts). `after`: the stream length
+   * the caller has seen; a shared store, told of appends by other coordinators with a delay,
+   * resolves only for output beyond it (and at once if there already is).
+   */
+  whenOutput(jobId: string, signal: AbortSignal, after?: number): Promise<void>;
 
   // --- housekeeping for the sweeper ---
   /** non-terminal jobs whose timeout is due at `now` */
@@ -168,6 +172,19 @@ export interface Store {
   purgeIdempotency(before: number): Promise<void>;
   /** let go of memory held for history (the durable stores keep a bounded hot window) */
   trimCache(): void;
+
+  // --- shared stores (several coordinators): optional, absent = one coordinator ---
+  /** the last event id committed when the store opened: event numbering continues after it */
+  readonly lastEventId?: number;
+  /**
+   * Whether this coordinator runs the sweeper now: it holds the store's sweeper lock, or takes
+   * it if free. At most one coordinator holds it; another takes over when its holder dies.
+   */
+  sweeperLease?(): Promise<boolean>;
+  /** committed events with afterId < id < beforeId still kept, oldest first (SSE replay) */
+  eventsSince?(afterId: number, beforeId: number, limit: number): Promise<LifecycleEvent[]>;
+  /** forget old committed events (retention, by the sweeper) */
+  purgeEvents?(now: number): Promise<void>;
 
   close(): Promise<void>;
 }

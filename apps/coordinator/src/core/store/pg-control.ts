@@ -1,0 +1,128 @@
+import pg from 'pg';
+import type { Logger } from 'pino';
+
+export interface ControlHandlers {
+  /** NOTIFY on the commits channel: log entry `id` is committed */
+  commit(id: number): void;
+  /** NOTIFY on the output channel: `<stream length> <job id>` (a job has new output) */
+  output(payload: string): void;
+  /** (re)connected and listening: notifications may have been missed meanwhile */
+  connected(): void;
+}
+
+/**
+ * The store's own connection, outside the pool: it LISTENs for the commits and output of every
+ * coordinator, and holds the sweeper's advisory lock (a session lock: it is held as long as this
+ * connection lives, and PostgreSQL releases it when the connection dies, so another coordinator
+ * takes over). It reconnects by itself, with backoff.
+ */
+export class PgControl {
+  #client: pg.Client | undefined;
+  #leader = false;
+  #closed = false;
+  #attempt = 0;
+  #timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly config: pg.ClientConfig,
+    private readonly channels: { commits: string; output: string },
+    /** the advisory lock key of the sweeper (hashed by PostgreSQL's hashtext) */
+    private readonly sweeperKey: string,
+    private readonly handlers: ControlHandlers,
+    private readonly log: Logger,
+  ) {}
+
+  /** Connect and listen; throws when the first connection fails (the coordinator does not start). */
+  async start(): Promise<void> {
+    await this.#connect();
+  }
+
+  get connected(): boolean {
+    return this.#client !== undefined;
+  }
+
+  async #connect(): Promise<void> {
+    const client = new pg.Client(this.config);
+    client.on('error', (err) => this.#lost(client, err));
+    client.on('end', () => this.#lost(client, new Error('connection ended')));
+    client.on('notification', (msg) => {
+      if (msg.channel === this.channels.commits) {
+        const id = Number(msg.payload);
+        if (Number.isSafeInteger(id)) this.handlers.commit(id);
+      } else if (msg.channel === this.channels.output && msg.payload) {
+        this.handlers.output(msg.payload);
+      }
+    });
+    try {
+      await client.connect();
+      await client.query(`LISTEN ${pg.escapeIdentifier(this.channels.commits)}`);
+      await client.query(`LISTEN ${pg.escapeIdentifier(this.channels.output)}`);
+    } catch (err) {
+      client.removeAllListeners('end');
+      await client.end().catch(() => undefined);
+      throw err;
+    }
+    if (this.#closed) {
+      await client.end().catch(() => undefined);
+      return;
+    }
+    this.#client = client;
+    this.#attempt = 0;
+    this.handlers.connected();
+  }
+
+  #lost(client: pg.Client, err: Error): void {
+    if (this.#client !== client) return;
+    this.#client = undefined;
+    if (this.#leader) this.log.warn('sweeper lock lost with the control connection');
+    this.#leader = false;
+    client.removeAllListeners('end');
+    client.end().catch(() => undefined);
+    if (this.#closed) return;
+    this.log.warn({ err }, 'PostgreSQL control connection lost; reconnecting');
+    this.#reconnect();
+  }
+
+  #reconnect(): void {
+    if (this.#closed || this.#timer) return;
+    const ms = Math.min(5000, 100 * 2 ** Math.min(this.#attempt++, 6));
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined;
+      this.#connect().catch((err: unknown) => {
+        this.log.warn({ err, attempt: this.#attempt }, 'PostgreSQL control connection failed; retrying');
+        this.#reconnect();
+      });
+    }, ms);
+  }
+
+  /**
+   * Whether this coordinator is the one that sweeps: it holds the sweeper lock, or takes it now
+   * if it is free. At most one connection holds it at a time.
+   */
+  async sweeperLease(): Promise<boolean> {
+    const client = this.#client;
+    if (!client) return false;
+    if (this.#leader) return true;
+    try {
+      const { rows } = await client.query<{ ok: boolean }>('SELECT pg_try_advisory_lock(hashtext($1)) AS ok', [this.sweeperKey]);
+      if (this.#client !== client) return false;
+      this.#leader = rows[0]?.ok === true;
+      if (this.#leader) this.log.info('this coordinator now runs the sweeper (advisory lock taken)');
+    } catch {
+      this.#leader = false;
+    }
+    return this.#leader;
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    clearTimeout(this.#timer);
+    const client = this.#client;
+    this.#client = undefined;
+    this.#leader = false;
+    if (client) {
+      client.removeAllListeners('end');
+      await client.end().catch(() => undefined);
+    }
+  }
+}

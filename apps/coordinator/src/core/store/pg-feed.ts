@@ -1,0 +1,193 @@
+import type { LifecycleEvent } from '@agentq/protocol';
+import type { Logger } from 'pino';
+import type { Commit } from './store.js';
+
+/** A commit log row (postgres-store.ts writes them, one per commit that others react to). */
+export interface LogRow {
+  id: number;
+  first_event_id: number;
+  events: string;
+  hints: string;
+}
+
+type Hints = Omit<Commit, 'events'>;
+/** A lifecycle event before the log numbered it. */
+export type EventDraft = Omit<LifecycleEvent, 'id'>;
+
+export function hasHints(h: Hints): boolean {
+  return h.readyKeys.size > 0 || h.launchersToWake.size > 0 || h.ended.size > 0 || h.launchersChanged;
+}
+
+export function encodeHints(h: Hints): string {
+  return JSON.stringify({ r: [...h.readyKeys], n: h.readyCount, w: [...h.launchersToWake], e: [...h.ended], l: h.launchersChanged });
+}
+
+/** A commit as the log holds it: events numbered from `first_event_id`, and the hints. */
+export function decodeCommit(row: LogRow): Commit {
+  const h = JSON.parse(row.hints) as { r: string[]; n: number; w: string[]; e: string[]; l: boolean };
+  const drafts = JSON.parse(row.events) as EventDraft[];
+  return {
+    events: drafts.map((d, i) => ({ ...d, id: row.first_event_id + i }) as LifecycleEvent),
+    readyKeys: new Set(h.r),
+    readyCount: h.n,
+    launchersToWake: new Set(h.w),
+    ended: new Set(h.e),
+    launchersChanged: h.l,
+  };
+}
+
+/**
+ * Hands every commit of the log to the store's listeners exactly once and in commit order,
+ * whichever coordinator made it: this one's own commits (handed over by the store as it
+ * commits them, so delivered without reading the log back when they are next) and the others'
+ * (announced by NOTIFY, read from the log).
+ * Commit ids have no gaps (they are handed out by a row update that a rollback undoes), so the
+ * next one to deliver is always `delivered + 1`; a hole can only be rows the sweeper already
+ * deleted (a coordinator that was cut off for long), which is logged and skipped.
+ */
+export class CommitFeed {
+  #delivered = 0;
+  /** the highest commit id announced (NOTIFY, own commits); reading stops there */
+  #known = 0;
+  /** own commits not delivered yet */
+  readonly #own = new Map<number, Commit>();
+  readonly #waiting: { id: number; resolve: () => void }[] = [];
+  #running = false;
+  #again = false;
+  #closed = false;
+  #retry: NodeJS.Timeout | undefined;
+  #failures = 0;
+
+  constructor(
+    private readonly read: (afterId: number, limit: number) => Promise<LogRow[]>,
+    private readonly deliver: (commit: Commit) => void,
+    private readonly log: Logger,
+  ) {}
+
+  get delivered(): number {
+    return this.#delivered;
+  }
+
+  /** Start after commit `id` (what was committed before this coordinator opened the store). */
+  start(id: number): void {
+    this.#delivered = Math.max(this.#delivered, id);
+    this.#known = Math.max(this.#known, id);
+  }
+
+  /**
+   * This coordinator committed entry `id`: resolves once it (and every earlier one) reached the
+   * listeners. (Its NOTIFY may come first, and the entry be read from the log: delivered once.)
+   */
+  committed(id: number, commit: Commit): Promise<void> {
+    if (this.#closed || id <= this.#delivered) return Promise.resolve();
+    this.#own.set(id, commit);
+    this.#known = Math.max(this.#known, id);
+    const done = new Promise<void>((resolve) => {
+      if (this.#closed || this.#delivered >= id) resolve();
+      else this.#waiting.push({ id, resolve });
+    });
+    this.#pump();
+    return done;
+  }
+
+  /** A NOTIFY (or a reconnection, with no id): there may be new entries in the log. */
+  announce(id = Number.MAX_SAFE_INTEGER): void {
+    if (id <= this.#delivered || this.#own.has(id)) return;
+    this.#known = Math.max(this.#known, id);
+    this.#pump();
+  }
+
+  close(): void {
+    this.#closed = true;
+    clearTimeout(this.#retry);
+    for (const w of this.#waiting.splice(0)) w.resolve();
+  }
+
+  #hand(id: number, commit: Commit): void {
+    this.#delivered = id;
+    this.#own.delete(id);
+    try {
+      this.deliver(commit);
+    } catch (err) {
+      this.log.error({ err, commit_id: id }, 'a commit listener failed');
+    }
+    if (this.#waiting.length > 0) {
+      for (let i = this.#waiting.length - 1; i >= 0; i--) {
+        const w = this.#waiting[i]!;
+        if (w.id <= id) {
+          this.#waiting.splice(i, 1);
+          w.resolve();
+        }
+      }
+    }
+  }
+
+  /** Own commits that are next, without reading the log. */
+  #handOwn(): void {
+    for (let c = this.#own.get(this.#delivered + 1); c; c = this.#own.get(this.#delivered + 1)) this.#hand(this.#delivered + 1, c);
+  }
+
+  #pump(): void {
+    if (this.#closed) return;
+    if (this.#running) {
+      this.#again = true;
+      return;
+    }
+    this.#running = true;
+    this.#run().then(
+      () => {
+        this.#running = false;
+        this.#failures = 0;
+        if (this.#again) this.#pump();
+      },
+      (err: unknown) => {
+        this.#running = false;
+        if (this.#closed) return;
+        // the database is away: try again (listeners and own commits wait, in order)
+        const ms = Math.min(5000, 50 * 2 ** Math.min(this.#failures++, 7));
+        this.log.warn({ err, retry_ms: ms }, 'reading the commit log failed');
+        clearTimeout(this.#retry);
+        this.#retry = setTimeout(() => this.#pump(), ms);
+      },
+    );
+  }
+
+  async #run(): Promise<void> {
+    for (;;) {
+      this.#again = false;
+      this.#handOwn();
+      if (this.#known <= this.#delivered) {
+        if (this.#again) continue;
+        return;
+      }
+      const rows = await this.read(this.#delivered, 500);
+      if (this.#closed) return;
+      if (rows.length === 0) {
+        // announced (a reconnection announces everything) but nothing new
+        this.#known = this.#delivered;
+        if (this.#again) continue;
+        return;
+      }
+      for (const row of rows) this.#take(row);
+      this.#known = Math.max(this.#known, rows[rows.length - 1]!.id);
+    }
+  }
+
+  /** Deliver `row` (this coordinator's own version if it has it), and what must come before it. */
+  #take(row: LogRow): void {
+    while (this.#delivered < row.id) {
+      const next = this.#delivered + 1;
+      const own = this.#own.get(next);
+      if (own) {
+        this.#hand(next, own);
+        continue;
+      }
+      if (next === row.id) {
+        this.#hand(next, decodeCommit(row));
+        continue;
+      }
+      this.log.warn({ from_commit: next, to_commit: row.id - 1 }, 'commit log entries were deleted before this coordinator read them; events skipped');
+      this.#delivered = row.id - 1;
+    }
+  }
+}

@@ -1,0 +1,110 @@
+import pg from 'pg';
+import { CoordinatorError } from '../errors.js';
+import { column, encode, type Table } from './sql-rows.js';
+
+/*
+ * Small helpers of the PostgreSQL store: how values come back from the driver, SQL for rows
+ * (through the column map in sql-rows.ts), and what an error from the database means.
+ */
+
+const INT8 = 20;
+const parseInt8 = (v: string): number => Number(v);
+
+/**
+ * The driver's type parsers with bigint as a JavaScript number: every bigint column holds a
+ * millisecond timestamp, a byte count or a sequence number, all far below 2^53.
+ */
+export const pgTypes: pg.CustomTypesConfig = {
+  getTypeParser: ((oid: number, format?: string) =>
+    oid === INT8 && format !== 'binary' ? parseInt8 : pg.types.getTypeParser(oid, format as 'text')) as pg.CustomTypesConfig['getTypeParser'],
+};
+
+/**
+ * A field's value as a parameter. PostgreSQL text cannot hold the NUL character (SQLite can):
+ * such a value is refused with 400 naming the field, rather than failing the statement (500).
+ * JSON columns are safe: JSON escapes it.
+ */
+function param<T>(table: Table<T>, field: string, value: unknown): unknown {
+  const v = encode(table, field, value);
+  if (typeof v === 'string' && v.includes('\u0000')) {
+    // the request's field: a session's name is its session_name
+    const name = table.name === 'sessions' && field === 'name' ? 'session_name' : column(field);
+    throw new CoordinatorError('validation_failed', `${name}: contains the NUL character (\\u0000), which cannot be stored`, { field: name });
+  }
+  return v;
+}
+
+/** `INSERT INTO table (...) VALUES ($1, ...)` and its values for a whole row. */
+export function insertSql<T>(table: Table<T>, row: T): { text: string; values: unknown[] } {
+  const cols = table.fields.map(([f]) => column(f));
+  const r = row as Record<string, unknown>;
+  return {
+    text: `INSERT INTO ${table.name} (${cols.join(', ')}) VALUES (${cols.map((_, i) => `$${i + 1}`).join(', ')})`,
+    values: table.fields.map(([f]) => param(table, f, r[f])),
+  };
+}
+
+/** `UPDATE table SET col = $n, ... WHERE key = $1` for the changed fields; null when none changed. */
+export function updateSql<T>(table: Table<T>, key: unknown, patch: Partial<T>): { text: string; values: unknown[] } | null {
+  const fields = Object.keys(patch).filter((f) => f !== table.key).sort();
+  if (fields.length === 0) return null;
+  const p = patch as Record<string, unknown>;
+  return {
+    text: `UPDATE ${table.name} SET ${fields.map((f, i) => `${column(f)} = $${i + 2}`).join(', ')} WHERE ${column(table.key)} = $1`,
+    values: [key, ...fields.map((f) => param(table, f, p[f]))],
+  };
+}
+
+/** SQLSTATEs after which the whole transaction is run again from the start. */
+const RETRY = new Set([
+  '40001', // serialization_failure
+  '40P01', // deadlock_detected
+]);
+/**
+ * A unique key taken by a concurrent transaction (two starts of one session name, two creates
+ * with one Idempotency-Key): run again, the second run sees the first's row and answers as a
+ * sequential one would (409 session_exists, the first job).
+ */
+const UNIQUE_VIOLATION = '23505';
+
+export const sqlState = (err: unknown): string | undefined => {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) ? code : undefined;
+};
+
+export const isRetryable = (err: unknown): boolean => RETRY.has(sqlState(err) ?? '');
+export const isUniqueViolation = (err: unknown): boolean => sqlState(err) === UNIQUE_VIOLATION;
+
+/**
+ * The database could not be reached or is going away (connection errors, classes 08 and 57):
+ * nothing was committed by a statement that failed so, and the request gets 503.
+ */
+export function isConnectionError(err: unknown): boolean {
+  const state = sqlState(err);
+  if (state !== undefined) return state.startsWith('08') || state.startsWith('57') || state === '53300';
+  const e = err as { code?: unknown; message?: unknown } | null;
+  if (typeof e?.code === 'string' && /^E[A-Z]+$/.test(e.code)) return true; // ECONNREFUSED, ECONNRESET, ...
+  const message = typeof e?.message === 'string' ? e.message : '';
+  return /Connection terminated|connection timeout|Client has encountered a connection error|not queryable|timeout exceeded when trying to connect/i.test(
+    message,
+  );
+}
+
+/** A database failure as the 503 every endpoint answers when the store cannot serve. */
+export function unavailable(err: unknown): CoordinatorError {
+  const e = err instanceof Error ? err : new Error(String(err));
+  const error = new CoordinatorError('storage_unavailable', `the database is unavailable: ${e.message}`, {
+    sql_state: sqlState(err) ?? null,
+  });
+  (error as { cause?: unknown }).cause = e;
+  return error;
+}
+
+/**
+ * Whether a lookup's parameters hold the NUL character: nothing stored can match (it is refused
+ * on the way in), and PostgreSQL would reject the statement, so such a lookup finds nothing.
+ */
+export function lookupOfNul(text: string, values: readonly unknown[]): boolean {
+  if (!/^\s*(SELECT|WITH)\b/i.test(text)) return false;
+  return values.some((v) => (typeof v === 'string' ? v.includes('\u0000') : Array.isArray(v) && v.some((x) => typeof x === 'string' && x.includes('\u0000'))));
+}

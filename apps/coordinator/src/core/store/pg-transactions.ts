@@ -1,0 +1,194 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { LifecycleEvent } from '@agentq/protocol';
+import pg from 'pg';
+import type { Logger } from 'pino';
+import type { Clock } from '../clock.js';
+import { hintsOf } from './changes.js';
+import { encodeHints, hasHints, type CommitFeed, type EventDraft } from './pg-feed.js';
+import { eventDrafts } from './pg-queries.js';
+import { isConnectionError, isRetryable, isUniqueViolation, unavailable } from './pg-sql.js';
+import { PgTx, type ServesCache } from './pg-tx.js';
+import type { Commit, Tx } from './store.js';
+
+/** Runs of one transaction after deadlocks and serialisation failures before giving up. */
+const MAX_ATTEMPTS = 20;
+
+/** A commit log entry before it has its id. */
+interface LogDraft {
+  drafts: EventDraft[];
+  hints: string;
+  at: number;
+}
+
+export interface PgTransactionsOptions {
+  pool: pg.Pool;
+  feed: CommitFeed;
+  /** the NOTIFY channel of commits */
+  channel: string;
+  /** who commits (in the log, for people reading it) */
+  origin: string;
+  clock: Clock;
+  log: Logger;
+  serves: ServesCache;
+  closed: () => boolean;
+}
+
+/**
+ * The PostgreSQL store's transactions: run one (again after a deadlock or serialisation
+ * failure), append its commit log entry and COMMIT in one round trip, and hand the commit to the
+ * feed (see postgres-store.ts for the whole picture).
+ */
+export class PgTransactions {
+  readonly #o: PgTransactionsOptions;
+
+  constructor(o: PgTransactionsOptions) {
+    this.#o = o;
+  }
+
+  async run<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      const client = await this.#connect();
+      let released = false;
+      const release = (destroy: boolean) => {
+        if (released) return;
+        released = true;
+        client.release(destroy || undefined);
+      };
+      let tx: PgTx | undefined;
+      let commitSent = false;
+      let broken = false;
+      try {
+        await client.query('BEGIN');
+        tx = new PgTx(client, this.#o.clock.now(), this.#o.serves);
+        const result = await fn(tx);
+        const entry = await this.#entryOf(client, tx);
+        commitSent = true;
+        const logged = await this.#commit(client, entry?.log);
+        // the connection goes back first: delivering may need one (to read earlier commits of
+        // other coordinators), and so do the reactions it starts
+        release(false);
+        // listeners (dispatch, waits, SSE) see it before the caller does, as with a local store
+        if (entry && logged) await this.#o.feed.committed(logged.id, entry.commit(logged.first));
+        return result;
+      } catch (err) {
+        if (released) throw err;
+        if (isConnectionError(err)) broken = true;
+        else await client.query('ROLLBACK').catch(() => (broken = true));
+        // a COMMIT whose outcome is unknown: if it went through, the log has it
+        if (commitSent) this.#o.feed.announce();
+        const again =
+          !commitSent && attempt < MAX_ATTEMPTS && (isRetryable(err) || (isUniqueViolation(err) && attempt < 3) || (broken && attempt < 3));
+        release(broken);
+        if (!again && tx) this.#rolledBack(tx);
+        if (again) {
+          this.#o.log.debug({ err, attempt }, 'transaction conflicted; running it again');
+          if (isRetryable(err)) await sleep(Math.random() * 5 * attempt);
+          continue;
+        }
+        if (isConnectionError(err)) throw unavailable(err);
+        throw err;
+      } finally {
+        release(broken);
+      }
+    }
+  }
+
+  async #connect(): Promise<pg.PoolClient> {
+    if (this.#o.closed()) throw unavailable(new Error('the store is closed'));
+    try {
+      return await this.#o.pool.connect();
+    } catch (err) {
+      throw unavailable(err);
+    }
+  }
+
+  /** A short transaction of the store's own (output appends). */
+  async own<T>(fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    const client = await this.#connect();
+    let broken = false;
+    try {
+      await client.query('BEGIN');
+      const result = await fn(client);
+      await client.query('COMMIT');
+      return result;
+    } catch (err) {
+      if (isConnectionError(err)) broken = true;
+      else await client.query('ROLLBACK').catch(() => (broken = true));
+      throw isConnectionError(err) ? unavailable(err) : err;
+    } finally {
+      client.release(broken || undefined);
+    }
+  }
+
+  /** The commit log entry of a transaction (events and hints), if others must react to it. */
+  async #entryOf(client: pg.PoolClient, tx: PgTx): Promise<{ log: LogDraft; commit: (firstEventId: number) => Commit } | undefined> {
+    const changes = tx.changes();
+    const hints = hintsOf(changes);
+    for (const job of tx.lockedReady(false)) {
+      hints.readyKeys.add(job.routeKey!);
+      hints.readyCount++;
+    }
+    const drafts = changes.events.length > 0 ? await eventDrafts(client, changes, tx.cached(), tx.now) : [];
+    if (drafts.length === 0 && !hasHints(hints)) return undefined;
+    return {
+      log: { drafts, hints: encodeHints(hints), at: tx.now },
+      commit: (first) => ({ events: drafts.map((d, i) => ({ ...d, id: first + i }) as LifecycleEvent), ...hints }),
+    };
+  }
+
+  /**
+   * COMMIT, after appending the log entry if there is one: in one round trip, so the commit_head
+   * row (which hands out the entry's id and event ids) stays locked only while the server runs
+   * it. The next transaction to log waits for that lock, so entries commit in id order, without
+   * gaps (a rollback undoes the head's update). Returns the entry's id and first event id.
+   */
+  async #commit(client: pg.PoolClient, log: LogDraft | undefined): Promise<{ id: number; first: number } | undefined> {
+    if (!log) {
+      await client.query('COMMIT');
+      return undefined;
+    }
+    const n = log.drafts.length;
+    const lit = (s: string) => pg.escapeLiteral(s);
+    const results = (await client.query(
+      `WITH h AS (UPDATE commit_head SET commit_id = commit_id + 1, event_id = event_id + ${n} RETURNING commit_id, event_id)
+       INSERT INTO commit_log (id, first_event_id, last_event_id, origin, at, events, hints)
+       SELECT commit_id, event_id - ${n} + 1, event_id, ${lit(this.#o.origin)}, ${Math.trunc(log.at)}, ${lit(JSON.stringify(log.drafts))}, ${lit(log.hints)} FROM h
+       RETURNING id, first_event_id;
+       SELECT pg_notify(${lit(this.#o.channel)}, (SELECT commit_id::text FROM commit_head));
+       COMMIT`,
+    )) as unknown as pg.QueryResult<{ id: number; first_event_id: number }>[];
+    const row = results[0]!.rows[0]!;
+    return { id: row.id, first: row.first_event_id };
+  }
+
+  /**
+   * A transaction failed after locking ready jobs it did not change: a claim may have skipped
+   * them meanwhile, so say they are ready (a hint-only log entry), or a parked poll could wait
+   * for its hold time although there is work.
+   */
+  #rolledBack(tx: PgTx): void {
+    const ready = tx.lockedReady(true);
+    if (ready.length === 0 || this.#o.closed()) return;
+    const hints = {
+      readyKeys: new Set(ready.map((j) => j.routeKey!)),
+      readyCount: ready.length,
+      launchersToWake: new Set<string>(),
+      ended: new Set<string>(),
+      launchersChanged: false,
+    };
+    void (async () => {
+      const client = await this.#connect();
+      let broken = false;
+      try {
+        await client.query('BEGIN');
+        const logged = await this.#commit(client, { drafts: [], hints: encodeHints(hints), at: this.#o.clock.now() });
+        await this.#o.feed.committed(logged!.id, { events: [], ...hints });
+      } catch (err) {
+        broken = true;
+        this.#o.log.warn({ err }, 'could not announce ready jobs after a failed transaction');
+      } finally {
+        client.release(broken || undefined);
+      }
+    })().catch((err: unknown) => this.#o.log.warn({ err }, 'could not announce ready jobs after a failed transaction'));
+  }
+}

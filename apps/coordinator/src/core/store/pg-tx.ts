@@ -1,0 +1,354 @@
+import { createHash } from 'node:crypto';
+import { isTerminal, type EventType } from '@agentq/protocol';
+import type { PoolClient, QueryResultRow } from 'pg';
+import { CoordinatorError } from '../errors.js';
+import { routeFromKey, serves } from '../routing.js';
+import { isActive, type IdempotencyRow, type JobRow, type LauncherRow, type SessionRow } from '../rows.js';
+import { emptyChangeSet, record, type ChangeSet } from './changes.js';
+import { insertSql, lookupOfNul, updateSql } from './pg-sql.js';
+import { decode, IDEMPOTENCY, JOBS, LAUNCHERS, SESSIONS, type Table } from './sql-rows.js';
+import type { EntityRef, Tx } from './store.js';
+
+const missing = (what: string) => new CoordinatorError('internal_error', `transaction: ${what} is missing`);
+const ACTIVE = `('claimed', 'running', 'stopping')`;
+
+/** Prepared-statement names by SQL text: each connection plans a statement once. */
+const names = new Map<string, string>();
+export function statementName(text: string): string {
+  let name = names.get(text);
+  if (!name) names.set(text, (name = `agentq_${createHash('sha1').update(text).digest('hex').slice(0, 16)}`));
+  return name;
+}
+
+/**
+ * PostgreSQL text cannot hold NUL, which separates the token name from the key in an
+ * Idempotency-Key's row key: a space stands in (neither token names nor keys may contain one).
+ */
+const pgText = (s: string): string => s.replaceAll('\u0000', ' ');
+
+/** Route key -> launcher id -> whether it serves the key (labels and roots never change for an id). */
+export type ServesCache = Map<string, Map<string, boolean>>;
+
+/**
+ * One transaction on one pooled connection (BEGIN .. COMMIT by the store), at READ COMMITTED.
+ * Writes go straight to SQL, so queries see them; the rows this transaction locked are kept
+ * here, so it reads each at most once.
+ *
+ * Locks (what the store relies on; see docs/architecture.md, "PostgreSQL"):
+ * - every point read locks its row (`FOR UPDATE`) for the rest of the transaction;
+ * - a job is locked only after its session (job(id) locks the session first), and a session's
+ *   live jobs (activeJobOf, pendingJobsOf) are read in one locking statement after the session:
+ *   while a transaction holds a session, only a claim can change that session's jobs, and the
+ *   single statement sees a claim either wholly or not at all;
+ * - readyJobsFor locks only jobs, with SKIP LOCKED (it never waits), and the sessions of the jobs
+ *   it returns are read without a lock: what a claim reads from a session (executor session id,
+ *   affinity) changes only while the session has an active job, which a session with a ready job
+ *   has not. So a claim never waits for a lock and can take part in no deadlock;
+ * - launchers are locked before sessions by polls and reports; the rare transactions that lock
+ *   in another order (a sweep ending a job whose launcher polls at that moment) can deadlock,
+ *   and the store runs them again.
+ */
+export class PgTx implements Tx {
+  readonly #db: PoolClient;
+  readonly #serves: ServesCache;
+  readonly #changes: ChangeSet = emptyChangeSet(0, 0);
+  /** rows this transaction holds a lock on (or created), as it sees them now */
+  readonly #jobs = new Map<string, JobRow>();
+  readonly #sessions = new Map<string, SessionRow>();
+  readonly #launchers = new Map<string, LauncherRow>();
+  /** sessions whose live jobs are all locked (and in #jobs) */
+  readonly #liveLoaded = new Set<string>();
+  /** sessions of jobs taken by readyJobsFor, and those of them read (without a lock) */
+  readonly #claimSessions = new Set<string>();
+  readonly #peeked = new Map<string, SessionRow>();
+  /** Idempotency-Keys read here and found (a put replaces them) */
+  readonly #idempotencyFound = new Set<string>();
+
+  constructor(
+    db: PoolClient,
+    readonly now: number,
+    serves: ServesCache,
+  ) {
+    this.#db = db;
+    this.#serves = serves;
+  }
+
+  async #rows<R extends QueryResultRow = Record<string, unknown>>(text: string, values: unknown[]): Promise<R[]> {
+    if (lookupOfNul(text, values)) return [];
+    return (await this.#db.query<R>({ name: statementName(text), text, values })).rows;
+  }
+
+  async #exec(q: { text: string; values: unknown[] } | null): Promise<void> {
+    if (q) await this.#rows(q.text, q.values);
+  }
+
+  changes(): ChangeSet {
+    return this.#changes;
+  }
+
+  /** The rows as this transaction leaves them (for the events of its commit). */
+  cached(): { jobs: ReadonlyMap<string, JobRow>; sessions: ReadonlyMap<string, SessionRow>; launchers: ReadonlyMap<string, LauncherRow> } {
+    return { jobs: this.#jobs, sessions: this.#sessions, launchers: this.#launchers };
+  }
+
+  /**
+   * Ready jobs this transaction held locked and did not make ready itself: a claim running at the
+   * same time skipped them, so the commit (or the rollback) says they are ready, waking the polls
+   * that may have missed them. `committed`: as they were before this transaction (a rollback).
+   */
+  lockedReady(committed: boolean): JobRow[] {
+    const out: JobRow[] = [];
+    for (const [id, row] of this.#jobs) {
+      const c = this.#changes.jobs.get(id);
+      if (c?.kind === 'insert') continue;
+      const before = c ? c.before : row;
+      if (before?.readySince == null) continue;
+      const now = committed ? before : row;
+      if (now.readySince != null && now.routeKey !== null) out.push(now);
+    }
+    return out;
+  }
+
+  // --- reads -------------------------------------------------------------------------------
+
+  async #lockSession(name: string): Promise<SessionRow | undefined> {
+    const held = this.#sessions.get(name);
+    if (held) return held;
+    const [raw] = await this.#rows('SELECT * FROM sessions WHERE name = $1 FOR UPDATE', [name]);
+    if (!raw) return undefined;
+    const row = decode(SESSIONS, raw);
+    this.#sessions.set(name, row);
+    this.#peeked.delete(name);
+    return row;
+  }
+
+  #holdJob(raw: Record<string, unknown>): JobRow {
+    const row = decode(JOBS, raw);
+    const held = this.#jobs.get(row.id);
+    if (held) return held; // the same, as this transaction wrote it
+    this.#jobs.set(row.id, row);
+    return row;
+  }
+
+  async job(id: string): Promise<JobRow | undefined> {
+    const held = this.#jobs.get(id);
+    if (held) return held;
+    // the session first (see the class comment), in the same round trip as finding it
+    const [s] = await this.#rows('SELECT s.* FROM sessions s JOIN jobs j ON j.session_name = s.name WHERE j.id = $1 FOR UPDATE OF s', [id]);
+    if (!s) return undefined;
+    if (!this.#sessions.has(s['name'] as string)) {
+      this.#sessions.set(s['name'] as string, decode(SESSIONS, s));
+      this.#peeked.delete(s['name'] as string);
+    }
+    const [raw] = await this.#rows('SELECT * FROM jobs WHERE id = $1 FOR UPDATE', [id]);
+    return raw ? this.#holdJob(raw) : undefined;
+  }
+
+  async session(name: string): Promise<SessionRow | undefined> {
+    const held = this.#sessions.get(name) ?? this.#peeked.get(name);
+    if (held) return held;
+    if (!this.#claimSessions.has(name)) return this.#lockSession(name);
+    const [raw] = await this.#rows('SELECT * FROM sessions WHERE name = $1', [name]);
+    if (!raw) return undefined;
+    const row = decode(SESSIONS, raw);
+    this.#peeked.set(name, row);
+    return row;
+  }
+
+  async launcher(id: string): Promise<LauncherRow | undefined> {
+    const held = this.#launchers.get(id);
+    if (held) return held;
+    const [raw] = await this.#rows('SELECT * FROM launchers WHERE id = $1 FOR UPDATE', [id]);
+    if (!raw) return undefined;
+    const row = decode(LAUNCHERS, raw);
+    this.#launchers.set(id, row);
+    return row;
+  }
+
+  /** The session's non-terminal jobs, oldest first, all locked (after the session). */
+  async #live(sessionName: string): Promise<JobRow[]> {
+    if (!this.#liveLoaded.has(sessionName)) {
+      await this.#lockSession(sessionName);
+      const rows = await this.#rows('SELECT * FROM jobs WHERE session_name = $1 AND completed_at IS NULL ORDER BY seq FOR UPDATE', [
+        sessionName,
+      ]);
+      for (const raw of rows) this.#holdJob(raw);
+      this.#liveLoaded.add(sessionName);
+    }
+    const out: JobRow[] = [];
+    for (const job of this.#jobs.values()) if (job.sessionName === sessionName && !isTerminal(job.status)) out.push(job);
+    return out.sort((a, b) => a.seq - b.seq);
+  }
+
+  async activeJobOf(sessionName: string): Promise<JobRow | undefined> {
+    return (await this.#live(sessionName)).find((j) => isActive(j.status));
+  }
+
+  async pendingJobsOf(sessionName: string): Promise<JobRow[]> {
+    return (await this.#live(sessionName)).filter((j) => j.status === 'pending');
+  }
+
+  async activeJobsOfLauncher(launcherId: string): Promise<JobRow[]> {
+    const rows = await this.#rows(`SELECT * FROM jobs WHERE launcher_id = $1 AND status IN ${ACTIVE} ORDER BY seq FOR UPDATE`, [launcherId]);
+    return rows.map((raw) => this.#holdJob(raw));
+  }
+
+  async pendingStopsOf(launcherId: string): Promise<JobRow[]> {
+    const rows = await this.#rows('SELECT * FROM jobs WHERE launcher_id = $1 AND stop_pending ORDER BY seq FOR UPDATE', [launcherId]);
+    return rows.map((raw) => this.#holdJob(raw));
+  }
+
+  async readyJobsFor(launcher: LauncherRow, max: number): Promise<JobRow[]> {
+    if (max <= 0) return [];
+    const keys = await this.#servedKeys(launcher);
+    if (keys.length === 0) return [];
+    const rows = await this.#rows(
+      'SELECT * FROM jobs WHERE ready_since IS NOT NULL AND route_key = ANY($1) ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED',
+      [keys, max],
+    );
+    return rows.map((raw) => {
+      const job = this.#holdJob(raw);
+      if (!this.#sessions.has(job.sessionName)) this.#claimSessions.add(job.sessionName);
+      return job;
+    });
+  }
+
+  /** The route keys of ready jobs that `launcher` serves (a skip scan over the ready index). */
+  async #servedKeys(launcher: LauncherRow): Promise<string[]> {
+    const rows = await this.#rows<{ route_key: string | null }>(
+      `WITH RECURSIVE k AS (
+         (SELECT route_key FROM jobs WHERE ready_since IS NOT NULL ORDER BY route_key LIMIT 1)
+         UNION ALL
+         SELECT (SELECT route_key FROM jobs WHERE ready_since IS NOT NULL AND route_key > k.route_key ORDER BY route_key LIMIT 1)
+         FROM k WHERE k.route_key IS NOT NULL)
+       SELECT route_key FROM k WHERE route_key IS NOT NULL`,
+      [],
+    );
+    const out: string[] = [];
+    for (const { route_key: key } of rows) {
+      if (key === null) continue;
+      let byLauncher = this.#serves.get(key);
+      if (!byLauncher) {
+        if (this.#serves.size > 10_000) this.#serves.clear();
+        this.#serves.set(key, (byLauncher = new Map()));
+      }
+      let ok = byLauncher.get(launcher.id);
+      if (ok === undefined) byLauncher.set(launcher.id, (ok = serves(launcher, routeFromKey(key))));
+      if (ok) out.push(key);
+    }
+    return out;
+  }
+
+  async idempotency(key: string): Promise<IdempotencyRow | undefined> {
+    const [raw] = await this.#rows('SELECT * FROM idempotency WHERE key = $1', [pgText(key)]);
+    if (!raw) return undefined;
+    this.#idempotencyFound.add(key);
+    return { ...decode(IDEMPOTENCY, raw), key };
+  }
+
+  // --- writes ------------------------------------------------------------------------------
+
+  async nextJobSeq(): Promise<number> {
+    const [r] = await this.#rows<{ v: number }>("SELECT nextval('jobs_seq') AS v", []);
+    return r!.v;
+  }
+
+  async nextSessionSeq(): Promise<number> {
+    const [r] = await this.#rows<{ v: number }>("SELECT nextval('sessions_seq') AS v", []);
+    return r!.v;
+  }
+
+  async insertJob(row: JobRow): Promise<void> {
+    await this.#exec(insertSql(JOBS, row));
+    record(this.#changes.jobs, row.id, undefined, row, row);
+    this.#jobs.set(row.id, row);
+  }
+
+  async updateJob(id: string, patch: Partial<JobRow>): Promise<JobRow> {
+    const current = await this.job(id);
+    if (!current) throw missing(`job ${id}`);
+    return this.#update(JOBS, this.#jobs, this.#changes.jobs, id, current, patch);
+  }
+
+  async deleteJob(id: string): Promise<void> {
+    const current = await this.job(id);
+    if (!current) return;
+    await this.#rows('DELETE FROM job_output WHERE job_id = $1', [id]);
+    await this.#rows('DELETE FROM jobs WHERE id = $1', [id]);
+    record(this.#changes.jobs, id, current, undefined, null);
+    this.#jobs.delete(id);
+  }
+
+  async insertSession(row: SessionRow): Promise<void> {
+    await this.#exec(insertSql(SESSIONS, row));
+    record(this.#changes.sessions, row.name, undefined, row, row);
+    this.#sessions.set(row.name, row);
+    this.#liveLoaded.add(row.name); // a new session has no jobs but the ones this transaction adds
+  }
+
+  async updateSession(name: string, patch: Partial<SessionRow>): Promise<SessionRow> {
+    const current = await this.#lockSession(name);
+    if (!current) throw missing(`session ${name}`);
+    return this.#update(SESSIONS, this.#sessions, this.#changes.sessions, name, current, patch);
+  }
+
+  async deleteSession(name: string): Promise<void> {
+    const current = await this.#lockSession(name);
+    if (!current) return;
+    await this.#rows('DELETE FROM sessions WHERE name = $1', [name]);
+    record(this.#changes.sessions, name, current, undefined, null);
+    this.#sessions.delete(name);
+  }
+
+  async insertLauncher(row: LauncherRow): Promise<void> {
+    await this.#exec(insertSql(LAUNCHERS, row));
+    record(this.#changes.launchers, row.id, undefined, row, row);
+    this.#launchers.set(row.id, row);
+  }
+
+  async updateLauncher(id: string, patch: Partial<LauncherRow>): Promise<LauncherRow> {
+    const current = await this.launcher(id);
+    if (!current) throw missing(`launcher ${id}`);
+    return this.#update(LAUNCHERS, this.#launchers, this.#changes.launchers, id, current, patch);
+  }
+
+  async deleteLauncher(id: string): Promise<void> {
+    const current = await this.launcher(id);
+    if (!current) return;
+    await this.#rows('DELETE FROM launchers WHERE id = $1', [id]);
+    record(this.#changes.launchers, id, current, undefined, null);
+    this.#launchers.delete(id);
+  }
+
+  async putIdempotency(row: IdempotencyRow): Promise<void> {
+    const stored = { ...row, key: pgText(row.key) };
+    if (this.#idempotencyFound.has(row.key)) {
+      await this.#exec(updateSql(IDEMPOTENCY, stored.key, stored));
+    } else {
+      // a concurrent request with the same key inserted first: unique violation, and the store
+      // runs this transaction again, which then finds that request's job
+      await this.#exec(insertSql(IDEMPOTENCY, stored));
+    }
+    this.#changes.idempotency.push(row);
+  }
+
+  emit(type: EventType, ref: EntityRef): void {
+    this.#changes.events.push({ type, ref });
+  }
+
+  async #update<T>(
+    table: Table<T>,
+    held: Map<string, T>,
+    changes: Map<string, import('./changes.js').RowChange<T>>,
+    key: string,
+    current: T,
+    patch: Partial<T>,
+  ): Promise<T> {
+    const next = { ...current, ...patch };
+    await this.#exec(updateSql(table, key, patch));
+    // `current` is the committed row on the first write (record keeps the first `before`)
+    record(changes, key, current, next, patch);
+    held.set(key, next);
+    return next;
+  }
+}

@@ -1,0 +1,98 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import type { TestContext } from 'node:test';
+import { fileURLToPath } from 'node:url';
+
+const MAIN = fileURLToPath(new URL('../src/main.js', import.meta.url));
+
+export type LogLine = Record<string, unknown> & { msg?: string };
+
+const children = new Set<ChildProcess>();
+let hooked = false;
+/**
+ * Kill `child` when this test process exits, even when its test timed out and its `t.after`
+ * never ran (the test runner ends a file that ran out of time with SIGTERM): a coordinator or
+ * launcher left behind would run on for ever.
+ */
+export function killOnExit(child: ChildProcess): void {
+  if (!hooked) {
+    hooked = true;
+    const killAll = () => children.forEach((c) => c.kill('SIGKILL'));
+    process.once('exit', killAll);
+    for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+      process.once(signal, () => {
+        killAll();
+        process.exit(signal === 'SIGTERM' ? 143 : 130);
+      });
+    }
+  }
+  children.add(child);
+  child.once('exit', () => children.delete(child));
+}
+
+export interface CoordinatorProcess {
+  child: ChildProcess;
+  url: string;
+  lines: LogLine[];
+  stderr(): string;
+  /** the first log line (already written, or to come) that `match` accepts */
+  waitFor(match: (l: LogLine) => boolean): Promise<LogLine>;
+  /** SIGKILL, and wait for the exit */
+  kill(): Promise<void>;
+}
+
+/**
+ * The real coordinator program (`node apps/coordinator/dist/src/main.js`) on 127.0.0.1 and a
+ * free port, configured by `env`; resolves once it logged `coordinator ready` (so LOG_LEVEL must
+ * be info or lower). Killed when the test ends.
+ */
+export async function spawnCoordinatorProcess(t: TestContext, env: Record<string, string>): Promise<CoordinatorProcess> {
+  const child = spawn(process.execPath, [MAIN], {
+    env: { PATH: process.env.PATH ?? '', HOST: '127.0.0.1', PORT: '0', LOG_LEVEL: 'info', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  killOnExit(child);
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  t.after(async () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    await exited;
+  });
+  const lines: LogLine[] = [];
+  const waiters: Array<{ match: (l: LogLine) => boolean; resolve: (l: LogLine) => void }> = [];
+  createInterface({ input: child.stdout! }).on('line', (text) => {
+    let line: LogLine;
+    try {
+      line = JSON.parse(text) as LogLine;
+    } catch {
+      return;
+    }
+    lines.push(line);
+    for (const w of [...waiters]) {
+      if (!w.match(line)) continue;
+      waiters.splice(waiters.indexOf(w), 1);
+      w.resolve(line);
+    }
+  });
+  let stderr = '';
+  child.stderr!.on('data', (d: Buffer) => (stderr += String(d)));
+  const waitFor = (match: (l: LogLine) => boolean): Promise<LogLine> => {
+    const seen = lines.find(match);
+    if (seen) return Promise.resolve(seen);
+    return new Promise((resolve, reject) => {
+      waiters.push({ match, resolve });
+      child.once('exit', (code) => reject(new Error(`coordinator exited (${code}) first; stderr: ${stderr}`)));
+    });
+  };
+  const ready = await waitFor((l) => l.msg === 'coordinator ready');
+  return {
+    child,
+    url: String(ready['url']),
+    lines,
+    stderr: () => stderr,
+    waitFor,
+    kill: async () => {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+      await exited;
+    },
+  };
+}

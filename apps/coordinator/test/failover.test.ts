@@ -1,0 +1,83 @@
+import assert from 'node:assert/strict';
+import { createServer, type Server } from 'node:net';
+import { test, type TestContext } from 'node:test';
+import { AgentqClient, AgentqConnectionError, Endpoints, splitUrls } from '@agentq/client';
+import { startTest } from './helpers.js';
+
+/*
+ * The client with several coordinator URLs (`--url a,b`): it moves to the next when one cannot be
+ * reached. What may be sent again at once: a call whose connection was never made, or a GET. A
+ * POST that may have reached a coordinator is not repeated by the client (its caller decides),
+ * but the next call goes elsewhere.
+ */
+
+async function listen(t: TestContext, server: Server): Promise<string> {
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.after(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  const address = server.address();
+  if (address === null || typeof address === 'string') throw new Error('no port');
+  return `http://127.0.0.1:${address.port}`;
+}
+
+/** A URL where nothing listens (connections are refused). */
+async function deadUrl(t: TestContext): Promise<string> {
+  const server = createServer();
+  const url = await listen(t, server);
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return url;
+}
+
+/** A server that accepts connections and drops them as soon as a request arrives. */
+async function droppingUrl(t: TestContext): Promise<string> {
+  const sockets = new Set<import('node:net').Socket>();
+  const server = createServer((s) => {
+    sockets.add(s);
+    s.once('data', () => s.destroy());
+  });
+  t.after(() => {
+    for (const s of sockets) s.destroy();
+  });
+  return listen(t, server);
+}
+
+test('splitUrls and Endpoints: a comma list, trimmed; a failure moves to the next URL, round robin', () => {
+  assert.deepEqual(splitUrls(' http://a:1/, http://b:2 ,,http://c:3'), ['http://a:1', 'http://b:2', 'http://c:3']);
+  const e = new Endpoints('http://a:1,http://b:2');
+  assert.equal(e.current, 'http://a:1');
+  assert.equal(e.failed('http://a:1'), 'http://b:2');
+  assert.equal(e.failed('http://a:1'), 'http://b:2', 'a late failure of a URL already left changes nothing');
+  assert.equal(e.failed('http://b:2'), 'http://a:1');
+  assert.equal(new Endpoints('http://only:1').failed('http://only:1'), 'http://only:1');
+  assert.throws(() => new Endpoints(' , '), /no coordinator URL/);
+});
+
+test('a URL that refuses connections is skipped at once, for every kind of call', async (t) => {
+  const { c } = await startTest(t);
+  const client = new AgentqClient({ url: `${await deadUrl(t)},${c.url}` });
+  t.after(() => client.destroy());
+  const job = await client.createJob({ type: 'start_session', session_name: 'failover', prompt: 'p' });
+  assert.equal(job.status, 'pending');
+  assert.equal(client.url, c.url, 'it stays on the URL that answered');
+  assert.equal((await client.health()).status, 'ok');
+});
+
+test('a coordinator that drops requests: a GET goes to the next URL; a POST fails, and the next call goes there', async (t) => {
+  const { c } = await startTest(t);
+  const dropping = await droppingUrl(t);
+  const reader = new AgentqClient({ url: `${dropping},${c.url}` });
+  const writer = new AgentqClient({ url: `${dropping},${c.url}` });
+  t.after(() => Promise.all([reader.destroy(), writer.destroy()]));
+  assert.equal((await reader.health()).status, 'ok');
+  assert.equal(reader.url, c.url);
+
+  await assert.rejects(writer.createJob({ type: 'start_session', session_name: 'maybe', prompt: 'p' }), AgentqConnectionError);
+  assert.equal(writer.url, c.url, 'moved on for the next call');
+  const job = await writer.createJob({ type: 'start_session', session_name: 'maybe', prompt: 'p' });
+  assert.equal(job.session_name, 'maybe');
+});
+
+test('with one URL nothing changes: an unreachable coordinator is an AgentqConnectionError', async (t) => {
+  const client = new AgentqClient({ url: await deadUrl(t) });
+  t.after(() => client.destroy());
+  await assert.rejects(client.health(), AgentqConnectionError);
+});

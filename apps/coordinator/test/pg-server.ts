@@ -1,0 +1,137 @@
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { chmodSync, chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { TestContext } from 'node:test';
+import pg from 'pg';
+
+/*
+ * A throwaway PostgreSQL server for the tests: the Debian `postgresql` package's initdb and
+ * pg_ctl, a fresh data directory in /tmp, a free port on 127.0.0.1, trust authentication, no
+ * fsync. As root (CI), it runs as the `postgres` user (PostgreSQL refuses to run as root). One
+ * server per test process, stopped and removed when the process exits. Each test gets its own
+ * schema (`freshDatabaseUrl`): the store keeps everything in the connection's search_path, and
+ * its channels and locks are per schema, so tests sharing the server do not see each other.
+ *
+ * AGENTQ_TEST_PG_URL=postgres://user@host:port/db uses an existing server instead.
+ * No server: the tests skip with a loud message, except under CI=true, where that is a failure.
+ */
+
+export interface PgServer {
+  /** the server's admin URL (database `postgres`) */
+  readonly adminUrl: string;
+}
+
+let started: Promise<PgServer | string> | undefined;
+
+/** The test server, started once per process; or why there is none. */
+export function pgServer(): Promise<PgServer | string> {
+  started ??= start().catch((err: unknown) => `could not start PostgreSQL: ${(err as Error).message}`);
+  return started;
+}
+
+/**
+ * A URL to a fresh, empty schema on the test server; or null after telling the test to skip
+ * (loudly), or a thrown error under CI=true.
+ */
+export async function freshDatabaseUrl(t: TestContext): Promise<string | null> {
+  const server = await pgServer();
+  if (typeof server === 'string') {
+    const message = `PostgreSQL tests SKIPPED: ${server}. Install the Debian package (apt-get install -y postgresql) or set AGENTQ_TEST_PG_URL.`;
+    if (process.env.CI === 'true') throw new Error(`${message} (CI must run them)`);
+    process.stderr.write(`\n${'!'.repeat(100)}\n!! ${message}\n${'!'.repeat(100)}\n\n`);
+    t.skip(message);
+    return null;
+  }
+  const schema = `t_${process.pid}_${++schemas}_${Date.now().toString(36)}`;
+  const client = new pg.Client({ connectionString: server.adminUrl });
+  await client.connect();
+  try {
+    await client.query(`CREATE SCHEMA ${schema}`);
+  } finally {
+    await client.end();
+  }
+  const url = new URL(server.adminUrl);
+  url.searchParams.set('options', `-c search_path=${schema}`);
+  return url.toString();
+}
+let schemas = 0;
+
+async function start(): Promise<PgServer> {
+  const given = process.env.AGENTQ_TEST_PG_URL;
+  if (given) return { adminUrl: given };
+  const bin = findBinDir();
+  if (!bin) throw new Error('initdb and pg_ctl were not found (in PATH or /usr/lib/postgresql/*/bin)');
+  const asRoot = process.getuid?.() === 0;
+  const dir = mkdtempSync(join(tmpdir(), 'agentq-pg-'));
+  const data = join(dir, 'data');
+  let run = (cmd: string, args: string[]) => execFileSync(join(bin, cmd), args, { stdio: 'pipe' });
+  if (asRoot) {
+    // PostgreSQL will not run as root: the data directory and the server belong to `postgres`
+    const uid = Number(execFileSync('id', ['-u', 'postgres']).toString().trim());
+    const gid = Number(execFileSync('id', ['-g', 'postgres']).toString().trim());
+    chownSync(dir, uid, gid);
+    chmodSync(dir, 0o700);
+    run = (cmd, args) => execFileSync('runuser', ['-u', 'postgres', '--', join(bin, cmd), ...args], { stdio: 'pipe' });
+  }
+  const cleanup = () => {
+    spawnSync(asRoot ? 'runuser' : join(bin, 'pg_ctl'), [...(asRoot ? ['-u', 'postgres', '--', join(bin, 'pg_ctl')] : []), '-D', data, '-m', 'immediate', 'stop'], {
+      stdio: 'ignore',
+    });
+    rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    run('initdb', ['-D', data, '-U', 'agentq', '--auth=trust', '-E', 'UTF8', '--no-sync', '--no-instructions']);
+    const port = await freePort();
+    const options = [
+      `-p ${port}`,
+      `-k ${dir}`,
+      '-c listen_addresses=127.0.0.1',
+      '-c fsync=off',
+      '-c synchronous_commit=off',
+      '-c full_page_writes=off',
+      '-c max_connections=300',
+      '-c shared_buffers=64MB',
+    ].join(' ');
+    run('pg_ctl', ['-D', data, '-o', options, '-l', join(dir, 'server.log'), '-w', '-t', '60', 'start']);
+    process.once('exit', cleanup);
+    // a test process killed by a signal runs no exit handler: a watchdog stops the server then
+    const stop = `${asRoot ? `runuser -u postgres -- ` : ''}'${join(bin, 'pg_ctl')}' -D '${data}' -m immediate stop`;
+    spawn('sh', ['-c', `while kill -0 ${process.pid} 2>/dev/null; do sleep 1; done; ${stop}; rm -rf '${dir}'`], {
+      detached: true,
+      stdio: 'ignore',
+    }).unref();
+    const adminUrl = `postgres://agentq@127.0.0.1:${port}/postgres`;
+    return { adminUrl };
+  } catch (err) {
+    const log = existsSync(join(dir, 'server.log')) ? readFileSync(join(dir, 'server.log'), 'utf8').slice(-2000) : '';
+    const out = (err as { stderr?: Buffer }).stderr?.toString() ?? '';
+    cleanup();
+    throw new Error(`${(err as Error).message.split('\n')[0]} ${out} ${log}`.trim(), { cause: err });
+  }
+}
+
+function findBinDir(): string | null {
+  for (const dir of (process.env.PATH ?? '').split(':')) {
+    if (dir && existsSync(join(dir, 'initdb')) && existsSync(join(dir, 'pg_ctl'))) return dir;
+  }
+  const base = '/usr/lib/postgresql';
+  if (!existsSync(base)) return null;
+  const versions = readdirSync(base)
+    .filter((v) => existsSync(join(base, v, 'bin', 'initdb')))
+    .sort((a, b) => Number(b) - Number(a));
+  return versions[0] ? join(base, versions[0], 'bin') : null;
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const address = s.address();
+      const port = typeof address === 'object' && address ? address.port : 0;
+      s.close(() => resolve(port));
+    });
+  });
+}

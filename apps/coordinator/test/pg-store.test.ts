@@ -1,0 +1,211 @@
+import assert from 'node:assert/strict';
+import { test, type TestContext } from 'node:test';
+import { AgentqClient } from '@agentq/client';
+import type { Job } from '@agentq/protocol';
+import type { CoordinatorConfig } from '../src/config.js';
+import { ManualClock } from '../src/core/clock.js';
+import { startCoordinator, type RunningCoordinator } from '../src/start.js';
+import { called, eventJob, fakeLauncher, openEvents, parked, start } from './helpers.js';
+import { freshDatabaseUrl } from './pg-server.js';
+
+/*
+ * The PostgreSQL store's promises, with two (or more) coordinators in this process on one
+ * database: each has its own pool, LISTEN connection and core, exactly as separate processes
+ * would, and the tests can await their internal signals (a poll parked on B) instead of sleeping.
+ * Holds are far longer than the tests: a missing wake-up fails the test instead of passing late.
+ */
+
+const HOLD = { pollTimeoutSeconds: 600, sweepIntervalMs: 600_000 };
+
+async function coordinators(
+  t: TestContext,
+  n: number,
+  overrides: Partial<CoordinatorConfig> = {},
+  deps: { clock?: ManualClock } = {},
+): Promise<{ nodes: RunningCoordinator[]; clients: AgentqClient[]; url: string } | null> {
+  const url = await freshDatabaseUrl(t);
+  if (url === null) return null;
+  const nodes = await Promise.all(Array.from({ length: n }, () => startCoordinator({ databaseUrl: url, ...HOLD, ...overrides }, deps)));
+  const clients = nodes.map((c) => new AgentqClient({ url: c.url }));
+  t.after(async () => {
+    await Promise.all(clients.map((c) => c.destroy()));
+    await Promise.all(nodes.map((c) => c.close()));
+  });
+  return { nodes, clients, url };
+}
+
+/** Resolves once `c` has seen event `id` (its own, or another coordinator's). */
+function caughtUp(c: RunningCoordinator, id: number): Promise<void> {
+  return new Promise((resolve) => {
+    if (c.core.events.lastId >= id) return resolve();
+    const off = c.core.events.subscribe((e) => {
+      if (e.id < id) return;
+      off();
+      resolve();
+    });
+  });
+}
+
+test('a poll parked on B is woken by a job created on A; /wait on A returns when B records the end', async (t) => {
+  const set = await coordinators(t, 2);
+  if (!set) return;
+  const [A, B] = set.nodes as [RunningCoordinator, RunningCoordinator];
+  const [a, b] = set.clients as [AgentqClient, AgentqClient];
+  const l = await fakeLauncher(b);
+  const isParked = parked(B.core, l.id);
+  const taken = l.take();
+  await isParked;
+  const job = await start(a, 'woken');
+  assert.equal((await taken).job_id, job.job_id);
+
+  const waitParked = called(A.core, 'waitJob');
+  const waiting = a.waitJob(job.job_id, 600_000);
+  await waitParked;
+  await l.started(job.job_id);
+  await l.completed(job.job_id, 'done on B');
+  const ended = await waiting;
+  assert.equal(ended.status, 'completed');
+  assert.equal(ended.result, 'done on B');
+});
+
+test('output appended through A wakes a reader following it on B', async (t) => {
+  const set = await coordinators(t, 2);
+  if (!set) return;
+  const [, B] = set.nodes as [RunningCoordinator, RunningCoordinator];
+  const [a, b] = set.clients as [AgentqClient, AgentqClient];
+  const l = await fakeLauncher(a);
+  const job = await start(a, 'talkative');
+  await l.take();
+  await l.started(job.job_id);
+  await a.reportOutput(job.job_id, { launcher_id: l.id, offset: 0, data: 'hello ' });
+  const followParked = called(B.core.store, 'whenOutput');
+  const following = b.getOutput(job.job_id, { offset: 6, wait_ms: 300_000 });
+  await followParked;
+  await a.reportOutput(job.job_id, { launcher_id: l.id, offset: 6, data: 'world' });
+  const out = await following;
+  assert.equal(out.output, 'world');
+  assert.equal(out.next_offset, 11);
+  // a retried batch is stored once, whichever coordinator it reaches
+  await b.reportOutput(job.job_id, { launcher_id: l.id, offset: 6, data: 'world' });
+  const all = await b.getOutput(job.job_id, { offset: 0 });
+  assert.equal(all.output, 'hello world');
+  assert.equal(all.total_bytes, 11);
+});
+
+test('the same session started on A and B at once: one is created, the other gets 409', async (t) => {
+  const set = await coordinators(t, 2);
+  if (!set) return;
+  const [a, b] = set.clients as [AgentqClient, AgentqClient];
+  for (let i = 0; i < 10; i++) {
+    const results = await Promise.allSettled([start(a, `race-${i}`), start(b, `race-${i}`)]);
+    assert.equal(results.filter((r) => r.status === 'fulfilled').length, 1);
+    const refused = results.find((r) => r.status === 'rejected') as PromiseRejectedResult;
+    assert.equal((refused.reason as { code?: string }).code, 'session_exists');
+  }
+});
+
+test('the same Idempotency-Key on A and B at once creates one job', async (t) => {
+  const set = await coordinators(t, 2);
+  if (!set) return;
+  const body = JSON.stringify({ type: 'start_session', session_name: 'once', prompt: 'p' });
+  const post = (c: RunningCoordinator) =>
+    fetch(`${c.url}/jobs`, { method: 'POST', headers: { 'content-type': 'application/json', 'idempotency-key': 'k-1' }, body });
+  const answers = await Promise.all(set.nodes.map(post));
+  const jobs = (await Promise.all(answers.map((r) => r.json()))) as Job[];
+  assert.deepEqual(new Set(jobs.map((j) => j.job_id)).size, 1);
+  assert.deepEqual(answers.map((r) => r.status).sort(), [200, 201]);
+});
+
+test('many launchers polling through three coordinators at once: each job is handed out exactly once', async (t) => {
+  const set = await coordinators(t, 3, { pollTimeoutSeconds: 1 });
+  if (!set) return;
+  const [a] = set.clients as [AgentqClient];
+  const TOTAL = 300;
+  const created: string[] = [];
+  for (let i = 0; i < TOTAL; i++) created.push((await start(a, `many-${i}`)).job_id);
+  const handed = new Map<string, string>();
+  const launchers = await Promise.all(Array.from({ length: 9 }, (_, i) => fakeLauncher(set.clients[i % 3]!, `host-${i}`)));
+  await Promise.all(
+    launchers.map(async (l) => {
+      for (;;) {
+        const answer = await l.poll({ capacity: 3 });
+        if (!answer?.jobs?.length) return; // the queue is empty
+        for (const job of answer.jobs) {
+          assert.equal(handed.get(job.job_id), undefined, `job ${job.job_id} handed out twice`);
+          handed.set(job.job_id, l.id);
+        }
+      }
+    }),
+  );
+  assert.deepEqual([...handed.keys()].sort(), [...created].sort());
+});
+
+test('one sweeper at a time: the first coordinator takes the lock; when it closes another takes over', async (t) => {
+  const set = await coordinators(t, 2);
+  if (!set) return;
+  const [A, B] = set.nodes as [RunningCoordinator, RunningCoordinator];
+  assert.equal(await A.core.store.sweeperLease!(), true);
+  assert.equal(await B.core.store.sweeperLease!(), false);
+  assert.equal(await A.core.store.sweeperLease!(), true, 'kept');
+  await A.close();
+  assert.equal(await B.core.store.sweeperLease!(), true);
+});
+
+test('a poll parked on B keeps its launcher alive while A sweeps; a silent one goes stale', async (t) => {
+  const clock = new ManualClock();
+  const timing = { heartbeatIntervalSeconds: 10, heartbeatTimeoutSeconds: 30 };
+  const set = await coordinators(t, 2, timing, { clock });
+  if (!set) return;
+  const [A, B] = set.nodes as [RunningCoordinator, RunningCoordinator];
+  const [a, b] = set.clients as [AgentqClient, AgentqClient];
+  assert.equal(await A.core.store.sweeperLease!(), true);
+  const parkedOnB = await fakeLauncher(b, 'parked');
+  const silent = await fakeLauncher(a, 'silent');
+  const isParked = parked(B.core, parkedOnB.id);
+  void parkedOnB.poll().catch(() => undefined);
+  await isParked;
+  clock.advance(20_000);
+  await B.core.sweep(); // not the sweeper: it only says its parked launchers are alive
+  clock.advance(20_000);
+  await A.core.sweep();
+  const status = new Map((await a.listLaunchers()).launchers.map((l) => [l.launcher_id, l.status]));
+  assert.equal(status.get(parkedOnB.id), 'online');
+  assert.equal(status.get(silent.id), 'stale');
+});
+
+test('SSE: one global order across coordinators; a coordinator started later replays from the commit log', async (t) => {
+  const set = await coordinators(t, 2, { eventReplaySize: 5 });
+  if (!set) return;
+  const [a, b] = set.clients as [AgentqClient, AgentqClient];
+  for (let i = 0; i < 4; i++) await start(i % 2 ? a : b, `ordered-${i}`);
+  const [A, B] = set.nodes as [RunningCoordinator, RunningCoordinator];
+  const newest = Math.max(A.core.events.lastId, B.core.events.lastId);
+  // each is told of the other's commits a moment later: both reach the same last event
+  await Promise.all([caughtUp(A, newest), caughtUp(B, newest)]);
+  assert.equal(A.core.events.lastId, B.core.events.lastId);
+  assert.ok(newest > 10, 'more events than the replay window');
+
+  // a third coordinator, started now: its window is empty, the log has everything
+  const C = await startCoordinator({ databaseUrl: set.url, ...HOLD, eventReplaySize: 5 });
+  t.after(() => C.close());
+  const events = openEvents(t, C.url, 0);
+  const all = await events.until((m) => Number(m.id) === newest);
+  assert.deepEqual(
+    all.map((m) => Number(m.id)),
+    Array.from({ length: newest }, (_, i) => i + 1),
+    'every event once, in order, no gap',
+  );
+  const later = await start(b, 'live');
+  const live = await events.until((m) => m.event === 'job.created');
+  assert.equal(eventJob(live.at(-1)!).job_id, later.job_id);
+  assert.equal(Number(live.at(-1)!.id) > newest, true);
+});
+
+test('text PostgreSQL cannot hold (the NUL character) is refused with 400 naming the field, not 500', async (t) => {
+  const set = await coordinators(t, 1);
+  if (!set) return;
+  const [a] = set.clients as [AgentqClient];
+  await assert.rejects(start(a, 'nul', 'a\u0000b'), { status: 400, code: 'validation_failed', details: { field: 'prompt' } });
+  await assert.rejects(start(a, 'nul\u0000name'), { status: 400, code: 'validation_failed', details: { field: 'session_name' } });
+  await assert.rejects(a.getSession('nul\u0000name'), { status: 404, code: 'session_not_found' });
+});

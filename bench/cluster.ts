@@ -1,0 +1,180 @@
+/**
+ * Stores and coordinators side by side (`npm run bench:cluster`): the same measurements, in one
+ * run, with the memory store, the SQLite store, PostgreSQL behind one coordinator, and PostgreSQL
+ * behind two coordinators (clients on one, launchers on the other).
+ *
+ * 1. Dispatch latency: LAUNCHERS launchers keep a long-poll parked; one producer creates jobs one
+ *    at a time. From just before `POST /jobs` is sent until a parked poll returns that job, over
+ *    real HTTP with the project's client. With two coordinators the job is created on A and the
+ *    polls are parked on B: the time includes the commit notification from A to B.
+ * 2. Throughput: PRODUCERS producers create jobs (`POST /jobs`, one request each) while WORKERS
+ *    launchers take them (capacity 4 per poll) and report `started` and `completed` for each: four
+ *    requests and four transactions per job. Jobs per second from the first create to the last
+ *    completion. With two coordinators, producers and launchers are split across both.
+ *
+ * Every coordinator runs in its own process. PostgreSQL: a throwaway server started like the
+ * tests' (Debian's postgresql package; fsync off, as a disposable server), or BENCH_PG_URL.
+ * Environment: BENCH_JOBS (latency, default 1000), BENCH_TOTAL (throughput, default 3000),
+ * BENCH_LAUNCHERS (default 4), BENCH_PRODUCERS (default 4), BENCH_WORKERS (default 8).
+ */
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { createInterface } from 'node:readline';
+import { AgentqClient } from '@agentq/client';
+
+const JOBS = Number(process.env.BENCH_JOBS ?? 1000);
+const TOTAL = Number(process.env.BENCH_TOTAL ?? 3000);
+const LAUNCHERS = Number(process.env.BENCH_LAUNCHERS ?? 4);
+const PRODUCERS = Number(process.env.BENCH_PRODUCERS ?? 4);
+const WORKERS = Number(process.env.BENCH_WORKERS ?? 8);
+const WARMUP = 100;
+
+interface Server {
+  url: string;
+  stop(): Promise<void>;
+}
+
+async function startCoordinatorProcess(databaseUrl: string): Promise<Server> {
+  const code = `
+    const { startCoordinator } = await import('@agentq/coordinator');
+    const c = await startCoordinator({ pollTimeoutSeconds: 60, logLevel: 'silent', eventReplaySize: 1000, databaseUrl: ${JSON.stringify(databaseUrl)} });
+    console.log(c.url);
+    process.on('SIGTERM', () => c.close().then(() => process.exit(0)));
+  `;
+  const child = spawn(process.execPath, ['--input-type=module', '-e', code], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const [url] = (await once(createInterface({ input: child.stdout! }), 'line')) as [string];
+  return {
+    url,
+    stop: async () => {
+      child.kill('SIGTERM');
+      await once(child, 'exit');
+    },
+  };
+}
+
+function percentile(sorted: number[], p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+const ms = (x: number) => `${x.toFixed(2)} ms`;
+
+/** p50/p90/p99/max of POST /jobs on `producerUrl` -> a poll parked on `launcherUrl` returns it. */
+async function latency(producerUrl: string, launcherUrl: string): Promise<string[]> {
+  const producer = new AgentqClient({ url: producerUrl, connections: 4 });
+  const launchers = new AgentqClient({ url: launcherUrl, connections: LAUNCHERS + 4 });
+  const receivedAt = new Map<string, number>();
+  const samples: number[] = [];
+  let expecting: ((id: string) => void) | undefined;
+  const stop = new AbortController();
+  const loop = async () => {
+    const { launcher_id } = await launchers.register({ hostname: 'bench' });
+    while (!stop.signal.aborted) {
+      const answer = await launchers.poll(launcher_id, { holdSeconds: 60, signal: stop.signal }).catch(() => null);
+      const job = answer?.job;
+      if (!job) continue;
+      receivedAt.set(job.job_id, performance.now());
+      expecting?.(job.job_id);
+    }
+  };
+  const loops = Array.from({ length: LAUNCHERS }, loop);
+  while ((await launchers.health()).launchers.parked_polls < LAUNCHERS) await new Promise((r) => setTimeout(r, 10));
+  for (let i = 0; i < JOBS + WARMUP; i++) {
+    const delivered = new Promise<string>((resolve) => (expecting = resolve));
+    const t0 = performance.now();
+    const job = await producer.createJob({ type: 'start_session', session_name: `lat-${i}`, prompt: 'x' });
+    const got = await delivered;
+    if (got !== job.job_id) throw new Error(`expected ${job.job_id}, got ${got}`);
+    // the poll may return the job before POST /jobs answers: the time counts from t0 either way
+    if (i >= WARMUP) samples.push(receivedAt.get(job.job_id)! - t0);
+  }
+  stop.abort();
+  await Promise.allSettled(loops);
+  await Promise.all([producer.close(), launchers.destroy()]);
+  const sorted = samples.sort((a, b) => a - b);
+  return [ms(percentile(sorted, 50)), ms(percentile(sorted, 90)), ms(percentile(sorted, 99)), ms(sorted[sorted.length - 1]!)];
+}
+
+/** Jobs per second, created by producers and run (started, completed) by launchers, end to end. */
+async function throughput(urls: string[]): Promise<string> {
+  const clients = urls.map((url) => new AgentqClient({ url, connections: PRODUCERS + WORKERS + 4 }));
+  const stop = new AbortController();
+  let done = 0;
+  let finished!: () => void;
+  const allDone = new Promise<void>((resolve) => (finished = resolve));
+  const worker = async (client: AgentqClient, i: number) => {
+    const { launcher_id } = await client.register({ hostname: `worker-${i}` });
+    while (!stop.signal.aborted) {
+      const answer = await client.poll(launcher_id, { capacity: 4, holdSeconds: 60, signal: stop.signal }).catch(() => null);
+      for (const job of answer?.jobs ?? []) {
+        await client.reportStarted(job.job_id, { launcher_id });
+        await client.reportCompleted(job.job_id, { launcher_id, status: 'success', result: 'ok' });
+        if (++done === TOTAL) finished();
+      }
+    }
+  };
+  const workers = Array.from({ length: WORKERS }, (_, i) => worker(clients[i % clients.length]!, i));
+  let next = 0;
+  const t0 = performance.now();
+  const producers = Array.from({ length: PRODUCERS }, async (_, p) => {
+    const client = clients[p % clients.length]!;
+    while (next < TOTAL) await client.createJob({ type: 'start_session', session_name: `tp-${next++}`, prompt: 'x' });
+  });
+  await Promise.all(producers);
+  await allDone;
+  const seconds = (performance.now() - t0) / 1000;
+  stop.abort();
+  await Promise.allSettled(workers);
+  await Promise.all(clients.map((c) => c.destroy()));
+  return `${Math.round(TOTAL / seconds)} jobs/s`;
+}
+
+async function setup(name: string, databaseUrls: string[], run: (servers: Server[]) => Promise<string[]>): Promise<string> {
+  const servers: Server[] = [];
+  for (const url of databaseUrls) servers.push(await startCoordinatorProcess(url));
+  try {
+    return `| ${name} | ${(await run(servers)).join(' | ')} |`;
+  } finally {
+    await Promise.all(servers.map((s) => s.stop()));
+  }
+}
+
+/** A fresh PostgreSQL schema: BENCH_PG_URL's server, or a throwaway one (the tests' helper). */
+async function postgresUrl(): Promise<string> {
+  const helper = (await import(new URL('../../apps/coordinator/dist/test/pg-server.js', import.meta.url).href)) as {
+    freshDatabaseUrl(t: unknown): Promise<string | null>;
+  };
+  if (process.env.BENCH_PG_URL) process.env.AGENTQ_TEST_PG_URL = process.env.BENCH_PG_URL;
+  const url = await helper.freshDatabaseUrl({
+    skip: (why: string) => {
+      throw new Error(why);
+    },
+  });
+  if (!url) throw new Error('no PostgreSQL server');
+  return url;
+}
+
+const dir = mkdtempSync(join(tmpdir(), 'agentq-bench-'));
+try {
+  console.log(`# stores and coordinators — node ${process.version}, ${new Date().toISOString()}`);
+  console.log(`latency: ${LAUNCHERS} parked launchers, ${JOBS} jobs after ${WARMUP} warm-up; throughput: ${TOTAL} jobs, ${PRODUCERS} producers, ${WORKERS} launchers (capacity 4)\n`);
+  const rows: string[] = [];
+  const both = async (servers: Server[]) => {
+    const [a, b] = [servers[0]!, servers[servers.length - 1]!];
+    const lat = await latency(a.url, b.url);
+    return [...lat, await throughput(servers.map((s) => s.url))];
+  };
+  rows.push(await setup('memory', ['memory:'], both));
+  rows.push(await setup('SQLite', [`sqlite:${join(dir, 'agentq.db')}`], both));
+  const pgOne = await postgresUrl();
+  rows.push(await setup('PostgreSQL, 1 coordinator', [pgOne], both));
+  const pgTwo = await postgresUrl();
+  rows.push(await setup('PostgreSQL, 2 coordinators (A creates, B dispatches)', [pgTwo, pgTwo], both));
+  console.log('| store | latency p50 | p90 | p99 | max | throughput |\n|---|---|---|---|---|---|');
+  for (const row of rows) console.log(row);
+} finally {
+  rmSync(dir, { recursive: true, force: true });
+}
+process.exit(0);

@@ -1,0 +1,53 @@
+/**
+ * Several coordinators behind one client (`--url http://a:8765,http://b:8765`, or AGENTQ_URL
+ * with commas): requests go to the current URL; when one cannot be reached, the client moves on
+ * to the next (round robin), so launchers and the CLI keep working while a coordinator is down.
+ * Coordinators sharing one PostgreSQL database serve the same state, so any of them will do.
+ */
+export class Endpoints {
+  readonly urls: readonly string[];
+  #current = 0;
+
+  constructor(urls: string | readonly string[]) {
+    this.urls = typeof urls === 'string' ? splitUrls(urls) : urls.map(trimUrl).filter(Boolean);
+    if (this.urls.length === 0) throw new Error('no coordinator URL given');
+  }
+
+  get current(): string {
+    return this.urls[this.#current]!;
+  }
+
+  /** `url` could not be reached: unless the client already moved on, the next URL is current. */
+  failed(url: string): string {
+    if (this.urls.length > 1 && this.current === url) this.#current = (this.#current + 1) % this.urls.length;
+    return this.current;
+  }
+}
+
+const trimUrl = (url: string): string => url.trim().replace(/\/+$/, '');
+
+/** `a, b,c` -> ['a', 'b', 'c'] (empty items dropped, trailing slashes removed). */
+export function splitUrls(value: string): string[] {
+  return value.split(',').map(trimUrl).filter(Boolean);
+}
+
+/** Codes of failures before any request reached a server: sending it elsewhere is always safe. */
+const NEVER_SENT = new Set([
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EHOSTDOWN',
+  'UND_ERR_CONNECT_TIMEOUT',
+]);
+
+/** Whether `err` (or its cause) says the connection was never made. */
+export function neverSent(err: unknown): boolean {
+  for (let e = err as { code?: unknown; cause?: unknown } | undefined, depth = 0; e && depth < 4; e = e.cause as typeof e, depth++) {
+    if (typeof e.code === 'string' && NEVER_SENT.has(e.code)) return true;
+    const errors = (e as { errors?: unknown }).errors; // AggregateError (several addresses tried)
+    if (Array.isArray(errors) && errors.some((x) => neverSent(x))) return true;
+  }
+  return false;
+}
