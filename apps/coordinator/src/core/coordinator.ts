@@ -442,8 +442,10 @@ export class Coordinator {
     let answer: PollResponse | null;
     if (req.reports.length === 0) answer = await this.poll(req.launcher_id, req.capacity, signal);
     else {
+      // not liveLauncher: a deregistering launcher's last report removes it, and it is then told
+      // it is deregistered (as a poll would be), not 401 for a request whose reports were applied
       answer = await this.#ctx.store.transaction(async (tx) =>
-        answerPoll(this.#ctx, tx, await liveLauncher(tx, req.launcher_id), req.capacity),
+        answerPoll(this.#ctx, tx, await tx.launcher(req.launcher_id), req.capacity),
       );
     }
     return {
