@@ -52,6 +52,7 @@ export async function report(ctx: CoreContext, tx: Tx, kind: ReportKind, jobId: 
     // it may have started while a stop request was on its way: note it, the stop still stands
     if (job.startedAt === null) {
       await tx.updateJob(job.id, { startedAt: tx.now });
+      ctx.log.info({ job_id: job.id, launcher_id: launcher.id }, 'job started');
       await bindSession(ctx, tx, job, launcher, body.working_dir ?? null);
       tx.emit('job.started', { job: job.id });
     }

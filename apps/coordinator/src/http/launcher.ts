@@ -90,7 +90,7 @@ export const launcherRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = 
     app.post(
       `/launcher/jobs/:job_id/${kind}`,
       {
-        schema: {
+          schema: {
           operationId: `report${kind[0]!.toUpperCase()}${kind.slice(1)}`,
           tags: ['launcher'],
           summary: `Report a job ${kind}`,
@@ -102,7 +102,8 @@ export const launcherRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = 
       async (req) => {
         const b = req.body as StartedReport;
         await core.report(kind, req.params.job_id, b);
-        req.log.info({ job_id: req.params.job_id, launcher_id: b.launcher_id }, `job report: ${kind}`);
+        // what the report changed is logged at info by the core (job started, completed, ...)
+        req.log.debug({ job_id: req.params.job_id, launcher_id: b.launcher_id }, `job report: ${kind}`);
         return { ok: true as const };
       },
     );
