@@ -145,7 +145,10 @@ export class MemoryState {
 
   #applyJob(id: string, c: RowChange<JobRow>): void {
     const before = c.kind === 'insert' ? undefined : (this.jobs.get(id) ?? c.before);
-    const after = c.kind === 'delete' ? undefined : c.kind === 'insert' ? c.after : ({ ...before!, ...c.patch } as JobRow);
+    // the transaction's version, unless a write outside transactions (output length) changed the
+    // committed row meanwhile: then its patch goes on top of that row
+    const after =
+      c.kind === 'delete' ? undefined : c.kind === 'insert' || before === c.before ? c.after : ({ ...before!, ...c.patch } as JobRow);
     if (!before && after) {
       if (this.fullHistory) {
         this.#jobOrder.push(after.seq, id);
