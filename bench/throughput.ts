@@ -4,6 +4,8 @@
  *
  * For the memory store and the SQLite store (a fresh file each time), and for each protocol:
  *   - jobs/s: BENCH_JOBS no-op jobs created while BENCH_LAUNCHERS launcher loops run them
+ *   - the coordinator's CPU time per job (user + system; it hardly moves when other work shares
+ *     the machine, unlike jobs/s)
  *   - the coordinator's RSS before and after (memory kept per finished job)
  * then, on the memory store:
  *   - dispatch latency (POST /jobs -> a parked launcher has the job), both protocols
@@ -47,20 +49,22 @@ async function throughputTable(): Promise<void> {
   console.log(`\n## Throughput: ${JOBS.toLocaleString('en-US')} no-op jobs, ${LAUNCHERS} launcher loops`);
   console.log(`single: POST /jobs (${PRODUCERS} in flight), GET /launcher/jobs + started + completed per job`);
   console.log(`batched: POST /jobs/batch (${BATCH} per request), POST /launcher/sync with ${CAPACITY} slots per launcher\n`);
-  console.log('| store | protocol | jobs/s | seconds | requests | RSS before | RSS after | per finished job |');
-  console.log('|---|---|---|---|---|---|---|---|');
+  console.log('| store | protocol | jobs/s | seconds | requests | coordinator CPU per job | RSS before | RSS after | RSS per finished job |');
+  console.log('|---|---|---|---|---|---|---|---|---|');
   for (const store of STORES) {
     for (const protocol of ['single', 'batched'] as Protocol[]) {
       await withStore(store, async (databaseUrl) => {
         const server = await startCoordinatorProcess(databaseUrl, coordinatorEnv);
         try {
           const before = server.rssBytes();
+          const cpu = server.cpuMs();
           const r = await throughput({ url: server.url, jobs: JOBS, launchers: LAUNCHERS, capacity: CAPACITY, producers: PRODUCERS, batch: BATCH }, protocol);
           // let the last answers and the sweeper settle before reading memory
           await new Promise((resolve) => setTimeout(resolve, 1500));
+          const cpuPerJob = ((server.cpuMs() - cpu) * 1000) / r.jobs;
           const after = server.rssBytes();
           console.log(
-            `| ${store} | ${protocol} | ${rate(r.jobsPerSecond)} | ${r.seconds.toFixed(2)} | ${r.requests.toLocaleString('en-US')} | ${mb(before)} | ${mb(after)} | ${kb((after - before) / r.jobs)} |`,
+            `| ${store} | ${protocol} | ${rate(r.jobsPerSecond)} | ${r.seconds.toFixed(2)} | ${r.requests.toLocaleString('en-US')} | ${cpuPerJob.toFixed(0)} µs | ${mb(before)} | ${mb(after)} | ${kb((after - before) / r.jobs)} |`,
           );
         } finally {
           await server.stop();

@@ -132,9 +132,14 @@ export async function throughput(o: ThroughputOptions, protocol: Protocol): Prom
  * it. The first `warmup` jobs are not counted. `protocol` decides what the launchers park:
  * `GET /launcher/jobs` (single) or `POST /launcher/sync` (batched).
  */
-export async function dispatchLatency(o: { url: string; jobs: number; warmup: number; launchers: number }, protocol: Protocol): Promise<number[]> {
+export async function dispatchLatency(
+  o: { url: string; jobs: number; warmup: number; launchers: number; prefix?: string },
+  protocol: Protocol,
+): Promise<number[]> {
   const client = new AgentqClient({ url: o.url, connections: o.launchers + 4 });
-  const sentAt = new Map<string, number>();
+  // when each job reached a launcher (it may be before POST /jobs has answered: a create answers
+  // once its dispatch to a parked launcher is done)
+  const receivedAt = new Map<string, number>();
   const samples: number[] = [];
   let expecting: ((id: string) => void) | undefined;
   const stop = new AbortController();
@@ -148,9 +153,7 @@ export async function dispatchLatency(o: { url: string; jobs: number; warmup: nu
           : ((await client.sync({ launcher_id, capacity: 1, reports: [] }, { holdSeconds: 30, signal: stop.signal }).catch(ignoreAbort))?.jobs[0] ??
             null);
       if (!got) continue;
-      const received = performance.now();
-      const t0 = sentAt.get(got.job_id);
-      if (t0 !== undefined) samples.push(received - t0);
+      receivedAt.set(got.job_id, performance.now());
       expecting?.(got.job_id);
     }
   };
@@ -159,11 +162,11 @@ export async function dispatchLatency(o: { url: string; jobs: number; warmup: nu
   for (let i = 0; i < o.jobs + o.warmup; i++) {
     const delivered = new Promise<string>((resolve) => (expecting = resolve));
     const t0 = performance.now();
-    const created = await client.createJob({ type: 'start_session', session_name: `lat-${i}`, prompt: 'x' });
-    sentAt.set(created.job_id, t0);
+    const created = await client.createJob({ type: 'start_session', session_name: `${o.prefix ?? 'lat'}-${i}`, prompt: 'x' });
     const got = await delivered;
     if (got !== created.job_id) throw new Error(`expected ${created.job_id}, got ${got}`);
-    if (i === o.warmup - 1) samples.length = 0;
+    if (i >= o.warmup) samples.push(receivedAt.get(got)! - t0);
+    receivedAt.delete(got);
   }
   stop.abort();
   await Promise.allSettled(loops);

@@ -6,8 +6,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-/** The coordinator's command, as `npm run coordinator` runs it (from bench/dist/lib, after the build). */
-const MAIN = fileURLToPath(new URL('../../../apps/coordinator/dist/src/main.js', import.meta.url));
+/**
+ * The coordinator's command, as `npm run coordinator` runs it (from bench/dist/lib, after the
+ * build). BENCH_COORDINATOR names another build's main.js: the same workload on an older checkout.
+ */
+const MAIN = process.env.BENCH_COORDINATOR || fileURLToPath(new URL('../../../apps/coordinator/dist/src/main.js', import.meta.url));
 
 export interface ServerProcess {
   url: string;
@@ -16,6 +19,8 @@ export interface ServerProcess {
   rssBytes(): number;
   /** CPU time used so far, user + system, in milliseconds (Linux: /proc/<pid>/stat) */
   cpuMs(): number;
+  /** what the process has written to its log so far (the coordinator; empty for redis) */
+  log(): string;
   stop(): Promise<void>;
 }
 
@@ -87,6 +92,7 @@ export async function startCoordinatorProcess(databaseUrl: string, env: Record<s
     pid: child.pid!,
     rssBytes: () => rssOf(child.pid!),
     cpuMs: () => cpuOf(child.pid!),
+    log: () => readFileSync(log, 'utf8'),
     stop: async () => {
       if (child.exitCode === null) {
         child.kill('SIGTERM');
@@ -125,6 +131,7 @@ export async function startRedis(): Promise<(ServerProcess & { port: number }) |
     pid: child.pid!,
     rssBytes: () => rssOf(child.pid!),
     cpuMs: () => cpuOf(child.pid!),
+    log: () => '',
     stop: async () => {
       if (child.exitCode === null) {
         child.kill('SIGTERM');

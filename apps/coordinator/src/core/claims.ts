@@ -20,7 +20,9 @@ export async function answerPoll(
   if (!launcher || launcher.status === 'deregistering') return { deregistered: true };
   if (launcher.status === 'stale') return null;
   const answer: PollResponse = {};
-  const stops = (await tx.activeJobsOfLauncher(launcher.id)).filter((j) => j.stopPending);
+  const stops = tx.pendingStopsOf
+    ? await tx.pendingStopsOf(launcher.id)
+    : (await tx.activeJobsOfLauncher(launcher.id)).filter((j) => j.stopPending);
   if (stops.length > 0) {
     for (const job of stops) await tx.updateJob(job.id, { stopPending: false });
     answer.stop_jobs = stops.map((j) => j.id);

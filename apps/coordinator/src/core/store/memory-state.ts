@@ -84,6 +84,8 @@ export class MemoryState {
   readonly launcherActive = new Map<string, Set<string>>();
   /** every active (claimed, running, stopping) job id */
   readonly active = new Set<string>();
+  /** launcher -> its job ids with a stop it has not been told about (`stopPending`) */
+  readonly stopsPending = new Map<string, Set<string>>();
   /** terminal job ids in the order they ended */
   #ended: string[] = [];
   #endedHead = 0;
@@ -181,6 +183,19 @@ export class MemoryState {
         held.add(id);
       }
       this.active.add(id);
+    }
+
+    const stopWas = before?.stopPending && before.launcherId !== null ? before.launcherId : null;
+    const stopIs = after?.stopPending && after.launcherId !== null ? after.launcherId : null;
+    if (stopWas !== null && stopWas !== stopIs) {
+      const set = this.stopsPending.get(stopWas);
+      set?.delete(id);
+      if (set?.size === 0) this.stopsPending.delete(stopWas);
+    }
+    if (stopIs !== null && stopIs !== stopWas) {
+      let set = this.stopsPending.get(stopIs);
+      if (!set) this.stopsPending.set(stopIs, (set = new Set()));
+      set.add(id);
     }
 
     if (before?.readySince != null && (after?.readySince == null || after.routeKey !== before.routeKey)) {

@@ -89,6 +89,12 @@ export class MemoryTx implements Tx {
     return this.#view(ids, touched, (j) => j.launcherId === launcherId && isActive(j.status)).sort((a, b) => a.seq - b.seq);
   }
 
+  async pendingStopsOf(launcherId: string): Promise<JobRow[]> {
+    const ids = this.#state.stopsPending.get(launcherId) ?? [];
+    const touched = this.#touchedByLauncher.get(launcherId);
+    return this.#view(ids, touched, (j) => j.launcherId === launcherId && j.stopPending && isActive(j.status)).sort((a, b) => a.seq - b.seq);
+  }
+
   /** Index a touched job under its session and under each launcher a version of it had. */
   #touch(before: JobRow | undefined, after: JobRow | undefined): void {
     const row = after ?? before;

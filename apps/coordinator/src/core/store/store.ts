@@ -32,6 +32,12 @@ export interface Tx {
   /** jobs the launcher holds (claimed, running or stopping) */
   activeJobsOfLauncher(launcherId: string): Promise<JobRow[]>;
   /**
+   * The launcher's jobs with a stop it has not been told about (`stopPending`), oldest first.
+   * Optional: without it, a poll filters activeJobsOfLauncher, which costs as many jobs as the
+   * launcher holds, on every poll.
+   */
+  pendingStopsOf?(launcherId: string): Promise<JobRow[]>;
+  /**
    * Up to `max` ready jobs that `launcher` may take, oldest first, locked for this transaction
    * (another transaction's claim skips them). The caller must claim them (clear `readySince`).
    */
