@@ -23,6 +23,8 @@ export interface ThroughputOptions {
   producers: number;
   /** batched: jobs per `POST /jobs/batch` */
   batch: number;
+  /** session names are `<prefix>-<n>` (default t): several runs on one coordinator need their own */
+  prefix?: string;
 }
 
 export interface ThroughputResult {
@@ -32,7 +34,6 @@ export interface ThroughputResult {
   requests: number;
 }
 
-const job = (i: number): CreateJobRequest => ({ type: 'start_session', session_name: `t-${i}`, prompt: 'noop' });
 
 /**
  * N jobs through the coordinator: the clock runs from the first create until the last job is
@@ -47,6 +48,7 @@ const job = (i: number): CreateJobRequest => ({ type: 'start_session', session_n
  * which also asks for new work.
  */
 export async function throughput(o: ThroughputOptions, protocol: Protocol): Promise<ThroughputResult> {
+  const job = (i: number): CreateJobRequest => ({ type: 'start_session', session_name: `${o.prefix ?? 't'}-${i}`, prompt: 'noop' });
   const producer = new AgentqClient({ url: o.url, connections: Math.max(4, o.producers) });
   const clients = Array.from({ length: o.launchers }, () => new AgentqClient({ url: o.url, connections: 2 }));
   const ids = await Promise.all(clients.map((c) => c.register({ hostname: 'bench', max_jobs: o.capacity }).then((r) => r.launcher_id)));

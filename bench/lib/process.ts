@@ -48,10 +48,16 @@ const TICKS_PER_SECOND = 100;
  * other work shares the machine, so it is the better measure of what a change costs or saves.
  */
 export function cpuOf(pid: number): number {
+  const { user, system } = cpuSplitOf(pid);
+  return user + system;
+}
+
+/** User and system CPU time of a process so far, in ms (system: the kernel's work for it, its socket writes included). */
+export function cpuSplitOf(pid: number): { user: number; system: number } {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
   // fields after the command name (which may contain spaces) in parentheses
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return ((Number(fields[11]) + Number(fields[12])) * 1000) / TICKS_PER_SECOND;
+  return { user: (Number(fields[11]) * 1000) / TICKS_PER_SECOND, system: (Number(fields[12]) * 1000) / TICKS_PER_SECOND };
 }
 
 async function untilAnswers(url: string, child: ChildProcess, log: string): Promise<void> {
