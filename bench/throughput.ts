@@ -7,21 +7,23 @@
  *   - the coordinator's CPU time per job (user + system; it hardly moves when other work shares
  *     the machine, unlike jobs/s)
  *   - the coordinator's RSS before and after (memory kept per finished job)
- * then, on the memory store:
+ * then:
  *   - dispatch latency (POST /jobs -> a parked launcher has the job), both protocols
- *   - BENCH_PARKED launchers each with a long-poll parked, and the coordinator's RSS
+ *   - BENCH_PARKED launchers each with a long-poll parked, and the coordinator's RSS (memory
+ *     store), beside a bare node:http server holding the same requests (the floor)
+ *   - memory kept per finished job: RSS right after BENCH_JOBS jobs and after BENCH_SETTLE s idle
  *
  * Environment: BENCH_JOBS (20000), BENCH_LAUNCHERS (8), BENCH_CAPACITY (8, slots per launcher in
  * the batched protocol), BENCH_PRODUCERS (8, creates in flight in the single-job protocol),
  * BENCH_BATCH (500, jobs per POST /jobs/batch), BENCH_LATENCY_JOBS (3000), BENCH_PARKED (10000),
- * BENCH_ONLY=throughput|latency|parked, BENCH_STORES=memory,sqlite, and LOG_LEVEL for the
+ * BENCH_SETTLE (60), BENCH_ONLY=throughput|latency|parked|memory, BENCH_STORES=memory,sqlite, and LOG_LEVEL for the
  * coordinator (default info, its log written to a file).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { dispatchLatency, parkPolls, throughput, type Protocol } from './lib/agentq.js';
-import { startCoordinatorProcess } from './lib/process.js';
+import { dispatchLatency, parkPolls, parkRaw, throughput, type Protocol } from './lib/agentq.js';
+import { startCoordinatorProcess, startRawServer } from './lib/process.js';
 import { env, kb, latencyOf, mb, ms, rate } from './lib/stats.js';
 
 const JOBS = env('BENCH_JOBS', 20_000);
@@ -31,6 +33,7 @@ const PRODUCERS = env('BENCH_PRODUCERS', 8);
 const BATCH = env('BENCH_BATCH', 500);
 const LATENCY_JOBS = env('BENCH_LATENCY_JOBS', 3000);
 const PARKED = env('BENCH_PARKED', 10_000);
+const SETTLE = env('BENCH_SETTLE', 60);
 const ONLY = process.env.BENCH_ONLY;
 const STORES = (process.env.BENCH_STORES ?? 'memory,sqlite').split(',');
 const coordinatorEnv = { LOG_LEVEL: process.env.LOG_LEVEL ?? 'info' };
@@ -96,22 +99,73 @@ async function latencyTable(): Promise<void> {
 
 async function parkedTable(): Promise<void> {
   console.log(`\n## ${PARKED.toLocaleString('en-US')} launchers, each with a long-poll parked (memory store)\n`);
+  console.log('The floor: a bare node:http server (bench/raw-server.ts) holding the same requests.\n');
+  console.log('| server | RSS idle | RSS with the polls parked | per parked poll |');
+  console.log('|---|---|---|---|');
   const server = await startCoordinatorProcess('memory:', { ...coordinatorEnv, LAUNCHER_POLL_TIMEOUT: '300' });
   try {
     const idle = server.rssBytes();
     const parked = await parkPolls(server.url, PARKED);
-    await new Promise((resolve) => setTimeout(resolve, 1500));
+    await new Promise((resolve) => setTimeout(resolve, 2000));
     const held = server.rssBytes();
     await parked.release();
-    console.log('| RSS idle | RSS with the polls parked | per parked poll |');
-    console.log('|---|---|---|');
-    console.log(`| ${mb(idle)} | ${mb(held)} | ${kb((held - idle) / PARKED)} |`);
+    console.log(`| coordinator | ${mb(idle)} | ${mb(held)} | ${kb((held - idle) / PARKED)} |`);
   } finally {
     await server.stop();
   }
+  const raw = await startRawServer();
+  try {
+    const idle = raw.rssBytes();
+    const parked = await parkRaw(raw.url, PARKED, () => raw.rssBytes());
+    const held = raw.rssBytes();
+    await parked.release();
+    console.log(`| bare node:http | ${mb(idle)} | ${mb(held)} | ${kb((held - idle) / PARKED)} |`);
+  } finally {
+    await raw.stop();
+  }
 }
 
-console.log(`# throughput benchmark — node ${process.version}, ${new Date().toISOString()}, coordinator LOG_LEVEL=${coordinatorEnv.LOG_LEVEL}`);
+/**
+ * What finished jobs keep: RSS after BENCH_JOBS no-op jobs (single-job protocol), right after the
+ * run and once the coordinator has been idle for BENCH_SETTLE seconds (V8 gives memory back after
+ * a while without work; right after a burst the heap is mostly garbage not yet collected).
+ */
+async function memoryTable(): Promise<void> {
+  console.log(`\n## Memory kept per finished job: ${JOBS.toLocaleString('en-US')} no-op jobs, then ${SETTLE} s idle\n`);
+  console.log('| store | RSS before | right after | after idle | per job, right after | per job, after idle | V8 heap used after idle |');
+  console.log('|---|---|---|---|---|---|---|');
+  for (const store of STORES) {
+    await withStore(store, async (databaseUrl) => {
+      const server = await startCoordinatorProcess(databaseUrl, coordinatorEnv);
+      try {
+        const before = server.rssBytes();
+        const r = await throughput({ url: server.url, jobs: JOBS, launchers: LAUNCHERS, capacity: CAPACITY, producers: PRODUCERS, batch: BATCH }, 'single');
+        const after = server.rssBytes();
+        await new Promise((resolve) => setTimeout(resolve, SETTLE * 1000));
+        const settled = server.rssBytes();
+        const heap = await heapUsed(server.url);
+        console.log(
+          `| ${store} | ${mb(before)} | ${mb(after)} | ${mb(settled)} | ${kb((after - before) / r.jobs)} | ${kb((settled - before) / r.jobs)} | ${mb(heap)} |`,
+        );
+      } finally {
+        await server.stop();
+      }
+    });
+  }
+}
+
+/** nodejs_heap_size_used_bytes from the coordinator's /metrics. */
+async function heapUsed(url: string): Promise<number> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  return Number(/^nodejs_heap_size_used_bytes (\S+)/m.exec(text)?.[1] ?? Number.NaN);
+}
+
+console.log(
+  `# throughput benchmark — node ${process.version}, ${new Date().toISOString()}, coordinator LOG_LEVEL=${coordinatorEnv.LOG_LEVEL}, ` +
+    `load average ${loadavg().map((x) => x.toFixed(1)).join(' ')} (${cpus().length} CPUs)`,
+);
 if (!ONLY || ONLY === 'throughput') await throughputTable();
 if (!ONLY || ONLY === 'latency') await latencyTable();
 if (!ONLY || ONLY === 'parked') await parkedTable();
+if (!ONLY || ONLY === 'memory') await memoryTable();
+console.log(`\nload average at the end: ${loadavg().map((x) => x.toFixed(1)).join(' ')}`);

@@ -177,6 +177,28 @@ export async function dispatchLatency(
 }
 
 /**
+ * `count` requests like a launcher's parked poll (`POST /launcher/sync` without reports) to a
+ * server that answers none (bench/raw-server.ts): the same connections and requests, nothing
+ * else. Resolves once the server has them all (its RSS stops moving), with a release function.
+ */
+export async function parkRaw(url: string, count: number, rss: () => number): Promise<{ release: () => Promise<void> }> {
+  const client = new AgentqClient({ url, connections: count + 8, headersTimeoutMs: 120_000 });
+  const stop = new AbortController();
+  setMaxListeners(0, stop.signal);
+  const body = { launcher_id: 'lnch_0123456789ab', capacity: 1, reports: [] };
+  const polls = Array.from({ length: count }, () => client.sync(body, { holdSeconds: 300, signal: stop.signal }).catch(() => null));
+  // no signal says a bare server has read them all: wait until its memory stops growing
+  for (let last = -1, now = rss(); now !== last; last = now, now = rss()) await new Promise((r) => setTimeout(r, 1000));
+  return {
+    release: async () => {
+      stop.abort();
+      await Promise.allSettled(polls);
+      await client.destroy();
+    },
+  };
+}
+
+/**
  * `count` launchers each with a long-poll parked on the coordinator, all at once; resolves once
  * they are all parked, with a function that lets them go.
  */
@@ -189,7 +211,8 @@ export async function parkPolls(url: string, count: number): Promise<{ release: 
   }
   const stop = new AbortController();
   setMaxListeners(0, stop.signal);
-  const polls = ids.map((id) => client.poll(id, { holdSeconds: 300, signal: stop.signal }).catch(ignoreAbort));
+  // as the launcher parks: a sync without reports
+  const polls = ids.map((id) => client.sync({ launcher_id: id, capacity: 1, reports: [] }, { holdSeconds: 300, signal: stop.signal }).catch(ignoreAbort));
   while ((await client.health()).launchers.parked_polls < count) await new Promise((r) => setTimeout(r, 50));
   return {
     release: async () => {

@@ -146,3 +146,24 @@ export async function startRedis(): Promise<(ServerProcess & { port: number }) |
     },
   };
 }
+
+/** bench/raw-server.ts in its own process: a bare node:http server that parks every request. */
+export async function startRawServer(): Promise<ServerProcess> {
+  const child = spawn(process.execPath, [fileURLToPath(new URL('../raw-server.js', import.meta.url))], { stdio: ['ignore', 'pipe', 'inherit'] });
+  child.stdout!.setEncoding('utf8');
+  const [line] = (await once(child.stdout!, 'data')) as [string];
+  const port = Number(line.trim());
+  return {
+    url: `http://127.0.0.1:${port}`,
+    pid: child.pid!,
+    rssBytes: () => rssOf(child.pid!),
+    cpuMs: () => cpuOf(child.pid!),
+    log: () => '',
+    stop: async () => {
+      if (child.exitCode === null) {
+        child.kill('SIGTERM');
+        await once(child, 'exit');
+      }
+    },
+  };
+}
