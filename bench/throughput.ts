@@ -79,22 +79,48 @@ async function throughputTable(): Promise<void> {
 
 async function latencyTable(): Promise<void> {
   console.log(`\n## Dispatch latency: POST /jobs -> a parked launcher has the job (${LATENCY_JOBS} jobs after 200 warm-up, 4 launchers)\n`);
-  console.log('| store | launchers park on | p50 | p90 | p99 | max |');
-  console.log('|---|---|---|---|---|---|');
+  console.log('client: measured by the producer; server: the responseTime of POST /jobs in the coordinator\'s log (a create');
+  console.log('answers once its dispatch is done). GC: from the log when BENCH_NODE_ARGS=--trace-gc.\n');
+  console.log('| store | launchers park on | p50 | p90 | p99 | max | server p50 | server p99 | GC pauses |');
+  console.log('|---|---|---|---|---|---|---|---|---|');
   for (const store of STORES) {
     for (const protocol of ['single', 'batched'] as Protocol[]) {
       await withStore(store, async (databaseUrl) => {
         const server = await startCoordinatorProcess(databaseUrl, coordinatorEnv);
         try {
           const l = latencyOf(await dispatchLatency({ url: server.url, jobs: LATENCY_JOBS, warmup: 200, launchers: 4 }, protocol));
+          await new Promise((resolve) => setTimeout(resolve, 500)); // the last log lines
+          const { responseTimes, gc } = fromLog(server.log());
+          const srv = latencyOf(responseTimes.slice(200));
           const park = protocol === 'single' ? 'GET /launcher/jobs' : 'POST /launcher/sync';
-          console.log(`| ${store} | ${park} | ${ms(l.p50)} | ${ms(l.p90)} | ${ms(l.p99)} | ${ms(l.max)} |`);
+          console.log(`| ${store} | ${park} | ${ms(l.p50)} | ${ms(l.p90)} | ${ms(l.p99)} | ${ms(l.max)} | ${ms(srv.p50)} | ${ms(srv.p99)} | ${gc} |`);
         } finally {
           await server.stop();
         }
       });
     }
   }
+}
+
+/** From a coordinator's log: the responseTime of each POST /jobs, and GC pauses (--trace-gc lines). */
+function fromLog(text: string): { responseTimes: number[]; gc: string } {
+  const responseTimes: number[] = [];
+  const pauses = new Map<string, number[]>();
+  for (const line of text.split('\n')) {
+    if (line.startsWith('{')) {
+      const j = JSON.parse(line) as { msg?: string; req?: { method?: string; url?: string }; responseTime?: number };
+      if (j.msg === 'request completed' && j.req?.method === 'POST' && j.req.url === '/jobs' && j.responseTime !== undefined) {
+        responseTimes.push(j.responseTime);
+      }
+      continue;
+    }
+    const m = /(Scavenge|Mark-Compact|Minor Mark-Sweep)\b.*?MB, ([\d.]+) \/ [\d.]+ ms/.exec(line);
+    if (m) pauses.set(m[1]!, [...(pauses.get(m[1]!) ?? []), Number(m[2])]);
+  }
+  const gc = [...pauses]
+    .map(([kind, p]) => `${p.length} ${kind} (p50 ${ms(latencyOf(p).p50)}, max ${ms(latencyOf(p).max)})`)
+    .join(', ');
+  return { responseTimes, gc: gc || '—' };
 }
 
 async function parkedTable(): Promise<void> {
