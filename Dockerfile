@@ -16,6 +16,9 @@ WORKDIR /app
 COPY package.json package-lock.json tsconfig.json tsconfig.base.json ./
 COPY packages ./packages
 COPY apps ./apps
+# bench/ is a workspace (its devDependencies: bullmq for npm run bench:compare); npm ci needs its
+# package.json, the image needs nothing else of it
+COPY bench/package.json ./bench/
 RUN npm ci --no-audit --no-fund
 RUN npx tsc -b packages/protocol packages/client apps/coordinator apps/launcher apps/cli \
  && npm run build -w @agentq/dashboard \

@@ -55,9 +55,9 @@ async function startCoordinatorProcess(databaseUrl: string): Promise<{ url: stri
 async function latency(databaseUrl: string): Promise<void> {
   const server = await startCoordinatorProcess(databaseUrl);
   const client = new AgentqClient({ url: server.url, connections: LAUNCHERS + 4 });
-  // one job in flight at a time: the launcher may get it before POST /jobs has answered (a create
-  // answers once its dispatch is done), so the time counts from just before the request is sent
-  let t0 = 0;
+  // when each job reached a launcher: it may be before POST /jobs has answered (a create answers
+  // once its dispatch to a parked launcher is done), so the sample is taken by the producer
+  const receivedAt = new Map<string, number>();
   const samples: number[] = [];
   let expecting: ((id: string) => void) | undefined;
   const stop = new AbortController();
@@ -68,7 +68,7 @@ async function latency(databaseUrl: string): Promise<void> {
       const answer = await client.poll(launcher_id, { holdSeconds: 60, signal: stop.signal }).catch(() => null);
       const job = answer?.job;
       if (!job) continue;
-      samples.push(performance.now() - t0);
+      receivedAt.set(job.job_id, performance.now());
       expecting?.(job.job_id);
     }
   };
@@ -78,18 +78,19 @@ async function latency(databaseUrl: string): Promise<void> {
 
   for (let i = 0; i < JOBS + WARMUP; i++) {
     const delivered = new Promise<string>((resolve) => (expecting = resolve));
-    t0 = performance.now();
+    const t0 = performance.now();
     const job = await client.createJob({ type: 'start_session', session_name: `bench-${i}`, prompt: 'x' });
     const got = await delivered;
     if (got !== job.job_id) throw new Error(`expected ${job.job_id}, got ${got}`);
-    if (i === WARMUP - 1) samples.length = 0;
+    if (i >= WARMUP) samples.push(receivedAt.get(got)! - t0);
+    receivedAt.delete(got);
   }
   stop.abort();
   await Promise.allSettled(loops);
   await client.close();
   await server.stop();
 
-  const sorted = samples.slice(-JOBS).sort((a, b) => a - b);
+  const sorted = samples.sort((a, b) => a - b);
   console.log(`\n## POST /jobs -> parked launcher's poll returns the job (${databaseUrl.startsWith('sqlite:') ? 'SQLite store' : 'memory store'})`);
   console.log(`launchers parked: ${LAUNCHERS}, jobs: ${sorted.length} (after ${WARMUP} warm-up)`);
   console.log(`| p50 | p90 | p99 | max |\n|---|---|---|---|`);

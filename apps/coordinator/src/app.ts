@@ -58,7 +58,18 @@ export function createLogger(config: CoordinatorConfig, destination?: Destinatio
       censor: '[redacted]',
     },
   };
-  return destination ? pino(options, destination) : pino(options);
+  return pino(options, destination ?? bufferedStdout());
+}
+
+/**
+ * Standard output, written in batches: lines collect up to 4 KiB and go out in one write, at the
+ * latest 250 ms after they were logged, instead of one write per line. Under load the coordinator
+ * logs several lines per job and each write is a system call (docs/benchmarks.md: logging was a
+ * large part of the cost of a request). On exit, what is buffered is written synchronously; only
+ * a SIGKILL can lose the last 250 ms.
+ */
+function bufferedStdout(): DestinationStream {
+  return pino.destination({ dest: process.stdout.fd ?? 1, minLength: 4096, periodicFlush: 250 });
 }
 
 /**

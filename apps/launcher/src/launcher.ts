@@ -13,6 +13,7 @@ import { Registration } from './registration.js';
 import { Reporter } from './reporter.js';
 import { loadHostId } from './state-dir.js';
 import { Supervisor } from './supervisor.js';
+import { SyncChannel } from './sync-channel.js';
 
 export interface LauncherDeps {
   log: Logger;
@@ -74,7 +75,7 @@ export class Launcher {
     this.config = config;
     this.#deps = deps;
     this.#log = deps.log;
-    // one connection parks on the long poll; the rest serve reports and heartbeats
+    // one connection parks on the long poll; the rest serve report batches and heartbeats
     this.client = new AgentqClient({
       url: config.url,
       connections: Math.max(4, config.maxJobs + 2),
@@ -102,8 +103,11 @@ export class Launcher {
         portable_sessions: config.portableSessions ?? config.executor.portableSessions,
       }),
     });
+    // reports go out in batches on report-and-poll requests (POST /launcher/sync)
+    const channel = new SyncChannel({ client: this.client, onAnswer: (res) => this.#poller.answered(res) });
     this.#reporter = new Reporter({
       client: this.client,
+      transport: (jobId, report, launcherId, signal) => channel.deliver(jobId, report, launcherId, signal),
       registration: this.#registration,
       connectivity: this.#connectivity,
       log: this.#log,
@@ -122,6 +126,8 @@ export class Launcher {
       supervisor: this.#supervisor,
       connectivity: this.#connectivity,
       log: this.#log,
+      channel,
+      exit: this.#exit.signal,
       retry: deps.retry,
       onAgentTokens: (tokens) => {
         for (const [jobId, token] of Object.entries(tokens)) this.#agentTokens.set(jobId, token);

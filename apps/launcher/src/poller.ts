@@ -1,8 +1,10 @@
 import type { Logger } from 'pino';
+import type { SyncResponse } from '@agentq/protocol';
 import { AgentqApiError, AgentqAuthError, isRetryable, toError, type AgentqClient, type BackoffOptions } from '@agentq/client';
 import { describe, type Connectivity } from './connectivity.js';
 import { RegistrationError, type Registration } from './registration.js';
 import type { Supervisor } from './supervisor.js';
+import { SyncChannel } from './sync-channel.js';
 
 export interface PollerOptions {
   client: AgentqClient;
@@ -10,16 +12,23 @@ export interface PollerOptions {
   supervisor: Supervisor;
   connectivity: Connectivity;
   log: Logger;
+  /** the reports waiting to go out: each poll carries them (report-and-poll) */
+  channel: SyncChannel;
+  /** aborting it abandons the reports a poll carries (the launcher's exit) */
+  exit: AbortSignal;
   retry?: BackoffOptions;
   /** per-job agent tokens that came with an answer (auth on), told before its jobs are accepted */
   onAgentTokens?: (tokens: Readonly<Record<string, string>>) => void;
 }
 
 /**
- * The long-poll loop (the original launcher's JobPoller). Each poll says how many jobs the launcher can take
- * (`capacity`); while it is full the poll still goes out with capacity 0, so stop requests and
- * the deregistration notice arrive without delay. When a slot frees up during such a poll, the
- * poll is abandoned and a new one asks for work. Once draining (shutdown), capacity stays 0.
+ * The long-poll loop (the seed's JobPoller), on `POST /launcher/sync`. Each poll says how many
+ * jobs the launcher can take (`capacity`: its free slots) and may get several at once; it also
+ * carries the reports waiting to go out (sync-channel.ts), and is then answered at once. A poll
+ * without reports is held until there is work. While the launcher is full the poll still goes
+ * out with capacity 0, so stop requests and the deregistration notice arrive without delay. When
+ * a slot frees up during such a poll, the poll is abandoned and a new one asks for work. Once
+ * draining (shutdown), capacity stays 0.
  */
 export class Poller {
   readonly #o: PollerOptions;
@@ -27,6 +36,8 @@ export class Poller {
   /** aborts the poll in flight when it was sent with capacity 0 and that is no longer true */
   #refresh: AbortController | undefined;
   #refreshCapacity = 0;
+  /** a deregistration notice came (maybe on a sync of the report channel) */
+  #deregistered = false;
 
   constructor(options: PollerOptions) {
     this.#o = options;
@@ -41,65 +52,93 @@ export class Poller {
 
   /** Poll until the coordinator deregisters the launcher ('deregistered') or `signal` aborts ('aborted'). */
   async run(signal: AbortSignal): Promise<'deregistered' | 'aborted'> {
-    const { client, registration, supervisor, connectivity } = this.#o;
-    for (let attempt = 0; !signal.aborted; ) {
-      const launcherId = registration.id!;
-      const capacity = this.#capacity();
-      const refresh = new AbortController();
-      this.#refresh = refresh;
-      this.#refreshCapacity = capacity;
-      const log = this.#o.log.child({ launcher_id: launcherId });
-      try {
-        const res = await client.poll(launcherId, {
-          capacity,
-          holdSeconds: registration.settings.poll_timeout_seconds,
-          signal: AbortSignal.any([signal, refresh.signal]),
-        });
-        connectivity.ok();
-        attempt = 0;
-        if (res?.stop_jobs?.length) {
-          log.info({ stop_jobs: res.stop_jobs }, 'stop requested');
-          for (const jobId of res.stop_jobs) supervisor.stop(jobId);
+    const { client, registration, connectivity, channel } = this.#o;
+    try {
+      for (let attempt = 0; !signal.aborted && !this.#deregistered; ) {
+        const launcherId = registration.id!;
+        const capacity = this.#capacity();
+        channel.pollerWillTake(true);
+        const taken = channel.take(launcherId);
+        // a poll that carries reports is answered at once and is not abandoned for a refresh;
+        // one without is held, and may be abandoned (refresh, shutdown)
+        const refresh = new AbortController();
+        if (taken.length === 0) {
+          this.#refresh = refresh;
+          this.#refreshCapacity = capacity;
+          channel.pollerWillTake(false);
         }
-        // never logged: each is a credential for the job's agent
-        if (res?.agent_tokens) this.#o.onAgentTokens?.(res.agent_tokens);
-        // every job the answer hands out is ours now (`job` is `jobs[0]`, kept for old launchers)
-        for (const job of res?.jobs ?? (res?.job ? [res.job] : [])) supervisor.accept(job);
-        if (res?.deregistered) {
-          log.info('deregistered by the coordinator');
-          return 'deregistered';
-        }
-      } catch (err) {
-        const e = toError(err);
-        if (signal.aborted) break;
-        if (refresh.signal.aborted) continue;
-        if (e instanceof AgentqApiError && e.code === 'launcher_unknown') {
-          try {
-            await registration.renew(launcherId, signal);
-          } catch (renewErr) {
-            // stopped waiting for it (the end of a shutdown drain): polling is over, and the
-            // launcher still drains its reports and deregisters; a refusal for good is fatal
-            if (signal.aborted) break;
-            throw toError(renewErr);
+        const log = this.#o.log.child({ launcher_id: launcherId });
+        try {
+          const res = await client.sync(
+            { launcher_id: launcherId, capacity, reports: SyncChannel.body(taken) },
+            {
+              holdSeconds: registration.settings.poll_timeout_seconds,
+              signal: taken.length > 0 ? AbortSignal.any([this.#o.exit, signal]) : AbortSignal.any([signal, refresh.signal]),
+            },
+          );
+          channel.pollerWillTake(true);
+          connectivity.ok();
+          attempt = 0;
+          channel.settle(taken, res);
+          this.answered(res, log);
+        } catch (err) {
+          const e = toError(err);
+          channel.pollerWillTake(false);
+          // polling stopped under a poll that carried reports: they go out again on their own
+          // (the coordinator may have applied them; a report sent twice is answered ok)
+          if (signal.aborted && !this.#o.exit.aborted) channel.requeue(taken);
+          else channel.fail(taken, e);
+          if (signal.aborted || this.#deregistered) break;
+          if (refresh.signal.aborted) continue;
+          if (e instanceof AgentqApiError && e.code === 'launcher_unknown') {
+            try {
+              await registration.renew(launcherId, signal);
+            } catch (renewErr) {
+              // stopped waiting for it (the end of a shutdown drain): polling is over, and the
+              // launcher still drains its reports and deregisters; a refusal for good is fatal
+              if (signal.aborted) break;
+              throw toError(renewErr);
+            }
+            continue;
           }
-          continue;
+          if (e instanceof AgentqAuthError) {
+            // its credential is refused: retrying cannot help, and would hammer the coordinator
+            throw new RegistrationError(`the coordinator refused this launcher's credential: ${e.message}`, { cause: e });
+          }
+          if (!isRetryable(e) && e instanceof AgentqApiError) {
+            // e.g. a 400 from a coordinator of another version: retrying at full speed would spin
+            log.error({ err: describe(e) }, 'poll refused; retrying with backoff');
+          } else {
+            connectivity.failed(e, 'poll');
+          }
+          await connectivity.backoff(attempt++, signal, this.#o.retry);
+        } finally {
+          this.#refresh = undefined;
         }
-        if (e instanceof AgentqAuthError) {
-          // its credential is refused: retrying cannot help, and would hammer the coordinator
-          throw new RegistrationError(`the coordinator refused this launcher's credential: ${e.message}`, { cause: e });
-        }
-        if (!isRetryable(e) && e instanceof AgentqApiError) {
-          // e.g. a 400 from a coordinator of another version: retrying at full speed would spin
-          log.error({ err: describe(e) }, 'poll refused; retrying with backoff');
-        } else {
-          connectivity.failed(e, 'poll');
-        }
-        await connectivity.backoff(attempt++, signal, this.#o.retry);
-      } finally {
-        this.#refresh = undefined;
       }
+    } finally {
+      // not polling any more: queued reports go out on their own
+      channel.pollerWillTake(false);
     }
-    return 'aborted';
+    return this.#deregistered ? 'deregistered' : 'aborted';
+  }
+
+  /**
+   * What an answer asks of the launcher, whichever sync brought it: run the jobs, stop the jobs
+   * named in `stop_jobs`, and end polling on the deregistration notice.
+   */
+  answered(res: Pick<SyncResponse, 'jobs' | 'stop_jobs' | 'deregistered'>, log: Logger = this.#o.log): void {
+    const { supervisor } = this.#o;
+    if (res.stop_jobs?.length) {
+      log.info({ stop_jobs: res.stop_jobs }, 'stop requested');
+      for (const jobId of res.stop_jobs) supervisor.stop(jobId);
+    }
+    for (const job of res.jobs) supervisor.accept(job);
+    if (res.deregistered && !this.#deregistered) {
+      log.info('deregistered by the coordinator');
+      this.#deregistered = true;
+      this.#refresh?.abort();
+    }
   }
 
   #capacity(): number {

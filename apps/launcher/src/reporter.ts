@@ -20,8 +20,19 @@ export type ReportOutcome =
   | { ok: false; refused: AgentqApiError }
   | { ok: false; abandoned: Error };
 
+/**
+ * How one report is sent: resolves when the coordinator accepted it; rejects with what the single
+ * report endpoint would have answered (AgentqApiError) or with the connection error.
+ */
+export type ReportTransport = (jobId: string, report: Report, launcherId: string, signal: AbortSignal) => Promise<unknown>;
+
 export interface ReporterOptions {
   client: AgentqClient;
+  /**
+   * How reports go out (default: one request each to the single report endpoints with `client`).
+   * The launcher batches them on `POST /launcher/sync` (sync-channel.ts).
+   */
+  transport?: ReportTransport;
   registration: Registration;
   connectivity: Connectivity;
   log: Logger;
@@ -70,7 +81,8 @@ const MAX_OUTPUT_CHARS = 32 * 1024;
  * Durable, ordered delivery of job reports (the original launcher's CoordinatorAPIClient, reporting side).
  * Each job has its own FIFO queue; its head is retried with capped exponential backoff and jitter
  * until the coordinator acknowledges it or refuses it with a final 4xx, and only then does the
- * next report of that job go out. So a coordinator that is down for minutes delays reports but
+ * next report of that job go out. (The heads of all jobs travel together through the transport:
+ * the launcher's batches them on report-and-poll requests, see sync-channel.ts.) So a coordinator that is down for minutes delays reports but
  * loses and reorders none; other jobs' queues are independent. Output is batched into the same
  * queue with a byte offset, so a batch retried after a lost answer is not stored twice.
  */
@@ -226,12 +238,13 @@ export class Reporter {
 
   async #deliver(jobId: string, report: Report, log: Logger): Promise<ReportOutcome> {
     const { client, registration, connectivity, signal } = this.#o;
+    const transport = this.#o.transport ?? ((id, r, launcherId, s) => sendReport(client, id, r, launcherId, s));
     for (let attempt = 0; ; ) {
       if (signal.aborted) return this.#abandon(report, log, toError(signal.reason));
       const launcherId = registration.id;
       if (launcherId === undefined) return this.#abandon(report, log, new Error('launcher is not registered'));
       try {
-        await sendReport(client, jobId, report, launcherId, signal);
+        await transport(jobId, report, launcherId, signal);
         connectivity.ok();
         if (attempt > 0) log.info({ report: report.kind, attempts: attempt + 1 }, 'report delivered after retries');
         else log.debug({ report: report.kind }, 'report delivered');

@@ -9,6 +9,8 @@ export interface Recorded {
   url: string;
   /** the parsed JSON body (undefined when there was none) */
   body: unknown;
+  /** a request a `POST /launcher/sync` stands for (see below), not one that was sent as such */
+  virtual?: true;
 }
 
 export interface Proxy {
@@ -23,10 +25,33 @@ export interface Proxy {
 }
 
 /**
+ * The requests of the seed protocol a `POST /launcher/sync` stands for: a long-poll
+ * (`GET /launcher/jobs?launcher_id=&capacity=`) when it asks for work or waits (capacity > 0, or no
+ * reports), and one `POST /launcher/jobs/{id}/{kind}` per report, with the body that endpoint takes.
+ * The launcher sends its polls and reports this way; tests written against the single endpoints
+ * see them as such, and an error injected into one of them fails the whole sync (as a lost sync
+ * would fail every report in it).
+ */
+function standsFor(body: unknown): Recorded[] {
+  const b = body as { launcher_id?: string; capacity?: number; reports?: Array<Record<string, unknown>> } | undefined;
+  if (!b || typeof b !== 'object' || !Array.isArray(b.reports)) return [];
+  const out: Recorded[] = [];
+  if (b.reports.length === 0 || (b.capacity ?? 0) > 0) {
+    out.push({ method: 'GET', url: `/launcher/jobs?launcher_id=${b.launcher_id}&capacity=${b.capacity}`, body: undefined, virtual: true });
+  }
+  for (const r of b.reports) {
+    const { job_id, kind, ...rest } = r;
+    out.push({ method: 'POST', url: `/launcher/jobs/${String(job_id)}/${String(kind)}`, body: { launcher_id: b.launcher_id, ...rest }, virtual: true });
+  }
+  return out;
+}
+
+/**
  * An HTTP proxy in front of the coordinator that records every request with its body, answers
  * 503 (or the given error) to the requests `fail` picks, and forwards everything else (long polls
  * included). Lets tests see exactly what a launcher sent, also the fields the coordinator accepts
- * but does not keep yet.
+ * but does not keep yet. A `POST /launcher/sync` is recorded, and offered to `fail`, also as the
+ * single-endpoint requests it stands for (`standsFor`).
  */
 export async function proxy(
   t: TestContext,
@@ -48,12 +73,21 @@ export async function proxy(
       } catch {
         body = text;
       }
-      requests.push({ method: req.method ?? '', url, body });
-      for (const w of waiters.filter((w) => w.match(url))) {
-        waiters.splice(waiters.indexOf(w), 1);
-        w.resolve();
+      const virtual = req.method === 'POST' && url === '/launcher/sync' ? standsFor(body) : [];
+      const recorded: Recorded[] = [{ method: req.method ?? '', url, body }, ...virtual];
+      requests.push(...recorded);
+      for (const r of recorded) {
+        for (const w of waiters.filter((w) => w.match(r.url))) {
+          waiters.splice(waiters.indexOf(w), 1);
+          w.resolve();
+        }
       }
-      const injected = fail(req);
+      let injected = fail(req);
+      // the single requests a sync stands for: an error injected into one fails the sync
+      for (const v of virtual) {
+        if (injected) break;
+        injected = fail(Object.assign(Object.create(req) as IncomingMessage, { method: v.method, url: v.url }));
+      }
       if (injected) {
         const { status, code } = injected === true ? { status: 503, code: 'shutting_down' } : injected;
         res.writeHead(status, { 'content-type': 'application/json' });

@@ -1,9 +1,11 @@
+import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { rootCertificates } from 'node:tls';
 import { Pool, errors as undiciErrors } from 'undici';
 import type {
   CompletedReport,
   CreateJobRequest,
+  CreateJobsResponse,
   DeleteLauncherResponse,
   FailedReport,
   Health,
@@ -29,10 +31,12 @@ import type {
   StopJobResponse,
   StoppedReport,
   StopSessionResponse,
+  SyncRequest,
+  SyncResponse,
   WaitManyRequest,
   WaitManyResponse,
 } from '@agentq/protocol';
-import { delay } from './backoff.js';
+import { backoffDelay, delay, type BackoffOptions } from './backoff.js';
 import { Endpoints, neverSent } from './endpoints.js';
 import { AgentqApiError, AgentqAuthError, AgentqConnectionError, toError } from './errors.js';
 import { parseSse, type SseMessage } from './sse.js';
@@ -63,6 +67,14 @@ export interface ClientOptions {
   overloadRetries?: number;
   /** the longest Retry-After honoured; a longer one fails the request at once (default 60 s) */
   maxRetryAfterMs?: number;
+  /**
+   * How many times `createJob` sends its request again after a lost answer (connection error,
+   * 502/503/504), always with the same Idempotency-Key so that the coordinator creates the job
+   * once (default 4; 0 = never).
+   */
+  createRetries?: number;
+  /** the waits between those retries (default 200 ms doubling, up to 5 s, with jitter) */
+  createRetryBackoff?: BackoffOptions;
 }
 
 export interface CallOptions {
@@ -71,6 +83,14 @@ export interface CallOptions {
   headersTimeoutMs?: number;
   /** bearer token of this call instead of the client's (a launcher registers with its registration token) */
   token?: string;
+}
+
+export interface CreateJobOptions extends CallOptions {
+  /**
+   * The request's Idempotency-Key (default: a new random one for this call). The same key with
+   * the same body within 24 h answers the job the first request created instead of a second one.
+   */
+  idempotencyKey?: string;
 }
 
 type Query = Record<string, string | number | boolean | undefined | null>;
@@ -91,6 +111,8 @@ export class AgentqClient {
   readonly #token: () => string | undefined;
   readonly #overloadRetries: number;
   readonly #maxRetryAfterMs: number;
+  readonly #createRetries: number;
+  readonly #createRetryBackoff: BackoffOptions;
 
   constructor(options: ClientOptions) {
     this.#endpoints = new Endpoints(options.url);
@@ -99,6 +121,8 @@ export class AgentqClient {
     this.#token = typeof token === 'function' ? token : () => token;
     this.#overloadRetries = options.overloadRetries ?? 2;
     this.#maxRetryAfterMs = options.maxRetryAfterMs ?? 60_000;
+    this.#createRetries = options.createRetries ?? 4;
+    this.#createRetryBackoff = options.createRetryBackoff ?? { baseMs: 200, maxMs: 5_000 };
     let ca: string[] | undefined;
     if (options.caFile !== undefined) {
       try {
@@ -146,8 +170,34 @@ export class AgentqClient {
 
   // --- jobs -------------------------------------------------------------------------------
 
-  createJob(body: CreateJobRequest, o?: CallOptions): Promise<Job> {
-    return this.#json('POST', '/jobs', { body, ...o });
+  /**
+   * Create a job. The request carries an Idempotency-Key (one per call), and when its answer is
+   * lost (the connection broke, or 502/503/504) it is sent again with the same key: the
+   * coordinator then answers the job the first attempt created, so a lost answer never makes a
+   * second job.
+   */
+  async createJob(body: CreateJobRequest, o: CreateJobOptions = {}): Promise<Job> {
+    const { idempotencyKey = randomUUID(), ...call } = o;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.#json<Job>('POST', '/jobs', { body, headers: { 'idempotency-key': idempotencyKey }, ...call });
+      } catch (err) {
+        if (call.signal?.aborted || attempt >= this.#createRetries || !answerLost(err)) throw err;
+        try {
+          await delay(backoffDelay(attempt, this.#createRetryBackoff), call.signal);
+        } catch {
+          throw toError(call.signal?.reason ?? err);
+        }
+      }
+    }
+  }
+  /**
+   * Create up to 1,000 jobs in one request, all or none (`POST /jobs/batch`); answered in order.
+   * Not retried: a batch has no Idempotency-Key, so a lost answer is for the caller to check.
+   */
+  async createJobs(bodies: readonly CreateJobRequest[], o?: CallOptions): Promise<Job[]> {
+    const res = await this.#json<CreateJobsResponse>('POST', '/jobs/batch', { body: { jobs: bodies }, ...o });
+    return res.jobs;
   }
   getJob(jobId: string, o?: CallOptions): Promise<Job> {
     return this.#json('GET', `/jobs/${enc(jobId)}`, o);
@@ -237,6 +287,15 @@ export class AgentqClient {
   reportOutput(jobId: string, body: OutputReport, o?: CallOptions): Promise<Ok> {
     return this.#json('POST', `/launcher/jobs/${enc(jobId)}/output`, { body, ...o });
   }
+  /**
+   * Report-and-poll (`POST /launcher/sync`): the reports are applied in order (each answered in
+   * `results`), and the answer hands out up to `capacity` jobs like a poll. Held like a poll
+   * (up to `holdSeconds`) only when there are no reports and nothing to hand out.
+   */
+  sync(body: SyncRequest, options: CallOptions & { holdSeconds?: number } = {}): Promise<SyncResponse> {
+    const { holdSeconds = 30, ...o } = options;
+    return this.#json('POST', '/launcher/sync', { body, headersTimeoutMs: holdSeconds * 1000 + LONG_POLL_SLACK_MS, ...o });
+  }
   listLaunchers(o?: CallOptions): Promise<LauncherList> {
     return this.#json('GET', '/launchers', o);
   }
@@ -305,7 +364,7 @@ export class AgentqClient {
   async #json<T>(
     method: 'GET' | 'POST' | 'DELETE',
     path: string,
-    o: CallOptions & { body?: unknown; query?: Query; allow204?: boolean } = {},
+    o: CallOptions & { body?: unknown; query?: Query; allow204?: boolean; headers?: Record<string, string> } = {},
   ): Promise<T> {
     for (let attempt = 0, elsewhere = 0; ; attempt++) {
       try {
@@ -334,7 +393,7 @@ export class AgentqClient {
   async #once<T>(
     method: 'GET' | 'POST' | 'DELETE',
     path: string,
-    o: CallOptions & { body?: unknown; query?: Query; allow204?: boolean },
+    o: CallOptions & { body?: unknown; query?: Query; allow204?: boolean; headers?: Record<string, string> },
   ): Promise<T> {
     const qs = toQueryString(o.query);
     const url = this.url;
@@ -343,7 +402,11 @@ export class AgentqClient {
       res = await this.#pool(url).request({
         method,
         path: qs ? `${path}?${qs}` : path,
-        headers: { ...this.#auth(o.token), ...(o.body === undefined ? {} : { 'content-type': 'application/json' }) },
+        headers: {
+          ...this.#auth(o.token),
+          ...(o.body === undefined ? {} : { 'content-type': 'application/json' }),
+          ...o.headers,
+        },
         body: o.body === undefined ? undefined : JSON.stringify(o.body),
         signal: o.signal,
         headersTimeout: o.headersTimeoutMs ?? this.#headersTimeoutMs,
@@ -380,6 +443,15 @@ export class AgentqClient {
     const moved = next === url ? '' : ` (next request goes to ${next})`;
     return new AgentqConnectionError(`coordinator at ${url} unreachable: ${e.message}${moved}`, { cause: e });
   }
+}
+
+/**
+ * The request may have been carried out but its answer did not arrive: the connection broke, or
+ * something between client and coordinator answered 502/503/504.
+ */
+function answerLost(err: unknown): boolean {
+  if (err instanceof AgentqConnectionError) return true;
+  return err instanceof AgentqApiError && (err.status === 502 || err.status === 503 || err.status === 504);
 }
 
 function apiError(status: number, text: string, retryAfter?: string | string[]): AgentqApiError {

@@ -1,4 +1,4 @@
-export { AgentqClient, parseRetryAfter, type ClientOptions, type CallOptions } from './client.js';
+export { AgentqClient, parseRetryAfter, type ClientOptions, type CallOptions, type CreateJobOptions } from './client.js';
 export { AgentqApiError, AgentqAuthError, AgentqConnectionError, isRetryable, toError } from './errors.js';
 export { backoffDelay, delay, type BackoffOptions } from './backoff.js';
 export { parseSse, type SseMessage } from './sse.js';

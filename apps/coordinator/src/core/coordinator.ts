@@ -23,7 +23,6 @@ import {
   type StopSessionResponse,
   type SyncRequest,
   type SyncResponse,
-  type SyncResult,
   type WaitManyResponse,
 } from '@agentq/protocol';
 import { pino, type Logger } from 'pino';
@@ -44,6 +43,7 @@ import * as sessions from './sessions.js';
 import { openStore } from './store/open-store.js';
 import type { ListJobsFilter, Store } from './store/store.js';
 import { Sweeper } from './sweeper.js';
+import { applyReports } from './sync.js';
 import { toWireJob, toWireLauncher, toWireSession } from './wire.js';
 
 export interface CoordinatorDeps {
@@ -426,28 +426,16 @@ export class Coordinator {
    * the others), then answer like a poll; held like one only when there was nothing to report.
    */
   async sync(req: SyncRequest, signal: AbortSignal): Promise<SyncResponse> {
-    const results: SyncResult[] = [];
-    for (const r of req.reports) {
-      try {
-        if (r.kind === 'output') await this.appendOutput(r.job_id, req.launcher_id, r.offset, r.data);
-        else {
-          const { job_id: _id, kind: _kind, ...body } = r;
-          await this.report(r.kind, r.job_id, { ...body, launcher_id: req.launcher_id } as ReportBody & { launcher_id: string });
-        }
-        results.push({ job_id: r.job_id, kind: r.kind, ok: true });
-      } catch (err) {
-        if (!(err instanceof CoordinatorError)) throw err;
-        // the launcher is unknown or stale: nothing else in this request can work
-        if (err.code === 'launcher_unknown') throw err;
-        const error = err.details ? { code: err.code, message: err.message, details: err.details } : { code: err.code, message: err.message };
-        results.push({ job_id: r.job_id, kind: r.kind, ok: false, error });
-      }
-    }
+    const results = await applyReports(this.#ctx, req.launcher_id, req.reports, (jobId, offset, data) =>
+      this.appendOutput(jobId, req.launcher_id, offset, data),
+    );
     let answer: PollResponse | null;
     if (req.reports.length === 0) answer = await this.poll(req.launcher_id, req.capacity, signal);
     else {
+      // not liveLauncher: a deregistering launcher's last report removes it, and it is then told
+      // it is deregistered (as a poll would be), not 401 for a request whose reports were applied
       answer = await this.#ctx.store.transaction(async (tx) =>
-        answerPoll(this.#ctx, tx, await liveLauncher(tx, req.launcher_id), req.capacity),
+        answerPoll(this.#ctx, tx, await tx.launcher(req.launcher_id), req.capacity),
       );
     }
     return {

@@ -1,4 +1,4 @@
-import type { CompletedReport, FailedReport, JobStatus, StartedReport, StoppedReport, Usage } from '@agentq/protocol';
+import { isTerminal, type CompletedReport, type FailedReport, type JobStatus, type StartedReport, type StoppedReport, type Usage } from '@agentq/protocol';
 import { liveLauncher, mustJob, transition, type CoreContext } from './context.js';
 import { CoordinatorError } from './errors.js';
 import { end, stoppedStatus } from './jobs.js';
@@ -44,11 +44,15 @@ export async function report(ctx: CoreContext, tx: Tx, kind: ReportKind, jobId: 
   if (body.executor_session_id) job = await setExecutorSession(tx, job, body.executor_session_id);
   const target: JobStatus = kind === 'started' ? 'running' : kind === 'stopped' ? stoppedStatus(job.stopReason) : kind;
   if (job.status === target) return; // a repeated report: already applied
+  // a repeated `started` of a job that has ended since (a report-and-poll request sent again
+  // after its answer was lost carries it with the final report): it was applied
+  if (kind === 'started' && job.startedAt !== null && isTerminal(job.status)) return;
   if (kind === 'started') {
     if (job.status !== 'stopping') job = await tx.updateJob(job.id, transition(job, 'running', tx.now));
     // it may have started while a stop request was on its way: note it, the stop still stands
     if (job.startedAt === null) {
       await tx.updateJob(job.id, { startedAt: tx.now });
+      ctx.log.info({ job_id: job.id, launcher_id: launcher.id }, 'job started');
       await bindSession(ctx, tx, job, launcher, body.working_dir ?? null);
       tx.emit('job.started', { job: job.id });
     }

@@ -22,6 +22,7 @@ import type { Coordinator } from '../core/coordinator.js';
 import { validation } from '../core/errors.js';
 import { clientGone } from './abort.js';
 import { actorOf } from './auth/plugin.js';
+import { plainJson } from './plain-json.js';
 
 /** `Idempotency-Key`: a retried create with the same key and body returns the first job. */
 const IdempotencyHeaders = Type.Object({
@@ -33,6 +34,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = async
   app.post(
     '/jobs',
     {
+      ...plainJson,
       schema: {
         operationId: 'createJob',
         tags: ['jobs'],
@@ -73,6 +75,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = async
   app.post(
     '/jobs/batch',
     {
+      ...plainJson,
       schema: {
         operationId: 'createJobs',
         tags: ['jobs'],
@@ -127,7 +130,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = async
 
   app.get(
     '/jobs/:job_id',
-    { schema: { operationId: 'getJob', tags: ['jobs'], summary: 'Get a job', params: JobIdParams, response: { 200: Job, 404: ErrorBody } } },
+    { ...plainJson, schema: { operationId: 'getJob', tags: ['jobs'], summary: 'Get a job', params: JobIdParams, response: { 200: Job, 404: ErrorBody } } },
     async (req) => await core.getJob(req.params.job_id),
   );
 

@@ -22,6 +22,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Coordinator } from '../core/coordinator.js';
 import { clientGone } from './abort.js';
 import { actorOf } from './auth/plugin.js';
+import { plainJson } from './plain-json.js';
 
 const reportErrors = { 400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 404: ErrorBody, 409: ErrorBody };
 
@@ -49,6 +50,7 @@ export const launcherRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = 
   app.get(
     '/launcher/jobs',
     {
+      ...plainJson,
       schema: {
         operationId: 'pollJobs',
         tags: ['launcher'],
@@ -76,6 +78,7 @@ export const launcherRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = 
   app.post(
     '/launcher/heartbeat',
     {
+      ...plainJson,
       schema: {
         operationId: 'heartbeat',
         tags: ['launcher'],
@@ -91,6 +94,7 @@ export const launcherRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = 
     app.post(
       `/launcher/jobs/:job_id/${kind}`,
       {
+        ...plainJson,
         schema: {
           operationId: `report${kind[0]!.toUpperCase()}${kind.slice(1)}`,
           tags: ['launcher'],
@@ -103,7 +107,8 @@ export const launcherRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = 
       async (req) => {
         const b = req.body as StartedReport;
         await core.report(kind, req.params.job_id, b);
-        req.log.info({ job_id: req.params.job_id, launcher_id: b.launcher_id }, `job report: ${kind}`);
+        // what the report changed is logged at info by the core (job started, completed, ...)
+        req.log.debug({ job_id: req.params.job_id, launcher_id: b.launcher_id }, `job report: ${kind}`);
         return { ok: true as const };
       },
     );
@@ -114,7 +119,7 @@ export const launcherRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = 
 
   app.post(
     '/launcher/jobs/:job_id/output',
-    { schema: { operationId: 'reportOutput', tags: ['launcher'], summary: "Append to a job's output", params: JobIdParams, body: OutputReport, response: { 200: Ok, ...reportErrors } } },
+    { ...plainJson, schema: { operationId: 'reportOutput', tags: ['launcher'], summary: "Append to a job's output", params: JobIdParams, body: OutputReport, response: { 200: Ok, ...reportErrors } } },
     async (req) => {
       await core.appendOutput(req.params.job_id, req.body.launcher_id, req.body.offset, req.body.data);
       return { ok: true as const };
@@ -124,6 +129,7 @@ export const launcherRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = 
   app.post(
     '/launcher/sync',
     {
+      ...plainJson,
       schema: {
         operationId: 'syncLauncher',
         tags: ['launcher'],

@@ -3,8 +3,8 @@ import { LogController, type FastifyReply, type FastifyRequest } from 'fastify';
 /**
  * Requests that wait by design: launcher long-polls, job waits, event streams, and output reads
  * that wait for new bytes (`wait_ms`). A fleet makes several of them a minute per launcher or
- * client, so their lines go to `debug` and `info` stays readable. (`POST /launcher/sync` is the
- * report-and-poll endpoint to come.)
+ * client, so their lines go to `debug` and `info` stays readable (`POST /launcher/sync` is a
+ * long-poll when it carries no reports, and a batch of reports otherwise).
  */
 const WAITING_ROUTES = new Set([
   'GET /launcher/jobs',
@@ -14,11 +14,22 @@ const WAITING_ROUTES = new Set([
   'GET /events',
 ]);
 
+/**
+ * The launcher protocol's reports and heartbeats: many a minute per running job (output every
+ * 200 ms) and per launcher. Their completion lines go to `debug` too; what a report changed is
+ * logged at `info` by the core (job started, completed, failed, ...), and refusals as errors.
+ */
+const LAUNCHER_REPORTS = /^POST \/launcher\/(heartbeat|jobs\/:job_id\/(started|completed|failed|stopped|output))$/;
+
 function isWaiting(req: FastifyRequest): boolean {
   const route = `${req.method} ${req.routeOptions.url ?? ''}`;
   if (WAITING_ROUTES.has(route)) return true;
   // following a job's output (`agentq output --follow`) is a series of waits for new bytes
   return route === 'GET /jobs/:job_id/output' && (req.query as { wait_ms?: unknown } | undefined)?.wait_ms !== undefined;
+}
+
+function isLauncherReport(req: FastifyRequest): boolean {
+  return LAUNCHER_REPORTS.test(`${req.method} ${req.routeOptions.url ?? ''}`);
 }
 
 /**
@@ -36,7 +47,7 @@ export class RequestLog extends LogController {
     if (this.isLogDisabled(request)) return;
     const line = { req: request, res: reply, responseTime: reply.elapsedTime };
     if (error) reply.log.error({ ...line, err: error }, 'request errored');
-    else if (isWaiting(request)) reply.log.debug(line, 'request completed');
+    else if (isWaiting(request) || isLauncherReport(request)) reply.log.debug(line, 'request completed');
     else reply.log.info(line, 'request completed');
   }
 }

@@ -84,8 +84,8 @@ export class MemoryState {
   readonly launcherActive = new Map<string, Set<string>>();
   /** every active (claimed, running, stopping) job id */
   readonly active = new Set<string>();
-  /** launcher -> its jobs with a stop it has not been told yet */
-  readonly launcherStops = new Map<string, Set<string>>();
+  /** launcher -> its job ids with a stop it has not been told about (`stopPending`) */
+  readonly stopsPending = new Map<string, Set<string>>();
   /** terminal job ids in the order they ended */
   #ended: string[] = [];
   #endedHead = 0;
@@ -147,7 +147,10 @@ export class MemoryState {
 
   #applyJob(id: string, c: RowChange<JobRow>): void {
     const before = c.kind === 'insert' ? undefined : (this.jobs.get(id) ?? c.before);
-    const after = c.kind === 'delete' ? undefined : c.kind === 'insert' ? c.after : ({ ...before!, ...c.patch } as JobRow);
+    // the transaction's version, unless a write outside transactions (output length) changed the
+    // committed row meanwhile: then its patch goes on top of that row
+    const after =
+      c.kind === 'delete' ? undefined : c.kind === 'insert' || before === c.before ? c.after : ({ ...before!, ...c.patch } as JobRow);
     if (!before && after) {
       if (this.fullHistory) {
         this.#jobOrder.push(after.seq, id);
@@ -182,16 +185,16 @@ export class MemoryState {
       this.active.add(id);
     }
 
-    const wasStop = before?.stopPending === true && before.launcherId !== null;
-    const isStop = after?.stopPending === true && after.launcherId !== null;
-    if (wasStop && (!isStop || moved)) {
-      const set = this.launcherStops.get(before!.launcherId!);
+    const stopWas = before?.stopPending && before.launcherId !== null ? before.launcherId : null;
+    const stopIs = after?.stopPending && after.launcherId !== null ? after.launcherId : null;
+    if (stopWas !== null && stopWas !== stopIs) {
+      const set = this.stopsPending.get(stopWas);
       set?.delete(id);
-      if (set?.size === 0) this.launcherStops.delete(before!.launcherId!);
+      if (set?.size === 0) this.stopsPending.delete(stopWas);
     }
-    if (isStop && (!wasStop || moved)) {
-      let set = this.launcherStops.get(after!.launcherId!);
-      if (!set) this.launcherStops.set(after!.launcherId!, (set = new Set()));
+    if (stopIs !== null && stopIs !== stopWas) {
+      let set = this.stopsPending.get(stopIs);
+      if (!set) this.stopsPending.set(stopIs, (set = new Set()));
       set.add(id);
     }
 

@@ -4,8 +4,9 @@ import { iso } from '../clock.js';
 import type { Clock } from '../clock.js';
 import { OutputBuffer } from '../output-buffer.js';
 import type { JobRow, LauncherRow, SessionRow } from '../rows.js';
-import { toWireJob, toWireLauncher, toWireSession, type SessionExtras } from '../wire.js';
+import { toWireLauncher, type SessionExtras } from '../wire.js';
 import { hintsOf, type ChangeSet } from './changes.js';
+import { jobEvent, sessionEvent } from './lazy-events.js';
 import { MemoryState, type StateLoader } from './memory-state.js';
 import { MemoryTx } from './memory-tx.js';
 import { Mutex } from './mutex.js';
@@ -78,13 +79,14 @@ export class MemoryStore implements Store {
     const at = iso(now);
     const events: LifecycleEvent[] = changes.events.map((e, i) => {
       const id = firstEventId + i;
+      // job and session events make their wire view when read (lazy-events.ts)
       if ('job' in e.ref) {
         const row = this.state.jobs.get(e.ref.job) ?? changes.jobs.get(e.ref.job)?.before;
-        return { id, type: e.type, at, job: toWireJob(row!) } as LifecycleEvent;
+        return jobEvent(id, e.type, at, row!);
       }
       if ('session' in e.ref) {
         const row = this.state.sessions.get(e.ref.session) ?? changes.sessions.get(e.ref.session)?.before;
-        return { id, type: e.type, at, session: toWireSession(row!, this.extrasNow(row!)) } as LifecycleEvent;
+        return sessionEvent(id, e.type, at, row!, this.extrasNow(row!));
       }
       const row = this.state.launchers.get(e.ref.launcher) ?? changes.launchers.get(e.ref.launcher)?.before;
       const held = [...(this.state.launcherActive.get(row!.id) ?? [])];

@@ -15,6 +15,13 @@ const missing = (what: string) => new CoordinatorError('internal_error', `transa
 export class MemoryTx implements Tx {
   readonly #state: MemoryState;
   readonly #changes: ChangeSet;
+  /**
+   * The jobs this transaction touched, by session and by launcher (every launcher id a version of
+   * the row had): the per-session and per-launcher reads look at these instead of at every touched
+   * job, which made a batch create of n jobs cost n² (each new job offers its session's head).
+   */
+  readonly #touchedBySession = new Map<string, Set<string>>();
+  readonly #touchedByLauncher = new Map<string, Set<string>>();
 
   constructor(
     state: MemoryState,
@@ -49,12 +56,15 @@ export class MemoryTx implements Tx {
     return c ? c.after : this.#state.launchers.get(id);
   }
 
-  /** Committed candidates plus the jobs this transaction touched, as this transaction sees them. */
-  #view(committed: Iterable<string>, keep: (job: JobRow) => boolean): JobRow[] {
-    const ids = new Set(committed);
-    for (const id of this.#changes.jobs.keys()) ids.add(id);
+  /** Committed candidates plus the candidates among the jobs this transaction touched, as it sees them. */
+  #view(committed: Iterable<string>, touched: ReadonlySet<string> | undefined, keep: (job: JobRow) => boolean): JobRow[] {
     const out: JobRow[] = [];
-    for (const id of ids) {
+    for (const id of committed) {
+      if (touched?.has(id)) continue;
+      const job = this.#job(id);
+      if (job && keep(job)) out.push(job);
+    }
+    for (const id of touched ?? []) {
       const job = this.#job(id);
       if (job && keep(job)) out.push(job);
     }
@@ -63,22 +73,35 @@ export class MemoryTx implements Tx {
 
   async activeJobOf(sessionName: string): Promise<JobRow | undefined> {
     const id = this.#state.sessionActive.get(sessionName);
-    return this.#view(id === undefined ? [] : [id], (j) => j.sessionName === sessionName && isActive(j.status))[0];
+    const touched = this.#touchedBySession.get(sessionName);
+    return this.#view(id === undefined ? [] : [id], touched, (j) => j.sessionName === sessionName && isActive(j.status))[0];
   }
 
   async pendingJobsOf(sessionName: string): Promise<JobRow[]> {
     const ids = this.#state.sessionPending.get(sessionName) ?? [];
-    return this.#view(ids, (j) => j.sessionName === sessionName && j.status === 'pending').sort((a, b) => a.seq - b.seq);
+    const touched = this.#touchedBySession.get(sessionName);
+    return this.#view(ids, touched, (j) => j.sessionName === sessionName && j.status === 'pending').sort((a, b) => a.seq - b.seq);
   }
 
   async activeJobsOfLauncher(launcherId: string): Promise<JobRow[]> {
     const ids = this.#state.launcherActive.get(launcherId) ?? [];
-    return this.#view(ids, (j) => j.launcherId === launcherId && isActive(j.status)).sort((a, b) => a.seq - b.seq);
+    const touched = this.#touchedByLauncher.get(launcherId);
+    return this.#view(ids, touched, (j) => j.launcherId === launcherId && isActive(j.status)).sort((a, b) => a.seq - b.seq);
   }
 
   async pendingStopsOf(launcherId: string): Promise<JobRow[]> {
-    const ids = this.#state.launcherStops.get(launcherId) ?? [];
-    return this.#view(ids, (j) => j.launcherId === launcherId && j.stopPending).sort((a, b) => a.seq - b.seq);
+    const ids = this.#state.stopsPending.get(launcherId) ?? [];
+    const touched = this.#touchedByLauncher.get(launcherId);
+    return this.#view(ids, touched, (j) => j.launcherId === launcherId && j.stopPending && isActive(j.status)).sort((a, b) => a.seq - b.seq);
+  }
+
+  /** Index a touched job under its session and under each launcher a version of it had. */
+  #touch(before: JobRow | undefined, after: JobRow | undefined): void {
+    const row = after ?? before;
+    if (!row) return;
+    add(this.#touchedBySession, row.sessionName, row.id);
+    if (before?.launcherId) add(this.#touchedByLauncher, before.launcherId, row.id);
+    if (after?.launcherId) add(this.#touchedByLauncher, after.launcherId, row.id);
   }
 
   async readyJobsFor(launcher: LauncherRow, max: number): Promise<JobRow[]> {
@@ -107,6 +130,7 @@ export class MemoryTx implements Tx {
 
   async insertJob(row: JobRow): Promise<void> {
     record(this.#changes.jobs, row.id, this.#state.jobs.get(row.id), row, row);
+    this.#touch(undefined, row);
   }
 
   async updateJob(id: string, patch: Partial<JobRow>): Promise<JobRow> {
@@ -114,11 +138,14 @@ export class MemoryTx implements Tx {
     if (!current) throw missing(`job ${id}`);
     const next = { ...current, ...patch };
     record(this.#changes.jobs, id, this.#state.job(id), next, patch);
+    this.#touch(current, next);
     return next;
   }
 
   async deleteJob(id: string): Promise<void> {
+    const current = this.#job(id);
     record(this.#changes.jobs, id, this.#state.job(id), undefined, null);
+    this.#touch(current, undefined);
   }
 
   async insertSession(row: SessionRow): Promise<void> {
@@ -160,4 +187,10 @@ export class MemoryTx implements Tx {
   emit(type: EventType, ref: EntityRef): void {
     this.#changes.events.push({ type, ref });
   }
+}
+
+function add(index: Map<string, Set<string>>, key: string, id: string): void {
+  let set = index.get(key);
+  if (!set) index.set(key, (set = new Set()));
+  set.add(id);
 }

@@ -14,7 +14,13 @@ export interface Table<T> {
   readonly fields: ReadonlyArray<readonly [keyof T & string, Codec]>;
 }
 
-export const column = (field: string): string => field.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+const columns = new Map<string, string>();
+/** A field's column: its snake_case (remembered: it is asked for every field of every write). */
+export function column(field: string): string {
+  let name = columns.get(field);
+  if (name === undefined) columns.set(field, (name = field.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)));
+  return name;
+}
 
 export const JOBS: Table<JobRow> = {
   name: 'jobs',

@@ -126,45 +126,64 @@ export class SqliteStore extends MemoryStore {
   // --- writing through -----------------------------------------------------------------------
 
   protected override persist(changes: ChangeSet, lastEventId: number): void {
+    // one SQLite transaction per change set; better-sqlite3's wrapper is made once, not per write
+    this.#persistTx ??= this.#db.transaction((c: ChangeSet, last: number) => this.#writeChanges(c, last));
     try {
-      this.#db.transaction(() => {
-        for (const c of changes.sessions.values()) this.#write(SESSIONS, c);
-        for (const c of changes.jobs.values()) {
-          this.#write(JOBS, c);
-          if (c.kind === 'delete') this.#stmt('DELETE FROM job_output WHERE job_id = ?').run(c.before.id);
-        }
-        for (const c of changes.launchers.values()) this.#write(LAUNCHERS, c);
-        for (const row of changes.idempotency) this.#insert(IDEMPOTENCY, row, 'INSERT OR REPLACE');
-        if (changes.events.length > 0) {
-          this.#stmt("INSERT INTO meta (key, value) VALUES ('last_event_id', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value").run(
-            String(lastEventId),
-          );
-        }
-      })();
+      this.#persistTx(changes, lastEventId);
     } catch (err) {
       throw unavailable(err);
     }
   }
+  #persistTx: ((changes: ChangeSet, lastEventId: number) => void) | undefined;
+
+  #writeChanges(changes: ChangeSet, lastEventId: number): void {
+    for (const c of changes.sessions.values()) this.#write(SESSIONS, c);
+    for (const c of changes.jobs.values()) {
+      this.#write(JOBS, c);
+      if (c.kind === 'delete') this.#stmt('DELETE FROM job_output WHERE job_id = ?').run(c.before.id);
+    }
+    for (const c of changes.launchers.values()) this.#write(LAUNCHERS, c);
+    for (const row of changes.idempotency) this.#insert(IDEMPOTENCY, row, 'INSERT OR REPLACE');
+    if (changes.events.length > 0) {
+      this.#stmt("INSERT INTO meta (key, value) VALUES ('last_event_id', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value").run(
+        String(lastEventId),
+      );
+    }
+  }
+
+  /**
+   * The statements of the writes, by table and changed columns: a job's few kinds of updates
+   * (claim, start, end, ...) each get one, built and prepared once instead of per write.
+   */
+  readonly #writes = new Map<string, Statement>();
 
   #write<T>(table: Table<T>, c: RowChange<T>): void {
-    const keyCol = column(table.key);
     if (c.kind === 'insert') return this.#insert(table, c.after, 'INSERT');
     if (c.kind === 'delete') {
-      this.#stmt(`DELETE FROM ${table.name} WHERE ${keyCol} = ?`).run(c.before[table.key] as unknown);
+      this.#stmt(`DELETE FROM ${table.name} WHERE ${column(table.key)} = ?`).run(c.before[table.key] as unknown);
       return;
     }
     const fields = Object.keys(c.patch).filter((f) => f !== table.key).sort();
     if (fields.length === 0) return;
-    const sql = `UPDATE ${table.name} SET ${fields.map((f) => `${column(f)} = ?`).join(', ')} WHERE ${keyCol} = ?`;
+    const id = `${table.name} ${fields.join(' ')}`;
+    let stmt = this.#writes.get(id);
+    if (!stmt) {
+      const sql = `UPDATE ${table.name} SET ${fields.map((f) => `${column(f)} = ?`).join(', ')} WHERE ${column(table.key)} = ?`;
+      this.#writes.set(id, (stmt = this.#stmt(sql)));
+    }
     const patch = c.patch as Record<string, unknown>;
-    this.#stmt(sql).run(...fields.map((f) => encode(table, f, patch[f])), c.before[table.key] as unknown);
+    stmt.run(...fields.map((f) => encode(table, f, patch[f])), c.before[table.key] as unknown);
   }
 
   #insert<T>(table: Table<T>, row: T, verb: 'INSERT' | 'INSERT OR REPLACE'): void {
-    const cols = table.fields.map(([f]) => column(f));
-    const sql = `${verb} INTO ${table.name} (${cols.join(', ')}) VALUES (${placeholders(cols.length)})`;
+    const id = `${verb} ${table.name}`;
+    let stmt = this.#writes.get(id);
+    if (!stmt) {
+      const cols = table.fields.map(([f]) => column(f));
+      this.#writes.set(id, (stmt = this.#stmt(`${verb} INTO ${table.name} (${cols.join(', ')}) VALUES (${placeholders(cols.length)})`)));
+    }
     const r = row as Record<string, unknown>;
-    this.#stmt(sql).run(...table.fields.map(([f]) => encode(table, f, r[f])));
+    stmt.run(...table.fields.map(([f]) => encode(table, f, r[f])));
   }
 
   // --- reads of history ------------------------------------------------------------------------

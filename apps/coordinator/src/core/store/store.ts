@@ -31,7 +31,7 @@ export interface Tx {
   pendingJobsOf(sessionName: string): Promise<JobRow[]>;
   /** jobs the launcher holds (claimed, running or stopping) */
   activeJobsOfLauncher(launcherId: string): Promise<JobRow[]>;
-  /** jobs of the launcher with a stop it has not been told yet (`stopPending`) */
+  /** the launcher's jobs with a stop it has not been told about (`stopPending`), oldest first */
   pendingStopsOf(launcherId: string): Promise<JobRow[]>;
   /**
    * Up to `max` ready jobs that `launcher` may take, oldest first, locked for this transaction

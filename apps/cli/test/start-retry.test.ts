@@ -1,0 +1,72 @@
+import assert from 'node:assert/strict';
+import { createServer, request } from 'node:http';
+import { describe, it, type TestContext } from 'node:test';
+import { CliCommandData, CliEnvelope, type JobDescriptor } from '@agentq/protocol';
+import { cli, coordinator, envelope } from './helpers.js';
+
+/**
+ * A proxy in front of the coordinator that forwards everything, but closes the connection of the
+ * first `POST /jobs` after the coordinator has answered it: the job exists, the CLI never hears.
+ */
+async function dropFirstCreate(t: TestContext, target: string) {
+  const upstream = new URL(target);
+  const keys: string[] = [];
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const create = req.method === 'POST' && req.url === '/jobs';
+      if (create) keys.push(String(req.headers['idempotency-key']));
+      const drop = create && keys.length === 1;
+      const out = request({ host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: req.headers }, (up) => {
+        if (drop) {
+          up.resume();
+          up.on('end', () => req.socket.destroy());
+          return;
+        }
+        res.writeHead(up.statusCode ?? 502, up.headers);
+        up.pipe(res);
+      });
+      res.on('close', () => out.destroy());
+      out.end(Buffer.concat(chunks));
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.after(async () => {
+    server.closeAllConnections();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  });
+  return { url: `http://127.0.0.1:${(server.address() as { port: number }).port}`, keys };
+}
+
+describe('agentq start: a lost answer', () => {
+  it('the create is sent again with the same Idempotency-Key: exit 0 and exactly one job', async (t) => {
+    const c = await coordinator(t);
+    const px = await dropFirstCreate(t, c.url);
+    const r = await cli(px.url, ['start', 'dropped', '-p', 'only once', '--json']);
+    assert.equal(r.code, 0, r.stdout + r.stderr);
+    const d = envelope<{ ok: true; data: JobDescriptor }>(r, CliEnvelope(CliCommandData.start)).data;
+    assert.equal(px.keys.length, 2, 'sent twice');
+    assert.equal(px.keys[0], px.keys[1], 'with the same key');
+    const { jobs } = await c.client.listJobs();
+    assert.deepEqual(
+      jobs.map((j) => j.job_id),
+      [d.job_id],
+    );
+    assert.equal(jobs[0]!.prompt, 'only once');
+  });
+
+  it('with --wait too: the job it waits for is the one that exists', async (t) => {
+    const c = await coordinator(t);
+    const px = await dropFirstCreate(t, c.url);
+    const run = cli(px.url, ['start', 'dropped-wait', '-p', 'x', '--wait', '--json']);
+    const job = await c.launcher.claimAndStart();
+    await c.launcher.complete(job.job_id, 'finished');
+    const r = await run;
+    assert.equal(r.code, 0, r.stdout + r.stderr);
+    const d = envelope<{ ok: true; data: JobDescriptor }>(r, CliEnvelope(CliCommandData.start)).data;
+    assert.equal(d.job_id, job.job_id);
+    assert.equal(d.status, 'completed');
+    assert.equal((await c.client.listJobs()).jobs.length, 1);
+  });
+});

@@ -1,0 +1,80 @@
+import type { SyncReport, SyncResult } from '@agentq/protocol';
+import type { CoreContext } from './context.js';
+import { CoordinatorError } from './errors.js';
+import { report, type ReportBody } from './reports.js';
+
+/**
+ * The reports of a report-and-poll request (`POST /launcher/sync`), applied in order, each with
+ * the semantics of its single endpoint; one refused does not fail the others.
+ *
+ * Consecutive status reports (started, completed, failed, stopped) are applied in one
+ * transaction: a launcher's sync typically carries one per job it runs, and one transaction
+ * instead of one each is most of what report-and-poll saves at the coordinator (with SQLite, one
+ * write to the file). If one of them is refused, that transaction is abandoned (it changed
+ * nothing) and they are applied again one by one, each answered on its own. Output reports are
+ * applied one by one where they stand (they are not transactional: see store.appendOutput).
+ */
+export async function applyReports(
+  ctx: CoreContext,
+  launcherId: string,
+  reports: readonly SyncReport[],
+  appendOutput: (jobId: string, offset: number, data: string) => Promise<void>,
+): Promise<SyncResult[]> {
+  const results: SyncResult[] = [];
+  for (let i = 0; i < reports.length; ) {
+    const r = reports[i]!;
+    if (r.kind === 'output') {
+      results.push(await settle(r, () => appendOutput(r.job_id, r.offset, r.data)));
+      i++;
+      continue;
+    }
+    let end = i;
+    while (end < reports.length && reports[end]!.kind !== 'output') end++;
+    results.push(...(await applyStatusReports(ctx, launcherId, reports.slice(i, end) as StatusReport[])));
+    i = end;
+  }
+  return results;
+}
+
+type StatusReport = Exclude<SyncReport, { kind: 'output' }>;
+
+const bodyOf = (r: StatusReport, launcherId: string): ReportBody & { launcher_id: string } => {
+  const { job_id: _id, kind: _kind, ...body } = r;
+  return { ...body, launcher_id: launcherId } as ReportBody & { launcher_id: string };
+};
+
+async function applyStatusReports(ctx: CoreContext, launcherId: string, run: readonly StatusReport[]): Promise<SyncResult[]> {
+  const { store } = ctx;
+  if (run.length > 1) {
+    try {
+      await store.transaction(async (tx) => {
+        for (const r of run) await report(ctx, tx, r.kind, r.job_id, launcherId, bodyOf(r, launcherId));
+      });
+      await store.touchLauncher(launcherId, ctx.clock.now());
+      return run.map((r) => ({ job_id: r.job_id, kind: r.kind, ok: true }));
+    } catch (err) {
+      if (!(err instanceof CoordinatorError)) throw err;
+      // one of them was refused: nothing was applied; each on its own, to answer each
+    }
+  }
+  const results: SyncResult[] = [];
+  for (const r of run) {
+    results.push(await settle(r, () => store.transaction((tx) => report(ctx, tx, r.kind, r.job_id, launcherId, bodyOf(r, launcherId)))));
+  }
+  await store.touchLauncher(launcherId, ctx.clock.now());
+  return results;
+}
+
+/** Run one report; a refusal becomes its result (an unknown or stale launcher fails the request). */
+async function settle(r: SyncReport, apply: () => Promise<unknown>): Promise<SyncResult> {
+  try {
+    await apply();
+    return { job_id: r.job_id, kind: r.kind, ok: true };
+  } catch (err) {
+    if (!(err instanceof CoordinatorError)) throw err;
+    // the launcher is unknown or stale: nothing else in this request can work
+    if (err.code === 'launcher_unknown') throw err;
+    const error = err.details ? { code: err.code, message: err.message, details: err.details } : { code: err.code, message: err.message };
+    return { job_id: r.job_id, kind: r.kind, ok: false, error };
+  }
+}

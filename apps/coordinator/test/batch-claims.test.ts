@@ -1,0 +1,140 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import type { Job, PollResponse } from '@agentq/protocol';
+import { fakeLauncher, parked, start, startTest } from './helpers.js';
+
+/*
+ * Batched claims: `GET /launcher/jobs?capacity=N` hands out up to N jobs in `jobs` (oldest first;
+ * `job` is jobs[0] for launchers that read one).
+ */
+
+const ids = (jobs: readonly Job[] | undefined) => (jobs ?? []).map((j) => j.job_id);
+
+test('a poll with capacity N answers up to N jobs, oldest first, never more; `job` is the first of them', async (t) => {
+  const { client } = await startTest(t);
+  const created = await client.createJobs(
+    Array.from({ length: 10 }, (_, i) => ({ type: 'start_session' as const, session_name: `cap-${i}`, prompt: 'x' })),
+  );
+  const l = await fakeLauncher(client);
+  const answers: PollResponse[] = [];
+  for (const capacity of [3, 3, 3, 3]) answers.push((await l.poll({ capacity }))!);
+  assert.deepEqual(
+    answers.map((a) => a.jobs?.length),
+    [3, 3, 3, 1],
+  );
+  for (const a of answers) {
+    assert.deepEqual(a.job, a.jobs![0], '`job` is the first of `jobs`');
+    for (const j of a.jobs!) {
+      assert.equal(j.status, 'claimed');
+      assert.equal(j.launcher_id, l.id);
+    }
+  }
+  assert.deepEqual(answers.flatMap((a) => ids(a.jobs)), ids(created), 'FIFO across the answers');
+  // capacity 1 (the default) still answers a single job in both fields
+  await start(client, 'single');
+  const one = await l.poll();
+  assert.equal(one?.jobs?.length, 1);
+  assert.equal(one?.job?.job_id, one?.jobs?.[0]?.job_id);
+});
+
+test('one answer never holds two jobs of a session: the second waits until the first ends', async (t) => {
+  const { client } = await startTest(t);
+  const first = await start(client, 'serial');
+  const second = await client.createJob({ type: 'resume_session', session_name: 'serial', prompt: 'then this' });
+  const other = await start(client, 'other');
+  const l = await fakeLauncher(client);
+  const answer = await l.poll({ capacity: 5 });
+  assert.deepEqual(ids(answer?.jobs), [first.job_id, other.job_id]);
+  await l.started(first.job_id);
+  await l.completed(first.job_id);
+  const next = await l.poll({ capacity: 5 });
+  assert.deepEqual(ids(next?.jobs), [second.job_id]);
+});
+
+test('a parked poll with capacity N woken by a batch create takes up to N of the new jobs, in order', async (t) => {
+  const { client, c } = await startTest(t, { pollTimeoutSeconds: 60 });
+  const l = await fakeLauncher(client);
+  const isParked = parked(c.core, l.id);
+  const poll = l.poll({ capacity: 4 });
+  await isParked;
+  const created = await client.createJobs(
+    Array.from({ length: 7 }, (_, i) => ({ type: 'start_session' as const, session_name: `wake-${i}`, prompt: 'x' })),
+  );
+  const answer = await poll;
+  assert.ok(answer?.jobs && answer.jobs.length >= 1 && answer.jobs.length <= 4, `got ${answer?.jobs?.length} jobs`);
+  assert.deepEqual(ids(answer.jobs), ids(created).slice(0, answer.jobs.length), 'the oldest first');
+  const rest = await l.poll({ capacity: 10 });
+  assert.deepEqual([...ids(answer.jobs), ...ids(rest?.jobs)], ids(created), 'the rest stayed queued in order');
+});
+
+test('many launchers polling with capacity while jobs arrive: each job handed out once, no answer over capacity, FIFO kept', async (t) => {
+  const { client, c } = await startTest(t, { pollTimeoutSeconds: 1 });
+  const JOBS = 300;
+  const launchers = await Promise.all(Array.from({ length: 12 }, (_, i) => fakeLauncher(client, `many-${i}`)));
+  const capacities = launchers.map((_, i) => 1 + (i % 5));
+  const seen = new Map<string, string>(); // job -> launcher
+  let handed = 0;
+  let created = 0;
+  const done = new AbortController();
+  const loops = launchers.map(async (l, i) => {
+    while (!done.signal.aborted) {
+      const answer = await l.poll({ capacity: capacities[i]!, signal: done.signal }).catch(() => null);
+      const jobs = answer?.jobs ?? [];
+      assert.ok(jobs.length <= capacities[i]!, `launcher ${i} asked for ${capacities[i]} and got ${jobs.length}`);
+      for (const j of jobs) {
+        assert.equal(seen.has(j.job_id), false, `job ${j.job_id} handed out twice`);
+        seen.set(j.job_id, l.id);
+      }
+      // inside one answer the jobs come oldest first (creates race each other here, so the exact
+      // order is checked in the tests above; created_at may tie)
+      const times = jobs.map((j) => j.created_at);
+      assert.deepEqual(times, [...times].sort());
+      handed += jobs.length;
+      if (handed === JOBS) done.abort();
+    }
+  });
+  const allParked = parked(c.core, undefined, launchers.length);
+  await allParked;
+  // creates in batches and one by one, while the launchers poll
+  const creating: Promise<void>[] = [];
+  for (let b = 0; b < 10; b++) {
+    const batch = Array.from({ length: 20 }, () => ({ type: 'start_session' as const, session_name: `m-${created++}`, prompt: 'x' }));
+    creating.push(client.createJobs(batch).then(() => undefined));
+  }
+  for (let i = 0; i < 100; i++) creating.push(start(client, `m-${created++}`).then(() => undefined));
+  await Promise.all(creating);
+  await Promise.all(loops);
+  assert.equal(seen.size, JOBS);
+  for (const [jobId, launcherId] of seen) {
+    const job = await client.getJob(jobId);
+    assert.equal(job.status, 'claimed');
+    assert.equal(job.launcher_id, launcherId, 'held by the launcher it was handed to');
+  }
+  assert.equal((await client.health()).queue_depth, 0);
+});
+
+test('an undelivered answer with several jobs puts them all back, in their places', async (t) => {
+  const { client, c } = await startTest(t);
+  const created = await client.createJobs(
+    Array.from({ length: 5 }, (_, i) => ({ type: 'start_session' as const, session_name: `undo-${i}`, prompt: 'x' })),
+  );
+  const l = await fakeLauncher(client);
+  const answer = await c.core.poll(l.id, 3, new AbortController().signal);
+  assert.deepEqual(ids(answer?.jobs), ids(created).slice(0, 3));
+  await c.core.pollAnswerLost(l.id, answer!);
+  for (const j of created) assert.equal((await client.getJob(j.job_id)).status, 'pending');
+  const other = await fakeLauncher(client, 'other');
+  assert.deepEqual(ids((await other.poll({ capacity: 10 }))?.jobs), ids(created));
+});
+
+test('capacity is validated: an integer from 0 to 1000', async (t) => {
+  const { client, c } = await startTest(t);
+  const l = await fakeLauncher(client);
+  for (const bad of ['-1', '1001', 'many']) {
+    const res = await fetch(`${c.url}/launcher/jobs?launcher_id=${l.id}&capacity=${bad}`);
+    assert.equal(res.status, 400, `capacity=${bad}`);
+    const body = (await res.json()) as { error: { code: string; details: { field: string } } };
+    assert.equal(body.error.code, 'validation_failed');
+    assert.equal(body.error.details.field, 'capacity');
+  }
+});

@@ -1,0 +1,165 @@
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer, request, type IncomingHttpHeaders } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test, type TestContext } from 'node:test';
+import { AgentqClient } from '@agentq/client';
+import type { Job } from '@agentq/protocol';
+import { startCoordinator } from '../src/start.js';
+import { startAuthTest } from './auth-helpers.js';
+import { rejectsWith, startTest } from './helpers.js';
+
+/* `Idempotency-Key` on `POST /jobs`, and the client that sends one and retries a lost answer. */
+
+const body = (session_name: string, prompt = 'p') => ({ type: 'start_session' as const, session_name, prompt });
+
+async function post(url: string, payload: unknown, key?: string): Promise<{ status: number; json: Record<string, unknown> }> {
+  const res = await fetch(`${url}/jobs`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...(key === undefined ? {} : { 'idempotency-key': key }) },
+    body: JSON.stringify(payload),
+  });
+  return { status: res.status, json: (await res.json()) as Record<string, unknown> };
+}
+
+test('the same key with the same body twice: one job; the second answer is 200 with the first job', async (t) => {
+  const { c, client } = await startTest(t);
+  const first = await post(c.url, body('once'), 'key-1');
+  assert.equal(first.status, 201);
+  const again = await post(c.url, { prompt: 'p', session_name: 'once', type: 'start_session' }, 'key-1');
+  assert.equal(again.status, 200, 'the same body in another key order is the same request');
+  assert.equal(again.json['job_id'], first.json['job_id']);
+  assert.equal((await client.listJobs()).jobs.length, 1);
+});
+
+test('the same key with another body is 409 idempotency_key_reused, naming the first job', async (t) => {
+  const { c, client } = await startTest(t);
+  const first = await post(c.url, body('k'), 'key-2');
+  const other = await post(c.url, body('k', 'another prompt'), 'key-2');
+  assert.equal(other.status, 409);
+  const error = other.json['error'] as { code: string; details: Record<string, unknown> };
+  assert.equal(error.code, 'idempotency_key_reused');
+  assert.equal(error.details['idempotency_key'], 'key-2');
+  assert.equal(error.details['job_id'], first.json['job_id']);
+  assert.equal((await client.listJobs()).jobs.length, 1);
+  // without a key nothing is deduplicated: the same body is a second create (here: refused, the session exists)
+  assert.equal((await post(c.url, body('k'))).status, 409);
+});
+
+test('a malformed Idempotency-Key is 400 naming the header', async (t) => {
+  const { c } = await startTest(t);
+  for (const key of ['x'.repeat(201), 'has space']) {
+    const res = await post(c.url, body('bad-key'), key);
+    assert.equal(res.status, 400);
+    const error = res.json['error'] as { code: string; details: Record<string, unknown> };
+    assert.equal(error.code, 'validation_failed');
+    assert.equal(error.details['field'], 'idempotency-key');
+  }
+});
+
+test('keys are scoped per token: two tokens may use the same key for different jobs', async (t) => {
+  const a = await startAuthTest(t);
+  const one = await a.as.admin.createJob(body('scoped-1'), { idempotencyKey: 'shared' });
+  const two = await a.as.client.createJob(body('scoped-2'), { idempotencyKey: 'shared' });
+  assert.notEqual(one.job_id, two.job_id);
+  assert.equal(one.created_by, 'admin-token');
+  assert.equal(two.created_by, 'client-token');
+  // each token still gets its own job back
+  assert.equal((await a.as.client.createJob(body('scoped-2'), { idempotencyKey: 'shared' })).job_id, two.job_id);
+});
+
+test('a key survives a restart on the same SQLite file', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'agentq-idem-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const databaseUrl = `sqlite:${join(dir, 'agentq.db')}`;
+  const first = await startCoordinator({ databaseUrl });
+  const created = await post(first.url, body('durable'), 'key-3');
+  await first.close();
+  const second = await startCoordinator({ databaseUrl });
+  t.after(() => second.close());
+  const again = await post(second.url, body('durable'), 'key-3');
+  assert.equal(again.status, 200);
+  assert.equal(again.json['job_id'], created.json['job_id']);
+});
+
+/**
+ * A proxy that forwards `POST /jobs` to the coordinator but, for the first `drops` of them, closes
+ * the client's connection instead of passing the answer on: the job was created, the answer lost.
+ */
+async function droppingProxy(t: TestContext, target: string, drops: number) {
+  const upstream = new URL(target);
+  const keys: (string | undefined)[] = [];
+  let dropped = 0;
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const drop = req.method === 'POST' && req.url === '/jobs' && dropped < drops;
+      if (req.url === '/jobs') keys.push(header(req.headers, 'idempotency-key'));
+      const out = request({ host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: req.headers }, (up) => {
+        if (drop) {
+          dropped++;
+          // the coordinator has answered (the job exists); the client never hears it
+          up.resume();
+          up.on('end', () => req.socket.destroy());
+          return;
+        }
+        res.writeHead(up.statusCode ?? 502, up.headers);
+        up.pipe(res);
+      });
+      out.end(Buffer.concat(chunks));
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.after(async () => {
+    server.closeAllConnections();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  });
+  return { url: `http://127.0.0.1:${(server.address() as { port: number }).port}`, keys, dropped: () => dropped };
+}
+
+const header = (h: IncomingHttpHeaders, name: string) => {
+  const v = h[name];
+  return Array.isArray(v) ? v[0] : v;
+};
+
+test('the client retries a create whose answer was lost, with the same key: exactly one job', async (t) => {
+  const { c, client } = await startTest(t);
+  const px = await droppingProxy(t, c.url, 2);
+  const viaProxy = new AgentqClient({ url: px.url, createRetryBackoff: { baseMs: 5, maxMs: 20 } });
+  t.after(() => viaProxy.close());
+  const job: Job = await viaProxy.createJob(body('lost-answer'));
+  assert.equal(px.dropped(), 2);
+  assert.equal(px.keys.length, 3, 'sent three times');
+  assert.ok(px.keys[0] && px.keys.every((k) => k === px.keys[0]), `one key for every attempt: ${px.keys.join(', ')}`);
+  const { jobs } = await client.listJobs();
+  assert.deepEqual(
+    jobs.map((j) => j.job_id),
+    [job.job_id],
+  );
+  // another call is another logical create: a new key
+  await viaProxy.createJob(body('next'));
+  assert.notEqual(px.keys[3], px.keys[0]);
+});
+
+test('the client gives up after its retries, with the connection error', async (t) => {
+  const { c, client } = await startTest(t);
+  const px = await droppingProxy(t, c.url, 10);
+  const viaProxy = new AgentqClient({ url: px.url, createRetries: 2, createRetryBackoff: { baseMs: 5, maxMs: 20 } });
+  t.after(() => viaProxy.close());
+  await assert.rejects(viaProxy.createJob(body('never-heard')), { name: 'AgentqConnectionError' });
+  assert.equal(px.keys.length, 3);
+  // the job exists once, whatever the client concluded
+  assert.equal((await client.listJobs()).jobs.length, 1);
+});
+
+test('a create refused for a reason of its own is not retried', async (t) => {
+  const { c } = await startTest(t);
+  const px = await droppingProxy(t, c.url, 0);
+  const viaProxy = new AgentqClient({ url: px.url, createRetryBackoff: { baseMs: 5, maxMs: 20 } });
+  t.after(() => viaProxy.close());
+  await viaProxy.createJob(body('taken'));
+  await rejectsWith(viaProxy.createJob(body('taken')), 409, 'session_exists');
+  assert.equal(px.keys.length, 2);
+});

@@ -1,0 +1,102 @@
+/**
+ * agentq beside BullMQ + Redis (`npm run bench:compare`): the same workload, in the same run, one
+ * table. The ratio is the result: absolute numbers move from run to run on a shared machine.
+ *
+ * Needs redis-server (Debian: `apt-get install -y redis-server`); this script installs nothing and
+ * says so when it is missing. The agentq coordinator runs on the memory store (DATABASE_URL=memory:)
+ * as Redis runs without persistence (no RDB, no AOF).
+ *
+ * Each round runs agentq then BullMQ; the table shows the median of BENCH_ROUNDS rounds (3).
+ * Environment: as bench/throughput.ts (BENCH_JOBS, BENCH_LAUNCHERS, BENCH_CAPACITY,
+ * BENCH_PRODUCERS, BENCH_BATCH, BENCH_LATENCY_JOBS), plus BENCH_CONCURRENCY (8, the BullMQ
+ * worker's concurrency) and BENCH_ROUNDS.
+ */
+import { dispatchLatency, throughput, type Protocol } from './lib/agentq.js';
+import { bullLatency, bullThroughput } from './lib/bullmq.js';
+import { startCoordinatorProcess, startRedis } from './lib/process.js';
+import { env, latencyOf, median, ms, rate, type Latency } from './lib/stats.js';
+
+const JOBS = env('BENCH_JOBS', 20_000);
+const LAUNCHERS = env('BENCH_LAUNCHERS', 8);
+const CAPACITY = env('BENCH_CAPACITY', 8);
+const PRODUCERS = env('BENCH_PRODUCERS', 8);
+const BATCH = env('BENCH_BATCH', 500);
+const CONCURRENCY = env('BENCH_CONCURRENCY', 8);
+const LATENCY_JOBS = env('BENCH_LATENCY_JOBS', 3000);
+const ROUNDS = env('BENCH_ROUNDS', 3);
+const coordinatorEnv = { LOG_LEVEL: process.env.LOG_LEVEL ?? 'info' };
+
+const redis = await startRedis();
+if (!redis) {
+  console.log('redis-server is not installed: the BullMQ side of the comparison cannot run.');
+  console.log('Install it (Debian/Ubuntu: apt-get install -y redis-server), then run npm run bench:compare again.');
+  console.log('npm run bench:throughput measures agentq alone.');
+  process.exit(0);
+}
+
+interface Round {
+  single: number;
+  batched: number;
+  latency: Latency;
+}
+
+async function agentqRound(): Promise<Round> {
+  const out: Partial<Round> = {};
+  for (const protocol of ['single', 'batched'] as Protocol[]) {
+    const server = await startCoordinatorProcess('memory:', coordinatorEnv);
+    try {
+      const r = await throughput({ url: server.url, jobs: JOBS, launchers: LAUNCHERS, capacity: CAPACITY, producers: PRODUCERS, batch: BATCH }, protocol);
+      out[protocol] = r.jobsPerSecond;
+    } finally {
+      await server.stop();
+    }
+  }
+  const server = await startCoordinatorProcess('memory:', coordinatorEnv);
+  try {
+    out.latency = latencyOf(await dispatchLatency({ url: server.url, jobs: LATENCY_JOBS, warmup: 200, launchers: 4 }, 'single'));
+  } finally {
+    await server.stop();
+  }
+  return out as Round;
+}
+
+async function bullRound(port: number): Promise<Round> {
+  const o = { port, jobs: JOBS, concurrency: CONCURRENCY, producers: PRODUCERS, batch: BATCH };
+  const single = (await bullThroughput(o, 'single')).jobsPerSecond;
+  const batched = (await bullThroughput(o, 'batched')).jobsPerSecond;
+  const latency = latencyOf(await bullLatency({ port, jobs: LATENCY_JOBS, warmup: 200, concurrency: CONCURRENCY }));
+  return { single, batched, latency };
+}
+
+console.log(`# agentq vs BullMQ + Redis — node ${process.version}, ${new Date().toISOString()}`);
+console.log(`${JOBS.toLocaleString('en-US')} no-op jobs per run, median of ${ROUNDS} rounds; coordinator LOG_LEVEL=${coordinatorEnv.LOG_LEVEL}, memory store`);
+console.log(`agentq: ${LAUNCHERS} launcher loops (batched: ${CAPACITY} slots each); BullMQ: one worker, concurrency ${CONCURRENCY}`);
+const ours: Round[] = [];
+const theirs: Round[] = [];
+try {
+  for (let i = 0; i < ROUNDS; i++) {
+    ours.push(await agentqRound());
+    theirs.push(await bullRound(redis.port));
+    const a = ours[i]!;
+    const b = theirs[i]!;
+    console.log(
+      `round ${i + 1}: agentq ${rate(a.single)} / ${rate(a.batched)} jobs/s, BullMQ ${rate(b.single)} / ${rate(b.batched)} jobs/s (single / batched)`,
+    );
+  }
+} finally {
+  await redis.stop();
+}
+
+const m = (rounds: Round[], f: (r: Round) => number) => median(rounds.map(f));
+const row = (what: string, f: (r: Round) => number, show: (x: number) => string, higherIsBetter: boolean) => {
+  const a = m(ours, f);
+  const b = m(theirs, f);
+  const ratio = higherIsBetter ? a / b : b / a;
+  console.log(`| ${what} | ${show(a)} | ${show(b)} | ${ratio.toFixed(2)}× |`);
+};
+console.log('\n| measure | agentq | BullMQ + Redis | agentq / BullMQ |');
+console.log('|---|---|---|---|');
+row('jobs/s, one job per request (POST /jobs; poll, started, completed | add)', (r) => r.single, rate, true);
+row(`jobs/s, batched (POST /jobs/batch; POST /launcher/sync | addBulk)`, (r) => r.batched, rate, true);
+row('dispatch latency p50 (lower is better; ratio BullMQ / agentq)', (r) => r.latency.p50, ms, false);
+row('dispatch latency p99 (lower is better; ratio BullMQ / agentq)', (r) => r.latency.p99, ms, false);
