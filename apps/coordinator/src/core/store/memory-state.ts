@@ -88,6 +88,9 @@ export class MemoryState {
   #ended: string[] = [];
   #endedHead = 0;
   pendingCount = 0;
+  /** UTF-8 bytes of the prompts of pending jobs (admission control: MAX_QUEUED_BYTES) */
+  pendingBytes = 0;
+  readonly #pendingSizes = new Map<string, number>();
   jobSeq = 0;
   sessionSeq = 0;
   lastEventId = 0;
@@ -158,7 +161,7 @@ export class MemoryState {
     const wasPending = before?.status === 'pending';
     const isPending = after?.status === 'pending';
     if (wasPending && !isPending) this.#pendingRemove(before!.sessionName, id);
-    if (!wasPending && isPending) this.#pendingInsert(after!.sessionName, id, after!.seq);
+    if (!wasPending && isPending) this.#pendingInsert(after!.sessionName, id, after!.seq, after!.prompt);
 
     const wasActive = before !== undefined && isActive(before.status);
     const nowActive = after !== undefined && isActive(after.status);
@@ -197,8 +200,11 @@ export class MemoryState {
     }
   }
 
-  #pendingInsert(session: string, id: string, seq: number): void {
+  #pendingInsert(session: string, id: string, seq: number, prompt: string): void {
     this.pendingCount++;
+    const size = Buffer.byteLength(prompt, 'utf8');
+    this.#pendingSizes.set(id, size);
+    this.pendingBytes += size;
     let list = this.sessionPending.get(session);
     if (!list) this.sessionPending.set(session, (list = []));
     let i = list.length;
@@ -208,6 +214,8 @@ export class MemoryState {
 
   #pendingRemove(session: string, id: string): void {
     this.pendingCount--;
+    this.pendingBytes -= this.#pendingSizes.get(id) ?? 0;
+    this.#pendingSizes.delete(id);
     const list = this.sessionPending.get(session);
     if (!list) return;
     const i = list.indexOf(id);

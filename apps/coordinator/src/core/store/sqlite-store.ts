@@ -142,8 +142,31 @@ export class SqliteStore extends MemoryStore {
         }
       })();
     } catch (err) {
-      throw unavailable(err);
+      throw this.#refused(err);
     }
+    this.#wrote();
+  }
+
+  /** Writes refused since the last one that succeeded (0: the database takes writes). */
+  #refusedSince = 0;
+
+  /**
+   * A write failed (disk full, file too large, I/O error): the change is refused with 503
+   * `storage_unavailable`. Logged once when writes start failing and once when they work again,
+   * not per request: a full disk under load would otherwise flood the log.
+   */
+  #refused(err: unknown): CoordinatorError {
+    const error = unavailable(err);
+    if (this.#refusedSince++ === 0) {
+      this.#o.log.error({ err, sqlite_code: error.details?.sqlite_code }, 'database write failed: changes are refused (503 storage_unavailable) until it works again');
+    }
+    return error;
+  }
+
+  #wrote(): void {
+    if (this.#refusedSince === 0) return;
+    this.#o.log.warn({ refused_writes: this.#refusedSince }, 'database writes work again');
+    this.#refusedSince = 0;
   }
 
   #write<T>(table: Table<T>, c: RowChange<T>): void {
@@ -251,7 +274,7 @@ export class SqliteStore extends MemoryStore {
     try {
       this.#stmt('DELETE FROM idempotency WHERE created_at < ?').run(before);
     } catch (err) {
-      throw unavailable(err);
+      throw this.#refused(err);
     }
   }
 
@@ -277,8 +300,13 @@ export class SqliteStore extends MemoryStore {
         this.#stmt('UPDATE jobs SET output_bytes = ? WHERE id = ?').run(buf.totalBytes, jobId);
       })();
     } catch (err) {
-      throw unavailable(err);
+      // the batch is not kept: forget the buffer (it is read back from the file next time) so
+      // the launcher's retry of the same offset is stored rather than taken for a duplicate
+      this.outputs.delete(jobId);
+      this.state.patchJob(jobId, { outputBytes: totalBefore });
+      throw this.#refused(err);
     }
+    this.#wrote();
     return stored;
   }
 
@@ -319,6 +347,7 @@ function unavailable(err: unknown): CoordinatorError {
   const e = err instanceof Error ? err : new Error(String(err));
   const error = new CoordinatorError('storage_unavailable', `the database refused the change: ${e.message}`, {
     sqlite_code: (e as { code?: string }).code ?? null,
+    retry_after_seconds: 5,
   });
   (error as { cause?: unknown }).cause = e;
   return error;
