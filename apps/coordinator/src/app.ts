@@ -13,6 +13,7 @@ import { installAuth, type Auth } from './http/auth/plugin.js';
 import { TokenFileError, TokenStore } from './http/auth/tokens.js';
 import { dashboardRoutes, DEFAULT_DASHBOARD_DIR } from './http/dashboard.js';
 import { clientErrorHandler, frameworkErrors, installErrorHandling } from './http/errors.js';
+import { ConnectionGuard, installConnectionGuard } from './http/connections.js';
 import { eventRoutes } from './http/events.js';
 import { jobRoutes } from './http/jobs.js';
 import { launcherRoutes } from './http/launcher.js';
@@ -22,7 +23,11 @@ import { installOpenApi } from './http/openapi.js';
 import { installOverloadProtection, installRateLimit } from './http/overload.js';
 import { RequestLog } from './http/request-log.js';
 import { sessionRoutes } from './http/sessions.js';
+import { SseClients } from './http/sse-clients.js';
+import { installTimeouts, sseKeepaliveMs } from './http/timeouts.js';
 import { typeboxValidatorCompiler } from './http/validation.js';
+import { resolveLimits } from './limits.js';
+import { logLinesDropped, stdoutDestination } from './log-destination.js';
 import { CoordinatorMetrics } from './metrics/metrics.js';
 import { coordinatorSource } from './metrics/source.js';
 
@@ -37,7 +42,10 @@ export interface AppDeps {
   credentials?: LauncherCredentials;
 }
 
-/** The coordinator's logger (to stdout, or to `destination`: tests read what it writes). */
+/**
+ * The coordinator's logger: to stdout without ever blocking (log-destination.ts: lines that
+ * stdout cannot take in time are dropped and counted), or to `destination` (tests read it).
+ */
 export function createLogger(config: CoordinatorConfig, destination?: DestinationStream): Logger {
   const options: LoggerOptions = {
     level: config.logLevel,
@@ -48,7 +56,7 @@ export function createLogger(config: CoordinatorConfig, destination?: Destinatio
       censor: '[redacted]',
     },
   };
-  return destination ? pino(options, destination) : pino(options);
+  return pino(options, destination ?? stdoutDestination(config.logBufferBytes));
 }
 
 /**
@@ -67,8 +75,9 @@ export async function buildApp(config: CoordinatorConfig, deps: AppDeps = {}): P
   const core = deps.core ?? (await Coordinator.open(config, { clock, logger }));
   const startedAt = clock.now();
 
-  // Bodies may carry a prompt of up to maxPromptBytes, which JSON escaping can grow.
-  const bodyLimit = Math.max(1024 * 1024, config.maxPromptBytes * 2 + 64 * 1024, config.outputMaxBytes * 2);
+  // bodies carry a prompt of up to maxPromptBytes however it is escaped (limits.ts)
+  const limits = resolveLimits(config);
+  const bodyLimit = limits.bodyLimit;
   const app = Fastify({
     loggerInstance: logger as FastifyBaseLogger,
     logController: new RequestLog(), // one line per request; long-polls at debug
@@ -88,8 +97,41 @@ export async function buildApp(config: CoordinatorConfig, deps: AppDeps = {}): P
   app.removeContentTypeParser('text/plain');
   installErrorHandling(app);
 
-  const eventStreams = new Set<() => void>();
-  const metrics = new CoordinatorMetrics(coordinatorSource(core), { sseClients: () => eventStreams.size });
+  // limits and timeouts (docs/operations.md): connections, event streams, HTTP timeouts
+  installTimeouts(app, config);
+  const connections = new ConnectionGuard(
+    {
+      max: limits.maxConnections,
+      reserve: config.connectionReserve,
+      perAddress: config.maxConnectionsPerAddress,
+      retryAfterSeconds: config.overloadRetryAfterSeconds,
+    },
+    logger,
+  );
+  installConnectionGuard(app, connections);
+  const sse = new SseClients({
+    maxClients: config.maxSseClients,
+    maxBufferedBytes: config.sseMaxBufferedBytes,
+    // every job event may carry a prompt (?include=prompt): room for a burst of large ones
+    maxUnreadPerClient: Math.max(16 * 1024 * 1024, config.maxPromptBytes * 8),
+    retryAfterSeconds: config.overloadRetryAfterSeconds,
+  });
+  const metrics = new CoordinatorMetrics(coordinatorSource(core), {
+    sseClients: () => sse.size,
+    protection: {
+      logLinesDropped,
+      queuedBytes: async () => (await core.store.counts()).pendingBytes,
+      maxQueuedBytes: core.admission.maxQueuedBytes,
+      queueFullRefusals: () => core.admission.refused,
+      connections: () => ({
+        open: connections.open,
+        refused: connections.refused,
+        evicted: connections.evicted,
+        requestsRefused: connections.requestsRefused,
+      }),
+      sse: () => ({ refused: sse.refused, cutUnread: sse.cut.client_unread, cutTotal: sse.cut.total_buffered }),
+    },
+  });
   installRequestMetrics(app, metrics);
 
   // A request on a kept-alive connection while the server closes: 503, try again (elsewhere).
@@ -144,7 +186,7 @@ export async function buildApp(config: CoordinatorConfig, deps: AppDeps = {}): P
   await app.register(launcherRoutes, { core });
   await app.register(launchersRoutes, { core, startedAt });
   await app.register(sessionRoutes, { core });
-  await app.register(eventRoutes, { core, streams: eventStreams });
+  await app.register(eventRoutes, { core, clients: sse, keepaliveMs: sseKeepaliveMs(config) });
   await app.register(metricsRoutes, { metrics });
   await app.register(dashboardRoutes, { dir: deps.dashboardDir ?? DEFAULT_DASHBOARD_DIR });
   app.decorate('core', core);
