@@ -86,8 +86,9 @@ export async function buildApp(config: CoordinatorConfig, deps: AppDeps = {}): P
     // answered by our own hook below, in the standard error shape
     return503OnClosing: false,
     forceCloseConnections: true,
-    // path ids may be up to 200 characters (IdParam): longer ones fail validation, naming the field
-    routerOptions: { maxParamLength: 500 },
+    // path ids may be up to 200 UTF-16 units (IdParam), each up to 9 characters percent-encoded
+    // (%E4%BC%9A): longer ones fail validation, naming the field, and only past this a 400 on the URL
+    routerOptions: { maxParamLength: 200 * 9 },
     frameworkErrors,
     clientErrorHandler,
   }).withTypeProvider<TypeBoxTypeProvider>() as unknown as FastifyInstance;
