@@ -118,6 +118,11 @@ export class SqliteStore extends MemoryStore {
     this.state.lastEventId = Number(meta?.value ?? 0);
   }
 
+  /** A PRAGMA on the store's connection (tests make the database "full" with max_page_count). */
+  pragma(source: string): unknown {
+    return this.#db.pragma(source, { simple: true });
+  }
+
   /** The store's event numbering continues here after a restart. */
   get lastEventId(): number {
     return this.state.lastEventId;
