@@ -32,6 +32,8 @@ export const ConfigSchema = Type.Object({
   jobRetentionMs: Type.Integer({ minimum: 1 }),
   /** SSE events kept for Last-Event-ID replay */
   eventReplaySize: Type.Integer({ minimum: 0, maximum: 1_000_000 }),
+  /** what the replayed events may hold, roughly (their prompts, results, queued outcomes) */
+  eventReplayBytes: Type.Integer({ minimum: 0, maximum: 64 * 1024 * 1024 * 1024 }),
   /** where state lives: `sqlite:<path>` (default), `memory:`, or `postgres://…` */
   databaseUrl: Type.String({ minLength: 1 }),
   /** a ready job no online launcher can take fails after this many seconds; 0 = wait for ever */
@@ -101,6 +103,7 @@ export const DEFAULT_CONFIG: CoordinatorConfig = {
   outputPreviewBytes: 16 * 1024,
   jobRetentionMs: 30 * DAY_MS,
   eventReplaySize: 1000,
+  eventReplayBytes: 32 * 1024 * 1024,
   databaseUrl: 'sqlite:./data/agentq.db',
   scheduleTimeoutSeconds: 600,
   hotJobs: 1000,
@@ -146,6 +149,7 @@ const ENV: ReadonlyArray<[string, keyof CoordinatorConfig, 'string' | 'number' |
   ['JOB_OUTPUT_PREVIEW_BYTES', 'outputPreviewBytes', 'number'],
   ['JOB_RETENTION_MS', 'jobRetentionMs', 'number'],
   ['EVENT_REPLAY_SIZE', 'eventReplaySize', 'number'],
+  ['EVENT_REPLAY_BYTES', 'eventReplayBytes', 'number'],
   ['JOB_SCHEDULE_TIMEOUT', 'scheduleTimeoutSeconds', 'number'],
   ['JOB_CACHE_SIZE', 'hotJobs', 'number'],
   ['SESSION_CACHE_SIZE', 'hotSessions', 'number'],

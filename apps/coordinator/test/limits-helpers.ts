@@ -33,14 +33,15 @@ export interface RawStream {
 }
 
 /** A raw `GET /events` on its own socket: resolves once the response headers have arrived. */
-export async function rawStream(t: TestContext, port: number, query = ''): Promise<RawStream> {
+export async function rawStream(t: TestContext, port: number, query = '', lastEventId?: number): Promise<RawStream> {
   const socket = connect(port, '127.0.0.1');
   t.after(() => socket.destroy());
   socket.on('error', () => undefined); // a reset is one way to be cut off
   let text = '';
   socket.setEncoding('utf8');
   socket.on('data', (chunk: string) => (text += chunk));
-  socket.write(`GET /events${query} HTTP/1.1\r\nHost: test\r\nAccept: text/event-stream\r\n\r\n`);
+  const resume = lastEventId === undefined ? '' : `Last-Event-ID: ${lastEventId}\r\n`;
+  socket.write(`GET /events${query} HTTP/1.1\r\nHost: test\r\nAccept: text/event-stream\r\n${resume}\r\n`);
   const s = { socket, text: () => text };
   await seen(s, '\r\n\r\n');
   return s;

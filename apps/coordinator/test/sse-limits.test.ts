@@ -117,3 +117,15 @@ test('past SSE_MAX_BUFFERED_BYTES across streams the slowest stream is cut first
   assert.equal(await metricValue(c.url, 'agentq_sse_clients_cut_total', { reason: 'client_unread' }), 0);
   assert.equal(await metricValue(c.url, 'agentq_sse_clients'), 2, 'the reader and the second stalled stream');
 });
+
+test('the replay window holds at most EVENT_REPLAY_BYTES of events; a client resuming from before it gets stream.gap', async (t) => {
+  const { c, client } = await startTest(t, { eventReplayBytes: 4 * MIB, maxPromptBytes: 2 * MIB });
+  const firstId = c.core.events.lastId + 1;
+  for (let i = 0; i < 10; i++) await start(client, `large-${i}`, 'x'.repeat(MIB));
+  const window = c.core.events.replayWindow;
+  assert.ok(window.bytes <= 4 * MIB, `${window.bytes} bytes held`);
+  assert.ok(window.events >= 3, 'the newest events are there');
+  const stream = await rawStream(t, c.port, '', firstId);
+  await seen(stream, 'event: stream.gap');
+  await seen(stream, '"session_name":"large-9"');
+});

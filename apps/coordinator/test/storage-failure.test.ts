@@ -216,3 +216,27 @@ test('a restart whose recovery cannot be written still starts: recovery is left 
   const broken = { ...store, transaction: async () => Promise.reject(new Error('bug')) } as unknown as Store;
   await assert.rejects(recover({ store: broken, log, config: loadConfig({}), clock: systemClock }), /bug/);
 });
+
+test('SQLite keeps at most 64 MiB of finished jobs in memory; the rest is read back from the file', async (t) => {
+  const databaseUrl = `sqlite:${join(tempDir(t), 'agentq.db')}`;
+  const { c, client } = await startTest(t, { databaseUrl, maxPromptBytes: 2 * 1024 * 1024 });
+  const store = c.core.store as SqliteStore;
+  const l = await fakeLauncher(client);
+  const ids: string[] = [];
+  for (let i = 0; i < 40; i++) {
+    const job = await start(client, `big-${i}`, big(1024 * 1024));
+    await l.take();
+    await l.completed(job.job_id, big(1024 * 1024)); // 2 MiB a job, and 1 MiB in its session
+    ids.push(job.job_id);
+  }
+  await c.core.sweep();
+  const hot = store.hotWindow();
+  assert.ok(hot.endedJobs <= 32, `${hot.endedJobs} finished jobs of 2 MiB in memory`);
+  assert.ok(hot.endedJobs >= 20, 'the window is used');
+  for (const id of [ids[0]!, ids.at(-1)!]) {
+    const job = await client.getJob(id);
+    assert.equal(job.prompt.length, 1024 * 1024);
+    assert.equal(job.result?.length, 1024 * 1024);
+  }
+  assert.equal((await client.getSession('big-0')).last_result?.length, 1024 * 1024);
+});

@@ -87,7 +87,7 @@ export class Coordinator {
     const clock = deps.clock ?? systemClock;
     const log = deps.logger ?? pino({ level: 'silent' });
     this.#ctx = { config, store, clock, log };
-    this.events = new EventLog(config.eventReplaySize, log);
+    this.events = new EventLog(config.eventReplaySize, log, config.eventReplayBytes);
     this.admission = new Admission(store, queuedBytesLimit(config), config.overloadRetryAfterSeconds);
     this.#dispatcher = new Dispatcher(
       (launcherId, capacity) => store.transaction(async (tx) => answerPoll(this.#ctx, tx, await tx.launcher(launcherId), capacity)),

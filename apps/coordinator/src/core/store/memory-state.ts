@@ -347,14 +347,18 @@ export class MemoryState {
 
   /**
    * Forget idle sessions from memory only, least recently changed first, until at most `keep`
-   * remain (busy ones and those with undelivered callbacks or messages stay).
+   * remain holding at most `maxBytes` by `sizeOf` (busy ones and those with undelivered callbacks
+   * or messages stay).
    */
-  evictSessions(keep: number): void {
-    if (this.sessions.size <= keep) return;
+  evictSessions(keep: number, maxBytes = Number.POSITIVE_INFINITY, sizeOf: (s: SessionRow) => number = () => 0): void {
+    let bytes = 0;
+    if (maxBytes !== Number.POSITIVE_INFINITY) for (const s of this.sessions.values()) bytes += sizeOf(s);
+    if (this.sessions.size <= keep && bytes <= maxBytes) return;
     for (const [name, s] of this.sessions) {
-      if (this.sessions.size <= keep) break;
+      if (this.sessions.size <= keep && bytes <= maxBytes) break;
       if (this.isBusy(name) || s.callbacks.length > 0 || s.messages.length > 0 || s.deliveryJobId !== null) continue;
       this.sessions.delete(name);
+      bytes -= sizeOf(s);
     }
   }
 }

@@ -18,6 +18,8 @@ export interface SqliteStoreOptions extends MemoryStoreOptions {
 }
 
 const TERMINAL = [...TERMINAL_STATUSES];
+/** what the terminal jobs kept in memory may hold (see trimCache) */
+const HOT_BYTES = 64 * 1024 * 1024;
 const placeholders = (n: number) => Array.from({ length: n }, () => '?').join(', ');
 
 /**
@@ -327,20 +329,39 @@ export class SqliteStore extends MemoryStore {
 
   // --- memory bound ------------------------------------------------------------------------------
 
-  /** Forget history beyond the hot window from memory (it stays in the file). */
+  /** How many terminal jobs and sessions are held in memory (the rest is in the file). */
+  hotWindow(): { endedJobs: number; sessions: number } {
+    let endedJobs = 0;
+    for (const id of this.state.endedIds()) if (this.state.jobs.has(id)) endedJobs++;
+    return { endedJobs, sessions: this.state.sessions.size };
+  }
+
+  /**
+   * Forget history beyond the hot window from memory (it stays in the file): the oldest terminal
+   * jobs go while more than `hotJobs` are held, or while they hold more than HOT_BYTES of prompts,
+   * results and output (a thousand jobs with 1 MiB prompts and results would be 2 GiB).
+   */
   override trimCache(): void {
-    const excess = this.state.endedCount - this.#o.hotJobs;
-    if (excess > 0) {
-      let n = 0;
-      for (const id of this.state.endedIds()) {
-        if (n >= excess) break;
-        n++;
-        this.state.evictJob(id);
-        this.outputs.delete(id);
-      }
-      this.state.dropEnded(n);
+    const sizeOf = (id: string) => {
+      const j = this.state.jobs.get(id);
+      if (!j) return 0;
+      return j.prompt.length + (j.result?.length ?? 0) + (j.error?.length ?? 0) + (this.outputs.get(id)?.retainedBytes ?? 0);
+    };
+    let count = this.state.endedCount;
+    let bytes = 0;
+    for (const id of this.state.endedIds()) bytes += sizeOf(id);
+    let n = 0;
+    for (const id of this.state.endedIds()) {
+      if (count <= this.#o.hotJobs && bytes <= HOT_BYTES) break;
+      bytes -= sizeOf(id);
+      count--;
+      n++;
+      this.state.evictJob(id);
+      this.outputs.delete(id);
     }
-    this.state.evictSessions(this.#o.hotSessions);
+    this.state.dropEnded(n);
+    // an idle session holds its last result: those count too
+    this.state.evictSessions(this.#o.hotSessions, HOT_BYTES, (s) => (s.lastResult?.length ?? 0) + (s.lastError?.length ?? 0));
   }
 
   override async close(): Promise<void> {
