@@ -125,7 +125,7 @@ export const DEFAULT_CONFIG: CoordinatorConfig = {
   maxConnectionsPerAddress: 0,
   httpRequestTimeoutMs: 60_000,
   httpHeadersTimeoutMs: 15_000,
-  httpIdleTimeoutMs: 60_000,
+  httpIdleTimeoutMs: 75_000,
   httpKeepAliveTimeoutMs: 72_000,
   logBufferBytes: 4 * 1024 * 1024,
 };

@@ -102,7 +102,10 @@ async function main(): Promise<void> {
   });
 
   try {
-    await app.listen({ host: config.host, port: config.port });
+    // a deep accept queue (the kernel caps it at net.core.somaxconn): a burst of connections
+    // while the event loop is busy waits there instead of having its SYNs dropped and retried
+    // seconds later
+    await app.listen({ host: config.host, port: config.port, backlog: 4096 });
   } catch (err) {
     logger.fatal({ err }, 'could not listen');
     await stdoutDestination(config.logBufferBytes).flush(1000);

@@ -3,14 +3,18 @@ import type { Logger } from 'pino';
 
 export type Listener = (event: LifecycleEvent) => void;
 
-/** An event as SSE text, made once for every client: with the job prompt, and without it. */
+/**
+ * An event as SSE bytes, made once for every client: with the job prompt, and without it. Bytes,
+ * not text: a string written to a socket is encoded again for each socket (300 clients of an
+ * event with a 1 MiB prompt would encode 300 MiB); a Buffer is written to each as it is.
+ */
 export interface Framed {
   readonly id: number;
-  full(): string;
-  lean(): string;
+  full(): Buffer;
+  lean(): Buffer;
 }
 
-const frame = (e: LifecycleEvent, data: unknown) => `id: ${e.id}\nevent: ${e.type}\ndata: ${JSON.stringify(data)}\n\n`;
+const frame = (e: LifecycleEvent, data: unknown) => Buffer.from(`id: ${e.id}\nevent: ${e.type}\ndata: ${JSON.stringify(data)}\n\n`, 'utf8');
 
 /**
  * Roughly the memory an event holds on to: its large strings (a job's prompt, result and error;
@@ -43,7 +47,7 @@ export class EventLog {
   #head = 0;
   #ringBytes = 0;
   readonly #listeners = new Set<Listener>();
-  readonly #frames = new WeakMap<LifecycleEvent, { full?: string; lean?: string }>();
+  readonly #frames = new WeakMap<LifecycleEvent, { full?: Buffer; lean?: Buffer }>();
 
   constructor(
     private readonly replaySize: number,

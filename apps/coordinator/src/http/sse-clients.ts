@@ -28,7 +28,7 @@ interface Client {
  * Last-Event-ID and gets the replay (or `stream.gap`).
  *
  * Events are serialised once for all clients (EventLog.framed): the frames a stalled client holds
- * are mostly the same strings every other client was sent, so the sum of unread bytes counted
+ * are mostly the same Buffers every other client was sent, so the sum of unread bytes counted
  * here overstates the memory really held, never understates it.
  */
 export class SseClients {
@@ -57,7 +57,7 @@ export class SseClients {
   }
 
   /** Register an open stream. `end` closes it, and calls the `remove` returned here. */
-  add(res: ServerResponse, log: FastifyBaseLogger, end: () => void): { send(text: string): void; remove(): void } {
+  add(res: ServerResponse, log: FastifyBaseLogger, end: () => void): { send(data: string | Buffer): void; remove(): void } {
     const client: Client = { res, log, end };
     this.#clients.add(client);
     return { send: (text) => this.#send(client, text), remove: () => this.#clients.delete(client) };
@@ -68,10 +68,10 @@ export class SseClients {
     for (const c of [...this.#clients]) c.end();
   }
 
-  #send(client: Client, text: string): void {
+  #send(client: Client, data: string | Buffer): void {
     const { res } = client;
     if (res.destroyed) return;
-    if (!res.write(text) && res.writableLength > this.limits.maxUnreadPerClient) {
+    if (!res.write(data) && res.writableLength > this.limits.maxUnreadPerClient) {
       this.#cut(client, 'client_unread');
       return;
     }

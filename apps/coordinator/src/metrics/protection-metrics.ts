@@ -49,7 +49,7 @@ export function registerProtectionMetrics(registry: Registry, source: Protection
   });
   new Counter({
     name: 'agentq_requests_refused_total',
-    help: 'Requests refused by a limit: queue_full (MAX_QUEUED_BYTES), too_many_clients (MAX_SSE_CLIENTS, or a connection past MAX_CONNECTIONS).',
+    help: 'Requests refused by a limit: queue_full (MAX_QUEUED_BYTES), sse_clients (MAX_SSE_CLIENTS), connections (a connection past MAX_CONNECTIONS).',
     labelNames: ['reason'],
     registers,
     collect() {
