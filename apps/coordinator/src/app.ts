@@ -14,6 +14,7 @@ import { installAuth, type Auth } from './http/auth/plugin.js';
 import { TokenFileError, TokenStore } from './http/auth/tokens.js';
 import { dashboardRoutes, DEFAULT_DASHBOARD_DIR } from './http/dashboard.js';
 import { clientErrorHandler, frameworkErrors, installErrorHandling } from './http/errors.js';
+import { ConnectionGuard, installConnectionGuard } from './http/connections.js';
 import { eventRoutes } from './http/events.js';
 import { jobRoutes } from './http/jobs.js';
 import { launcherRoutes } from './http/launcher.js';
@@ -23,7 +24,11 @@ import { installOpenApi } from './http/openapi.js';
 import { installOverloadProtection, installRateLimit } from './http/overload.js';
 import { RequestLog } from './http/request-log.js';
 import { sessionRoutes } from './http/sessions.js';
+import { SseClients } from './http/sse-clients.js';
+import { installTimeouts, sseKeepaliveMs } from './http/timeouts.js';
 import { typeboxValidatorCompiler } from './http/validation.js';
+import { resolveLimits } from './limits.js';
+import { logLinesDropped, stdoutDestination } from './log-destination.js';
 import { CoordinatorMetrics } from './metrics/metrics.js';
 import { coordinatorSource } from './metrics/source.js';
 
@@ -38,7 +43,10 @@ export interface AppDeps {
   credentials?: LauncherCredentials;
 }
 
-/** The coordinator's logger (to stdout, or to `destination`: tests read what it writes). */
+/**
+ * The coordinator's logger: to stdout without ever blocking (log-destination.ts: lines that
+ * stdout cannot take in time are dropped and counted), or to `destination` (tests read it).
+ */
 export function createLogger(config: CoordinatorConfig, destination?: DestinationStream): Logger {
   const options: LoggerOptions = {
     level: config.logLevel,
@@ -58,18 +66,7 @@ export function createLogger(config: CoordinatorConfig, destination?: Destinatio
       censor: '[redacted]',
     },
   };
-  return pino(options, destination ?? bufferedStdout());
-}
-
-/**
- * Standard output, written in batches: lines collect up to 4 KiB and go out in one write, at the
- * latest 250 ms after they were logged, instead of one write per line. Under load the coordinator
- * logs several lines per job and each write is a system call (docs/benchmarks.md: logging was a
- * large part of the cost of a request). On exit, what is buffered is written synchronously; only
- * a SIGKILL can lose the last 250 ms.
- */
-function bufferedStdout(): DestinationStream {
-  return pino.destination({ dest: process.stdout.fd ?? 1, minLength: 4096, periodicFlush: 250 });
+  return pino(options, destination ?? stdoutDestination(config.logBufferBytes));
 }
 
 /**
@@ -88,8 +85,9 @@ export async function buildApp(config: CoordinatorConfig, deps: AppDeps = {}): P
   const core = deps.core ?? (await Coordinator.open(config, { clock, logger }));
   const startedAt = clock.now();
 
-  // Bodies may carry a prompt of up to maxPromptBytes, which JSON escaping can grow.
-  const bodyLimit = Math.max(1024 * 1024, config.maxPromptBytes * 2 + 64 * 1024, config.outputMaxBytes * 2);
+  // bodies carry a prompt of up to maxPromptBytes however it is escaped (limits.ts)
+  const limits = resolveLimits(config);
+  const bodyLimit = limits.bodyLimit;
   const app = Fastify({
     loggerInstance: logger as FastifyBaseLogger,
     logController: new RequestLog(), // one line per request; long-polls at debug
@@ -98,8 +96,9 @@ export async function buildApp(config: CoordinatorConfig, deps: AppDeps = {}): P
     // answered by our own hook below, in the standard error shape
     return503OnClosing: false,
     forceCloseConnections: true,
-    // path ids may be up to 200 characters (IdParam): longer ones fail validation, naming the field
-    routerOptions: { maxParamLength: 500 },
+    // path ids may be up to 200 UTF-16 units (IdParam), each up to 9 characters percent-encoded
+    // (%E4%BC%9A): longer ones fail validation, naming the field, and only past this a 400 on the URL
+    routerOptions: { maxParamLength: 200 * 9 },
     frameworkErrors,
     clientErrorHandler,
   }).withTypeProvider<TypeBoxTypeProvider>() as unknown as FastifyInstance;
@@ -109,8 +108,41 @@ export async function buildApp(config: CoordinatorConfig, deps: AppDeps = {}): P
   app.removeContentTypeParser('text/plain');
   installErrorHandling(app);
 
-  const eventStreams = new Set<() => void>();
-  const metrics = new CoordinatorMetrics(coordinatorSource(core), { sseClients: () => eventStreams.size });
+  // limits and timeouts (docs/operations.md): connections, event streams, HTTP timeouts
+  installTimeouts(app, config);
+  const connections = new ConnectionGuard(
+    {
+      max: limits.maxConnections,
+      reserve: config.connectionReserve,
+      perAddress: config.maxConnectionsPerAddress,
+      retryAfterSeconds: config.overloadRetryAfterSeconds,
+    },
+    logger,
+  );
+  installConnectionGuard(app, connections);
+  const sse = new SseClients({
+    maxClients: config.maxSseClients,
+    maxBufferedBytes: config.sseMaxBufferedBytes,
+    // every job event may carry a prompt (?include=prompt): room for a burst of large ones
+    maxUnreadPerClient: Math.max(16 * 1024 * 1024, config.maxPromptBytes * 8),
+    retryAfterSeconds: config.overloadRetryAfterSeconds,
+  });
+  const metrics = new CoordinatorMetrics(coordinatorSource(core), {
+    sseClients: () => sse.size,
+    protection: {
+      logLinesDropped,
+      queuedBytes: async () => (await core.store.counts()).pendingBytes,
+      maxQueuedBytes: core.admission.maxQueuedBytes,
+      queueFullRefusals: () => core.admission.refused,
+      connections: () => ({
+        open: connections.open,
+        refused: connections.refused,
+        evicted: connections.evicted,
+        requestsRefused: connections.requestsRefused,
+      }),
+      sse: () => ({ refused: sse.refused, cutUnread: sse.cut.client_unread, cutTotal: sse.cut.total_buffered }),
+    },
+  });
   installRequestMetrics(app, metrics);
 
   // A request on a kept-alive connection while the server closes: 503, try again (elsewhere).
@@ -166,7 +198,7 @@ export async function buildApp(config: CoordinatorConfig, deps: AppDeps = {}): P
   await app.register(launcherRoutes, { core });
   await app.register(launchersRoutes, { core, startedAt });
   await app.register(sessionRoutes, { core });
-  await app.register(eventRoutes, { core, streams: eventStreams });
+  await app.register(eventRoutes, { core, clients: sse, keepaliveMs: sseKeepaliveMs(config) });
   await app.register(metricsRoutes, { metrics });
   await app.register(dashboardRoutes, { dir: deps.dashboardDir ?? DEFAULT_DASHBOARD_DIR });
   app.decorate('core', core);

@@ -32,6 +32,8 @@ export const ConfigSchema = Type.Object({
   jobRetentionMs: Type.Integer({ minimum: 1 }),
   /** SSE events kept for Last-Event-ID replay */
   eventReplaySize: Type.Integer({ minimum: 0, maximum: 1_000_000 }),
+  /** what the replayed events may hold, roughly (their prompts, results, queued outcomes) */
+  eventReplayBytes: Type.Integer({ minimum: 0, maximum: 64 * 1024 * 1024 * 1024 }),
   /** where state lives: `sqlite:<path>` (default), `memory:`, or `postgres://…` */
   databaseUrl: Type.String({ minLength: 1 }),
   /** PostgreSQL: connections in this coordinator's pool */
@@ -60,6 +62,29 @@ export const ConfigSchema = Type.Object({
   overloadSampleIntervalMs: Type.Integer({ minimum: 10, maximum: 60_000 }),
   /** `POST /jobs` (and `/jobs/batch`) requests per minute per token; 0 = no limit */
   jobsRateLimitPerMinute: Type.Integer({ minimum: 0, maximum: 1_000_000 }),
+  // --- limits and timeouts (docs/operations.md, "Limits and timeouts") ---
+  /** UTF-8 bytes of prompts that pending jobs may hold; beyond it job creation is 503 queue_full (null = a quarter of the heap limit) */
+  maxQueuedBytes: Type.Union([Type.Integer({ minimum: 1 }), Type.Null()]),
+  /** open `GET /events` streams; one more is 503 too_many_clients */
+  maxSseClients: Type.Integer({ minimum: 0, maximum: 1_000_000 }),
+  /** bytes buffered for all event-stream clients together; beyond it the slowest are cut first */
+  sseMaxBufferedBytes: Type.Integer({ minimum: 64 * 1024, maximum: 64 * 1024 * 1024 * 1024 }),
+  /** open TCP connections served normally (null = derived from the open-file limit) */
+  maxConnections: Type.Union([Type.Integer({ minimum: 1, maximum: 10_000_000 }), Type.Null()]),
+  /** connections beyond maxConnections that may still call /health, /metrics and the launcher routes */
+  connectionReserve: Type.Integer({ minimum: 0, maximum: 1_000_000 }),
+  /** open connections per client address (0 = no per-address limit) */
+  maxConnectionsPerAddress: Type.Integer({ minimum: 0, maximum: 10_000_000 }),
+  /** ms to receive a whole request (headers and body) */
+  httpRequestTimeoutMs: Type.Integer({ minimum: 1, maximum: 3_600_000 }),
+  /** ms to receive a request's headers */
+  httpHeadersTimeoutMs: Type.Integer({ minimum: 1, maximum: 3_600_000 }),
+  /** ms a connection may stay silent (no request, or a request with nothing sent back); waits get their hold on top */
+  httpIdleTimeoutMs: Type.Integer({ minimum: 1, maximum: 3_600_000 }),
+  /** ms a kept-alive connection waits for its next request */
+  httpKeepAliveTimeoutMs: Type.Integer({ minimum: 1, maximum: 3_600_000 }),
+  /** log bytes held in memory while stdout is slow; lines beyond are dropped and counted */
+  logBufferBytes: Type.Integer({ minimum: 1024, maximum: 1024 * 1024 * 1024 }),
 });
 export type CoordinatorConfig = Static<typeof ConfigSchema>;
 
@@ -80,6 +105,7 @@ export const DEFAULT_CONFIG: CoordinatorConfig = {
   outputPreviewBytes: 16 * 1024,
   jobRetentionMs: 30 * DAY_MS,
   eventReplaySize: 1000,
+  eventReplayBytes: 32 * 1024 * 1024,
   databaseUrl: 'sqlite:./data/agentq.db',
   databasePoolSize: 10,
   scheduleTimeoutSeconds: 600,
@@ -94,6 +120,17 @@ export const DEFAULT_CONFIG: CoordinatorConfig = {
   overloadRetryAfterSeconds: 5,
   overloadSampleIntervalMs: 1000,
   jobsRateLimitPerMinute: 0,
+  maxQueuedBytes: null,
+  maxSseClients: 1000,
+  sseMaxBufferedBytes: 64 * 1024 * 1024,
+  maxConnections: null,
+  connectionReserve: 64,
+  maxConnectionsPerAddress: 0,
+  httpRequestTimeoutMs: 60_000,
+  httpHeadersTimeoutMs: 15_000,
+  httpIdleTimeoutMs: 75_000,
+  httpKeepAliveTimeoutMs: 72_000,
+  logBufferBytes: 4 * 1024 * 1024,
 };
 
 
@@ -116,6 +153,7 @@ const ENV: ReadonlyArray<[string, keyof CoordinatorConfig, 'string' | 'number' |
   ['JOB_OUTPUT_PREVIEW_BYTES', 'outputPreviewBytes', 'number'],
   ['JOB_RETENTION_MS', 'jobRetentionMs', 'number'],
   ['EVENT_REPLAY_SIZE', 'eventReplaySize', 'number'],
+  ['EVENT_REPLAY_BYTES', 'eventReplayBytes', 'number'],
   ['JOB_SCHEDULE_TIMEOUT', 'scheduleTimeoutSeconds', 'number'],
   ['JOB_CACHE_SIZE', 'hotJobs', 'number'],
   ['SESSION_CACHE_SIZE', 'hotSessions', 'number'],
@@ -127,6 +165,17 @@ const ENV: ReadonlyArray<[string, keyof CoordinatorConfig, 'string' | 'number' |
   ['OVERLOAD_MAX_HEAP_BYTES', 'overloadMaxHeapBytes', 'number'],
   ['OVERLOAD_RETRY_AFTER', 'overloadRetryAfterSeconds', 'number'],
   ['JOBS_RATE_LIMIT_PER_MINUTE', 'jobsRateLimitPerMinute', 'number'],
+  ['MAX_QUEUED_BYTES', 'maxQueuedBytes', 'number'],
+  ['MAX_SSE_CLIENTS', 'maxSseClients', 'number'],
+  ['SSE_MAX_BUFFERED_BYTES', 'sseMaxBufferedBytes', 'number'],
+  ['MAX_CONNECTIONS', 'maxConnections', 'number'],
+  ['CONNECTION_RESERVE', 'connectionReserve', 'number'],
+  ['MAX_CONNECTIONS_PER_ADDRESS', 'maxConnectionsPerAddress', 'number'],
+  ['HTTP_REQUEST_TIMEOUT_MS', 'httpRequestTimeoutMs', 'number'],
+  ['HTTP_HEADERS_TIMEOUT_MS', 'httpHeadersTimeoutMs', 'number'],
+  ['HTTP_IDLE_TIMEOUT_MS', 'httpIdleTimeoutMs', 'number'],
+  ['HTTP_KEEP_ALIVE_TIMEOUT_MS', 'httpKeepAliveTimeoutMs', 'number'],
+  ['LOG_BUFFER_BYTES', 'logBufferBytes', 'number'],
 ];
 export const CONFIG_ENV_VARS = ENV.map(([name, key]) => ({ name, key }));
 
@@ -181,6 +230,12 @@ export function loadConfig(
     throw new ConfigError(
       'DATABASE_URL',
       `expected sqlite:<path>, memory: or postgres://…, got ${JSON.stringify(config.databaseUrl)}`,
+    );
+  }
+  if ((config.httpHeadersTimeoutMs as number) > (config.httpRequestTimeoutMs as number)) {
+    throw new ConfigError(
+      'HTTP_HEADERS_TIMEOUT_MS',
+      `must not be longer than HTTP_REQUEST_TIMEOUT_MS (${String(config.httpRequestTimeoutMs)} ms): the headers are part of the request`,
     );
   }
   if (config.heartbeatTimeoutSeconds as number <= (config.heartbeatIntervalSeconds as number)) {

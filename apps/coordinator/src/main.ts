@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { buildApp, createLogger } from './app.js';
 import { CONFIG_ENV_VARS, ConfigError, loadConfig } from './config.js';
+import { stdoutDestination } from './log-destination.js';
 
 /**
  * The command line: configuration comes from the environment, so the only flags are the ones
@@ -82,11 +83,13 @@ async function main(): Promise<void> {
       process.exit(1);
     }, 10_000);
     force.unref();
+    // log lines still queued for stdout go out first, unless stdout is stuck (log-destination.ts)
+    const exit = (code: number) => void stdoutDestination(config.logBufferBytes).flush(1000).then(() => process.exit(code));
     app.close().then(
-      () => process.exit(0),
+      () => exit(0),
       (err: unknown) => {
         logger.error({ err }, 'shutdown failed');
-        process.exit(1);
+        exit(1);
       },
     );
   };
@@ -99,9 +102,13 @@ async function main(): Promise<void> {
   });
 
   try {
-    await app.listen({ host: config.host, port: config.port });
+    // a deep accept queue (the kernel caps it at net.core.somaxconn): a burst of connections
+    // while the event loop is busy waits there instead of having its SYNs dropped and retried
+    // seconds later
+    await app.listen({ host: config.host, port: config.port, backlog: 4096 });
   } catch (err) {
     logger.fatal({ err }, 'could not listen');
+    await stdoutDestination(config.logBufferBytes).flush(1000);
     process.exit(1);
   }
   const address = app.server.address();

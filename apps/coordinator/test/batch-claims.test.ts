@@ -17,7 +17,7 @@ test('a poll with capacity N answers up to N jobs, oldest first, never more; `jo
   );
   const l = await fakeLauncher(client);
   const answers: PollResponse[] = [];
-  for (const capacity of [3, 3, 3, 3]) answers.push((await l.poll({ capacity }))!);
+  for (const capacity of [3, 3, 3, 3]) answers.push((await l.poll({ batch: true, capacity }))!);
   assert.deepEqual(
     answers.map((a) => a.jobs?.length),
     [3, 3, 3, 1],
@@ -43,11 +43,11 @@ test('one answer never holds two jobs of a session: the second waits until the f
   const second = await client.createJob({ type: 'resume_session', session_name: 'serial', prompt: 'then this' });
   const other = await start(client, 'other');
   const l = await fakeLauncher(client);
-  const answer = await l.poll({ capacity: 5 });
+  const answer = await l.poll({ batch: true, capacity: 5 });
   assert.deepEqual(ids(answer?.jobs), [first.job_id, other.job_id]);
   await l.started(first.job_id);
   await l.completed(first.job_id);
-  const next = await l.poll({ capacity: 5 });
+  const next = await l.poll({ batch: true, capacity: 5 });
   assert.deepEqual(ids(next?.jobs), [second.job_id]);
 });
 
@@ -55,7 +55,7 @@ test('a parked poll with capacity N woken by a batch create takes up to N of the
   const { client, c } = await startTest(t, { pollTimeoutSeconds: 60 });
   const l = await fakeLauncher(client);
   const isParked = parked(c.core, l.id);
-  const poll = l.poll({ capacity: 4 });
+  const poll = l.poll({ batch: true, capacity: 4 });
   await isParked;
   const created = await client.createJobs(
     Array.from({ length: 7 }, (_, i) => ({ type: 'start_session' as const, session_name: `wake-${i}`, prompt: 'x' })),
@@ -63,7 +63,7 @@ test('a parked poll with capacity N woken by a batch create takes up to N of the
   const answer = await poll;
   assert.ok(answer?.jobs && answer.jobs.length >= 1 && answer.jobs.length <= 4, `got ${answer?.jobs?.length} jobs`);
   assert.deepEqual(ids(answer.jobs), ids(created).slice(0, answer.jobs.length), 'the oldest first');
-  const rest = await l.poll({ capacity: 10 });
+  const rest = await l.poll({ batch: true, capacity: 10 });
   assert.deepEqual([...ids(answer.jobs), ...ids(rest?.jobs)], ids(created), 'the rest stayed queued in order');
 });
 
@@ -78,7 +78,7 @@ test('many launchers polling with capacity while jobs arrive: each job handed ou
   const done = new AbortController();
   const loops = launchers.map(async (l, i) => {
     while (!done.signal.aborted) {
-      const answer = await l.poll({ capacity: capacities[i]!, signal: done.signal }).catch(() => null);
+      const answer = await l.poll({ batch: true, capacity: capacities[i]!, signal: done.signal }).catch(() => null);
       const jobs = answer?.jobs ?? [];
       assert.ok(jobs.length <= capacities[i]!, `launcher ${i} asked for ${capacities[i]} and got ${jobs.length}`);
       for (const j of jobs) {
@@ -124,7 +124,7 @@ test('an undelivered answer with several jobs puts them all back, in their place
   await c.core.pollAnswerLost(l.id, answer!);
   for (const j of created) assert.equal((await client.getJob(j.job_id)).status, 'pending');
   const other = await fakeLauncher(client, 'other');
-  assert.deepEqual(ids((await other.poll({ capacity: 10 }))?.jobs), ids(created));
+  assert.deepEqual(ids((await other.poll({ batch: true, capacity: 10 }))?.jobs), ids(created));
 });
 
 test('capacity is validated: an integer from 0 to 1000', async (t) => {

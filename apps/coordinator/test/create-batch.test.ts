@@ -33,7 +33,7 @@ test('a batch creates every job, answers them in order (201), and queues them in
     ],
   );
   const l = await fakeLauncher(client);
-  const answer = await l.poll({ capacity: 10 });
+  const answer = await l.poll({ batch: true, capacity: 10 });
   assert.deepEqual(
     answer?.jobs?.map((j) => j.job_id),
     jobs.slice(0, 3).map((j) => j.job_id),
@@ -46,7 +46,7 @@ test('a batch wakes parked launchers', async (t) => {
   const { client, c } = await startTest(t, { pollTimeoutSeconds: 60 });
   const l = await fakeLauncher(client);
   const isParked = parked(c.core, l.id);
-  const poll = l.poll({ capacity: 2 });
+  const poll = l.poll({ batch: true, capacity: 2 });
   await isParked;
   const created = await client.createJobs(starts('wake', 2));
   const answer = await poll;

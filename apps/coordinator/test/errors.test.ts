@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { test } from 'node:test';
 import { request } from 'undici';
-import { ConfigError, loadConfig } from '../src/config.js';
+import { ConfigError, DEFAULT_CONFIG, loadConfig } from '../src/config.js';
+import { bodyLimitFor } from '../src/limits.js';
 import { startTest } from './helpers.js';
 
 interface ErrorReply {
@@ -39,8 +40,8 @@ test("Fastify's own errors come back in the standard shape with a 4xx", async (t
   assertStandard(await send(c.url, 'POST', '/jobs', '', json), 400, 'bad_request');
   assertStandard(await send(c.url, 'POST', '/jobs', 'hello', 'text/plain'), 415, 'unsupported_media_type');
   assertStandard(await send(c.url, 'POST', '/jobs', 'a=b', 'application/x-www-form-urlencoded'), 415, 'unsupported_media_type');
-  assertStandard(await send(c.url, 'POST', '/jobs', `"${'x'.repeat(4 * 1024 * 1024)}"`, json), 413, 'payload_too_large');
-  assertStandard(await send(c.url, 'GET', `/jobs/${'a'.repeat(600)}`), 400, 'bad_request');
+  assertStandard(await send(c.url, 'POST', '/jobs', `"${'x'.repeat(bodyLimitFor(DEFAULT_CONFIG))}"`, json), 413, 'payload_too_large');
+  assertStandard(await send(c.url, 'GET', `/jobs/${'a'.repeat(2000)}`), 400, 'bad_request');
   assertStandard(await send(c.url, 'GET', '/no/such/route'), 404, 'route_not_found');
   const bad = await send(c.url, 'GET', '/jobs/%zz');
   assert.deepEqual(bad.body.error.details, { field: 'url', in: 'url' });

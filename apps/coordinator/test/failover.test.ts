@@ -65,7 +65,8 @@ test('a coordinator that drops requests: a GET goes to the next URL; a POST fail
   const { c } = await startTest(t);
   const dropping = await droppingUrl(t);
   const reader = new AgentqClient({ url: `${dropping},${c.url}` });
-  const writer = new AgentqClient({ url: `${dropping},${c.url}` });
+  // no create retries: the POST whose answer was lost is the caller's to see
+  const writer = new AgentqClient({ url: `${dropping},${c.url}`, createRetries: 0 });
   t.after(() => Promise.all([reader.destroy(), writer.destroy()]));
   assert.equal((await reader.health()).status, 'ok');
   assert.equal(reader.url, c.url);
@@ -74,6 +75,18 @@ test('a coordinator that drops requests: a GET goes to the next URL; a POST fail
   assert.equal(writer.url, c.url, 'moved on for the next call');
   const job = await writer.createJob({ type: 'start_session', session_name: 'maybe', prompt: 'p' });
   assert.equal(job.session_name, 'maybe');
+});
+
+test('createJob whose answer a coordinator drops is sent again, with its Idempotency-Key, to the next URL: one job', async (t) => {
+  const { c } = await startTest(t);
+  const dropping = await droppingUrl(t);
+  const client = new AgentqClient({ url: `${dropping},${c.url}` });
+  t.after(() => client.destroy());
+  const job = await client.createJob({ type: 'start_session', session_name: 'retried', prompt: 'p' });
+  assert.equal(client.url, c.url);
+  assert.equal(job.session_name, 'retried');
+  const { jobs } = await client.listJobs({ session_name: 'retried' });
+  assert.deepEqual(jobs.map((j) => j.job_id), [job.job_id]);
 });
 
 test('with one URL nothing changes: an unreachable coordinator is an AgentqConnectionError', async (t) => {

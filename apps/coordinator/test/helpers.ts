@@ -59,7 +59,7 @@ export async function fakeLauncher(client: AgentqClient, hostname = 'test-host')
       if (!answer?.job) throw new Error(`expected a job, got ${JSON.stringify(answer)}`);
       return answer.job;
     },
-    poll: (o: { capacity?: number; signal?: AbortSignal } = {}) =>
+    poll: (o: { capacity?: number; batch?: boolean; signal?: AbortSignal } = {}) =>
       client.poll(id, { holdSeconds: reg.poll_timeout_seconds, ...o }),
     started: (jobId: string, executor_session_id?: string) =>
       client.reportStarted(jobId, { launcher_id: id, ...(executor_session_id ? { executor_session_id } : {}) }),

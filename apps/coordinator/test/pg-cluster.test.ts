@@ -29,7 +29,7 @@ test('a job created on A runs on a launcher parked on B', async (t) => {
   const [A, B] = nodes as [CoordinatorProcess, CoordinatorProcess];
   const dir = tempDir(t);
   const exec = shellExecutor(dir, 'exec.sh', `echo '{"type":"result","text":"ran on a launcher of B"}'`);
-  const polled = B.waitFor((l) => l.msg === 'incoming request' && String((l['req'] as { url?: string })?.url).startsWith('/launcher/jobs'));
+  const polled = B.waitFor((l) => l.msg === 'incoming request' && /^\/launcher\/(jobs|sync)/.test(String((l['req'] as { url?: string })?.url)));
   const launcherId = await spawnLauncher(t, dir, 'on-b', ['--url', B.url, '--executor', exec, '--max-jobs', '1']);
   await polled; // its long-poll is on B (held for ten minutes unless a commit wakes it)
 

@@ -14,7 +14,7 @@ test('reports are applied in order and answered in order; a refused report does 
   const other = await fakeLauncher(client, 'theirs');
   const a = await start(client, 'a');
   const b = await start(client, 'b');
-  await l.poll({ capacity: 2 });
+  await l.poll({ batch: true, capacity: 2 });
   const c = await start(client, 'c');
   await other.take();
   const reports: SyncReport[] = [

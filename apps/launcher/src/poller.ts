@@ -127,12 +127,14 @@ export class Poller {
    * What an answer asks of the launcher, whichever sync brought it: run the jobs, stop the jobs
    * named in `stop_jobs`, and end polling on the deregistration notice.
    */
-  answered(res: Pick<SyncResponse, 'jobs' | 'stop_jobs' | 'deregistered'>, log: Logger = this.#o.log): void {
+  answered(res: Pick<SyncResponse, 'jobs' | 'stop_jobs' | 'deregistered' | 'agent_tokens'>, log: Logger = this.#o.log): void {
     const { supervisor } = this.#o;
     if (res.stop_jobs?.length) {
       log.info({ stop_jobs: res.stop_jobs }, 'stop requested');
       for (const jobId of res.stop_jobs) supervisor.stop(jobId);
     }
+    // never logged: each is a credential for the job's agent; told before its jobs are accepted
+    if (res.agent_tokens) this.#o.onAgentTokens?.(res.agent_tokens);
     for (const job of res.jobs) supervisor.accept(job);
     if (res.deregistered && !this.#deregistered) {
       log.info('deregistered by the coordinator');

@@ -32,19 +32,24 @@ function renderNotification(n: CallbackNotification, resultBudget: number): stri
     `<job-id>${n.job_id}</job-id>`,
     `<status>${n.outcome}</status>`,
   ];
-  for (const [tag, text] of [
+  const texts = ([
     ['result', n.result],
     ['error', n.error],
-  ] as const) {
-    if (text === null) continue;
-    const full = Buffer.byteLength(text, 'utf8');
-    if (full <= resultBudget) {
-      lines.push(`<${tag}>${escape(text)}</${tag}>`);
+  ] as const).filter((x): x is readonly ['result' | 'error', string] => x[1] !== null);
+  const budget = Math.floor(resultBudget / Math.max(1, texts.length));
+  for (const [tag, text] of texts) {
+    // the budget holds the text as it appears, escaped (escaping can make it several times longer)
+    const escaped = escape(text);
+    if (Buffer.byteLength(escaped, 'utf8') <= budget) {
+      lines.push(`<${tag}>${escaped}</${tag}>`);
     } else {
-      lines.push(`<${tag}>${escape(cutUtf8(text, resultBudget))}</${tag}>`);
+      let cut = cutUtf8(escaped, budget);
+      const amp = cut.lastIndexOf('&');
+      if (amp >= 0 && !cut.includes(';', amp)) cut = cut.slice(0, amp); // not half an entity
+      lines.push(`<${tag}>${cut}</${tag}>`);
       lines.push(
-        `<truncated>the ${tag} was cut to ${resultBudget} of ${full} bytes to fit this message; read it whole with ` +
-          `\`agentq status ${n.job_id} --json\` or GET /jobs/${n.job_id} (field ${tag})</truncated>`,
+        `<truncated>the ${tag} was cut to fit this message (${Buffer.byteLength(text, 'utf8')} bytes in all); read it whole with ` +
+          `\`agentq status ${n.job_id} --json\` or GET /jobs/${n.job_id} (field ${tag}), and the job's output with GET /jobs/${n.job_id}/output</truncated>`,
       );
     }
   }
@@ -57,20 +62,27 @@ const renderMessage = (m: SessionMessage) =>
     '\n',
   );
 
+/** Room kept for a notification's tags, names and truncation notes, besides its result. */
+const FRAME = 600;
+/** The least of a result or error shown; what does not fit waits for the next delivery. */
+const MIN_RESULT = 256;
+
 /**
  * The prompt of one delivery resume, at most `maxBytes`. Messages go whole (those that do not
- * fit wait for the next turn: the returned `messages` are the ones included). Child results
- * share what is left; a result cut to fit says so and how to read it whole.
+ * fit wait for the next turn: the returned `messages` are the ones included). Child outcomes
+ * share what is left, each with at least a short excerpt of its result: those that do not fit
+ * even so wait for the next delivery (the returned `notifications` are the ones included, and the
+ * prompt says how many more are coming). A result cut to fit says so and how to read it whole.
  */
 export function renderDeliveryPrompt(
   notifications: readonly CallbackNotification[],
   pendingMessages: readonly SessionMessage[],
   maxBytes: number,
-): { prompt: string; messages: SessionMessage[] } {
+): { prompt: string; messages: SessionMessage[]; notifications: CallbackNotification[] } {
   const parts: string[] = [];
   const messages: SessionMessage[] = [];
   let used = 0;
-  const reserve = notifications.length * 1024; // room for the notifications' frames
+  const reserve = Math.min(notifications.length, 1) * (FRAME + MIN_RESULT); // room for at least one outcome
   for (const m of pendingMessages) {
     const text = renderMessage(m);
     const size = Buffer.byteLength(text, 'utf8') + 2;
@@ -82,17 +94,31 @@ export function renderDeliveryPrompt(
   if (messages.length > 0) {
     parts.unshift(messages.length === 1 ? 'You have a new message:' : `You have ${messages.length} new messages, oldest first:`, '');
   }
-  if (notifications.length > 0) {
+  // as many outcomes as fit with their frame and a short excerpt each (always at least one)
+  const room = maxBytes - used - 512;
+  let count = 0;
+  let frames = 0;
+  for (const n of notifications) {
+    const size = FRAME + MIN_RESULT + Buffer.byteLength(escape(n.child_session_name), 'utf8');
+    if (count > 0 && frames + size > room) break;
+    frames += size;
+    count++;
+  }
+  const included = notifications.slice(0, count);
+  if (included.length > 0) {
+    const later = notifications.length - included.length;
     const head =
       notifications.length === 1
         ? 'A child session you started has finished. Its outcome:'
-        : `${notifications.length} child sessions you started have finished. Their outcomes, oldest first:`;
-    const frame = 600; // tags, names and the truncation note of one notification
-    const budget = Math.max(256, Math.floor((maxBytes - used - 256) / notifications.length) - frame);
+        : `${notifications.length} child sessions you started have finished. ` +
+          (later > 0
+            ? `The outcomes of the first ${included.length}, oldest first (the other ${later} follow in your next turn):`
+            : 'Their outcomes, oldest first:');
+    const perResult = Math.max(MIN_RESULT, Math.floor((room - frames) / included.length) + MIN_RESULT);
     if (parts.length > 0) parts.push('');
-    parts.push(head, '', ...notifications.map((n) => renderNotification(n, budget)));
+    parts.push(head, '', ...included.map((n) => renderNotification(n, perResult)));
   }
-  return { prompt: cutUtf8(parts.join('\n'), maxBytes), messages };
+  return { prompt: cutUtf8(parts.join('\n'), maxBytes), messages, notifications: included };
 }
 
 /** A child's job ended: queue its outcome on the parent and deliver if the parent is free. */
@@ -116,8 +142,7 @@ export async function deliver(ctx: CoreContext, tx: Tx, sessionName: string): Pr
   const s = await tx.session(sessionName);
   if (!s || (s.callbacks.length === 0 && s.messages.length === 0) || s.deliveriesHeld) return undefined;
   if (s.deliveryJobId !== null || (await isBusy(tx, s.name))) return undefined;
-  const { prompt, messages } = renderDeliveryPrompt(s.callbacks, s.messages, ctx.config.maxPromptBytes);
-  const notifications = [...s.callbacks];
+  const { prompt, messages, notifications } = renderDeliveryPrompt(s.callbacks, s.messages, ctx.config.maxPromptBytes);
   const job = await enqueue(ctx, tx, s, {
     type: 'resume_session',
     prompt,
@@ -131,7 +156,8 @@ export async function deliver(ctx: CoreContext, tx: Tx, sessionName: string): Pr
     messageIds: messages.length > 0 ? messages.map((m) => m.message_id) : null,
   });
   await tx.updateSession(s.name, {
-    callbacks: [],
+    // outcomes that did not fit stay queued: the next delivery, once this one ends, takes them
+    callbacks: s.callbacks.slice(notifications.length),
     messages: s.messages.slice(messages.length),
     deliveryJobId: job.id,
     inFlight: { callbacks: notifications, messages },

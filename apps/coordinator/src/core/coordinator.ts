@@ -27,6 +27,8 @@ import {
 } from '@agentq/protocol';
 import { pino, type Logger } from 'pino';
 import type { CoordinatorConfig } from '../config.js';
+import { queuedBytesLimit } from '../limits.js';
+import { Admission } from './admission.js';
 import { answerPoll, releaseUndelivered, undoAnswer } from './claims.js';
 import { systemClock, type Clock } from './clock.js';
 import { liveLauncher, type CoreContext } from './context.js';
@@ -64,6 +66,8 @@ export interface Actor {
  */
 export class Coordinator {
   readonly events: EventLog;
+  /** MAX_QUEUED_BYTES: creates past it are refused (queue_full) */
+  readonly admission: Admission;
   readonly #ctx: CoreContext;
   readonly #dispatcher: Dispatcher;
   readonly #watchers = new JobWatchers();
@@ -84,9 +88,10 @@ export class Coordinator {
     const clock = deps.clock ?? systemClock;
     const log = deps.logger ?? pino({ level: 'silent' });
     this.#ctx = { config, store, clock, log };
-    this.events = new EventLog(config.eventReplaySize, log);
+    this.events = new EventLog(config.eventReplaySize, log, config.eventReplayBytes);
     // a durable store numbers on after a restart: a Last-Event-ID from before it is a gap, not news
     if (store.lastEventId !== undefined) this.events.continueAfter(store.lastEventId);
+    this.admission = new Admission(store, queuedBytesLimit(config), config.overloadRetryAfterSeconds);
     this.#dispatcher = new Dispatcher(
       (launcherId, capacity) => store.transaction(async (tx) => answerPoll(this.#ctx, tx, await tx.launcher(launcherId), capacity)),
       (launcherId, answer) => this.pollAnswerLost(launcherId, answer),
@@ -141,10 +146,12 @@ export class Coordinator {
           const first = await tx.job(seen.jobIds[0]!);
           if (first) return { job: first, created: false };
         }
+        await this.admission.check([req]);
         const job = await sessions.createJob(this.#ctx, tx, req, actor);
         await tx.putIdempotency({ key, requestHash: hash, jobIds: [job.id], createdAt: tx.now });
         return { job, created: true };
       }
+      await this.admission.check([req]);
       return { job: await sessions.createJob(this.#ctx, tx, req, actor), created: true };
     });
     // a launcher parked now takes the job at once: answer with what it became (`claimed`)
@@ -156,6 +163,7 @@ export class Coordinator {
   /** Create many jobs, all or none (`POST /jobs/batch`); a refusal names the failing index. */
   async createJobs(reqs: readonly CreateJobRequest[], o: Actor = {}): Promise<Job[]> {
     const rows = await this.#ctx.store.transaction(async (tx) => {
+      await this.admission.check(reqs);
       const out: JobRow[] = [];
       for (const [i, req] of reqs.entries()) {
         try {

@@ -3,31 +3,56 @@ import type { Logger } from 'pino';
 
 export type Listener = (event: LifecycleEvent) => void;
 
-/** An event as SSE text, made once for every client: with the job prompt, and without it. */
+/**
+ * An event as SSE bytes, made once for every client: with the job prompt, and without it. Bytes,
+ * not text: a string written to a socket is encoded again for each socket (300 clients of an
+ * event with a 1 MiB prompt would encode 300 MiB); a Buffer is written to each as it is.
+ */
 export interface Framed {
   readonly id: number;
-  full(): string;
-  lean(): string;
+  full(): Buffer;
+  lean(): Buffer;
 }
 
-const frame = (e: LifecycleEvent, data: unknown) => `id: ${e.id}\nevent: ${e.type}\ndata: ${JSON.stringify(data)}\n\n`;
+const frame = (e: LifecycleEvent, data: unknown) => Buffer.from(`id: ${e.id}\nevent: ${e.type}\ndata: ${JSON.stringify(data)}\n\n`, 'utf8');
+
+/**
+ * Roughly the memory an event holds on to: its large strings (a job's prompt, result and error;
+ * a session's last result and the outcomes and messages it has queued) plus a fixed part.
+ */
+export function eventSize(e: LifecycleEvent): number {
+  let n = 1024;
+  if ('job' in e) n += (e.job.prompt?.length ?? 0) + (e.job.result?.length ?? 0) + (e.job.error?.length ?? 0);
+  else if ('session' in e) {
+    const s = e.session;
+    n += (s.last_result?.length ?? 0) + (s.last_error?.length ?? 0);
+    for (const c of s.pending_callbacks) n += 256 + (c.result?.length ?? 0) + (c.error?.length ?? 0);
+    for (const m of s.pending_messages) n += 256 + m.text.length;
+  }
+  return n;
+}
 
 /**
  * The typed lifecycle events (`job.created`, `launcher.stale`, ...) as committed by the store, in
  * commit order. Listeners (SSE, metrics) never break a commit: a failing one is logged and the
- * others still run. The newest `replaySize` events are kept so SSE clients can resume with
- * Last-Event-ID.
+ * others still run. The newest events are kept so SSE clients can resume with Last-Event-ID: at
+ * most `replaySize` of them, holding at most `replayBytes` (eventSize): events about 1 MiB
+ * prompts would otherwise keep a gigabyte of jobs long gone alive.
  */
 export class EventLog {
   #lastId = 0;
-  #ring: LifecycleEvent[] = [];
-  #ringStart = 0;
+  /** the replay window, oldest first from #head (slots before it are cleared, compacted now and then) */
+  #ring: (LifecycleEvent | undefined)[] = [];
+  #sizes: number[] = [];
+  #head = 0;
+  #ringBytes = 0;
   readonly #listeners = new Set<Listener>();
-  readonly #frames = new WeakMap<LifecycleEvent, { full?: string; lean?: string }>();
+  readonly #frames = new WeakMap<LifecycleEvent, { full?: Buffer; lean?: Buffer }>();
 
   constructor(
     private readonly replaySize: number,
     private readonly log: Logger,
+    private readonly replayBytes = Number.POSITIVE_INFINITY,
   ) {}
 
   get lastId(): number {
@@ -43,13 +68,7 @@ export class EventLog {
     for (const event of events) {
       if (event.id <= this.#lastId) continue; // already seen (a shared store's echo)
       this.#lastId = event.id;
-      if (this.replaySize > 0) {
-        if (this.#ring.length < this.replaySize) this.#ring.push(event);
-        else {
-          this.#ring[this.#ringStart] = event;
-          this.#ringStart = (this.#ringStart + 1) % this.replaySize;
-        }
-      }
+      if (this.replaySize > 0) this.#keep(event);
       for (const listener of this.#listeners) {
         try {
           listener(event);
@@ -58,6 +77,29 @@ export class EventLog {
         }
       }
     }
+  }
+
+  #keep(event: LifecycleEvent): void {
+    const size = eventSize(event);
+    this.#ring.push(event);
+    this.#sizes.push(size);
+    this.#ringBytes += size;
+    // the newest event is always kept, however large
+    while (this.#ring.length - this.#head > 1 && (this.#ring.length - this.#head > this.replaySize || this.#ringBytes > this.replayBytes)) {
+      this.#ringBytes -= this.#sizes[this.#head]!;
+      this.#ring[this.#head] = undefined; // let go of it now, not at the next compaction
+      this.#head++;
+    }
+    if (this.#head > 1024 && this.#head * 2 > this.#ring.length) {
+      this.#ring = this.#ring.slice(this.#head);
+      this.#sizes = this.#sizes.slice(this.#head);
+      this.#head = 0;
+    }
+  }
+
+  /** Events held for replay, and their eventSize. */
+  get replayWindow(): { events: number; bytes: number } {
+    return { events: this.#ring.length - this.#head, bytes: this.#ringBytes };
   }
 
   subscribe(listener: Listener): () => void {
@@ -71,7 +113,7 @@ export class EventLog {
 
   /** Events with id > `afterId` still in the window, oldest first, and whether some were lost. */
   since(afterId: number): { events: LifecycleEvent[]; gap: boolean; oldestId: number } {
-    const ordered = [...this.#ring.slice(this.#ringStart), ...this.#ring.slice(0, this.#ringStart)];
+    const ordered = this.#ring.slice(this.#head) as LifecycleEvent[];
     const oldestId = ordered[0]?.id ?? this.#lastId + 1;
     return { events: ordered.filter((e) => e.id > afterId), gap: afterId + 1 < oldestId, oldestId };
   }

@@ -56,6 +56,9 @@ const FRAMEWORK: Record<string, (err: FastifyError) => { status: number; code: s
 /** Answer any error in the standard shape. Shared by the error handler and `frameworkErrors`. */
 function answer(err: FastifyError | CoordinatorError, req: FastifyRequest, reply: FastifyReply) {
   if (err instanceof CoordinatorError) {
+    // a refusal that says when to come back says it in the header too (queue_full, too_many_clients, ...)
+    const retryAfter = err.details?.retry_after_seconds;
+    if (typeof retryAfter === 'number' && !reply.hasHeader('retry-after')) reply.header('retry-after', String(retryAfter));
     return reply.code(err.statusCode).send(body(err.code, err.message, err.details));
   }
   if (err.validation) {

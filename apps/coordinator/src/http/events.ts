@@ -2,15 +2,7 @@ import { EventsQuery, LifecycleEvent, StreamGap } from '@agentq/protocol';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { Coordinator } from '../core/coordinator.js';
-
-const KEEPALIVE_MS = 15_000;
-/**
- * The least number of bytes an SSE client may leave unread before it is cut off. A dashboard
- * that stopped reading (a sleeping laptop keeps its TCP connection) would otherwise make the
- * server buffer every event forever; cut off, it reconnects with Last-Event-ID and gets the
- * replay (or stream.gap).
- */
-const MIN_UNREAD_CAP = 16 * 1024 * 1024;
+import type { SseClients } from './sse-clients.js';
 
 /** OpenAPI only (the route writes the stream itself): what the stream carries. */
 const eventsSchema = {
@@ -20,9 +12,10 @@ const eventsSchema = {
   description:
     'Server-Sent Events: one message per lifecycle change, with `id:` (for Last-Event-ID), `event:` ' +
     '(the event type, e.g. `job.completed`) and `data:` (the JSON event). A `: keepalive` comment ' +
-    'comes every 15 s. Reconnecting with `Last-Event-ID` replays what was missed, preceded by a ' +
+    'comes every 15 s (sooner with a short HTTP_IDLE_TIMEOUT_MS). Reconnecting with `Last-Event-ID` replays what was missed, preceded by a ' +
     '`stream.gap` event when some of it is no longer held. Job events leave the prompt out ' +
-    '(`prompt_omitted: true`) unless `?include=prompt` is given.',
+    '(`prompt_omitted: true`) unless `?include=prompt` is given. Past MAX_SSE_CLIENTS open streams, ' +
+    '503 `too_many_clients`; a client that stops reading is disconnected. `HEAD /events` answers the headers only.',
   querystring: EventsQuery,
   headers: Type.Object({
     'last-event-id': Type.Optional(Type.String({ description: 'resume after this event id' })),
@@ -39,24 +32,28 @@ const eventsSchema = {
   },
 };
 
+const STREAM_HEADERS = {
+  'content-type': 'text/event-stream; charset=utf-8',
+  'cache-control': 'no-cache',
+  'x-accel-buffering': 'no',
+};
+
 /**
  * `GET /events`: Server-Sent Events of every lifecycle change. A client that reconnects with
  * `Last-Event-ID` gets the events it missed from the replay window; if some fell out of the
- * window it first gets a `stream.gap` event.
+ * window it first gets a `stream.gap` event. The open streams and what they buffer are bounded
+ * by `clients` (sse-clients.ts).
  */
-export const eventRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator; streams?: Set<() => void> }> = async (
+export const eventRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator; clients: SseClients; keepaliveMs: number }> = async (
   app,
-  { core, streams },
+  { core, clients, keepaliveMs },
 ) => {
-  // every job event carries the prompt: leave room for a burst of events about large prompts
-  const maxUnread = Math.max(MIN_UNREAD_CAP, core.config.maxPromptBytes * 8);
-  /** the open streams (how to end each); the caller may pass the set to count them */
-  const open = streams ?? new Set<() => void>();
   // Streams never end by themselves: close them so the server can shut down.
-  app.addHook('preClose', async () => {
-    for (const end of [...open]) end();
-  });
+  app.addHook('preClose', async () => clients.endAll());
   app.get('/events', { schema: eventsSchema }, async (req, reply) => {
+    // HEAD: what a stream would start with, and no stream (it would never end)
+    if (req.method === 'HEAD') return reply.code(200).headers(STREAM_HEADERS).send('' as never);
+    clients.admit();
     // prompts can be large: events leave them out unless asked (a job's prompt is at GET /jobs/{id})
     const withPrompt = req.query.include === 'prompt';
     const frame = (e: LifecycleEvent) => (withPrompt ? core.events.framed(e).full() : core.events.framed(e).lean());
@@ -64,12 +61,7 @@ export const eventRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator; streams
     const lastId = header === undefined ? undefined : Number(Array.isArray(header) ? header[0] : header);
     reply.hijack();
     const res = reply.raw;
-    res.writeHead(200, {
-      'content-type': 'text/event-stream; charset=utf-8',
-      'cache-control': 'no-cache',
-      connection: 'keep-alive',
-      'x-accel-buffering': 'no',
-    });
+    res.writeHead(200, { ...STREAM_HEADERS, connection: 'keep-alive' });
     res.write(`retry: 2000\n: connected, last event id ${core.events.lastId}\n\n`);
     // events are sent once each, in id order: the replay first, then what came in meanwhile
     let sentId = 0;
@@ -77,35 +69,33 @@ export const eventRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator; streams
     const sendEvent = (e: LifecycleEvent) => {
       if (e.id <= sentId) return;
       sentId = e.id;
-      send(frame(e));
+      client.send(frame(e));
     };
-    const send = (text: string) => {
-      if (!res.write(text) && res.writableLength > maxUnread) {
-        req.log.warn({ unread_bytes: res.writableLength }, 'event stream client is not reading; disconnected');
-        end();
-        res.destroy(); // drop what is buffered: end() alone would keep it queued behind the client
-      }
-    };
-    const unsubscribe = core.events.subscribe((e) => (held ? held.push(e) : sendEvent(e)));
-    const keepalive = setInterval(() => send(': keepalive\n\n'), KEEPALIVE_MS);
+    let open = true;
     const end = () => {
-      if (!open.delete(end)) return;
+      if (!open) return;
+      open = false;
       clearInterval(keepalive);
       unsubscribe();
+      client.remove();
       res.end();
     };
-    open.add(end);
+    const client = clients.add(res, req.log, end);
+    const unsubscribe = core.events.subscribe((e) => (held ? held.push(e) : sendEvent(e)));
+    const keepalive = setInterval(() => client.send(': keepalive\n\n'), keepaliveMs);
     res.once('close', end);
     if (lastId !== undefined && Number.isFinite(lastId)) {
       sentId = lastId;
+      const gapFrame = (oldestId: number) =>
+        `event: stream.gap\ndata: ${JSON.stringify({ type: 'stream.gap', oldest_available_id: oldestId })}\n\n`;
       try {
         // a shared store may read older events from the database: the live ones wait in `held`
         const { events, gap, oldestId } = await core.replayEvents(lastId);
-        if (gap) send(`event: stream.gap\ndata: ${JSON.stringify({ type: 'stream.gap', oldest_available_id: oldestId })}\n\n`);
+        if (gap) client.send(gapFrame(oldestId));
         for (const e of events) sendEvent(e);
       } catch (err) {
         req.log.warn({ err }, 'event replay failed');
-        send(`event: stream.gap\ndata: ${JSON.stringify({ type: 'stream.gap', oldest_available_id: core.events.lastId + 1 })}\n\n`);
+        client.send(gapFrame(core.events.lastId + 1));
       }
     }
     for (const e of held) sendEvent(e);

@@ -18,10 +18,20 @@ export interface ValidationIssue {
 export const typeboxValidatorCompiler: FastifySchemaCompiler<TSchema> = ({ schema, httpPart }) => {
   const checker = TypeCompiler.Compile(schema);
   const convert = httpPart !== 'body';
+  const numeric = convert ? numericKeys(schema) : new Set<string>();
   return (input: unknown) => {
     let value = input;
     if (convert && value !== null && typeof value === 'object') {
-      value = Value.Convert(schema, Value.Default(schema, { ...(value as object) }));
+      // numbers are read whole: TypeBox's own conversion reads "1e300" or "12.5" as an integer
+      // by its leading digits or truncates (1, 12), which would slip past every bound
+      const numbers = new Map<string, number>();
+      for (const key of numeric) {
+        const v = (value as Record<string, unknown>)[key];
+        if (typeof v === 'string' && NUMBER.test(v)) numbers.set(key, Number(v));
+      }
+      const converted = Value.Convert(schema, Value.Default(schema, { ...(value as object) })) as Record<string, unknown>;
+      for (const [key, n] of numbers) converted[key] = n;
+      value = converted;
     }
     if (checker.Check(value)) return { value };
     const first = checker.Errors(value).First();
@@ -30,6 +40,17 @@ export const typeboxValidatorCompiler: FastifySchemaCompiler<TSchema> = ({ schem
     return { error: [issue] as unknown as Error };
   };
 };
+
+const NUMBER = /^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/;
+
+/** The properties of an object schema that are numbers (querystrings and params are flat). */
+function numericKeys(schema: TSchema): Set<string> {
+  const out = new Set<string>();
+  const isNumber = (s: TSchema | undefined): boolean =>
+    s !== undefined && (s.type === 'integer' || s.type === 'number' || (Array.isArray(s.anyOf) && (s.anyOf as TSchema[]).some(isNumber)));
+  for (const [key, prop] of Object.entries((schema.properties ?? {}) as Record<string, TSchema>)) if (isNumber(prop)) out.add(key);
+  return out;
+}
 
 /** `"/a/0/b"` -> `"a[0].b"`; empty -> the request part's name. */
 export function fieldName(instancePath: string, part: string | undefined): string {

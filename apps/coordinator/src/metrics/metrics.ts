@@ -1,10 +1,13 @@
 import { collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import { JobMetrics } from './job-metrics.js';
+import { registerProtectionMetrics, type ProtectionSource } from './protection-metrics.js';
 import type { MetricsSource, ScrapeCounts } from './source.js';
 
 export interface MetricsOptions {
   /** open `GET /events` streams, read at scrape time */
   sseClients: () => number;
+  /** what the limits refused, dropped and cut (protection-metrics.ts) */
+  protection?: ProtectionSource;
 }
 
 /**
@@ -68,6 +71,7 @@ export class CoordinatorMetrics {
         this.set(options.sseClients());
       },
     });
+    if (options.protection) registerProtectionMetrics(this.registry, options.protection);
     this.#http = new Histogram({
       name: 'agentq_http_request_duration_seconds',
       help: 'HTTP request durations by method, route pattern and status code (long-polls are held up to their timeout).',

@@ -90,6 +90,9 @@ export class MemoryState {
   #ended: string[] = [];
   #endedHead = 0;
   pendingCount = 0;
+  /** UTF-8 bytes of the prompts of pending jobs (admission control: MAX_QUEUED_BYTES) */
+  pendingBytes = 0;
+  readonly #pendingSizes = new Map<string, number>();
   jobSeq = 0;
   sessionSeq = 0;
   lastEventId = 0;
@@ -163,7 +166,7 @@ export class MemoryState {
     const wasPending = before?.status === 'pending';
     const isPending = after?.status === 'pending';
     if (wasPending && !isPending) this.#pendingRemove(before!.sessionName, id);
-    if (!wasPending && isPending) this.#pendingInsert(after!.sessionName, id, after!.seq);
+    if (!wasPending && isPending) this.#pendingInsert(after!.sessionName, id, after!.seq, after!.prompt);
 
     const wasActive = before !== undefined && isActive(before.status);
     const nowActive = after !== undefined && isActive(after.status);
@@ -215,8 +218,11 @@ export class MemoryState {
     }
   }
 
-  #pendingInsert(session: string, id: string, seq: number): void {
+  #pendingInsert(session: string, id: string, seq: number, prompt: string): void {
     this.pendingCount++;
+    const size = Buffer.byteLength(prompt, 'utf8');
+    this.#pendingSizes.set(id, size);
+    this.pendingBytes += size;
     let list = this.sessionPending.get(session);
     if (!list) this.sessionPending.set(session, (list = []));
     let i = list.length;
@@ -226,6 +232,8 @@ export class MemoryState {
 
   #pendingRemove(session: string, id: string): void {
     this.pendingCount--;
+    this.pendingBytes -= this.#pendingSizes.get(id) ?? 0;
+    this.#pendingSizes.delete(id);
     const list = this.sessionPending.get(session);
     if (!list) return;
     const i = list.indexOf(id);
@@ -357,14 +365,18 @@ export class MemoryState {
 
   /**
    * Forget idle sessions from memory only, least recently changed first, until at most `keep`
-   * remain (busy ones and those with undelivered callbacks or messages stay).
+   * remain holding at most `maxBytes` by `sizeOf` (busy ones and those with undelivered callbacks
+   * or messages stay).
    */
-  evictSessions(keep: number): void {
-    if (this.sessions.size <= keep) return;
+  evictSessions(keep: number, maxBytes = Number.POSITIVE_INFINITY, sizeOf: (s: SessionRow) => number = () => 0): void {
+    let bytes = 0;
+    if (maxBytes !== Number.POSITIVE_INFINITY) for (const s of this.sessions.values()) bytes += sizeOf(s);
+    if (this.sessions.size <= keep && bytes <= maxBytes) return;
     for (const [name, s] of this.sessions) {
-      if (this.sessions.size <= keep) break;
+      if (this.sessions.size <= keep && bytes <= maxBytes) break;
       if (this.isBusy(name) || s.callbacks.length > 0 || s.messages.length > 0 || s.deliveryJobId !== null) continue;
       this.sessions.delete(name);
+      bytes -= sizeOf(s);
     }
   }
 }

@@ -145,7 +145,7 @@ export class MemoryStore implements Store {
     return this.state.listSessions(filter);
   }
   async counts(): Promise<StoreCounts> {
-    return { pending: this.state.pendingCount, active: this.state.active.size };
+    return { pending: this.state.pendingCount, active: this.state.active.size, pendingBytes: this.state.pendingBytes };
   }
   async countByStatus(): Promise<Partial<Record<JobStatus, number>>> {
     const out: Partial<Record<JobStatus, number>> = {};

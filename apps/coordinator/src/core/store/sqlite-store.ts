@@ -18,6 +18,8 @@ export interface SqliteStoreOptions extends MemoryStoreOptions {
 }
 
 const TERMINAL = [...TERMINAL_STATUSES];
+/** what the terminal jobs kept in memory may hold (see trimCache) */
+const HOT_BYTES = 64 * 1024 * 1024;
 const placeholders = (n: number) => Array.from({ length: n }, () => '?').join(', ');
 
 /**
@@ -118,6 +120,11 @@ export class SqliteStore extends MemoryStore {
     this.state.lastEventId = Number(meta?.value ?? 0);
   }
 
+  /** A PRAGMA on the store's connection (tests make the database "full" with max_page_count). */
+  pragma(source: string): unknown {
+    return this.#db.pragma(source, { simple: true });
+  }
+
   /** The store's event numbering continues here after a restart. */
   get lastEventId(): number {
     return this.state.lastEventId;
@@ -131,8 +138,31 @@ export class SqliteStore extends MemoryStore {
     try {
       this.#persistTx(changes, lastEventId);
     } catch (err) {
-      throw unavailable(err);
+      throw this.#refused(err);
     }
+    this.#wrote();
+  }
+
+  /** Writes refused since the last one that succeeded (0: the database takes writes). */
+  #refusedSince = 0;
+
+  /**
+   * A write failed (disk full, file too large, I/O error): the change is refused with 503
+   * `storage_unavailable`. Logged once when writes start failing and once when they work again,
+   * not per request: a full disk under load would otherwise flood the log.
+   */
+  #refused(err: unknown): CoordinatorError {
+    const error = unavailable(err);
+    if (this.#refusedSince++ === 0) {
+      this.#o.log.error({ err, sqlite_code: error.details?.sqlite_code }, 'database write failed: changes are refused (503 storage_unavailable) until it works again');
+    }
+    return error;
+  }
+
+  #wrote(): void {
+    if (this.#refusedSince === 0) return;
+    this.#o.log.warn({ refused_writes: this.#refusedSince }, 'database writes work again');
+    this.#refusedSince = 0;
   }
   #persistTx: ((changes: ChangeSet, lastEventId: number) => void) | undefined;
 
@@ -270,7 +300,7 @@ export class SqliteStore extends MemoryStore {
     try {
       this.#stmt('DELETE FROM idempotency WHERE created_at < ?').run(before);
     } catch (err) {
-      throw unavailable(err);
+      throw this.#refused(err);
     }
   }
 
@@ -296,8 +326,13 @@ export class SqliteStore extends MemoryStore {
         this.#stmt('UPDATE jobs SET output_bytes = ? WHERE id = ?').run(buf.totalBytes, jobId);
       })();
     } catch (err) {
-      throw unavailable(err);
+      // the batch is not kept: forget the buffer (it is read back from the file next time) so
+      // the launcher's retry of the same offset is stored rather than taken for a duplicate
+      this.outputs.delete(jobId);
+      this.state.patchJob(jobId, { outputBytes: totalBefore });
+      throw this.#refused(err);
     }
+    this.#wrote();
     return stored;
   }
 
@@ -313,20 +348,39 @@ export class SqliteStore extends MemoryStore {
 
   // --- memory bound ------------------------------------------------------------------------------
 
-  /** Forget history beyond the hot window from memory (it stays in the file). */
+  /** How many terminal jobs and sessions are held in memory (the rest is in the file). */
+  hotWindow(): { endedJobs: number; sessions: number } {
+    let endedJobs = 0;
+    for (const id of this.state.endedIds()) if (this.state.jobs.has(id)) endedJobs++;
+    return { endedJobs, sessions: this.state.sessions.size };
+  }
+
+  /**
+   * Forget history beyond the hot window from memory (it stays in the file): the oldest terminal
+   * jobs go while more than `hotJobs` are held, or while they hold more than HOT_BYTES of prompts,
+   * results and output (a thousand jobs with 1 MiB prompts and results would be 2 GiB).
+   */
   override trimCache(): void {
-    const excess = this.state.endedCount - this.#o.hotJobs;
-    if (excess > 0) {
-      let n = 0;
-      for (const id of this.state.endedIds()) {
-        if (n >= excess) break;
-        n++;
-        this.state.evictJob(id);
-        this.outputs.delete(id);
-      }
-      this.state.dropEnded(n);
+    const sizeOf = (id: string) => {
+      const j = this.state.jobs.get(id);
+      if (!j) return 0;
+      return j.prompt.length + (j.result?.length ?? 0) + (j.error?.length ?? 0) + (this.outputs.get(id)?.retainedBytes ?? 0);
+    };
+    let count = this.state.endedCount;
+    let bytes = 0;
+    for (const id of this.state.endedIds()) bytes += sizeOf(id);
+    let n = 0;
+    for (const id of this.state.endedIds()) {
+      if (count <= this.#o.hotJobs && bytes <= HOT_BYTES) break;
+      bytes -= sizeOf(id);
+      count--;
+      n++;
+      this.state.evictJob(id);
+      this.outputs.delete(id);
     }
-    this.state.evictSessions(this.#o.hotSessions);
+    this.state.dropEnded(n);
+    // an idle session holds its last result: those count too
+    this.state.evictSessions(this.#o.hotSessions, HOT_BYTES, (s) => (s.lastResult?.length ?? 0) + (s.lastError?.length ?? 0));
   }
 
   override async close(): Promise<void> {
@@ -338,6 +392,7 @@ function unavailable(err: unknown): CoordinatorError {
   const e = err instanceof Error ? err : new Error(String(err));
   const error = new CoordinatorError('storage_unavailable', `the database refused the change: ${e.message}`, {
     sqlite_code: (e as { code?: string }).code ?? null,
+    retry_after_seconds: 5,
   });
   (error as { cause?: unknown }).cause = e;
   return error;

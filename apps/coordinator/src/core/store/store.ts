@@ -105,6 +105,11 @@ export interface OutputInfo {
 export interface StoreCounts {
   pending: number;
   active: number;
+  /**
+   * UTF-8 bytes of the prompts of pending jobs, for admission (MAX_QUEUED_BYTES). A store that
+   * does not keep pending prompts in memory may leave it out: no byte limit is applied then.
+   */
+  pendingBytes?: number;
 }
 
 /** A ready bucket, for schedule timeouts, pending reasons and metrics. */

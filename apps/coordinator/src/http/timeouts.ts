@@ -1,0 +1,61 @@
+import type { Server } from 'node:http';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { CoordinatorConfig } from '../config.js';
+
+/*
+ * HTTP timeouts (docs/operations.md, "Limits and timeouts"). Without them a client that sends
+ * headers, then one byte, then nothing holds its connection (and its buffers) for ever.
+ *
+ *   HTTP_HEADERS_TIMEOUT_MS   the request line and headers must arrive within this
+ *   HTTP_REQUEST_TIMEOUT_MS   the whole request (headers and body) must arrive within this
+ *   HTTP_IDLE_TIMEOUT_MS      a connection silent this long is closed: one that never sends a
+ *                             request, or one whose request gets nothing back
+ *   HTTP_KEEP_ALIVE_TIMEOUT_MS a kept-alive connection waits this long for its next request
+ *
+ * The first two end with 408 `request_timeout` (clientErrorHandler); they count only until the
+ * request has arrived, so they never cut an answer that takes long. Requests that wait by design
+ * send nothing while they wait: each gets the idle timeout on top of its own hold, which is
+ * bounded and known (below). Event streams send a keepalive comment well within the idle timeout.
+ */
+
+/** Extra time past a wait's hold before its connection counts as idle. */
+const WAIT_MARGIN_MS = 10_000;
+
+type Hold = (req: FastifyRequest, config: CoordinatorConfig) => number;
+
+/** The longest a waiting route may stay silent, by route: from the request or the config. */
+const HOLDS: Readonly<Record<string, Hold>> = {
+  'GET /launcher/jobs': (_req, config) => config.pollTimeoutSeconds * 1000,
+  'POST /launcher/sync': (_req, config) => config.pollTimeoutSeconds * 1000,
+  'GET /jobs/:job_id/wait': (req) => (req.query as { timeout_ms?: number }).timeout_ms ?? 30_000,
+  'POST /jobs/wait': (req) => (req.body as { timeout_ms?: number } | undefined)?.timeout_ms ?? 30_000,
+  'GET /jobs/:job_id/output': (req) => (req.query as { wait_ms?: number }).wait_ms ?? 0,
+};
+
+/** The keepalive interval of event streams: well inside the idle timeout. */
+export function sseKeepaliveMs(config: Pick<CoordinatorConfig, 'httpIdleTimeoutMs'>): number {
+  return Math.max(10, Math.min(15_000, Math.floor(config.httpIdleTimeoutMs / 3)));
+}
+
+/** Set the server's timeouts, and give waiting requests their hold on top of the idle timeout. */
+export function installTimeouts(app: FastifyInstance, config: CoordinatorConfig): void {
+  const server = app.server as Server;
+  server.headersTimeout = config.httpHeadersTimeoutMs;
+  server.requestTimeout = config.httpRequestTimeoutMs;
+  server.keepAliveTimeout = config.httpKeepAliveTimeoutMs;
+  server.setTimeout(config.httpIdleTimeoutMs);
+  // Node checks the first two every connectionsCheckingInterval (30 s by default, read at
+  // listen): check often enough that they hold to within a quarter of the shorter one.
+  (server as Server & { connectionsCheckingInterval: number }).connectionsCheckingInterval = Math.max(
+    50,
+    Math.min(1000, Math.floor(Math.min(config.httpHeadersTimeoutMs, config.httpRequestTimeoutMs) / 4)),
+  );
+
+  // preHandler: the query and body are validated, so a hold read from them is within its bounds
+  app.addHook('preHandler', async (req) => {
+    const hold = HOLDS[`${req.method} ${req.routeOptions.url ?? ''}`];
+    if (!hold) return;
+    const ms = hold(req, config);
+    if (ms > 0) req.raw.socket.setTimeout(config.httpIdleTimeoutMs + ms + WAIT_MARGIN_MS);
+  });
+}

@@ -1,0 +1,108 @@
+import assert from 'node:assert/strict';
+import { getHeapStatistics } from 'node:v8';
+import { test } from 'node:test';
+import { AgentqClient } from '@agentq/client';
+import { request } from 'undici';
+import { ConfigError, loadConfig } from '../src/config.js';
+import { queuedBytesLimit } from '../src/limits.js';
+import { fakeLauncher, rejectsWith, resume, start, startTest } from './helpers.js';
+
+// issue 11, item 1: a flood of large prompts must not take the heap; admission is memory-aware
+
+const KIB = 1024;
+const prompt = (n: number, c = 'p') => c.repeat(n);
+
+/** A client that reports a 503 at once instead of honouring its Retry-After. */
+function noRetryClient(t: import('node:test').TestContext, url: string): AgentqClient {
+  const client = new AgentqClient({ url, overloadRetries: 0 });
+  t.after(() => client.close());
+  return client;
+}
+
+async function batch(url: string, jobs: object[]): Promise<{ status: number; code?: string }> {
+  const res = await request(`${url}/jobs/batch`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jobs }) });
+  const body = (await res.body.json()) as { error?: { code: string } };
+  return { status: res.statusCode, ...(body.error ? { code: body.error.code } : {}) };
+}
+
+test('past MAX_QUEUED_BYTES a create is 503 queue_full with Retry-After; what was accepted is untouched and runs', async (t) => {
+  const { c } = await startTest(t, { maxQueuedBytes: 10 * KIB, overloadRetryAfterSeconds: 7 });
+  const client = noRetryClient(t, c.url);
+  const accepted = [];
+  for (let i = 0; i < 4; i++) accepted.push(await start(client, `s${i}`, prompt(2 * KIB)));
+  // 8 KiB queued: 2 KiB more fits exactly, one byte more does not
+  const details = await rejectsWith(start(client, 'too-much', prompt(2 * KIB + 1)), 503, 'queue_full');
+  assert.deepEqual(details, { queued_bytes: 8 * KIB, request_bytes: 2 * KIB + 1, max_queued_bytes: 10 * KIB, retry_after_seconds: 7 });
+  await rejectsWith(client.getSession('too-much'), 404, 'session_not_found'); // refused whole: no session either
+
+  // the raw answer: the standard error shape, and the header
+  const raw = await request(`${c.url}/jobs`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ type: 'start_session', session_name: 'raw', prompt: prompt(3 * KIB) }),
+  });
+  assert.equal(raw.statusCode, 503);
+  assert.equal(raw.headers['retry-after'], '7');
+  assert.equal(((await raw.body.json()) as { error: { code: string } }).error.code, 'queue_full');
+
+  // a batch is all or none, measured as a whole
+  assert.deepEqual(
+    await batch(c.url, [
+      { type: 'start_session', session_name: 'b1', prompt: prompt(KIB) },
+      { type: 'start_session', session_name: 'b2', prompt: prompt(KIB + 1) },
+    ]),
+    { status: 503, code: 'queue_full' },
+  );
+  await rejectsWith(client.getSession('b1'), 404, 'session_not_found');
+
+  const fits = await start(client, 'fits', prompt(2 * KIB)); // exactly at the limit
+  assert.equal(fits.status, 'pending');
+  await rejectsWith(start(client, 'one-byte', 'x'), 503, 'queue_full');
+
+  // nothing accepted was harmed: every job is still pending, and a launcher runs them all
+  for (const j of [...accepted, fits]) assert.equal((await client.getJob(j.job_id)).status, 'pending');
+  const l = await fakeLauncher(client);
+  const taken = await l.take();
+  assert.equal(taken.job_id, accepted[0]!.job_id);
+  // taking a job frees its bytes: creates are accepted again without any restart
+  const after = await start(client, 'after', prompt(2 * KIB));
+  assert.equal(after.status, 'pending');
+  await l.completed(taken.job_id);
+  for (const j of [...accepted.slice(1), fits, after]) {
+    assert.equal((await l.take()).job_id, j.job_id);
+    await l.completed(j.job_id);
+  }
+  assert.equal((await client.health()).queue_depth, 0);
+});
+
+test('jobs the coordinator makes itself (resumes waiting behind a busy session, callbacks) count but are never refused', async (t) => {
+  const { c } = await startTest(t, { maxQueuedBytes: 4 * KIB });
+  const client = noRetryClient(t, c.url);
+  const l = await fakeLauncher(client);
+  await start(client, 'parent', 'p');
+  const own = await l.take();
+  await l.started(own.job_id);
+  const child = await start(client, 'child', prompt(3 * KIB), { parent_session_name: 'parent' });
+  // a queued resume of the busy parent fills the queue up to the limit
+  await resume(client, 'parent', prompt(KIB - 1));
+  await rejectsWith(start(client, 'refused', prompt(2)), 503, 'queue_full');
+  // the child runs and completes: its outcome is queued for the parent, which is busy
+  assert.equal((await l.take()).job_id, child.job_id);
+  await l.completed(child.job_id, prompt(5 * KIB, 'r'));
+  assert.equal((await client.getSession('parent')).pending_callbacks.length, 1);
+  // the parent's turn ends: its queued resume runs, then the callback resume is created even
+  // though its prompt (the child's 5 KiB result) is past the limit on its own
+  await l.completed(own.job_id);
+  const next = await l.take();
+  await l.completed(next.job_id);
+  const callback = await l.take();
+  assert.deepEqual(callback.callback_of, [child.job_id]);
+  assert.ok(Buffer.byteLength(callback.prompt) > 4 * KIB);
+});
+
+test('MAX_QUEUED_BYTES defaults to a quarter of the heap limit and is read from the environment', () => {
+  assert.equal(queuedBytesLimit(loadConfig({})), Math.floor(getHeapStatistics().heap_size_limit / 4));
+  assert.equal(queuedBytesLimit(loadConfig({ MAX_QUEUED_BYTES: '5000000' })), 5_000_000);
+  assert.throws(() => loadConfig({ MAX_QUEUED_BYTES: '0' }), (e: Error) => e instanceof ConfigError && e.variable === 'MAX_QUEUED_BYTES');
+  assert.throws(() => loadConfig({ MAX_QUEUED_BYTES: 'lots' }), /MAX_QUEUED_BYTES: expected a number/);
+});

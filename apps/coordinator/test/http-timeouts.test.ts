@@ -1,0 +1,121 @@
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { test } from 'node:test';
+import { ConfigError, loadConfig } from '../src/config.js';
+import { fakeLauncher, start, startTest } from './helpers.js';
+import { request } from 'undici';
+import { metricValue, rawConnection, rawStream, seen, untilMetric } from './limits-helpers.js';
+
+// issue 11, item 3: slow or silent clients cannot hold connections for ever; waits still work
+
+const SHORT = { httpRequestTimeoutMs: 600, httpHeadersTimeoutMs: 300, httpIdleTimeoutMs: 1000, httpKeepAliveTimeoutMs: 300 };
+
+/** The status line and the JSON body of a raw HTTP answer. */
+function parseAnswer(text: string): { status: number; body: { error: { code: string } } } {
+  const [head, body] = text.split('\r\n\r\n');
+  return { status: Number(head!.split(' ')[1]), body: JSON.parse(body!) as { error: { code: string } } };
+}
+
+test('a body that stops coming is answered 408 request_timeout (standard shape) and its connection closed', async (t) => {
+  const { c } = await startTest(t, SHORT);
+  const conn = rawConnection(
+    t,
+    c.port,
+    'POST /jobs HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{',
+  );
+  await once(conn.socket, 'close');
+  const answer = parseAnswer(conn.text());
+  assert.equal(answer.status, 408);
+  assert.equal(answer.body.error.code, 'request_timeout');
+});
+
+test('headers that stop coming, or never come, are answered 408 too (the headers timeout runs from the connection)', async (t) => {
+  const { c } = await startTest(t, SHORT);
+  const slow = rawConnection(t, c.port, 'GET /health HTTP/1.1\r\nHost: test\r\nX-Slow: a');
+  const silent = rawConnection(t, c.port);
+  await Promise.all([once(slow.socket, 'close'), once(silent.socket, 'close')]);
+  for (const conn of [slow, silent]) {
+    const answer = parseAnswer(conn.text());
+    assert.equal(answer.status, 408);
+    assert.equal(answer.body.error.code, 'request_timeout');
+  }
+});
+
+test('an idle kept-alive connection is closed after HTTP_KEEP_ALIVE_TIMEOUT_MS', async (t) => {
+  const { c } = await startTest(t, SHORT);
+  const kept = rawConnection(t, c.port, 'GET /health HTTP/1.1\r\nHost: test\r\n\r\n');
+  await seen(kept, '"status":"ok"');
+  await once(kept.socket, 'close');
+  assert.equal(kept.text().match(/HTTP\/1\.1 200/g)?.length, 1, 'one answer, then the close');
+});
+
+test('a client that stops reading its answer is closed after HTTP_IDLE_TIMEOUT_MS without progress, under every buffer cap', async (t) => {
+  const { c } = await startTest(t, { ...SHORT, maxPromptBytes: 2 * 1024 * 1024 });
+  const stalled = await rawStream(t, c.port, '?include=prompt');
+  stalled.socket.pause();
+  // 10 MB of events: more than socket buffers take, less than the 16 MiB per-stream cap
+  const prompt = 'x'.repeat(1024 * 1024);
+  for (let i = 0; i < 10; i++) await c.core.createJob({ type: 'start_session', session_name: `big-${i}`, prompt });
+  await untilMetric(c.url, 'agentq_sse_clients', 0);
+  const closed = once(stalled.socket, 'close');
+  stalled.socket.resume();
+  await closed;
+  assert.equal(await metricValue(c.url, 'agentq_sse_clients_cut_total', { reason: 'client_unread' }), 0);
+  assert.equal(await metricValue(c.url, 'agentq_sse_clients_cut_total', { reason: 'total_buffered' }), 0);
+});
+
+test('long-polls, waits and output follows outlast the idle timeout: their hold is added to it', async (t) => {
+  const { c, client } = await startTest(t, { ...SHORT, httpIdleTimeoutMs: 400, pollTimeoutSeconds: 1.5 });
+  const l = await fakeLauncher(client);
+  // a poll held 1.5 s (nearly four idle timeouts) ends as a normal 204
+  assert.equal(await l.poll(), null);
+  const job = await start(client, 'waited');
+  await l.take();
+  await l.started(job.job_id);
+  const waited = await client.waitJob(job.job_id, 1500);
+  assert.equal(waited.status, 'running');
+  const many = await client.waitJobs({ job_ids: [job.job_id], timeout_ms: 1500 });
+  assert.equal(many.done, false);
+  const out = await client.getOutput(job.job_id, { offset: 0, wait_ms: 1500 });
+  assert.equal(out.output, '');
+  // and a sync that only waits (a report-and-poll with nothing to report is held like a poll)
+  const sync = await request(`${c.url}/launcher/sync`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ launcher_id: l.id, capacity: 1, reports: [] }),
+  });
+  assert.equal(sync.statusCode, 200);
+  assert.deepEqual(((await sync.body.json()) as { jobs: unknown[] }).jobs, []);
+});
+
+test('an event stream stays open past the idle timeout: keepalives come well within it', async (t) => {
+  const { c, client } = await startTest(t, { ...SHORT, httpIdleTimeoutMs: 400 });
+  const stream = await rawStream(t, c.port);
+  // three keepalives take longer than one idle timeout
+  for (let i = 0; i < 3; i++) {
+    const count = stream.text().split(': keepalive').length;
+    await new Promise<void>((resolve) => {
+      const on = () => {
+        if (stream.text().split(': keepalive').length <= count) return;
+        stream.socket.off('data', on);
+        resolve();
+      };
+      stream.socket.on('data', on);
+    });
+  }
+  await start(client, 'still-open');
+  await seen(stream, '"session_name":"still-open"');
+});
+
+test('HTTP timeouts are read from the environment; headers cannot outlast the request', () => {
+  const config = loadConfig({ HTTP_REQUEST_TIMEOUT_MS: '5000', HTTP_HEADERS_TIMEOUT_MS: '2000', HTTP_IDLE_TIMEOUT_MS: '7000', HTTP_KEEP_ALIVE_TIMEOUT_MS: '3000' });
+  assert.deepEqual(
+    [config.httpRequestTimeoutMs, config.httpHeadersTimeoutMs, config.httpIdleTimeoutMs, config.httpKeepAliveTimeoutMs],
+    [5000, 2000, 7000, 3000],
+  );
+  assert.throws(
+    () => loadConfig({ HTTP_REQUEST_TIMEOUT_MS: '1000', HTTP_HEADERS_TIMEOUT_MS: '2000' }),
+    (e: Error) => e instanceof ConfigError && e.variable === 'HTTP_HEADERS_TIMEOUT_MS',
+  );
+  assert.throws(() => loadConfig({ HTTP_IDLE_TIMEOUT_MS: '0' }), (e: Error) => e instanceof ConfigError && e.variable === 'HTTP_IDLE_TIMEOUT_MS');
+});

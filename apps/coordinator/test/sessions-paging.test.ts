@@ -1,0 +1,96 @@
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { test, type TestContext } from 'node:test';
+import type { AgentqClient } from '@agentq/client';
+import type { ListSessionsQuery } from '@agentq/protocol';
+import type { CoordinatorConfig } from '../src/config.js';
+import { ManualClock } from '../src/core/clock.js';
+import { tempDir } from './auth-helpers.js';
+import { fakeLauncher, rejectsWith, start, startTest } from './helpers.js';
+
+// issue 11, item 11: sessions do not pile up for ever, and their list is paged
+
+/** Both local stores: the memory store, and SQLite (history read from the file). */
+const STORES: Array<[string, (t: TestContext) => Partial<CoordinatorConfig>]> = [
+  ['memory', () => ({ databaseUrl: 'memory:' })],
+  ['sqlite', (t) => ({ databaseUrl: `sqlite:${join(tempDir(t), 'agentq.db')}`, hotSessions: 5 })],
+];
+
+/** Follow next_cursor to the end: each page's session names. */
+async function pages(client: AgentqClient, query: ListSessionsQuery): Promise<string[][]> {
+  const out: string[][] = [];
+  let cursor: string | undefined;
+  for (;;) {
+    const page = await client.listSessions({ ...query, ...(cursor !== undefined ? { cursor } : {}) });
+    out.push(page.sessions.map((s) => s.session_name));
+    if (page.next_cursor === null) return out;
+    cursor = page.next_cursor;
+  }
+}
+
+for (const [kind, store] of STORES) {
+  test(`${kind}: GET /sessions pages newest first with a cursor, after the filters, without overlap`, async (t) => {
+    const { client } = await startTest(t, store(t));
+    const names: string[] = [];
+    for (let i = 0; i < 23; i++) {
+      const name = `s${String(i).padStart(2, '0')}`;
+      names.push(name);
+      const job = await start(client, name, 'p', i % 2 === 0 && i > 0 ? { parent_session_name: 's00' } : {});
+      if (i % 3 !== 0) await client.stopJob(job.job_id); // idle; the others stay busy (pending)
+    }
+    const newestFirst = [...names].reverse();
+    const all = await pages(client, { limit: 10 });
+    assert.deepEqual(all.map((p) => p.length), [10, 10, 3]);
+    assert.deepEqual(all.flat(), newestFirst);
+
+    // exactly at a page boundary: next_cursor null, no empty page
+    assert.deepEqual((await pages(client, { limit: 23 })).map((p) => p.length), [23]);
+
+    // filters apply before paging
+    const busy = (await pages(client, { status: 'busy', limit: 3 })).flat();
+    assert.deepEqual(busy, newestFirst.filter((n) => Number(n.slice(1)) % 3 === 0));
+    const children = (await pages(client, { parent: 's00', limit: 4 })).flat();
+    assert.deepEqual(children, newestFirst.filter((n) => Number(n.slice(1)) % 2 === 0 && n !== 's00'));
+
+    // sessions created meanwhile do not shift later pages
+    const first = await client.listSessions({ limit: 5 });
+    await start(client, 'newer');
+    const second = await client.listSessions({ limit: 5, cursor: first.next_cursor! });
+    assert.deepEqual(second.sessions.map((s) => s.session_name), newestFirst.slice(5, 10));
+
+    await rejectsWith(client.listSessions({ cursor: 'not-a-cursor' }), 400, 'validation_failed');
+  });
+
+  test(`${kind}: a session is deleted one sweep after its last job; with children or a busy turn it stays`, async (t) => {
+    const clock = new ManualClock();
+    const retention = 60_000;
+    // only the test sweeps; a launcher that never goes stale across the clock jumps
+    const { c, client } = await startTest(t, { ...store(t), jobRetentionMs: retention, heartbeatTimeoutSeconds: 86_400, sweepIntervalMs: 600_000 }, { clock });
+    const l = await fakeLauncher(client);
+    const many = 1200; // more than one sweep's batch (1,000)
+    for (let i = 0; i < many; i++) {
+      const job = await start(client, `old-${i}`);
+      await client.stopJob(job.job_id);
+    }
+    await start(client, 'parent');
+    const own = await l.take();
+    await l.completed(own.job_id);
+    const child = await start(client, 'child', 'p', { parent_session_name: 'parent' });
+    await l.take();
+    await l.started(child.job_id);
+
+    clock.advance(retention);
+    for (let i = 0; i < 4; i++) await c.core.sweep(); // jobs go first, their sessions a sweep later
+    const left = (await pages(client, { limit: 1000 })).flat().sort();
+    assert.deepEqual(left, ['child', 'parent'], 'the parent stays while its child does');
+    for (const name of ['old-0', `old-${many - 1}`]) await rejectsWith(client.getSession(name), 404, 'session_not_found');
+
+    await l.completed(child.job_id);
+    const callback = await l.take(); // the parent is told: its delivery resume
+    await l.completed(callback.job_id);
+    clock.advance(retention);
+    for (let i = 0; i < 3; i++) await c.core.sweep();
+    assert.deepEqual((await client.listSessions()).sessions, []);
+    await rejectsWith(client.getSession('parent'), 404, 'session_not_found');
+  });
+}

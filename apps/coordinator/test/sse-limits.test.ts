@@ -1,0 +1,131 @@
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { test } from 'node:test';
+import { request } from 'undici';
+import { rejectsWith, start, startTest } from './helpers.js';
+import { metricValue, noRetryClient, rawStream, seen, untilMetric } from './limits-helpers.js';
+
+// issue 11, items 2 and 5: event streams are bounded in number and in what they buffer
+
+const MIB = 1024 * 1024;
+
+test('past MAX_SSE_CLIENTS a new stream is 503 too_many_clients with Retry-After; a freed place is taken again', async (t) => {
+  const { c } = await startTest(t, { maxSseClients: 2, overloadRetryAfterSeconds: 3 });
+  const client = noRetryClient(t, c.url);
+  const first = await rawStream(t, c.port);
+  await rawStream(t, c.port);
+
+  const res = await request(`${c.url}/events`);
+  assert.equal(res.statusCode, 503);
+  assert.equal(res.headers['retry-after'], '3');
+  const body = (await res.body.json()) as { error: { code: string; details: Record<string, unknown> } };
+  assert.equal(body.error.code, 'too_many_clients');
+  assert.deepEqual(body.error.details, { max_sse_clients: 2, retry_after_seconds: 3 });
+  await rejectsWith(client.events().next(), 503, 'too_many_clients');
+  assert.equal(await metricValue(c.url, 'agentq_requests_refused_total', { reason: 'sse_clients' }), 2);
+
+  // one stream ends: once the server has seen it go, its place is free again
+  first.socket.destroy();
+  await untilMetric(c.url, 'agentq_sse_clients', 1);
+  const again = await rawStream(t, c.port);
+  await start(client, 'again');
+  await seen(again, 'event: session.created');
+});
+
+test('HEAD /events answers the stream headers at once and ends', async (t) => {
+  const { c } = await startTest(t);
+  for (let i = 0; i < 20; i++) {
+    const res = await request(`${c.url}/events`, { method: 'HEAD' });
+    assert.equal(res.statusCode, 200);
+    assert.match(String(res.headers['content-type']), /^text\/event-stream/);
+    assert.equal(await res.body.text(), '');
+  }
+});
+
+test('job events leave the prompt out unless ?include=prompt, and each event is serialised once for all clients', async (t) => {
+  const { c, client } = await startTest(t);
+  const lean = await Promise.all([1, 2, 3, 4].map(() => rawStream(t, c.port)));
+  const full = await rawStream(t, c.port, '?include=prompt');
+
+  const stringify = JSON.stringify;
+  let serialised = 0;
+  JSON.stringify = function (value: unknown, ...rest: unknown[]) {
+    if (value && typeof value === 'object' && (value as { type?: unknown }).type === 'job.created') serialised++;
+    return (stringify as (...a: unknown[]) => string)(value, ...rest);
+  } as typeof JSON.stringify;
+  let job;
+  try {
+    job = await start(client, 'secretive', 'the prompt text');
+    await Promise.all([...lean, full].map((s) => seen(s, 'event: job.created')));
+  } finally {
+    JSON.stringify = stringify;
+  }
+  assert.equal(serialised, 2, 'one frame without the prompt and one with it, for five clients');
+
+  const dataOf = (text: string) => {
+    const block = text.split('\n\n').find((b) => b.includes('event: job.created'))!;
+    return JSON.parse(block.split('\n').find((l) => l.startsWith('data: '))!.slice(6)) as { job: Record<string, unknown> };
+  };
+  for (const s of lean) {
+    const { job: j } = dataOf(s.text());
+    assert.equal(j.job_id, job.job_id);
+    assert.equal(j.prompt, undefined);
+    assert.equal(j.prompt_omitted, true);
+  }
+  const { job: withPrompt } = dataOf(full.text());
+  assert.equal(withPrompt.prompt, 'the prompt text');
+  assert.equal(withPrompt.prompt_omitted, undefined);
+  assert.equal((await client.getJob(job.job_id)).prompt, 'the prompt text', 'the prompt is fetched by id');
+});
+
+test('past SSE_MAX_BUFFERED_BYTES across streams the slowest stream is cut first; the others keep going', { timeout: 120_000 }, async (t) => {
+  const cap = 40 * MIB;
+  // a per-stream cap (8 x MAX_PROMPT_BYTES = 64 MiB) above the total: only the total can cut here
+  const { c } = await startTest(t, { sseMaxBufferedBytes: cap, maxPromptBytes: 8 * MIB, eventReplaySize: 10 });
+  const reader = await rawStream(t, c.port); // reads everything, all along
+  const slowest = await rawStream(t, c.port, '?include=prompt');
+  slowest.socket.pause(); // stalled from the start
+
+  const prompt = 'x'.repeat(256 * 1024);
+  let n = 0;
+  const flood = async (bytes: number) => {
+    for (let sent = 0; sent < bytes; sent += prompt.length) {
+      await c.core.createJob({ type: 'start_session', session_name: `flood-${n++}`, prompt });
+    }
+  };
+  // the slowest falls 24 MB behind (far more than socket buffers hold), below the cap on its own
+  await flood(24 * MIB);
+  await seen(reader, '"session_name":"flood-95"');
+  assert.equal(slowest.socket.destroyed, false);
+  // a second stalled stream joins; together they pass the cap while it is 24 MB behind the first
+  const slow = await rawStream(t, c.port, '?include=prompt');
+  slow.socket.pause();
+  await flood(24 * MIB);
+  await untilMetric(c.url, 'agentq_sse_clients_cut_total', 1, { reason: 'total_buffered' });
+  // the slowest finds its connection closed once it reads again (a paused socket sees no FIN)
+  const cut = once(slowest.socket, 'close');
+  slowest.socket.resume();
+  await cut;
+
+  // the second one was not cut: it reads on and gets every event up to the last one
+  const lastJob = `flood-${n - 1}`;
+  slow.socket.resume();
+  await seen(slow, `"session_name":"${lastJob}"`);
+  assert.equal(slow.socket.destroyed, false);
+  await seen(reader, `"session_name":"${lastJob}"`);
+  assert.equal(await metricValue(c.url, 'agentq_sse_clients_cut_total', { reason: 'total_buffered' }), 1, 'only the slowest');
+  assert.equal(await metricValue(c.url, 'agentq_sse_clients_cut_total', { reason: 'client_unread' }), 0);
+  assert.equal(await metricValue(c.url, 'agentq_sse_clients'), 2, 'the reader and the second stalled stream');
+});
+
+test('the replay window holds at most EVENT_REPLAY_BYTES of events; a client resuming from before it gets stream.gap', async (t) => {
+  const { c, client } = await startTest(t, { eventReplayBytes: 4 * MIB, maxPromptBytes: 2 * MIB });
+  const firstId = c.core.events.lastId + 1;
+  for (let i = 0; i < 10; i++) await start(client, `large-${i}`, 'x'.repeat(MIB));
+  const window = c.core.events.replayWindow;
+  assert.ok(window.bytes <= 4 * MIB, `${window.bytes} bytes held`);
+  assert.ok(window.events >= 3, 'the newest events are there');
+  const stream = await rawStream(t, c.port, '', firstId);
+  await seen(stream, 'event: stream.gap');
+  await seen(stream, '"session_name":"large-9"');
+});
