@@ -67,7 +67,7 @@ test('a parked poll with capacity N woken by a batch create takes up to N of the
   assert.deepEqual([...ids(answer.jobs), ...ids(rest?.jobs)], ids(created), 'the rest stayed queued in order');
 });
 
-test('many launchers polling with capacity while jobs arrive: each job handed out once, no answer over capacity, FIFO kept', async (t) => {
+test('many launchers polling with capacity while jobs arrive: each job handed out once, no answer over capacity', async (t) => {
   const { client, c } = await startTest(t, { pollTimeoutSeconds: 1 });
   const JOBS = 300;
   const launchers = await Promise.all(Array.from({ length: 12 }, (_, i) => fakeLauncher(client, `many-${i}`)));
@@ -77,6 +77,15 @@ test('many launchers polling with capacity while jobs arrive: each job handed ou
   let created = 0;
   const done = new AbortController();
   const loops = launchers.map(async (l, i) => {
+    // a failed check ends every loop (the others would poll for ever)
+    try {
+      await pollLoop(l, i);
+    } catch (err) {
+      done.abort();
+      throw err;
+    }
+  });
+  async function pollLoop(l: (typeof launchers)[number], i: number): Promise<void> {
     while (!done.signal.aborted) {
       const answer = await l.poll({ batch: true, capacity: capacities[i]!, signal: done.signal }).catch(() => null);
       const jobs = answer?.jobs ?? [];
@@ -85,14 +94,13 @@ test('many launchers polling with capacity while jobs arrive: each job handed ou
         assert.equal(seen.has(j.job_id), false, `job ${j.job_id} handed out twice`);
         seen.set(j.job_id, l.id);
       }
-      // inside one answer the jobs come oldest first (creates race each other here, so the exact
-      // order is checked in the tests above; created_at may tie)
-      const times = jobs.map((j) => j.created_at);
-      assert.deepEqual(times, [...times].sort());
+      // (the order inside an answer is checked in the tests above: here creates race each other,
+      // and on PostgreSQL concurrent creates may take their queue places in another order than
+      // their created_at times)
       handed += jobs.length;
       if (handed === JOBS) done.abort();
     }
-  });
+  }
   const allParked = parked(c.core, undefined, launchers.length);
   await allParked;
   // creates in batches and one by one, while the launchers poll
