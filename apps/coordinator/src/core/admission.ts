@@ -27,7 +27,7 @@ export class Admission {
    * transaction at a time.
    */
   async check(jobs: readonly Pick<CreateJobRequest, 'prompt'>[]): Promise<void> {
-    const { pendingBytes } = await this.store.counts();
+    const pendingBytes = this.store.pendingPromptBytes?.();
     if (pendingBytes === undefined) return; // the store keeps no count: no byte limit
     let incoming = 0;
     for (const j of jobs) incoming += Buffer.byteLength(j.prompt, 'utf8');

@@ -144,6 +144,9 @@ export class MemoryStore implements Store {
   async listSessions(filter: ListSessionsFilter): Promise<SessionRow[]> {
     return this.state.listSessions(filter);
   }
+  pendingPromptBytes(): number {
+    return this.state.pendingBytes;
+  }
   async counts(): Promise<StoreCounts> {
     return { pending: this.state.pendingCount, active: this.state.active.size, pendingBytes: this.state.pendingBytes };
   }

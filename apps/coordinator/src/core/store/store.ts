@@ -143,6 +143,13 @@ export interface Store {
   listJobs(filter: ListJobsFilter): Promise<JobRow[]>;
   listSessions(filter: ListSessionsFilter): Promise<SessionRow[]>;
   counts(): Promise<StoreCounts>;
+  /**
+   * UTF-8 bytes of the prompts of pending jobs, for a store that holds them in memory (admission,
+   * MAX_QUEUED_BYTES). Read without I/O, because admission runs inside the creating transaction,
+   * where a store with a connection pool must not wait for a second connection. A store without
+   * it (PostgreSQL: prompts stay in the database) gets no byte limit.
+   */
+  pendingPromptBytes?(): number;
   /** jobs held, by status (history included) */
   countByStatus(): Promise<Partial<Record<JobStatus, number>>>;
   readyBuckets(): Promise<ReadyBucket[]>;
