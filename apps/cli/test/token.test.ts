@@ -50,7 +50,14 @@ describe('agentq token create', () => {
     assert.match(envelope<Failure>(noRole, CliFailure).error.message, /--role <role>' not specified/);
     const badName = await cli(url, ['token', 'create', 'two words', '--role', 'admin', '--json']);
     assert.equal(badName.code, 2);
-    assert.match(envelope<Failure>(badName, CliFailure).error.message, /without spaces/);
+    assert.match(envelope<Failure>(badName, CliFailure).error.message, /1-64 characters/);
+    // names the token file refuses are refused here too, not printed as a line the coordinator rejects
+    for (const name of ['ci/bot', '_x', 'é', 'n'.repeat(65)]) {
+      const refused = await cli(url, ['token', 'create', name, '--role', 'reader', '--json']);
+      assert.equal(refused.code, 2, name);
+    }
+    const longest = await cli(url, ['token', 'create', `a${'b'.repeat(63)}`, '--role', 'reader', '--json']);
+    assert.equal(longest.code, 0, longest.stderr);
   });
 });
 

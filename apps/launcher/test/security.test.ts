@@ -140,6 +140,18 @@ test('the CLI works against an https:// coordinator whose certificate it trusts'
   const envelope = JSON.parse(cli.stdout) as { ok: boolean; data?: { job_id: string; status: string } };
   assert.equal(cli.code, 3, cli.stdout + cli.stderr); // still pending: "running" exit code
   assert.deepEqual([envelope.ok, envelope.data?.job_id, envelope.data?.status], [true, job.job_id, 'pending']);
+
+  // the CLI's own ways to trust the certificate: --ca-file, and AGENTQ_CA_FILE
+  for (const [args, env] of [
+    [['--ca-file', certFile], {}],
+    [[], { AGENTQ_CA_FILE: certFile }],
+  ] as Array<[string[], Record<string, string>]>) {
+    const trusted = await runToEnd([CLI, 'status', job.job_id, '--json', ...args], { AGENTQ_URL: c.url, ...env });
+    assert.equal(trusted.code, 3, trusted.stdout + trusted.stderr);
+  }
+  // and without any, the self-signed certificate is refused (a connection error: exit 1)
+  const untrusted = await runToEnd([CLI, 'status', job.job_id, '--json'], { AGENTQ_URL: c.url });
+  assert.equal(untrusted.code, 1, untrusted.stdout + untrusted.stderr);
 });
 
 test('a launcher whose token is refused says so and exits 1 after one try, not a retry loop', async (t) => {

@@ -47,3 +47,5 @@ export const CostUsd = Type.Number({ minimum: 0, maximum: 1e9 });
 export const Roles = ['admin', 'client', 'reader', 'launcher'] as const;
 export const Role = Type.Union(Roles.map((r) => Type.Literal(r)));
 export type Role = (typeof Roles)[number];
+/** A token's name in AUTH_TOKENS_FILE (and what `agentq token create` accepts): 1-64 characters. */
+export const TOKEN_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.@:-]{0,63}$/;

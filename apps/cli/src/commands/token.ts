@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { Roles, type CliTokenCreated, type Role } from '@agentq/protocol';
+import { Roles, TOKEN_NAME_PATTERN, type CliTokenCreated, type Role } from '@agentq/protocol';
 import { Option, type Command } from 'commander';
 import { UsageError } from '../errors.js';
 import type { Act } from '../program.js';
@@ -40,9 +40,11 @@ coordinator SIGHUP (or restart it); give the secret to its user as AGENTQ_TOKEN.
       act(async (_ctx, cmd) => {
         const [name] = cmd.processedArgs as [string];
         const { role } = cmd.opts<{ role: Role }>();
-        // the file is `NAME ROLE HASH` split on spaces, `#` starts a comment
-        if (!/^[^\s#]{1,100}$/.test(name)) {
-          throw new UsageError(`token name '${name}' must be 1-100 characters without spaces or '#'`);
+        // the coordinator's rule for names in the token file: a line it would refuse is no use
+        if (!TOKEN_NAME_PATTERN.test(name)) {
+          throw new UsageError(
+            `token name '${name}' must be 1-64 characters: letters, digits and _ . @ : - (starting with a letter or digit)`,
+          );
         }
         const data = createToken(name, role);
         const text = () =>

@@ -1,6 +1,6 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { Roles, type Role } from '@agentq/protocol';
+import { Roles, TOKEN_NAME_PATTERN, type Role } from '@agentq/protocol';
 
 /**
  * The token file (`AUTH_TOKENS_FILE`): one token per line, `NAME ROLE SHA256HEX`, separated by
@@ -23,7 +23,6 @@ export class TokenFileError extends Error {
   override readonly name = 'TokenFileError';
 }
 
-const NAME = /^[A-Za-z0-9][A-Za-z0-9_.@:-]{0,63}$/;
 const HEX = /^[0-9a-fA-F]{64}$/;
 
 /** The hex SHA-256 of a secret: what the token file holds. */
@@ -45,7 +44,7 @@ export function parseTokenFile(text: string, source: string): TokenEntry[] {
       throw new TokenFileError(`${where}: expected "NAME ROLE SHA256HEX", got ${fields.length} field(s)`);
     }
     const [name, role, hex] = fields as [string, string, string];
-    if (!NAME.test(name)) {
+    if (!TOKEN_NAME_PATTERN.test(name)) {
       throw new TokenFileError(`${where}: name ${JSON.stringify(name)} must be 1-64 letters, digits or _ . @ : - (starting with a letter or digit)`);
     }
     if (!(Roles as readonly string[]).includes(role)) {
