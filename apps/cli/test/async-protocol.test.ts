@@ -1,5 +1,5 @@
 /**
- * Seed 001 (async job protocol), checked end to end against a real coordinator: the start
+ * The async job protocol, checked end to end against a real coordinator: the start
  * command returns the full descriptor, and `status` exits with the job's state.
  */
 import assert from 'node:assert/strict';

@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import { request } from 'undici';
 import { rejectsWith, start, startTest } from './helpers.js';
 
-const SEED_FIELDS = [
+const CONTRACT_FIELDS = [
   'job_id', 'type', 'session_name', 'agent_name', 'prompt', 'project_dir', 'parent_session_name', 'status',
   'launcher_id', 'error', 'created_at', 'claimed_at', 'started_at', 'completed_at',
 ];
@@ -34,7 +34,7 @@ test('GET /jobs/{id} returns every field of the original data model, null where 
   const { client } = await startTest(t);
   const created = await start(client, 'fields');
   const job = await client.getJob(created.job_id);
-  for (const field of SEED_FIELDS) assert.ok(field in job, `missing ${field}`);
+  for (const field of CONTRACT_FIELDS) assert.ok(field in job, `missing ${field}`);
   assert.equal(job.agent_name, null);
   assert.equal(job.project_dir, null);
   assert.equal(job.parent_session_name, null);

@@ -67,7 +67,7 @@ test("the original launcher's fields count: hostname and executor_type are label
   assert.deepEqual(id.roots, ['/srv/a']);
   assert.equal(id.hostId, 'hostname:seed-host');
   const own = launcherIdentity({ hostname: 'h', labels: { zone: 'eu', hostname: 'other' }, project_roots: ['/a/../b', '/c'], host_id: 'abcdefgh12' });
-  assert.deepEqual(own.labels, { zone: 'eu', hostname: 'other' }, 'its own labels win over the seed fields');
+  assert.deepEqual(own.labels, { zone: 'eu', hostname: 'other' }, 'its own labels win over the registration fields');
   assert.deepEqual(own.roots, ['/b', '/c']);
   assert.equal(own.hostId, 'abcdefgh12');
 });
@@ -79,7 +79,7 @@ test('a launcher that registers like the original one (hostname, project_dir, ex
   const forSeed = await client.createJob({ type: 'start_session', session_name: 's1', prompt: 'x', requires: { hostname: 'seed-host' } });
   const inA = await client.createJob({ type: 'start_session', session_name: 's2', prompt: 'x', project_dir: '/srv/a/app' });
   const anywhere = await start(client, 's3');
-  // the other launcher never gets the seed's jobs: it takes the only one it may
+  // the other launcher never gets seed-host's jobs: it takes the only one it may
   const o = await client.poll(other.launcher_id, { holdSeconds: 1, capacity: 5, batch: true });
   assert.deepEqual(o?.jobs?.map((j) => j.job_id), [anywhere.job_id]);
   // without `batch`, one job per answer, in `job` (what the original launcher reads)

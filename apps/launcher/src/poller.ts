@@ -22,7 +22,7 @@ export interface PollerOptions {
 }
 
 /**
- * The long-poll loop (the seed's JobPoller), on `POST /launcher/sync`. Each poll says how many
+ * The long-poll loop, on `POST /launcher/sync`. Each poll says how many
  * jobs the launcher can take (`capacity`: its free slots) and may get several at once; it also
  * carries the reports waiting to go out (sync-channel.ts), and is then answered at once. A poll
  * without reports is held until there is work. While the launcher is full the poll still goes

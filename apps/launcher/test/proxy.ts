@@ -25,7 +25,7 @@ export interface Proxy {
 }
 
 /**
- * The requests of the seed protocol a `POST /launcher/sync` stands for: a long-poll
+ * The requests of the one-call-per-report protocol a `POST /launcher/sync` stands for: a long-poll
  * (`GET /launcher/jobs?launcher_id=&capacity=`) when it asks for work or waits (capacity > 0, or no
  * reports), and one `POST /launcher/jobs/{id}/{kind}` per report, with the body that endpoint takes.
  * The launcher sends its polls and reports this way; tests written against the single endpoints

@@ -20,7 +20,11 @@ export function backoffDelay(attempt: number, options: BackoffOptions = {}): num
   return Math.round(ceiling / 2 + (random() * ceiling) / 2);
 }
 
-/** Resolve after `ms`, or reject with the signal's reason as soon as it aborts. */
+/**
+ * Resolve after `ms`, or reject with the signal's reason as soon as it aborts. Hand-written
+ * rather than `timers/promises` `setTimeout`: that one rejects with a generic AbortError, and the
+ * callers need the signal's own reason (a shutdown, a caller's timeout) to say why they stopped.
+ */
 export function delay(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
     if (signal?.aborted) return reject(signal.reason);
