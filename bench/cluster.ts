@@ -17,14 +17,13 @@
  * Environment: BENCH_JOBS (latency, default 1000), BENCH_TOTAL (throughput, default 3000),
  * BENCH_LAUNCHERS (default 4), BENCH_PRODUCERS (default 4), BENCH_WORKERS (default 8).
  */
-import { spawn } from 'node:child_process';
-import { once } from 'node:events';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { createInterface } from 'node:readline';
 import { AgentqClient } from '@agentq/client';
+import { QUIET_ENV, startCoordinatorProcess, type ServerProcess } from './lib/process.js';
+import { latencyOf, ms } from './lib/stats.js';
 
 const JOBS = Number(process.env.BENCH_JOBS ?? 1000);
 const TOTAL = Number(process.env.BENCH_TOTAL ?? 3000);
@@ -32,34 +31,6 @@ const LAUNCHERS = Number(process.env.BENCH_LAUNCHERS ?? 4);
 const PRODUCERS = Number(process.env.BENCH_PRODUCERS ?? 4);
 const WORKERS = Number(process.env.BENCH_WORKERS ?? 8);
 const WARMUP = 100;
-
-interface Server {
-  url: string;
-  stop(): Promise<void>;
-}
-
-async function startCoordinatorProcess(databaseUrl: string): Promise<Server> {
-  const code = `
-    const { startCoordinator } = await import('@agentq/coordinator');
-    const c = await startCoordinator({ pollTimeoutSeconds: 60, logLevel: 'silent', eventReplaySize: 1000, databaseUrl: ${JSON.stringify(databaseUrl)} });
-    console.log(c.url);
-    process.on('SIGTERM', () => c.close().then(() => process.exit(0)));
-  `;
-  const child = spawn(process.execPath, ['--input-type=module', '-e', code], { stdio: ['ignore', 'pipe', 'inherit'] });
-  const [url] = (await once(createInterface({ input: child.stdout! }), 'line')) as [string];
-  return {
-    url,
-    stop: async () => {
-      child.kill('SIGTERM');
-      await once(child, 'exit');
-    },
-  };
-}
-
-function percentile(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
-}
-const ms = (x: number) => `${x.toFixed(2)} ms`;
 
 /** p50/p90/p99/max of POST /jobs on `producerUrl` -> a poll parked on `launcherUrl` returns it. */
 async function latency(producerUrl: string, launcherUrl: string): Promise<string[]> {
@@ -93,8 +64,8 @@ async function latency(producerUrl: string, launcherUrl: string): Promise<string
   stop.abort();
   await Promise.allSettled(loops);
   await Promise.all([producer.close(), launchers.destroy()]);
-  const sorted = samples.sort((a, b) => a - b);
-  return [ms(percentile(sorted, 50)), ms(percentile(sorted, 90)), ms(percentile(sorted, 99)), ms(sorted[sorted.length - 1]!)];
+  const l = latencyOf(samples);
+  return [ms(l.p50), ms(l.p90), ms(l.p99), ms(l.max)];
 }
 
 /** Jobs per second, created by producers and run (started, completed) by launchers, end to end. */
@@ -131,9 +102,9 @@ async function throughput(urls: string[]): Promise<string> {
   return `${Math.round(TOTAL / seconds)} jobs/s`;
 }
 
-async function setup(name: string, databaseUrls: string[], run: (servers: Server[]) => Promise<string[]>): Promise<string> {
-  const servers: Server[] = [];
-  for (const url of databaseUrls) servers.push(await startCoordinatorProcess(url));
+async function setup(name: string, databaseUrls: string[], run: (servers: ServerProcess[]) => Promise<string[]>): Promise<string> {
+  const servers: ServerProcess[] = [];
+  for (const url of databaseUrls) servers.push(await startCoordinatorProcess(url, QUIET_ENV));
   try {
     return `| ${name} | ${(await run(servers)).join(' | ')} |`;
   } finally {
@@ -161,7 +132,7 @@ try {
   console.log(`# stores and coordinators — node ${process.version}, ${new Date().toISOString()}`);
   console.log(`latency: ${LAUNCHERS} parked launchers, ${JOBS} jobs after ${WARMUP} warm-up; throughput: ${TOTAL} jobs, ${PRODUCERS} producers, ${WORKERS} launchers (capacity 4)\n`);
   const rows: string[] = [];
-  const both = async (servers: Server[]) => {
+  const both = async (servers: ServerProcess[]) => {
     const [a, b] = [servers[0]!, servers[servers.length - 1]!];
     const lat = await latency(a.url, b.url);
     return [...lat, await throughput(servers.map((s) => s.url))];

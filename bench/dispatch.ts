@@ -13,47 +13,22 @@
  * Environment: BENCH_JOBS (default 3000), BENCH_LAUNCHERS (default 4), BENCH_BIG (default 1000000),
  * BENCH_ONLY=latency|claims to run one part.
  */
-import { spawn } from 'node:child_process';
-import { once } from 'node:events';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { createInterface } from 'node:readline';
 import { AgentqClient } from '@agentq/client';
 import { Coordinator, loadConfig } from '@agentq/coordinator';
+import { QUIET_ENV, startCoordinatorProcess } from './lib/process.js';
+import { latencyOf, median, ms } from './lib/stats.js';
 
 const JOBS = Number(process.env.BENCH_JOBS ?? 3000);
 const LAUNCHERS = Number(process.env.BENCH_LAUNCHERS ?? 4);
 const BIG = Number(process.env.BENCH_BIG ?? 1_000_000);
 const WARMUP = 200;
 
-function percentile(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
-}
-const ms = (x: number) => `${x.toFixed(3)} ms`;
-
-async function startCoordinatorProcess(databaseUrl: string): Promise<{ url: string; stop: () => Promise<void> }> {
-  const code = `
-    const { startCoordinator } = await import('@agentq/coordinator');
-    const c = await startCoordinator({ pollTimeoutSeconds: 60, logLevel: 'silent', eventReplaySize: 1000, databaseUrl: ${JSON.stringify(databaseUrl)} });
-    console.log(c.url);
-    process.on('SIGTERM', () => c.close().then(() => process.exit(0)));
-  `;
-  const child = spawn(process.execPath, ['--input-type=module', '-e', code], { stdio: ['ignore', 'pipe', 'inherit'] });
-  const lines = createInterface({ input: child.stdout! });
-  const [url] = (await once(lines, 'line')) as [string];
-  return {
-    url,
-    stop: async () => {
-      child.kill('SIGTERM');
-      await once(child, 'exit');
-    },
-  };
-}
-
 async function latency(databaseUrl: string): Promise<void> {
-  const server = await startCoordinatorProcess(databaseUrl);
+  const server = await startCoordinatorProcess(databaseUrl, QUIET_ENV);
   const client = new AgentqClient({ url: server.url, connections: LAUNCHERS + 4 });
   // when each job reached a launcher: it may be before POST /jobs has answered (a create answers
   // once its dispatch to a parked launcher is done), so the sample is taken by the producer
@@ -90,11 +65,11 @@ async function latency(databaseUrl: string): Promise<void> {
   await client.close();
   await server.stop();
 
-  const sorted = samples.sort((a, b) => a - b);
+  const l = latencyOf(samples);
   console.log(`\n## POST /jobs -> parked launcher's poll returns the job (${databaseUrl.startsWith('sqlite:') ? 'SQLite store' : 'memory store'})`);
-  console.log(`launchers parked: ${LAUNCHERS}, jobs: ${sorted.length} (after ${WARMUP} warm-up)`);
+  console.log(`launchers parked: ${LAUNCHERS}, jobs: ${l.samples} (after ${WARMUP} warm-up)`);
   console.log(`| p50 | p90 | p99 | max |\n|---|---|---|---|`);
-  console.log(`| ${ms(percentile(sorted, 50))} | ${ms(percentile(sorted, 90))} | ${ms(percentile(sorted, 99))} | ${ms(sorted[sorted.length - 1]!)} |`);
+  console.log(`| ${ms(l.p50, 3)} | ${ms(l.p90, 3)} | ${ms(l.p99, 3)} | ${ms(l.max, 3)} |`);
 }
 
 /**
@@ -126,8 +101,6 @@ async function claimCost(pending: number): Promise<number> {
   }
   return median(perClaim);
 }
-
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 async function claims(): Promise<void> {
   await claimCost(1000); // warm the JIT so the first measured size is not penalised

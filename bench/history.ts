@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import type { Job, SyncReport } from '@agentq/protocol';
-import { rssMiB, startCoordinatorProcess } from './lib.js';
+import { QUIET_ENV, startCoordinatorProcess } from './lib/process.js';
 
 const TOTAL = Number(process.env.BENCH_HISTORY_JOBS ?? 100_000);
 const BATCH = 1000;
@@ -24,9 +24,10 @@ async function post<T>(url: string, path: string, body: unknown): Promise<T> {
 }
 
 async function run(label: string, databaseUrl: string): Promise<void> {
-  const server = await startCoordinatorProcess(databaseUrl, { pollTimeoutSeconds: 1 });
+  const server = await startCoordinatorProcess(databaseUrl, { ...QUIET_ENV, LAUNCHER_POLL_TIMEOUT: '1' });
+  const rssMiB = () => server.rssBytes() / 1024 / 1024;
   const { launcher_id } = await post<{ launcher_id: string }>(server.url, '/launcher/register', { hostname: 'bench' });
-  const samples: [number, number][] = [[0, await rssMiB(server.pid)]];
+  const samples: [number, number][] = [[0, rssMiB()]];
   const t0 = performance.now();
   let done = 0;
   let held: Job[] = [];
@@ -53,11 +54,11 @@ async function run(label: string, databaseUrl: string): Promise<void> {
     done += held.length;
     held = answer.jobs;
     if (done > 0 && done % (TOTAL / 10) < held.length + BATCH / 2 && samples.at(-1)![0] !== done) {
-      samples.push([done, await rssMiB(server.pid)]);
+      samples.push([done, rssMiB()]);
     }
   }
   const seconds = (performance.now() - t0) / 1000;
-  const final = await rssMiB(server.pid);
+  const final = rssMiB();
   await server.stop();
   console.log(`\n## ${label}: RSS while ${TOTAL.toLocaleString('en-US')} no-op jobs complete (${seconds.toFixed(1)} s)`);
   console.log('| jobs completed | RSS (MiB) |\n|---|---|');

@@ -16,7 +16,8 @@ import { performance } from 'node:perf_hooks';
 import { AgentqClient } from '@agentq/client';
 import type { CreateJobRequest } from '@agentq/protocol';
 import { Coordinator, loadConfig } from '@agentq/coordinator';
-import { median, ms, percentile, startCoordinatorProcess } from './lib.js';
+import { QUIET_ENV, startCoordinatorProcess } from './lib/process.js';
+import { latencyOf, median, ms } from './lib/stats.js';
 
 const BIG = Number(process.env.BENCH_BIG ?? 1_000_000);
 const KEYS = Number(process.env.BENCH_KEYS ?? 100);
@@ -70,7 +71,7 @@ async function claims(): Promise<void> {
 }
 
 async function latency(): Promise<void> {
-  const server = await startCoordinatorProcess('memory:');
+  const server = await startCoordinatorProcess('memory:', QUIET_ENV);
   const client = new AgentqClient({ url: server.url, connections: LAUNCHERS + 4 });
   // one job in flight at a time: the launcher may get it before POST /jobs has answered
   let t0 = 0;
@@ -120,8 +121,8 @@ async function latency(): Promise<void> {
     ['unrouted', samples.unrouted],
     ['routed (`requires` + `project_dir`)', samples.routed],
   ] as const) {
-    const sorted = [...xs].sort((a, b) => a - b);
-    console.log(`| ${label} | ${sorted.length} | ${ms(percentile(sorted, 50))} | ${ms(percentile(sorted, 90))} | ${ms(percentile(sorted, 99))} |`);
+    const l = latencyOf(xs);
+    console.log(`| ${label} | ${l.samples} | ${ms(l.p50, 3)} | ${ms(l.p90, 3)} | ${ms(l.p99, 3)} |`);
   }
 }
 

@@ -30,6 +30,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { Pool, request } from 'undici';
+import { percentile } from './lib/stats.js';
 
 const env = (name: string, fallback: number) => Number(process.env[name] ?? fallback);
 const SECONDS = env('SOAK_SECONDS', 60);
@@ -280,10 +281,6 @@ async function statusesOf(url: string, ids: string[]): Promise<Map<string, numbe
     if (body.not_found.length > 0) statuses.set('not_found', (statuses.get('not_found') ?? 0) + body.not_found.length);
   }
   return statuses;
-}
-
-function percentile(sorted: number[], p: number): number {
-  return sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
 }
 
 async function main(): Promise<void> {

@@ -109,6 +109,18 @@ export async function startCoordinatorProcess(databaseUrl: string, env: Record<s
   };
 }
 
+/**
+ * The set-up the routing, history, dispatch and cluster benches were measured with (that of
+ * `startCoordinator`): no log writes inside the timings, polls held as long as the benches'
+ * launchers ask (60 s), and no overload 503s, which would time the refusals instead of the work.
+ */
+export const QUIET_ENV: Readonly<Record<string, string>> = {
+  LOG_LEVEL: 'silent',
+  LAUNCHER_POLL_TIMEOUT: '60',
+  EVENT_REPLAY_SIZE: '1000',
+  OVERLOAD_MAX_EVENT_LOOP_DELAY_MS: '0',
+};
+
 /** redis-server in its own process, in memory only (no RDB, no AOF), or null when it is not installed. */
 export async function startRedis(): Promise<(ServerProcess & { port: number }) | null> {
   const port = await freePort();

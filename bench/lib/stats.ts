@@ -20,7 +20,7 @@ export function latencyOf(samples: readonly number[]): Latency {
   return { p50: percentile(s, 50), p90: percentile(s, 90), p99: percentile(s, 99), max: s[s.length - 1] ?? Number.NaN, samples: s.length };
 }
 
-export const ms = (x: number): string => `${x.toFixed(2)} ms`;
+export const ms = (x: number, digits = 2): string => `${x.toFixed(digits)} ms`;
 export const rate = (x: number): string => Math.round(x).toLocaleString('en-US');
 export const mb = (bytes: number): string => `${(bytes / 1024 / 1024).toFixed(0)} MB`;
 export const kb = (bytes: number): string => `${(bytes / 1024).toFixed(1)} KB`;
