@@ -4,13 +4,17 @@
  *
  * Needs redis-server (Debian: `apt-get install -y redis-server`); this script installs nothing and
  * says so when it is missing. The agentq coordinator runs on the memory store (DATABASE_URL=memory:)
- * as Redis runs without persistence (no RDB, no AOF).
+ * as Redis runs without persistence (no RDB, no AOF), and then on SQLite (a fresh file per run,
+ * every change committed before it is answered), the default store.
  *
  * Each round runs agentq then BullMQ; the table shows the median of BENCH_ROUNDS rounds (3).
  * Environment: as bench/throughput.ts (BENCH_JOBS, BENCH_LAUNCHERS, BENCH_CAPACITY,
  * BENCH_PRODUCERS, BENCH_BATCH, BENCH_LATENCY_JOBS), plus BENCH_CONCURRENCY (8, the BullMQ
  * worker's concurrency) and BENCH_ROUNDS.
  */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { dispatchLatency, throughput, type Protocol } from './lib/agentq.js';
 import { bullLatency, bullThroughput } from './lib/bullmq.js';
 import { startCoordinatorProcess, startRedis } from './lib/process.js';
@@ -38,26 +42,41 @@ interface Round {
   single: number;
   batched: number;
   latency: Latency;
+  /** agentq on SQLite (the BullMQ rounds leave them 0) */
+  sqliteSingle: number;
+  sqliteBatched: number;
 }
 
-async function agentqRound(): Promise<Round> {
-  const out: Partial<Round> = {};
-  for (const protocol of ['single', 'batched'] as Protocol[]) {
-    const server = await startCoordinatorProcess('memory:', coordinatorEnv);
-    try {
-      const r = await throughput({ url: server.url, jobs: JOBS, launchers: LAUNCHERS, capacity: CAPACITY, producers: PRODUCERS, batch: BATCH }, protocol);
-      out[protocol] = r.jobsPerSecond;
-    } finally {
-      await server.stop();
-    }
-  }
-  const server = await startCoordinatorProcess('memory:', coordinatorEnv);
+/** Jobs/s of one protocol on a fresh coordinator with the store `databaseUrl` names. */
+async function agentqRun(databaseUrl: string, protocol: Protocol): Promise<number> {
+  const server = await startCoordinatorProcess(databaseUrl, coordinatorEnv);
   try {
-    out.latency = latencyOf(await dispatchLatency({ url: server.url, jobs: LATENCY_JOBS, warmup: 200, launchers: 4 }, 'single'));
+    const r = await throughput({ url: server.url, jobs: JOBS, launchers: LAUNCHERS, capacity: CAPACITY, producers: PRODUCERS, batch: BATCH }, protocol);
+    return r.jobsPerSecond;
   } finally {
     await server.stop();
   }
-  return out as Round;
+}
+
+async function agentqRound(): Promise<Round> {
+  const single = await agentqRun('memory:', 'single');
+  const batched = await agentqRun('memory:', 'batched');
+  const dir = mkdtempSync(join(tmpdir(), 'agentq-compare-'));
+  let sqliteSingle: number;
+  let sqliteBatched: number;
+  try {
+    sqliteSingle = await agentqRun(`sqlite:${join(dir, 'single.db')}`, 'single');
+    sqliteBatched = await agentqRun(`sqlite:${join(dir, 'batched.db')}`, 'batched');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  const server = await startCoordinatorProcess('memory:', coordinatorEnv);
+  try {
+    const latency = latencyOf(await dispatchLatency({ url: server.url, jobs: LATENCY_JOBS, warmup: 200, launchers: 4 }, 'single'));
+    return { single, batched, latency, sqliteSingle, sqliteBatched };
+  } finally {
+    await server.stop();
+  }
 }
 
 async function bullRound(port: number): Promise<Round> {
@@ -65,11 +84,11 @@ async function bullRound(port: number): Promise<Round> {
   const single = (await bullThroughput(o, 'single')).jobsPerSecond;
   const batched = (await bullThroughput(o, 'batched')).jobsPerSecond;
   const latency = latencyOf(await bullLatency({ port, jobs: LATENCY_JOBS, warmup: 200, concurrency: CONCURRENCY }));
-  return { single, batched, latency };
+  return { single, batched, latency, sqliteSingle: 0, sqliteBatched: 0 };
 }
 
 console.log(`# agentq vs BullMQ + Redis — node ${process.version}, ${new Date().toISOString()}`);
-console.log(`${JOBS.toLocaleString('en-US')} no-op jobs per run, median of ${ROUNDS} rounds; coordinator LOG_LEVEL=${coordinatorEnv.LOG_LEVEL}, memory store`);
+console.log(`${JOBS.toLocaleString('en-US')} no-op jobs per run, median of ${ROUNDS} rounds; coordinator LOG_LEVEL=${coordinatorEnv.LOG_LEVEL}, memory store (and SQLite where it says)`);
 console.log(`agentq: ${LAUNCHERS} launcher loops (batched: ${CAPACITY} slots each); BullMQ: one worker, concurrency ${CONCURRENCY}`);
 const ours: Round[] = [];
 const theirs: Round[] = [];
@@ -98,5 +117,13 @@ console.log('\n| measure | agentq | BullMQ + Redis | agentq / BullMQ |');
 console.log('|---|---|---|---|');
 row('jobs/s, one job per request (POST /jobs; poll, started, completed | add)', (r) => r.single, rate, true);
 row(`jobs/s, batched (POST /jobs/batch; POST /launcher/sync | addBulk)`, (r) => r.batched, rate, true);
+// SQLite beside the same BullMQ rounds
+const sqliteRow = (what: string, f: (r: Round) => number, g: (r: Round) => number) => {
+  const a = m(ours, f);
+  const b = m(theirs, g);
+  console.log(`| ${what} | ${rate(a)} | ${rate(b)} | ${(a / b).toFixed(2)}× |`);
+};
+sqliteRow('jobs/s, one job per request, agentq on SQLite', (r) => r.sqliteSingle, (r) => r.single);
+sqliteRow('jobs/s, batched, agentq on SQLite', (r) => r.sqliteBatched, (r) => r.batched);
 row('dispatch latency p50 (lower is better; ratio BullMQ / agentq)', (r) => r.latency.p50, ms, false);
 row('dispatch latency p99 (lower is better; ratio BullMQ / agentq)', (r) => r.latency.p99, ms, false);
