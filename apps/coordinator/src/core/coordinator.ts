@@ -1,6 +1,4 @@
-import { createHash } from 'node:crypto';
 import {
-  isTerminal,
   type CreateJobRequest,
   type Health,
   type HeartbeatRequest,
@@ -28,25 +26,27 @@ import {
 import { pino, type Logger } from 'pino';
 import type { CoordinatorConfig } from '../config.js';
 import { queuedBytesLimit } from '../limits.js';
+import type { ScrapeCounts } from '../metrics/source.js';
 import { Admission } from './admission.js';
 import { answerPoll, releaseUndelivered, undoAnswer } from './claims.js';
 import { systemClock, type Clock } from './clock.js';
 import { liveLauncher, type CoreContext } from './context.js';
+import * as creates from './creates.js';
 import { Dispatcher } from './dispatcher.js';
-import { CoordinatorError, jobNotFound, validation } from './errors.js';
 import { EventLog } from './event-log.js';
 import { JobWatchers } from './job-watchers.js';
 import * as launchers from './launchers.js';
+import { wireJob } from './pending-reasons.js';
 import { recover } from './recovery.js';
+import * as reads from './reads.js';
 import { heldJob, report, type ReportBody, type ReportKind } from './reports.js';
-import { routeFromKey, unservedReason } from './routing.js';
-import type { JobRow } from './rows.js';
 import * as sessions from './sessions.js';
+import * as status from './status.js';
 import { openStore } from './store/open-store.js';
-import type { ListJobsFilter, Store } from './store/store.js';
+import type { Store } from './store/store.js';
 import { Sweeper } from './sweeper.js';
 import { applyReports } from './sync.js';
-import { toWireJob, toWireLauncher, toWireSession } from './wire.js';
+import * as waits from './waits.js';
 
 export interface CoordinatorDeps {
   clock?: Clock;
@@ -60,9 +60,10 @@ export interface Actor {
 
 /**
  * The domain core's front door: what the HTTP routes call. No HTTP in here. State changes run as
- * store transactions in the lifecycle modules (sessions.ts, jobs.ts, claims.ts, reports.ts,
- * launchers.ts, callbacks.ts, sweeper.ts); this class adds the waiting (parked polls, job
- * watchers) and the wire views.
+ * store transactions in the lifecycle modules (creates.ts, sessions.ts, jobs.ts, claims.ts,
+ * reports.ts, launchers.ts, callbacks.ts, sweeper.ts); reads, waits and status have modules of
+ * their own (reads.ts, waits.ts, status.ts). This class holds what they share with the store's
+ * commits: the dispatcher (parked polls), the job watchers and the event log.
  */
 export class Coordinator {
   readonly events: EventLog;
@@ -128,101 +129,41 @@ export class Coordinator {
    * first request created (`created: false`); a different body with the key is refused.
    */
   async createJob(req: CreateJobRequest, o: Actor & { idempotencyKey?: string } = {}): Promise<{ job: Job; created: boolean }> {
-    const { store } = this.#ctx;
-    const actor = o.actor ?? null;
-    const row = await store.transaction(async (tx) => {
-      if (o.idempotencyKey !== undefined) {
-        // keys are per token (a key has no spaces: the header's pattern)
-        const key = `${actor ?? '-'} ${o.idempotencyKey}`;
-        const hash = requestHash(req);
-        const seen = await tx.idempotency(key);
-        if (seen) {
-          if (seen.requestHash !== hash) {
-            throw new CoordinatorError('idempotency_key_reused', 'this Idempotency-Key was used with a different request body', {
-              idempotency_key: o.idempotencyKey,
-              job_id: seen.jobIds[0],
-            });
-          }
-          const first = await tx.job(seen.jobIds[0]!);
-          if (first) return { job: first, created: false };
-        }
-        await this.admission.check([req]);
-        const job = await sessions.createJob(this.#ctx, tx, req, actor);
-        await tx.putIdempotency({ key, requestHash: hash, jobIds: [job.id], createdAt: tx.now });
-        return { job, created: true };
-      }
-      await this.admission.check([req]);
-      return { job: await sessions.createJob(this.#ctx, tx, req, actor), created: true };
-    });
+    const row = await creates.createOne(this.#ctx, this.admission, req, o.actor ?? null, o.idempotencyKey);
     // a launcher parked now takes the job at once: answer with what it became (`claimed`)
     await this.#dispatcher.settled();
     const job = (await this.#ctx.store.getJob(row.job.id)) ?? row.job;
-    return { job: await this.#wireJob(job), created: row.created };
+    return { job: await wireJob(this.#ctx, job), created: row.created };
   }
 
   /** Create many jobs, all or none (`POST /jobs/batch`); a refusal names the failing index. */
   async createJobs(reqs: readonly CreateJobRequest[], o: Actor = {}): Promise<Job[]> {
-    const rows = await this.#ctx.store.transaction(async (tx) => {
-      await this.admission.check(reqs);
-      const out: JobRow[] = [];
-      for (const [i, req] of reqs.entries()) {
-        try {
-          out.push(await sessions.createJob(this.#ctx, tx, req, o.actor ?? null));
-        } catch (err) {
-          if (err instanceof CoordinatorError) {
-            const field = typeof err.details?.field === 'string' ? `jobs[${i}].${err.details.field}` : `jobs[${i}]`;
-            throw new CoordinatorError(err.code, `jobs[${i}]: ${err.message}`, { ...err.details, index: i, field });
-          }
-          throw err;
-        }
-      }
-      return out;
-    });
-    return Promise.all(rows.map((r) => this.#wireJob(r)));
+    const rows = await creates.createMany(this.#ctx, this.admission, reqs, o.actor ?? null);
+    return Promise.all(rows.map((r) => wireJob(this.#ctx, r)));
   }
 
   async getJob(jobId: string): Promise<Job> {
-    const job = await this.#ctx.store.getJob(jobId);
-    if (!job) throw jobNotFound(jobId);
-    return this.#wireJob(job);
+    return reads.getJob(this.#ctx, jobId);
   }
 
   /** Jobs newest first. `cursor` is the `next_cursor` of the previous page (a job's seq). */
-  async listJobs(filter: Omit<ListJobsFilter, 'limit' | 'before'> & { limit: number; cursor?: number }): Promise<JobList> {
-    const { cursor, ...rest } = filter;
-    const rows = await this.#ctx.store.listJobs({ ...rest, limit: filter.limit + 1, ...(cursor !== undefined ? { before: cursor } : {}) });
-    const more = rows.length > filter.limit;
-    if (more) rows.pop();
-    const reasons = await this.#reasons(rows);
-    return {
-      jobs: rows.map((r) => toWireJob(r, reasons.get(r.id) ?? null)),
-      next_cursor: more ? String(rows[rows.length - 1]!.seq) : null,
-    };
+  async listJobs(filter: reads.ListJobsQuery): Promise<JobList> {
+    return reads.listJobs(this.#ctx, filter);
   }
 
   async stopJob(jobId: string, o: Actor & { reason?: StopReason } = {}): Promise<StopJobResponse> {
     const { job, outcome } = await this.#ctx.store.transaction((tx) =>
       sessions.stopJob(this.#ctx, tx, jobId, o.reason ?? 'requested', o.actor ?? null),
     );
-    return { job_id: job.id, outcome, status: job.status, job: await this.#wireJob(job) };
+    return { job_id: job.id, outcome, status: job.status, job: await wireJob(this.#ctx, job) };
   }
 
   /** Resolve with the job once it is terminal, or its snapshot when `timeoutMs` passes. */
   async waitJob(jobId: string, timeoutMs: number, signal?: AbortSignal): Promise<Job> {
-    let job: JobRow | undefined;
-    await this.#waitUntil([jobId], timeoutMs, signal, async () => {
-      job = await this.#ctx.store.getJob(jobId);
-      if (!job) throw jobNotFound(jobId);
-      return isTerminal(job.status);
-    });
-    return this.#wireJob(job!);
+    return waits.waitJob(this.#ctx, this.#watchers, jobId, timeoutMs, signal);
   }
 
-  /**
-   * `all`: until every watched job is terminal. `any`: until one of the watched jobs that were
-   * still active when the wait began ends; at once if none was. A job that had already ended does
-   * not satisfy it (so a caller can wait again on the same ids) unless `includeTerminal`.
-   */
+  /** Wait on several jobs until `any` or `all` of them end (see waits.ts), or `timeoutMs` passes. */
   async waitJobs(
     jobIds: readonly string[],
     timeoutMs: number,
@@ -230,78 +171,11 @@ export class Coordinator {
     signal?: AbortSignal,
     includeTerminal = false,
   ): Promise<WaitManyResponse> {
-    const unique = [...new Set(jobIds)];
-    const read = async () => (await Promise.all(unique.map((id) => this.#ctx.store.getJob(id)))).filter((j) => j !== undefined);
-    let found = await read();
-    const known = new Set(found.map((j) => j.id));
-    const open = new Set(found.filter((j) => includeTerminal || !isTerminal(j.status)).map((j) => j.id));
-    const met = () => {
-      if (found.length === 0) return false;
-      const watched = found.filter((j) => open.has(j.id));
-      if (mode === 'any') return watched.length === 0 || watched.some((j) => isTerminal(j.status));
-      return watched.every((j) => isTerminal(j.status));
-    };
-    let first = true;
-    await this.#waitUntil([...open], found.length > 0 ? timeoutMs : 0, signal, async () => {
-      if (!first) found = await read();
-      first = false;
-      return met();
-    });
-    return {
-      mode,
-      done: met(),
-      jobs: await Promise.all(found.map((j) => this.#wireJob(j))),
-      not_found: unique.filter((id) => !known.has(id)),
-    };
-  }
-
-  /** Wait (real time) until `check` holds, re-checking after each commit that ends one of `ids`. */
-  async #waitUntil(ids: readonly string[], timeoutMs: number, signal: AbortSignal | undefined, check: () => Promise<boolean>): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      if (await check()) return;
-      const remaining = deadline - Date.now();
-      if (remaining <= 0 || this.#watchers.closed || signal?.aborted) return;
-      const cancel = new AbortController();
-      const wake = this.#watchers.next(ids, remaining, signal ? AbortSignal.any([signal, cancel.signal]) : cancel.signal);
-      // an end committed between the check and the registration is not missed: check again
-      if (await check()) {
-        cancel.abort();
-        return;
-      }
-      await wake;
-      cancel.abort();
-    }
+    return waits.waitJobs(this.#ctx, this.#watchers, jobIds, timeoutMs, mode, signal, includeTerminal);
   }
 
   async readOutput(jobId: string, q: OutputQuery, signal?: AbortSignal): Promise<JobOutput> {
-    const { store, config } = this.#ctx;
-    let job = await store.getJob(jobId);
-    if (!job) throw jobNotFound(jobId);
-    if (q.offset !== undefined && q.offset >= job.outputBytes && !isTerminal(job.status) && (q.wait_ms ?? 0) > 0) {
-      const done = new AbortController();
-      const both = signal ? AbortSignal.any([signal, done.signal]) : done.signal;
-      const outputCame = store.whenOutput(jobId, both, job.outputBytes);
-      const ended = this.#watchers.next([jobId], q.wait_ms!, both);
-      await Promise.race([outputCame, ended]);
-      done.abort();
-      job = (await store.getJob(jobId)) ?? job;
-    }
-    const out =
-      q.offset === undefined
-        ? await store.readOutput(jobId, null, q.tail_bytes ?? config.outputPreviewBytes)
-        : await store.readOutput(jobId, q.offset, q.limit_bytes ?? config.outputMaxBytes);
-    return {
-      job_id: job.id,
-      status: job.status,
-      terminal: isTerminal(job.status),
-      output: out.text,
-      offset: out.offset,
-      next_offset: out.end,
-      total_bytes: out.totalBytes,
-      retained_bytes: out.retainedBytes,
-      truncated: out.truncated,
-    };
+    return reads.readOutput(this.#ctx, this.#watchers, jobId, q, signal);
   }
 
   // ---------------------------------------------------------------------------------------
@@ -309,28 +183,11 @@ export class Coordinator {
   // ---------------------------------------------------------------------------------------
 
   async listSessions(q: ListSessionsQuery = {}): Promise<SessionList> {
-    let before: number | undefined;
-    if (q.cursor !== undefined) {
-      before = Number(q.cursor);
-      if (!Number.isSafeInteger(before) || before < 0) throw validation('cursor', 'is not a cursor this server gave out');
-    }
-    const limit = q.limit ?? 100;
-    const rows = await this.#ctx.store.listSessions({
-      limit: limit + 1,
-      ...(q.parent !== undefined ? { parent: q.parent } : {}),
-      ...(q.status !== undefined ? { status: q.status } : {}),
-      ...(before !== undefined ? { before } : {}),
-    });
-    const more = rows.length > limit;
-    if (more) rows.pop();
-    const list = await Promise.all(rows.map(async (s) => toWireSession(s, await this.#ctx.store.sessionExtras(s))));
-    return { sessions: list, next_cursor: more ? String(rows[rows.length - 1]!.seq) : null };
+    return reads.listSessions(this.#ctx, q);
   }
 
   async getSession(name: string): Promise<Session> {
-    const s = await this.#ctx.store.getSession(name);
-    if (!s) throw new CoordinatorError('session_not_found', `session ${name} not found`, { session_name: name });
-    return toWireSession(s, await this.#ctx.store.sessionExtras(s));
+    return reads.getSession(this.#ctx, name);
   }
 
   /** Stop everything the session is doing: its queued jobs, then its active one. */
@@ -456,12 +313,7 @@ export class Coordinator {
   }
 
   async listLaunchers(): Promise<LauncherList> {
-    const { store, clock } = this.#ctx;
-    const now = clock.now();
-    const rows = await store.listLaunchers();
-    return {
-      launchers: await Promise.all(rows.map(async (l) => toWireLauncher(l, await store.activeJobIdsOfLauncher(l.id), now))),
-    };
+    return reads.listLaunchers(this.#ctx);
   }
 
   async deleteLauncher(launcherId: string, self: boolean): Promise<{ outcome: 'deregistering' | 'removed' }> {
@@ -470,43 +322,12 @@ export class Coordinator {
   }
 
   async health(startedAt: number): Promise<Health> {
-    const { store, clock } = this.#ctx;
-    const counts = await store.counts();
-    let online = 0;
-    let stale = 0;
-    for (const l of await store.listLaunchers()) {
-      if (l.status === 'stale') stale++;
-      else online++;
-    }
-    return {
-      status: 'ok',
-      uptime_seconds: Math.round(clock.now() - startedAt) / 1000,
-      queue_depth: counts.pending,
-      jobs_active: counts.active,
-      launchers: { online, stale, parked_polls: this.#dispatcher.parkedCount },
-    };
+    return status.health(this.#ctx, startedAt, () => this.#dispatcher.parkedCount);
   }
 
   /** What `/metrics` reads at each scrape (see metrics/source.ts). */
-  async metricsCounts(): Promise<import('../metrics/source.js').ScrapeCounts> {
-    const { store } = this.#ctx;
-    const [counts, jobsByStatus, buckets, launcherRows] = await Promise.all([
-      store.counts(),
-      store.countByStatus(),
-      store.readyBuckets(),
-      store.listLaunchers(),
-    ]);
-    const ready = buckets.reduce((n, b) => n + b.size, 0);
-    const byKey: [string, number][] = buckets.map((b) => [b.key, b.size]);
-    if (counts.pending > ready) byKey.push(['', counts.pending - ready]);
-    const stale = launcherRows.filter((l) => l.status === 'stale').length;
-    return {
-      queueDepth: counts.pending,
-      queueDepthByKey: byKey,
-      jobsByStatus,
-      launchers: { online: launcherRows.length - stale, stale },
-      parkedPolls: this.#dispatcher.parkedCount,
-    };
+  async metricsCounts(): Promise<ScrapeCounts> {
+    return status.metricsCounts(this.#ctx, () => this.#dispatcher.parkedCount);
   }
 
   /**
@@ -552,54 +373,4 @@ export class Coordinator {
     this.close();
     await this.#ctx.store.close();
   }
-
-  // ---------------------------------------------------------------------------------------
-
-  async #wireJob(job: JobRow): Promise<Job> {
-    return toWireJob(job, (await this.#reasons([job])).get(job.id) ?? null);
-  }
-
-  /** Why each pending job is still waiting (see docs/routing.md). */
-  async #reasons(jobs: readonly JobRow[]): Promise<Map<string, string>> {
-    const out = new Map<string, string>();
-    const pending = jobs.filter((j) => j.status === 'pending');
-    if (pending.length === 0) return out;
-    const { store } = this.#ctx;
-    const online = (await store.listLaunchers()).filter((l) => l.status === 'online');
-    for (const job of pending) {
-      if (job.readySince === null || job.routeKey === null) {
-        const session = await store.getSession(job.sessionName);
-        const extras = session ? await store.sessionExtras(session) : null;
-        const blocker = extras?.activeJobId ?? null;
-        out.set(
-          job.id,
-          blocker
-            ? `waiting for job ${blocker} of session ${job.sessionName} to end`
-            : `waiting behind older jobs of session ${job.sessionName}`,
-        );
-        continue;
-      }
-      const route = routeFromKey(job.routeKey);
-      if (route.affinity) {
-        const session = await store.getSession(job.sessionName);
-        route.affinity.hostname = session?.affinity?.hostname ?? null;
-      }
-      const why = unservedReason(route, online);
-      if (why) out.set(job.id, why);
-    }
-    return out;
-  }
-}
-
-/** A stable hash of a create request, to compare a retried Idempotency-Key's body. */
-function requestHash(req: CreateJobRequest): string {
-  const sorted = (v: unknown): unknown =>
-    v && typeof v === 'object' && !Array.isArray(v)
-      ? Object.fromEntries(
-          Object.keys(v)
-            .sort()
-            .map((k) => [k, sorted((v as Record<string, unknown>)[k])]),
-        )
-      : v;
-  return createHash('sha256').update(JSON.stringify(sorted(req))).digest('hex');
 }

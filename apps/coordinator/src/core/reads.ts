@@ -1,0 +1,109 @@
+import {
+  isTerminal,
+  type Job,
+  type JobList,
+  type JobOutput,
+  type LauncherList,
+  type ListSessionsQuery,
+  type OutputQuery,
+  type Session,
+  type SessionList,
+} from '@agentq/protocol';
+import type { CoreContext } from './context.js';
+import { CoordinatorError, jobNotFound, validation } from './errors.js';
+import type { JobWatchers } from './job-watchers.js';
+import { pendingReasons, wireJob } from './pending-reasons.js';
+import type { ListJobsFilter } from './store/store.js';
+import { waitForOutput } from './waits.js';
+import { toWireJob, toWireLauncher, toWireSession } from './wire.js';
+
+/*
+ * What the read endpoints answer: a job, a session, a job's output, and pages of jobs, sessions
+ * and launchers (newest first, a page's `next_cursor` being the seq of its last row).
+ */
+
+export async function getJob(ctx: CoreContext, jobId: string): Promise<Job> {
+  const job = await ctx.store.getJob(jobId);
+  if (!job) throw jobNotFound(jobId);
+  return wireJob(ctx, job);
+}
+
+/** `cursor` is the `next_cursor` of the previous page. */
+export type ListJobsQuery = Omit<ListJobsFilter, 'limit' | 'before'> & { limit: number; cursor?: number };
+
+export async function listJobs(ctx: CoreContext, filter: ListJobsQuery): Promise<JobList> {
+  const { cursor, ...rest } = filter;
+  const rows = await ctx.store.listJobs({ ...rest, limit: filter.limit + 1, ...(cursor !== undefined ? { before: cursor } : {}) });
+  const more = rows.length > filter.limit;
+  if (more) rows.pop();
+  const reasons = await pendingReasons(ctx, rows);
+  return {
+    jobs: rows.map((r) => toWireJob(r, reasons.get(r.id) ?? null)),
+    next_cursor: more ? String(rows[rows.length - 1]!.seq) : null,
+  };
+}
+
+/** A job's output: its tail, or from `offset` (then waiting up to `wait_ms` for more, if asked). */
+export async function readOutput(
+  ctx: CoreContext,
+  watchers: JobWatchers,
+  jobId: string,
+  q: OutputQuery,
+  signal?: AbortSignal,
+): Promise<JobOutput> {
+  const { store, config } = ctx;
+  let job = await store.getJob(jobId);
+  if (!job) throw jobNotFound(jobId);
+  if (q.offset !== undefined && q.offset >= job.outputBytes && !isTerminal(job.status) && (q.wait_ms ?? 0) > 0) {
+    job = await waitForOutput(ctx, watchers, job, q.wait_ms!, signal);
+  }
+  const out =
+    q.offset === undefined
+      ? await store.readOutput(jobId, null, q.tail_bytes ?? config.outputPreviewBytes)
+      : await store.readOutput(jobId, q.offset, q.limit_bytes ?? config.outputMaxBytes);
+  return {
+    job_id: job.id,
+    status: job.status,
+    terminal: isTerminal(job.status),
+    output: out.text,
+    offset: out.offset,
+    next_offset: out.end,
+    total_bytes: out.totalBytes,
+    retained_bytes: out.retainedBytes,
+    truncated: out.truncated,
+  };
+}
+
+export async function listSessions(ctx: CoreContext, q: ListSessionsQuery): Promise<SessionList> {
+  let before: number | undefined;
+  if (q.cursor !== undefined) {
+    before = Number(q.cursor);
+    if (!Number.isSafeInteger(before) || before < 0) throw validation('cursor', 'is not a cursor this server gave out');
+  }
+  const limit = q.limit ?? 100;
+  const rows = await ctx.store.listSessions({
+    limit: limit + 1,
+    ...(q.parent !== undefined ? { parent: q.parent } : {}),
+    ...(q.status !== undefined ? { status: q.status } : {}),
+    ...(before !== undefined ? { before } : {}),
+  });
+  const more = rows.length > limit;
+  if (more) rows.pop();
+  const list = await Promise.all(rows.map(async (s) => toWireSession(s, await ctx.store.sessionExtras(s))));
+  return { sessions: list, next_cursor: more ? String(rows[rows.length - 1]!.seq) : null };
+}
+
+export async function getSession(ctx: CoreContext, name: string): Promise<Session> {
+  const s = await ctx.store.getSession(name);
+  if (!s) throw new CoordinatorError('session_not_found', `session ${name} not found`, { session_name: name });
+  return toWireSession(s, await ctx.store.sessionExtras(s));
+}
+
+export async function listLaunchers(ctx: CoreContext): Promise<LauncherList> {
+  const { store, clock } = ctx;
+  const now = clock.now();
+  const rows = await store.listLaunchers();
+  return {
+    launchers: await Promise.all(rows.map(async (l) => toWireLauncher(l, await store.activeJobIdsOfLauncher(l.id), now))),
+  };
+}

@@ -1,0 +1,49 @@
+import type { Health } from '@agentq/protocol';
+import type { ScrapeCounts } from '../metrics/source.js';
+import type { CoreContext } from './context.js';
+
+/*
+ * What the server reports about itself: `GET /health` and the counts `/metrics` reads. Both are
+ * read from the store (right whatever coordinator made the change); `parkedPolls` is this
+ * coordinator's own, read once the store has answered.
+ */
+
+export async function health(ctx: CoreContext, startedAt: number, parkedPolls: () => number): Promise<Health> {
+  const { store, clock } = ctx;
+  const counts = await store.counts();
+  let online = 0;
+  let stale = 0;
+  for (const l of await store.listLaunchers()) {
+    if (l.status === 'stale') stale++;
+    else online++;
+  }
+  return {
+    status: 'ok',
+    uptime_seconds: Math.round(clock.now() - startedAt) / 1000,
+    queue_depth: counts.pending,
+    jobs_active: counts.active,
+    launchers: { online, stale, parked_polls: parkedPolls() },
+  };
+}
+
+/** What `/metrics` reads at each scrape (see metrics/source.ts). */
+export async function metricsCounts(ctx: CoreContext, parkedPolls: () => number): Promise<ScrapeCounts> {
+  const { store } = ctx;
+  const [counts, jobsByStatus, buckets, launcherRows] = await Promise.all([
+    store.counts(),
+    store.countByStatus(),
+    store.readyBuckets(),
+    store.listLaunchers(),
+  ]);
+  const ready = buckets.reduce((n, b) => n + b.size, 0);
+  const byKey: [string, number][] = buckets.map((b) => [b.key, b.size]);
+  if (counts.pending > ready) byKey.push(['', counts.pending - ready]);
+  const stale = launcherRows.filter((l) => l.status === 'stale').length;
+  return {
+    queueDepth: counts.pending,
+    queueDepthByKey: byKey,
+    jobsByStatus,
+    launchers: { online: launcherRows.length - stale, stale },
+    parkedPolls: parkedPolls(),
+  };
+}

@@ -1,0 +1,114 @@
+import { isTerminal, type Job, type WaitManyResponse } from '@agentq/protocol';
+import type { CoreContext } from './context.js';
+import { jobNotFound } from './errors.js';
+import type { JobWatchers } from './job-watchers.js';
+import { wireJob } from './pending-reasons.js';
+import type { JobRow } from './rows.js';
+
+/*
+ * Waiting on jobs (`GET /jobs/{id}/wait`, `POST /jobs/wait`, output follow). Each wait re-reads
+ * the store when a commit ends one of its jobs (JobWatchers), so it sees what any coordinator
+ * sharing the store did; the server closing answers it with what it has.
+ */
+
+/** Resolve with the job once it is terminal, or its snapshot when `timeoutMs` passes. */
+export async function waitJob(
+  ctx: CoreContext,
+  watchers: JobWatchers,
+  jobId: string,
+  timeoutMs: number,
+  signal?: AbortSignal,
+): Promise<Job> {
+  let job: JobRow | undefined;
+  await waitUntil(watchers, [jobId], timeoutMs, signal, async () => {
+    job = await ctx.store.getJob(jobId);
+    if (!job) throw jobNotFound(jobId);
+    return isTerminal(job.status);
+  });
+  return wireJob(ctx, job!);
+}
+
+/**
+ * `all`: until every watched job is terminal. `any`: until one of the watched jobs that were
+ * still active when the wait began ends; at once if none was. A job that had already ended does
+ * not satisfy it (so a caller can wait again on the same ids) unless `includeTerminal`.
+ */
+export async function waitJobs(
+  ctx: CoreContext,
+  watchers: JobWatchers,
+  jobIds: readonly string[],
+  timeoutMs: number,
+  mode: 'any' | 'all',
+  signal?: AbortSignal,
+  includeTerminal = false,
+): Promise<WaitManyResponse> {
+  const unique = [...new Set(jobIds)];
+  const read = async () => (await Promise.all(unique.map((id) => ctx.store.getJob(id)))).filter((j) => j !== undefined);
+  let found = await read();
+  const known = new Set(found.map((j) => j.id));
+  const open = new Set(found.filter((j) => includeTerminal || !isTerminal(j.status)).map((j) => j.id));
+  const met = () => {
+    if (found.length === 0) return false;
+    const watched = found.filter((j) => open.has(j.id));
+    if (mode === 'any') return watched.length === 0 || watched.some((j) => isTerminal(j.status));
+    return watched.every((j) => isTerminal(j.status));
+  };
+  let first = true;
+  await waitUntil(watchers, [...open], found.length > 0 ? timeoutMs : 0, signal, async () => {
+    if (!first) found = await read();
+    first = false;
+    return met();
+  });
+  return {
+    mode,
+    done: met(),
+    jobs: await Promise.all(found.map((j) => wireJob(ctx, j))),
+    not_found: unique.filter((id) => !known.has(id)),
+  };
+}
+
+/**
+ * Wait up to `waitMs` for output past what `job` had, or for the job to end, whichever comes
+ * first; returns the job as it is then.
+ */
+export async function waitForOutput(
+  ctx: CoreContext,
+  watchers: JobWatchers,
+  job: JobRow,
+  waitMs: number,
+  signal?: AbortSignal,
+): Promise<JobRow> {
+  const { store } = ctx;
+  const done = new AbortController();
+  const both = signal ? AbortSignal.any([signal, done.signal]) : done.signal;
+  const outputCame = store.whenOutput(job.id, both, job.outputBytes);
+  const ended = watchers.next([job.id], waitMs, both);
+  await Promise.race([outputCame, ended]);
+  done.abort();
+  return (await store.getJob(job.id)) ?? job;
+}
+
+/** Wait (real time) until `check` holds, re-checking after each commit that ends one of `ids`. */
+async function waitUntil(
+  watchers: JobWatchers,
+  ids: readonly string[],
+  timeoutMs: number,
+  signal: AbortSignal | undefined,
+  check: () => Promise<boolean>,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (await check()) return;
+    const remaining = deadline - Date.now();
+    if (remaining <= 0 || watchers.closed || signal?.aborted) return;
+    const cancel = new AbortController();
+    const wake = watchers.next(ids, remaining, signal ? AbortSignal.any([signal, cancel.signal]) : cancel.signal);
+    // an end committed between the check and the registration is not missed: check again
+    if (await check()) {
+      cancel.abort();
+      return;
+    }
+    await wake;
+    cancel.abort();
+  }
+}
