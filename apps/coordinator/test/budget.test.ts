@@ -1,0 +1,60 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { fakeLauncher, rejectsWith, startTest } from './helpers.js';
+
+/*
+ * A session tree's budget (docs/sessions.md): `budget_usd` on a root's `start_session`; once the
+ * tree's summed cost reaches it, new jobs of its child sessions are refused with 422
+ * `budget_exceeded`. The root itself may still be resumed (its callbacks and the user's turns).
+ */
+
+test('a tree that has spent its budget_usd refuses new child jobs (422 budget_exceeded); the root still takes turns', async (t) => {
+  const { client } = await startTest(t);
+  const l = await fakeLauncher(client);
+  const root = await client.createJob({ type: 'start_session', session_name: 'lead', prompt: 'plan', budget_usd: 1 });
+  assert.equal((await l.take()).job_id, root.job_id);
+  await l.started(root.job_id);
+
+  const spend = async (name: string, cost: number) => {
+    const job = await client.createJob({ type: 'start_session', session_name: name, prompt: 'work', parent_session_name: 'lead' });
+    assert.equal((await l.take()).job_id, job.job_id);
+    await l.started(job.job_id);
+    await client.reportCompleted(job.job_id, { launcher_id: l.id, status: 'success', result: 'done', cost_usd: cost });
+  };
+  await spend('c1', 0.6);
+  assert.equal((await client.getSession('lead')).budget_usd, 1);
+  await spend('c2', 0.5); // under budget when it started; the tree has now spent 1.1
+
+  const details = await rejectsWith(
+    client.createJob({ type: 'start_session', session_name: 'c3', prompt: 'more', parent_session_name: 'lead' }),
+    422,
+    'budget_exceeded',
+  );
+  assert.equal(details['root_session_name'], 'lead');
+  assert.equal(details['budget_usd'], 1);
+  assert.ok(Math.abs((details['tree_cost_usd'] as number) - 1.1) < 1e-9, String(details['tree_cost_usd']));
+  // a resume of a child is new work of the tree too
+  await rejectsWith(client.createJob({ type: 'resume_session', session_name: 'c1', prompt: 'again' }), 422, 'budget_exceeded');
+  await rejectsWith(client.getSession('c3'), 404, 'session_not_found'); // nothing was created
+
+  // the root is not refused: its own turns go on
+  const resume = await client.createJob({ type: 'resume_session', session_name: 'lead', prompt: 'wrap up' });
+  assert.equal(resume.type, 'resume_session');
+});
+
+test('budget_usd belongs to a root start: on a child or a resume it is a 400 naming the field', async (t) => {
+  const { client } = await startTest(t);
+  await client.createJob({ type: 'start_session', session_name: 'top', prompt: 'p' });
+  const child = await rejectsWith(
+    client.createJob({ type: 'start_session', session_name: 'kid', prompt: 'p', parent_session_name: 'top', budget_usd: 1 }),
+    400,
+    'validation_failed',
+  );
+  assert.equal(child['field'], 'budget_usd');
+  const resume = await rejectsWith(
+    client.createJob({ type: 'resume_session', session_name: 'top', prompt: 'p', budget_usd: 1 }),
+    400,
+    'validation_failed',
+  );
+  assert.equal(resume['field'], 'budget_usd');
+});
