@@ -3,9 +3,11 @@
  * jobs to completion over HTTP (batch create, then report-and-poll), and its resident set size
  * (RSS) is read from /proc after each tenth of the run — on the SQLite store (where only a
  * bounded window of finished jobs stays in memory) and on the memory store (which holds
- * everything until JOB_HISTORY_DAYS).
+ * everything until JOB_HISTORY_DAYS). At the end it also reads the V8 heap in use (from
+ * /metrics: what the coordinator really holds) and the RSS again after BENCH_SETTLE seconds idle
+ * (V8 gives unused heap back to the system only after a while).
  *
- * Environment: BENCH_HISTORY_JOBS (default 100000), BENCH_ONLY=sqlite|memory.
+ * Environment: BENCH_HISTORY_JOBS (default 100000), BENCH_SETTLE (default 15), BENCH_ONLY=sqlite|memory.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -16,6 +18,15 @@ import { QUIET_ENV, startCoordinatorProcess } from './lib/process.js';
 
 const TOTAL = Number(process.env.BENCH_HISTORY_JOBS ?? 100_000);
 const BATCH = 1000;
+const SETTLE = Number(process.env.BENCH_SETTLE ?? 15);
+
+/** A gauge's value from the coordinator's Prometheus text. */
+async function gauge(url: string, name: string): Promise<number> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  const value = new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1];
+  if (value === undefined) throw new Error(`no ${name} in /metrics`);
+  return Number(value);
+}
 
 async function post<T>(url: string, path: string, body: unknown): Promise<T> {
   const res = await fetch(`${url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
@@ -59,11 +70,16 @@ async function run(label: string, databaseUrl: string): Promise<void> {
   }
   const seconds = (performance.now() - t0) / 1000;
   const final = rssMiB();
+  const heapUsed = (await gauge(server.url, 'nodejs_heap_size_used_bytes')) / 1024 / 1024;
+  await new Promise((r) => setTimeout(r, SETTLE * 1000));
+  const settled = rssMiB();
   await server.stop();
   console.log(`\n## ${label}: RSS while ${TOTAL.toLocaleString('en-US')} no-op jobs complete (${seconds.toFixed(1)} s)`);
   console.log('| jobs completed | RSS (MiB) |\n|---|---|');
   for (const [n, rss] of samples) console.log(`| ${n.toLocaleString('en-US')} | ${rss.toFixed(0)} |`);
   console.log(`| ${TOTAL.toLocaleString('en-US')} (end) | ${final.toFixed(0)} |`);
+  console.log(`| after ${SETTLE} s idle | ${settled.toFixed(0)} |`);
+  console.log(`V8 heap in use at the end: ${heapUsed.toFixed(0)} MiB`);
 }
 
 console.log(`# history benchmark — node ${process.version}, ${new Date().toISOString()}`);

@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import type { AgentqClient } from '@agentq/client';
 import type { Job } from '@agentq/protocol';
 import { clientOf, cluster, isEvent, shellExecutor, spawnLauncher, tempDir, watch } from './cluster-helpers.js';
-import type { CoordinatorProcess } from './coordinator-process.js';
+import type { CoordinatorProcess, LogLine } from './coordinator-process.js';
 import { eventJob, fakeLauncher } from './helpers.js';
 
 /*
@@ -109,4 +109,22 @@ test('a launcher that knows A and B carries on through B when A is SIGKILLed', a
   assert.equal(done.status, 'completed');
   assert.equal(done.launcher_id, launcherId);
   assert.equal((await b.listLaunchers()).launchers.length, 1, 'it did not have to register again');
+});
+
+test('when the coordinator running the sweeper is SIGKILLed, another takes the sweeper lock and sweeps', async (t) => {
+  const nodes = await cluster(t, 2);
+  if (!nodes) return;
+  const leads = (l: LogLine) => l.msg === 'this coordinator now runs the sweeper (advisory lock taken)';
+  // one of them takes the lock at its first sweep, and only one
+  const leader = await Promise.race(nodes.map(async (n) => (await n.waitFor(leads), n)));
+  const other = nodes.find((n) => n !== leader)!;
+  assert.equal(other.lines.some(leads), false, 'one sweeper at a time');
+
+  await leader.kill(); // its session ends with its connection: PostgreSQL frees the lock
+  await other.waitFor(leads);
+  // and it sweeps: job timeouts are the sweeper's to enforce
+  const client = clientOf(t, other.url);
+  const job = await client.createJob({ type: 'start_session', session_name: 'timed', prompt: 'x', timeout_ms: 200 });
+  const ended = await client.waitJob(job.job_id, 60_000);
+  assert.equal(ended.status, 'timed_out');
 });

@@ -1,28 +1,27 @@
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
+import { createHash, randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, test, type TestContext } from 'node:test';
+import { AgentqClient } from '@agentq/client';
 import type { Browser } from 'playwright-core';
-import { browserSkip, fakeLauncher, launchBrowser, live, openDashboard, type App } from './harness.js';
+import { browserSkip, launchBrowser, live, openDashboard } from './harness.js';
 
 /*
- * The coordinator's token check stands in here as a small onRequest hook with the same contract:
- * `Authorization: Bearer <token>`; 401 `unauthorized` without a known token, 403 `forbidden`
- * when the token's role may not do it (a reader may only read); `/` and its assets are public.
+ * Authentication as the coordinator does it: a real AUTH_TOKENS_FILE (`NAME ROLE SHA256HEX`
+ * lines) with a reader, a client and a launcher token. The page must ask for a token, show
+ * everything with a reader token, and act with a client token; `/` and its assets are public.
  */
-const TOKENS: Record<string, 'reader' | 'client'> = { 'reader-secret': 'reader', 'client-secret': 'client' };
+const SECRETS = { reader: randomBytes(24).toString('base64url'), client: randomBytes(24).toString('base64url'), launcher: randomBytes(24).toString('base64url') };
 
-function requireTokens(app: App): void {
-  app.addHook('onRequest', async (req, reply) => {
-    const path = req.url.split('?')[0]!;
-    if (path === '/' || path.startsWith('/assets/') || path.startsWith('/launcher')) return;
-    const token = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1];
-    const role = token === undefined ? undefined : TOKENS[token];
-    if (role === undefined) {
-      return reply.code(401).send({ error: { code: 'unauthorized', message: 'a valid bearer token is required' } });
-    }
-    if (req.method !== 'GET' && role !== 'client') {
-      return reply.code(403).send({ error: { code: 'forbidden', message: `a ${role} token may not ${req.method} ${path}` } });
-    }
-  });
+function tokenFile(t: TestContext): string {
+  const dir = mkdtempSync(join(tmpdir(), 'agentq-dashboard-auth-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const file = join(dir, 'tokens');
+  const line = (role: keyof typeof SECRETS) => `${role}-token ${role} ${createHash('sha256').update(SECRETS[role]).digest('hex')}`;
+  writeFileSync(file, ['# dashboard test', line('reader'), line('client'), line('launcher'), ''].join('\n'));
+  return file;
 }
 
 const skip = browserSkip();
@@ -35,14 +34,10 @@ after(async () => {
 });
 
 test('with auth on, the page asks for a token once; a reader token shows, a client token may also act', { skip }, async (t) => {
-  const { page, url, client } = await openDashboard(t, browser, { hooks: requireTokens });
-  const job = (await (
-    await fetch(`${url}/jobs`, {
-      method: 'POST',
-      headers: { authorization: 'Bearer client-secret', 'content-type': 'application/json' },
-      body: JSON.stringify({ type: 'start_session', session_name: 'guarded', prompt: 'behind a token' }),
-    })
-  ).json()) as { job_id: string };
+  const { page, url } = await openDashboard(t, browser, { config: { authTokensFile: tokenFile(t) } });
+  const asClient = new AgentqClient({ url, token: SECRETS.client });
+  t.after(() => asClient.close());
+  const job = await asClient.createJob({ type: 'start_session', session_name: 'guarded', prompt: 'behind a token' });
 
   // no token: a clear prompt, and the stream waits for one
   const prompt = page.getByTestId('token-prompt');
@@ -51,12 +46,12 @@ test('with auth on, the page asks for a token once; a reader token shows, a clie
   await page.locator('[data-stream-state="needs-token"]').waitFor();
 
   // a reader token: the jobs show, live
-  await prompt.locator('input[name="token"]').fill('reader-secret');
+  await prompt.locator('input[name="token"]').fill(SECRETS.reader);
   await prompt.getByRole('button', { name: 'Use token' }).click();
   await prompt.waitFor({ state: 'detached' });
   await live(page);
   await page.locator(`tr[data-job-id="${job.job_id}"]`).waitFor();
-  assert.equal(await page.evaluate(() => sessionStorage.getItem('agentq.token')), 'reader-secret');
+  assert.equal(await page.evaluate(() => sessionStorage.getItem('agentq.token')), SECRETS.reader);
 
   // kept for the tab: a reload does not ask again
   await page.reload();
@@ -65,17 +60,23 @@ test('with auth on, the page asks for a token once; a reader token shows, a clie
   assert.equal(await page.getByTestId('token-prompt').count(), 0);
 
   // a reader may not stop a job: the page says why
-  const launcher = await fakeLauncher(client);
-  await launcher.take();
-  await launcher.started(job.job_id);
+  // a launcher registers with its role's token and then works with its own credential
+  const registrar = new AgentqClient({ url, token: SECRETS.launcher });
+  t.after(() => registrar.close());
+  const reg = await registrar.register({ hostname: 'test-host', executor_type: 'test' });
+  assert.ok(reg.launcher_token, 'a launcher credential comes with the registration');
+  const launcher = new AgentqClient({ url, token: reg.launcher_token });
+  t.after(() => launcher.close());
+  assert.equal((await launcher.poll(reg.launcher_id, { holdSeconds: 5 }))?.job?.job_id, job.job_id);
+  await launcher.reportStarted(job.job_id, { launcher_id: reg.launcher_id });
   await page.goto(`${url}/#/jobs/${job.job_id}`);
   await page.locator('.job-view[data-status="running"]').waitFor();
   await page.getByTestId('stop').click();
-  await page.getByText(/forbidden: a reader token may not POST/).waitFor();
+  await page.getByText(/forbidden: a reader token may not call POST/).waitFor();
 
   // a client token may
   await page.getByTestId('token-button').click();
-  await prompt.locator('input[name="token"]').fill('client-secret');
+  await prompt.locator('input[name="token"]').fill(SECRETS.client);
   await prompt.getByRole('button', { name: 'Use token' }).click();
   await page.locator('.job-view[data-status="running"]').waitFor();
   await page.getByTestId('stop').click();

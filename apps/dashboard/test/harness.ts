@@ -60,15 +60,14 @@ export interface Server {
 }
 
 /**
- * A real coordinator on 127.0.0.1:0 serving the built dashboard, and a real client. `hooks` run
- * on the app before it listens (the auth test installs a token check there).
+ * A real coordinator on 127.0.0.1:0 serving the built dashboard, and a real client (without a
+ * token: with `config.authTokensFile` set, make clients with the tokens you need).
  */
 export async function startServer(
-  options: { config?: Partial<CoordinatorConfig>; hooks?: (app: App) => void } = {},
+  options: { config?: Partial<CoordinatorConfig> } = {},
 ): Promise<Server> {
   const config = loadConfig({}, { host: '127.0.0.1', port: 0, logLevel: 'silent', pollTimeoutSeconds: 5, databaseUrl: 'memory:', ...options.config });
   const app = await buildApp(config);
-  options.hooks?.(app);
   await app.listen({ host: config.host, port: config.port });
   const address = app.server.address();
   if (address === null || typeof address === 'string') throw new Error('coordinator did not bind a TCP port');
@@ -92,7 +91,7 @@ export async function startServer(
 export async function openDashboard(
   t: TestContext,
   browser: Browser,
-  options: { config?: Partial<CoordinatorConfig>; hooks?: (app: App) => void; path?: string } = {},
+  options: { config?: Partial<CoordinatorConfig>; path?: string } = {},
 ): Promise<Dashboard> {
   const server = await startServer(options);
   const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
