@@ -57,6 +57,23 @@ export async function spawnCoordinatorProcess(t: TestContext, env: Record<string
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     await exited;
   });
+  const { lines, stderr, waitFor } = followLog(child);
+  const ready = await waitFor((l) => l.msg === 'coordinator ready');
+  return {
+    child,
+    url: String(ready['url']),
+    lines,
+    stderr,
+    waitFor,
+    kill: async () => {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+      await exited;
+    },
+  };
+}
+
+/** A coordinator process's JSON log lines as they come (to wait on), and its stderr. */
+export function followLog(child: ChildProcess) {
   const lines: LogLine[] = [];
   const waiters: Array<{ match: (l: LogLine) => boolean; resolve: (l: LogLine) => void }> = [];
   createInterface({ input: child.stdout! }).on('line', (text) => {
@@ -75,24 +92,17 @@ export async function spawnCoordinatorProcess(t: TestContext, env: Record<string
   });
   let stderr = '';
   child.stderr!.on('data', (d: Buffer) => (stderr += String(d)));
-  const waitFor = (match: (l: LogLine) => boolean): Promise<LogLine> => {
-    const seen = lines.find(match);
-    if (seen) return Promise.resolve(seen);
-    return new Promise((resolve, reject) => {
-      waiters.push({ match, resolve });
-      child.once('exit', (code) => reject(new Error(`coordinator exited (${code}) first; stderr: ${stderr}`)));
-    });
-  };
-  const ready = await waitFor((l) => l.msg === 'coordinator ready');
   return {
-    child,
-    url: String(ready['url']),
     lines,
     stderr: () => stderr,
-    waitFor,
-    kill: async () => {
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-      await exited;
+    /** the first log line (from now on, or already seen if `past`) that `match` accepts */
+    waitFor(match: (l: LogLine) => boolean, past = true): Promise<LogLine> {
+      const seen = past ? lines.find(match) : undefined;
+      if (seen) return Promise.resolve(seen);
+      return new Promise((resolve, reject) => {
+        waiters.push({ match, resolve });
+        child.once('exit', (code) => reject(new Error(`coordinator exited (${code}) first; stderr: ${stderr}`)));
+      });
     },
   };
 }

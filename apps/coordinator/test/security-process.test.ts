@@ -3,7 +3,6 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { test, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { AgentqClient } from '@agentq/client';
@@ -11,11 +10,10 @@ import { ConfigError, loadConfig } from '../src/config.js';
 import { checkExposure, isLoopback } from '../src/exposure.js';
 import { TokenStore } from '../src/http/auth/tokens.js';
 import { newSecret, tempDir, tokenFileText } from './auth-helpers.js';
+import { followLog } from './coordinator-process.js';
 import { rejectsWith } from './helpers.js';
 
 const MAIN = fileURLToPath(new URL('../src/main.js', import.meta.url));
-
-type LogLine = Record<string, unknown> & { msg?: string };
 
 /** The real coordinator process, with its log lines to wait on; killed when the test ends. */
 function spawnCoordinator(t: TestContext, env: Record<string, string>) {
@@ -26,38 +24,7 @@ function spawnCoordinator(t: TestContext, env: Record<string, string>) {
   t.after(() => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
   });
-  const lines: LogLine[] = [];
-  const waiters: Array<{ match: (l: LogLine) => boolean; resolve: (l: LogLine) => void }> = [];
-  createInterface({ input: child.stdout! }).on('line', (text) => {
-    let line: LogLine;
-    try {
-      line = JSON.parse(text) as LogLine;
-    } catch {
-      return;
-    }
-    lines.push(line);
-    for (const w of [...waiters]) {
-      if (!w.match(line)) continue;
-      waiters.splice(waiters.indexOf(w), 1);
-      w.resolve(line);
-    }
-  });
-  let stderr = '';
-  child.stderr!.on('data', (d: Buffer) => (stderr += String(d)));
-  return {
-    child,
-    lines,
-    stderr: () => stderr,
-    /** the first log line (from now on, or already seen if `past`) that `match` accepts */
-    waitFor(match: (l: LogLine) => boolean, past = true): Promise<LogLine> {
-      const seen = past ? lines.find(match) : undefined;
-      if (seen) return Promise.resolve(seen);
-      return new Promise((resolve, reject) => {
-        waiters.push({ match, resolve });
-        child.once('exit', (code) => reject(new Error(`coordinator exited (${code}) first; stderr: ${stderr}`)));
-      });
-    },
-  };
+  return { child, ...followLog(child) };
 }
 
 async function exitOf(child: ChildProcess): Promise<number | null> {
