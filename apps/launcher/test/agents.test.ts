@@ -48,7 +48,13 @@ async function quiet(client: AgentqClient, name: string): Promise<{ session: Ses
     const session = await client.getSession(name);
     const jobs = await Promise.all(session.job_ids.map((id) => client.getJob(id)));
     const open = jobs.find((j) => !j.terminal);
-    if (!open && session.pending_callbacks.length === 0 && session.callback_job_id === null) return { session, jobs };
+    if (!open && session.pending_callbacks.length === 0 && session.callback_job_id === null) {
+      // read again: the session read before its jobs may predate their ends (and their usage)
+      const after = await client.getSession(name);
+      const same = after.job_ids.join() === session.job_ids.join();
+      if (same && after.pending_callbacks.length === 0 && after.callback_job_id === null) return { session: after, jobs };
+      continue;
+    }
     if (open) await settled(client, open.job_id);
   }
 }
