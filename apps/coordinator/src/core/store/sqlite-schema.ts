@@ -121,6 +121,15 @@ export const MIGRATIONS: readonly string[] = [
   `
   ALTER TABLE jobs ADD COLUMN agent_token_hash TEXT;
   `,
+  // 4: prompts in their own table (sqlite-prompts.ts): an UPDATE of a job no longer rewrites them
+  `
+  CREATE TABLE job_prompts (
+    job_id TEXT PRIMARY KEY,
+    prompt TEXT NOT NULL
+  ) STRICT;
+  INSERT INTO job_prompts (job_id, prompt) SELECT id, prompt FROM jobs;
+  UPDATE jobs SET prompt = '';
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

@@ -6,6 +6,7 @@ import type { JobRow, LauncherRow, SessionRow } from '../rows.js';
 import type { SessionExtras } from '../wire.js';
 import { emptyChangeSet, type ChangeSet, type RowChange } from './changes.js';
 import { MemoryStore, type MemoryStoreOptions } from './memory-store.js';
+import { deletePrompt, insertPrompt, SELECT_JOBS, withPrompt } from './sqlite-prompts.js';
 import { migrate } from './sqlite-schema.js';
 import { column, decode, encode, IDEMPOTENCY, JOBS, LAUNCHERS, SESSIONS, type Table } from './sql-rows.js';
 import type { ListJobsFilter, ListSessionsFilter } from './store.js';
@@ -62,7 +63,7 @@ export class SqliteStore extends MemoryStore {
 
   private constructor(db: Db, o: SqliteStoreOptions) {
     const loader = {
-      job: (id: string) => this.#one(JOBS, 'SELECT * FROM jobs WHERE id = ?', id),
+      job: (id: string) => this.#jobs(`${SELECT_JOBS} WHERE jobs.id = ?`, id)[0],
       session: (name: string) => this.#one(SESSIONS, 'SELECT * FROM sessions WHERE name = ?', name),
       idempotency: (key: string) => this.#one(IDEMPOTENCY, 'SELECT * FROM idempotency WHERE key = ?', key),
     };
@@ -87,6 +88,11 @@ export class SqliteStore extends MemoryStore {
     return (this.#stmt(sql).all(...args) as Record<string, unknown>[]).map((raw) => decode(table, raw));
   }
 
+  /** Whole jobs, prompts joined in (`sql` is SELECT_JOBS with its conditions). */
+  #jobs(sql: string, ...args: unknown[]): JobRow[] {
+    return (this.#stmt(sql).all(...args) as Record<string, unknown>[]).map((raw) => decode(JOBS, withPrompt(raw)));
+  }
+
   /** Rebuild the hot state from the file: launchers, every non-terminal job and its session. */
   #load(): void {
     const now = this.options.clock.now();
@@ -102,7 +108,7 @@ export class SqliteStore extends MemoryStore {
       const row: LauncherRow = { ...l, lastSeen: now, staleAt: l.status === 'stale' ? now : null };
       changes.launchers.set(row.id, { kind: 'insert', before: undefined, after: row, patch: row });
     }
-    const live = this.#all(JOBS, `SELECT * FROM jobs WHERE status NOT IN (${placeholders(TERMINAL.length)}) ORDER BY seq`, ...TERMINAL);
+    const live = this.#jobs(`${SELECT_JOBS} WHERE jobs.status NOT IN (${placeholders(TERMINAL.length)}) ORDER BY jobs.seq`, ...TERMINAL);
     const names = new Set(live.map((j) => j.sessionName));
     const sessions = this.#all(
       SESSIONS,
@@ -169,7 +175,7 @@ export class SqliteStore extends MemoryStore {
   #writeChanges(changes: ChangeSet, lastEventId: number): void {
     for (const c of changes.sessions.values()) this.#write(SESSIONS, c);
     for (const c of changes.jobs.values()) {
-      this.#write(JOBS, c);
+      this.#writeJob(c);
       if (c.kind === 'delete') this.#stmt('DELETE FROM job_output WHERE job_id = ?').run(c.before.id);
     }
     for (const c of changes.launchers.values()) this.#write(LAUNCHERS, c);
@@ -203,6 +209,22 @@ export class SqliteStore extends MemoryStore {
     }
     const patch = c.patch as Record<string, unknown>;
     stmt.run(...fields.map((f) => encode(table, f, patch[f])), c.before[table.key] as unknown);
+  }
+
+  /** A job's change: its prompt to job_prompts (written once: sqlite-prompts.ts), the rest to its row. */
+  #writeJob(c: RowChange<JobRow>): void {
+    const prompts = { stmt: (sql: string) => this.#stmt(sql) };
+    if (c.kind === 'insert') {
+      insertPrompt(prompts, c.after.id, c.after.prompt);
+      return this.#insert(JOBS, { ...c.after, prompt: '' }, 'INSERT');
+    }
+    if (c.kind === 'delete') deletePrompt(prompts, c.before.id);
+    if (c.kind === 'update' && c.patch.prompt !== undefined) {
+      insertPrompt(prompts, c.after.id, c.after.prompt);
+      const { prompt: _kept, ...patch } = c.patch;
+      return this.#write(JOBS, { ...c, patch });
+    }
+    this.#write(JOBS, c);
   }
 
   #insert<T>(table: Table<T>, row: T, verb: 'INSERT' | 'INSERT OR REPLACE'): void {
@@ -251,8 +273,8 @@ export class SqliteStore extends MemoryStore {
       where.push(`status ${f.terminal ? '' : 'NOT '}IN (${placeholders(TERMINAL.length)})`);
       args.push(...TERMINAL);
     }
-    const sql = `SELECT * FROM jobs ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY seq DESC LIMIT ?`;
-    return this.#all(JOBS, sql, ...args, f.limit);
+    const sql = `${SELECT_JOBS} ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY jobs.seq DESC LIMIT ?`;
+    return this.#jobs(sql, ...args, f.limit);
   }
 
   override async listSessions(f: ListSessionsFilter): Promise<SessionRow[]> {
