@@ -125,6 +125,23 @@ test('a Last-Event-ID inside the replay window gets no stream.gap', opts, async 
   assert.equal(first.event === 'stream.gap' ? 'gap' : idOf(first), newest - 4);
 });
 
+// a shared store's event ids are the database's: never numbered afresh
+const localStore = { ...opts, skip: process.env.AGENTQ_TEST_STORE === 'postgres' && 'event ids of a shared store are never numbered afresh' };
+test('a Last-Event-ID past the newest event (ids numbered afresh after a restart of an in-memory store) gets stream.gap, then every new event', localStore, async (t) => {
+  const { client, c } = await startTest(t);
+  await start(client, 'first');
+  const newest = c.core.events.lastId;
+  const ev = openEvents(t, c.url, newest + 5000);
+  const subscribed = called(c.core.events, 'subscribe');
+  const gapOrFirst = ev.next();
+  await subscribed;
+  const gap = await gapOrFirst;
+  assert.equal(gap.event, 'stream.gap');
+  const job = await start(client, 'after');
+  const seen = await ev.until(isJobEvent('job.created', job.job_id));
+  assert.ok(seen.every((m) => idOf(m) > newest), 'only the new events, none dropped as already seen');
+});
+
 // ~100 MB of prompts: a test of the SSE layer, which no store changes; too slow to write to PostgreSQL
 const flood = { timeout: 30_000, skip: process.env.AGENTQ_TEST_STORE === 'postgres' && 'the store does not matter here (AGENTQ_TEST_STORE=postgres)' };
 test('a client that stops reading is disconnected instead of buffering events without bound', flood, async (t) => {

@@ -449,9 +449,14 @@ export class AgentqClient {
  * The request may have been carried out but its answer did not arrive: the connection broke, or
  * something between client and coordinator answered 502/503/504.
  */
+/**
+ * The answer to a create may not have been the coordinator's: the connection broke, or a proxy
+ * answered 502/503/504 for it. A refusal from the coordinator itself (an agentq error code, e.g.
+ * 503 queue_full with its Retry-After, already honoured by #json) is an answer, not a loss.
+ */
 function answerLost(err: unknown): boolean {
   if (err instanceof AgentqConnectionError) return true;
-  return err instanceof AgentqApiError && (err.status === 502 || err.status === 503 || err.status === 504);
+  return err instanceof AgentqApiError && [502, 503, 504].includes(err.status) && err.code.startsWith('http_');
 }
 
 function apiError(status: number, text: string, retryAfter?: string | string[]): AgentqApiError {

@@ -84,13 +84,17 @@ export const eventRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator; clients
     const unsubscribe = core.events.subscribe((e) => (held ? held.push(e) : sendEvent(e)));
     const keepalive = setInterval(() => client.send(': keepalive\n\n'), keepaliveMs);
     res.once('close', end);
+    if (res.destroyed) end(); // closed before the handler ran: 'close' will not come again
     if (lastId !== undefined && Number.isFinite(lastId)) {
-      sentId = lastId;
+      // an id from before a restart of a store that numbers events afresh (memory:) is no guide:
+      // the client gets a gap and every event from now on
+      const fresh = !core.store.shared && lastId > core.events.lastId;
+      sentId = fresh ? 0 : lastId;
       const gapFrame = (oldestId: number) =>
         `event: stream.gap\ndata: ${JSON.stringify({ type: 'stream.gap', oldest_available_id: oldestId })}\n\n`;
       try {
         // a shared store may read older events from the database: the live ones wait in `held`
-        const { events, gap, oldestId } = await core.replayEvents(lastId);
+        const { events, gap, oldestId } = fresh ? { events: [], gap: true, oldestId: core.events.lastId + 1 } : await core.replayEvents(lastId);
         if (gap) client.send(gapFrame(oldestId));
         for (const e of events) sendEvent(e);
       } catch (err) {

@@ -112,7 +112,11 @@ export class MemoryState {
     const row = this.jobs.get(id);
     if (row || !this.loader) return row;
     const loaded = this.loader.job(id);
-    if (loaded) this.jobs.set(id, loaded);
+    if (loaded) {
+      this.jobs.set(id, loaded);
+      // a finished job read back from the file joins the hot window, and leaves it with the rest
+      if (isTerminal(loaded.status)) this.#ended.push(id);
+    }
     return loaded;
   }
 
