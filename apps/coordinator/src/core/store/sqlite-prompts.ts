@@ -1,5 +1,3 @@
-import type { Statement } from 'better-sqlite3';
-
 /*
  * Prompts live in their own table (`job_prompts`, schema version 4), not in the `jobs` row whose
  * `prompt` column stays ''. SQLite rewrites a row's whole record on every UPDATE, and a job's row
@@ -11,21 +9,12 @@ import type { Statement } from 'better-sqlite3';
 /** `SELECT` of whole job rows, prompt included: add `WHERE ...` on the jobs table's columns. */
 export const SELECT_JOBS = 'SELECT jobs.*, job_prompts.prompt AS stored_prompt FROM jobs JOIN job_prompts ON job_prompts.job_id = jobs.id';
 
-/** A raw row of SELECT_JOBS as a raw `jobs` row with its prompt. */
+/** A raw row of SELECT_JOBS (a fresh object) as a raw `jobs` row with its prompt; decode reads only the table's columns. */
 export function withPrompt(raw: Record<string, unknown>): Record<string, unknown> {
-  const { stored_prompt, ...row } = raw;
-  return { ...row, prompt: stored_prompt };
+  raw['prompt'] = raw['stored_prompt'];
+  return raw;
 }
 
-export interface PromptWrites {
-  /** the prepared statement for `sql` (the store's cache) */
-  stmt(sql: string): Statement;
-}
-
-export function insertPrompt(db: PromptWrites, jobId: string, prompt: string): void {
-  db.stmt('INSERT OR REPLACE INTO job_prompts (job_id, prompt) VALUES (?, ?)').run(jobId, prompt);
-}
-
-export function deletePrompt(db: PromptWrites, jobId: string): void {
-  db.stmt('DELETE FROM job_prompts WHERE job_id = ?').run(jobId);
-}
+/** A job's prompt, written once (a replace only if a patch ever carried one). */
+export const PUT_PROMPT = 'INSERT OR REPLACE INTO job_prompts (job_id, prompt) VALUES (?, ?)';
+export const DELETE_PROMPT = 'DELETE FROM job_prompts WHERE job_id = ?';

@@ -6,7 +6,7 @@ import type { JobRow, LauncherRow, SessionRow } from '../rows.js';
 import type { SessionExtras } from '../wire.js';
 import { emptyChangeSet, type ChangeSet, type RowChange } from './changes.js';
 import { MemoryStore, type MemoryStoreOptions } from './memory-store.js';
-import { deletePrompt, insertPrompt, SELECT_JOBS, withPrompt } from './sqlite-prompts.js';
+import { DELETE_PROMPT, PUT_PROMPT, SELECT_JOBS, withPrompt } from './sqlite-prompts.js';
 import { migrate } from './sqlite-schema.js';
 import { column, decode, encode, IDEMPOTENCY, JOBS, LAUNCHERS, SESSIONS, type Table } from './sql-rows.js';
 import type { ListJobsFilter, ListSessionsFilter } from './store.js';
@@ -213,14 +213,13 @@ export class SqliteStore extends MemoryStore {
 
   /** A job's change: its prompt to job_prompts (written once: sqlite-prompts.ts), the rest to its row. */
   #writeJob(c: RowChange<JobRow>): void {
-    const prompts = { stmt: (sql: string) => this.#stmt(sql) };
     if (c.kind === 'insert') {
-      insertPrompt(prompts, c.after.id, c.after.prompt);
+      this.#stmt(PUT_PROMPT).run(c.after.id, c.after.prompt);
       return this.#insert(JOBS, { ...c.after, prompt: '' }, 'INSERT');
     }
-    if (c.kind === 'delete') deletePrompt(prompts, c.before.id);
+    if (c.kind === 'delete') this.#stmt(DELETE_PROMPT).run(c.before.id);
     if (c.kind === 'update' && c.patch.prompt !== undefined) {
-      insertPrompt(prompts, c.after.id, c.after.prompt);
+      this.#stmt(PUT_PROMPT).run(c.after.id, c.after.prompt);
       const { prompt: _kept, ...patch } = c.patch;
       return this.#write(JOBS, { ...c, patch });
     }
