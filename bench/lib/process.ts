@@ -93,18 +93,23 @@ export async function startCoordinatorProcess(databaseUrl: string, env: Record<s
   closeSync(fd);
   const url = `http://127.0.0.1:${port}`;
   await untilAnswers(`${url}/health`, child, log);
+  const handle = processHandle(child, url, () => readFileSync(log, 'utf8'));
+  return { ...handle, stop: () => handle.stop().then(() => rmSync(dir, { recursive: true, force: true })) };
+}
+
+/** A benchmark's server process: its measures, and a stop (SIGTERM, then wait for the exit). */
+function processHandle(child: ChildProcess, url: string, log: () => string = () => ''): ServerProcess {
   return {
     url,
     pid: child.pid!,
     rssBytes: () => rssOf(child.pid!),
     cpuMs: () => cpuOf(child.pid!),
-    log: () => readFileSync(log, 'utf8'),
+    log,
     stop: async () => {
       if (child.exitCode === null) {
         child.kill('SIGTERM');
         await once(child, 'exit');
       }
-      rmSync(dir, { recursive: true, force: true });
     },
   };
 }
@@ -143,20 +148,7 @@ export async function startRedis(): Promise<(ServerProcess & { port: number }) |
     child.once('exit', (code) => reject(new Error(`redis-server exited (${code}):\n${lines.join('')}`)));
   });
   child.stdout!.resume();
-  return {
-    url: `redis://127.0.0.1:${port}`,
-    port,
-    pid: child.pid!,
-    rssBytes: () => rssOf(child.pid!),
-    cpuMs: () => cpuOf(child.pid!),
-    log: () => '',
-    stop: async () => {
-      if (child.exitCode === null) {
-        child.kill('SIGTERM');
-        await once(child, 'exit');
-      }
-    },
-  };
+  return { ...processHandle(child, `redis://127.0.0.1:${port}`), port };
 }
 
 /** bench/raw-server.ts in its own process: a bare node:http server that parks every request. */
@@ -165,17 +157,5 @@ export async function startRawServer(): Promise<ServerProcess> {
   child.stdout!.setEncoding('utf8');
   const [line] = (await once(child.stdout!, 'data')) as [string];
   const port = Number(line.trim());
-  return {
-    url: `http://127.0.0.1:${port}`,
-    pid: child.pid!,
-    rssBytes: () => rssOf(child.pid!),
-    cpuMs: () => cpuOf(child.pid!),
-    log: () => '',
-    stop: async () => {
-      if (child.exitCode === null) {
-        child.kill('SIGTERM');
-        await once(child, 'exit');
-      }
-    },
-  };
+  return processHandle(child, `http://127.0.0.1:${port}`);
 }
