@@ -85,6 +85,12 @@ export const ConfigSchema = Type.Object({
   httpKeepAliveTimeoutMs: Type.Integer({ minimum: 1, maximum: 3_600_000 }),
   /** log bytes held in memory while stdout is slow; lines beyond are dropped and counted */
   logBufferBytes: Type.Integer({ minimum: 1024, maximum: 1024 * 1024 * 1024 }),
+  /**
+   * how far V8 lets the heap grow past what the last full collection kept, in percent (V8's
+   * --heap-growing-percent); 0 = V8's own choice, which trades memory for speed. Process-wide:
+   * applied by the coordinator program (main.ts), not by buildApp.
+   */
+  heapGrowthPercent: Type.Integer({ minimum: 0, maximum: 1000 }),
 });
 export type CoordinatorConfig = Static<typeof ConfigSchema>;
 
@@ -131,6 +137,7 @@ export const DEFAULT_CONFIG: CoordinatorConfig = {
   httpIdleTimeoutMs: 75_000,
   httpKeepAliveTimeoutMs: 72_000,
   logBufferBytes: 4 * 1024 * 1024,
+  heapGrowthPercent: 20,
 };
 
 
@@ -176,6 +183,7 @@ const ENV: ReadonlyArray<[string, keyof CoordinatorConfig, 'string' | 'number' |
   ['HTTP_IDLE_TIMEOUT_MS', 'httpIdleTimeoutMs', 'number'],
   ['HTTP_KEEP_ALIVE_TIMEOUT_MS', 'httpKeepAliveTimeoutMs', 'number'],
   ['LOG_BUFFER_BYTES', 'logBufferBytes', 'number'],
+  ['HEAP_GROWTH_PERCENT', 'heapGrowthPercent', 'number'],
 ];
 export const CONFIG_ENV_VARS = ENV.map(([name, key]) => ({ name, key }));
 

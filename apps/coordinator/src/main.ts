@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
+import { setFlagsFromString } from 'node:v8';
 import { buildApp, createLogger } from './app.js';
 import { CONFIG_ENV_VARS, ConfigError, loadConfig } from './config.js';
 import { stdoutDestination } from './log-destination.js';
@@ -59,6 +60,9 @@ async function main(): Promise<void> {
   let logger;
   try {
     config = loadConfig(process.env);
+    // a coordinator runs for months: a smaller heap, collected a little more often, is the
+    // better trade than V8's default growth (docs/benchmarks.md, "Memory bounded by active work")
+    if (config.heapGrowthPercent > 0) setFlagsFromString(`--heap-growing-percent=${config.heapGrowthPercent}`);
     logger = createLogger(config);
     // also refuses a weak set-up (no tokens off loopback) and an unreadable token file or certificate
     app = await buildApp(config, { logger });
@@ -120,6 +124,7 @@ async function main(): Promise<void> {
       url: `${config.tlsCertFile !== null ? 'https' : 'http'}://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`,
       database: redactUrl(config.databaseUrl),
       auth: app.auth.enabled ? 'tokens' : config.authDisabled ? 'disabled' : 'open (loopback only)',
+      heap_growth_percent: config.heapGrowthPercent,
     },
     'coordinator ready',
   );

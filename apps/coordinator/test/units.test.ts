@@ -54,6 +54,9 @@ test('loadConfig reads the original variables and their defaults', () => {
   assert.equal(c.host, '0.0.0.0');
   assert.equal(c.logLevel, 'debug');
   assert.equal(c.defaultJobTimeoutMs, 60000);
+  // 0 leaves V8's own heap growth
+  assert.equal(DEFAULT_CONFIG.heapGrowthPercent, 20);
+  assert.equal(loadConfig({ HEAP_GROWTH_PERCENT: '0' }).heapGrowthPercent, 0);
 });
 
 test('loadConfig stops on a bad value with a message naming the variable', () => {
@@ -62,6 +65,8 @@ test('loadConfig stops on a bad value with a message naming the variable', () =>
     [{ PORT: '70000' }, 'PORT'],
     [{ LAUNCHER_POLL_TIMEOUT: '-1' }, 'LAUNCHER_POLL_TIMEOUT'],
     [{ LOG_LEVEL: 'loud' }, 'LOG_LEVEL'],
+    [{ HEAP_GROWTH_PERCENT: '-5' }, 'HEAP_GROWTH_PERCENT'],
+    [{ HEAP_GROWTH_PERCENT: '2.5' }, 'HEAP_GROWTH_PERCENT'],
     [{ LAUNCHER_HEARTBEAT_TIMEOUT: '30', LAUNCHER_HEARTBEAT_INTERVAL: '60' }, 'LAUNCHER_HEARTBEAT_TIMEOUT'],
   ];
   for (const [env, variable] of bad) {
