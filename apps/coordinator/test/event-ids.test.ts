@@ -5,12 +5,15 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import Database from 'better-sqlite3';
 import { AgentqClient } from '@agentq/client';
+import type { LifecycleEvent } from '@agentq/protocol';
 import { startCoordinator } from '../src/start.js';
 import { start } from './helpers.js';
 
 /*
- * The SQLite store reserves event ids in blocks and writes only the end of the block to the file
- * (not the last id on every commit): ids must still only grow across restarts.
+ * Events of the SQLite store: ids are reserved in blocks (only the end of the block is written to
+ * the file, not the last id on every commit) and must still only grow across restarts; a session
+ * event's lists of jobs and children are read from the file only when the event is read, and
+ * must still be those of its commit.
  */
 
 const storedCeiling = (file: string) => {
@@ -56,4 +59,29 @@ test('event ids go on growing after a restart of the SQLite store, and the file 
     await client2.close();
     await second.close();
   }
+});
+
+test('a session event read later shows the session as it was at its commit (the SQLite store reads its lists lazily)', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'agentq-event-extras-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const c = await startCoordinator({ databaseUrl: `sqlite:${join(dir, 'agentq.db')}`, sweepIntervalMs: 600_000 });
+  const client = new AgentqClient({ url: c.url });
+  t.after(async () => {
+    await client.close();
+    await c.close();
+  });
+  const events: LifecycleEvent[] = [];
+  t.after(c.core.events.subscribe((e) => events.push(e)));
+  const first = await start(client, 'parent');
+  const sessionEventsBefore = events.filter((e) => 'session' in e).length;
+  // more jobs and a child session after it: the first event must not show them
+  const second = await client.createJob({ type: 'resume_session', session_name: 'parent', prompt: 'again' });
+  await start(client, 'child', 'do child', { parent_session_name: 'parent' });
+  const sessionEvents = events.filter((e): e is Extract<LifecycleEvent, { session: unknown }> => 'session' in e);
+  assert.ok(sessionEvents.length > sessionEventsBefore, 'the later changes made session events too');
+  const early = sessionEvents[0]!.session;
+  assert.equal(early.session_name, 'parent');
+  assert.deepEqual([early.job_ids, early.children], [[first.job_id], []]);
+  const now = await client.getSession('parent');
+  assert.deepEqual([now.job_ids, now.children], [[first.job_id, second.job_id], ['child']]);
 });

@@ -1,5 +1,6 @@
 import type { LifecycleEvent } from '@agentq/protocol';
 import type { Logger } from 'pino';
+import { heldBytesOf } from './store/lazy-events.js';
 
 export type Listener = (event: LifecycleEvent) => void;
 
@@ -21,6 +22,9 @@ const frame = (e: LifecycleEvent, data: unknown) => Buffer.from(`id: ${e.id}\nev
  * a session's last result and the outcomes and messages it has queued) plus a fixed part.
  */
 export function eventSize(e: LifecycleEvent): number {
+  // the store's events answer from their rows, without making the wire view
+  const held = heldBytesOf(e);
+  if (held !== undefined) return 1024 + held;
   let n = 1024;
   if ('job' in e) n += (e.job.prompt?.length ?? 0) + (e.job.result?.length ?? 0) + (e.job.error?.length ?? 0);
   else if ('session' in e) {

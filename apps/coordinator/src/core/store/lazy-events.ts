@@ -29,27 +29,48 @@ class JobEventView {
   get job(): EventJob {
     return toWireJob(this.#row);
   }
+  /** the bytes of its large strings, from the row (no wire view made) */
+  get heldBytes(): number {
+    const r = this.#row;
+    return r.prompt.length + (r.result?.length ?? 0) + (r.error?.length ?? 0);
+  }
   toJSON(): { id: number; type: EventType; at: string; job: EventJob } {
     return { id: this.id, type: this.type, at: this.at, job: this.job };
   }
 }
 
+/**
+ * A session's derived view (active job, jobs, children) as of its event's commit: taken then, or
+ * a function that reads it later as it was then (the SQLite store reads job and child lists from
+ * the file, bounded by the sequence numbers of the commit: most events are never read, so most of
+ * those reads are never made).
+ */
+export type EventExtras = SessionExtras | (() => SessionExtras);
+
 class SessionEventView {
   readonly #row: SessionRow;
-  /** derived from indexes that move on: taken when the event is committed */
-  readonly #extras: SessionExtras;
+  #extras: EventExtras;
   constructor(
     readonly id: number,
     readonly type: EventType,
     readonly at: string,
     row: SessionRow,
-    extras: SessionExtras,
+    extras: EventExtras,
   ) {
     this.#row = row;
     this.#extras = extras;
   }
   get session(): Session {
+    if (typeof this.#extras === 'function') this.#extras = this.#extras();
     return toWireSession(this.#row, this.#extras);
+  }
+  /** the bytes of its large strings, from the row (no wire view made) */
+  get heldBytes(): number {
+    const s = this.#row;
+    let n = (s.lastResult?.length ?? 0) + (s.lastError?.length ?? 0);
+    for (const c of s.callbacks) n += 256 + (c.result?.length ?? 0) + (c.error?.length ?? 0);
+    for (const m of s.messages) n += 256 + m.text.length;
+    return n;
   }
   toJSON(): { id: number; type: EventType; at: string; session: Session } {
     return { id: this.id, type: this.type, at: this.at, session: this.session };
@@ -59,5 +80,11 @@ class SessionEventView {
 export const jobEvent = (id: number, type: EventType, at: string, row: JobRow): LifecycleEvent =>
   new JobEventView(id, type, at, row) as unknown as LifecycleEvent;
 
-export const sessionEvent = (id: number, type: EventType, at: string, row: SessionRow, extras: SessionExtras): LifecycleEvent =>
+export const sessionEvent = (id: number, type: EventType, at: string, row: SessionRow, extras: EventExtras): LifecycleEvent =>
   new SessionEventView(id, type, at, row, extras) as unknown as LifecycleEvent;
+
+/** The bytes of an event's large strings when it is one made here (from its row); else undefined. */
+export function heldBytesOf(e: LifecycleEvent): number | undefined {
+  const view: unknown = e;
+  return view instanceof JobEventView || view instanceof SessionEventView ? view.heldBytes : undefined;
+}

@@ -6,7 +6,7 @@ import { OutputBuffer } from '../output-buffer.js';
 import type { JobRow, LauncherRow, SessionRow } from '../rows.js';
 import { toWireLauncher, type SessionExtras } from '../wire.js';
 import { hintsOf, type ChangeSet } from './changes.js';
-import { jobEvent, sessionEvent } from './lazy-events.js';
+import { jobEvent, sessionEvent, type EventExtras } from './lazy-events.js';
 import { MemoryState, type StateLoader } from './memory-state.js';
 import { MemoryTx } from './memory-tx.js';
 import { Mutex } from './mutex.js';
@@ -86,7 +86,7 @@ export class MemoryStore implements Store {
       }
       if ('session' in e.ref) {
         const row = this.state.sessions.get(e.ref.session) ?? changes.sessions.get(e.ref.session)?.before;
-        return sessionEvent(id, e.type, at, row!, this.extrasNow(row!));
+        return sessionEvent(id, e.type, at, row!, this.eventExtras(row!));
       }
       const row = this.state.launchers.get(e.ref.launcher) ?? changes.launchers.get(e.ref.launcher)?.before;
       const held = [...(this.state.launcherActive.get(row!.id) ?? [])];
@@ -110,9 +110,14 @@ export class MemoryStore implements Store {
   /** Write a change set through before it is applied (durable stores); throw to refuse it. */
   protected persist(_changes: ChangeSet, _lastEventId: number): void {}
 
-  /** A session's derived view, synchronously (for events). */
+  /** A session's derived view, synchronously. */
   protected extrasNow(s: SessionRow): SessionExtras {
     return this.state.sessionExtras(s);
+  }
+
+  /** A session's derived view for an event of the commit being made (lazy-events.ts). */
+  protected eventExtras(s: SessionRow): EventExtras {
+    return this.extrasNow(s);
   }
 
   // --- reads -------------------------------------------------------------------------------

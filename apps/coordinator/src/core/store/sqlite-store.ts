@@ -260,12 +260,26 @@ export class SqliteStore extends MemoryStore {
   // --- reads of history ------------------------------------------------------------------------
 
   protected override extrasNow(s: SessionRow): SessionExtras {
-    const activeJobId = this.state.sessionActive.get(s.name) ?? null;
+    return this.#extrasUpTo(s, this.state.jobSeq, this.state.sessionSeq);
+  }
+
+  /**
+   * For an event: the lists are read when the event is (if ever), as they were at its commit. Jobs
+   * and child sessions are only ever added, each with the next sequence number, so "those with a
+   * number up to the commit's" is the list as it was then (less what history has deleted since).
+   */
+  protected override eventExtras(s: SessionRow): () => SessionExtras {
+    const { jobSeq, sessionSeq } = this.state;
+    const active = { activeJobId: this.state.sessionActive.get(s.name) ?? null, busy: this.state.isBusy(s.name) };
+    return () => this.#extrasUpTo(s, jobSeq, sessionSeq, active);
+  }
+
+  #extrasUpTo(s: SessionRow, jobSeq: number, sessionSeq: number, active?: Pick<SessionExtras, 'activeJobId' | 'busy'>): SessionExtras {
     return {
-      activeJobId,
-      busy: this.state.isBusy(s.name),
-      jobIds: (this.#stmt('SELECT id FROM jobs WHERE session_name = ? ORDER BY seq').pluck().all(s.name) as string[]),
-      children: (this.#stmt('SELECT name FROM sessions WHERE parent_name = ? ORDER BY seq').pluck().all(s.name) as string[]),
+      activeJobId: active ? active.activeJobId : (this.state.sessionActive.get(s.name) ?? null),
+      busy: active ? active.busy : this.state.isBusy(s.name),
+      jobIds: this.#stmt('SELECT id FROM jobs WHERE session_name = ? AND seq <= ? ORDER BY seq').pluck().all(s.name, jobSeq) as string[],
+      children: this.#stmt('SELECT name FROM sessions WHERE parent_name = ? AND seq <= ? ORDER BY seq').pluck().all(s.name, sessionSeq) as string[],
     };
   }
 
