@@ -16,7 +16,7 @@
  * Environment: BENCH_JOBS (20000), BENCH_LAUNCHERS (8), BENCH_CAPACITY (8, slots per launcher in
  * the batched protocol), BENCH_PRODUCERS (8, creates in flight in the single-job protocol),
  * BENCH_BATCH (500, jobs per POST /jobs/batch), BENCH_LATENCY_JOBS (3000), BENCH_PARKED (10000),
- * BENCH_SETTLE (60), BENCH_ONLY=throughput|latency|parked|memory, BENCH_STORES=memory,sqlite, and LOG_LEVEL for the
+ * BENCH_SETTLE (60), BENCH_ONLY=throughput|latency|parked|memory, BENCH_STORES=memory,sqlite, BENCH_PROTOCOLS=single,batched, and LOG_LEVEL for the
  * coordinator (default info, its log written to a file).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -55,7 +55,7 @@ async function throughputTable(): Promise<void> {
   console.log('| store | protocol | jobs/s | seconds | requests | coordinator CPU per job | RSS before | RSS after | RSS per finished job |');
   console.log('|---|---|---|---|---|---|---|---|---|');
   for (const store of STORES) {
-    for (const protocol of ['single', 'batched'] as Protocol[]) {
+    for (const protocol of (process.env.BENCH_PROTOCOLS ?? 'single,batched').split(',') as Protocol[]) {
       await withStore(store, async (databaseUrl) => {
         const server = await startCoordinatorProcess(databaseUrl, coordinatorEnv);
         try {
