@@ -93,7 +93,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = async
 
   app.get(
     '/jobs',
-    { schema: { operationId: 'listJobs', tags: ['jobs'], summary: 'List jobs, newest first', querystring: ListJobsQuery, response: { 200: JobList, 400: ErrorBody } } },
+    { ...plainJson, schema: { operationId: 'listJobs', tags: ['jobs'], summary: 'List jobs, newest first', querystring: ListJobsQuery, response: { 200: JobList, 400: ErrorBody } } },
     async (req) => {
       const q = req.query;
       let statuses: Set<JobStatus> | undefined;
@@ -121,7 +121,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = async
 
   app.post(
     '/jobs/wait',
-    { schema: { operationId: 'waitJobs', tags: ['jobs'], summary: 'Wait for any or all of several jobs', body: WaitManyRequest, response: { 200: WaitManyResponse, 400: ErrorBody } } },
+    { ...plainJson, schema: { operationId: 'waitJobs', tags: ['jobs'], summary: 'Wait for any or all of several jobs', body: WaitManyRequest, response: { 200: WaitManyResponse, 400: ErrorBody } } },
     async (req, reply) => {
       const { job_ids, timeout_ms = 30_000, mode = 'any', include_terminal = false } = req.body;
       return core.waitJobs(job_ids, timeout_ms, mode, clientGone(reply), include_terminal);
@@ -136,7 +136,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = async
 
   app.get(
     '/jobs/:job_id/wait',
-    { schema: { operationId: 'waitJob', tags: ['jobs'], summary: 'Wait for a job to end', params: JobIdParams, querystring: WaitQuery, response: { 200: Job, 400: ErrorBody, 404: ErrorBody } } },
+    { ...plainJson, schema: { operationId: 'waitJob', tags: ['jobs'], summary: 'Wait for a job to end', params: JobIdParams, querystring: WaitQuery, response: { 200: Job, 400: ErrorBody, 404: ErrorBody } } },
     async (req, reply) => core.waitJob(req.params.job_id, req.query.timeout_ms ?? 30_000, clientGone(reply)),
   );
 

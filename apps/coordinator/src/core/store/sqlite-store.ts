@@ -22,6 +22,8 @@ const TERMINAL = [...TERMINAL_STATUSES];
 /** what the terminal jobs kept in memory may hold (see trimCache) */
 const HOT_BYTES = 64 * 1024 * 1024;
 const placeholders = (n: number) => Array.from({ length: n }, () => '?').join(', ');
+/** Event ids reserved per write of the reservation (see #eventIdCeiling). */
+const EVENT_ID_BLOCK = 10_000;
 
 /**
  * The default store: SQLite in WAL mode through better-sqlite3. Dispatch works on the memory
@@ -32,9 +34,6 @@ const placeholders = (n: number) => Array.from({ length: n }, () => '?').join(',
  * `storage_unavailable` and changes nothing; the next one tries again. History (terminal jobs,
  * idle sessions) is read from the file.
  */
-/** Event ids reserved per write of the reservation (see #eventIdCeiling). */
-const EVENT_ID_BLOCK = 10_000;
-
 export class SqliteStore extends MemoryStore {
   override readonly kind = 'sqlite' as const;
   readonly #db: Db;
