@@ -52,17 +52,28 @@ function handleArguments(argv: string[]): void {
   }
 }
 
+/**
+ * A coordinator runs for months: a smaller heap, collected a little more often, is the better
+ * trade than V8's default growth (docs/benchmarks.md, "Memory bounded by active work"). A
+ * --heap-growing-percent given to node itself wins. Returns what is in effect, for the log.
+ */
+function applyHeapGrowth(percent: number): number | 'node flag' | 'v8 default' {
+  if (process.execArgv.some((a) => /^--heap[-_]growing[-_]percent/.test(a))) return 'node flag';
+  if (percent === 0) return 'v8 default';
+  setFlagsFromString(`--heap-growing-percent=${percent}`);
+  return percent;
+}
+
 /** The coordinator process: the only place that listens and calls process.exit. */
 async function main(): Promise<void> {
   handleArguments(process.argv.slice(2));
   let config;
   let app;
   let logger;
+  let heapGrowth;
   try {
     config = loadConfig(process.env);
-    // a coordinator runs for months: a smaller heap, collected a little more often, is the
-    // better trade than V8's default growth (docs/benchmarks.md, "Memory bounded by active work")
-    if (config.heapGrowthPercent > 0) setFlagsFromString(`--heap-growing-percent=${config.heapGrowthPercent}`);
+    heapGrowth = applyHeapGrowth(config.heapGrowthPercent);
     logger = createLogger(config);
     // also refuses a weak set-up (no tokens off loopback) and an unreadable token file or certificate
     app = await buildApp(config, { logger });
@@ -124,7 +135,7 @@ async function main(): Promise<void> {
       url: `${config.tlsCertFile !== null ? 'https' : 'http'}://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`,
       database: redactUrl(config.databaseUrl),
       auth: app.auth.enabled ? 'tokens' : config.authDisabled ? 'disabled' : 'open (loopback only)',
-      heap_growth_percent: config.heapGrowthPercent,
+      heap_growth_percent: heapGrowth,
     },
     'coordinator ready',
   );

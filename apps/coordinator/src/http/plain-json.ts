@@ -6,11 +6,9 @@
  * Why: the wire objects (Job above all) have many nullable fields, `anyOf [X, null]` in JSON
  * Schema, and the compiled serializer checks each of them against its schemas at run time; on
  * the launcher protocol and job-creation routes that made serialisation several times slower
- * than JSON.stringify (docs/benchmarks.md). Its string escaping also runs a loop in JavaScript
- * over each string: a few jobs with 1 MiB prompts and results in one answer (a list, a wait)
- * held the event loop for hundreds of milliseconds, where JSON.stringify takes a few. It adds
- * nothing on the routes that use this: their answers are built by the core's wire functions
- * (core/wire.ts), exactly in the schema's shape.
+ * than JSON.stringify (docs/benchmarks.md). It adds nothing on the routes that use this
+ * (launcher protocol, creates, job reads, lists and waits): their answers are built by the
+ * core's wire functions (core/wire.ts), exactly in the schema's shape.
  */
 export const plainJson: { serializerCompiler: () => (data: unknown) => string } = {
   serializerCompiler: () => (data: unknown) => JSON.stringify(data),
