@@ -44,21 +44,20 @@ test('event ids go on growing after a restart of the SQLite store, and the file 
   const second = await startCoordinator(config);
   const client2 = new AgentqClient({ url: second.url });
   const seen: number[] = [];
+  let firstCommit = 0;
   try {
     assert.equal(second.core.events.lastId, ceiling, 'numbering resumes at the end of the reserved block');
     const unsubscribe = second.core.events.subscribe((e) => seen.push(e.id));
     await start(client2, 'ids-after-restart'); // one commit: reserves the next block
-    const firstCommit = Math.max(...seen);
+    firstCommit = Math.max(...seen);
     await start(client2, 'ids-same-block');
     unsubscribe();
     assert.ok(seen.every((id) => id > lastBefore), `ids after the restart (${seen.join(', ')}) are above ${lastBefore}`);
-    await client2.close();
-    await second.close();
-    assert.equal(storedCeiling(file), firstCommit + 10_000, 'one reservation for the new block, not a write per commit');
   } finally {
     await client2.close();
     await second.close();
   }
+  assert.equal(storedCeiling(file), firstCommit + 10_000, 'one reservation for the new block, not a write per commit');
 });
 
 test('a session event read later shows the session as it was at its commit (the SQLite store reads its lists lazily)', async (t) => {

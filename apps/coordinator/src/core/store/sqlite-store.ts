@@ -259,7 +259,7 @@ export class SqliteStore extends MemoryStore {
   // --- reads of history ------------------------------------------------------------------------
 
   protected override extrasNow(s: SessionRow): SessionExtras {
-    return this.#extrasUpTo(s, this.state.jobSeq, this.state.sessionSeq);
+    return this.eventExtras(s)();
   }
 
   /**
@@ -269,17 +269,14 @@ export class SqliteStore extends MemoryStore {
    */
   protected override eventExtras(s: SessionRow): () => SessionExtras {
     const { jobSeq, sessionSeq } = this.state;
-    const active = { activeJobId: this.state.sessionActive.get(s.name) ?? null, busy: this.state.isBusy(s.name) };
-    return () => this.#extrasUpTo(s, jobSeq, sessionSeq, active);
-  }
-
-  #extrasUpTo(s: SessionRow, jobSeq: number, sessionSeq: number, active?: Pick<SessionExtras, 'activeJobId' | 'busy'>): SessionExtras {
-    return {
-      activeJobId: active ? active.activeJobId : (this.state.sessionActive.get(s.name) ?? null),
-      busy: active ? active.busy : this.state.isBusy(s.name),
+    const activeJobId = this.state.sessionActive.get(s.name) ?? null;
+    const busy = this.state.isBusy(s.name);
+    return () => ({
+      activeJobId,
+      busy,
       jobIds: this.#stmt('SELECT id FROM jobs WHERE session_name = ? AND seq <= ? ORDER BY seq').pluck().all(s.name, jobSeq) as string[],
       children: this.#stmt('SELECT name FROM sessions WHERE parent_name = ? AND seq <= ? ORDER BY seq').pluck().all(s.name, sessionSeq) as string[],
-    };
+    });
   }
 
   override async listJobs(f: ListJobsFilter): Promise<JobRow[]> {
