@@ -1,4 +1,7 @@
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { test } from 'node:test';
 import { ManualClock } from '../src/core/clock.js';
 import type { AgentqClient } from '@agentq/client';
@@ -151,4 +154,27 @@ test('lists stay exact after more than a thousand jobs are evicted (the newest-f
   const rest = await client.listJobs({ limit: 3, cursor: first.next_cursor! });
   assert.deepEqual(rest.jobs.map((j) => j.job_id), kept.slice(0, 2).reverse().map((j) => j.job_id));
   assert.equal(rest.next_cursor, null);
+});
+
+test('SQLite: a status filter takes live jobs from memory and ended ones from the file, merged newest first and paged', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'agentq-list-jobs-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  // hotJobs 0: every ended job is read from the file, every live one is in memory
+  const { client } = await startTest(t, { databaseUrl: `sqlite:${join(dir, 'agentq.db')}`, hotJobs: 0 });
+  const w = await world(client);
+  const e = await start(client, 'e');
+  assert.equal((await w.l2.take()).job_id, w.d.job_id);
+  await w.l2.completed(w.d.job_id, 'ok');
+  // newest first: e (pending), a2 (pending), d (completed), c (running), b (failed), a (completed)
+  assert.deepEqual(ids((await client.listJobs({ status: 'pending,completed' })).jobs), ids([e, w.a2, w.d, w.a]));
+  assert.deepEqual(await allPages(client, { status: 'pending,completed,running', limit: 2 }), [
+    [e.job_id, w.a2.job_id],
+    [w.d.job_id, w.c.job_id],
+    [w.a.job_id],
+  ]);
+  assert.deepEqual(ids((await client.listJobs({ status: 'running' })).jobs), ids([w.c]));
+  assert.deepEqual(ids((await client.listJobs({ status: 'running,failed' })).jobs), ids([w.c, w.b]));
+  assert.deepEqual(ids((await client.listJobs({ terminal: 'true' })).jobs), ids([w.d, w.b, w.a]));
+  assert.deepEqual(ids((await client.listJobs({ terminal: 'false' })).jobs), ids([e, w.a2, w.c]));
+  assert.deepEqual(ids((await client.listJobs({ status: 'completed', launcher_id: w.l2.id })).jobs), ids([w.d]));
 });

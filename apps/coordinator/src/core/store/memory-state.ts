@@ -1,4 +1,4 @@
-import { isTerminal } from '@agentq/protocol';
+import { isTerminal, type JobStatus } from '@agentq/protocol';
 import { DeadlineHeap } from '../deadline-heap.js';
 import { isActive, type IdempotencyRow, type JobRow, type LauncherRow, type SessionRow } from '../rows.js';
 import type { SessionExtras } from '../wire.js';
@@ -99,6 +99,12 @@ export class MemoryState {
 
   // indexes of history, kept only when this is the whole state
   readonly #jobOrder = new SeqList();
+  /** every non-terminal job in seq order, in both modes: lists of live jobs walk this, not history */
+  readonly #liveOrder = new SeqList();
+  readonly #isLive = (id: string): boolean => {
+    const job = this.jobs.get(id);
+    return job !== undefined && !isTerminal(job.status);
+  };
   readonly #sessionOrder = new SeqList();
   readonly #sessionJobs = new Map<string, Set<string>>();
   readonly #children = new Map<string, Set<string>>();
@@ -165,7 +171,10 @@ export class MemoryState {
         if (!set) this.#sessionJobs.set(after.sessionName, (set = new Set()));
         set.add(id);
       }
-      if (after.timeoutMs !== null && !isTerminal(after.status)) this.deadlines.push(after.createdAt + after.timeoutMs, id);
+      if (!isTerminal(after.status)) {
+        this.#liveOrder.push(after.seq, id);
+        if (after.timeoutMs !== null) this.deadlines.push(after.createdAt + after.timeoutMs, id);
+      }
     }
     const wasPending = before?.status === 'pending';
     const isPending = after?.status === 'pending';
@@ -210,10 +219,12 @@ export class MemoryState {
     }
     if (after?.readySince != null) this.ready.insert(after);
 
+    const ends = before !== undefined && !isTerminal(before.status) && (after === undefined || isTerminal(after.status));
     if (after && isTerminal(after.status) && !(before && isTerminal(before.status))) this.#ended.push(id);
 
     if (after) this.jobs.set(id, after);
-    else {
+    if (ends) this.#liveOrder.died(this.#isLive);
+    if (!after) {
       this.jobs.delete(id);
       if (this.fullHistory) {
         this.#sessionJobs.get(before!.sessionName)?.delete(id);
@@ -321,8 +332,25 @@ export class MemoryState {
     if (f.sessionName !== undefined) {
       const ids = [...(this.#sessionJobs.get(f.sessionName) ?? [])];
       for (let i = ids.length - 1; i >= 0 && take(ids[i]!); i--);
+    } else if (f.statuses && [...f.statuses].every(isActive)) {
+      // claimed, running, stopping: the active jobs, not a walk past every pending one
+      const ids = [...this.active].sort((a, b) => this.jobs.get(b)!.seq - this.jobs.get(a)!.seq);
+      for (const id of ids) if (!take(id)) break;
+    } else if (f.terminal === false || (f.statuses && ![...f.statuses].some(isTerminal))) {
+      this.#liveOrder.walk(f.before, this.#isLive, take);
     } else {
       this.#jobOrder.walk(f.before, (k) => this.jobs.has(k), take);
+    }
+    return out;
+  }
+
+  /** How many jobs are in each non-terminal status (every one of them is held in memory). */
+  liveCounts(): Partial<Record<JobStatus, number>> {
+    const out: Partial<Record<JobStatus, number>> = {};
+    if (this.pendingCount > 0) out.pending = this.pendingCount;
+    for (const id of this.active) {
+      const { status } = this.jobs.get(id)!;
+      out[status] = (out[status] ?? 0) + 1;
     }
     return out;
   }

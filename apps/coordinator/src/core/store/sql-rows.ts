@@ -11,6 +11,8 @@ export interface Table<T> {
   readonly name: string;
   /** the key column and its field */
   readonly key: keyof T & string;
+  /** SQLite: the field that is the table's rowid (INTEGER PRIMARY KEY), when it has one */
+  readonly rowid?: keyof T & string;
   readonly fields: ReadonlyArray<readonly [keyof T & string, Codec]>;
 }
 
@@ -25,6 +27,7 @@ export function column(field: string): string {
 export const JOBS: Table<JobRow> = {
   name: 'jobs',
   key: 'id',
+  rowid: 'seq',
   fields: [
     ['seq', 'plain'],
     ['id', 'plain'],
@@ -71,6 +74,7 @@ export const JOBS: Table<JobRow> = {
 export const SESSIONS: Table<SessionRow> = {
   name: 'sessions',
   key: 'name',
+  rowid: 'seq',
   fields: [
     ['seq', 'plain'],
     ['name', 'plain'],

@@ -130,6 +130,19 @@ export const MIGRATIONS: readonly string[] = [
   INSERT INTO job_prompts (job_id, prompt) SELECT id, prompt FROM jobs;
   UPDATE jobs SET prompt = '';
   `,
+  // 5: fewer index pages per commit (docs/benchmarks.md, throughput). Every status change moved a
+  // job in jobs_by_status: two pages written per transition, three transitions per job. Non-
+  // terminal jobs are all held in memory (SqliteStore lists them from there), so only ended jobs
+  // are indexed by status, once, when they end. A job that no launcher holds, a root session:
+  // neither is in the index of launchers or of parents (no query asks for a NULL there).
+  `
+  DROP INDEX jobs_by_status;
+  CREATE INDEX jobs_ended ON jobs (status, seq) WHERE completed_at IS NOT NULL;
+  DROP INDEX jobs_by_launcher;
+  CREATE INDEX jobs_by_launcher ON jobs (launcher_id, seq) WHERE launcher_id IS NOT NULL;
+  DROP INDEX sessions_by_parent;
+  CREATE INDEX sessions_by_parent ON sessions (parent_name, seq) WHERE parent_name IS NOT NULL;
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

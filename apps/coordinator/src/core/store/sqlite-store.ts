@@ -1,5 +1,5 @@
 import Database, { type Database as Db, type Statement } from 'better-sqlite3';
-import { TERMINAL_STATUSES, type JobStatus } from '@agentq/protocol';
+import { isTerminal, type JobStatus } from '@agentq/protocol';
 import { CoordinatorError } from '../errors.js';
 import { OutputBuffer } from '../output-buffer.js';
 import type { JobRow, LauncherRow, SessionRow } from '../rows.js';
@@ -18,7 +18,6 @@ export interface SqliteStoreOptions extends MemoryStoreOptions {
   hotSessions: number;
 }
 
-const TERMINAL = [...TERMINAL_STATUSES];
 /** what the terminal jobs kept in memory may hold (see trimCache) */
 const HOT_BYTES = 64 * 1024 * 1024;
 const placeholders = (n: number) => Array.from({ length: n }, () => '?').join(', ');
@@ -115,13 +114,13 @@ export class SqliteStore extends MemoryStore {
       const row: LauncherRow = { ...l, lastSeen: now, staleAt: l.status === 'stale' ? now : null };
       changes.launchers.set(row.id, { kind: 'insert', before: undefined, after: row, patch: row });
     }
-    const live = this.#jobs(`${SELECT_JOBS} WHERE jobs.status NOT IN (${placeholders(TERMINAL.length)}) ORDER BY jobs.seq`, ...TERMINAL);
+    // a job has completed_at exactly when its status is terminal (context.ts, transition)
+    const live = this.#jobs(`${SELECT_JOBS} WHERE jobs.completed_at IS NULL ORDER BY jobs.seq`);
     const names = new Set(live.map((j) => j.sessionName));
     const sessions = this.#all(
       SESSIONS,
       `SELECT * FROM sessions WHERE delivery_job_id IS NOT NULL OR callbacks != '[]' OR messages != '[]' OR name IN (
-         SELECT session_name FROM jobs WHERE status NOT IN (${placeholders(TERMINAL.length)}))`,
-      ...TERMINAL,
+         SELECT session_name FROM jobs WHERE completed_at IS NULL)`,
     );
     for (const s of sessions) {
       names.delete(s.name);
@@ -214,20 +213,22 @@ export class SqliteStore extends MemoryStore {
 
   #write<T>(table: Table<T>, c: RowChange<T>): void {
     if (c.kind === 'insert') return this.#insert(table, c.after, 'INSERT');
+    // by the rowid where the table has one (jobs, sessions: seq), which skips a search of the key's index
+    const key = table.rowid ?? table.key;
     if (c.kind === 'delete') {
-      this.#stmt(`DELETE FROM ${table.name} WHERE ${column(table.key)} = ?`).run(c.before[table.key] as unknown);
+      this.#stmt(`DELETE FROM ${table.name} WHERE ${column(key)} = ?`).run(c.before[key] as unknown);
       return;
     }
-    const fields = Object.keys(c.patch).filter((f) => f !== table.key).sort();
+    const fields = Object.keys(c.patch).filter((f) => f !== table.key && f !== key).sort();
     if (fields.length === 0) return;
     const id = `${table.name} ${fields.join(' ')}`;
     let stmt = this.#writes.get(id);
     if (!stmt) {
-      const sql = `UPDATE ${table.name} SET ${fields.map((f) => `${column(f)} = ?`).join(', ')} WHERE ${column(table.key)} = ?`;
+      const sql = `UPDATE ${table.name} SET ${fields.map((f) => `${column(f)} = ?`).join(', ')} WHERE ${column(key)} = ?`;
       this.#writes.set(id, (stmt = this.#stmt(sql)));
     }
     const patch = c.patch as Record<string, unknown>;
-    stmt.run(...fields.map((f) => encode(table, f, patch[f])), c.before[table.key] as unknown);
+    stmt.run(...fields.map((f) => encode(table, f, patch[f])), c.before[key] as unknown);
   }
 
   /** A job's change: its prompt to job_prompts (written once: sqlite-prompts.ts), the rest to its row. */
@@ -279,7 +280,27 @@ export class SqliteStore extends MemoryStore {
     });
   }
 
+  /**
+   * Jobs newest first. The file indexes jobs by session, launcher and sequence, and ended jobs by
+   * status (migration 5); every non-terminal job is held in memory. A status filter without a
+   * session or launcher therefore takes the live jobs from memory, the ended ones from the file,
+   * and merges the two.
+   */
   override async listJobs(f: ListJobsFilter): Promise<JobRow[]> {
+    if (f.sessionName !== undefined || f.launcherId !== undefined || (f.statuses === undefined && f.terminal === undefined)) {
+      return this.#fileJobs(f);
+    }
+    const statuses = f.statuses ? [...f.statuses] : undefined;
+    const live = f.terminal !== true && (statuses === undefined || statuses.some((s) => !isTerminal(s)));
+    const ended = f.terminal !== false && (statuses === undefined || statuses.some(isTerminal));
+    const fromMemory = live ? this.state.listJobs({ ...f, terminal: false }) : [];
+    const fromFile = ended ? this.#fileJobs({ ...f, terminal: true }) : [];
+    if (fromMemory.length === 0) return fromFile;
+    if (fromFile.length === 0) return fromMemory;
+    return [...fromMemory, ...fromFile].sort((a, b) => b.seq - a.seq).slice(0, f.limit);
+  }
+
+  #fileJobs(f: ListJobsFilter): JobRow[] {
     const where: string[] = [];
     const args: unknown[] = [];
     if (f.before !== undefined) {
@@ -298,10 +319,7 @@ export class SqliteStore extends MemoryStore {
       where.push(`status IN (${placeholders(f.statuses.size)})`);
       args.push(...f.statuses);
     }
-    if (f.terminal !== undefined) {
-      where.push(`status ${f.terminal ? '' : 'NOT '}IN (${placeholders(TERMINAL.length)})`);
-      args.push(...TERMINAL);
-    }
+    if (f.terminal !== undefined) where.push(`completed_at IS ${f.terminal ? 'NOT ' : ''}NULL`);
     const sql = `${SELECT_JOBS} ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY jobs.seq DESC LIMIT ?`;
     return this.#jobs(sql, ...args, f.limit);
   }
@@ -325,8 +343,11 @@ export class SqliteStore extends MemoryStore {
   }
 
   override async countByStatus(): Promise<Partial<Record<JobStatus, number>>> {
-    const rows = this.#stmt('SELECT status, COUNT(*) AS n FROM jobs GROUP BY status').all() as { status: JobStatus; n: number }[];
-    return Object.fromEntries(rows.map((r) => [r.status, r.n]));
+    const rows = this.#stmt('SELECT status, COUNT(*) AS n FROM jobs WHERE completed_at IS NOT NULL GROUP BY status').all() as {
+      status: JobStatus;
+      n: number;
+    }[];
+    return { ...this.state.liveCounts(), ...Object.fromEntries(rows.map((r) => [r.status, r.n])) };
   }
 
   override async historyDue(before: number, limit: number): Promise<{ jobs: string[]; sessions: string[] }> {
