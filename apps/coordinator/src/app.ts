@@ -156,6 +156,18 @@ export async function buildApp(config: CoordinatorConfig, deps: AppDeps = {}): P
     throw new CoordinatorError('shutting_down', 'the coordinator is shutting down');
   });
 
+  // An answer may show changes the store has applied but not yet written (SQLite commits the
+  // transactions of concurrent requests as a group): it leaves once they are on disk, or becomes
+  // 503 storage_unavailable if they could not be written (Store.settled).
+  app.addHook('onSend', (_req, _reply, payload, done) => {
+    const onDisk = core.store.settled?.();
+    if (!onDisk) return done(null, payload);
+    onDisk.then(
+      () => done(null, payload),
+      (err: unknown) => done(err as Error),
+    );
+  });
+
   // Security: overload first (cheapest refusal), then who is calling, then the per-token limit.
   await installOverloadProtection(app, config);
   const auth = installAuth(app, {

@@ -85,3 +85,17 @@ export function hintsOf(changes: ChangeSet): Omit<Commit, 'events'> {
   }
   return commit;
 }
+
+/** The change set that undoes `c` once `c` has been applied (a group of commits that could not be written). */
+export function inverseOf(c: ChangeSet): ChangeSet {
+  const flip = <T>(changes: Map<string, RowChange<T>>): Map<string, RowChange<T>> => {
+    const out = new Map<string, RowChange<T>>();
+    for (const [key, r] of changes) {
+      if (r.kind === 'insert') out.set(key, { kind: 'delete', before: r.after, after: undefined, patch: null });
+      else if (r.kind === 'delete') out.set(key, { kind: 'insert', before: undefined, after: r.before, patch: r.before });
+      else out.set(key, { kind: 'update', before: r.after, after: r.before, patch: r.before });
+    }
+    return out;
+  };
+  return { ...emptyChangeSet(c.jobSeq, c.sessionSeq), jobs: flip(c.jobs), sessions: flip(c.sessions), launchers: flip(c.launchers) };
+}

@@ -64,8 +64,31 @@ export class MemoryStore implements Store {
     } finally {
       this.#mutex.release();
     }
-    if (commit) this.deliver(commit);
+    if (commit) {
+      this.committed(commit);
+      const onDisk = this.settled();
+      if (onDisk) await onDisk;
+    }
     return result;
+  }
+
+  /** What `transaction` holds: the flush of a group of commits takes it too (sqlite-store.ts). */
+  protected lock(): Promise<void> | undefined {
+    return this.#mutex.acquire();
+  }
+
+  protected unlock(): void {
+    this.#mutex.release();
+  }
+
+  /** A commit is made: its events go out now (SQLite: once its group of commits is on disk). */
+  protected committed(commit: Commit): void {
+    this.deliver(commit);
+  }
+
+  /** Everything applied is on disk at once here (see Store.settled). */
+  settled(): Promise<void> | undefined {
+    return undefined;
   }
 
   #commit(changes: ChangeSet, now: number): Commit | undefined {

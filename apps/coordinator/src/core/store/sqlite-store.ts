@@ -4,12 +4,14 @@ import { CoordinatorError } from '../errors.js';
 import { OutputBuffer } from '../output-buffer.js';
 import type { JobRow, LauncherRow, SessionRow } from '../rows.js';
 import type { SessionExtras } from '../wire.js';
-import { emptyChangeSet, type ChangeSet, type RowChange } from './changes.js';
+import { emptyChangeSet, inverseOf, type ChangeSet } from './changes.js';
 import { MemoryStore, type MemoryStoreOptions } from './memory-store.js';
-import { DELETE_PROMPT, PUT_PROMPT, SELECT_JOBS, withPrompt } from './sqlite-prompts.js';
+import { SELECT_JOBS, withPrompt } from './sqlite-prompts.js';
+import { CommitGroups } from './sqlite-group.js';
+import { SqliteWriter } from './sqlite-writes.js';
 import { migrate } from './sqlite-schema.js';
-import { column, decode, encode, IDEMPOTENCY, JOBS, LAUNCHERS, SESSIONS, type Table } from './sql-rows.js';
-import type { ListJobsFilter, ListSessionsFilter } from './store.js';
+import { decode, IDEMPOTENCY, JOBS, LAUNCHERS, SESSIONS, type Table } from './sql-rows.js';
+import type { Commit, ListJobsFilter, ListSessionsFilter } from './store.js';
 
 export interface SqliteStoreOptions extends MemoryStoreOptions {
   /** terminal jobs kept in memory (the rest is read from the file) */
@@ -154,18 +156,52 @@ export class SqliteStore extends MemoryStore {
 
   // --- writing through -----------------------------------------------------------------------
 
+  readonly #writer = new SqliteWriter((sql) => this.#stmt(sql));
+  /** concurrent transactions share commits (sqlite-group.ts) */
+  readonly #groups = new CommitGroups({
+    db: () => this.#db,
+    lock: () => this.lock(),
+    unlock: () => this.unlock(),
+    deliver: (commit) => this.deliver(commit),
+    undo: (changes) => {
+      this.state.apply(inverseOf(changes));
+      for (const row of changes.idempotency) this.state.idempotency.delete(row.key);
+    },
+    snapshot: () => {
+      const { lastEventId } = this.state;
+      const ceiling = this.#eventIdCeiling;
+      return () => {
+        this.state.lastEventId = lastEventId;
+        this.#eventIdCeiling = ceiling;
+      };
+    },
+    wrote: () => this.#wrote(),
+    refused: (err) => this.#refused(err),
+  });
+
+  override settled(): Promise<void> | undefined {
+    return this.#groups.settled;
+  }
+
+  protected override committed(commit: Commit): void {
+    this.#groups.committed(commit);
+  }
+
   protected override persist(changes: ChangeSet, lastEventId: number): void {
-    // one SQLite transaction per change set; better-sqlite3's wrapper is made once, not per write
-    this.#persistTx ??= this.#db.transaction((c: ChangeSet, ceiling: number | undefined) => this.#writeChanges(c, ceiling));
+    // better-sqlite3's wrapper is made once, not per write; inside a group it is a savepoint
+    this.#persistTx ??= this.#db.transaction((c: ChangeSet, ceiling: number | undefined) => this.#writer.writeChanges(c, ceiling));
+    const group = this.#groups.join();
     const ceiling = lastEventId > this.#eventIdCeiling ? lastEventId + EVENT_ID_BLOCK : undefined;
     try {
       this.#persistTx(changes, ceiling);
     } catch (err) {
-      throw this.#refused(err);
+      throw this.#groups.failed(err);
     }
     if (ceiling !== undefined) this.#eventIdCeiling = ceiling;
-    this.#wrote();
+    this.#groups.written(group, changes);
   }
+
+  #persistTx: ((changes: ChangeSet, eventIdCeiling: number | undefined) => void) | undefined;
 
   /** Writes refused since the last one that succeeded (0: the database takes writes). */
   #refusedSince = 0;
@@ -187,74 +223,6 @@ export class SqliteStore extends MemoryStore {
     if (this.#refusedSince === 0) return;
     this.#o.log.warn({ refused_writes: this.#refusedSince }, 'database writes work again');
     this.#refusedSince = 0;
-  }
-  #persistTx: ((changes: ChangeSet, eventIdCeiling: number | undefined) => void) | undefined;
-
-  #writeChanges(changes: ChangeSet, eventIdCeiling: number | undefined): void {
-    for (const c of changes.sessions.values()) this.#write(SESSIONS, c);
-    for (const c of changes.jobs.values()) {
-      this.#writeJob(c);
-      if (c.kind === 'delete') this.#stmt('DELETE FROM job_output WHERE job_id = ?').run(c.before.id);
-    }
-    for (const c of changes.launchers.values()) this.#write(LAUNCHERS, c);
-    for (const row of changes.idempotency) this.#insert(IDEMPOTENCY, row, 'INSERT OR REPLACE');
-    if (eventIdCeiling !== undefined) {
-      this.#stmt("INSERT INTO meta (key, value) VALUES ('last_event_id', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value").run(
-        String(eventIdCeiling),
-      );
-    }
-  }
-
-  /**
-   * The statements of the writes, by table and changed columns: a job's few kinds of updates
-   * (claim, start, end, ...) each get one, built and prepared once instead of per write.
-   */
-  readonly #writes = new Map<string, Statement>();
-
-  #write<T>(table: Table<T>, c: RowChange<T>): void {
-    if (c.kind === 'insert') return this.#insert(table, c.after, 'INSERT');
-    // by the rowid where the table has one (jobs, sessions: seq), which skips a search of the key's index
-    const key = table.rowid ?? table.key;
-    if (c.kind === 'delete') {
-      this.#stmt(`DELETE FROM ${table.name} WHERE ${column(key)} = ?`).run(c.before[key] as unknown);
-      return;
-    }
-    const fields = Object.keys(c.patch).filter((f) => f !== table.key && f !== key).sort();
-    if (fields.length === 0) return;
-    const id = `${table.name} ${fields.join(' ')}`;
-    let stmt = this.#writes.get(id);
-    if (!stmt) {
-      const sql = `UPDATE ${table.name} SET ${fields.map((f) => `${column(f)} = ?`).join(', ')} WHERE ${column(key)} = ?`;
-      this.#writes.set(id, (stmt = this.#stmt(sql)));
-    }
-    const patch = c.patch as Record<string, unknown>;
-    stmt.run(...fields.map((f) => encode(table, f, patch[f])), c.before[key] as unknown);
-  }
-
-  /** A job's change: its prompt to job_prompts (written once: sqlite-prompts.ts), the rest to its row. */
-  #writeJob(c: RowChange<JobRow>): void {
-    if (c.kind === 'insert') {
-      this.#stmt(PUT_PROMPT).run(c.after.id, c.after.prompt);
-      return this.#insert(JOBS, { ...c.after, prompt: '' }, 'INSERT');
-    }
-    if (c.kind === 'delete') this.#stmt(DELETE_PROMPT).run(c.before.id);
-    if (c.kind === 'update' && c.patch.prompt !== undefined) {
-      this.#stmt(PUT_PROMPT).run(c.after.id, c.after.prompt);
-      const { prompt: _kept, ...patch } = c.patch;
-      return this.#write(JOBS, { ...c, patch });
-    }
-    this.#write(JOBS, c);
-  }
-
-  #insert<T>(table: Table<T>, row: T, verb: 'INSERT' | 'INSERT OR REPLACE'): void {
-    const id = `${verb} ${table.name}`;
-    let stmt = this.#writes.get(id);
-    if (!stmt) {
-      const cols = table.fields.map(([f]) => column(f));
-      this.#writes.set(id, (stmt = this.#stmt(`${verb} INTO ${table.name} (${cols.join(', ')}) VALUES (${placeholders(cols.length)})`)));
-    }
-    const r = row as Record<string, unknown>;
-    stmt.run(...table.fields.map(([f]) => encode(table, f, r[f])));
   }
 
   // --- reads of history ------------------------------------------------------------------------
@@ -372,7 +340,7 @@ export class SqliteStore extends MemoryStore {
     try {
       this.#stmt('DELETE FROM idempotency WHERE created_at < ?').run(before);
     } catch (err) {
-      throw this.#refused(err);
+      throw this.#groups.failed(err);
     }
   }
 
@@ -383,6 +351,12 @@ export class SqliteStore extends MemoryStore {
     const totalBefore = buf.totalBytes;
     const stored = await super.appendOutput(jobId, offset, data);
     if (stored === 0 && offset <= totalBefore) return 0;
+    // the batch is not kept: forget the buffer (it is read back from the file next time) so the
+    // launcher's retry of the same offset is stored rather than taken for a duplicate
+    const forget = () => {
+      this.outputs.delete(jobId);
+      this.state.patchJob(jobId, { outputBytes: totalBefore });
+    };
     try {
       this.#db.transaction(() => {
         if (offset > totalBefore) this.#stmt('DELETE FROM job_output WHERE job_id = ?').run(jobId); // a gap: what came before is dropped
@@ -398,13 +372,11 @@ export class SqliteStore extends MemoryStore {
         this.#stmt('UPDATE jobs SET output_bytes = ? WHERE id = ?').run(buf.totalBytes, jobId);
       })();
     } catch (err) {
-      // the batch is not kept: forget the buffer (it is read back from the file next time) so
-      // the launcher's retry of the same offset is stored rather than taken for a duplicate
-      this.outputs.delete(jobId);
-      this.state.patchJob(jobId, { outputBytes: totalBefore });
-      throw this.#refused(err);
+      forget();
+      throw this.#groups.failed(err);
     }
-    this.#wrote();
+    // inside an open group the statements joined it, and go with it if it cannot be written
+    if (!this.#groups.onUndo(forget)) this.#wrote();
     return stored;
   }
 
@@ -456,6 +428,7 @@ export class SqliteStore extends MemoryStore {
   }
 
   override async close(): Promise<void> {
+    await this.#groups.close();
     if (this.#db.open) this.#db.close();
   }
 }

@@ -129,6 +129,13 @@ export interface Store {
   transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T>;
   /** Called after every commit (also, for a shared store, the commits of other coordinators). */
   onCommit(listener: (commit: Commit) => void): void;
+  /**
+   * Resolves once everything the store has applied so far is on disk (rejects with 503
+   * `storage_unavailable` if it could not be written); undefined when it already is. A store that
+   * commits several transactions together (SQLite) applies each at once but writes them as a
+   * group: an answer that may show any of them waits for this first.
+   */
+  settled?(): Promise<void> | undefined;
 
   // --- reads outside transactions (a committed view) ---
   getJob(id: string): Promise<JobRow | undefined>;

@@ -1,0 +1,106 @@
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test, type TestContext } from 'node:test';
+import { AgentqApiError, AgentqClient } from '@agentq/client';
+import { spawnCoordinatorProcess } from './coordinator-process.js';
+import { start, startTest } from './helpers.js';
+
+/*
+ * The SQLite store commits the transactions of concurrent requests as one group (sqlite-store.ts):
+ * an answer leaves only once its group is on disk, and a group that cannot be written is undone
+ * in memory and refused as a whole.
+ */
+
+function tempDir(t: TestContext): string {
+  const dir = mkdtempSync(join(tmpdir(), 'agentq-group-commit-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+/** Commits in the database's write-ahead log since it was last reset (frames that end a transaction). */
+function walCommits(dbPath: string): number {
+  const wal = readFileSync(`${dbPath}-wal`);
+  if (wal.length < 32) return 0;
+  const pageSize = wal.readUInt32BE(8);
+  const salt1 = wal.readUInt32BE(16);
+  const salt2 = wal.readUInt32BE(20);
+  let commits = 0;
+  for (let at = 32; at + 24 + pageSize <= wal.length; at += 24 + pageSize) {
+    if (wal.readUInt32BE(at + 8) !== salt1 || wal.readUInt32BE(at + 12) !== salt2) break; // left from before a reset
+    if (wal.readUInt32BE(at + 4) !== 0) commits++;
+  }
+  return commits;
+}
+
+test('SQLite: each answer leaves after its commit; concurrent requests share commits', async (t) => {
+  const path = join(tempDir(t), 'agentq.db');
+  const { client } = await startTest(t, { databaseUrl: `sqlite:${path}`, sweepIntervalMs: 600_000 });
+  await start(client, 'warm-up');
+
+  // one at a time: each 201 finds its own commit already in the log
+  for (let i = 0; i < 5; i++) {
+    const before = walCommits(path);
+    await start(client, `one-by-one-${i}`);
+    assert.equal(walCommits(path), before + 1, `create ${i} was committed before it was answered`);
+  }
+
+  // twenty at once: every one is answered, in fewer commits than requests
+  const before = walCommits(path);
+  const jobs = await Promise.all(Array.from({ length: 20 }, (_, i) => start(client, `at-once-${i}`)));
+  const commits = walCommits(path) - before;
+  assert.equal(new Set(jobs.map((j) => j.job_id)).size, 20);
+  assert.ok(commits >= 1 && commits < 20, `20 concurrent creates took ${commits} commits`);
+  assert.equal((await client.listJobs({ limit: 100 })).jobs.length, 26);
+});
+
+test('SQLite: a group of commits that cannot be written is refused whole and undone; nothing of it is seen, before or after a restart', async (t) => {
+  const dir = tempDir(t);
+  const path = join(dir, 'agentq.db');
+  const env = { DATABASE_URL: `sqlite:${path}` };
+  const first = await spawnCoordinatorProcess(t, env);
+  const client = new AgentqClient({ url: first.url, overloadRetries: 0 });
+  t.after(() => client.close());
+  await start(client, 'warm-up');
+
+  // the process may not write past 512 KiB more of write-ahead log (RLIMIT_FSIZE: a disk that
+  // fills up): writes fail when a group is committed, not before
+  const limit = readFileSync(`${path}-wal`).length + 512 * 1024;
+  execFileSync('prlimit', ['--pid', String(first.child.pid), `--fsize=${limit}:`]);
+
+  const prompt = 'p'.repeat(24 * 1024);
+  const acknowledged = new Set<string>();
+  let refused = 0;
+  for (let round = 0; round < 50 && refused === 0; round++) {
+    const answers = await Promise.allSettled(Array.from({ length: 8 }, (_, i) => start(client, `r${round}-${i}`, prompt)));
+    for (const a of answers) {
+      if (a.status === 'fulfilled') acknowledged.add(a.value.job_id);
+      else if (a.reason instanceof AgentqApiError && a.reason.code === 'storage_unavailable') refused++;
+      else throw a.reason;
+    }
+  }
+  assert.ok(refused > 0, 'the log filled up');
+  assert.ok(acknowledged.size > 0);
+
+  // memory holds exactly what was acknowledged: the refused groups were undone
+  const listed = async (c: AgentqClient) => {
+    const { jobs } = await c.listJobs({ limit: 1000 });
+    return new Set(jobs.filter((j) => j.session_name !== 'warm-up').map((j) => j.job_id));
+  };
+  assert.deepEqual(await listed(client), acknowledged);
+
+  // room again: the coordinator carries on by itself
+  execFileSync('prlimit', ['--pid', String(first.child.pid), '--fsize=unlimited:']);
+  const after = await start(client, 'after', prompt);
+  acknowledged.add(after.job_id);
+  assert.deepEqual(await listed(client), acknowledged);
+
+  // and the file holds the same
+  await first.kill();
+  const second = await spawnCoordinatorProcess(t, env);
+  const again = new AgentqClient({ url: second.url });
+  t.after(() => again.close());
+  assert.deepEqual(await listed(again), acknowledged);
+});
