@@ -5,6 +5,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { AgentqApiError, AgentqClient } from '@agentq/client';
+import type { JobRow } from '../src/core/rows.js';
+import { emptyChangeSet, inverseOf } from '../src/core/store/changes.js';
+import { MemoryState } from '../src/core/store/memory-state.js';
 import { spawnCoordinatorProcess } from './coordinator-process.js';
 import { start, startTest } from './helpers.js';
 
@@ -103,4 +106,68 @@ test('SQLite: a group of commits that cannot be written is refused whole and und
   const again = new AgentqClient({ url: second.url });
   t.after(() => again.close());
   assert.deepEqual(await listed(again), acknowledged);
+});
+
+function jobRow(seq: number): JobRow {
+  return {
+    seq,
+    id: `job_${seq}`,
+    type: 'start_session',
+    sessionName: `s${seq}`,
+    agentName: null,
+    prompt: 'p',
+    projectDir: null,
+    parentSessionName: null,
+    createdAt: 0,
+    timeoutMs: null,
+    callbackOf: null,
+    messageIds: null,
+    requires: null,
+    maxCostUsd: null,
+    createdBy: null,
+    status: 'pending',
+    launcherId: null,
+    error: null,
+    errorCode: null,
+    result: null,
+    claimedAt: null,
+    startedAt: null,
+    completedAt: null,
+    updatedAt: 0,
+    stopRequestedAt: null,
+    stopReason: null,
+    stoppedBy: null,
+    stopPending: false,
+    executorSessionId: null,
+    attempts: 0,
+    usage: null,
+    costUsd: null,
+    numTurns: null,
+    durationApiMs: null,
+    readySince: null,
+    routeKey: null,
+    outputBytes: 0,
+    agentTokenHash: null,
+  };
+}
+
+test('undoing a group that ended jobs makes them live again in the lists, also after the live list dropped them', () => {
+  const state = new MemoryState(false);
+  const rows = Array.from({ length: 1100 }, (_, i) => jobRow(i + 1));
+  const created = emptyChangeSet(rows.length, 0);
+  for (const r of rows) created.jobs.set(r.id, { kind: 'insert', before: undefined, after: r, patch: r });
+  state.apply(created);
+  // 1,100 end at once: the list of live jobs is compacted on the way (over 1,024 dead entries)
+  const ended = emptyChangeSet(rows.length, 0);
+  for (const r of rows) {
+    const patch = { status: 'completed' as const, completedAt: 1 };
+    ended.jobs.set(r.id, { kind: 'update', before: r, after: { ...r, ...patch }, patch });
+  }
+  state.apply(ended);
+  assert.deepEqual(state.listJobs({ terminal: false, limit: 10 }), []);
+
+  state.apply(inverseOf(ended));
+  const live = state.listJobs({ terminal: false, limit: 2000 }).map((j) => j.seq);
+  assert.deepEqual(live, rows.map((r) => r.seq).reverse(), 'every job once, newest first');
+  assert.deepEqual(state.liveCounts(), { pending: 1100 });
 });

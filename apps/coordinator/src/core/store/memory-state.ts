@@ -24,6 +24,20 @@ class SeqList {
     this.keys.push(key);
   }
 
+  /** Add (seq, key) at its place unless it is there (a job live again: a group commit undone). */
+  ensure(seq: number, key: string): void {
+    let lo = 0;
+    let hi = this.seqs.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (this.seqs[mid]! < seq) lo = mid + 1;
+      else hi = mid;
+    }
+    if (this.keys[lo] === key) return;
+    this.seqs.splice(lo, 0, seq);
+    this.keys.splice(lo, 0, key);
+  }
+
   /** Walk keys newest first, starting below `before`, while `visit` returns true. */
   walk(before: number | undefined, live: (key: string) => boolean, visit: (key: string) => boolean): void {
     let i = this.seqs.length - 1;
@@ -224,6 +238,10 @@ export class MemoryState {
 
     if (after) this.jobs.set(id, after);
     if (ends) this.#liveOrder.died(this.#isLive);
+    // only an undone group commit turns an ended job back (sqlite-group.ts); its entry may be gone
+    if (before !== undefined && isTerminal(before.status) && after !== undefined && !isTerminal(after.status)) {
+      this.#liveOrder.ensure(after.seq, id);
+    }
     if (!after) {
       this.jobs.delete(id);
       if (this.fullHistory) {
