@@ -72,7 +72,7 @@ export class MemoryStore implements Store {
     return result;
   }
 
-  /** What `transaction` holds: the flush of a group of commits takes it too (sqlite-store.ts). */
+  /** What `transaction` holds: a group of commits is committed under it too (sqlite-group.ts). */
   protected lock(): Promise<void> | undefined {
     return this.#mutex.acquire();
   }

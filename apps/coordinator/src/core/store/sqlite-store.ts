@@ -29,9 +29,9 @@ const EVENT_ID_BLOCK = 10_000;
 /**
  * The default store: SQLite in WAL mode through better-sqlite3. Dispatch works on the memory
  * store's indexes (every non-terminal job, every launcher, a bounded window of the rest); each
- * transaction's changes are written through — per row and per changed column, in one SQLite
- * transaction — before they are applied in memory and before the request that caused them is
- * answered. A write that fails (disk full, file too large) is refused with 503
+ * transaction's changes are written through — per row and per changed column — before they are
+ * applied in memory, and committed (alone, or with the others of its event-loop turn:
+ * sqlite-group.ts) before the request that caused them is answered. A write that fails (disk full, file too large) is refused with 503
  * `storage_unavailable` and changes nothing; the next one tries again. History (terminal jobs,
  * idle sessions) is read from the file.
  */
