@@ -157,15 +157,15 @@ export async function buildApp(config: CoordinatorConfig, deps: AppDeps = {}): P
   });
 
   // An answer may show changes the store has applied but not yet written (SQLite commits the
-  // transactions of concurrent requests as a group): it leaves once they are on disk, or becomes
-  // 503 storage_unavailable if they could not be written (Store.settled).
+  // transactions of concurrent requests as a group): it leaves once the open group is settled
+  // (Store.settled). Whether that group was written is not this answer's outcome: a request's own
+  // changes were settled by its transactions, which fail with 503 storage_unavailable if their
+  // group could not be written; the group open now may hold only other requests' changes.
   app.addHook('onSend', (_req, _reply, payload, done) => {
     const onDisk = core.store.settled?.();
     if (!onDisk) return done(null, payload);
-    onDisk.then(
-      () => done(null, payload),
-      (err: unknown) => done(err as Error),
-    );
+    const send = () => done(null, payload);
+    onDisk.then(send, send);
   });
 
   // Security: overload first (cheapest refusal), then who is calling, then the per-token limit.

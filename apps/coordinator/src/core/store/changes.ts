@@ -93,7 +93,12 @@ export function inverseOf(c: ChangeSet): ChangeSet {
     for (const [key, r] of changes) {
       if (r.kind === 'insert') out.set(key, { kind: 'delete', before: r.after, after: undefined, patch: null });
       else if (r.kind === 'delete') out.set(key, { kind: 'insert', before: undefined, after: r.before, patch: r.before });
-      else out.set(key, { kind: 'update', before: r.after, after: r.before, patch: r.before });
+      else {
+        // only the fields the change set wrote: a write outside transactions since (output length,
+        // sign of life) stays
+        const patch = Object.fromEntries(Object.keys(r.patch).map((f) => [f, r.before[f as keyof T]])) as Partial<T>;
+        out.set(key, { kind: 'update', before: r.after, after: r.before, patch });
+      }
     }
     return out;
   };

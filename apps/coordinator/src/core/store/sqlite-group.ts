@@ -50,6 +50,8 @@ interface Group {
 export class CommitGroups {
   readonly #host: GroupHost;
   #open: Group | undefined;
+  /** why the open group's SQLite transaction is gone, if a failed write took it (see #lost) */
+  #lostBy: CoordinatorError | undefined;
   /** whether a commit was written on its own in this turn of the event loop */
   #turnHadCommit = false;
 
@@ -67,6 +69,7 @@ export class CommitGroups {
    * in this turn), or undefined when it is to be written and committed on its own now.
    */
   join(): Group | undefined {
+    this.#undoIfLost(); // called under the store's lock (persist)
     return this.#open ?? (this.#turnHadCommit ? this.#begin() : undefined);
   }
 
@@ -90,18 +93,27 @@ export class CommitGroups {
 
   /** Something applied in memory outside a transaction joined the open group: how to undo it. */
   onUndo(undo: () => void): boolean {
-    this.#open?.undo.push(undo);
-    return this.#open !== undefined;
+    if (!this.#open || !this.#host.db().inTransaction) return false;
+    this.#open.undo.push(undo);
+    return true;
   }
 
   /**
    * A write failed and is refused. Some errors (disk full, I/O) make SQLite give up the whole
-   * transaction rather than the savepoint: then the open group is lost with it, and undone.
+   * transaction rather than the savepoint: then the open group is lost with it. It is undone
+   * under the store's lock (the next change set, or the group's commit), never in the middle of a
+   * transaction that may have read from it.
    */
   failed(err: unknown): CoordinatorError {
     const error = this.#host.refused(err);
-    if (this.#open && !this.#host.db().inTransaction) this.#undo(this.#open, error);
+    if (this.#open && !this.#host.db().inTransaction) this.#lostBy ??= error;
     return error;
+  }
+
+  /** The open group's SQLite transaction is gone (a failed write or read rolled it back): undo it. */
+  #undoIfLost(): void {
+    if (!this.#open || this.#host.db().inTransaction) return;
+    this.#undo(this.#open, this.#lostBy ?? this.#host.refused(new Error('the open transaction was rolled back')));
   }
 
   /** Commit the open group now (the store closes). */
@@ -131,6 +143,8 @@ export class CommitGroups {
     let written = false;
     try {
       if (this.#open !== group) return; // undone already (a write that failed took it with it)
+      this.#undoIfLost();
+      if (this.#open !== group) return;
       try {
         this.#host.db().exec('COMMIT');
         this.#open = undefined;
@@ -150,6 +164,7 @@ export class CommitGroups {
   /** The group could not be written: roll it back in the file, undo it in memory, refuse its transactions. */
   #undo(group: Group, error: CoordinatorError): void {
     this.#open = undefined;
+    this.#lostBy = undefined;
     const db = this.#host.db();
     if (db.inTransaction) {
       try {

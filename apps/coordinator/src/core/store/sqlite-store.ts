@@ -4,7 +4,7 @@ import { CoordinatorError } from '../errors.js';
 import { OutputBuffer } from '../output-buffer.js';
 import type { JobRow, LauncherRow, SessionRow } from '../rows.js';
 import type { SessionExtras } from '../wire.js';
-import { emptyChangeSet, inverseOf, type ChangeSet } from './changes.js';
+import { emptyChangeSet, hintsOf, inverseOf, type ChangeSet } from './changes.js';
 import { MemoryStore, type MemoryStoreOptions } from './memory-store.js';
 import { SELECT_JOBS, withPrompt } from './sqlite-prompts.js';
 import { CommitGroups } from './sqlite-group.js';
@@ -164,8 +164,11 @@ export class SqliteStore extends MemoryStore {
     unlock: () => this.unlock(),
     deliver: (commit) => this.deliver(commit),
     undo: (changes) => {
-      this.state.apply(inverseOf(changes));
+      const inverse = inverseOf(changes);
+      this.state.apply(inverse);
       for (const row of changes.idempotency) this.state.idempotency.delete(row.key);
+      // jobs ready again (an undone claim): parked polls hear of them as of a commit
+      this.deliver({ events: [], ...hintsOf(inverse) });
     },
     snapshot: () => {
       const { lastEventId } = this.state;
@@ -190,9 +193,10 @@ export class SqliteStore extends MemoryStore {
   protected override persist(changes: ChangeSet, lastEventId: number): void {
     // better-sqlite3's wrapper is made once, not per write; inside a group it is a savepoint
     this.#persistTx ??= this.#db.transaction((c: ChangeSet, ceiling: number | undefined) => this.#writer.writeChanges(c, ceiling));
-    const group = this.#groups.join();
     const ceiling = lastEventId > this.#eventIdCeiling ? lastEventId + EVENT_ID_BLOCK : undefined;
+    let group;
     try {
+      group = this.#groups.join();
       this.#persistTx(changes, ceiling);
     } catch (err) {
       throw this.#groups.failed(err);
