@@ -26,13 +26,7 @@ class SeqList {
 
   /** Add (seq, key) at its place unless it is there (a job live again: a group commit undone). */
   ensure(seq: number, key: string): void {
-    let lo = 0;
-    let hi = this.seqs.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >> 1;
-      if (this.seqs[mid]! < seq) lo = mid + 1;
-      else hi = mid;
-    }
+    const lo = this.#firstAtLeast(seq);
     if (this.keys[lo] === key) return;
     this.seqs.splice(lo, 0, seq);
     this.keys.splice(lo, 0, key);
@@ -40,22 +34,24 @@ class SeqList {
 
   /** Walk keys newest first, starting below `before`, while `visit` returns true. */
   walk(before: number | undefined, live: (key: string) => boolean, visit: (key: string) => boolean): void {
-    let i = this.seqs.length - 1;
-    if (before !== undefined) {
-      let lo = 0;
-      let hi = this.seqs.length;
-      while (lo < hi) {
-        const mid = (lo + hi) >> 1;
-        if (this.seqs[mid]! < before) lo = mid + 1;
-        else hi = mid;
-      }
-      i = lo - 1;
-    }
+    let i = before === undefined ? this.seqs.length - 1 : this.#firstAtLeast(before) - 1;
     for (; i >= 0; i--) {
       const key = this.keys[i]!;
       if (!live(key)) continue;
       if (!visit(key)) return;
     }
+  }
+
+  /** The index of the first entry whose seq is `seq` or more (the length if none is). */
+  #firstAtLeast(seq: number): number {
+    let lo = 0;
+    let hi = this.seqs.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (this.seqs[mid]! < seq) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
   }
 
   /** A key left the map it indexes: compact once half the list is dead. */

@@ -80,8 +80,7 @@ export class CommitGroups {
       return;
     }
     this.#host.wrote();
-    if (this.#turnHadCommit) return;
-    this.#turnHadCommit = true;
+    this.#turnHadCommit = true; // false until now: join() gives a group once it is set
     setImmediate(() => (this.#turnHadCommit = false));
   }
 

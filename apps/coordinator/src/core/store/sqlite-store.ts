@@ -8,7 +8,7 @@ import { emptyChangeSet, hintsOf, inverseOf, type ChangeSet } from './changes.js
 import { MemoryStore, type MemoryStoreOptions } from './memory-store.js';
 import { SELECT_JOBS, withPrompt } from './sqlite-prompts.js';
 import { CommitGroups } from './sqlite-group.js';
-import { SqliteWriter } from './sqlite-writes.js';
+import { placeholders, SqliteWriter } from './sqlite-writes.js';
 import { migrate } from './sqlite-schema.js';
 import { decode, IDEMPOTENCY, JOBS, LAUNCHERS, SESSIONS, type Table } from './sql-rows.js';
 import type { Commit, ListJobsFilter, ListSessionsFilter } from './store.js';
@@ -22,7 +22,6 @@ export interface SqliteStoreOptions extends MemoryStoreOptions {
 
 /** what the terminal jobs kept in memory may hold (see trimCache) */
 const HOT_BYTES = 64 * 1024 * 1024;
-const placeholders = (n: number) => Array.from({ length: n }, () => '?').join(', ');
 /** Event ids reserved per write of the reservation (see #eventIdCeiling). */
 const EVENT_ID_BLOCK = 10_000;
 
@@ -31,9 +30,9 @@ const EVENT_ID_BLOCK = 10_000;
  * store's indexes (every non-terminal job, every launcher, a bounded window of the rest); each
  * transaction's changes are written through — per row and per changed column — before they are
  * applied in memory, and committed (alone, or with the others of its event-loop turn:
- * sqlite-group.ts) before the request that caused them is answered. A write that fails (disk full, file too large) is refused with 503
- * `storage_unavailable` and changes nothing; the next one tries again. History (terminal jobs,
- * idle sessions) is read from the file.
+ * sqlite-group.ts) before the request that caused them is answered. A write that fails (disk
+ * full, file too large) is refused with 503 `storage_unavailable` and changes nothing; the next
+ * one tries again. History (terminal jobs, idle sessions) is read from the file.
  */
 export class SqliteStore extends MemoryStore {
   override readonly kind = 'sqlite' as const;
@@ -194,7 +193,7 @@ export class SqliteStore extends MemoryStore {
     // better-sqlite3's wrapper is made once, not per write; inside a group it is a savepoint
     this.#persistTx ??= this.#db.transaction((c: ChangeSet, ceiling: number | undefined) => this.#writer.writeChanges(c, ceiling));
     const ceiling = lastEventId > this.#eventIdCeiling ? lastEventId + EVENT_ID_BLOCK : undefined;
-    let group;
+    let group: ReturnType<CommitGroups['join']>;
     try {
       group = this.#groups.join();
       this.#persistTx(changes, ceiling);

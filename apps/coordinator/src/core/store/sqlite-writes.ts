@@ -4,7 +4,8 @@ import type { ChangeSet, RowChange } from './changes.js';
 import { DELETE_PROMPT, PUT_PROMPT } from './sqlite-prompts.js';
 import { column, encode, IDEMPOTENCY, JOBS, LAUNCHERS, SESSIONS, type Table } from './sql-rows.js';
 
-const placeholders = (n: number) => Array.from({ length: n }, () => '?').join(', ');
+/** `?, ?, ...`: n parameters */
+export const placeholders = (n: number) => Array.from({ length: n }, () => '?').join(', ');
 
 /**
  * How a change set becomes SQLite statements: per row and per changed column; a row found by its
