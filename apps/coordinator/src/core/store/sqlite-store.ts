@@ -7,6 +7,7 @@ import type { SessionExtras } from '../wire.js';
 import { emptyChangeSet, hintsOf, inverseOf, type ChangeSet } from './changes.js';
 import { MemoryStore, type MemoryStoreOptions } from './memory-store.js';
 import { SELECT_JOBS, withPrompt } from './sqlite-prompts.js';
+import { Checkpointer, type CheckpointPacing } from './sqlite-checkpointer.js';
 import { CommitGroups } from './sqlite-group.js';
 import { placeholders, SqliteWriter } from './sqlite-writes.js';
 import { migrate } from './sqlite-schema.js';
@@ -18,6 +19,8 @@ export interface SqliteStoreOptions extends MemoryStoreOptions {
   hotJobs: number;
   /** idle sessions kept in memory */
   hotSessions: number;
+  /** when WAL checkpoints run (tests make them run sooner) */
+  checkpointPacing?: CheckpointPacing;
 }
 
 /** what the terminal jobs kept in memory may hold (see trimCache) */
@@ -37,38 +40,36 @@ const EVENT_ID_BLOCK = 10_000;
 export class SqliteStore extends MemoryStore {
   override readonly kind = 'sqlite' as const;
   readonly #db: Db;
+  /** holds `<path>-lock` for the store's life: one coordinator per file (lockFile) */
+  readonly #guard: Db;
+  readonly #checkpointer: Checkpointer;
   readonly #o: SqliteStoreOptions;
   readonly #stmts = new Map<string, Statement>();
 
   static async open(path: string, o: SqliteStoreOptions): Promise<SqliteStore> {
+    const guard = lockFile(path);
     const db = new Database(path);
     try {
-      // one coordinator per file: it holds the write lock for its whole life (several
-      // coordinators share state through PostgreSQL, not a file)
-      db.pragma('locking_mode = EXCLUSIVE');
       db.pragma('busy_timeout = 1000');
       db.pragma('journal_mode = WAL');
       // NORMAL in WAL mode: a commit survives the process being killed (the WAL is written before
       // the answer); only a power loss can take the last commits. See docs/operations.md.
       db.pragma('synchronous = NORMAL');
-      // a checkpoint copies the WAL's pages into the database and syncs both, on the thread that
-      // commits: every 10,000 pages (about 40 MB of WAL) instead of SQLite's 1,000, so a page that
-      // many commits touch (an index's leaf, a busy session's row) is copied once per checkpoint
-      // instead of ten times (docs/benchmarks.md, throughput)
-      db.pragma('wal_autocheckpoint = 10000');
-      db.exec('BEGIN EXCLUSIVE; COMMIT');
+      // checkpoints run on a thread of their own (sqlite-checkpointer.ts), never in a commit
+      db.pragma('wal_autocheckpoint = 0');
     } catch (err) {
       db.close();
-      throw new Error(`cannot open ${path}: it is in use by another coordinator, or not a database (${String(err)})`, { cause: err });
+      guard.close();
+      throw new Error(`cannot open ${path}: not a database, or not writable (${String(err)})`, { cause: err });
     }
     const from = migrate(db);
     if (from > 0 || db.pragma('user_version', { simple: true }) !== from) {
       o.log.info({ path, from_version: from, version: db.pragma('user_version', { simple: true }) }, 'database opened');
     }
-    return new SqliteStore(db, o);
+    return new SqliteStore(db, guard, path, o);
   }
 
-  private constructor(db: Db, o: SqliteStoreOptions) {
+  private constructor(db: Db, guard: Db, path: string, o: SqliteStoreOptions) {
     const loader = {
       job: (id: string) => this.#jobs(`${SELECT_JOBS} WHERE jobs.id = ?`, id)[0],
       session: (name: string) => this.#one(SESSIONS, 'SELECT * FROM sessions WHERE name = ?', name),
@@ -76,8 +77,10 @@ export class SqliteStore extends MemoryStore {
     };
     super(o, { fullHistory: false, loader });
     this.#db = db;
+    this.#guard = guard;
     this.#o = o;
     this.#load();
+    this.#checkpointer = new Checkpointer(path, { db: () => this.#db, log: o.log, quiet: (fn) => this.#quiet(fn) }, o.checkpointPacing);
   }
 
   #stmt(sql: string): Statement {
@@ -202,6 +205,7 @@ export class SqliteStore extends MemoryStore {
     }
     if (ceiling !== undefined) this.#eventIdCeiling = ceiling;
     this.#groups.written(group, changes);
+    this.#checkpointer.wrote(walBytesOf(changes));
   }
 
   #persistTx: ((changes: ChangeSet, eventIdCeiling: number | undefined) => void) | undefined;
@@ -380,6 +384,7 @@ export class SqliteStore extends MemoryStore {
     }
     // inside an open group the statements joined it, and go with it if it cannot be written
     if (!this.#groups.onUndo(forget)) this.#wrote();
+    this.#checkpointer.wrote(PAGE + stored);
     return stored;
   }
 
@@ -430,10 +435,66 @@ export class SqliteStore extends MemoryStore {
     this.state.evictSessions(this.#o.hotSessions, HOT_BYTES, (s) => (s.lastResult?.length ?? 0) + (s.lastError?.length ?? 0));
   }
 
+  /**
+   * Run `fn` while no write transaction runs or begins: it holds the store's lock, with no group
+   * of commits open (a group commits under the lock, so one still open is let through first).
+   * Transactions wait for it without blocking the event loop (sqlite-checkpointer.ts).
+   */
+  async #quiet(fn: () => Promise<void>): Promise<void> {
+    for (;;) {
+      const open = this.#groups.settled;
+      if (open) await open.catch(() => undefined);
+      const wait = this.lock();
+      if (wait) await wait;
+      if (!this.#groups.settled) break;
+      this.unlock();
+    }
+    try {
+      await fn();
+    } finally {
+      this.unlock();
+    }
+  }
+
+  /** WAL checkpoints (sqlite-checkpointer.ts): what they did, and one now (tests). */
+  get checkpoints(): Checkpointer {
+    return this.#checkpointer;
+  }
+
   override async close(): Promise<void> {
     await this.#groups.close();
+    await this.#checkpointer.close();
     if (this.#db.open) this.#db.close();
+    if (this.#guard.open) this.#guard.close();
   }
+}
+
+/**
+ * One coordinator per file: several share state through PostgreSQL, not a file. The store's own
+ * connection cannot hold the file exclusively (the checkpointer thread needs a connection of its
+ * own), so a second file beside it, `<path>-lock`, is held exclusively for the store's life. The
+ * operating system releases it with the process, however that ends.
+ */
+function lockFile(path: string): Db {
+  const guard = new Database(`${path}-lock`, { timeout: 0 });
+  try {
+    guard.pragma('locking_mode = EXCLUSIVE');
+    guard.exec('BEGIN EXCLUSIVE; COMMIT');
+    return guard;
+  } catch (err) {
+    guard.close();
+    throw new Error(`cannot open ${path}: it is in use by another coordinator (${String(err)})`, { cause: err });
+  }
+}
+
+const PAGE = 4096;
+
+/** Roughly what a change set adds to the WAL: a page per row, plus its large text (checkpoint pacing only). */
+function walBytesOf(c: ChangeSet): number {
+  let bytes = PAGE;
+  for (const j of c.jobs.values()) bytes += PAGE + (j.kind === 'insert' ? j.after.prompt.length : 0) + (j.patch?.result?.length ?? 0);
+  for (const s of c.sessions.values()) bytes += PAGE + (s.patch?.lastResult?.length ?? 0);
+  return bytes + c.launchers.size * PAGE;
 }
 
 function unavailable(err: unknown): CoordinatorError {
