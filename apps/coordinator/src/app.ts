@@ -15,6 +15,7 @@ import { TokenFileError, TokenStore } from './http/auth/tokens.js';
 import { dashboardRoutes, DEFAULT_DASHBOARD_DIR } from './http/dashboard.js';
 import { clientErrorHandler, frameworkErrors, installErrorHandling } from './http/errors.js';
 import { ConnectionGuard, installConnectionGuard } from './http/connections.js';
+import { installJsonBodyParser } from './http/json-body.js';
 import { eventRoutes } from './http/events.js';
 import { jobRoutes } from './http/jobs.js';
 import { launcherRoutes } from './http/launcher.js';
@@ -106,6 +107,8 @@ export async function buildApp(config: CoordinatorConfig, deps: AppDeps = {}): P
   app.setValidatorCompiler(typeboxValidatorCompiler);
   // The API speaks JSON only: other bodies get 415 rather than a confusing type error.
   app.removeContentTypeParser('text/plain');
+  // large bodies are parsed on a thread of their own and handled one per turn of the event loop
+  installJsonBodyParser(app);
   installErrorHandling(app);
 
   // limits and timeouts (docs/operations.md): connections, event streams, HTTP timeouts

@@ -1,5 +1,6 @@
 import type { LifecycleEvent } from '@agentq/protocol';
 import type { Logger } from 'pino';
+import { jsonBytes } from '../json-bytes.js';
 import { heldBytesOf } from './store/lazy-events.js';
 
 export type Listener = (event: LifecycleEvent) => void;
@@ -15,7 +16,9 @@ export interface Framed {
   lean(): Buffer;
 }
 
-const frame = (e: LifecycleEvent, data: unknown) => Buffer.from(`id: ${e.id}\nevent: ${e.type}\ndata: ${JSON.stringify(data)}\n\n`, 'utf8');
+const END = Buffer.from('\n\n');
+/** An SSE frame; the event's large strings (a prompt, a result) are encoded once for all its frames (json-bytes.ts). */
+const frame = (e: LifecycleEvent, data: unknown) => Buffer.concat([Buffer.from(`id: ${e.id}\nevent: ${e.type}\ndata: `), jsonBytes(data), END]);
 
 /**
  * Roughly the memory an event holds on to: its large strings (a job's prompt, result and error;

@@ -115,7 +115,9 @@ export function clientErrorHandler(err: Error & { code?: string }, socket: Socke
         `Content-Type: application/json; charset=utf-8\r\nConnection: close\r\n\r\n${text}`,
     );
   }
-  socket.destroy(err);
+  // closed without re-emitting the error: Node has handled it already, and a wave of expired slow
+  // requests (each one timed out at the same check) would emit and handle two thousand of them again
+  socket.destroy();
 }
 
 /** Error responses, for route schemas. */

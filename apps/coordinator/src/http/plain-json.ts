@@ -1,3 +1,5 @@
+import { jsonBytes } from '../json-bytes.js';
+
 /**
  * Route option: answers are serialised with JSON.stringify instead of the serializer Fastify
  * compiles from the response schema (fast-json-stringify). The schema stays, for validation of
@@ -11,5 +13,8 @@
  * core's wire functions (core/wire.ts), exactly in the schema's shape.
  */
 export const plainJson: { serializerCompiler: () => (data: unknown) => string } = {
-  serializerCompiler: () => (data: unknown) => JSON.stringify(data),
+  // Bytes, not text (json-bytes.ts): Fastify measures a text answer (Buffer.byteLength) for its
+  // Content-Length and the socket encodes it again when writing, while a Buffer is encoded once and
+  // its length is known; and a large prompt or result in it is encoded once for all its answers.
+  serializerCompiler: () => (data: unknown) => jsonBytes(data) as unknown as string,
 };

@@ -1,13 +1,15 @@
-import type { Server } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { CoordinatorConfig } from '../config.js';
+import { clientErrorHandler } from './errors.js';
 
 /*
  * HTTP timeouts (docs/operations.md, "Limits and timeouts"). Without them a client that sends
  * headers, then one byte, then nothing holds its connection (and its buffers) for ever.
  *
  *   HTTP_HEADERS_TIMEOUT_MS   the request line and headers must arrive within this
- *   HTTP_REQUEST_TIMEOUT_MS   the whole request (headers and body) must arrive within this
+ *   HTTP_REQUEST_TIMEOUT_MS   a request's body must arrive within this of its headers (less
+ *                             up to a tenth, spread at random: requestTimeoutMs)
  *   HTTP_IDLE_TIMEOUT_MS      a connection silent this long is closed: one that never sends a
  *                             request, or one whose request gets nothing back
  *   HTTP_KEEP_ALIVE_TIMEOUT_MS a kept-alive connection waits this long for its next request
@@ -37,18 +39,41 @@ export function sseKeepaliveMs(config: Pick<CoordinatorConfig, 'httpIdleTimeoutM
   return Math.max(10, Math.min(15_000, Math.floor(config.httpIdleTimeoutMs / 3)));
 }
 
+/**
+ * A request's body must have arrived within HTTP_REQUEST_TIMEOUT_MS of its headers, less up to a
+ * tenth, at random. Node checks its own request timeout for every connection at once, so two
+ * thousand slow bodies sent together expired in one check and their 408s, closes and the
+ * reconnections that followed held the event loop for a third of a second; spread over the last
+ * tenth of the timeout they are a trickle.
+ */
+export function requestTimeoutMs(timeoutMs: number, random: () => number = Math.random): number {
+  return Math.max(1, Math.round(timeoutMs * (1 - 0.1 * random())));
+}
+
 /** Set the server's timeouts, and give waiting requests their hold on top of the idle timeout. */
 export function installTimeouts(app: FastifyInstance, config: CoordinatorConfig): void {
   const server = app.server as Server;
   server.headersTimeout = config.httpHeadersTimeoutMs;
-  server.requestTimeout = config.httpRequestTimeoutMs;
+  // Node's own request timeout is off: ours is spread (requestTimeoutMs)
+  server.requestTimeout = 0;
+  server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    // a request without a body has all of it once its headers are in
+    if (req.headers['content-length'] === undefined && req.headers['transfer-encoding'] === undefined) return;
+    const timer = setTimeout(() => {
+      if (req.complete || req.socket.destroyed) return;
+      clientErrorHandler(Object.assign(new Error('request timeout'), { code: 'ERR_HTTP_REQUEST_TIMEOUT' }), req.socket);
+    }, requestTimeoutMs(config.httpRequestTimeoutMs));
+    const clear = () => clearTimeout(timer);
+    req.once('end', clear);
+    res.once('close', clear);
+  });
   server.keepAliveTimeout = config.httpKeepAliveTimeoutMs;
   server.setTimeout(config.httpIdleTimeoutMs);
-  // Node checks the first two every connectionsCheckingInterval (30 s by default, read at
-  // listen): check often enough that they hold to within a quarter of the shorter one.
+  // Node checks the headers timeout every connectionsCheckingInterval (30 s by default, read at
+  // listen): check often enough that it holds to within a quarter of it.
   (server as Server & { connectionsCheckingInterval: number }).connectionsCheckingInterval = Math.max(
     50,
-    Math.min(1000, Math.floor(Math.min(config.httpHeadersTimeoutMs, config.httpRequestTimeoutMs) / 4)),
+    Math.min(1000, Math.floor(config.httpHeadersTimeoutMs / 4)),
   );
 
   // preHandler: the query and body are validated, so a hold read from them is within its bounds

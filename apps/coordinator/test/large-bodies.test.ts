@@ -1,0 +1,89 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { request } from 'undici';
+import { OnePerTurn } from '../src/http/json-body.js';
+import { requestTimeoutMs } from '../src/http/timeouts.js';
+import { BIG_STRING, jsonBytes } from '../src/json-bytes.js';
+import { jobEvent } from '../src/core/store/lazy-events.js';
+import { startTest } from './helpers.js';
+
+// Large bodies are parsed on the JSON thread and handled one per turn of the event loop; large
+// strings are encoded once for all the answers and event frames that carry them.
+
+/** A prompt past the large-body threshold with every kind of character JSON escapes or encodes. */
+const tricky = (n: number) => `"quoted" \\ back\nnew line\ttab \u0001 é ü 漢字 😀 \u2028 \ud800 lone `.repeat(n);
+
+test('a large body is parsed off the event loop and stored exactly; its answer and reads carry the same prompt', async (t) => {
+  const { client } = await startTest(t);
+  const prompt = tricky(4000);
+  assert.ok(prompt.length > 64 * 1024);
+  const created = await client.createJob({ type: 'start_session', session_name: 'large', prompt });
+  assert.equal(created.prompt, prompt, 'the answer to the create');
+  assert.equal((await client.getJob(created.job_id)).prompt, prompt, 'a read');
+  const [listed] = (await client.listJobs({ session_name: 'large' })).jobs;
+  assert.equal(listed?.prompt, prompt, 'a list');
+});
+
+test('a large body that is not JSON, or that holds a __proto__ key, is refused 400 in the standard shape', async (t) => {
+  const { c } = await startTest(t);
+  const filler = 'x'.repeat(100 * 1024);
+  for (const body of [
+    `{"type":"start_session","session_name":"bad","prompt":"${filler}"`,
+    `{"type":"start_session","session_name":"bad","prompt":"${filler}","__proto__":{"polluted":true}}`,
+  ]) {
+    const res = await request(`${c.url}/jobs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+    const answer = (await res.body.json()) as { error: { code: string; message: string } };
+    assert.equal(res.statusCode, 400);
+    assert.equal(answer.error.code, 'bad_request');
+    assert.equal(answer.error.message, 'body: is not valid JSON');
+  }
+  assert.equal(({} as { polluted?: boolean }).polluted, undefined);
+});
+
+test('tasks queued together run one per turn of the event loop', async () => {
+  let turn = 0;
+  let ticking = true;
+  const tick = () => {
+    turn++;
+    if (ticking) setImmediate(tick);
+  };
+  setImmediate(tick);
+  await new Promise((resolve) => setImmediate(resolve));
+  const turns = new OnePerTurn();
+  const seen: number[] = [];
+  await new Promise<void>((resolve) => {
+    for (let i = 0; i < 4; i++) turns.run(() => (seen.push(turn), i === 3 && resolve()));
+  });
+  ticking = false;
+  assert.equal(seen.length, 4);
+  for (let i = 1; i < seen.length; i++) assert.ok(seen[i]! > seen[i - 1]!, `task ${i} ran in a later turn than task ${i - 1}: ${seen.join(',')}`);
+});
+
+test('jsonBytes is JSON.stringify as UTF-8, large strings included, in plain objects, lists and lazy events', () => {
+  const prompt = tricky(3000);
+  const result = `${tricky(2000)} the result`;
+  assert.ok(prompt.length >= BIG_STRING && result.length >= BIG_STRING);
+  const job = { job_id: 'job_1', prompt, result, error: null, n: 1, nested: { deep: [prompt, 'small'] } };
+  const row = {
+    seq: 1, id: 'job_1', type: 'start_session', sessionName: 's', agentName: null, prompt, projectDir: null,
+    parentSessionName: null, createdAt: 0, timeoutMs: null, callbackOf: null, messageIds: null, requires: null,
+    maxCostUsd: null, createdBy: null, status: 'completed', launcherId: null, error: null, errorCode: null, result,
+    claimedAt: null, startedAt: null, completedAt: 0, updatedAt: 0, stopRequestedAt: null, stopReason: null,
+    stoppedBy: null, stopPending: false, executorSessionId: null, attempts: 1, usage: null, costUsd: null,
+    numTurns: null, durationApiMs: null, readySince: null, routeKey: null, outputBytes: 0, agentTokenHash: null,
+  } as const;
+  const event = jobEvent(7, 'job.completed', '2026-01-01T00:00:00.000Z', row as never);
+  for (const data of [job, { jobs: [job, job, { prompt: 'small' }] }, { job }, event, prompt, { small: 'only' }, [1, 'two', null]]) {
+    // twice: the second time the large strings come from the memo
+    for (let i = 0; i < 2; i++) assert.ok(jsonBytes(data).equals(Buffer.from(JSON.stringify(data), 'utf8')));
+  }
+});
+
+test('request timeouts are spread over the last tenth of HTTP_REQUEST_TIMEOUT_MS, never past it', () => {
+  assert.equal(requestTimeoutMs(60_000, () => 0), 60_000);
+  assert.equal(requestTimeoutMs(60_000, () => 0.999999), 54_000);
+  for (let i = 0; i < 1000; i++) {
+    const ms = requestTimeoutMs(60_000);
+    assert.ok(ms >= 54_000 && ms <= 60_000, String(ms));
+  }
+});
