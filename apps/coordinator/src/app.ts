@@ -164,7 +164,9 @@ export async function buildApp(config: CoordinatorConfig, deps: AppDeps = {}): P
   // (Store.settled). Whether that group was written is not this answer's outcome: a request's own
   // changes were settled by its transactions, which fail with 503 storage_unavailable if their
   // group could not be written; the group open now may hold only other requests' changes.
-  app.addHook('onSend', (_req, _reply, payload, done) => {
+  app.addHook('onSend', (req, _reply, payload, done) => {
+    // liveness and readiness show counts, not changes: they never wait for a commit
+    if (req.routeOptions.url === '/health' || req.routeOptions.url === '/ready') return done(null, payload);
     const onDisk = core.store.settled?.();
     if (!onDisk) return done(null, payload);
     const send = () => done(null, payload);
@@ -172,7 +174,7 @@ export async function buildApp(config: CoordinatorConfig, deps: AppDeps = {}): P
   });
 
   // Security: overload first (cheapest refusal), then who is calling, then the per-token limit.
-  await installOverloadProtection(app, config);
+  const overloaded = await installOverloadProtection(app, config);
   const auth = installAuth(app, {
     tokens,
     credentials: deps.credentials ?? new StoreLauncherCredentials(core),
@@ -211,7 +213,7 @@ export async function buildApp(config: CoordinatorConfig, deps: AppDeps = {}): P
   await installOpenApi(app); // first: it records the routes as they are added
   await app.register(jobRoutes, { core });
   await app.register(launcherRoutes, { core });
-  await app.register(launchersRoutes, { core, startedAt });
+  await app.register(launchersRoutes, { core, startedAt, overloaded });
   await app.register(sessionRoutes, { core });
   await app.register(eventRoutes, { core, clients: sse, keepaliveMs: sseKeepaliveMs(config) });
   await app.register(metricsRoutes, { metrics });

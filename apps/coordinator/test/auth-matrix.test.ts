@@ -73,6 +73,7 @@ const SAMPLES: Record<string, (f: Fixtures, who: Who) => Promise<Call>> = {
   },
   'GET /events': async () => ({ method: 'GET', path: '/events' }),
   'GET /health': async () => ({ method: 'GET', path: '/health' }),
+  'GET /ready': async () => ({ method: 'GET', path: '/ready' }),
   'GET /openapi.json': async () => ({ method: 'GET', path: '/openapi.json' }),
 };
 
@@ -167,7 +168,7 @@ test('the access table keeps to the roles as documented: readers read, the launc
   for (const [key, access] of Object.entries(ROUTE_ACCESS)) {
     const [method, url] = key.split(' ') as [string, string];
     if (access.public) {
-      assert.ok(['/health', '/openapi.json', '/', '/index.html'].includes(url) && method === 'GET', `${key} is public`);
+      assert.ok(['/health', '/ready', '/openapi.json', '/', '/index.html'].includes(url) && method === 'GET', `${key} is public`);
       continue;
     }
     assert.ok(access.roles.includes('admin'), `admin may call ${key}`);

@@ -97,22 +97,30 @@ test('configuration errors list the allowed values too (LOG_LEVEL=verbose)', () 
   assert.throws(() => loadConfig({ AUTH_DISABLED: 'true', AUTH_TOKENS_FILE: '/t' }), /AUTH_DISABLED: cannot be true while AUTH_TOKENS_FILE is set/);
 });
 
-test('overloaded (heap above OVERLOAD_MAX_HEAP_BYTES): 503 overloaded with Retry-After, in the standard shape', async (t) => {
+test('overloaded (heap above OVERLOAD_MAX_HEAP_BYTES): 503 overloaded with Retry-After, in the standard shape; /health still answers and says so', async (t) => {
   const { c } = await startTest(t, { overloadMaxHeapBytes: 1, overloadSampleIntervalMs: 10, overloadRetryAfterSeconds: 7 });
   // the first samples after start are not acted on (the start itself blocks the event loop):
   // ask until the coordinator has measured (a bounded number of tries, each one round trip)
   let r: ErrorReply | undefined;
   for (let i = 0; i < 500; i++) {
-    const res = await request(`${c.url}/health`);
+    const res = await request(`${c.url}/ready`);
     const text = await res.body.text();
     if (res.statusCode === 503) {
       r = { status: 503, body: JSON.parse(text) as ErrorReply['body'], headers: res.headers };
       break;
     }
+    assert.deepEqual(JSON.parse(text), { ready: true });
     await new Promise((resolve) => setTimeout(resolve, 10));
   }
   assert.ok(r, 'the coordinator never reported overload');
   assertStandard(r, 503, 'overloaded');
   assert.equal(r.headers['retry-after'], '7');
   assert.equal(r.body.error.details?.reason, 'heapUsedBytes');
+  // liveness is not refused: a busy coordinator is alive
+  const health = await request(`${c.url}/health`);
+  assert.equal(health.statusCode, 200);
+  assert.equal(((await health.body.json()) as { overloaded: boolean }).overloaded, true);
+  const jobs = await request(`${c.url}/jobs`);
+  assert.equal(jobs.statusCode, 503, 'other routes are refused');
+  await jobs.body.dump();
 });

@@ -225,8 +225,15 @@ export const Health = Type.Object({
   queue_depth: Type.Integer({ description: 'pending jobs' }),
   jobs_active: Type.Integer({ description: 'claimed, running or stopping jobs' }),
   launchers: Type.Object({ online: Type.Integer(), stale: Type.Integer(), parked_polls: Type.Integer() }),
+  overloaded: Type.Boolean({
+    description: 'the overload protection is refusing requests (503 overloaded) now; `/health` itself is always answered',
+  }),
 });
 export type Health = Static<typeof Health>;
+
+/** `GET /ready`: 200 while the coordinator takes requests; 503 `overloaded` or `shutting_down` otherwise. */
+export const Ready = Type.Object({ ready: Type.Literal(true) });
+export type Ready = Static<typeof Ready>;
 
 /*
  * Report-and-poll: `POST /launcher/sync` carries a launcher's reports and receives new work in

@@ -321,7 +321,7 @@ export class Coordinator {
     return { outcome };
   }
 
-  async health(startedAt: number): Promise<Health> {
+  async health(startedAt: number): Promise<Omit<Health, 'overloaded'>> {
     return status.health(this.#ctx, startedAt, () => this.#dispatcher.parkedCount);
   }
 

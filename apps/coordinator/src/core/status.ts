@@ -8,7 +8,7 @@ import type { CoreContext } from './context.js';
  * coordinator's own, read once the store has answered.
  */
 
-export async function health(ctx: CoreContext, startedAt: number, parkedPolls: () => number): Promise<Health> {
+export async function health(ctx: CoreContext, startedAt: number, parkedPolls: () => number): Promise<Omit<Health, 'overloaded'>> {
   const { store, clock } = ctx;
   const counts = await store.counts();
   let online = 0;

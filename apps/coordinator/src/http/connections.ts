@@ -15,7 +15,7 @@ export interface ConnectionLimits {
 }
 
 /** What operators and launchers need while the coordinator is flooded with connections. */
-const RESERVED = (url: string) => url === '/health' || url === '/metrics' || url.startsWith('/launcher/');
+const RESERVED = (url: string) => url === '/health' || url === '/ready' || url === '/metrics' || url.startsWith('/launcher/');
 
 interface Conn {
   readonly socket: Socket;

@@ -5,14 +5,15 @@ import {
   Health,
   LauncherIdParams,
   LauncherList,
+  Ready,
 } from '@agentq/protocol';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Coordinator } from '../core/coordinator.js';
 
-/** The registry as seen by operators, and liveness. */
-export const launchersRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator; startedAt: number }> = async (
+/** The registry as seen by operators, liveness and readiness. */
+export const launchersRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator; startedAt: number; overloaded: () => boolean }> = async (
   app,
-  { core, startedAt },
+  { core, startedAt, overloaded },
 ) => {
   app.get(
     '/launchers',
@@ -40,10 +41,28 @@ export const launchersRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator; sta
     },
   );
 
-  // public (`security: []`): load balancers and the Docker HEALTHCHECK call it without a token
+  // public (`security: []`): load balancers and the Docker HEALTHCHECK call it without a token.
+  // Liveness: answered even when the overload protection refuses everything else (it says so),
+  // so that an orchestrator does not restart a coordinator for being busy.
   app.get(
     '/health',
     { schema: { operationId: 'getHealth', tags: ['operations'], summary: 'Liveness and counts', security: [], response: { 200: Health } } },
-    async () => await core.health(startedAt),
+    async () => ({ ...(await core.health(startedAt)), overloaded: overloaded() }),
+  );
+
+  // Readiness: 503 `overloaded` while the overload protection refuses requests, 503
+  // `shutting_down` while the coordinator closes (both from the hooks every route has).
+  app.get(
+    '/ready',
+    {
+      schema: {
+        operationId: 'getReady',
+        tags: ['operations'],
+        summary: 'Readiness: whether the coordinator takes requests now',
+        security: [],
+        response: { 200: Ready, 503: ErrorBody },
+      },
+    },
+    async () => ({ ready: true as const }),
   );
 };

@@ -10,8 +10,13 @@ import { CoordinatorError } from '../core/errors.js';
  * sample interval by `@fastify/under-pressure`) every request is answered 503 `overloaded` with a
  * Retry-After at once, before its token is checked or its body read: clients back off instead of
  * piling more work onto a coordinator that is already late. Register before the auth hooks.
+ *
+ * All but `GET /health`, the liveness check: a busy coordinator is alive, and an orchestrator that
+ * restarted it for being busy would lose its work and make the overload worse. It answers 200 and
+ * says `overloaded: true`; `GET /ready` is refused like the rest, for load balancers.
+ * Returns whether the protection is refusing requests now.
  */
-export async function installOverloadProtection(app: FastifyInstance, config: CoordinatorConfig): Promise<void> {
+export async function installOverloadProtection(app: FastifyInstance, config: CoordinatorConfig): Promise<() => boolean> {
   const maxHeap = config.overloadMaxHeapBytes ?? Math.floor(getHeapStatistics().heap_size_limit * 0.9);
   const retryAfter = config.overloadRetryAfterSeconds;
   // Building the app (compiling every route's schemas) blocks the event loop for a while: the
@@ -28,7 +33,7 @@ export async function installOverloadProtection(app: FastifyInstance, config: Co
     retryAfter,
     // async: under-pressure passes a rejection to Fastify's error handler (the standard shape)
     pressureHandler: async (req, reply, type, value) => {
-      if (Date.now() < trustFrom) return;
+      if (Date.now() < trustFrom || req.routeOptions.url === '/health') return;
       reply.header('retry-after', String(retryAfter));
       req.log.warn({ type, value }, 'overloaded: request refused with 503');
       throw new CoordinatorError('overloaded', `the coordinator is overloaded (${type}); retry after ${retryAfter} s`, {
@@ -37,6 +42,7 @@ export async function installOverloadProtection(app: FastifyInstance, config: Co
       });
     },
   });
+  return () => Date.now() >= trustFrom && app.isUnderPressure();
 }
 
 /**

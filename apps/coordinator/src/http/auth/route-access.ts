@@ -74,6 +74,7 @@ export const ROUTE_ACCESS: Readonly<Record<string, RouteAccess>> = {
   'GET /events': { roles: READ, summary: 'lifecycle events (Server-Sent Events)' },
   'GET /metrics': { roles: READ, summary: 'Prometheus metrics' },
   'GET /health': { ...PUBLIC, summary: 'liveness' },
+  'GET /ready': { ...PUBLIC, summary: 'readiness' },
   'GET /openapi.json': { ...PUBLIC, summary: 'the OpenAPI document' },
   'GET /': { ...PUBLIC, summary: 'dashboard (static files)' },
   'GET /index.html': { ...PUBLIC, summary: 'dashboard (static files)' },
