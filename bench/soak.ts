@@ -45,6 +45,7 @@ const LAUNCHER_JOBS = env('SOAK_LAUNCHER_JOBS', 4);
 const RSS_BOUND_MB = process.env.SOAK_RSS_BOUND_MB === undefined ? undefined : Number(process.env.SOAK_RSS_BOUND_MB);
 const HEALTH_BOUND_MS = 100;
 
+
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const COORDINATOR = join(root, 'apps/coordinator/dist/src/main.js');
 const LAUNCHER = join(root, 'apps/launcher/dist/src/main.js');
@@ -95,20 +96,46 @@ async function startCoordinator(dir: string): Promise<{ child: ChildProcess; url
 
 function startLauncher(url: string, dir: string): ChildProcess {
   return spawn(
-    process.execPath,
+    process.env.SOAK_LAUNCHER_EXEC ?? process.execPath,
     [LAUNCHER, '--url', url, '--executor', 'demo', '--max-jobs', String(LAUNCHER_JOBS), '--state-dir', join(dir, 'launcher'), '--project-dir', dir, '--log-level', 'warn', '--hostname', 'soak'],
     { env: { PATH: process.env.PATH ?? '', AGENTQ_DEMO_STEP_MS: '20' }, stdio: ['ignore', 'ignore', 'inherit'] },
   );
+}
+
+/** What the prober measured: each answered probe's time and when it was answered (epoch ms). */
+interface Probes {
+  samples: number[];
+  at: number[];
+  failures: string[];
+}
+
+/**
+ * The floor: a bare node:http server in its own process that answers `GET /health` at once. Probed
+ * like the coordinator during the whole run, it shows what the machine itself adds to a probe (the
+ * soak's load shares its cores with the coordinator, the launcher and the probers).
+ */
+async function startBareServer(): Promise<{ url: string; child: ChildProcess }> {
+  const code = `
+    const server = require('node:http').createServer((req, res) => {
+      res.setHeader('content-type', 'application/json');
+      res.end('{"status":"ok"}');
+    });
+    server.listen(0, '127.0.0.1', () => console.log(server.address().port));
+  `;
+  const child = spawn(process.execPath, ['-e', code], { stdio: ['ignore', 'pipe', 'inherit'] });
+  child.stdout!.setEncoding('utf8');
+  const [line] = (await once(child.stdout!, 'data')) as [string];
+  return { url: `http://127.0.0.1:${line.trim()}`, child };
 }
 
 /**
  * The prober: its own process, so the soak's own load (the flood, 2,300 sockets) does not delay
  * its measurements. A new connection for each probe: accepting one is part of answering.
  */
-function startProber(url: string): { stop: () => Promise<{ samples: number[]; failures: string[] }> } {
+function startProber(url: string): { stop: () => Promise<Probes> } {
   const code = `
     const { Client } = require(${JSON.stringify(fileURLToPath(import.meta.resolve('undici')))});
-    const samples = []; const failures = []; let running = true;
+    const samples = []; const at = []; const failures = []; let running = true;
     process.on('message', () => { running = false; });
     (async () => {
       while (running) {
@@ -118,19 +145,19 @@ function startProber(url: string): { stop: () => Promise<{ samples: number[]; fa
           const res = await client.request({ method: 'GET', path: '/health', headersTimeout: 30000, bodyTimeout: 30000 });
           await res.body.text();
           if (res.statusCode !== 200) failures.push('status ' + res.statusCode);
-          else samples.push(performance.now() - started);
+          else { samples.push(performance.now() - started); at.push(Date.now()); }
         } catch (err) { failures.push(String(err && err.code || err)); }
         await client.close().catch(() => {});
         const wait = 100 - (performance.now() - started);
         if (wait > 0) await new Promise((r) => setTimeout(r, wait));
       }
-      process.send({ samples, failures }, () => process.exit(0));
+      process.send({ samples, at, failures }, () => process.exit(0));
     })();
   `;
   const child = spawn(process.execPath, ['-e', code], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
   return {
     stop: async () => {
-      const result = once(child, 'message') as Promise<[{ samples: number[]; failures: string[] }]>;
+      const result = once(child, 'message') as Promise<[Probes]>;
       child.send('stop');
       const [r] = await result;
       return r;
@@ -311,6 +338,8 @@ async function main(): Promise<void> {
   }, 100);
   const launcher = startLauncher(url, dir);
   const prober = startProber(url);
+  const bare = await startBareServer();
+  const floorProber = startProber(bare.url);
   const sse = stalledStreams(port, SSE);
   const slow = slowBodies(port, SLOW);
   console.log(`coordinator ${url} (pid ${pid}); ${SSE} stalled streams, ${SLOW} slow bodies, ${PRODUCERS} producers of ${mib(PROMPT_BYTES)} prompts for ${SECONDS} s`);
@@ -330,6 +359,8 @@ async function main(): Promise<void> {
   const totalSeconds = (Date.now() - started) / 1000;
   clearInterval(progress);
   const health = await prober.stop();
+  const floor = await floorProber.stop();
+  bare.child.kill('SIGTERM');
   const drops = listenDrops() - dropsBefore;
   const statuses = died ? new Map<string, number>() : await statusesOf(url, acknowledged);
   const diedDuring: string | null = died;
@@ -362,6 +393,16 @@ async function main(): Promise<void> {
     `  /health: ${health.samples.length} probes, p50 ${percentile(sorted, 50).toFixed(1)} ms, p99 ${percentile(sorted, 99).toFixed(1)} ms, ` +
       `max ${(sorted.at(-1) ?? NaN).toFixed(1)} ms, over ${HEALTH_BOUND_MS} ms: ${sorted.filter((x) => x > HEALTH_BOUND_MS).length}, failures: ${health.failures.length} ${JSON.stringify(health.failures.slice(0, 5))}`,
   );
+  const floodEnd = started + floodSeconds * 1000;
+  const slowIn = (from: number, to: number) => health.samples.filter((ms, i) => ms > HEALTH_BOUND_MS && health.at[i]! >= from && health.at[i]! < to).length;
+  const floorSorted = [...floor.samples].sort((a, b) => a - b);
+  console.log(
+    `  the floor (a bare node:http server on the same machine, probed the same way): p50 ${percentile(floorSorted, 50).toFixed(1)} ms, ` +
+      `p99 ${percentile(floorSorted, 99).toFixed(1)} ms, max ${(floorSorted.at(-1) ?? NaN).toFixed(1)} ms, over ${HEALTH_BOUND_MS} ms: ${floorSorted.filter((x) => x > HEALTH_BOUND_MS).length} of ${floorSorted.length}`,
+  );
+  console.log(`  /health over ${HEALTH_BOUND_MS} ms by phase: flood ${slowIn(0, floodEnd)}, drain ${slowIn(floodEnd, Infinity)}`);
+  const slowest = health.samples.map((ms, i) => [ms, (health.at[i]! - started) / 1000] as const).sort((a, b) => b[0] - a[0]).slice(0, 20);
+  console.log(`  slowest /health probes (ms at s): ${slowest.map(([ms, at]) => `${ms.toFixed(0)}@${at.toFixed(1)}`).join(' ')}`);
   console.log(`  connections dropped by the kernel (accept queue full, whole host): ${drops}`);
   console.log(`  coordinator RSS: peak ${mib(peak)} (VmHWM), highest sampled ${mib(rssMax)} over ${rssSamples} samples`);
   console.log(`  stalled streams opened ${sse.opened()}; cut: ${metric('agentq_sse_clients_cut_total{reason="client_unread"}')} for their own unread bytes, ${metric('agentq_sse_clients_cut_total{reason="total_buffered"}')} for the total`);
