@@ -23,8 +23,10 @@ export async function startTest(
   const c = await startCoordinator({ pollTimeoutSeconds: 5, ...(await storeFor(t)), ...overrides }, deps);
   const client = new AgentqClient({ url: c.url });
   t.after(async () => {
-    await client.close();
+    // the server first: closing it answers parked waits, so a request a failed test left
+    // waiting cannot hold the client's close (and the test file) until its hold runs out
     await c.close();
+    await client.close();
   });
   return { c, client };
 }
@@ -108,6 +110,22 @@ export function parked(core: { waiters: import('node:events').EventEmitter }, la
       resolve();
     };
     core.waiters.on('parked', on);
+  });
+}
+
+/**
+ * Resolve once a wait (`GET /jobs/{id}/wait`, `POST /jobs/wait`, an output follow) is registered
+ * on `jobId`: from then on the job's end wakes it. (Being called is not enough: on a store whose
+ * reads are asynchronous, the wait reads its jobs first.)
+ */
+export function watching(core: { watching: import('node:events').EventEmitter<{ watching: [readonly string[]] }> }, jobId: string): Promise<void> {
+  return new Promise((resolve) => {
+    const on = (ids: readonly string[]) => {
+      if (!ids.includes(jobId)) return;
+      core.watching.off('watching', on);
+      resolve();
+    };
+    core.watching.on('watching', on);
   });
 }
 

@@ -5,7 +5,7 @@ import type { Job } from '@agentq/protocol';
 import type { CoordinatorConfig } from '../src/config.js';
 import { ManualClock } from '../src/core/clock.js';
 import { startCoordinator, type RunningCoordinator } from '../src/start.js';
-import { called, eventJob, fakeLauncher, openEvents, parked, start } from './helpers.js';
+import { called, eventJob, fakeLauncher, openEvents, parked, start, watching } from './helpers.js';
 import { freshDatabaseUrl } from './pg-server.js';
 
 /*
@@ -58,7 +58,7 @@ test('a poll parked on B is woken by a job created on A; /wait on A returns when
   const job = await start(a, 'woken');
   assert.equal((await taken).job_id, job.job_id);
 
-  const waitParked = called(A.core, 'waitJob');
+  const waitParked = watching(A.core, job.job_id);
   const waiting = a.waitJob(job.job_id, 600_000);
   await waitParked;
   await l.started(job.job_id);

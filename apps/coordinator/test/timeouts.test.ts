@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ManualClock } from '../src/core/clock.js';
-import { called, fakeLauncher, parked, resume, start, startTest } from './helpers.js';
+import { fakeLauncher, parked, resume, start, startTest, watching } from './helpers.js';
 
 test('a pending job still pending at its timeout ends as timed_out, and no launcher gets it', async (t) => {
   const clock = new ManualClock();
@@ -55,7 +55,7 @@ test('a wait parked on a job is woken by its timeout', { timeout: 20_000 }, asyn
   const clock = new ManualClock();
   const { client, c } = await startTest(t, {}, { clock });
   const job = await start(client, 'watched', 'x', { timeout_ms: 1_000 });
-  const isParked = called(c.core, 'waitJob');
+  const isParked = watching(c.core, job.job_id);
   const waiting = client.waitJob(job.job_id, 600_000);
   await isParked;
   clock.advance(1_000);

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { called, fakeLauncher, rejectsWith, start, startTest } from './helpers.js';
+import { fakeLauncher, rejectsWith, start, startTest, watching } from './helpers.js';
 
 // Waits that must be woken by the state change use a hold far longer than the test's own
 // timeout: if the wake-up were missing, the test would fail instead of passing late.
@@ -12,7 +12,7 @@ test('GET /jobs/{id}/wait parked before the completion is woken by it and return
   const l = await fakeLauncher(client);
   const job = await start(client, 'waited-on');
   await l.take();
-  const isParked = called(c.core, 'waitJob');
+  const isParked = watching(c.core, job.job_id);
   const waiting = client.waitJob(job.job_id, LONG);
   await isParked;
   await l.completed(job.job_id, 'finished');
@@ -53,7 +53,7 @@ test('POST /jobs/wait (any, the default) returns when the first watched job ends
   const b = await start(client, 'any-b');
   await l.take();
   await l.take();
-  const isParked = called(c.core, 'waitJobs');
+  const isParked = watching(c.core, b.job_id);
   const waiting = client.waitJobs({ job_ids: [a.job_id, b.job_id], timeout_ms: LONG });
   await isParked;
   await l.failed(b.job_id, 'broke');
@@ -77,7 +77,7 @@ test('POST /jobs/wait mode all returns only when every watched job has ended', o
   const b = await start(client, 'all-b');
   await l.take();
   await l.take();
-  const isParked = called(c.core, 'waitJobs');
+  const isParked = watching(c.core, a.job_id);
   let settled = false;
   const waiting = client.waitJobs({ job_ids: [a.job_id, b.job_id], timeout_ms: LONG, mode: 'all' }).finally(() => {
     settled = true;
@@ -117,7 +117,7 @@ test('POST /jobs/wait reports unknown ids in not_found without failing', opts, a
   const l = await fakeLauncher(client);
   const a = await start(client, 'known');
   await l.take();
-  const isParked = called(c.core, 'waitJobs');
+  const isParked = watching(c.core, a.job_id);
   const waiting = client.waitJobs({ job_ids: ['job_000000000000', a.job_id, a.job_id], timeout_ms: LONG });
   await isParked;
   await l.completed(a.job_id);
@@ -144,7 +144,7 @@ test('POST /jobs/wait any over an ended and a running job waits for the running 
   await l.take();
   await l.take();
   await l.completed(ended.job_id);
-  const isParked = called(c.core, 'waitJobs');
+  const isParked = watching(c.core, running.job_id);
   let settled = false;
   const waiting = client.waitJobs({ job_ids: [ended.job_id, running.job_id], timeout_ms: LONG }).finally(() => {
     settled = true;

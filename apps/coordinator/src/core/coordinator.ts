@@ -116,6 +116,10 @@ export class Coordinator {
   get waiters(): Dispatcher['signals'] {
     return this.#dispatcher.signals;
   }
+  /** Internal signal (a wait registered on its jobs) for tests. */
+  get watching(): JobWatchers['signals'] {
+    return this.#watchers.signals;
+  }
   get parkedPolls(): number {
     return this.#dispatcher.parkedCount;
   }

@@ -1,3 +1,5 @@
+import { EventEmitter } from 'node:events';
+
 /**
  * Waits on jobs reaching a terminal status (`GET /jobs/{id}/wait`, `POST /jobs/wait`, output
  * follow): each waiter is woken by a commit that ended one of its jobs, by its timeout, by its
@@ -5,6 +7,8 @@
  * again.
  */
 export class JobWatchers {
+  /** Internal signal for tests (not on the wire): `watching` once a waiter is registered on its jobs. */
+  readonly signals = new EventEmitter<{ watching: [readonly string[]] }>();
   readonly #byJob = new Map<string, Set<() => void>>();
   #closed = false;
 
@@ -33,6 +37,7 @@ export class JobWatchers {
         if (!set) this.#byJob.set(id, (set = new Set()));
         set.add(done);
       }
+      this.signals.emit('watching', jobIds);
     });
   }
 
