@@ -243,7 +243,7 @@ export function loadConfig(
   if ((config.httpHeadersTimeoutMs as number) > (config.httpRequestTimeoutMs as number)) {
     throw new ConfigError(
       'HTTP_HEADERS_TIMEOUT_MS',
-      `must not be longer than HTTP_REQUEST_TIMEOUT_MS (${String(config.httpRequestTimeoutMs)} ms): the headers are part of the request`,
+      `must not be longer than HTTP_REQUEST_TIMEOUT_MS (${String(config.httpRequestTimeoutMs)} ms): a request's headers get no more time than its body`,
     );
   }
   if (config.heartbeatTimeoutSeconds as number <= (config.heartbeatIntervalSeconds as number)) {

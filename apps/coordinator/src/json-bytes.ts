@@ -12,39 +12,78 @@ import { randomUUID } from 'node:crypto';
  * are put in place of it in every later answer and event frame.
  *
  * The memo is shared by the process (it is a cache of a pure function: a string's JSON bytes) and
- * bounded (CACHE_BYTES, least recently used out); it holds the strings it has bytes for.
+ * bounded (CACHE_BYTES of strings and their bytes, least recently used out). It is not keyed by
+ * the strings themselves: V8 hashes a string longer than 16,383 characters by its length alone,
+ * so every prompt of the same length would share one bucket of a Map, and a lookup would compare
+ * them one by one. The key is a fingerprint (the length and characters sampled across the string);
+ * a hit is confirmed by comparing the whole string, and a fingerprint holds at most BUCKET strings
+ * (strings made to share one are encoded each time instead of kept), so a lookup compares at most
+ * BUCKET strings.
  */
 
 /** Strings this long (UTF-16 units) or longer are encoded once and their bytes reused. */
 export const BIG_STRING = 64 * 1024;
-/** What the memo of encoded large strings may hold. */
+/** What the memo of encoded large strings may hold (the strings and their bytes). */
 const CACHE_BYTES = 64 * 1024 * 1024;
+/** Strings kept under one fingerprint at most. */
+const BUCKET = 4;
+/** Characters sampled across a string for its fingerprint. */
+const SAMPLES = 64;
 
 /** Stands in for a large string while the rest is stringified: no client string can be it (random). */
 const MARK = `\u0000agentq:${randomUUID()}`;
 const MARK_JSON = JSON.stringify(MARK);
 
-const memo = new Map<string, Buffer>();
+interface Entry {
+  s: string;
+  bytes: Buffer;
+}
+/** fingerprint → the strings under it; Map order is use order (least recently used first) */
+const memo = new Map<string, Entry[]>();
 let memoBytes = 0;
+
+const sizeOf = (e: Entry) => e.bytes.length + e.s.length;
+
+/** The length and SAMPLES characters spread across the string, and its last ones: a short key V8 hashes whole. */
+function fingerprint(s: string): string {
+  const step = Math.floor(s.length / SAMPLES);
+  let key = `${s.length}:`;
+  for (let i = 0; i < SAMPLES; i++) key += s[i * step + (i % step)];
+  // character by character: a slice would keep the whole string alive through the key
+  for (let i = s.length - SAMPLES; i < s.length; i++) key += s[i];
+  return key;
+}
 
 /** The JSON bytes of a large string, from the memo or made now (and kept). */
 function encoded(s: string): Buffer {
-  let bytes = memo.get(s);
-  if (bytes) {
+  const key = fingerprint(s);
+  const bucket = memo.get(key);
+  const hit = bucket?.find((e) => e.s === s);
+  if (bucket) {
     // most recently used last
-    memo.delete(s);
-    memo.set(s, bytes);
-    return bytes;
+    memo.delete(key);
+    memo.set(key, bucket);
   }
-  bytes = Buffer.from(JSON.stringify(s), 'utf8');
-  memo.set(s, bytes);
-  memoBytes += bytes.length;
-  for (const [k, v] of memo) {
-    if (memoBytes <= CACHE_BYTES || k === s) break;
+  if (hit) return hit.bytes;
+  const bytes = Buffer.from(JSON.stringify(s), 'utf8');
+  const entry = { s, bytes };
+  if (sizeOf(entry) > CACHE_BYTES / 4 || (bucket && bucket.length >= BUCKET)) return bytes;
+  if (bucket) bucket.push(entry);
+  else memo.set(key, [entry]);
+  memoBytes += sizeOf(entry);
+  for (const [k, entries] of memo) {
+    if (memoBytes <= CACHE_BYTES || k === key) break;
     memo.delete(k);
-    memoBytes -= v.length;
+    for (const e of entries) memoBytes -= sizeOf(e);
   }
   return bytes;
+}
+
+/** What the memo holds (tests). */
+export function memoStats(): { strings: number; bytes: number } {
+  let strings = 0;
+  for (const entries of memo.values()) strings += entries.length;
+  return { strings, bytes: memoBytes };
 }
 
 /** `JSON.stringify(data)` as UTF-8 bytes; large strings in it come from the memo. */

@@ -3,6 +3,7 @@ import { once } from 'node:events';
 import { test } from 'node:test';
 import { ConfigError, loadConfig } from '../src/config.js';
 import { fakeLauncher, start, startTest } from './helpers.js';
+import { startAuthTest } from './auth-helpers.js';
 import { request } from 'undici';
 import { metricValue, rawConnection, rawStream, seen, untilMetric } from './limits-helpers.js';
 
@@ -27,6 +28,22 @@ test('a body that stops coming is answered 408 request_timeout (standard shape) 
   const answer = parseAnswer(conn.text());
   assert.equal(answer.status, 408);
   assert.equal(answer.body.error.code, 'request_timeout');
+});
+
+test('a body still owed after its request was answered (401 before it came) is cut at the request timeout too', { timeout: 20_000 }, async (t) => {
+  // the idle timeout is far away: only the request timeout can close this connection in time
+  const { c } = await startAuthTest(t, { ...SHORT, httpIdleTimeoutMs: 600_000 });
+  const conn = rawConnection(
+    t,
+    c.port,
+    'POST /jobs HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{',
+  );
+  // a byte now and then: the keep-alive timeout (reset by every byte) never ends it either
+  const trickle = setInterval(() => conn.socket.write(' '), 100);
+  t.after(() => clearInterval(trickle));
+  await once(conn.socket, 'close');
+  assert.match(conn.text(), /^HTTP\/1\.1 401 /, 'answered 401 before the body came');
+  assert.match(conn.text(), /HTTP\/1\.1 408 /, 'then 408 when the body did not come in time');
 });
 
 test('headers that stop coming, or never come, are answered 408 too (the headers timeout runs from the connection)', async (t) => {

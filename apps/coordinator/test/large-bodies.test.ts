@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import { request } from 'undici';
 import { OnePerTurn } from '../src/http/json-body.js';
 import { requestTimeoutMs } from '../src/http/timeouts.js';
-import { BIG_STRING, jsonBytes } from '../src/json-bytes.js';
+import { BIG_STRING, jsonBytes, memoStats } from '../src/json-bytes.js';
 import { jobEvent } from '../src/core/store/lazy-events.js';
 import { startTest } from './helpers.js';
 
@@ -15,13 +15,27 @@ const tricky = (n: number) => `"quoted" \\ back\nnew line\ttab \u0001 é ü 漢�
 
 test('a large body is parsed off the event loop and stored exactly; its answer and reads carry the same prompt', async (t) => {
   const { client } = await startTest(t);
-  const prompt = tricky(4000);
-  assert.ok(prompt.length > 64 * 1024);
-  const created = await client.createJob({ type: 'start_session', session_name: 'large', prompt });
+  const sent = tricky(4000);
+  assert.ok(sent.length > 64 * 1024);
+  // a lone surrogate (\ud800) is made U+FFFD as the body is read: every store holds the same text
+  const prompt = sent.replaceAll('\ud800', '\ufffd');
+  const created = await client.createJob({ type: 'start_session', session_name: 'large', prompt: sent });
   assert.equal(created.prompt, prompt, 'the answer to the create');
   assert.equal((await client.getJob(created.job_id)).prompt, prompt, 'a read');
   const [listed] = (await client.listJobs({ session_name: 'large' })).jobs;
   assert.equal(listed?.prompt, prompt, 'a list');
+});
+
+test('lone surrogates in any body, large or small, are stored as U+FFFD; the rest of the text is kept exactly', async (t) => {
+  const { client } = await startTest(t);
+  for (const size of [1, 4000]) {
+    const sent = `${tricky(size)} pair 😀 high \ud83d low \ude00 end`;
+    const job = await client.createJob({ type: 'start_session', session_name: `surrogates-${size}`, prompt: sent });
+    const expected = sent.replaceAll('\ud800', '\ufffd').replace('high \ud83d low \ude00', 'high \ufffd low \ufffd');
+    assert.equal(job.prompt, expected);
+    assert.equal((await client.getJob(job.job_id)).prompt, expected);
+    assert.equal((await client.listJobs({ session_name: `surrogates-${size}` })).jobs[0]?.prompt, expected, 'read back from the store');
+  }
 });
 
 test('a large body that is not JSON, or that holds a __proto__ key, is refused 400 in the standard shape', async (t) => {
@@ -37,7 +51,6 @@ test('a large body that is not JSON, or that holds a __proto__ key, is refused 4
     assert.equal(answer.error.code, 'bad_request');
     assert.equal(answer.error.message, 'body: is not valid JSON');
   }
-  assert.equal(({} as { polluted?: boolean }).polluted, undefined);
 });
 
 test('tasks queued together run one per turn of the event loop', async () => {
@@ -77,6 +90,31 @@ test('jsonBytes is JSON.stringify as UTF-8, large strings included, in plain obj
     // twice: the second time the large strings come from the memo
     for (let i = 0; i < 2; i++) assert.ok(jsonBytes(data).equals(Buffer.from(JSON.stringify(data), 'utf8')));
   }
+});
+
+test('jsonBytes: strings made to share a fingerprint each get their own bytes, and at most four of them are kept', () => {
+  // same length, the same characters at every sampled place: they differ only at index 1
+  const base = 'a'.repeat(BIG_STRING * 2);
+  const variants = 'bcdefghij'.split('').map((ch) => `a${ch}${base.slice(2)}`);
+  const before = memoStats().strings;
+  for (let round = 0; round < 2; round++) {
+    for (const v of variants) assert.ok(jsonBytes({ prompt: v }).equals(Buffer.from(JSON.stringify({ prompt: v }), 'utf8')));
+  }
+  assert.equal(memoStats().strings - before, 4, 'one fingerprint keeps four strings; the rest are encoded each time');
+});
+
+test('jsonBytes: the memo holds at most 64 MiB of strings and their bytes, the least recently used going first', () => {
+  const first = `first ${'x'.repeat(1024 * 1024)}`;
+  jsonBytes({ prompt: first });
+  for (let i = 0; i < 80; i++) {
+    const s = `${i} ${'y'.repeat(1024 * 1024)}`;
+    assert.ok(jsonBytes({ prompt: s }).equals(Buffer.from(JSON.stringify({ prompt: s }), 'utf8')));
+  }
+  const { bytes, strings } = memoStats();
+  assert.ok(bytes <= 64 * 1024 * 1024, `${bytes} bytes held`);
+  assert.ok(strings < 40, `${strings} strings held`);
+  // the first one went out long ago, and comes back right
+  assert.ok(jsonBytes({ prompt: first }).equals(Buffer.from(JSON.stringify({ prompt: first }), 'utf8')));
 });
 
 test('request timeouts are spread over the last tenth of HTTP_REQUEST_TIMEOUT_MS, never past it', () => {

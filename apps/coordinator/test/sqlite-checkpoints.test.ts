@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { copyFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import Database from 'better-sqlite3';
@@ -42,13 +43,69 @@ test('the store never checkpoints on its own connection; the thread copies the W
   assert.ok(r.ok, JSON.stringify(r));
   assert.equal(r.checkpointed, r.frames, 'while writes were held back, the thread copied every frame');
 
+  // after the pass in progress, one more copies what is left (nothing is written meanwhile)
+  const drained = await store.checkpoints.checkpoint();
+  assert.ok(drained?.ok && drained.checkpointed === drained.frames, JSON.stringify(drained));
+  // the database file alone (without its WAL) holds every job and prompt
+  const copy = join(tempDir(t), 'copy.db');
+  copyFileSync(path, copy);
+  const fromFile = new Database(copy);
+  t.after(() => fromFile.close());
+  assert.deepEqual(
+    fromFile.prepare('SELECT j.session_name AS s, length(p.prompt) AS n FROM jobs j JOIN job_prompts p ON p.job_id = j.id ORDER BY j.seq').all(),
+    [0, 1, 2, 3].map((i) => ({ s: `w-${i}`, n: prompt.length + 2 })),
+  );
+
   // the first write after it starts the WAL over: the WAL holds only that write's frames
   await core.createJob({ type: 'start_session', session_name: 'after', prompt: 'small' });
   const next = await store.checkpoints.checkpoint();
   assert.ok(next?.ok, JSON.stringify(next));
   assert.ok(next.frames < 64, `the WAL started over (${next.frames} frames in it)`);
-  // every job is in the file, as another connection reads it
-  const reader = new Database(path, { readonly: true });
-  t.after(() => reader.close());
-  assert.equal((reader.prepare('SELECT COUNT(*) AS n FROM jobs').get() as { n: number }).n, 5);
+});
+
+test('a store that fails to open lets go of the file: the next attempt opens it', async (t) => {
+  const path = join(tempDir(t), 'agentq.db');
+  const db = new Database(path);
+  db.pragma('user_version = 999'); // a schema from the future: migrate() refuses it
+  db.close();
+  await assert.rejects(SqliteStore.open(path, options), /version|newer/i);
+  const again = new Database(path);
+  again.pragma('user_version = 0');
+  again.close();
+  const store = await SqliteStore.open(path, options);
+  await store.close();
+});
+
+test('under a steady stream of writes, each quiet pass holds every write back until it has copied every frame', async (t) => {
+  const path = join(tempDir(t), 'agentq.db');
+  const errors: unknown[] = [];
+  const log = pino({ level: 'warn' }, { write: (line: string) => errors.push(JSON.parse(line)) });
+  const store = await SqliteStore.open(path, {
+    ...options,
+    log,
+    checkpointPacing: { nudgeBytes: 256 * 1024, nudgeDelayMs: 1, restartFrames: 64 },
+  });
+  const core = new Coordinator(loadConfig({}, { maxPromptBytes: 2 * 1024 * 1024 }), store);
+  t.after(() => core.shutdown());
+  const quietPasses: CheckpointResult[] = [];
+  let passes = 0;
+  store.checkpoints.signals.on('pass', (r, isQuiet) => {
+    passes++;
+    if (isQuiet) quietPasses.push(r);
+  });
+  const prompt = 'q'.repeat(300 * 1024);
+  // four writers, each creating jobs and appending output as fast as it can
+  await Promise.all(
+    [0, 1, 2, 3].map(async (w) => {
+      for (let i = 0; i < 12; i++) {
+        const { job } = await core.createJob({ type: 'start_session', session_name: `q-${w}-${i}`, prompt: `${w}/${i}:${prompt}` });
+        await store.appendOutput(job.job_id, 0, 'o'.repeat(64 * 1024));
+      }
+    }),
+  );
+  await store.checkpoints.checkpoint();
+  assert.deepEqual(errors, [], 'no checkpoint failed');
+  assert.ok(quietPasses.length > 0, `quiet passes ran (${passes} passes)`);
+  for (const r of quietPasses) assert.ok(r.ok && r.checkpointed === r.frames, `a quiet pass copied every frame: ${JSON.stringify(r)}`);
+  assert.equal(store.checkpoints.stats.quiet, quietPasses.length, 'every quiet pass was answered as one');
 });

@@ -1,5 +1,6 @@
-import { errorCodes, type FastifyInstance } from 'fastify';
+import { errorCodes, type FastifyInstance, type FastifyRequest } from 'fastify';
 import { InvalidJson, JsonThread } from './json-thread.js';
+import { wellFormed } from './well-formed.js';
 
 /**
  * Runs tasks one per turn of the event loop. Node runs every `setImmediate` callback queued before
@@ -58,15 +59,18 @@ export function installJsonBodyParser(app: FastifyInstance): void {
   const turns = new OnePerTurn();
   app.addHook('onClose', async () => thread.close());
   app.removeContentTypeParser('application/json');
+  // strings made well formed (well-formed.ts) whichever thread parsed the body
+  const parseHere = (req: FastifyRequest, text: string, done: (err: Error | null, body?: unknown) => void) =>
+    parse(req, text, (err: Error | null, value?: unknown) => (err ? done(err, undefined) : done(null, wellFormed(value))));
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, body: Buffer, done) => {
-    if (body.length < LARGE_BODY_BYTES) return parse(req, body.toString('utf8'), done);
+    if (body.length < LARGE_BODY_BYTES) return parseHere(req, body.toString('utf8'), done);
     thread.parse(body).then(
       (value) => turns.run(() => done(null, value)),
       (err: unknown) => {
         if (err instanceof InvalidJson) return turns.run(() => done(new errorCodes.FST_ERR_CTP_INVALID_JSON_BODY(), undefined));
         // the thread is gone (it is started again for the next body): parse here, as for a small body
         req.log.error({ err }, 'the JSON thread failed; parsing on the main thread');
-        turns.run(() => parse(req, body.toString('utf8'), done));
+        turns.run(() => parseHere(req, body.toString('utf8'), done));
       },
     );
   });

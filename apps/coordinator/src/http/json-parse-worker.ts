@@ -1,6 +1,7 @@
 import { parentPort } from 'node:worker_threads';
 import secureJson from 'secure-json-parse';
 import type { ParseRequest, ParseResult } from './json-thread.js';
+import { wellFormed } from './well-formed.js';
 
 /*
  * The JSON thread (json-thread.ts): decodes and parses large request bodies, with the same
@@ -14,7 +15,7 @@ port.on('message', ({ id, body }: ParseRequest) => {
   let result: ParseResult;
   try {
     const text = Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString('utf8');
-    result = { id, ok: true, value: secureJson.parse(text, null, { protoAction: 'error', constructorAction: 'error' }) as unknown };
+    result = { id, ok: true, value: wellFormed(secureJson.parse(text, null, { protoAction: 'error', constructorAction: 'error' })) };
   } catch {
     result = { id, ok: false };
   }

@@ -15,18 +15,17 @@ export type ParseResult = { id: number; ok: true; value: unknown } | { id: numbe
  * when the thread is gone (the caller then parses on its own thread).
  */
 export class JsonThread {
-  #worker: Worker | undefined;
+  #thread: Thread | undefined;
   #nextId = 1;
-  readonly #pending = new Map<number, { resolve: (value: unknown) => void; reject: (err: Error) => void }>();
   #closed = false;
 
   parse(body: Buffer): Promise<unknown> {
     if (this.#closed) return Promise.reject(new Error('the JSON thread is closed'));
-    const worker = (this.#worker ??= this.#start());
+    const { worker, pending } = (this.#thread ??= this.#start());
     const id = this.#nextId++;
     return new Promise((resolve, reject) => {
-      this.#pending.set(id, { resolve, reject });
-      if (this.#pending.size === 1) worker.ref();
+      pending.set(id, { resolve, reject });
+      if (pending.size === 1) worker.ref();
       // copied, not transferred (a memcpy): the caller keeps the body if the thread fails
       worker.postMessage({ id, body } satisfies ParseRequest);
     });
@@ -34,31 +33,40 @@ export class JsonThread {
 
   async close(): Promise<void> {
     this.#closed = true;
-    const worker = this.#worker;
-    this.#worker = undefined;
-    if (worker) await worker.terminate();
+    const thread = this.#thread;
+    this.#thread = undefined;
+    if (thread) await thread.worker.terminate();
   }
 
-  #start(): Worker {
+  /** A worker and the requests it has; a worker that fails fails only its own requests. */
+  #start(): Thread {
     const worker = new Worker(new URL('./json-parse-worker.js', import.meta.url));
+    const thread: Thread = { worker, pending: new Map() };
+    const { pending } = thread;
     worker.unref();
     worker.on('message', (r: ParseResult) => {
-      const p = this.#pending.get(r.id);
+      const p = pending.get(r.id);
       if (!p) return;
-      this.#pending.delete(r.id);
-      if (this.#pending.size === 0) worker.unref();
+      pending.delete(r.id);
+      if (pending.size === 0) worker.unref();
       if (r.ok) p.resolve(r.value);
       else p.reject(new InvalidJson());
     });
     const fail = (err: Error) => {
-      if (this.#worker === worker) this.#worker = undefined; // the next body starts a new one
-      for (const p of this.#pending.values()) p.reject(err);
-      this.#pending.clear();
+      if (this.#thread === thread) this.#thread = undefined; // the next body starts a new one
+      for (const p of pending.values()) p.reject(err);
+      pending.clear();
+      worker.unref();
     };
     worker.on('error', fail);
     worker.on('exit', (code) => fail(new Error(`the JSON thread exited (${code})`)));
-    return worker;
+    return thread;
   }
+}
+
+interface Thread {
+  worker: Worker;
+  pending: Map<number, { resolve: (value: unknown) => void; reject: (err: Error) => void }>;
 }
 
 /** The body is not valid JSON, or holds a forbidden key. */

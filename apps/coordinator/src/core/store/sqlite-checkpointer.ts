@@ -65,7 +65,9 @@ export class Checkpointer {
   readonly #host: CheckpointHost;
   /** estimated bytes written since the last pass began */
   #dirty = 0;
+  /** the pass in progress; one at a time */
   #running: Promise<CheckpointResult> | undefined;
+  /** its answer, when the thread sends it (the thread answers requests in order, one at a time) */
   #resolve: ((r: CheckpointResult) => void) | undefined;
   #closed = false;
   #quieting = false;
@@ -95,7 +97,8 @@ export class Checkpointer {
   /** A commit wrote about `bytes` to the WAL. */
   wrote(bytes: number): void {
     this.#dirty += bytes;
-    if (this.#running || this.#closed) return;
+    // a quiet pass is waiting for its turn: it copies this too, and what follows is scheduled after it
+    if (this.#running || this.#closed || this.#quieting) return;
     if (this.#dirty >= this.#pacing.nudgeBytes) this.#next();
     else this.#timer ??= setTimeout(() => this.#next(), this.#pacing.nudgeDelayMs).unref();
   }
@@ -121,27 +124,39 @@ export class Checkpointer {
   #next(): void {
     clearTimeout(this.#timer);
     this.#timer = undefined;
-    if (this.#running || this.#closed || this.#dirty === 0) return;
+    if (this.#running || this.#closed || this.#quieting || this.#dirty === 0) return;
     void this.#pass().then((r) => {
       if (this.#closed) return;
-      if (r.ok && r.frames >= this.#pacing.restartFrames && !this.#quieting) {
+      if (r.ok && r.frames >= this.#pacing.restartFrames) {
         this.#quieting = true;
         void this.#host
           .quiet(async () => {
+            while (this.#running) await this.#running; // a test's checkpoint()
             if (this.#closed) return;
             this.stats.quiet++;
             await this.#pass(true);
           })
           .catch((err: unknown) => this.#host.log.error({ err }, 'a quiet WAL checkpoint failed'))
-          .finally(() => (this.#quieting = false));
+          .finally(() => {
+            this.#quieting = false;
+            this.#schedule();
+          });
         return;
       }
-      if (this.#dirty >= this.#pacing.nudgeBytes) this.#next();
-      else if (this.#dirty > 0) this.#timer ??= setTimeout(() => this.#next(), this.#pacing.nudgeDelayMs).unref();
+      this.#schedule();
     });
   }
 
+  /** After a pass: the next one now, or after the delay, for what was written meanwhile. */
+  #schedule(): void {
+    if (this.#closed || this.#running || this.#dirty === 0) return;
+    if (this.#dirty >= this.#pacing.nudgeBytes) this.#next();
+    else this.#timer ??= setTimeout(() => this.#next(), this.#pacing.nudgeDelayMs).unref();
+  }
+
+  /** One pass; only when none is running (each answer goes to the pass that asked for it). */
   #pass(quiet = false): Promise<CheckpointResult> {
+    if (this.#running) throw new Error('a WAL checkpoint is already running');
     this.#dirty = 0;
     this.#worker.ref();
     const running = new Promise<CheckpointResult>((resolve) => (this.#resolve = resolve)).then((r) => {

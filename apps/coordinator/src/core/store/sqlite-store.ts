@@ -45,6 +45,8 @@ export class SqliteStore extends MemoryStore {
   readonly #checkpointer: Checkpointer;
   readonly #o: SqliteStoreOptions;
   readonly #stmts = new Map<string, Statement>();
+  /** set while a quiet checkpoint runs (`#quiet`) */
+  #quieted: Promise<void> | undefined;
 
   static async open(path: string, o: SqliteStoreOptions): Promise<SqliteStore> {
     const guard = lockFile(path);
@@ -57,16 +59,25 @@ export class SqliteStore extends MemoryStore {
       db.pragma('synchronous = NORMAL');
       // checkpoints run on a thread of their own (sqlite-checkpointer.ts), never in a commit
       db.pragma('wal_autocheckpoint = 0');
+      // the WAL file is cut back to this when it starts over (else it stays at its largest)
+      db.pragma(`journal_size_limit = ${64 * 1024 * 1024}`);
     } catch (err) {
       db.close();
       guard.close();
       throw new Error(`cannot open ${path}: not a database, or not writable (${String(err)})`, { cause: err });
     }
-    const from = migrate(db);
-    if (from > 0 || db.pragma('user_version', { simple: true }) !== from) {
-      o.log.info({ path, from_version: from, version: db.pragma('user_version', { simple: true }) }, 'database opened');
+    try {
+      const from = migrate(db);
+      if (from > 0 || db.pragma('user_version', { simple: true }) !== from) {
+        o.log.info({ path, from_version: from, version: db.pragma('user_version', { simple: true }) }, 'database opened');
+      }
+      return new SqliteStore(db, guard, path, o);
+    } catch (err) {
+      // a store that could not open lets go of the file (another attempt may follow in this process)
+      db.close();
+      guard.close();
+      throw err;
     }
-    return new SqliteStore(db, guard, path, o);
   }
 
   private constructor(db: Db, guard: Db, path: string, o: SqliteStoreOptions) {
@@ -343,6 +354,7 @@ export class SqliteStore extends MemoryStore {
   }
 
   override async purgeIdempotency(before: number): Promise<void> {
+    await this.#whenWritable();
     await super.purgeIdempotency(before);
     try {
       this.#stmt('DELETE FROM idempotency WHERE created_at < ?').run(before);
@@ -354,6 +366,7 @@ export class SqliteStore extends MemoryStore {
   // --- output ----------------------------------------------------------------------------------
 
   override async appendOutput(jobId: string, offset: number, data: string): Promise<number> {
+    await this.#whenWritable();
     const buf = this.buffer(jobId);
     const totalBefore = buf.totalBytes;
     const stored = await super.appendOutput(jobId, offset, data);
@@ -438,7 +451,8 @@ export class SqliteStore extends MemoryStore {
   /**
    * Run `fn` while no write transaction runs or begins: it holds the store's lock, with no group
    * of commits open (a group commits under the lock, so one still open is let through first).
-   * Transactions wait for it without blocking the event loop (sqlite-checkpointer.ts).
+   * Transactions wait for it without blocking the event loop (sqlite-checkpointer.ts); so do the
+   * writes made outside transactions (output, the idempotency purge: `#whenWritable`).
    */
   async #quiet(fn: () => Promise<void>): Promise<void> {
     for (;;) {
@@ -449,11 +463,20 @@ export class SqliteStore extends MemoryStore {
       if (!this.#groups.settled) break;
       this.unlock();
     }
+    let reopen!: () => void;
+    this.#quieted = new Promise((resolve) => (reopen = resolve));
     try {
       await fn();
     } finally {
+      this.#quieted = undefined;
+      reopen();
       this.unlock();
     }
+  }
+
+  /** Wait while a quiet checkpoint holds writes back (`#quiet`). */
+  async #whenWritable(): Promise<void> {
+    while (this.#quieted) await this.#quieted;
   }
 
   /** WAL checkpoints (sqlite-checkpointer.ts): what they did, and one now (tests). */
