@@ -15,7 +15,7 @@ import { randomUUID } from 'node:crypto';
  * bounded (CACHE_BYTES of strings and their bytes, least recently used out). It is not keyed by
  * the strings themselves: V8 hashes a string longer than 16,383 characters by its length alone,
  * so every prompt of the same length would share one bucket of a Map, and a lookup would compare
- * them one by one. The key is a fingerprint (the length and characters sampled across the string);
+ * them one by one. The key is a fingerprint (the length, both ends, characters sampled between);
  * a hit is confirmed by comparing the whole string, and a fingerprint holds at most BUCKET strings
  * (strings made to share one are encoded each time instead of kept), so a lookup compares at most
  * BUCKET strings.
@@ -27,8 +27,9 @@ export const BIG_STRING = 64 * 1024;
 const CACHE_BYTES = 64 * 1024 * 1024;
 /** Strings kept under one fingerprint at most. */
 const BUCKET = 4;
-/** Characters sampled across a string for its fingerprint. */
+/** Characters sampled across a string for its fingerprint, and taken from each end. */
 const SAMPLES = 64;
+const EDGE = 128;
 
 /** Stands in for a large string while the rest is stringified: no client string can be it (random). */
 const MARK = `\u0000agentq:${randomUUID()}`;
@@ -44,13 +45,17 @@ let memoBytes = 0;
 
 const sizeOf = (e: Entry) => e.bytes.length + e.s.length;
 
-/** The length and SAMPLES characters spread across the string, and its last ones: a short key V8 hashes whole. */
+/**
+ * The length, the first and last EDGE characters and SAMPLES characters spread across the string:
+ * a short key that V8 hashes whole. Strings that differ only somewhere else share it (BUCKET).
+ */
 function fingerprint(s: string): string {
   const step = Math.floor(s.length / SAMPLES);
-  let key = `${s.length}:`;
-  for (let i = 0; i < SAMPLES; i++) key += s[i * step + (i % step)];
   // character by character: a slice would keep the whole string alive through the key
-  for (let i = s.length - SAMPLES; i < s.length; i++) key += s[i];
+  let key = `${s.length}:`;
+  for (let i = 0; i < EDGE; i++) key += s[i];
+  for (let i = 0; i < SAMPLES; i++) key += s[i * step + (i % step)];
+  for (let i = s.length - EDGE; i < s.length; i++) key += s[i];
   return key;
 }
 

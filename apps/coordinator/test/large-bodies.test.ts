@@ -93,14 +93,24 @@ test('jsonBytes is JSON.stringify as UTF-8, large strings included, in plain obj
 });
 
 test('jsonBytes: strings made to share a fingerprint each get their own bytes, and at most four of them are kept', () => {
-  // same length, the same characters at every sampled place: they differ only at index 1
+  // same length, the same characters at both ends and at every sampled place: they differ only at index 200
   const base = 'a'.repeat(BIG_STRING * 2);
-  const variants = 'bcdefghij'.split('').map((ch) => `a${ch}${base.slice(2)}`);
+  const variants = 'bcdefghij'.split('').map((ch) => `${base.slice(0, 200)}${ch}${base.slice(201)}`);
   const before = memoStats().strings;
   for (let round = 0; round < 2; round++) {
     for (const v of variants) assert.ok(jsonBytes({ prompt: v }).equals(Buffer.from(JSON.stringify({ prompt: v }), 'utf8')));
   }
   assert.equal(memoStats().strings - before, 4, 'one fingerprint keeps four strings; the rest are encoded each time');
+});
+
+test('jsonBytes: prompts that differ only in their first characters are each kept (encoded once each)', () => {
+  const filler = 'z'.repeat(BIG_STRING * 2);
+  const prompts = Array.from({ length: 10 }, (_, i) => `job-${i}:${filler}`);
+  const before = memoStats().strings;
+  for (const p of prompts) jsonBytes({ prompt: p });
+  assert.equal(memoStats().strings - before, 10);
+  for (const p of prompts) assert.ok(jsonBytes({ prompt: p }).equals(Buffer.from(JSON.stringify({ prompt: p }), 'utf8')));
+  assert.equal(memoStats().strings - before, 10, 'the second time they came from the memo');
 });
 
 test('jsonBytes: the memo holds at most 64 MiB of strings and their bytes, the least recently used going first', () => {
