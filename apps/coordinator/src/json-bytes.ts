@@ -61,6 +61,14 @@ function fingerprint(s: string): string {
 
 /** The JSON bytes of a large string, from the memo or made now (and kept). */
 function encoded(s: string): Buffer {
+  return remember(s);
+}
+
+/**
+ * Keep `bytes` as the JSON bytes of `s` (made by the JSON thread, which encodes the large strings
+ * of the bodies it parses: json-thread.ts); without them, find them in the memo or make them.
+ */
+export function remember(s: string, given?: Buffer): Buffer {
   const key = fingerprint(s);
   const bucket = memo.get(key);
   const hit = bucket?.find((e) => e.s === s);
@@ -70,7 +78,7 @@ function encoded(s: string): Buffer {
     memo.set(key, bucket);
   }
   if (hit) return hit.bytes;
-  const bytes = Buffer.from(JSON.stringify(s), 'utf8');
+  const bytes = given ?? Buffer.from(JSON.stringify(s), 'utf8');
   const entry = { s, bytes };
   if (sizeOf(entry) > CACHE_BYTES / 4 || (bucket && bucket.length >= BUCKET)) return bytes;
   if (bucket) bucket.push(entry);
@@ -82,6 +90,18 @@ function encoded(s: string): Buffer {
     for (const e of entries) memoBytes -= sizeOf(e);
   }
   return bytes;
+}
+
+/** The strings of BIG_STRING or more in a parsed body (values, not keys), in a fixed order. */
+export function largeStrings(value: unknown, out: string[] = []): string[] {
+  if (typeof value === 'string') {
+    if (value.length >= BIG_STRING) out.push(value);
+  } else if (Array.isArray(value)) {
+    for (const v of value) largeStrings(v, out);
+  } else if (value !== null && typeof value === 'object') {
+    for (const key of Object.keys(value)) largeStrings((value as Record<string, unknown>)[key], out);
+  }
+  return out;
 }
 
 /** What the memo holds (tests). */

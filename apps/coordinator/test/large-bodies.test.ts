@@ -3,7 +3,8 @@ import { test } from 'node:test';
 import { request } from 'undici';
 import { OnePerTurn } from '../src/http/json-body.js';
 import { requestTimeoutMs } from '../src/http/timeouts.js';
-import { BIG_STRING, jsonBytes, memoStats } from '../src/json-bytes.js';
+import { BIG_STRING, jsonBytes, largeStrings, memoStats } from '../src/json-bytes.js';
+import { InvalidJson, JsonThread } from '../src/http/json-thread.js';
 import { jobEvent } from '../src/core/store/lazy-events.js';
 import { startTest } from './helpers.js';
 
@@ -50,6 +51,25 @@ test('a large body that is not JSON, or that holds a __proto__ key, is refused 4
     assert.equal(res.statusCode, 400);
     assert.equal(answer.error.code, 'bad_request');
     assert.equal(answer.error.message, 'body: is not valid JSON');
+  }
+});
+
+test('the JSON thread parses a large body and sends back the JSON bytes of its large strings, which answers then reuse', async () => {
+  const thread = new JsonThread();
+  try {
+    const big = `${tricky(2000)} one`.replaceAll('\ud800', '\ufffd');
+    const other = `${tricky(2000)} two`.replaceAll('\ud800', '\ufffd');
+    const body = { prompt: big, nested: { list: ['small', other] }, n: 1 };
+    const before = memoStats().strings;
+    const value = await thread.parse(Buffer.from(JSON.stringify(body), 'utf8'));
+    assert.deepEqual(value, body);
+    assert.deepEqual(largeStrings(value), [big, other]);
+    assert.equal(memoStats().strings - before, 2, 'both large strings came back encoded, before any answer was made');
+    assert.ok(jsonBytes(value).equals(Buffer.from(JSON.stringify(body), 'utf8')));
+    assert.equal(memoStats().strings - before, 2, 'the answer used them');
+    await assert.rejects(thread.parse(Buffer.from('{"prompt": "unterminated', 'utf8')), InvalidJson);
+  } finally {
+    await thread.close();
   }
 });
 

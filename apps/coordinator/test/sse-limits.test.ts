@@ -4,6 +4,9 @@ import { test } from 'node:test';
 import { request } from 'undici';
 import { rejectsWith, start, startTest } from './helpers.js';
 import { metricValue, noRetryClient, rawStream, seen, untilMetric } from './limits-helpers.js';
+import type { ServerResponse } from 'node:http';
+import type { FastifyBaseLogger } from 'fastify';
+import { SseClients, TURN_WRITE_BYTES } from '../src/http/sse-clients.js';
 
 // issue 11, items 2 and 5: event streams are bounded in number and in what they buffer
 
@@ -128,4 +131,36 @@ test('the replay window holds at most EVENT_REPLAY_BYTES of events; a client res
   const stream = await rawStream(t, c.port, '', firstId);
   await seen(stream, 'event: stream.gap');
   await seen(stream, '"session_name":"large-9"');
+});
+
+test('one event to many streams is written over several turns of the event loop, a budget each, every stream in order', async () => {
+  let turn = 0;
+  let ticking = true;
+  const tick = () => {
+    turn++;
+    if (ticking) setImmediate(tick);
+  };
+  setImmediate(tick);
+  const clients = new SseClients({ maxClients: 100, maxBufferedBytes: 1024 * MIB, maxUnreadPerClient: 64 * MIB, retryAfterSeconds: 1 });
+  const log = { warn: () => undefined } as unknown as FastifyBaseLogger;
+  const writes: { turn: number; stream: number; data: string | Buffer }[] = [];
+  const streams = Array.from({ length: 10 }, (_, stream) => {
+    // a stream whose client reads at once: every write is copied into the kernel, and counts
+    const res = { destroyed: false, writableLength: 0, write: (data: string | Buffer) => (writes.push({ turn, stream, data }), true) };
+    return clients.add(res as unknown as ServerResponse, log, () => undefined);
+  });
+  const frame = (n: number) => Buffer.alloc(MIB, n);
+  for (const n of [1, 2]) for (const s of streams) s.send(frame(n));
+  for (const s of streams) s.send(': small\n\n');
+  // every stream gets its 2 frames and the small one
+  while (writes.length < 30) await new Promise((resolve) => setImmediate(resolve));
+  ticking = false;
+  const bytesByTurn = new Map<number, number>();
+  for (const w of writes) bytesByTurn.set(w.turn, (bytesByTurn.get(w.turn) ?? 0) + w.data.length);
+  assert.ok(bytesByTurn.size >= 5, `20 MiB over ${bytesByTurn.size} turns`);
+  for (const [at, bytes] of bytesByTurn) assert.ok(bytes <= TURN_WRITE_BYTES + MIB, `turn ${at}: ${bytes} bytes`);
+  for (let s = 0; s < 10; s++) {
+    const own = writes.filter((w) => w.stream === s).map((w) => (typeof w.data === 'string' ? w.data : w.data[0]));
+    assert.deepEqual(own, [1, 2, ': small\n\n'], `stream ${s} in order`);
+  }
 });

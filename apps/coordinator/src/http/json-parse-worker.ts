@@ -2,22 +2,32 @@ import { parentPort } from 'node:worker_threads';
 import secureJson from 'secure-json-parse';
 import type { ParseRequest, ParseResult } from './json-thread.js';
 import { wellFormed } from './well-formed.js';
+import { largeStrings } from '../json-bytes.js';
 
 /*
  * The JSON thread (json-thread.ts): decodes and parses large request bodies, with the same
  * protection against `__proto__` and `constructor.prototype` keys as Fastify's own parser. The
  * parsed value goes back as a structured clone, which the coordinator's thread reads at the cost of
- * a copy.
+ * a copy, with the JSON bytes of its large strings (moved, not copied), which answers and event
+ * frames reuse (json-bytes.ts).
  */
 
 const port = parentPort!;
 port.on('message', ({ id, body }: ParseRequest) => {
   let result: ParseResult;
+  const transfer: ArrayBuffer[] = [];
   try {
     const text = Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString('utf8');
-    result = { id, ok: true, value: wellFormed(secureJson.parse(text, null, { protoAction: 'error', constructorAction: 'error' })) };
+    const value = wellFormed(secureJson.parse(text, null, { protoAction: 'error', constructorAction: 'error' }));
+    // the large strings' JSON bytes too, made here rather than on the coordinator's thread
+    const encoded = largeStrings(value).map((s) => {
+      const bytes = Buffer.from(JSON.stringify(s), 'utf8');
+      if (bytes.byteOffset === 0 && bytes.buffer.byteLength === bytes.length) transfer.push(bytes.buffer as ArrayBuffer);
+      return bytes;
+    });
+    result = { id, ok: true, value, encoded };
   } catch {
     result = { id, ok: false };
   }
-  port.postMessage(result);
+  port.postMessage(result, transfer);
 });

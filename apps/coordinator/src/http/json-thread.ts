@@ -1,11 +1,13 @@
 import { Worker } from 'node:worker_threads';
+import { largeStrings, remember } from '../json-bytes.js';
 
 export interface ParseRequest {
   id: number;
   body: Uint8Array;
 }
 
-export type ParseResult = { id: number; ok: true; value: unknown } | { id: number; ok: false };
+/** `encoded`: the JSON bytes of the value's large strings, in `largeStrings` order (json-bytes.ts) */
+export type ParseResult = { id: number; ok: true; value: unknown; encoded: Uint8Array[] } | { id: number; ok: false };
 
 /**
  * A thread that parses large JSON bodies (json-parse-worker.ts). Decoding and parsing a prompt of a
@@ -49,7 +51,13 @@ export class JsonThread {
       if (!p) return;
       pending.delete(r.id);
       if (pending.size === 0) worker.unref();
-      if (r.ok) p.resolve(r.value);
+      if (r.ok) {
+        const strings = largeStrings(r.value);
+        if (strings.length === r.encoded.length) {
+          strings.forEach((s, i) => remember(s, Buffer.from(r.encoded[i]!.buffer, r.encoded[i]!.byteOffset, r.encoded[i]!.byteLength)));
+        }
+        p.resolve(r.value);
+      }
       else p.reject(new InvalidJson());
     });
     const fail = (err: Error) => {
