@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { eachContainer } from './http/well-formed.js';
 
 /*
  * JSON as bytes, with large strings encoded once.
@@ -92,15 +93,16 @@ export function remember(s: string, given?: Buffer): Buffer {
   return bytes;
 }
 
-/** The strings of BIG_STRING or more in a parsed body (values, not keys), in a fixed order. */
-export function largeStrings(value: unknown, out: string[] = []): string[] {
+/** The strings of BIG_STRING or more in a parsed body (values, not keys), in a fixed order (the same for its structured clone). */
+export function largeStrings(value: unknown): string[] {
+  const out: string[] = [];
   if (typeof value === 'string') {
     if (value.length >= BIG_STRING) out.push(value);
-  } else if (Array.isArray(value)) {
-    for (const v of value) largeStrings(v, out);
-  } else if (value !== null && typeof value === 'object') {
-    for (const key of Object.keys(value)) largeStrings((value as Record<string, unknown>)[key], out);
+    return out;
   }
+  eachContainer(value, (c) => {
+    for (const v of Array.isArray(c) ? c : Object.values(c)) if (typeof v === 'string' && v.length >= BIG_STRING) out.push(v);
+  });
   return out;
 }
 

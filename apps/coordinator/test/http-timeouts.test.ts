@@ -41,9 +41,10 @@ test('a body still owed after its request was answered (401 before it came) is c
   // a byte now and then: the keep-alive timeout (reset by every byte) never ends it either
   const trickle = setInterval(() => conn.socket.write(' '), 100);
   t.after(() => clearInterval(trickle));
-  await once(conn.socket, 'close');
+  // closed, not answered: the reset may come as an error first (events.once would reject on it)
+  await new Promise((resolve) => conn.socket.once('close', resolve));
   assert.match(conn.text(), /^HTTP\/1\.1 401 /, 'answered 401 before the body came');
-  assert.match(conn.text(), /HTTP\/1\.1 408 /, 'then 408 when the body did not come in time');
+  assert.equal(conn.text().match(/HTTP\/1\.1 /g)?.length, 1, 'and closed at the request timeout without a second answer');
 });
 
 test('headers that stop coming, or never come, are answered 408 too (the headers timeout runs from the connection)', async (t) => {

@@ -73,6 +73,35 @@ test('the JSON thread parses a large body and sends back the JSON bytes of its l
   }
 });
 
+test('a body nesting deeper than 32 levels is refused 400, however deep and whichever thread parses it; the coordinator carries on', async (t) => {
+  const { c, client } = await startTest(t);
+  const nested = (levels: number) => `${'['.repeat(levels)}${']'.repeat(levels)}`;
+  const padding = 'p'.repeat(100 * 1024);
+  for (const [levels, pad] of [
+    [33, ''],
+    [30_000, ''],
+    [30_000, padding],
+    [33, padding],
+  ] as const) {
+    const body = `{"type":"start_session","session_name":"deep","prompt":"${pad}x","extra":${nested(levels)}}`;
+    const res = await request(`${c.url}/jobs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+    const answer = (await res.body.json()) as { error: { code: string; message: string } };
+    assert.equal(res.statusCode, 400, `${levels} levels, ${body.length} bytes`);
+    assert.equal(answer.error.code, 'bad_request');
+    assert.equal(answer.error.message, 'body: nests deeper than 32 levels');
+  }
+  // 32 levels pass the parser (and meet the schema, which has no such field)
+  const ok = await request(`${c.url}/jobs`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: `{"type":"start_session","session_name":"deep","prompt":"x","extra":${nested(31)}}`,
+  });
+  const okAnswer = (await ok.body.json()) as { error: { code: string } };
+  assert.equal(ok.statusCode, 400);
+  assert.equal(okAnswer.error.code, 'validation_failed');
+  assert.equal((await client.health()).status, 'ok');
+});
+
 test('tasks queued together run one per turn of the event loop', async () => {
   let turn = 0;
   let ticking = true;

@@ -4,9 +4,10 @@ import { test } from 'node:test';
 import { request } from 'undici';
 import { rejectsWith, start, startTest } from './helpers.js';
 import { metricValue, noRetryClient, rawStream, seen, untilMetric } from './limits-helpers.js';
-import type { ServerResponse } from 'node:http';
+import { createServer, type ServerResponse } from 'node:http';
+import { connect, type AddressInfo } from 'node:net';
 import type { FastifyBaseLogger } from 'fastify';
-import { SseClients, TURN_WRITE_BYTES } from '../src/http/sse-clients.js';
+import { copies, SseClients, TURN_WRITE_BYTES } from '../src/http/sse-clients.js';
 
 // issue 11, items 2 and 5: event streams are bounded in number and in what they buffer
 
@@ -146,7 +147,12 @@ test('one event to many streams is written over several turns of the event loop,
   const writes: { turn: number; stream: number; data: string | Buffer }[] = [];
   const streams = Array.from({ length: 10 }, (_, stream) => {
     // a stream whose client reads at once: every write is copied into the kernel, and counts
-    const res = { destroyed: false, writableLength: 0, write: (data: string | Buffer) => (writes.push({ turn, stream, data }), true) };
+    const res = {
+      destroyed: false,
+      writableLength: 0,
+      writableNeedDrain: false,
+      write: (data: string | Buffer) => (writes.push({ turn, stream, data }), true),
+    };
     return clients.add(res as unknown as ServerResponse, log, () => undefined);
   });
   const frame = (n: number) => Buffer.alloc(MIB, n);
@@ -163,4 +169,52 @@ test('one event to many streams is written over several turns of the event loop,
     const own = writes.filter((w) => w.stream === s).map((w) => (typeof w.data === 'string' ? w.data : w.data[0]));
     assert.deepEqual(own, [1, 2, ': small\n\n'], `stream ${s} in order`);
   }
+});
+
+test('pacing holds on real sockets: a replay sent right after the stream opens (its socket corked) counts too', async (t) => {
+  const clients = new SseClients({ maxClients: 100, maxBufferedBytes: 1024 * MIB, maxUnreadPerClient: 64 * MIB, retryAfterSeconds: 1 });
+  const log = { warn: () => undefined } as unknown as FastifyBaseLogger;
+  let turn = 0;
+  let ticking = true;
+  const tick = () => {
+    turn++;
+    if (ticking) setImmediate(tick);
+  };
+  // `copies`: Node writes what the response is given now or at the end of this tick
+  const writes: { turn: number; bytes: number; copies: boolean }[] = [];
+  const streams: { send(data: string | Buffer): void }[] = [];
+  const server = createServer((_req, res) => {
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    res.write('retry: 2000\n\n'); // corks the socket until the end of the tick, as the route does
+    const write = res.write.bind(res) as (data: string | Buffer) => boolean;
+    (res as unknown as { write: (data: string | Buffer) => boolean }).write = (data) => {
+      writes.push({ turn, bytes: data.length, copies: copies(res) });
+      return write(data);
+    };
+    const stream = clients.add(res, log, () => res.end());
+    streams.push(stream);
+    // a replay, in the same tick as the preamble
+    for (const n of [1, 2, 3, 4, 5, 6]) stream.send(Buffer.alloc(MIB, n));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.after(() => {
+    clients.endAll();
+    server.closeAllConnections();
+    server.close();
+  });
+  const { port } = server.address() as AddressInfo;
+  setImmediate(tick);
+  let received = 0;
+  Array.from({ length: 10 }, () => {
+    const s = connect(port, '127.0.0.1', () => s.write('GET / HTTP/1.1\r\nHost: t\r\n\r\n'));
+    s.on('data', (d: Buffer) => (received += d.length)); // a client that reads
+    t.after(() => s.destroy());
+    return s;
+  });
+  while (received < 60 * MIB) await new Promise((resolve) => setImmediate(resolve));
+  ticking = false;
+  const copied = new Map<number, number>();
+  for (const w of writes) if (w.copies) copied.set(w.turn, (copied.get(w.turn) ?? 0) + w.bytes);
+  assert.ok(copied.size >= 3, `copies into the kernel spread over ${copied.size} turns`);
+  for (const [at, bytes] of copied) assert.ok(bytes <= TURN_WRITE_BYTES + MIB, `turn ${at}: ${bytes} bytes given to sockets with room`);
 });

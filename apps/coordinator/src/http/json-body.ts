@@ -1,6 +1,6 @@
 import { errorCodes, type FastifyInstance, type FastifyRequest } from 'fastify';
 import { InvalidJson, JsonThread } from './json-thread.js';
-import { wellFormed } from './well-formed.js';
+import { BodyTooDeep, wellFormed } from './well-formed.js';
 
 /**
  * Runs tasks one per turn of the event loop. Node runs every `setImmediate` callback queued before
@@ -61,13 +61,23 @@ export function installJsonBodyParser(app: FastifyInstance): void {
   app.removeContentTypeParser('application/json');
   // strings made well formed (well-formed.ts) whichever thread parsed the body
   const parseHere = (req: FastifyRequest, text: string, done: (err: Error | null, body?: unknown) => void) =>
-    parse(req, text, (err: Error | null, value?: unknown) => (err ? done(err, undefined) : done(null, wellFormed(value))));
+    parse(req, text, (err: Error | null, value?: unknown) => {
+      if (err) return done(err, undefined);
+      let body: unknown;
+      try {
+        body = wellFormed(value);
+      } catch (e) {
+        return done(e as Error, undefined);
+      }
+      done(null, body);
+    });
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, body: Buffer, done) => {
     if (body.length < LARGE_BODY_BYTES) return parseHere(req, body.toString('utf8'), done);
     thread.parse(body).then(
       (value) => turns.run(() => done(null, value)),
       (err: unknown) => {
         if (err instanceof InvalidJson) return turns.run(() => done(new errorCodes.FST_ERR_CTP_INVALID_JSON_BODY(), undefined));
+        if (err instanceof BodyTooDeep) return turns.run(() => done(err, undefined));
         // the thread is gone (it is started again for the next body): parse here, as for a small body
         req.log.error({ err }, 'the JSON thread failed; parsing on the main thread');
         turns.run(() => parseHere(req, body.toString('utf8'), done));

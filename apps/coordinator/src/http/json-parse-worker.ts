@@ -1,7 +1,7 @@
 import { parentPort } from 'node:worker_threads';
 import secureJson from 'secure-json-parse';
 import type { ParseRequest, ParseResult } from './json-thread.js';
-import { wellFormed } from './well-formed.js';
+import { BodyTooDeep, wellFormed } from './well-formed.js';
 import { largeStrings } from '../json-bytes.js';
 
 /*
@@ -26,8 +26,8 @@ port.on('message', ({ id, body }: ParseRequest) => {
       return bytes;
     });
     result = { id, ok: true, value, encoded };
-  } catch {
-    result = { id, ok: false };
+  } catch (err) {
+    result = { id, ok: false, tooDeep: err instanceof BodyTooDeep };
   }
   port.postMessage(result, transfer);
 });

@@ -1,5 +1,6 @@
 import { Worker } from 'node:worker_threads';
 import { largeStrings, remember } from '../json-bytes.js';
+import { BodyTooDeep } from './well-formed.js';
 
 export interface ParseRequest {
   id: number;
@@ -7,7 +8,7 @@ export interface ParseRequest {
 }
 
 /** `encoded`: the JSON bytes of the value's large strings, in `largeStrings` order (json-bytes.ts) */
-export type ParseResult = { id: number; ok: true; value: unknown; encoded: Uint8Array[] } | { id: number; ok: false };
+export type ParseResult = { id: number; ok: true; value: unknown; encoded: Uint8Array[] } | { id: number; ok: false; tooDeep: boolean };
 
 /**
  * A thread that parses large JSON bodies (json-parse-worker.ts). Decoding and parsing a prompt of a
@@ -51,15 +52,20 @@ export class JsonThread {
       if (!p) return;
       pending.delete(r.id);
       if (pending.size === 0) worker.unref();
-      if (r.ok) {
+      if (!r.ok) return p.reject(r.tooDeep ? new BodyTooDeep() : new InvalidJson());
+      try {
         const strings = largeStrings(r.value);
         if (strings.length === r.encoded.length) {
           strings.forEach((s, i) => remember(s, Buffer.from(r.encoded[i]!.buffer, r.encoded[i]!.byteOffset, r.encoded[i]!.byteLength)));
         }
-        p.resolve(r.value);
+      } catch {
+        // the memo is only a cache: the answer encodes the strings itself
       }
-      else p.reject(new InvalidJson());
+      p.resolve(r.value);
     });
+    // a message that could not be read back here (the thread checks nesting, so it should not
+    // happen): which request it answered is unknown, so the thread's requests are parsed here instead
+    worker.on('messageerror', (err) => fail(err));
     const fail = (err: Error) => {
       if (this.#thread === thread) this.#thread = undefined; // the next body starts a new one
       for (const p of pending.values()) p.reject(err);

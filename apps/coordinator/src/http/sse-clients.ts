@@ -28,11 +28,17 @@ interface Client {
  * write copies the frame into the kernel, and a stream that does not read takes megabytes before
  * its socket is full (the loopback buffers grow to several MiB): 300 new streams sent one event
  * with a 1 MiB prompt each held the event loop for 0.6 s. Past this budget, frames wait for the
- * next turn, in order; writes to a socket that is already full only queue, and cost nothing here.
+ * next turn, in order. A write to a stream whose socket is backed up (`writableNeedDrain`) and
+ * not corked only queues in Node, and costs nothing here. Any other write is counted (`copies`):
+ * Node writes it at once, or at the end of the tick (a response's first write in a tick corks its
+ * socket until then, and the writes after it go out together).
  */
 export const TURN_WRITE_BYTES = 4 * 1024 * 1024;
 
 const sizeOf = (data: string | Buffer) => (typeof data === 'string' ? data.length : data.length);
+
+/** Would a write to `res` now be copied into the kernel in this turn (TURN_WRITE_BYTES)? */
+export const copies = (res: ServerResponse): boolean => !res.writableNeedDrain || (res.socket?.writableCorked ?? 0) > 0;
 
 /**
  * The open event streams and their memory. A client that stops reading (a sleeping laptop keeps
@@ -115,11 +121,11 @@ export class SseClients {
 
   /** A write that would copy into the kernel, past this turn's budget (one frame per turn always goes). */
   #overBudget(client: Client, data: string | Buffer): boolean {
-    return client.res.writableLength === 0 && this.#turnBytes > 0 && this.#turnBytes + sizeOf(data) > TURN_WRITE_BYTES;
+    return copies(client.res) && this.#turnBytes > 0 && this.#turnBytes + sizeOf(data) > TURN_WRITE_BYTES;
   }
 
   #write(client: Client, data: string | Buffer): void {
-    if (client.res.writableLength === 0) {
+    if (copies(client.res)) {
       this.#turnBytes += sizeOf(data);
       this.#scheduleTurn();
     }

@@ -1,4 +1,4 @@
-import type { IncomingMessage, Server } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { CoordinatorConfig } from '../config.js';
 import { clientErrorHandler } from './errors.js';
@@ -56,11 +56,13 @@ export function installTimeouts(app: FastifyInstance, config: CoordinatorConfig)
   server.headersTimeout = config.httpHeadersTimeoutMs;
   // Node's own request timeout is off: ours is spread (requestTimeoutMs)
   server.requestTimeout = 0;
-  server.on('request', (req: IncomingMessage) => {
+  server.on('request', (req: IncomingMessage, res: ServerResponse) => {
     // a request without a body has all of it once its headers are in
     if (req.headers['content-length'] === undefined && req.headers['transfer-encoding'] === undefined) return;
     const timer = setTimeout(() => {
       if (req.complete || req.socket.destroyed) return;
+      // answered already (a 401 before the body came): a second answer would be unasked for
+      if (res.headersSent) return void req.socket.destroy();
       clientErrorHandler(Object.assign(new Error('request timeout'), { code: 'ERR_HTTP_REQUEST_TIMEOUT' }), req.socket);
     }, requestTimeoutMs(config.httpRequestTimeoutMs));
     // not on the answer: a request answered before its body came (401, 413, 503) still owes it,

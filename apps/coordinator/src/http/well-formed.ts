@@ -4,28 +4,68 @@
  * prompt read back from the database (after a restart, or from a list) would differ from the one
  * the create answered. Every string of a parsed body is made well formed at once instead (each lone
  * surrogate becomes U+FFFD), so every store keeps, and every answer shows, the same text.
+ *
+ * The walk is iterative and bounded in depth: JSON.parse takes any nesting a body's size allows
+ * (tens of thousands of levels in 64 KiB), which a recursive walk, or the structured clone that
+ * brings a parsed body back from the JSON thread, would overflow the stack on. No body of the API
+ * nests deeper than a few levels.
  */
+
+/** Deeper bodies are refused (400). */
+export const MAX_BODY_DEPTH = 32;
+
+/** A body nesting deeper than MAX_BODY_DEPTH: answered 400 bad_request. */
+export class BodyTooDeep extends Error {
+  readonly statusCode = 400;
+  readonly code = 'AGENTQ_BODY_TOO_DEEP';
+  constructor() {
+    super(`body: nests deeper than ${MAX_BODY_DEPTH} levels`);
+  }
+}
 
 type WellFormedString = string & { isWellFormed(): boolean; toWellFormed(): string };
 
 const fix = (s: string): string => ((s as WellFormedString).isWellFormed() ? s : (s as WellFormedString).toWellFormed());
 
+type Container = unknown[] | Record<string, unknown>;
+
+/**
+ * Visit every object and array of `value`, parents before children, each with its depth; throws
+ * BodyTooDeep past MAX_BODY_DEPTH. The order is the same for a value and its structured clone.
+ */
+export function eachContainer(value: unknown, visit: (c: Container) => void): void {
+  if (value === null || typeof value !== 'object') return;
+  const stack: [Container, number][] = [[value as Container, 1]];
+  while (stack.length > 0) {
+    const [c, depth] = stack.pop()!;
+    if (depth > MAX_BODY_DEPTH) throw new BodyTooDeep();
+    visit(c);
+    const children = Array.isArray(c) ? c : Object.values(c);
+    // pushed in reverse, so that they are visited in order
+    for (let i = children.length - 1; i >= 0; i--) {
+      const v = children[i];
+      if (v !== null && typeof v === 'object') stack.push([v as Container, depth + 1]);
+    }
+  }
+}
+
 /** `value` with every string (keys too) well formed; objects are changed in place. */
 export function wellFormed(value: unknown): unknown {
   if (typeof value === 'string') return fix(value);
-  if (value === null || typeof value !== 'object') return value;
-  if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) value[i] = wellFormed(value[i]);
-    return value;
-  }
-  const o = value as Record<string, unknown>;
-  for (const key of Object.keys(o)) {
-    const fixedKey = fix(key);
-    const v = wellFormed(o[key]);
-    if (fixedKey !== key) {
-      delete o[key];
-      o[fixedKey] = v;
-    } else if (v !== o[key]) o[key] = v;
-  }
+  eachContainer(value, (c) => {
+    if (Array.isArray(c)) {
+      for (let i = 0; i < c.length; i++) if (typeof c[i] === 'string') c[i] = fix(c[i] as string);
+      return;
+    }
+    for (const key of Object.keys(c)) {
+      const v = c[key];
+      const fixedKey = fix(key);
+      const fixed = typeof v === 'string' ? fix(v) : v;
+      if (fixedKey !== key) {
+        delete c[key];
+        c[fixedKey] = fixed;
+      } else if (fixed !== v) c[key] = fixed;
+    }
+  });
   return value;
 }

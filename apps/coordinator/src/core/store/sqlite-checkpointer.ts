@@ -70,7 +70,10 @@ export class Checkpointer {
   /** its answer, when the thread sends it (the thread answers requests in order, one at a time) */
   #resolve: ((r: CheckpointResult) => void) | undefined;
   #closed = false;
+  /** a quiet pass was asked for (it may still wait for the store) */
   #quieting = false;
+  /** the quiet pass holds the store: no other pass starts */
+  #quietHeld = false;
   #timer: NodeJS.Timeout | undefined;
   #failing = false;
   readonly stats: CheckpointStats = { checkpoints: 0, failures: 0, quiet: 0, seconds: 0 };
@@ -97,8 +100,8 @@ export class Checkpointer {
   /** A commit wrote about `bytes` to the WAL. */
   wrote(bytes: number): void {
     this.#dirty += bytes;
-    // a quiet pass is waiting for its turn: it copies this too, and what follows is scheduled after it
-    if (this.#running || this.#closed || this.#quieting) return;
+    // a quiet pass holds the store: it copies this too, and what follows is scheduled after it
+    if (this.#running || this.#closed || this.#quietHeld) return;
     if (this.#dirty >= this.#pacing.nudgeBytes) this.#next();
     else this.#timer ??= setTimeout(() => this.#next(), this.#pacing.nudgeDelayMs).unref();
   }
@@ -124,21 +127,23 @@ export class Checkpointer {
   #next(): void {
     clearTimeout(this.#timer);
     this.#timer = undefined;
-    if (this.#running || this.#closed || this.#quieting || this.#dirty === 0) return;
+    if (this.#running || this.#closed || this.#quietHeld || this.#dirty === 0) return;
     void this.#pass().then((r) => {
       if (this.#closed) return;
-      if (r.ok && r.frames >= this.#pacing.restartFrames) {
+      if (r.ok && r.frames >= this.#pacing.restartFrames && !this.#quieting) {
         this.#quieting = true;
         void this.#host
           .quiet(async () => {
-            while (this.#running) await this.#running; // a test's checkpoint()
+            // normal passes go on while it waits for the store; once it holds it, none starts
+            this.#quietHeld = true;
+            while (this.#running) await this.#running;
             if (this.#closed) return;
             this.stats.quiet++;
             await this.#pass(true);
           })
           .catch((err: unknown) => this.#host.log.error({ err }, 'a quiet WAL checkpoint failed'))
           .finally(() => {
-            this.#quieting = false;
+            this.#quieting = this.#quietHeld = false;
             this.#schedule();
           });
         return;
@@ -188,7 +193,9 @@ export class Checkpointer {
     if (this.#closed) return;
     this.#closed = true;
     clearTimeout(this.#timer);
-    this.#resolve?.({ ok: false, error: 'the checkpointer thread exited', code: null, ms: 0 });
+    const resolve = this.#resolve;
+    this.#running = this.#resolve = undefined;
+    resolve?.({ ok: false, error: 'the checkpointer thread exited', code: null, ms: 0 });
     const db = this.#host.db();
     if (db.open) db.pragma(`wal_autocheckpoint = ${FALLBACK_AUTOCHECKPOINT}`);
     this.#host.log.error('the SQLite checkpointer thread exited: checkpoints run on the main thread again');

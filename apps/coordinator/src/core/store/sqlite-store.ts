@@ -47,6 +47,9 @@ export class SqliteStore extends MemoryStore {
   readonly #stmts = new Map<string, Statement>();
   /** set while a quiet checkpoint runs (`#quiet`) */
   #quieted: Promise<void> | undefined;
+  /** writes outside transactions under way (`#unlockedWrite`), and who waits for none */
+  #unlocked = 0;
+  #noneUnlocked: (() => void) | undefined;
 
   static async open(path: string, o: SqliteStoreOptions): Promise<SqliteStore> {
     const guard = lockFile(path);
@@ -353,20 +356,24 @@ export class SqliteStore extends MemoryStore {
     return { jobs, sessions };
   }
 
-  override async purgeIdempotency(before: number): Promise<void> {
-    await this.#whenWritable();
-    await super.purgeIdempotency(before);
-    try {
-      this.#stmt('DELETE FROM idempotency WHERE created_at < ?').run(before);
-    } catch (err) {
-      throw this.#groups.failed(err);
-    }
+  override purgeIdempotency(before: number): Promise<void> {
+    return this.#unlockedWrite(async () => {
+      await super.purgeIdempotency(before);
+      try {
+        this.#stmt('DELETE FROM idempotency WHERE created_at < ?').run(before);
+      } catch (err) {
+        throw this.#groups.failed(err);
+      }
+    });
   }
 
   // --- output ----------------------------------------------------------------------------------
 
-  override async appendOutput(jobId: string, offset: number, data: string): Promise<number> {
-    await this.#whenWritable();
+  override appendOutput(jobId: string, offset: number, data: string): Promise<number> {
+    return this.#unlockedWrite(() => this.#appendOutput(jobId, offset, data));
+  }
+
+  async #appendOutput(jobId: string, offset: number, data: string): Promise<number> {
     const buf = this.buffer(jobId);
     const totalBefore = buf.totalBytes;
     const stored = await super.appendOutput(jobId, offset, data);
@@ -452,7 +459,7 @@ export class SqliteStore extends MemoryStore {
    * Run `fn` while no write transaction runs or begins: it holds the store's lock, with no group
    * of commits open (a group commits under the lock, so one still open is let through first).
    * Transactions wait for it without blocking the event loop (sqlite-checkpointer.ts); so do the
-   * writes made outside transactions (output, the idempotency purge: `#whenWritable`).
+   * writes made outside transactions (output, the idempotency purge: `#unlockedWrite`).
    */
   async #quiet(fn: () => Promise<void>): Promise<void> {
     for (;;) {
@@ -466,6 +473,8 @@ export class SqliteStore extends MemoryStore {
     let reopen!: () => void;
     this.#quieted = new Promise((resolve) => (reopen = resolve));
     try {
+      // writes outside transactions that began before it finish first
+      while (this.#unlocked > 0) await new Promise<void>((resolve) => (this.#noneUnlocked = resolve));
       await fn();
     } finally {
       this.#quieted = undefined;
@@ -474,9 +483,21 @@ export class SqliteStore extends MemoryStore {
     }
   }
 
-  /** Wait while a quiet checkpoint holds writes back (`#quiet`). */
-  async #whenWritable(): Promise<void> {
+  /**
+   * A write outside transactions (output, the idempotency purge): it waits while a quiet
+   * checkpoint holds writes back, and a quiet checkpoint waits for it (`#quiet`).
+   */
+  async #unlockedWrite<T>(fn: () => Promise<T>): Promise<T> {
     while (this.#quieted) await this.#quieted;
+    this.#unlocked++;
+    try {
+      return await fn();
+    } finally {
+      if (--this.#unlocked === 0) {
+        this.#noneUnlocked?.();
+        this.#noneUnlocked = undefined;
+      }
+    }
   }
 
   /** WAL checkpoints (sqlite-checkpointer.ts): what they did, and one now (tests). */
