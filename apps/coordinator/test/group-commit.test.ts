@@ -8,6 +8,9 @@ import { AgentqApiError, AgentqClient } from '@agentq/client';
 import type { JobRow } from '../src/core/rows.js';
 import { emptyChangeSet, inverseOf } from '../src/core/store/changes.js';
 import { MemoryState } from '../src/core/store/memory-state.js';
+import { SqliteStore } from '../src/core/store/sqlite-store.js';
+import { systemClock } from '../src/core/clock.js';
+import { pino } from 'pino';
 import { spawnCoordinatorProcess } from './coordinator-process.js';
 import { start, startTest } from './helpers.js';
 
@@ -170,4 +173,53 @@ test('undoing a group that ended jobs makes them live again in the lists, also a
   const live = state.listJobs({ terminal: false, limit: 2000 }).map((j) => j.seq);
   assert.deepEqual(live, rows.map((r) => r.seq).reverse(), 'every job once, newest first');
   assert.deepEqual(state.liveCounts(), { pending: 1100 });
+});
+
+test('a job revived by an undo gets its deadline back, even after a sweep dropped it while the job had ended', () => {
+  const state = new MemoryState(false);
+  const row = { ...jobRow(1), createdAt: 0, timeoutMs: 1_000 };
+  const created = emptyChangeSet(1, 0);
+  created.jobs.set(row.id, { kind: 'insert', before: undefined, after: row, patch: row });
+  state.apply(created);
+  const ended = emptyChangeSet(1, 0);
+  const patch = { status: 'completed' as const, completedAt: 500 };
+  ended.jobs.set(row.id, { kind: 'update', before: row, after: { ...row, ...patch }, patch });
+  state.apply(ended);
+  // a sweep past the deadline while the job had ended takes the deadline and drops it
+  const due = state.deadlines.popDue(2_000).filter((id) => state.jobs.get(id)?.status !== 'completed');
+  assert.deepEqual(due, []);
+  state.apply(inverseOf(ended));
+  assert.deepEqual(state.deadlines.popDue(2_000), [row.id], 'the revived job times out as it would have');
+});
+
+test('trimming the hot window keeps a job an undo revived, though it is still in the list of ended jobs', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'agentq-trim-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const store = await SqliteStore.open(join(dir, 'agentq.db'), {
+    clock: systemClock,
+    log: pino({ level: 'silent' }),
+    outputMaxBytes: 1024,
+    hotJobs: 1,
+    hotSessions: 100,
+  });
+  t.after(() => store.close());
+  const state = (store as unknown as { state: MemoryState }).state;
+  const rows = [jobRow(1), jobRow(2), jobRow(3)];
+  const created = emptyChangeSet(3, 0);
+  for (const r of rows) created.jobs.set(r.id, { kind: 'insert', before: undefined, after: r, patch: r });
+  state.apply(created);
+  const ended = emptyChangeSet(3, 0);
+  for (const r of rows) {
+    const patch = { status: 'completed' as const, completedAt: 1 };
+    ended.jobs.set(r.id, { kind: 'update', before: r, after: { ...r, ...patch }, patch });
+  }
+  state.apply(ended);
+  // the first job's end is undone; the list of ended jobs still names it first
+  const first = emptyChangeSet(3, 0);
+  first.jobs.set(rows[0]!.id, ended.jobs.get(rows[0]!.id)!);
+  state.apply(inverseOf(first));
+  store.trimCache();
+  assert.equal(state.jobs.get(rows[0]!.id)?.status, 'pending', 'the live job stays in memory');
+  assert.equal(state.jobs.has(rows[1]!.id), false, 'an ended one beyond the hot window goes');
+  assert.equal(state.jobs.get(rows[2]!.id)?.status, 'completed', 'the newest ended one stays');
 });

@@ -237,6 +237,8 @@ export class MemoryState {
     // only an undone group commit turns an ended job back (sqlite-group.ts); its entry may be gone
     if (before !== undefined && isTerminal(before.status) && after !== undefined && !isTerminal(after.status)) {
       this.#liveOrder.ensure(after.seq, id);
+      // a sweep may have taken its deadline while it had ended (dueTimeouts drops ended jobs)
+      if (after.timeoutMs !== null) this.deadlines.push(after.createdAt + after.timeoutMs, id);
     }
     if (!after) {
       this.jobs.delete(id);

@@ -234,7 +234,8 @@ export class MemoryStore implements Store {
   // --- housekeeping ------------------------------------------------------------------------
 
   async dueTimeouts(now: number): Promise<string[]> {
-    return this.state.deadlines.popDue(now).filter((id) => {
+    // once each: a job revived by an undone group commit may have its deadline twice (memory-state.ts)
+    return [...new Set(this.state.deadlines.popDue(now))].filter((id) => {
       const job = this.state.jobs.get(id);
       return job !== undefined && !isTerminal(job.status);
     });

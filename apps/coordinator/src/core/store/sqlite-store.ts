@@ -447,6 +447,9 @@ export class SqliteStore extends MemoryStore {
       bytes -= sizeOf(id);
       count--;
       n++;
+      // live again (an undone group commit revived it): it stays; it is listed again when it ends
+      const job = this.state.jobs.get(id);
+      if (job && !isTerminal(job.status)) continue;
       this.state.evictJob(id);
       this.outputs.delete(id);
     }
