@@ -60,14 +60,12 @@ function fingerprint(s: string): string {
   return key;
 }
 
-/** The JSON bytes of a large string, from the memo or made now (and kept). */
-function encoded(s: string): Buffer {
-  return remember(s);
-}
+/** A string's JSON bytes (quoted, escaped, UTF-8): the one rule for this thread and the JSON thread. */
+export const stringBytes = (s: string): Buffer => Buffer.from(JSON.stringify(s), 'utf8');
 
 /**
- * Keep `bytes` as the JSON bytes of `s` (made by the JSON thread, which encodes the large strings
- * of the bodies it parses: json-thread.ts); without them, find them in the memo or make them.
+ * The JSON bytes of a large string, from the memo or made now (and kept); `given`, when the JSON
+ * thread made them already (it encodes the large strings of the bodies it parses: json-thread.ts).
  */
 export function remember(s: string, given?: Buffer): Buffer {
   const key = fingerprint(s);
@@ -79,7 +77,7 @@ export function remember(s: string, given?: Buffer): Buffer {
     memo.set(key, bucket);
   }
   if (hit) return hit.bytes;
-  const bytes = given ?? Buffer.from(JSON.stringify(s), 'utf8');
+  const bytes = given ?? stringBytes(s);
   const entry = { s, bytes };
   if (sizeOf(entry) > CACHE_BYTES / 4 || (bucket && bucket.length >= BUCKET)) return bytes;
   if (bucket) bucket.push(entry);
@@ -127,7 +125,7 @@ export function jsonBytes(data: unknown): Buffer {
   const out: Buffer[] = [];
   for (let i = 0; i < parts.length; i++) {
     out.push(Buffer.from(parts[i]!, 'utf8'));
-    if (i < large.length) out.push(encoded(large[i]!));
+    if (i < large.length) out.push(remember(large[i]!));
   }
   return Buffer.concat(out);
 }

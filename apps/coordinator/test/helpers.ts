@@ -129,6 +129,23 @@ export function watching(core: { watching: import('node:events').EventEmitter<{ 
   });
 }
 
+/** Count the turns of the event loop (a chain of setImmediate) from now until `stop()`. */
+export function countTurns(): { readonly turn: number; stop(): void } {
+  let turn = 0;
+  let ticking = true;
+  const tick = () => {
+    turn++;
+    if (ticking) setImmediate(tick);
+  };
+  setImmediate(tick);
+  return {
+    get turn() {
+      return turn;
+    },
+    stop: () => (ticking = false),
+  };
+}
+
 /** Resolve once `launcherId`'s parked poll has ended on the server. */
 export function unparked(core: { waiters: import('node:events').EventEmitter }, launcherId: string): Promise<void> {
   return new Promise((resolve) => {

@@ -6,7 +6,7 @@ import { requestTimeoutMs } from '../src/http/timeouts.js';
 import { BIG_STRING, jsonBytes, largeStrings, memoStats } from '../src/json-bytes.js';
 import { InvalidJson, JsonThread } from '../src/http/json-thread.js';
 import { jobEvent } from '../src/core/store/lazy-events.js';
-import { startTest } from './helpers.js';
+import { countTurns, startTest } from './helpers.js';
 
 // Large bodies are parsed on the JSON thread and handled one per turn of the event loop; large
 // strings are encoded once for all the answers and event frames that carry them.
@@ -103,20 +103,14 @@ test('a body nesting deeper than 32 levels is refused 400, however deep and whic
 });
 
 test('tasks queued together run one per turn of the event loop', async () => {
-  let turn = 0;
-  let ticking = true;
-  const tick = () => {
-    turn++;
-    if (ticking) setImmediate(tick);
-  };
-  setImmediate(tick);
+  const loop = countTurns();
   await new Promise((resolve) => setImmediate(resolve));
   const turns = new OnePerTurn();
   const seen: number[] = [];
   await new Promise<void>((resolve) => {
-    for (let i = 0; i < 4; i++) turns.run(() => (seen.push(turn), i === 3 && resolve()));
+    for (let i = 0; i < 4; i++) turns.run(() => (seen.push(loop.turn), i === 3 && resolve()));
   });
-  ticking = false;
+  loop.stop();
   assert.equal(seen.length, 4);
   for (let i = 1; i < seen.length; i++) assert.ok(seen[i]! > seen[i - 1]!, `task ${i} ran in a later turn than task ${i - 1}: ${seen.join(',')}`);
 });

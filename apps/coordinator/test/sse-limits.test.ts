@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { test } from 'node:test';
 import { request } from 'undici';
-import { rejectsWith, start, startTest } from './helpers.js';
+import { countTurns, rejectsWith, start, startTest } from './helpers.js';
 import { metricValue, noRetryClient, rawStream, seen, untilMetric } from './limits-helpers.js';
 import { createServer, type ServerResponse } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
@@ -135,13 +135,7 @@ test('the replay window holds at most EVENT_REPLAY_BYTES of events; a client res
 });
 
 test('one event to many streams is written over several turns of the event loop, a budget each, every stream in order', async () => {
-  let turn = 0;
-  let ticking = true;
-  const tick = () => {
-    turn++;
-    if (ticking) setImmediate(tick);
-  };
-  setImmediate(tick);
+  const loop = countTurns();
   const clients = new SseClients({ maxClients: 100, maxBufferedBytes: 1024 * MIB, maxUnreadPerClient: 64 * MIB, retryAfterSeconds: 1 });
   const log = { warn: () => undefined } as unknown as FastifyBaseLogger;
   const writes: { turn: number; stream: number; data: string | Buffer }[] = [];
@@ -151,7 +145,7 @@ test('one event to many streams is written over several turns of the event loop,
       destroyed: false,
       writableLength: 0,
       writableNeedDrain: false,
-      write: (data: string | Buffer) => (writes.push({ turn, stream, data }), true),
+      write: (data: string | Buffer) => (writes.push({ turn: loop.turn, stream, data }), true),
     };
     return clients.add(res as unknown as ServerResponse, log, () => undefined);
   });
@@ -160,7 +154,7 @@ test('one event to many streams is written over several turns of the event loop,
   for (const s of streams) s.send(': small\n\n');
   // every stream gets its 2 frames and the small one
   while (writes.length < 30) await new Promise((resolve) => setImmediate(resolve));
-  ticking = false;
+  loop.stop();
   const bytesByTurn = new Map<number, number>();
   for (const w of writes) bytesByTurn.set(w.turn, (bytesByTurn.get(w.turn) ?? 0) + w.data.length);
   assert.ok(bytesByTurn.size >= 5, `20 MiB over ${bytesByTurn.size} turns`);
@@ -174,12 +168,7 @@ test('one event to many streams is written over several turns of the event loop,
 test('pacing holds on real sockets: a replay sent right after the stream opens (its socket corked) counts too', async (t) => {
   const clients = new SseClients({ maxClients: 100, maxBufferedBytes: 1024 * MIB, maxUnreadPerClient: 64 * MIB, retryAfterSeconds: 1 });
   const log = { warn: () => undefined } as unknown as FastifyBaseLogger;
-  let turn = 0;
-  let ticking = true;
-  const tick = () => {
-    turn++;
-    if (ticking) setImmediate(tick);
-  };
+  const loop = countTurns();
   // `copies`: Node writes what the response is given now or at the end of this tick
   const writes: { turn: number; bytes: number; copies: boolean }[] = [];
   const streams: { send(data: string | Buffer): void }[] = [];
@@ -188,7 +177,7 @@ test('pacing holds on real sockets: a replay sent right after the stream opens (
     res.write('retry: 2000\n\n'); // corks the socket until the end of the tick, as the route does
     const write = res.write.bind(res) as (data: string | Buffer) => boolean;
     (res as unknown as { write: (data: string | Buffer) => boolean }).write = (data) => {
-      writes.push({ turn, bytes: data.length, copies: copies(res) });
+      writes.push({ turn: loop.turn, bytes: data.length, copies: copies(res) });
       return write(data);
     };
     const stream = clients.add(res, log, () => res.end());
@@ -203,7 +192,6 @@ test('pacing holds on real sockets: a replay sent right after the stream opens (
     server.close();
   });
   const { port } = server.address() as AddressInfo;
-  setImmediate(tick);
   let received = 0;
   Array.from({ length: 10 }, () => {
     const s = connect(port, '127.0.0.1', () => s.write('GET / HTTP/1.1\r\nHost: t\r\n\r\n'));
@@ -212,7 +200,7 @@ test('pacing holds on real sockets: a replay sent right after the stream opens (
     return s;
   });
   while (received < 60 * MIB) await new Promise((resolve) => setImmediate(resolve));
-  ticking = false;
+  loop.stop();
   const copied = new Map<number, number>();
   for (const w of writes) if (w.copies) copied.set(w.turn, (copied.get(w.turn) ?? 0) + w.bytes);
   assert.ok(copied.size >= 3, `copies into the kernel spread over ${copied.size} turns`);

@@ -2,7 +2,7 @@ import { parentPort } from 'node:worker_threads';
 import secureJson from 'secure-json-parse';
 import type { ParseRequest, ParseResult } from './json-thread.js';
 import { BodyTooDeep, wellFormed } from './well-formed.js';
-import { largeStrings } from '../json-bytes.js';
+import { largeStrings, stringBytes } from '../json-bytes.js';
 
 /*
  * The JSON thread (json-thread.ts): decodes and parses large request bodies, with the same
@@ -21,7 +21,7 @@ port.on('message', ({ id, body }: ParseRequest) => {
     const value = wellFormed(secureJson.parse(text, null, { protoAction: 'error', constructorAction: 'error' }));
     // the large strings' JSON bytes too, made here rather than on the coordinator's thread
     const encoded = largeStrings(value).map((s) => {
-      const bytes = Buffer.from(JSON.stringify(s), 'utf8');
+      const bytes = stringBytes(s);
       if (bytes.byteOffset === 0 && bytes.buffer.byteLength === bytes.length) transfer.push(bytes.buffer as ArrayBuffer);
       return bytes;
     });

@@ -100,10 +100,7 @@ export class Checkpointer {
   /** A commit wrote about `bytes` to the WAL. */
   wrote(bytes: number): void {
     this.#dirty += bytes;
-    // a quiet pass holds the store: it copies this too, and what follows is scheduled after it
-    if (this.#running || this.#closed || this.#quietHeld) return;
-    if (this.#dirty >= this.#pacing.nudgeBytes) this.#next();
-    else this.#timer ??= setTimeout(() => this.#next(), this.#pacing.nudgeDelayMs).unref();
+    this.#schedule();
   }
 
   /** One pass now, after the one running (tests). */
@@ -152,9 +149,12 @@ export class Checkpointer {
     });
   }
 
-  /** After a pass: the next one now, or after the delay, for what was written meanwhile. */
+  /**
+   * A pass for what was written: now, or after the delay. Not while one runs (what follows it is
+   * scheduled after it), nor while a quiet pass holds the store (it copies this too).
+   */
   #schedule(): void {
-    if (this.#closed || this.#running || this.#dirty === 0) return;
+    if (this.#closed || this.#running || this.#quietHeld || this.#dirty === 0) return;
     if (this.#dirty >= this.#pacing.nudgeBytes) this.#next();
     else this.#timer ??= setTimeout(() => this.#next(), this.#pacing.nudgeDelayMs).unref();
   }
