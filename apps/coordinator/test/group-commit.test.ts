@@ -223,3 +223,51 @@ test('trimming the hot window keeps a job an undo revived, though it is still in
   assert.equal(state.jobs.has(rows[1]!.id), false, 'an ended one beyond the hot window goes');
   assert.equal(state.jobs.get(rows[2]!.id)?.status, 'completed', 'the newest ended one stays');
 });
+
+test('SQLite: transactions that race the store closing are either on disk when they succeed or refused; none is lost', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'agentq-close-race-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const path = join(dir, 'agentq.db');
+  const options = { clock: systemClock, log: pino({ level: 'silent' }), outputMaxBytes: 1024, hotJobs: 100, hotSessions: 100 };
+  const store = await SqliteStore.open(path, options);
+  /** each transaction's outcome: true, or the code it was refused with */
+  const outcomes = new Map<string, Promise<true | string>>();
+  const insert = (seq: number) => {
+    const row = jobRow(seq);
+    outcomes.set(row.id, store.transaction((tx) => tx.insertJob(row)).then(() => true as const, (err: { code?: string }) => err.code ?? String(err)));
+  };
+  // the first commits on its own; the second, in the same turn, opens a group
+  insert(1);
+  await Promise.resolve();
+  insert(2);
+  let closing = true;
+  const closed = store.close().finally(() => (closing = false));
+  // transactions that come while the store closes: one per microtask and one per turn of the
+  // event loop until it is closed, so that some fall between each of its steps
+  let seq = 3;
+  while (closing) {
+    insert(seq++);
+    await Promise.resolve();
+    insert(seq++);
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  await closed;
+  const last = `job_${seq}`;
+  insert(seq);
+  const acknowledged = new Set<string>();
+  for (const [id, outcome] of outcomes) {
+    const o = await outcome;
+    if (o === true) acknowledged.add(id);
+    else assert.equal(o, 'shutting_down', `${id} was refused as the shutdown`);
+  }
+
+  const reopened = await SqliteStore.open(path, options);
+  t.after(() => reopened.close());
+  for (const id of outcomes.keys()) {
+    const onDisk = (await reopened.transaction((tx) => tx.job(id))) !== undefined;
+    assert.equal(onDisk, acknowledged.has(id), `${id}: acknowledged ${acknowledged.has(id)}, on disk ${onDisk}`);
+  }
+  assert.ok(acknowledged.has('job_1') && acknowledged.has('job_2'), 'what came before the close was written');
+  assert.ok(!acknowledged.has(last), 'a closed store takes nothing');
+  assert.ok(seq > 5, `transactions came while the store closed (${seq - 3})`);
+});

@@ -54,6 +54,8 @@ export class CommitGroups {
   #lostBy: CoordinatorError | undefined;
   /** whether a commit was written on its own in this turn of the event loop */
   #turnHadCommit = false;
+  /** the store closes: no group opens any more (what comes is written alone, or refused once closed) */
+  #closing = false;
 
   constructor(host: GroupHost) {
     this.#host = host;
@@ -70,7 +72,7 @@ export class CommitGroups {
    */
   join(): Group | undefined {
     this.#undoIfLost(); // called under the store's lock (persist)
-    return this.#open ?? (this.#turnHadCommit ? this.#begin() : undefined);
+    return this.#open ?? (this.#turnHadCommit && !this.#closing ? this.#begin() : undefined);
   }
 
   /** A change set was written: into `group`, or on its own (then it is on disk already). */
@@ -115,8 +117,9 @@ export class CommitGroups {
     this.#undo(this.#open, this.#lostBy ?? this.#host.refused(new Error('the open transaction was rolled back')));
   }
 
-  /** Commit the open group now (the store closes). */
+  /** Commit the open group now, and open none after it (the store closes). */
   async close(): Promise<void> {
+    this.#closing = true;
     if (this.#open) await this.#commit(this.#open);
   }
 

@@ -207,6 +207,9 @@ export class SqliteStore extends MemoryStore {
   }
 
   protected override persist(changes: ChangeSet, lastEventId: number): void {
+    // a transaction that comes after the close (a timer, a request the server still finishes)
+    // is refused as the shutdown it is, not logged as a failing disk
+    if (!this.#db.open) throw new CoordinatorError('shutting_down', 'the store is closed: the coordinator is shutting down');
     // better-sqlite3's wrapper is made once, not per write; inside a group it is a savepoint
     this.#persistTx ??= this.#db.transaction((c: ChangeSet, ceiling: number | undefined) => this.#writer.writeChanges(c, ceiling));
     const ceiling = lastEventId > this.#eventIdCeiling ? lastEventId + EVENT_ID_BLOCK : undefined;
