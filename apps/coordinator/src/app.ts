@@ -30,6 +30,7 @@ import { installTimeouts, sseKeepaliveMs } from './http/timeouts.js';
 import { typeboxValidatorCompiler } from './http/validation.js';
 import { resolveLimits } from './limits.js';
 import { logLinesDropped, stdoutDestination } from './log-destination.js';
+import { CENSOR, redactSecrets, SECRET_KEYS } from './log-redaction.js';
 import { CoordinatorMetrics } from './metrics/metrics.js';
 import { coordinatorSource } from './metrics/source.js';
 
@@ -52,20 +53,11 @@ export function createLogger(config: CoordinatorConfig, destination?: Destinatio
   const options: LoggerOptions = {
     level: config.logLevel,
     base: { service: 'agentq-coordinator' },
-    // Fastify's request serializer logs no headers; these guard anything that logs a raw request
-    redact: {
-      paths: [
-        'req.headers.authorization',
-        'headers.authorization',
-        'authorization',
-        'launcher_token',
-        '*.launcher_token',
-        'token',
-        'agent_tokens',
-        '*.agent_tokens',
-      ],
-      censor: '[redacted]',
-    },
+    // credentials never reach a line (log-redaction.ts): the line's fields at any depth by the
+    // formatter, a child logger's bindings by pino (top-level keys only: no wildcard path, which
+    // would send every value of every line through pino's redaction)
+    formatters: { log: redactSecrets },
+    redact: { paths: [...SECRET_KEYS], censor: CENSOR },
   };
   return pino(options, destination ?? stdoutDestination(config.logBufferBytes));
 }
