@@ -9,8 +9,8 @@
  *
  * Each round runs agentq then BullMQ; the table shows the median of BENCH_ROUNDS rounds (3).
  * Environment: as bench/throughput.ts (BENCH_JOBS, BENCH_LAUNCHERS, BENCH_CAPACITY,
- * BENCH_PRODUCERS, BENCH_BATCH, BENCH_LATENCY_JOBS), plus BENCH_CONCURRENCY (8, the BullMQ
- * worker's concurrency) and BENCH_ROUNDS.
+ * BENCH_PRODUCERS, BENCH_BATCH, BENCH_LATENCY_JOBS, BENCH_LATENCY_WARMUP), plus BENCH_CONCURRENCY
+ * (8, the BullMQ worker's concurrency) and BENCH_ROUNDS.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -27,6 +27,7 @@ const PRODUCERS = env('BENCH_PRODUCERS', 8);
 const BATCH = env('BENCH_BATCH', 500);
 const CONCURRENCY = env('BENCH_CONCURRENCY', 8);
 const LATENCY_JOBS = env('BENCH_LATENCY_JOBS', 3000);
+const LATENCY_WARMUP = env('BENCH_LATENCY_WARMUP', 2000);
 const ROUNDS = env('BENCH_ROUNDS', 3);
 const coordinatorEnv = { LOG_LEVEL: process.env.LOG_LEVEL ?? 'info' };
 
@@ -72,7 +73,8 @@ async function agentqRound(): Promise<Round> {
   }
   const server = await startCoordinatorProcess('memory:', coordinatorEnv);
   try {
-    const latency = latencyOf(await dispatchLatency({ url: server.url, jobs: LATENCY_JOBS, warmup: 200, launchers: 4 }, 'single'));
+    const { samples } = await dispatchLatency({ url: server.url, jobs: LATENCY_JOBS, warmup: LATENCY_WARMUP, launchers: 4 }, 'single');
+    const latency = latencyOf(samples.map((x) => x.ms));
     return { single, batched, latency, sqliteSingle, sqliteBatched };
   } finally {
     await server.stop();
@@ -83,7 +85,7 @@ async function bullRound(port: number): Promise<Round> {
   const o = { port, jobs: JOBS, concurrency: CONCURRENCY, producers: PRODUCERS, batch: BATCH };
   const single = (await bullThroughput(o, 'single')).jobsPerSecond;
   const batched = (await bullThroughput(o, 'batched')).jobsPerSecond;
-  const latency = latencyOf(await bullLatency({ port, jobs: LATENCY_JOBS, warmup: 200, concurrency: CONCURRENCY }));
+  const latency = latencyOf(await bullLatency({ port, jobs: LATENCY_JOBS, warmup: LATENCY_WARMUP, concurrency: CONCURRENCY }));
   return { single, batched, latency, sqliteSingle: 0, sqliteBatched: 0 };
 }
 

@@ -15,14 +15,17 @@
  *
  * Environment: BENCH_JOBS (20000), BENCH_LAUNCHERS (8), BENCH_CAPACITY (8, slots per launcher in
  * the batched protocol), BENCH_PRODUCERS (8, creates in flight in the single-job protocol),
- * BENCH_BATCH (500, jobs per POST /jobs/batch), BENCH_LATENCY_JOBS (3000), BENCH_PARKED (10000),
+ * BENCH_BATCH (500, jobs per POST /jobs/batch), BENCH_LATENCY_JOBS (3000), BENCH_LATENCY_WARMUP (2000),
+ * BENCH_PARKED (10000),
  * BENCH_SETTLE (60), BENCH_ONLY=throughput|latency|parked|memory, BENCH_STORES=memory,sqlite, BENCH_PROTOCOLS=single,batched, and LOG_LEVEL for the
  * coordinator (default info, its log written to a file).
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { dispatchLatency, parkPolls, parkRaw, throughput, type Protocol } from './lib/agentq.js';
+import { overlapsPause, recordGc, type GcPause } from './lib/gc-trace.js';
 import { startCoordinatorProcess, startRawServer } from './lib/process.js';
 import { env, kb, latencyOf, mb, ms, rate } from './lib/stats.js';
 
@@ -32,6 +35,7 @@ const CAPACITY = env('BENCH_CAPACITY', 8);
 const PRODUCERS = env('BENCH_PRODUCERS', 8);
 const BATCH = env('BENCH_BATCH', 500);
 const LATENCY_JOBS = env('BENCH_LATENCY_JOBS', 3000);
+const LATENCY_WARMUP = env('BENCH_LATENCY_WARMUP', 2000);
 const PARKED = env('BENCH_PARKED', 10_000);
 const SETTLE = env('BENCH_SETTLE', 60);
 const ONLY = process.env.BENCH_ONLY;
@@ -77,50 +81,60 @@ async function throughputTable(): Promise<void> {
   }
 }
 
+const GC_TRACE = fileURLToPath(new URL('./lib/gc-trace.js', import.meta.url));
+
 async function latencyTable(): Promise<void> {
-  console.log(`\n## Dispatch latency: POST /jobs -> a parked launcher has the job (${LATENCY_JOBS} jobs after 200 warm-up, 4 launchers)\n`);
-  console.log('client: measured by the producer; server: the responseTime of POST /jobs in the coordinator\'s log (a create');
-  console.log('answers once its dispatch is done). GC: from the log when BENCH_NODE_ARGS=--trace-gc.\n');
-  console.log('| store | launchers park on | p50 | p90 | p99 | max | server p50 | server p99 | GC pauses |');
-  console.log('|---|---|---|---|---|---|---|---|---|');
+  console.log(`\n## Dispatch latency: POST /jobs -> a parked launcher has the job (${LATENCY_JOBS} jobs after ${LATENCY_WARMUP} warm-up, 4 launchers)\n`);
+  console.log('client: measured by the producer; warm-up p99: the first jobs, while the coordinator\'s code is still being');
+  console.log('compiled; server: the responseTime of POST /jobs in the coordinator\'s log (a create answers once its dispatch');
+  console.log('is done); worst 1% during a GC pause: how many of the slowest samples overlap a garbage-collection pause of');
+  console.log('the coordinator or of this process (which runs the producer and the launchers).\n');
+  console.log('| store | launchers park on | p50 | p90 | p99 | max | warm-up p99 | server p50 | server p99 | worst 1% during a GC pause: coordinator / bench | coordinator GC pauses |');
+  console.log('|---|---|---|---|---|---|---|---|---|---|---|');
   for (const store of STORES) {
     for (const protocol of ['single', 'batched'] as Protocol[]) {
       await withStore(store, async (databaseUrl) => {
-        const server = await startCoordinatorProcess(databaseUrl, coordinatorEnv);
+        const gcFile = join(mkdtempSync(join(tmpdir(), 'agentq-bench-gc-')), 'gc.json');
+        const server = await startCoordinatorProcess(databaseUrl, { ...coordinatorEnv, AGENTQ_BENCH_GC_FILE: gcFile }, ['--import', GC_TRACE]);
+        let row: string;
         try {
-          const l = latencyOf(await dispatchLatency({ url: server.url, jobs: LATENCY_JOBS, warmup: 200, launchers: 4 }, protocol));
+          const own = recordGc();
+          const { samples, warmup } = await dispatchLatency({ url: server.url, jobs: LATENCY_JOBS, warmup: LATENCY_WARMUP, launchers: 4 }, protocol);
+          own.stop();
           await new Promise((resolve) => setTimeout(resolve, 500)); // the last log lines
-          const { responseTimes, gc } = fromLog(server.log());
-          const srv = latencyOf(responseTimes.slice(200));
+          const responseTimes = fromLog(server.log()).slice(LATENCY_WARMUP);
+          await server.stop(); // the coordinator writes its GC pauses as it exits
+          const theirs = JSON.parse(readFileSync(gcFile, 'utf8')) as GcPause[];
+          const l = latencyOf(samples.map((x) => x.ms));
+          const srv = latencyOf(responseTimes);
+          const worst = [...samples].sort((a, b) => b.ms - a.ms).slice(0, Math.max(1, Math.floor(samples.length / 100)));
+          const during = (pauses: GcPause[]) => worst.filter((x) => overlapsPause(x, pauses)).length;
+          const first = samples[0]!.at;
+          const counted = theirs.filter((p) => p.at >= first);
+          const pauses = `${counted.length} (p50 ${ms(latencyOf(counted.map((p) => p.ms)).p50)}, max ${ms(latencyOf(counted.map((p) => p.ms)).max)})`;
           const park = protocol === 'single' ? 'GET /launcher/jobs' : 'POST /launcher/sync';
-          console.log(`| ${store} | ${park} | ${ms(l.p50)} | ${ms(l.p90)} | ${ms(l.p99)} | ${ms(l.max)} | ${ms(srv.p50)} | ${ms(srv.p99)} | ${gc} |`);
+          row = `| ${store} | ${park} | ${ms(l.p50)} | ${ms(l.p90)} | ${ms(l.p99)} | ${ms(l.max)} | ${ms(latencyOf(warmup.map((x) => x.ms)).p99)} | ${ms(srv.p50)} | ${ms(srv.p99)} | ${during(theirs)} / ${during(own.pauses)} of ${worst.length} | ${pauses} |`;
         } finally {
           await server.stop();
+          rmSync(join(gcFile, '..'), { recursive: true, force: true });
         }
+        console.log(row);
       });
     }
   }
 }
 
-/** From a coordinator's log: the responseTime of each POST /jobs, and GC pauses (--trace-gc lines). */
-function fromLog(text: string): { responseTimes: number[]; gc: string } {
+/** From a coordinator's log: the responseTime of each POST /jobs (request completion lines at info). */
+function fromLog(text: string): number[] {
   const responseTimes: number[] = [];
-  const pauses = new Map<string, number[]>();
   for (const line of text.split('\n')) {
-    if (line.startsWith('{')) {
-      const j = JSON.parse(line) as { msg?: string; req?: { method?: string; url?: string }; responseTime?: number };
-      if (j.msg === 'request completed' && j.req?.method === 'POST' && j.req.url === '/jobs' && j.responseTime !== undefined) {
-        responseTimes.push(j.responseTime);
-      }
-      continue;
+    if (!line.startsWith('{')) continue;
+    const j = JSON.parse(line) as { msg?: string; req?: { method?: string; url?: string }; responseTime?: number };
+    if (j.msg === 'request completed' && j.req?.method === 'POST' && j.req.url === '/jobs' && j.responseTime !== undefined) {
+      responseTimes.push(j.responseTime);
     }
-    const m = /(Scavenge|Mark-Compact|Minor Mark-Sweep)\b.*?MB, ([\d.]+) \/ [\d.]+ ms/.exec(line);
-    if (m) pauses.set(m[1]!, [...(pauses.get(m[1]!) ?? []), Number(m[2])]);
   }
-  const gc = [...pauses]
-    .map(([kind, p]) => `${p.length} ${kind} (p50 ${ms(latencyOf(p).p50)}, max ${ms(latencyOf(p).max)})`)
-    .join(', ');
-  return { responseTimes, gc: gc || '—' };
+  return responseTimes;
 }
 
 async function parkedTable(): Promise<void> {

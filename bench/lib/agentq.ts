@@ -128,21 +128,29 @@ export async function throughput(o: ThroughputOptions, protocol: Protocol): Prom
   return { jobs: completed, seconds, jobsPerSecond: completed / seconds, requests };
 }
 
+/** One dispatch: when its `POST /jobs` was sent (ms since the epoch) and how long until a launcher had the job. */
+export interface DispatchSample {
+  at: number;
+  ms: number;
+}
+
 /**
  * Dispatch latency: `launchers` loops keep a long-poll parked, one producer creates jobs one at a
  * time; for each job, the time from just before `POST /jobs` is sent until a parked poll returns
- * it. The first `warmup` jobs are not counted. `protocol` decides what the launchers park:
- * `GET /launcher/jobs` (single) or `POST /launcher/sync` (batched).
+ * it. The first `warmup` jobs are kept apart (`warmup`): the coordinator's code is still being
+ * compiled then. `protocol` decides what the launchers park: `GET /launcher/jobs` (single) or
+ * `POST /launcher/sync` (batched).
  */
 export async function dispatchLatency(
   o: { url: string; jobs: number; warmup: number; launchers: number; prefix?: string },
   protocol: Protocol,
-): Promise<number[]> {
+): Promise<{ samples: DispatchSample[]; warmup: DispatchSample[] }> {
   const client = new AgentqClient({ url: o.url, connections: o.launchers + 4 });
   // when each job reached a launcher (it may be before POST /jobs has answered: a create answers
   // once its dispatch to a parked launcher is done)
   const receivedAt = new Map<string, number>();
-  const samples: number[] = [];
+  const samples: DispatchSample[] = [];
+  const warmup: DispatchSample[] = [];
   let expecting: ((id: string) => void) | undefined;
   const stop = new AbortController();
   setMaxListeners(0, stop.signal);
@@ -167,13 +175,13 @@ export async function dispatchLatency(
     const created = await client.createJob({ type: 'start_session', session_name: `${o.prefix ?? 'lat'}-${i}`, prompt: 'x' });
     const got = await delivered;
     if (got !== created.job_id) throw new Error(`expected ${created.job_id}, got ${got}`);
-    if (i >= o.warmup) samples.push(receivedAt.get(got)! - t0);
+    (i < o.warmup ? warmup : samples).push({ at: performance.timeOrigin + t0, ms: receivedAt.get(got)! - t0 });
     receivedAt.delete(got);
   }
   stop.abort();
   await Promise.allSettled(loops);
   await client.destroy();
-  return samples;
+  return { samples, warmup };
 }
 
 /**

@@ -80,8 +80,8 @@ async function untilAnswers(url: string, child: ChildProcess, log: string): Prom
  * default level, info, unless `env.LOG_LEVEL` says otherwise). BENCH_NODE_ARGS adds node flags
  * (e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof` to see where the coordinator spends its time).
  */
-export async function startCoordinatorProcess(databaseUrl: string, env: Record<string, string> = {}): Promise<ServerProcess> {
-  const nodeArgs = (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean);
+export async function startCoordinatorProcess(databaseUrl: string, env: Record<string, string> = {}, extraNodeArgs: readonly string[] = []): Promise<ServerProcess> {
+  const nodeArgs = [...(process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean), ...extraNodeArgs];
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), 'agentq-bench-'));
   const log = join(dir, 'coordinator.log');
