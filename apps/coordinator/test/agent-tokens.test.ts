@@ -2,17 +2,15 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
 import { test, type TestContext } from 'node:test';
 import { request } from 'undici';
 import { AgentqClient } from '@agentq/client';
 import type { PollResponse, SyncResponse } from '@agentq/protocol';
-import { createLogger } from '../src/app.js';
-import { loadConfig, type CoordinatorConfig } from '../src/config.js';
+import type { CoordinatorConfig } from '../src/config.js';
 import { agentRuleOf } from '../src/http/auth/agent-scope.js';
 import { startCoordinator } from '../src/start.js';
 import { credentialedLauncher, startAuthTest, type AuthTest } from './auth-helpers.js';
-import { fakeLauncher, rejectsWith, start, startTest } from './helpers.js';
+import { fakeLauncher, recordingLogger, rejectsWith, start, startTest } from './helpers.js';
 
 /*
  * Per-job agent tokens (issue 12): minted per claimed job when auth is on, handed to the launcher
@@ -20,18 +18,6 @@ import { fakeLauncher, rejectsWith, start, startTest } from './helpers.js';
  */
 
 const TOKEN = /^agt_job_[0-9a-f]{12}\.[A-Za-z0-9_-]{43}$/;
-
-/** The coordinator's log lines (at trace), to look for secrets in. */
-function recordingLogger() {
-  const lines: string[] = [];
-  const stream = new Writable({
-    write(chunk: Buffer, _enc, done) {
-      lines.push(...chunk.toString('utf8').split('\n').filter(Boolean));
-      done();
-    },
-  });
-  return { log: createLogger(loadConfig({}, { logLevel: 'trace' }), stream), lines };
-}
 
 /** Auth on, a launcher with its credential, and a root session `boss` whose job it holds (with the token). */
 async function setup(t: TestContext, overrides: Partial<CoordinatorConfig> = {}) {

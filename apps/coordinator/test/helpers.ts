@@ -1,17 +1,31 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Writable } from 'node:stream';
 import type { TestContext } from 'node:test';
 import { AgentqClient, type SseMessage } from '@agentq/client';
 import type { Job, LifecycleEvent } from '@agentq/protocol';
 import { startCoordinator, type RunningCoordinator } from '../src/start.js';
 import type { CoordinatorConfig } from '../src/config.js';
-import type { AppDeps } from '../src/app.js';
+import { createLogger, type AppDeps } from '../src/app.js';
+import { loadConfig } from '../src/config.js';
 import { freshDatabaseUrl } from './pg-server.js';
 
 export interface TestCoordinator {
   c: RunningCoordinator;
   client: AgentqClient;
+}
+
+/** The coordinator's own logger (as main.ts makes it) at `trace`, its lines kept as text: to look for secrets in. */
+export function recordingLogger() {
+  const lines: string[] = [];
+  const stream = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      lines.push(...chunk.toString('utf8').split('\n').filter(Boolean));
+      done();
+    },
+  });
+  return { log: createLogger(loadConfig({}, { logLevel: 'trace' }), stream), lines };
 }
 
 /** A real coordinator on 127.0.0.1:0 and a real client, both closed when the test ends. */

@@ -1,23 +1,8 @@
 import assert from 'node:assert/strict';
-import { Writable } from 'node:stream';
 import { test } from 'node:test';
 import { request } from 'undici';
-import { createLogger } from '../src/app.js';
-import { loadConfig } from '../src/config.js';
 import { CENSOR, redactSecrets } from '../src/log-redaction.js';
-import { startTest } from './helpers.js';
-
-/** A coordinator logger at `trace` whose lines are kept as text. */
-function recording() {
-  const lines: string[] = [];
-  const stream = new Writable({
-    write(chunk: Buffer, _enc, done) {
-      lines.push(...chunk.toString('utf8').split('\n').filter(Boolean));
-      done();
-    },
-  });
-  return { log: createLogger(loadConfig({}, { logLevel: 'trace' }), stream), lines };
-}
+import { recordingLogger, startTest } from './helpers.js';
 
 test('secrets are censored at the top of a line and inside its objects and arrays', () => {
   const line = {
@@ -62,7 +47,7 @@ test('class instances are left to their serializers, and the walk stops at its d
 });
 
 test("the coordinator's logger writes no secret, in a line's fields or in a child's bindings", () => {
-  const { log, lines } = recording();
+  const { log, lines } = recordingLogger();
   log.info({ launcher_id: 'lnch_1', answer: { launcher_token: 'secret-one' } }, 'registered');
   log.child({ token: 'secret-two' }).info({ req: { headers: { authorization: 'Bearer secret-three' } } }, 'child line');
   assert.equal(lines.length, 2);
@@ -76,7 +61,7 @@ test("the coordinator's logger writes no secret, in a line's fields or in a chil
 });
 
 test("a request's Authorization header reaches no line, even at trace", async (t) => {
-  const { log, lines } = recording();
+  const { log, lines } = recordingLogger();
   const { c } = await startTest(t, { logLevel: 'trace' }, { logger: log });
   const res = await request(`${c.url}/jobs`, { headers: { authorization: 'Bearer header-secret-xyz' } });
   await res.body.dump();
