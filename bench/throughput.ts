@@ -20,7 +20,7 @@
  * BENCH_SETTLE (60), BENCH_ONLY=throughput|latency|parked|memory, BENCH_STORES=memory,sqlite, BENCH_PROTOCOLS=single,batched, and LOG_LEVEL for the
  * coordinator (default info, its log written to a file).
  */
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -89,34 +89,40 @@ async function latencyTable(): Promise<void> {
   console.log('compiled; server: the responseTime of POST /jobs in the coordinator\'s log (a create answers once its dispatch');
   console.log('is done); worst 1% during a GC pause: how many of the slowest samples overlap a garbage-collection pause of');
   console.log('the coordinator or of this process (which runs the producer and the launchers).\n');
-  console.log('| store | launchers park on | p50 | p90 | p99 | max | warm-up p99 | server p50 | server p99 | worst 1% during a GC pause: coordinator / bench | coordinator GC pauses |');
+  console.log('| store | launchers park on | p50 | p90 | p99 | max | warm-up p99 | server p50 | server p99 | worst 1% during a GC pause: coordinator / bench | coordinator GC pauses while counted |');
   console.log('|---|---|---|---|---|---|---|---|---|---|---|');
   for (const store of STORES) {
     for (const protocol of ['single', 'batched'] as Protocol[]) {
       await withStore(store, async (databaseUrl) => {
-        const gcFile = join(mkdtempSync(join(tmpdir(), 'agentq-bench-gc-')), 'gc.json');
+        const gcDir = mkdtempSync(join(tmpdir(), 'agentq-bench-gc-'));
+        const gcFile = join(gcDir, 'gc.json');
         const server = await startCoordinatorProcess(databaseUrl, { ...coordinatorEnv, AGENTQ_BENCH_GC_FILE: gcFile }, ['--import', GC_TRACE]);
+        const own = recordGc();
         let row: string;
         try {
-          const own = recordGc();
           const { samples, warmup } = await dispatchLatency({ url: server.url, jobs: LATENCY_JOBS, warmup: LATENCY_WARMUP, launchers: 4 }, protocol);
           own.stop();
           await new Promise((resolve) => setTimeout(resolve, 500)); // the last log lines
           const responseTimes = fromLog(server.log()).slice(LATENCY_WARMUP);
           await server.stop(); // the coordinator writes its GC pauses as it exits
-          const theirs = JSON.parse(readFileSync(gcFile, 'utf8')) as GcPause[];
+          // pauses while the counted samples ran (not the warm-up's, nor the shutdown's)
+          const from = samples[0]!.at;
+          const to = samples[samples.length - 1]!.at + samples[samples.length - 1]!.ms;
+          const within = (pauses: GcPause[]) => pauses.filter((p) => p.at + p.ms >= from && p.at <= to && (p.kind === 'minor' || p.kind === 'major'));
+          const theirs = within(existsSync(gcFile) ? (JSON.parse(readFileSync(gcFile, 'utf8')) as GcPause[]) : []);
+          const ours = within(own.pauses);
           const l = latencyOf(samples.map((x) => x.ms));
           const srv = latencyOf(responseTimes);
           const worst = [...samples].sort((a, b) => b.ms - a.ms).slice(0, Math.max(1, Math.floor(samples.length / 100)));
           const during = (pauses: GcPause[]) => worst.filter((x) => overlapsPause(x, pauses)).length;
-          const first = samples[0]!.at;
-          const counted = theirs.filter((p) => p.at >= first);
-          const pauses = `${counted.length} (p50 ${ms(latencyOf(counted.map((p) => p.ms)).p50)}, max ${ms(latencyOf(counted.map((p) => p.ms)).max)})`;
+          const pauseMs = latencyOf(theirs.map((p) => p.ms));
+          const pauses = existsSync(gcFile) ? `${theirs.length} (p50 ${ms(pauseMs.p50)}, max ${ms(pauseMs.max)})` : 'not recorded';
           const park = protocol === 'single' ? 'GET /launcher/jobs' : 'POST /launcher/sync';
-          row = `| ${store} | ${park} | ${ms(l.p50)} | ${ms(l.p90)} | ${ms(l.p99)} | ${ms(l.max)} | ${ms(latencyOf(warmup.map((x) => x.ms)).p99)} | ${ms(srv.p50)} | ${ms(srv.p99)} | ${during(theirs)} / ${during(own.pauses)} of ${worst.length} | ${pauses} |`;
+          row = `| ${store} | ${park} | ${ms(l.p50)} | ${ms(l.p90)} | ${ms(l.p99)} | ${ms(l.max)} | ${ms(latencyOf(warmup.map((x) => x.ms)).p99)} | ${ms(srv.p50)} | ${ms(srv.p99)} | ${during(theirs)} / ${during(ours)} of ${worst.length} | ${pauses} |`;
         } finally {
+          own.stop();
           await server.stop();
-          rmSync(join(gcFile, '..'), { recursive: true, force: true });
+          rmSync(gcDir, { recursive: true, force: true });
         }
         console.log(row);
       });

@@ -2,6 +2,7 @@ import { setMaxListeners } from 'node:events';
 import { performance } from 'node:perf_hooks';
 import { AgentqClient } from '@agentq/client';
 import type { CreateJobRequest, Job, SyncReport } from '@agentq/protocol';
+import { monotonicMs } from './gc-trace.js';
 
 /*
  * The agentq side of the workloads: a producer and launcher loops, in this process, talking to a
@@ -128,7 +129,7 @@ export async function throughput(o: ThroughputOptions, protocol: Protocol): Prom
   return { jobs: completed, seconds, jobsPerSecond: completed / seconds, requests };
 }
 
-/** One dispatch: when its `POST /jobs` was sent (ms since the epoch) and how long until a launcher had the job. */
+/** One dispatch: when its `POST /jobs` was sent (gc-trace.ts `monotonicMs`) and how long until a launcher had the job. */
 export interface DispatchSample {
   at: number;
   ms: number;
@@ -175,7 +176,7 @@ export async function dispatchLatency(
     const created = await client.createJob({ type: 'start_session', session_name: `${o.prefix ?? 'lat'}-${i}`, prompt: 'x' });
     const got = await delivered;
     if (got !== created.job_id) throw new Error(`expected ${created.job_id}, got ${got}`);
-    (i < o.warmup ? warmup : samples).push({ at: performance.timeOrigin + t0, ms: receivedAt.get(got)! - t0 });
+    (i < o.warmup ? warmup : samples).push({ at: monotonicMs(t0), ms: receivedAt.get(got)! - t0 });
     receivedAt.delete(got);
   }
   stop.abort();

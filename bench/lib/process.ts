@@ -106,7 +106,7 @@ function processHandle(child: ChildProcess, url: string, log: () => string = () 
     cpuMs: () => cpuOf(child.pid!),
     log,
     stop: async () => {
-      if (child.exitCode === null) {
+      if (child.exitCode === null && child.signalCode === null) {
         child.kill('SIGTERM');
         await once(child, 'exit');
       }

@@ -30,7 +30,7 @@ import { installTimeouts, sseKeepaliveMs } from './http/timeouts.js';
 import { typeboxValidatorCompiler } from './http/validation.js';
 import { resolveLimits } from './limits.js';
 import { logLinesDropped, stdoutDestination } from './log-destination.js';
-import { CENSOR, redactSecrets, SECRET_KEYS } from './log-redaction.js';
+import { CENSOR, PINO_REDACT_PATHS, redactSecrets } from './log-redaction.js';
 import { CoordinatorMetrics } from './metrics/metrics.js';
 import { coordinatorSource } from './metrics/source.js';
 
@@ -53,11 +53,12 @@ export function createLogger(config: CoordinatorConfig, destination?: Destinatio
   const options: LoggerOptions = {
     level: config.logLevel,
     base: { service: 'agentq-coordinator' },
-    // credentials never reach a line (log-redaction.ts): the line's fields at any depth by the
-    // formatter, a child logger's bindings by pino (top-level keys only: no wildcard path, which
-    // would send every value of every line through pino's redaction)
+    // credentials never reach a line (log-redaction.ts): the formatter censors plain data; pino
+    // the top-level keys (a child logger's bindings too) and what serializers make of a request
+    // or an error. No wildcard path: that would send every value of every line through pino's
+    // redaction.
     formatters: { log: redactSecrets },
-    redact: { paths: [...SECRET_KEYS], censor: CENSOR },
+    redact: { paths: [...PINO_REDACT_PATHS], censor: CENSOR },
   };
   return pino(options, destination ?? stdoutDestination(config.logBufferBytes));
 }

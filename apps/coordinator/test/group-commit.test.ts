@@ -238,8 +238,9 @@ test('SQLite: transactions that race the store closing are either on disk when t
   };
   // the first commits on its own; the second, in the same turn, opens a group
   insert(1);
-  await Promise.resolve();
   insert(2);
+  for (let i = 0; i < 100 && store.settled() === undefined; i++) await Promise.resolve();
+  assert.ok(store.settled(), 'a group of commits is open when the store starts to close');
   let closing = true;
   const closed = store.close().finally(() => (closing = false));
   // transactions that come while the store closes: one per microtask and one per turn of the
@@ -254,6 +255,12 @@ test('SQLite: transactions that race the store closing are either on disk when t
   await closed;
   const last = `job_${seq}`;
   insert(seq);
+  // writes outside transactions too
+  await assert.rejects(store.appendOutput('job_1', 0, 'late output'), (err: { code?: string; details?: { retry_after_seconds?: number } }) => {
+    assert.equal(err.code, 'shutting_down');
+    assert.equal(err.details?.retry_after_seconds, 1);
+    return true;
+  });
   const acknowledged = new Set<string>();
   for (const [id, outcome] of outcomes) {
     const o = await outcome;

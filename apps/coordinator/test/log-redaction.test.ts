@@ -1,4 +1,6 @@
 import assert from 'node:assert/strict';
+import { IncomingMessage } from 'node:http';
+import { Socket } from 'node:net';
 import { test } from 'node:test';
 import { request } from 'undici';
 import { CENSOR, redactSecrets } from '../src/log-redaction.js';
@@ -58,6 +60,25 @@ test("the coordinator's logger writes no secret, in a line's fields or in a chil
   assert.equal(second.token, CENSOR);
   assert.equal(second.req.headers.authorization, CENSOR);
   assert.doesNotMatch(lines.join('\n'), /secret-/);
+});
+
+test('an error carrying a secret, and a raw request logged as a line, are censored after their serializers', () => {
+  const { log, lines } = recordingLogger();
+  const err = Object.assign(new Error('refused'), { launcher_token: 'error-secret-1', agent_tokens: { job_1: 'error-secret-2' } });
+  log.error({ err }, 'with an error');
+  log.error(err);
+  const req = new IncomingMessage(new Socket());
+  req.method = 'GET';
+  req.url = '/jobs';
+  req.headers = { authorization: 'Bearer raw-request-secret', host: 'example' };
+  log.info(req);
+  assert.equal(lines.length, 3);
+  const first = JSON.parse(lines[0]!) as { err: { message: string; launcher_token: string; agent_tokens: string } };
+  assert.equal(first.err.message, 'refused', 'the error itself is still logged');
+  assert.equal(first.err.launcher_token, CENSOR);
+  assert.equal(first.err.agent_tokens, CENSOR);
+  assert.match(lines[2]!, /"\/jobs"/, 'the request is logged');
+  assert.doesNotMatch(lines.join('\n'), /error-secret|raw-request-secret/);
 });
 
 test("a request's Authorization header reaches no line, even at trace", async (t) => {

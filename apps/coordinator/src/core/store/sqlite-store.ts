@@ -47,6 +47,8 @@ export class SqliteStore extends MemoryStore {
   readonly #stmts = new Map<string, Statement>();
   /** set while a quiet checkpoint runs (`#quiet`) */
   #quieted: Promise<void> | undefined;
+  /** closed: every read and write after it is refused as the shutdown (503 `shutting_down`) */
+  #closed = false;
   /** writes outside transactions under way (`#unlockedWrite`), and who waits for none */
   #unlocked = 0;
   #noneUnlocked: (() => void) | undefined;
@@ -98,6 +100,7 @@ export class SqliteStore extends MemoryStore {
   }
 
   #stmt(sql: string): Statement {
+    if (this.#closed) throw closedError();
     let s = this.#stmts.get(sql);
     if (!s) this.#stmts.set(sql, (s = this.#db.prepare(sql)));
     return s;
@@ -209,7 +212,7 @@ export class SqliteStore extends MemoryStore {
   protected override persist(changes: ChangeSet, lastEventId: number): void {
     // a transaction that comes after the close (a timer, a request the server still finishes)
     // is refused as the shutdown it is, not logged as a failing disk
-    if (!this.#db.open) throw new CoordinatorError('shutting_down', 'the store is closed: the coordinator is shutting down');
+    if (this.#closed) throw closedError();
     // better-sqlite3's wrapper is made once, not per write; inside a group it is a savepoint
     this.#persistTx ??= this.#db.transaction((c: ChangeSet, ceiling: number | undefined) => this.#writer.writeChanges(c, ceiling));
     const ceiling = lastEventId > this.#eventIdCeiling ? lastEventId + EVENT_ID_BLOCK : undefined;
@@ -236,6 +239,7 @@ export class SqliteStore extends MemoryStore {
    * not per request: a full disk under load would otherwise flood the log.
    */
   #refused(err: unknown): CoordinatorError {
+    if (err instanceof CoordinatorError && err.code === 'shutting_down') return err;
     const error = unavailable(err);
     if (this.#refusedSince++ === 0) {
       this.#o.log.error({ err, sqlite_code: error.details?.sqlite_code }, 'database write failed: changes are refused (503 storage_unavailable) until it works again');
@@ -495,6 +499,7 @@ export class SqliteStore extends MemoryStore {
    */
   async #unlockedWrite<T>(fn: () => Promise<T>): Promise<T> {
     while (this.#quieted) await this.#quieted;
+    if (this.#closed) throw closedError();
     this.#unlocked++;
     try {
       return await fn();
@@ -514,9 +519,15 @@ export class SqliteStore extends MemoryStore {
   override async close(): Promise<void> {
     await this.#groups.close();
     await this.#checkpointer.close();
+    this.#closed = true;
     if (this.#db.open) this.#db.close();
     if (this.#guard.open) this.#guard.close();
   }
+}
+
+/** What a read or write of a closed store answers: the coordinator is shutting down (503, retry soon). */
+function closedError(): CoordinatorError {
+  return new CoordinatorError('shutting_down', 'the store is closed: the coordinator is shutting down', { retry_after_seconds: 1 });
 }
 
 /**
