@@ -12,7 +12,7 @@ import { SqliteStore } from '../src/core/store/sqlite-store.js';
 import { systemClock } from '../src/core/clock.js';
 import { pino } from 'pino';
 import { spawnCoordinatorProcess } from './coordinator-process.js';
-import { start, startTest } from './helpers.js';
+import { jobRowFixture, start, startTest } from './helpers.js';
 
 /*
  * The SQLite store commits the transactions of concurrent requests as one group (sqlite-store.ts):
@@ -111,48 +111,7 @@ test('SQLite: a group of commits that cannot be written is refused whole and und
   assert.deepEqual(await listed(again), acknowledged);
 });
 
-function jobRow(seq: number): JobRow {
-  return {
-    seq,
-    id: `job_${seq}`,
-    type: 'start_session',
-    sessionName: `s${seq}`,
-    agentName: null,
-    prompt: 'p',
-    projectDir: null,
-    parentSessionName: null,
-    createdAt: 0,
-    timeoutMs: null,
-    callbackOf: null,
-    messageIds: null,
-    requires: null,
-    maxCostUsd: null,
-    createdBy: null,
-    status: 'pending',
-    launcherId: null,
-    error: null,
-    errorCode: null,
-    result: null,
-    claimedAt: null,
-    startedAt: null,
-    completedAt: null,
-    updatedAt: 0,
-    stopRequestedAt: null,
-    stopReason: null,
-    stoppedBy: null,
-    stopPending: false,
-    executorSessionId: null,
-    attempts: 0,
-    usage: null,
-    costUsd: null,
-    numTurns: null,
-    durationApiMs: null,
-    readySince: null,
-    routeKey: null,
-    outputBytes: 0,
-    agentTokenHash: null,
-  };
-}
+const jobRow = (seq: number): JobRow => jobRowFixture(seq);
 
 test('undoing a group that ended jobs makes them live again in the lists, also after the live list dropped them', () => {
   const state = new MemoryState(false);

@@ -5,6 +5,8 @@ import { Writable } from 'node:stream';
 import type { TestContext } from 'node:test';
 import { AgentqClient, type SseMessage } from '@agentq/client';
 import type { Job, LifecycleEvent } from '@agentq/protocol';
+import { newJobRow } from '../src/core/jobs.js';
+import type { JobRow } from '../src/core/rows.js';
 import { startCoordinator, type RunningCoordinator } from '../src/start.js';
 import type { CoordinatorConfig } from '../src/config.js';
 import { createLogger, type AppDeps } from '../src/app.js';
@@ -14,6 +16,12 @@ import { freshDatabaseUrl } from './pg-server.js';
 export interface TestCoordinator {
   c: RunningCoordinator;
   client: AgentqClient;
+}
+
+/** A job row for store-level tests: `job_<seq>` on session `s<seq>`, created at 0, with `changes` over it. */
+export function jobRowFixture(seq: number, changes: Partial<JobRow> = {}): JobRow {
+  const fields = { type: 'start_session', prompt: 'p', agentName: null, projectDir: null, timeoutMs: null, requires: null, maxCostUsd: null, createdBy: null, callbackOf: null, messageIds: null } as const;
+  return { ...newJobRow(seq, `job_${seq}`, { name: `s${seq}`, parentName: null }, 0, fields), ...changes };
 }
 
 /** The coordinator's own logger (as main.ts makes it) at `trace`, its lines kept as text: to look for secrets in. */

@@ -6,7 +6,7 @@ import { requestTimeoutMs } from '../src/http/timeouts.js';
 import { BIG_STRING, jsonBytes, largeStrings, memoStats } from '../src/json-bytes.js';
 import { InvalidJson, JsonThread } from '../src/http/json-thread.js';
 import { jobEvent } from '../src/core/store/lazy-events.js';
-import { countTurns, startTest } from './helpers.js';
+import { countTurns, jobRowFixture, startTest } from './helpers.js';
 
 // Large bodies are parsed on the JSON thread and handled one per turn of the event loop; large
 // strings are encoded once for all the answers and event frames that carry them.
@@ -120,15 +120,8 @@ test('jsonBytes is JSON.stringify as UTF-8, large strings included, in plain obj
   const result = `${tricky(2000)} the result`;
   assert.ok(prompt.length >= BIG_STRING && result.length >= BIG_STRING);
   const job = { job_id: 'job_1', prompt, result, error: null, n: 1, nested: { deep: [prompt, 'small'] } };
-  const row = {
-    seq: 1, id: 'job_1', type: 'start_session', sessionName: 's', agentName: null, prompt, projectDir: null,
-    parentSessionName: null, createdAt: 0, timeoutMs: null, callbackOf: null, messageIds: null, requires: null,
-    maxCostUsd: null, createdBy: null, status: 'completed', launcherId: null, error: null, errorCode: null, result,
-    claimedAt: null, startedAt: null, completedAt: 0, updatedAt: 0, stopRequestedAt: null, stopReason: null,
-    stoppedBy: null, stopPending: false, executorSessionId: null, attempts: 1, usage: null, costUsd: null,
-    numTurns: null, durationApiMs: null, readySince: null, routeKey: null, outputBytes: 0, agentTokenHash: null,
-  } as const;
-  const event = jobEvent(7, 'job.completed', '2026-01-01T00:00:00.000Z', row as never);
+  const row = jobRowFixture(1, { prompt, result, status: 'completed', completedAt: 0, attempts: 1 });
+  const event = jobEvent(7, 'job.completed', '2026-01-01T00:00:00.000Z', row);
   for (const data of [job, { jobs: [job, job, { prompt: 'small' }] }, { job }, event, prompt, { small: 'only' }, [1, 'two', null]]) {
     // twice: the second time the large strings come from the memo
     for (let i = 0; i < 2; i++) assert.ok(jsonBytes(data).equals(Buffer.from(JSON.stringify(data), 'utf8')));

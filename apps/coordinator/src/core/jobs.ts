@@ -26,12 +26,9 @@ export interface NewJobFields {
   messageIds: string[] | null;
 }
 
-/** Queue a new job on `session` and offer it if the session is free. */
-export async function enqueue(ctx: CoreContext, tx: Tx, session: SessionRow, f: NewJobFields): Promise<JobRow> {
-  const seq = await tx.nextJobSeq();
-  let id = newId('job_');
-  while (await tx.job(id)) id = newId('job_');
-  const row: JobRow = {
+/** A job as it is created: pending on `session`, every field it does not name at its start value. */
+export function newJobRow(seq: number, id: string, session: Pick<SessionRow, 'name' | 'parentName'>, now: number, f: NewJobFields): JobRow {
+  return {
     seq,
     id,
     type: f.type,
@@ -40,7 +37,7 @@ export async function enqueue(ctx: CoreContext, tx: Tx, session: SessionRow, f: 
     prompt: f.prompt,
     projectDir: f.projectDir,
     parentSessionName: session.parentName,
-    createdAt: tx.now,
+    createdAt: now,
     timeoutMs: f.timeoutMs,
     callbackOf: f.callbackOf,
     messageIds: f.messageIds,
@@ -55,7 +52,7 @@ export async function enqueue(ctx: CoreContext, tx: Tx, session: SessionRow, f: 
     claimedAt: null,
     startedAt: null,
     completedAt: null,
-    updatedAt: tx.now,
+    updatedAt: now,
     stopRequestedAt: null,
     stopReason: null,
     stoppedBy: null,
@@ -71,6 +68,14 @@ export async function enqueue(ctx: CoreContext, tx: Tx, session: SessionRow, f: 
     outputBytes: 0,
     agentTokenHash: null,
   };
+}
+
+/** Queue a new job on `session` and offer it if the session is free. */
+export async function enqueue(ctx: CoreContext, tx: Tx, session: SessionRow, f: NewJobFields): Promise<JobRow> {
+  const seq = await tx.nextJobSeq();
+  let id = newId('job_');
+  while (await tx.job(id)) id = newId('job_');
+  const row = newJobRow(seq, id, session, tx.now, f);
   await tx.insertJob(row);
   await tx.updateSession(session.name, { updatedAt: tx.now });
   ctx.log.debug({ job_id: id, session_name: session.name, type: f.type }, 'job created');
