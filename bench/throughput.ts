@@ -15,10 +15,10 @@
  *
  * Environment: BENCH_JOBS (20000), BENCH_LAUNCHERS (8), BENCH_CAPACITY (8, slots per launcher in
  * the batched protocol), BENCH_PRODUCERS (8, creates in flight in the single-job protocol),
- * BENCH_BATCH (500, jobs per POST /jobs/batch), BENCH_LATENCY_JOBS (3000), BENCH_LATENCY_WARMUP (2000),
- * BENCH_PARKED (10000),
- * BENCH_SETTLE (60), BENCH_ONLY=throughput|latency|parked|memory, BENCH_STORES=memory,sqlite, BENCH_PROTOCOLS=single,batched, and LOG_LEVEL for the
- * coordinator (default info, its log written to a file).
+ * BENCH_BATCH (500, jobs per POST /jobs/batch), BENCH_LATENCY_JOBS (3000), BENCH_LATENCY_WARMUP
+ * (2000), BENCH_PARKED (10000), BENCH_SETTLE (60), BENCH_ONLY=throughput|latency|parked|memory,
+ * BENCH_STORES=memory,sqlite, BENCH_PROTOCOLS=single,batched, and LOG_LEVEL for the coordinator
+ * (default info, its log written to a file).
  */
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
@@ -101,7 +101,6 @@ async function latencyTable(): Promise<void> {
         let row: string;
         try {
           const { samples, warmup } = await dispatchLatency({ url: server.url, jobs: LATENCY_JOBS, warmup: LATENCY_WARMUP, launchers: 4 }, protocol);
-          own.stop();
           await new Promise((resolve) => setTimeout(resolve, 500)); // the last log lines
           const responseTimes = fromLog(server.log()).slice(LATENCY_WARMUP);
           await server.stop(); // the coordinator writes its GC pauses as it exits
@@ -109,14 +108,15 @@ async function latencyTable(): Promise<void> {
           const from = samples[0]!.at;
           const to = samples[samples.length - 1]!.at + samples[samples.length - 1]!.ms;
           const within = (pauses: GcPause[]) => pauses.filter((p) => p.at + p.ms >= from && p.at <= to && (p.kind === 'minor' || p.kind === 'major'));
-          const theirs = within(existsSync(gcFile) ? (JSON.parse(readFileSync(gcFile, 'utf8')) as GcPause[]) : []);
+          const recorded = existsSync(gcFile) ? (JSON.parse(readFileSync(gcFile, 'utf8')) as GcPause[]) : undefined;
+          const theirs = within(recorded ?? []);
           const ours = within(own.pauses);
           const l = latencyOf(samples.map((x) => x.ms));
           const srv = latencyOf(responseTimes);
           const worst = [...samples].sort((a, b) => b.ms - a.ms).slice(0, Math.max(1, Math.floor(samples.length / 100)));
           const during = (pauses: GcPause[]) => worst.filter((x) => overlapsPause(x, pauses)).length;
           const pauseMs = latencyOf(theirs.map((p) => p.ms));
-          const pauses = existsSync(gcFile) ? `${theirs.length} (p50 ${ms(pauseMs.p50)}, max ${ms(pauseMs.max)})` : 'not recorded';
+          const pauses = recorded ? `${theirs.length} (p50 ${ms(pauseMs.p50)}, max ${ms(pauseMs.max)})` : 'not recorded';
           const park = protocol === 'single' ? 'GET /launcher/jobs' : 'POST /launcher/sync';
           row = `| ${store} | ${park} | ${ms(l.p50)} | ${ms(l.p90)} | ${ms(l.p99)} | ${ms(l.max)} | ${ms(latencyOf(warmup.map((x) => x.ms)).p99)} | ${ms(srv.p50)} | ${ms(srv.p99)} | ${during(theirs)} / ${during(ours)} of ${worst.length} | ${pauses} |`;
         } finally {

@@ -1,9 +1,9 @@
 /**
  * Where a latency tail comes from: the garbage-collection pauses of a process, on the system's
  * monotonic clock (`monotonicMs`, the same in every process of the machine), so that pauses of
- * the coordinator and of the benchmark's own process can be laid beside the samples. `node --import <this file>` records the process it is
- * loaded into and writes its pauses to $AGENTQ_BENCH_GC_FILE when the process exits; the bench
- * process records itself with `recordGc()`.
+ * the coordinator and of the benchmark's own process can be laid beside the samples.
+ * `node --import <this file>` records the process it is loaded into and writes its pauses to
+ * $AGENTQ_BENCH_GC_FILE when the process exits; the bench process records itself with `recordGc()`.
  */
 import { writeFileSync } from 'node:fs';
 import { constants, PerformanceObserver, performance, type PerformanceEntry } from 'node:perf_hooks';

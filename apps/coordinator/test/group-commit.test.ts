@@ -152,9 +152,7 @@ test('a job revived by an undo gets its deadline back, even after a sweep droppe
 });
 
 test('trimming the hot window keeps a job an undo revived, though it is still in the list of ended jobs', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'agentq-trim-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
-  const store = await SqliteStore.open(join(dir, 'agentq.db'), {
+  const store = await SqliteStore.open(join(tempDir(t), 'agentq.db'), {
     clock: systemClock,
     log: pino({ level: 'silent' }),
     outputMaxBytes: 1024,
@@ -184,9 +182,7 @@ test('trimming the hot window keeps a job an undo revived, though it is still in
 });
 
 test('SQLite: transactions that race the store closing are either on disk when they succeed or refused; none is lost', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'agentq-close-race-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
-  const path = join(dir, 'agentq.db');
+  const path = join(tempDir(t), 'agentq.db');
   const options = { clock: systemClock, log: pino({ level: 'silent' }), outputMaxBytes: 1024, hotJobs: 100, hotSessions: 100 };
   const store = await SqliteStore.open(path, options);
   /** each transaction's outcome: true, or the code it was refused with */

@@ -5,6 +5,7 @@ import { Writable } from 'node:stream';
 import type { TestContext } from 'node:test';
 import { AgentqClient, type SseMessage } from '@agentq/client';
 import type { Job, LifecycleEvent } from '@agentq/protocol';
+import type { Coordinator } from '../src/core/coordinator.js';
 import { newJobRow } from '../src/core/jobs.js';
 import type { JobRow } from '../src/core/rows.js';
 import { startCoordinator, type RunningCoordinator } from '../src/start.js';
@@ -140,7 +141,7 @@ export function parked(core: { waiters: import('node:events').EventEmitter }, la
  * on `jobId`: from then on the job's end wakes it. (Being called is not enough: on a store whose
  * reads are asynchronous, the wait reads its jobs first.)
  */
-export function watching(core: { watching: import('node:events').EventEmitter<{ watching: [readonly string[]] }> }, jobId: string): Promise<void> {
+export function watching(core: Pick<Coordinator, 'watching'>, jobId: string): Promise<void> {
   return new Promise((resolve) => {
     const on = (ids: readonly string[]) => {
       if (!ids.includes(jobId)) return;
