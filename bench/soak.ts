@@ -303,8 +303,10 @@ async function statusesOf(url: string, ids: string[]): Promise<Map<string, numbe
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ job_ids: ids.slice(i, i + 10), timeout_ms: 0, mode: 'all', include_terminal: true }),
     });
-    const body = (await res.body.json()) as { jobs: { status: string }[]; not_found: string[] };
-    for (const j of body.jobs) statuses.set(j.status, (statuses.get(j.status) ?? 0) + 1);
+    const body = (await res.body.json()) as { jobs: { status: string }[]; not_found: string[]; omitted: string[] };
+    // snapshots past the coordinator's MAX_ANSWER_BYTES are read one by one
+    const omitted = await Promise.all(body.omitted.map(async (id) => (await (await request(`${url}/jobs/${id}`)).body.json()) as { status: string }));
+    for (const j of [...body.jobs, ...omitted]) statuses.set(j.status, (statuses.get(j.status) ?? 0) + 1);
     if (body.not_found.length > 0) statuses.set('not_found', (statuses.get('not_found') ?? 0) + body.not_found.length);
   }
   return statuses;

@@ -86,8 +86,27 @@ export async function waitForJobs(
       if (aborted(o.signal) && latest.size > 0) return outcome();
       throw err;
     }
-    for (const job of res.jobs) latest.set(job.job_id, job);
+    // snapshots that did not fit in the answer (MAX_ANSWER_BYTES) are read one by one
+    const jobs = [...res.jobs, ...(await readEach(client, res.omitted ?? [], o.signal))];
+    for (const job of jobs) latest.set(job.job_id, job);
     for (const id of res.not_found) notFound.add(id);
-    o.onSnapshot?.(res.jobs);
+    o.onSnapshot?.(jobs);
   }
+}
+
+/** `GET /jobs/{id}` for each id, a few at a time; an id gone meanwhile (evicted) is skipped. */
+export async function readEach(client: AgentqClient, ids: readonly string[], signal: AbortSignal | undefined): Promise<Job[]> {
+  const out: Job[] = [];
+  for (let i = 0; i < ids.length; i += 4) {
+    const got = await Promise.all(
+      ids.slice(i, i + 4).map((id) =>
+        client.getJob(id, { signal }).catch((err: unknown) => {
+          if ((err as { status?: number }).status === 404) return null;
+          throw err;
+        }),
+      ),
+    );
+    for (const job of got) if (job) out.push(job);
+  }
+  return out;
 }

@@ -24,9 +24,9 @@ export interface TestCoordinator {
 }
 
 /** A real coordinator on 127.0.0.1:0 for one test, closed (with its clients) when the test ends. */
-export async function coordinator(t: TestContext): Promise<TestCoordinator> {
+export async function coordinator(t: TestContext, overrides: Parameters<typeof startCoordinator>[0] = {}): Promise<TestCoordinator> {
   // a quick sweeper so that jobs with a short timeout_ms turn timed_out promptly
-  const c = await startCoordinator({ pollTimeoutSeconds: 1, logLevel: 'silent', sweepIntervalMs: 20 });
+  const c = await startCoordinator({ pollTimeoutSeconds: 1, logLevel: 'silent', sweepIntervalMs: 20, ...overrides });
   const client = new AgentqClient({ url: c.url });
   t.after(async () => {
     await client.close();

@@ -29,9 +29,9 @@ const withoutAgentqVariables = () => Object.fromEntries(Object.entries(process.e
  */
 export async function coordinatorAndLauncher(
   t: TestContext,
-  o: { executor?: string; projectDir?: string } = {},
+  o: { executor?: string; projectDir?: string; config?: Parameters<typeof startCoordinator>[0] } = {},
 ): Promise<{ url: string; client: AgentqClient }> {
-  const c = await startCoordinator({ pollTimeoutSeconds: 1, logLevel: 'silent' });
+  const c = await startCoordinator({ pollTimeoutSeconds: 1, logLevel: 'silent', ...o.config });
   const client = new AgentqClient({ url: c.url });
   const state = mkdtempSync(join(tmpdir(), 'agentq-mcp-test-state-'));
   const child = spawn(

@@ -10,8 +10,8 @@ import { callTool, coordinatorAndLauncher, ended, mcpClient } from './mcp-helper
 const TOOLS = ['get_output', 'get_status', 'list_children', 'resume_session', 'send_message', 'start_session', 'stop', 'wait_for_jobs'];
 
 /** A root session `boss` whose first turn has run: the MCP server then acts as that session. */
-async function boss(t: import('node:test').TestContext) {
-  const { url, client } = await coordinatorAndLauncher(t);
+async function boss(t: import('node:test').TestContext, config: NonNullable<Parameters<typeof coordinatorAndLauncher>[1]>['config'] = {}) {
+  const { url, client } = await coordinatorAndLauncher(t, { config });
   const first = await client.createJob({ type: 'start_session', session_name: 'boss', prompt: 'plan the work' });
   assert.equal((await ended(client, first.job_id)).status, 'completed');
   const mcp = await mcpClient(t, { AGENTQ_URL: url, AGENTQ_SESSION_NAME: 'boss', AGENTQ_JOB_ID: first.job_id });
@@ -179,4 +179,19 @@ test('agentq mcp outside a job: new sessions are roots, and the answer says nobo
   const list = await callTool(mcp, 'list_children');
   assert.equal(list.isError, true);
   assert.match(list.text, /session_name is required outside an agentq job/);
+});
+
+test('agentq mcp: wait_for_jobs reads the snapshots that did not fit in the coordinator\'s answer (MAX_ANSWER_BYTES)', async (t) => {
+  const { mcp } = await boss(t, { maxAnswerBytes: 1024 });
+  const ids: string[] = [];
+  for (const n of ['a', 'b', 'c']) {
+    const started = await callTool(mcp, 'start_session', { session_name: n, prompt: `UNTIL_STOPPED ${n.repeat(2000)}` });
+    assert.equal(started.isError, false, started.text);
+    ids.push(started.data.job.job_id);
+  }
+  const waited = await callTool(mcp, 'wait_for_jobs', { job_ids: ids, mode: 'all', timeout_ms: 0 });
+  assert.equal(waited.isError, false, waited.text);
+  assert.deepEqual(waited.data.jobs.map((j: { job_id: string }) => j.job_id), ids);
+  assert.deepEqual([...waited.data.terminal, ...waited.data.not_terminal].sort(), [...ids].sort());
+  assert.match(waited.text, /of 3 job\(s\) still active/);
 });

@@ -67,6 +67,24 @@ describe('agentq wait', () => {
     );
   });
 
+  it('reads one by one the snapshots that did not fit in the coordinator\'s answer (MAX_ANSWER_BYTES)', async (t) => {
+    const c = await coordinator(t, { maxAnswerBytes: 1024 });
+    const ids: string[] = [];
+    for (const n of ['a', 'b', 'c']) ids.push((await c.client.createJob({ type: 'start_session', session_name: n, prompt: n.repeat(2000) })).job_id);
+    const pending = waitData(await cli(c.url, ['wait', ...ids, '--all', '--timeout', '0', '--json']));
+    assert.deepEqual(pending.jobs.map((j) => [j.job_id, j.status]), ids.map((id) => [id, 'pending']));
+
+    for (let i = 0; i < 3; i++) {
+      const job = await c.launcher.claimAndStart();
+      await c.launcher.complete(job.job_id, `result ${job.session_name}`);
+    }
+    const r = await cli(c.url, ['wait', ...ids, '--all', '--timeout', '30s', '--json']);
+    assert.equal(r.code, 0, r.stdout);
+    const done = waitData(r);
+    assert.equal(done.done, true);
+    assert.deepEqual(done.jobs.map((j) => [j.job_id, j.result]), [[ids[0], 'result a'], [ids[1], 'result b'], [ids[2], 'result c']]);
+  });
+
   it('any: a job that ends between the snapshot and the long-poll still ends the wait at once', async (t) => {
     const c = await coordinator(t);
     const [a, b] = (await createJobs(c, 2)) as [string, string];

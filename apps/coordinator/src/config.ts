@@ -65,6 +65,8 @@ export const ConfigSchema = Type.Object({
   // --- limits and timeouts (docs/operations.md, "Limits and timeouts") ---
   /** UTF-8 bytes of prompts that pending jobs may hold; beyond it job creation is 503 queue_full (null = a quarter of the heap limit) */
   maxQueuedBytes: Type.Union([Type.Integer({ minimum: 1 }), Type.Null()]),
+  /** characters of prompts, results and errors one list page or `POST /jobs/wait` answer carries; past it a page ends early and a wait answer lists the rest in `omitted` (always at least one item) */
+  maxAnswerBytes: Type.Integer({ minimum: 1024, maximum: 1024 * 1024 * 1024 }),
   /** open `GET /events` streams; one more is 503 too_many_clients */
   maxSseClients: Type.Integer({ minimum: 0, maximum: 1_000_000 }),
   /** bytes buffered for all event-stream clients together; beyond it the slowest are cut first */
@@ -127,6 +129,7 @@ export const DEFAULT_CONFIG: CoordinatorConfig = {
   overloadSampleIntervalMs: 1000,
   jobsRateLimitPerMinute: 0,
   maxQueuedBytes: null,
+  maxAnswerBytes: 8 * 1024 * 1024,
   maxSseClients: 1000,
   sseMaxBufferedBytes: 64 * 1024 * 1024,
   maxConnections: null,
@@ -173,6 +176,7 @@ const ENV: ReadonlyArray<[string, keyof CoordinatorConfig, 'string' | 'number' |
   ['OVERLOAD_RETRY_AFTER', 'overloadRetryAfterSeconds', 'number'],
   ['JOBS_RATE_LIMIT_PER_MINUTE', 'jobsRateLimitPerMinute', 'number'],
   ['MAX_QUEUED_BYTES', 'maxQueuedBytes', 'number'],
+  ['MAX_ANSWER_BYTES', 'maxAnswerBytes', 'number'],
   ['MAX_SSE_CLIENTS', 'maxSseClients', 'number'],
   ['SSE_MAX_BUFFERED_BYTES', 'sseMaxBufferedBytes', 'number'],
   ['MAX_CONNECTIONS', 'maxConnections', 'number'],

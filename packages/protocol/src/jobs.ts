@@ -204,6 +204,10 @@ export const WaitManyResponse = Type.Object({
   done: Type.Boolean(),
   jobs: Type.Array(Job),
   not_found: Type.Array(Type.String()),
+  omitted: Type.Array(JobId, {
+    description:
+      'known jobs whose snapshots did not fit in this answer (MAX_ANSWER_BYTES of prompts, results and errors): read them with GET /jobs/{job_id}; `done` counts them',
+  }),
 });
 export type WaitManyResponse = Static<typeof WaitManyResponse>;
 

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { readEach } from '../waiting.js';
 import { ToolError } from './answers.js';
 import type { AddTool, ToolContext } from './server.js';
 import { describeJob, describeSession, joined, jobView, sessionView } from './views.js';
@@ -73,8 +74,11 @@ export function registerJobTools(add: AddTool, { client }: ToolContext): void {
         { job_ids, mode, timeout_ms, ...(include_terminal === undefined ? {} : { include_terminal }) },
         { signal },
       );
-      const perJob = Math.max(1024, Math.floor(WAIT_RESULTS_BYTES / Math.max(1, r.jobs.length)));
-      const jobs = r.jobs.map((j) => jobView(j, perJob));
+      // snapshots that did not fit in the coordinator's answer (MAX_ANSWER_BYTES) are read one by one
+      const order = new Map(job_ids.map((id, i) => [id, i]));
+      const all = [...r.jobs, ...(await readEach(client, r.omitted ?? [], signal))].sort((a, b) => order.get(a.job_id)! - order.get(b.job_id)!);
+      const perJob = Math.max(1024, Math.floor(WAIT_RESULTS_BYTES / Math.max(1, all.length)));
+      const jobs = all.map((j) => jobView(j, perJob));
       const terminal = jobs.filter((j) => j.terminal).map((j) => j.job_id);
       const notTerminal = jobs.filter((j) => !j.terminal).map((j) => j.job_id);
       let head: string;

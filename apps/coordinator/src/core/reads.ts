@@ -9,6 +9,7 @@ import {
   type Session,
   type SessionList,
 } from '@agentq/protocol';
+import { fitting, jobTextSize, sessionTextSize } from './answer-budget.js';
 import type { CoreContext } from './context.js';
 import { CoordinatorError, jobNotFound, validation } from './errors.js';
 import type { JobWatchers } from './job-watchers.js';
@@ -34,8 +35,14 @@ export type ListJobsQuery = Omit<ListJobsFilter, 'limit' | 'before'> & { limit: 
 export async function listJobs(ctx: CoreContext, filter: ListJobsQuery): Promise<JobList> {
   const { cursor, ...rest } = filter;
   const rows = await ctx.store.listJobs({ ...rest, limit: filter.limit + 1, ...(cursor !== undefined ? { before: cursor } : {}) });
-  const more = rows.length > filter.limit;
+  let more = rows.length > filter.limit;
   if (more) rows.pop();
+  // a page also ends once it carries MAX_ANSWER_BYTES of text (answer-budget.ts)
+  const fit = fitting(rows, ctx.config.maxAnswerBytes, jobTextSize);
+  if (fit < rows.length) {
+    rows.length = fit;
+    more = true;
+  }
   const reasons = await pendingReasons(ctx, rows);
   return {
     jobs: rows.map((r) => toWireJob(r, reasons.get(r.id) ?? null)),
@@ -87,9 +94,15 @@ export async function listSessions(ctx: CoreContext, q: ListSessionsQuery): Prom
     ...(q.status !== undefined ? { status: q.status } : {}),
     ...(before !== undefined ? { before } : {}),
   });
-  const more = rows.length > limit;
+  let more = rows.length > limit;
   if (more) rows.pop();
-  const list = await Promise.all(rows.map(async (s) => toWireSession(s, await ctx.store.sessionExtras(s))));
+  const extras = await Promise.all(rows.map((s) => ctx.store.sessionExtras(s)));
+  const fit = fitting(rows.map((s, i) => [s, extras[i]!] as const), ctx.config.maxAnswerBytes, ([s, x]) => sessionTextSize(s, x));
+  if (fit < rows.length) {
+    rows.length = fit;
+    more = true;
+  }
+  const list = rows.map((s, i) => toWireSession(s, extras[i]!));
   return { sessions: list, next_cursor: more ? String(rows[rows.length - 1]!.seq) : null };
 }
 

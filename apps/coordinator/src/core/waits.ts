@@ -1,4 +1,5 @@
 import { isTerminal, type Job, type WaitManyResponse } from '@agentq/protocol';
+import { fitting, jobTextSize } from './answer-budget.js';
 import type { CoreContext } from './context.js';
 import { jobNotFound } from './errors.js';
 import type { JobWatchers } from './job-watchers.js';
@@ -59,11 +60,16 @@ export async function waitJobs(
     first = false;
     return met();
   });
+  // past MAX_ANSWER_BYTES of text the rest are named, not sent (answer-budget.ts); the jobs that
+  // ended come first, since they are what the caller waited for; the answer keeps request order
+  const byInterest = [...found.filter((j) => isTerminal(j.status)), ...found.filter((j) => !isTerminal(j.status))];
+  const sent = new Set(byInterest.slice(0, fitting(byInterest, ctx.config.maxAnswerBytes, jobTextSize)));
   return {
     mode,
     done: met(),
-    jobs: await Promise.all(found.map((j) => wireJob(ctx, j))),
+    jobs: await Promise.all(found.filter((j) => sent.has(j)).map((j) => wireJob(ctx, j))),
     not_found: unique.filter((id) => !known.has(id)),
+    omitted: found.filter((j) => !sent.has(j)).map((j) => j.id),
   };
 }
 

@@ -1,0 +1,96 @@
+/**
+ * Large answers (`npm run bench:answers`; docs/benchmarks.md, "Large answers"): a coordinator
+ * process (memory store) holding BENCH_JOBS pending jobs with BENCH_PROMPT_BYTES prompts, then
+ * BENCH_READERS clients at once asking for everything: `GET /jobs?limit=1000` (the first page, as
+ * a dashboard would), then `POST /jobs/wait` on every id. Meanwhile `/health` is probed every
+ * 20 ms. Reported per request kind: the bytes of one answer, the time until all were read, the
+ * slowest `/health`, and the coordinator's peak RSS (VmHWM) before and after.
+ *
+ * BENCH_COORDINATOR runs another build's main.js (bench/lib/process.ts): the same workload before
+ * a change.
+ */
+import { readFileSync } from 'node:fs';
+import { performance } from 'node:perf_hooks';
+import { AgentqClient } from '@agentq/client';
+import { request } from 'undici';
+import { QUIET_ENV, startCoordinatorProcess } from './lib/process.js';
+import { env, mb, ms } from './lib/stats.js';
+
+const JOBS = env('BENCH_JOBS', 300);
+const PROMPT_BYTES = env('BENCH_PROMPT_BYTES', 1024 * 1024);
+const READERS = env('BENCH_READERS', 4);
+
+const peakOf = (pid: number) => Number(/VmHWM:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) * 1024;
+
+async function main(): Promise<void> {
+  const server = await startCoordinatorProcess('memory:', QUIET_ENV);
+  const client = new AgentqClient({ url: server.url });
+  try {
+    const filler = 'x'.repeat(PROMPT_BYTES - 16);
+    const ids: string[] = [];
+    // a few per request: a body holds at most 6 prompts of MAX_PROMPT_BYTES
+    for (let i = 0; i < JOBS; i += 5) {
+      const batch = Array.from({ length: Math.min(5, JOBS - i) }, (_, k) => ({ type: 'start_session' as const, session_name: `big-${i + k}`, prompt: `${i + k}:${filler}` }));
+      ids.push(...(await client.createJobs(batch)).map((j) => j.job_id));
+    }
+    console.log(`\n## Large answers: ${JOBS} pending jobs with ${mb(PROMPT_BYTES)} prompts, ${READERS} readers at once\n`);
+    console.log('| request | bytes per answer | all answers read after | slowest /health meanwhile | coordinator peak RSS before → after |');
+    console.log('|---|---|---|---|---|');
+    const kinds: [string, () => Promise<number>][] = [
+      ['`GET /jobs?limit=1000`', () => read(`${server.url}/jobs?limit=1000`)],
+      ['`POST /jobs/wait` (every id, `timeout_ms: 0`)', () => read(`${server.url}/jobs/wait`, JSON.stringify({ job_ids: ids, timeout_ms: 0 }))],
+    ];
+    for (const [name, once] of kinds) {
+      const peakBefore = peakOf(server.pid);
+      const probes = probe(`${server.url}/health`);
+      const t0 = performance.now();
+      const sizes = await Promise.all(Array.from({ length: READERS }, once));
+      const elapsed = performance.now() - t0;
+      const slowest = await probes.stop();
+      console.log(`| ${name} | ${mb(sizes[0]!)} | ${ms(elapsed, 0)} | ${ms(slowest, 0)} | ${mb(peakBefore)} → ${mb(peakOf(server.pid))} |`);
+    }
+  } finally {
+    await client.close();
+    await server.stop();
+  }
+}
+
+/** One request; the bytes of its answer (read to the end). */
+async function read(url: string, body?: string): Promise<number> {
+  const res = await request(url, {
+    method: body === undefined ? 'GET' : 'POST',
+    ...(body === undefined ? {} : { body, headers: { 'content-type': 'application/json' } }),
+    headersTimeout: 600_000,
+    bodyTimeout: 600_000,
+  });
+  let n = 0;
+  for await (const chunk of res.body) n += (chunk as Buffer).length;
+  if (res.statusCode !== 200) throw new Error(`${url}: ${res.statusCode}`);
+  return n;
+}
+
+/** `GET /health` every 20 ms until stopped; resolves with the slowest answer's time. */
+function probe(url: string): { stop: () => Promise<number> } {
+  let running = true;
+  let slowest = 0;
+  const loop = (async () => {
+    while (running) {
+      const t0 = performance.now();
+      await (await request(url)).body.dump();
+      slowest = Math.max(slowest, performance.now() - t0);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  })();
+  return {
+    stop: async () => {
+      running = false;
+      await loop;
+      return slowest;
+    },
+  };
+}
+
+main().catch((err: unknown) => {
+  console.error(err);
+  process.exit(1);
+});
