@@ -16,6 +16,8 @@
  * failed or took over 100 ms, an acknowledged job did not complete, peak RSS over SOAK_RSS_BOUND_MB
  * (default: the coordinator's heap limit + 256 MiB; docs/operations.md, "Memory").
  * SOAK_COORDINATOR_NODE_OPTIONS are given to the coordinator's node (e.g. --max-old-space-size=1024);
+ * SOAK_COORDINATOR_CPUS runs it under `taskset -c` (with the soak itself on the other cores:
+ * `taskset -c 1 env SOAK_COORDINATOR_CPUS=0 npm run bench:soak`, the coordinator's host to itself);
  * SOAK_ENV_<NAME> sets the coordinator's variable NAME; SOAK_DATABASE_URL its store.
  *
  * Bounded: SOAK_SECONDS (default 60), SOAK_MAX_JOBS acknowledged at most (default 5000),
@@ -69,7 +71,10 @@ function memoryOf(pid: number): { rss: number; peak: number } {
 
 async function startCoordinator(dir: string): Promise<{ child: ChildProcess; url: string; lines: () => number }> {
   const nodeArgs = (process.env.SOAK_COORDINATOR_NODE_OPTIONS ?? '').split(' ').filter(Boolean);
-  const child = spawn(process.execPath, [...nodeArgs, COORDINATOR], {
+  // SOAK_COORDINATOR_CPUS: the coordinator on these cores only (taskset exec's node: same pid)
+  const cpus = process.env.SOAK_COORDINATOR_CPUS;
+  const command = cpus ? ['taskset', '-c', cpus, process.execPath] : [process.execPath];
+  const child = spawn(command[0]!, [...command.slice(1), ...nodeArgs, COORDINATOR], {
     env: {
       PATH: process.env.PATH ?? '',
       HOST: '127.0.0.1',
