@@ -36,6 +36,10 @@ test('fitting: rows until the budget is passed, and always the first', () => {
   assert.equal(fitting([4, 6, 1], 10, size), 2);
   assert.equal(fitting([4, 6], 10, size), 2);
   assert.equal(fitting([11, 1], 10, size), 1);
+  // and at most `max` rows, asking the size of those only
+  const asked: number[] = [];
+  assert.equal(fitting([1, 1, 1], 10, (n, i) => (asked.push(i), n), 2), 2);
+  assert.deepEqual(asked, [0, 1]);
 });
 
 test('GET /jobs: a page ends once its prompts, results and errors pass MAX_ANSWER_BYTES; the cursor goes on from there', async (t) => {

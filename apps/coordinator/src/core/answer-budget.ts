@@ -11,14 +11,18 @@ import type { SessionExtras } from './wire.js';
  * matters here is the order of magnitude.
  */
 
-/** How many of `rows`, from the first, fit in `budget` (at least one when there is one). */
-export function fitting<T>(rows: readonly T[], budget: number, size: (row: T) => number): number {
+/**
+ * How many of `rows`, from the first, fit in `budget` and in `max` rows (at least one when there
+ * is one). `size` is asked only of the rows it counts, with their index.
+ */
+export function fitting<T>(rows: readonly T[], budget: number, size: (row: T, i: number) => number, max = rows.length): number {
+  const n = Math.min(max, rows.length);
   let used = 0;
-  for (let i = 0; i < rows.length; i++) {
-    used += size(rows[i]!);
+  for (let i = 0; i < n; i++) {
+    used += size(rows[i]!, i);
     if (used > budget && i > 0) return i;
   }
-  return rows.length;
+  return n;
 }
 
 export const jobTextSize = (j: JobRow): number => j.prompt.length + (j.result?.length ?? 0) + (j.error?.length ?? 0);

@@ -35,14 +35,10 @@ export type ListJobsQuery = Omit<ListJobsFilter, 'limit' | 'before'> & { limit: 
 export async function listJobs(ctx: CoreContext, filter: ListJobsQuery): Promise<JobList> {
   const { cursor, ...rest } = filter;
   const rows = await ctx.store.listJobs({ ...rest, limit: filter.limit + 1, ...(cursor !== undefined ? { before: cursor } : {}) });
-  let more = rows.length > filter.limit;
-  if (more) rows.pop();
-  // a page also ends once it carries MAX_ANSWER_BYTES of text (answer-budget.ts)
-  const fit = fitting(rows, ctx.config.maxAnswerBytes, jobTextSize);
-  if (fit < rows.length) {
-    rows.length = fit;
-    more = true;
-  }
+  // up to `limit` rows, fewer once they carry MAX_ANSWER_BYTES of text (answer-budget.ts)
+  const n = fitting(rows, ctx.config.maxAnswerBytes, jobTextSize, filter.limit);
+  const more = n < rows.length;
+  rows.length = n;
   const reasons = await pendingReasons(ctx, rows);
   return {
     jobs: rows.map((r) => toWireJob(r, reasons.get(r.id) ?? null)),
@@ -94,14 +90,10 @@ export async function listSessions(ctx: CoreContext, q: ListSessionsQuery): Prom
     ...(q.status !== undefined ? { status: q.status } : {}),
     ...(before !== undefined ? { before } : {}),
   });
-  let more = rows.length > limit;
-  if (more) rows.pop();
-  const extras = await Promise.all(rows.map((s) => ctx.store.sessionExtras(s)));
-  const fit = fitting(rows.map((s, i) => [s, extras[i]!] as const), ctx.config.maxAnswerBytes, ([s, x]) => sessionTextSize(s, x));
-  if (fit < rows.length) {
-    rows.length = fit;
-    more = true;
-  }
+  const extras = await Promise.all(rows.slice(0, limit).map((s) => ctx.store.sessionExtras(s)));
+  const n = fitting(rows, ctx.config.maxAnswerBytes, (s, i) => sessionTextSize(s, extras[i]!), limit);
+  const more = n < rows.length;
+  rows.length = n;
   const list = rows.map((s, i) => toWireSession(s, extras[i]!));
   return { sessions: list, next_cursor: more ? String(rows[rows.length - 1]!.seq) : null };
 }
