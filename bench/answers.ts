@@ -9,18 +9,15 @@
  * BENCH_COORDINATOR runs another build's main.js (bench/lib/process.ts): the same workload before
  * a change.
  */
-import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { AgentqClient } from '@agentq/client';
 import { request } from 'undici';
-import { QUIET_ENV, startCoordinatorProcess } from './lib/process.js';
+import { memoryOf, QUIET_ENV, startCoordinatorProcess } from './lib/process.js';
 import { env, mb, ms } from './lib/stats.js';
 
 const JOBS = env('BENCH_JOBS', 300);
 const PROMPT_BYTES = env('BENCH_PROMPT_BYTES', 1024 * 1024);
 const READERS = env('BENCH_READERS', 4);
-
-const peakOf = (pid: number) => Number(/VmHWM:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) * 1024;
 
 async function main(): Promise<void> {
   const server = await startCoordinatorProcess('memory:', QUIET_ENV);
@@ -41,13 +38,13 @@ async function main(): Promise<void> {
       ['`POST /jobs/wait` (every id, `timeout_ms: 0`)', () => read(`${server.url}/jobs/wait`, JSON.stringify({ job_ids: ids, timeout_ms: 0 }))],
     ];
     for (const [name, once] of kinds) {
-      const peakBefore = peakOf(server.pid);
+      const peakBefore = memoryOf(server.pid).peak;
       const probes = probe(`${server.url}/health`);
       const t0 = performance.now();
       const sizes = await Promise.all(Array.from({ length: READERS }, once));
       const elapsed = performance.now() - t0;
       const slowest = await probes.stop();
-      console.log(`| ${name} | ${mb(sizes[0]!)} | ${ms(elapsed, 0)} | ${ms(slowest, 0)} | ${mb(peakBefore)} → ${mb(peakOf(server.pid))} |`);
+      console.log(`| ${name} | ${mb(sizes[0]!)} | ${ms(elapsed, 0)} | ${ms(slowest, 0)} | ${mb(peakBefore)} → ${mb(memoryOf(server.pid).peak)} |`);
     }
   } finally {
     await client.close();

@@ -32,6 +32,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { Pool, request } from 'undici';
+import { memoryOf } from './lib/process.js';
 import { percentile } from './lib/stats.js';
 
 const env = (name: string, fallback: number) => Number(process.env[name] ?? fallback);
@@ -60,13 +61,6 @@ function openFileLimit(): number | null {
     .find((l) => l.startsWith('Max open files'));
   const n = Number(line?.split(/\s{2,}/)[1]);
   return Number.isFinite(n) ? n : null;
-}
-
-/** VmRSS and VmHWM (peak) of a process, in bytes. */
-function memoryOf(pid: number): { rss: number; peak: number } {
-  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-  const kb = (key: string) => Number(/^\S+:\s+(\d+)/.exec(status.split('\n').find((l) => l.startsWith(key)) ?? '')?.[1] ?? 0) * 1024;
-  return { rss: kb('VmRSS:'), peak: kb('VmHWM:') };
 }
 
 async function startCoordinator(dir: string): Promise<{ child: ChildProcess; url: string; lines: () => number }> {

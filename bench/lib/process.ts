@@ -40,6 +40,13 @@ export function rssOf(pid: number): number {
   return Number(kb) * 1024;
 }
 
+/** VmRSS and VmHWM (peak) of a process, in bytes. */
+export function memoryOf(pid: number): { rss: number; peak: number } {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kb = (key: string) => Number(/^\S+:\s+(\d+)/.exec(status.split('\n').find((l) => l.startsWith(key)) ?? '')?.[1] ?? 0) * 1024;
+  return { rss: kb('VmRSS:'), peak: kb('VmHWM:') };
+}
+
 /** Clock ticks per second of /proc/<pid>/stat (USER_HZ: 100 on Linux). */
 const TICKS_PER_SECOND = 100;
 
