@@ -3,8 +3,9 @@
  * process (memory store) holding BENCH_JOBS pending jobs with BENCH_PROMPT_BYTES prompts, then
  * BENCH_READERS clients at once asking for everything: `GET /jobs?limit=1000` (the first page, as
  * a dashboard would), then `POST /jobs/wait` on every id. Meanwhile `/health` is probed every
- * 20 ms. Reported per request kind: the bytes of one answer, the time until all were read, the
- * slowest `/health`, and the coordinator's peak RSS (VmHWM) before and after.
+ * 20 ms. A reader answered 503 comes back after the Retry-After, as the project's client does.
+ * Reported per request kind: the bytes of the answers, how many 503s were answered, the time until
+ * all were read, the slowest `/health`, and the coordinator's peak RSS (VmHWM) before and after.
  *
  * BENCH_COORDINATOR runs another build's main.js (bench/lib/process.ts): the same workload before
  * a change.
@@ -31,9 +32,9 @@ async function main(): Promise<void> {
       ids.push(...(await client.createJobs(batch)).map((j) => j.job_id));
     }
     console.log(`\n## Large answers: ${JOBS} pending jobs with ${mb(PROMPT_BYTES)} prompts, ${READERS} readers at once\n`);
-    console.log('| request | bytes per answer | all answers read after | slowest /health meanwhile | coordinator peak RSS before → after |');
-    console.log('|---|---|---|---|---|');
-    const kinds: [string, () => Promise<number>][] = [
+    console.log('| request | bytes per answer | 503 then retried | all answers read after | slowest /health meanwhile | coordinator peak RSS before → after |');
+    console.log('|---|---|---|---|---|---|');
+    const kinds: [string, () => Promise<Answer>][] = [
       ['`GET /jobs?limit=1000`', () => read(`${server.url}/jobs?limit=1000`)],
       ['`POST /jobs/wait` (every id, `timeout_ms: 0`)', () => read(`${server.url}/jobs/wait`, JSON.stringify({ job_ids: ids, timeout_ms: 0 }))],
     ];
@@ -41,10 +42,14 @@ async function main(): Promise<void> {
       const peakBefore = memoryOf(server.pid).peak;
       const probes = probe(`${server.url}/health`);
       const t0 = performance.now();
-      const sizes = await Promise.all(Array.from({ length: READERS }, once));
+      const answers = await Promise.all(Array.from({ length: READERS }, once));
       const elapsed = performance.now() - t0;
       const slowest = await probes.stop();
-      console.log(`| ${name} | ${mb(sizes[0]!)} | ${ms(elapsed, 0)} | ${ms(slowest, 0)} | ${mb(peakBefore)} → ${mb(memoryOf(server.pid).peak)} |`);
+      const sizes = answers.map((a) => a.bytes);
+      const [least, most] = [Math.min(...sizes), Math.max(...sizes)];
+      const bytes = least === most ? mb(most) : `${mb(least)}–${mb(most)}`;
+      const retried = answers.reduce((n, a) => n + a.refusals, 0);
+      console.log(`| ${name} | ${bytes} | ${retried} | ${ms(elapsed, 0)} | ${ms(slowest, 0)} | ${mb(peakBefore)} → ${mb(memoryOf(server.pid).peak)} |`);
     }
   } finally {
     await client.close();
@@ -52,18 +57,32 @@ async function main(): Promise<void> {
   }
 }
 
-/** One request; the bytes of its answer (read to the end). */
-async function read(url: string, body?: string): Promise<number> {
-  const res = await request(url, {
-    method: body === undefined ? 'GET' : 'POST',
-    ...(body === undefined ? {} : { body, headers: { 'content-type': 'application/json' } }),
-    headersTimeout: 600_000,
-    bodyTimeout: 600_000,
-  });
-  let n = 0;
-  for await (const chunk of res.body) n += (chunk as Buffer).length;
-  if (res.statusCode !== 200) throw new Error(`${url}: ${res.statusCode}`);
-  return n;
+interface Answer {
+  /** of the 200 answer, read to the end */
+  bytes: number;
+  /** 503s with a Retry-After before it */
+  refusals: number;
+}
+
+/** One request, sent again after the Retry-After of a 503 as the project's client does. */
+async function read(url: string, body?: string): Promise<Answer> {
+  for (let refusals = 0; ; refusals++) {
+    const res = await request(url, {
+      method: body === undefined ? 'GET' : 'POST',
+      ...(body === undefined ? {} : { body, headers: { 'content-type': 'application/json' } }),
+      headersTimeout: 600_000,
+      bodyTimeout: 600_000,
+    });
+    let bytes = 0;
+    for await (const chunk of res.body) bytes += (chunk as Buffer).length;
+    const retryAfter = Number(res.headers['retry-after']);
+    if (res.statusCode === 503 && Number.isFinite(retryAfter)) {
+      await new Promise((r) => setTimeout(r, retryAfter * 1000));
+      continue;
+    }
+    if (res.statusCode !== 200) throw new Error(`${url}: ${res.statusCode}`);
+    return { bytes, refusals };
+  }
 }
 
 /** `GET /health` every 20 ms until stopped; resolves with the slowest answer's time. */

@@ -130,6 +130,7 @@ export async function buildApp(config: CoordinatorConfig, deps: AppDeps = {}): P
       queuedBytes: async () => (await core.store.counts()).pendingBytes,
       maxQueuedBytes: core.admission.maxQueuedBytes,
       queueFullRefusals: () => core.admission.refused,
+      answers: () => ({ held: core.answers.held, max: core.answers.total, refused: core.answers.refused }),
       connections: () => ({
         open: connections.open,
         refused: connections.refused,

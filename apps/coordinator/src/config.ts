@@ -67,6 +67,8 @@ export const ConfigSchema = Type.Object({
   maxQueuedBytes: Type.Union([Type.Integer({ minimum: 1 }), Type.Null()]),
   /** characters of prompts, results and errors one list page or `POST /jobs/wait` answer carries; past it a page ends early and a wait answer lists the rest in `omitted` (always at least one item) */
   maxAnswerBytes: Type.Integer({ minimum: 1024, maximum: 1024 * 1024 * 1024 }),
+  /** characters of prompts, results and errors all such answers in flight carry together; past it pages shrink, then a list is 503 overloaded (null = a sixteenth of the heap limit) */
+  maxAnswerBytesInFlight: Type.Union([Type.Integer({ minimum: 1024 }), Type.Null()]),
   /** open `GET /events` streams; one more is 503 too_many_clients */
   maxSseClients: Type.Integer({ minimum: 0, maximum: 1_000_000 }),
   /** bytes buffered for all event-stream clients together; beyond it the slowest are cut first */
@@ -130,6 +132,7 @@ export const DEFAULT_CONFIG: CoordinatorConfig = {
   jobsRateLimitPerMinute: 0,
   maxQueuedBytes: null,
   maxAnswerBytes: 8 * 1024 * 1024,
+  maxAnswerBytesInFlight: null,
   maxSseClients: 1000,
   sseMaxBufferedBytes: 64 * 1024 * 1024,
   maxConnections: null,
@@ -177,6 +180,7 @@ const ENV: ReadonlyArray<[string, keyof CoordinatorConfig, 'string' | 'number' |
   ['JOBS_RATE_LIMIT_PER_MINUTE', 'jobsRateLimitPerMinute', 'number'],
   ['MAX_QUEUED_BYTES', 'maxQueuedBytes', 'number'],
   ['MAX_ANSWER_BYTES', 'maxAnswerBytes', 'number'],
+  ['MAX_ANSWER_BYTES_IN_FLIGHT', 'maxAnswerBytesInFlight', 'number'],
   ['MAX_SSE_CLIENTS', 'maxSseClients', 'number'],
   ['SSE_MAX_BUFFERED_BYTES', 'sseMaxBufferedBytes', 'number'],
   ['MAX_CONNECTIONS', 'maxConnections', 'number'],

@@ -47,6 +47,15 @@ export function queuedBytesLimit(config: Pick<CoordinatorConfig, 'maxQueuedBytes
 }
 
 /**
+ * MAX_ANSWER_BYTES_IN_FLIGHT, or its default: a sixteenth of the heap limit (256 MiB of a 4 GiB
+ * heap: 32 answers of the default MAX_ANSWER_BYTES). An answer's text is on the heap while it is
+ * built and in a buffer until the client has read it.
+ */
+export function answerBytesInFlightLimit(config: Pick<CoordinatorConfig, 'maxAnswerBytesInFlight'>): number {
+  return config.maxAnswerBytesInFlight ?? Math.floor(getHeapStatistics().heap_size_limit / 16);
+}
+
+/**
  * The body limit: a prompt of MAX_PROMPT_BYTES must fit however it is escaped (a client may send
  * every character as `\uXXXX`: up to 6 bytes of JSON per byte of prompt), and an output batch of
  * JOB_OUTPUT_MAX_BYTES with the same room. Never below 1 MiB.

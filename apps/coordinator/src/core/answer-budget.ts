@@ -2,27 +2,92 @@ import type { JobRow, SessionRow } from './rows.js';
 import type { SessionExtras } from './wire.js';
 
 /*
- * How much large text one answer carries (MAX_ANSWER_BYTES): a list page or a `POST /jobs/wait`
- * answer takes rows until their prompts, results and errors pass the budget. Without it, a page
- * of 1,000 jobs with 1 MiB prompts was a 1 GiB answer, built in one turn of the event loop. The
- * first row always fits: no job or session is too big to be read.
+ * How much large text answers carry. A list page or a `POST /jobs/wait` answer takes rows until
+ * their prompts, results and errors pass MAX_ANSWER_BYTES: without it, a page of 1,000 jobs with
+ * 1 MiB prompts was a 1 GiB answer, built in one turn of the event loop. And all such answers in
+ * flight together, from when one is built until its response has been written out or abandoned,
+ * carry at most MAX_ANSWER_BYTES_IN_FLIGHT: without it, 50 readers asking at once took the
+ * coordinator to 764 MB, and a few hundred (or readers that never read) past its heap.
  *
- * Sizes are string lengths (UTF-16 code units), not encoded bytes: cheap to count, and what
+ * When nothing else is in flight the first row always fits: no job or session is too big to be
+ * read. Sizes are string lengths (UTF-16 code units), not encoded bytes: cheap to count, and what
  * matters here is the order of magnitude.
  */
 
 /**
  * How many of `rows`, from the first, fit in `budget` and in `max` rows (at least one when there
- * is one). `size` is asked only of the rows it counts, with their index.
+ * is one), and the size of those. `size` is asked only of the rows it counts, with their index.
  */
-export function fitting<T>(rows: readonly T[], budget: number, size: (row: T, i: number) => number, max = rows.length): number {
+export function fitting<T>(
+  rows: readonly T[],
+  budget: number,
+  size: (row: T, i: number) => number,
+  max = rows.length,
+): { count: number; size: number } {
   const n = Math.min(max, rows.length);
   let used = 0;
   for (let i = 0; i < n; i++) {
-    used += size(rows[i]!, i);
-    if (used > budget && i > 0) return i;
+    const next = used + size(rows[i]!, i);
+    if (next > budget && i > 0) return { count: i, size: used };
+    used = next;
   }
-  return n;
+  return { count: n, size: used };
+}
+
+/** Runs `release` once the answer has been written out or abandoned (HTTP: its response's close). */
+export type AnswerHold = (release: () => void) => void;
+
+/** One answer's share of the budget: see AnswersInFlight.take. */
+export interface AnswerRoom {
+  take<T>(rows: readonly T[], size: (row: T, i: number) => number, max?: number): number | null;
+}
+
+/** The text of the large answers in flight (MAX_ANSWER_BYTES, MAX_ANSWER_BYTES_IN_FLIGHT). */
+export class AnswersInFlight {
+  #held = 0;
+  /** answers that got no room at all (a list's 503, a wait answer with every job omitted) */
+  refused = 0;
+
+  constructor(
+    /** MAX_ANSWER_BYTES */
+    readonly perAnswer: number,
+    /** MAX_ANSWER_BYTES_IN_FLIGHT */
+    readonly total: number,
+  ) {}
+
+  /** the text the answers in flight carry now */
+  get held(): number {
+    return this.#held;
+  }
+
+  /**
+   * How many of `rows` (at most `max`) one answer carries: those that fit in MAX_ANSWER_BYTES and
+   * in what the other answers in flight leave of the total. Their text is held until `hold`
+   * releases it. `null` when not even the first row fits in what the others leave: the caller
+   * answers without rows, or asks the client to come back (503).
+   */
+  take<T>(rows: readonly T[], size: (row: T, i: number) => number, hold: AnswerHold, max = rows.length): number | null {
+    const free = Math.max(0, Math.min(this.perAnswer, this.total - this.#held));
+    const fit = fitting(rows, free, size, max);
+    if (fit.count === 0) return 0;
+    if (fit.count === 1 && fit.size > free && this.#held > 0) {
+      this.refused++;
+      return null;
+    }
+    this.#held += fit.size;
+    let released = false;
+    hold(() => {
+      if (released) return;
+      released = true;
+      this.#held -= fit.size;
+    });
+    return fit.count;
+  }
+
+  /** The room of one answer, whose text `hold` releases. */
+  room(hold: AnswerHold): AnswerRoom {
+    return { take: (rows, size, max) => this.take(rows, size, hold, max) };
+  }
 }
 
 export const jobTextSize = (j: JobRow): number => j.prompt.length + (j.result?.length ?? 0) + (j.error?.length ?? 0);

@@ -25,9 +25,10 @@ import {
 } from '@agentq/protocol';
 import { pino, type Logger } from 'pino';
 import type { CoordinatorConfig } from '../config.js';
-import { queuedBytesLimit } from '../limits.js';
+import { answerBytesInFlightLimit, queuedBytesLimit } from '../limits.js';
 import type { ScrapeCounts } from '../metrics/source.js';
 import { Admission } from './admission.js';
+import { AnswersInFlight, type AnswerHold } from './answer-budget.js';
 import { answerPoll, releaseUndelivered, undoAnswer } from './claims.js';
 import { systemClock, type Clock } from './clock.js';
 import { liveLauncher, type CoreContext } from './context.js';
@@ -69,6 +70,8 @@ export class Coordinator {
   readonly events: EventLog;
   /** MAX_QUEUED_BYTES: creates past it are refused (queue_full) */
   readonly admission: Admission;
+  /** MAX_ANSWER_BYTES, MAX_ANSWER_BYTES_IN_FLIGHT: the text of list pages and wait answers */
+  readonly answers: AnswersInFlight;
   readonly #ctx: CoreContext;
   readonly #dispatcher: Dispatcher;
   readonly #watchers = new JobWatchers();
@@ -93,6 +96,7 @@ export class Coordinator {
     // a durable store numbers on after a restart: a Last-Event-ID from before it is a gap, not news
     if (store.lastEventId !== undefined) this.events.continueAfter(store.lastEventId);
     this.admission = new Admission(store, queuedBytesLimit(config), config.overloadRetryAfterSeconds);
+    this.answers = new AnswersInFlight(config.maxAnswerBytes, answerBytesInFlightLimit(config));
     this.#dispatcher = new Dispatcher(
       (launcherId, capacity) => store.transaction(async (tx) => answerPoll(this.#ctx, tx, await tx.launcher(launcherId), capacity)),
       (launcherId, answer) => this.pollAnswerLost(launcherId, answer),
@@ -150,9 +154,12 @@ export class Coordinator {
     return reads.getJob(this.#ctx, jobId);
   }
 
-  /** Jobs newest first. `cursor` is the `next_cursor` of the previous page (a job's seq). */
-  async listJobs(filter: reads.ListJobsQuery): Promise<JobList> {
-    return reads.listJobs(this.#ctx, filter);
+  /**
+   * Jobs newest first. `cursor` is the `next_cursor` of the previous page (a job's seq). The
+   * page's text counts in MAX_ANSWER_BYTES_IN_FLIGHT until `hold` releases it (answer-budget.ts).
+   */
+  async listJobs(filter: reads.ListJobsQuery, hold: AnswerHold): Promise<JobList> {
+    return reads.listJobs(this.#ctx, filter, this.answers.room(hold));
   }
 
   async stopJob(jobId: string, o: Actor & { reason?: StopReason } = {}): Promise<StopJobResponse> {
@@ -167,15 +174,17 @@ export class Coordinator {
     return waits.waitJob(this.#ctx, this.#watchers, jobId, timeoutMs, signal);
   }
 
-  /** Wait on several jobs until `any` or `all` of them end (see waits.ts), or `timeoutMs` passes. */
+  /**
+   * Wait on several jobs until `any` or `all` of them end (see waits.ts), or `timeoutMs` passes.
+   * The answer's text counts in MAX_ANSWER_BYTES_IN_FLIGHT until `o.hold` releases it.
+   */
   async waitJobs(
     jobIds: readonly string[],
     timeoutMs: number,
     mode: 'any' | 'all',
-    signal?: AbortSignal,
-    includeTerminal = false,
+    o: { hold: AnswerHold; signal?: AbortSignal; includeTerminal?: boolean },
   ): Promise<WaitManyResponse> {
-    return waits.waitJobs(this.#ctx, this.#watchers, jobIds, timeoutMs, mode, signal, includeTerminal);
+    return waits.waitJobs(this.#ctx, this.#watchers, this.answers.room(o.hold), jobIds, timeoutMs, mode, o.signal, o.includeTerminal);
   }
 
   async readOutput(jobId: string, q: OutputQuery, signal?: AbortSignal): Promise<JobOutput> {
@@ -186,8 +195,9 @@ export class Coordinator {
   // Sessions
   // ---------------------------------------------------------------------------------------
 
-  async listSessions(q: ListSessionsQuery = {}): Promise<SessionList> {
-    return reads.listSessions(this.#ctx, q);
+  /** Sessions newest first; the page's text counts as a list of jobs' does (listJobs). */
+  async listSessions(q: ListSessionsQuery, hold: AnswerHold): Promise<SessionList> {
+    return reads.listSessions(this.#ctx, q, this.answers.room(hold));
   }
 
   async getSession(name: string): Promise<Session> {

@@ -9,7 +9,7 @@ import {
   type Session,
   type SessionList,
 } from '@agentq/protocol';
-import { fitting, jobTextSize, sessionTextSize } from './answer-budget.js';
+import { jobTextSize, sessionTextSize, type AnswerRoom } from './answer-budget.js';
 import type { CoreContext } from './context.js';
 import { CoordinatorError, jobNotFound, validation } from './errors.js';
 import type { JobWatchers } from './job-watchers.js';
@@ -32,11 +32,12 @@ export async function getJob(ctx: CoreContext, jobId: string): Promise<Job> {
 /** `cursor` is the `next_cursor` of the previous page. */
 export type ListJobsQuery = Omit<ListJobsFilter, 'limit' | 'before'> & { limit: number; cursor?: number };
 
-export async function listJobs(ctx: CoreContext, filter: ListJobsQuery): Promise<JobList> {
+export async function listJobs(ctx: CoreContext, filter: ListJobsQuery, room: AnswerRoom): Promise<JobList> {
   const { cursor, ...rest } = filter;
   const rows = await ctx.store.listJobs({ ...rest, limit: filter.limit + 1, ...(cursor !== undefined ? { before: cursor } : {}) });
-  // up to `limit` rows, fewer once they carry MAX_ANSWER_BYTES of text (answer-budget.ts)
-  const n = fitting(rows, ctx.config.maxAnswerBytes, jobTextSize, filter.limit);
+  // up to `limit` rows, fewer once they carry MAX_ANSWER_BYTES of text, or what the answers in
+  // flight leave of MAX_ANSWER_BYTES_IN_FLIGHT (answer-budget.ts)
+  const n = room.take(rows, jobTextSize, filter.limit) ?? answersBusy();
   const more = n < rows.length;
   rows.length = n;
   const reasons = await pendingReasons(ctx, rows);
@@ -77,7 +78,7 @@ export async function readOutput(
   };
 }
 
-export async function listSessions(ctx: CoreContext, q: ListSessionsQuery): Promise<SessionList> {
+export async function listSessions(ctx: CoreContext, q: ListSessionsQuery, room: AnswerRoom): Promise<SessionList> {
   let before: number | undefined;
   if (q.cursor !== undefined) {
     before = Number(q.cursor);
@@ -91,11 +92,19 @@ export async function listSessions(ctx: CoreContext, q: ListSessionsQuery): Prom
     ...(before !== undefined ? { before } : {}),
   });
   const extras = await Promise.all(rows.slice(0, limit).map((s) => ctx.store.sessionExtras(s)));
-  const n = fitting(rows, ctx.config.maxAnswerBytes, (s, i) => sessionTextSize(s, extras[i]!), limit);
+  const n = room.take(rows, (s, i) => sessionTextSize(s, extras[i]!), limit) ?? answersBusy();
   const more = n < rows.length;
   rows.length = n;
   const list = rows.map((s, i) => toWireSession(s, extras[i]!));
   return { sessions: list, next_cursor: more ? String(rows[rows.length - 1]!.seq) : null };
+}
+
+/** A page whose first row does not fit in what the answers in flight leave: come back soon. */
+function answersBusy(): never {
+  throw new CoordinatorError('overloaded', 'answers in flight carry MAX_ANSWER_BYTES_IN_FLIGHT of text; retry after 1 s', {
+    reason: 'answers_in_flight',
+    retry_after_seconds: 1,
+  });
 }
 
 export async function getSession(ctx: CoreContext, name: string): Promise<Session> {

@@ -1,5 +1,5 @@
 import { isTerminal, type Job, type WaitManyResponse } from '@agentq/protocol';
-import { fitting, jobTextSize } from './answer-budget.js';
+import { jobTextSize, type AnswerRoom } from './answer-budget.js';
 import type { CoreContext } from './context.js';
 import { jobNotFound } from './errors.js';
 import type { JobWatchers } from './job-watchers.js';
@@ -37,6 +37,7 @@ export async function waitJob(
 export async function waitJobs(
   ctx: CoreContext,
   watchers: JobWatchers,
+  room: AnswerRoom,
   jobIds: readonly string[],
   timeoutMs: number,
   mode: 'any' | 'all',
@@ -60,10 +61,11 @@ export async function waitJobs(
     first = false;
     return met();
   });
-  // past MAX_ANSWER_BYTES of text the rest are named, not sent (answer-budget.ts); the jobs that
-  // ended come first, since they are what the caller waited for; the answer keeps request order
+  // past MAX_ANSWER_BYTES of text (or what the answers in flight leave) the rest are named, not
+  // sent (answer-budget.ts); the jobs that ended come first, since they are what the caller waited
+  // for; the answer keeps request order
   const byInterest = [...found.filter((j) => isTerminal(j.status)), ...found.filter((j) => !isTerminal(j.status))];
-  const sent = new Set(byInterest.slice(0, fitting(byInterest, ctx.config.maxAnswerBytes, jobTextSize)));
+  const sent = new Set(byInterest.slice(0, room.take(byInterest, jobTextSize) ?? 0));
   return {
     mode,
     done: met(),

@@ -1,4 +1,5 @@
 import type { FastifyReply } from 'fastify';
+import type { AnswerHold } from '../core/answer-budget.js';
 
 /** An AbortSignal that fires when the client goes away before the answer is sent. */
 export function clientGone(reply: FastifyReply): AbortSignal {
@@ -7,4 +8,9 @@ export function clientGone(reply: FastifyReply): AbortSignal {
     if (!reply.raw.writableFinished) controller.abort(new Error('client closed the connection'));
   });
   return controller.signal;
+}
+
+/** An answer's text counts in MAX_ANSWER_BYTES_IN_FLIGHT until its response is written out or abandoned. */
+export function untilClosed(reply: FastifyReply): AnswerHold {
+  return (release) => reply.raw.once('close', release);
 }

@@ -20,7 +20,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { Coordinator } from '../core/coordinator.js';
 import { validation } from '../core/errors.js';
-import { clientGone } from './abort.js';
+import { clientGone, untilClosed } from './abort.js';
 import { actorOf } from './auth/plugin.js';
 import { plainJson } from './plain-json.js';
 
@@ -94,7 +94,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = async
   app.get(
     '/jobs',
     { ...plainJson, schema: { operationId: 'listJobs', tags: ['jobs'], summary: 'List jobs, newest first', querystring: ListJobsQuery, response: { 200: JobList, 400: ErrorBody } } },
-    async (req) => {
+    async (req, reply) => {
       const q = req.query;
       let statuses: Set<JobStatus> | undefined;
       if (q.status !== undefined) {
@@ -108,14 +108,17 @@ export const jobRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = async
         cursor = Number(q.cursor);
         if (!Number.isSafeInteger(cursor) || cursor < 0) throw validation('cursor', 'is not a cursor this server gave out');
       }
-      return await core.listJobs({
-        statuses,
+      return await core.listJobs(
+        {
+          statuses,
         sessionName: q.session_name,
         launcherId: q.launcher_id,
         terminal: q.terminal === undefined ? undefined : q.terminal === 'true',
-        limit: q.limit ?? 100,
-        cursor,
-      });
+          limit: q.limit ?? 100,
+          cursor,
+        },
+        untilClosed(reply),
+      );
     },
   );
 
@@ -124,7 +127,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = async
     { ...plainJson, schema: { operationId: 'waitJobs', tags: ['jobs'], summary: 'Wait for any or all of several jobs', body: WaitManyRequest, response: { 200: WaitManyResponse, 400: ErrorBody } } },
     async (req, reply) => {
       const { job_ids, timeout_ms = 30_000, mode = 'any', include_terminal = false } = req.body;
-      return core.waitJobs(job_ids, timeout_ms, mode, clientGone(reply), include_terminal);
+      return core.waitJobs(job_ids, timeout_ms, mode, { hold: untilClosed(reply), signal: clientGone(reply), includeTerminal: include_terminal });
     },
   );
 

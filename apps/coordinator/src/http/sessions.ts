@@ -10,13 +10,14 @@ import {
 } from '@agentq/protocol';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Coordinator } from '../core/coordinator.js';
+import { untilClosed } from './abort.js';
 import { actorOf } from './auth/plugin.js';
 
 export const sessionRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = async (app, { core }) => {
   app.get(
     '/sessions',
     { schema: { operationId: 'listSessions', tags: ['sessions'], summary: 'List sessions', querystring: ListSessionsQuery, response: { 200: SessionList, 400: ErrorBody } } },
-    async (req) => await core.listSessions(req.query),
+    async (req, reply) => await core.listSessions(req.query, untilClosed(reply)),
   );
   app.get(
     '/sessions/:session_name',

@@ -9,6 +9,8 @@ export interface ProtectionSource {
   maxQueuedBytes: number;
   /** job creations refused with queue_full */
   queueFullRefusals(): number;
+  /** text of the list pages and wait answers in flight, its limit (MAX_ANSWER_BYTES_IN_FLIGHT), and answers that got no room */
+  answers(): { held: number; max: number; refused: number };
   /** open TCP connections; refused and evicted ones; requests refused on reserved-only connections */
   connections(): { open: number; refused: number; evicted: number; requestsRefused: number };
   /** event streams refused (MAX_SSE_CLIENTS) and cut for not reading */
@@ -47,9 +49,25 @@ export function registerProtectionMetrics(registry: Registry, source: Protection
       this.set(source.maxQueuedBytes);
     },
   });
+  new Gauge({
+    name: 'agentq_answer_bytes_in_flight',
+    help: 'Characters of prompts, results and errors that list pages and wait answers being built or sent carry (pages shrink past MAX_ANSWER_BYTES_IN_FLIGHT).',
+    registers,
+    collect() {
+      this.set(source.answers().held);
+    },
+  });
+  new Gauge({
+    name: 'agentq_max_answer_bytes_in_flight',
+    help: 'MAX_ANSWER_BYTES_IN_FLIGHT: the limit on agentq_answer_bytes_in_flight.',
+    registers,
+    collect() {
+      this.set(source.answers().max);
+    },
+  });
   new Counter({
     name: 'agentq_requests_refused_total',
-    help: 'Requests refused by a limit: queue_full (MAX_QUEUED_BYTES), sse_clients (MAX_SSE_CLIENTS), connections (a connection past MAX_CONNECTIONS).',
+    help: 'Requests refused by a limit: queue_full (MAX_QUEUED_BYTES), sse_clients (MAX_SSE_CLIENTS), connections (a connection past MAX_CONNECTIONS), answers_in_flight (a list page or wait answer with no room left in MAX_ANSWER_BYTES_IN_FLIGHT: 503, or every job omitted).',
     labelNames: ['reason'],
     registers,
     collect() {
@@ -58,6 +76,7 @@ export function registerProtectionMetrics(registry: Registry, source: Protection
       this.inc({ reason: 'queue_full' }, source.queueFullRefusals());
       this.inc({ reason: 'sse_clients' }, source.sse().refused);
       this.inc({ reason: 'connections' }, c.requestsRefused);
+      this.inc({ reason: 'answers_in_flight' }, source.answers().refused);
     },
   });
   new Gauge({
