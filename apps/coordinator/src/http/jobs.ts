@@ -111,9 +111,9 @@ export const jobRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = async
       return await core.listJobs(
         {
           statuses,
-        sessionName: q.session_name,
-        launcherId: q.launcher_id,
-        terminal: q.terminal === undefined ? undefined : q.terminal === 'true',
+          sessionName: q.session_name,
+          launcherId: q.launcher_id,
+          terminal: q.terminal === undefined ? undefined : q.terminal === 'true',
           limit: q.limit ?? 100,
           cursor,
         },

@@ -1,0 +1,143 @@
+#!/usr/bin/env node
+// The Docker image's build and start, without a docker engine (`npm run docker:dry-run`): the
+// Dockerfile's instructions carried out natively in a scratch folder, then the services of
+// docker-compose.yml started from the result on 127.0.0.1, and one job run through them.
+//
+// - The build context is the tree as .dockerignore leaves it; each stage's WORKDIR is a folder of
+//   its own; COPY takes from the context or, with --from, from the named stage's folder.
+// - RUN runs the build stage's commands with bash (`npm ci`, the build, `npm prune`); the ones
+//   that install system packages (apt-get) or make the image's system folders and users (mkdir,
+//   chown of /var/lib/...) are skipped and listed: the machine has its own.
+// - Then the runtime folder serves as the image: the `tokens` service makes tokens, the coordinator
+//   runs the image's CMD with its ENV (HOST, PORT and the database path moved into the scratch
+//   folder), the HEALTHCHECK command must pass, a launcher with the demo executor takes a job
+//   created with the `cli` token, and both stop cleanly on SIGTERM.
+// What it cannot check: the base image (Node 24 there, this machine's node here) and Docker itself.
+import { execFileSync, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { contextFiles, dockerfileStages } from './docker-context.mjs';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+const scratch = mkdtempSync(join(tmpdir(), 'agentq-docker-'));
+const say = (line) => console.log(`docker-dry-run: ${line}`);
+
+// --- the build context ---
+const context = join(scratch, 'context');
+for (const file of contextFiles(root)) {
+  mkdirSync(dirname(join(context, file)), { recursive: true });
+  cpSync(join(root, file), join(context, file));
+}
+
+// --- the stages ---
+const stages = dockerfileStages(readFileSync(join(root, 'Dockerfile'), 'utf8'));
+const folders = new Map(); // stage name -> the folder standing for its WORKDIR
+let image; // the last stage: { folder, env, cmd, healthcheck }
+for (const stage of stages) {
+  const folder = join(scratch, `stage-${stage.name}`);
+  mkdirSync(folder, { recursive: true });
+  folders.set(stage.name, folder);
+  const env = {};
+  let cmd = null;
+  let healthcheck = null;
+  for (const { op, args } of stage.instructions) {
+    if (op === 'WORKDIR' && args !== '/app') throw new Error(`WORKDIR ${args}: this dry run knows /app only`);
+    if (op === 'ENV') for (const [, k, v] of args.matchAll(/(\w+)=(\S+)/g)) env[k] = v;
+    else if (op === 'COPY') copy(args, folder);
+    else if (op === 'RUN') run(args, folder, env);
+    else if (op === 'CMD') cmd = JSON.parse(args);
+    else if (op === 'HEALTHCHECK') healthcheck = JSON.parse(args.slice(args.indexOf('CMD') + 3).trim());
+  }
+  image = { folder, env, cmd, healthcheck };
+}
+
+function copy(args, into) {
+  const words = args.split(/\s+/);
+  const from = words.find((w) => w.startsWith('--from='))?.slice('--from='.length);
+  const paths = words.filter((w) => !w.startsWith('--'));
+  const dest = paths.pop();
+  for (const source of paths) {
+    // `/app/x` in another stage is that stage's folder (its WORKDIR is /app)
+    const src = from === undefined ? join(context, source) : join(folders.get(from), source.replace(/^\/app\/?/, ''));
+    const target = dest.endsWith('/') ? join(into, dest, source.split('/').filter(Boolean).pop()) : join(into, dest);
+    cpSync(src, resolve(target), { recursive: true, verbatimSymlinks: true });
+  }
+}
+
+function run(command, cwd, env) {
+  if (/^(apt-get|mkdir -p \/var|chown)/.test(command)) return say(`skipped: RUN ${command.slice(0, 80)}…`);
+  say(`RUN ${command}`);
+  execFileSync('bash', ['-euo', 'pipefail', '-c', command], { cwd, stdio: 'inherit', env: { ...process.env, ...env } });
+}
+
+// --- the services, from the image's folder ---
+const state = join(scratch, 'state');
+// the volumes of docker-compose.yml
+for (const volume of ['launcher', 'auth']) mkdirSync(join(state, volume), { recursive: true });
+const port = 20000 + Math.floor(Math.random() * 20000);
+const url = `http://127.0.0.1:${port}`;
+const imageEnv = { ...process.env, ...image.env, HOST: '127.0.0.1', PORT: String(port), DATABASE_URL: `sqlite:${join(state, 'agentq.db')}` };
+const node = (args, env = imageEnv) => execFileSync(args[0], args.slice(1), { cwd: image.folder, env, encoding: 'utf8' });
+
+// the `tokens` service (docker-compose.yml)
+node(['node', 'apps/coordinator/dist/src/bootstrap-tokens.js', join(state, 'auth'), 'admin:admin', 'cli:client', `launcher:launcher=${join(state, 'launcher.token')}`]);
+const coordinator = spawn(image.cmd[0], image.cmd.slice(1), {
+  cwd: image.folder,
+  env: { ...imageEnv, AUTH_TOKENS_FILE: join(state, 'auth', 'tokens'), LOG_LEVEL: 'warn' },
+  stdio: 'inherit',
+});
+let launcher;
+try {
+  await until(async () => (await fetch(`${url}/health`)).ok);
+  node(image.healthcheck);
+  say('HEALTHCHECK passed');
+  launcher = spawn('node', ['apps/launcher/dist/src/main.js'], {
+    cwd: image.folder,
+    env: {
+      ...process.env,
+      ...image.env,
+      AGENTQ_URL: url,
+      AGENTQ_EXECUTOR: 'demo',
+      AGENTQ_MAX_JOBS: '4',
+      AGENTQ_STATE_DIR: join(state, 'launcher'),
+      AGENTQ_TOKEN_FILE: join(state, 'launcher.token'),
+      AGENTQ_LOG_LEVEL: 'warn',
+    },
+    stdio: 'inherit',
+  });
+  const token = readFileSync(join(state, 'auth', 'cli.token'), 'utf8').trim();
+  const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
+  const created = await fetch(`${url}/jobs`, {
+    method: 'POST',
+    headers,
+    body: JSON.stringify({ type: 'start_session', session_name: 'docker-dry-run', prompt: 'hello' }),
+  });
+  if (created.status !== 201) throw new Error(`POST /jobs: ${created.status} ${await created.text()}`);
+  const { job_id } = await created.json();
+  const job = await (await fetch(`${url}/jobs/${job_id}/wait?timeout_ms=30000`, { headers })).json();
+  if (job.status !== 'completed') throw new Error(`job ${job_id} is ${job.status}, not completed`);
+  say(`job ${job_id} completed: ${JSON.stringify(job.result)}`);
+  const status = node(['node', 'apps/cli/dist/src/main.js', 'status', job_id], { ...imageEnv, AGENTQ_URL: url, AGENTQ_TOKEN: token });
+  if (!status.includes('completed')) throw new Error(`agentq status: ${status}`);
+} finally {
+  for (const child of [launcher, coordinator]) {
+    if (!child || child.exitCode !== null) continue;
+    child.kill('SIGTERM');
+    const [code, signal] = await once(child, 'exit');
+    if (code !== 0) process.exitCode = 1;
+    say(`${child === launcher ? 'launcher' : 'coordinator'} stopped on SIGTERM: ${signal ?? `exit ${code}`}`);
+  }
+  rmSync(scratch, { recursive: true, force: true });
+}
+say(process.exitCode ? 'FAILED' : 'the image builds and runs (as far as a dry run can tell)');
+
+async function until(check) {
+  for (let i = 0; i < 200; i++) {
+    if (await check().catch(() => false)) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error('the coordinator did not answer /health within 20 s');
+}
