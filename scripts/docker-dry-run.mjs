@@ -24,6 +24,8 @@ import { contextFiles, dockerfileStages } from './docker-context.mjs';
 const root = fileURLToPath(new URL('..', import.meta.url));
 const scratch = mkdtempSync(join(tmpdir(), 'agentq-docker-'));
 const say = (line) => console.log(`docker-dry-run: ${line}`);
+// however it ends, the scratch folder goes
+process.on('exit', () => rmSync(scratch, { recursive: true, force: true }));
 
 // --- the build context ---
 const context = join(scratch, 'context');
@@ -130,7 +132,6 @@ try {
     if (code !== 0) process.exitCode = 1;
     say(`${child === launcher ? 'launcher' : 'coordinator'} stopped on SIGTERM: ${signal ?? `exit ${code}`}`);
   }
-  rmSync(scratch, { recursive: true, force: true });
 }
 say(process.exitCode ? 'FAILED' : 'the image builds and runs (as far as a dry run can tell)');
 
