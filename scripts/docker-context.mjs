@@ -6,16 +6,20 @@ import { join } from 'node:path';
 /**
  * Whether a path (relative to the context, `/`-separated) is left out: the last pattern that
  * matches it or a folder above it decides; `!` takes back in. Patterns are anchored at the
- * context's root; `*` and `?` stay within one path element, `**` spans any number.
+ * context's root; `*` and `?` stay within one path element, `**` spans any number. Not read as
+ * Docker would: character classes (`[a-z]`), escapes (`\`), and `.` or `..` elements in a
+ * pattern; none of them is in this project's .dockerignore.
  */
 export function dockerignore(text) {
   const rules = text
     .split('\n')
+    // a comment is a line that starts with # (not one indented)
+    .filter((l) => !l.startsWith('#'))
     .map((l) => l.trim())
-    .filter((l) => l !== '' && !l.startsWith('#'))
+    .filter((l) => l !== '')
     .map((l) => {
       const keep = l.startsWith('!');
-      const pattern = (keep ? l.slice(1) : l).replace(/^\/+|\/+$/g, '');
+      const pattern = (keep ? l.slice(1).trim() : l).replace(/^\/+|\/+$/g, '');
       const source = pattern
         .split('/')
         .map((part) =>

@@ -8,11 +8,14 @@
 // - RUN runs the build stage's commands with bash (`npm ci`, the build, `npm prune`); the ones
 //   that install system packages (apt-get) or make the image's system folders and users (mkdir,
 //   chown of /var/lib/...) are skipped and listed: the machine has its own.
-// - Then the runtime folder serves as the image: the `tokens` service makes tokens, the coordinator
+// - Then the runtime folder serves as the image, as docker-compose.yml uses it (its wiring is
+//   written out below, not read from the file): the `tokens` service makes tokens, the coordinator
 //   runs the image's CMD with its ENV (HOST, PORT and the database path moved into the scratch
 //   folder), the HEALTHCHECK command must pass, a launcher with the demo executor takes a job
 //   created with the `cli` token, and both stop cleanly on SIGTERM.
-// What it cannot check: the base image (Node 24 there, this machine's node here) and Docker itself.
+// What it cannot check: the base image (Node 24 there, this machine's node here), the toolchain
+// the skipped apt-get installs, Docker itself (USER node and --chown are not applied: everything
+// runs as the user who runs this), and docker-compose.yml's own wiring.
 import { execFileSync, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -26,6 +29,21 @@ const scratch = mkdtempSync(join(tmpdir(), 'agentq-docker-'));
 const say = (line) => console.log(`docker-dry-run: ${line}`);
 // however it ends, the scratch folder goes
 process.on('exit', () => rmSync(scratch, { recursive: true, force: true }));
+for (const signal of ['SIGINT', 'SIGTERM']) process.once(signal, () => process.exit(130));
+/**
+ * The environment a RUN line sees: this machine's PATH (without the node_modules/.bin folders of
+ * the npm run that started this), HOME (npm's cache and configuration) and the proxies, and the
+ * stage's ENV; not this checkout's npm_* variables or NODE_OPTIONS.
+ */
+const runEnv = (env) => {
+  const keep = ['HOME', 'TMPDIR', 'LANG', 'http_proxy', 'https_proxy', 'no_proxy', 'HTTP_PROXY', 'HTTPS_PROXY', 'NO_PROXY'];
+  const base = Object.fromEntries(keep.filter((k) => process.env[k] !== undefined).map((k) => [k, process.env[k]]));
+  const path = (process.env.PATH ?? '')
+    .split(':')
+    .filter((p) => !p.endsWith('node_modules/.bin') && !p.includes('node-gyp-bin'))
+    .join(':');
+  return { ...base, PATH: path, ...env };
+};
 
 // --- the build context ---
 const context = join(scratch, 'context');
@@ -72,7 +90,7 @@ function copy(args, into) {
 function run(command, cwd, env) {
   if (/^(apt-get|mkdir -p \/var|chown)/.test(command)) return say(`skipped: RUN ${command.slice(0, 80)}…`);
   say(`RUN ${command}`);
-  execFileSync('bash', ['-euo', 'pipefail', '-c', command], { cwd, stdio: 'inherit', env: { ...process.env, ...env } });
+  execFileSync('bash', ['-euo', 'pipefail', '-c', command], { cwd, stdio: 'inherit', env: runEnv(env) });
 }
 
 // --- the services, from the image's folder ---
@@ -81,7 +99,7 @@ const state = join(scratch, 'state');
 for (const volume of ['launcher', 'auth']) mkdirSync(join(state, volume), { recursive: true });
 const port = 20000 + Math.floor(Math.random() * 20000);
 const url = `http://127.0.0.1:${port}`;
-const imageEnv = { ...process.env, ...image.env, HOST: '127.0.0.1', PORT: String(port), DATABASE_URL: `sqlite:${join(state, 'agentq.db')}` };
+const imageEnv = { ...runEnv(image.env), HOST: '127.0.0.1', PORT: String(port), DATABASE_URL: `sqlite:${join(state, 'agentq.db')}` };
 const node = (args, env = imageEnv) => execFileSync(args[0], args.slice(1), { cwd: image.folder, env, encoding: 'utf8' });
 
 // the `tokens` service (docker-compose.yml)
@@ -99,8 +117,7 @@ try {
   launcher = spawn('node', ['apps/launcher/dist/src/main.js'], {
     cwd: image.folder,
     env: {
-      ...process.env,
-      ...image.env,
+      ...runEnv(image.env),
       AGENTQ_URL: url,
       AGENTQ_EXECUTOR: 'demo',
       AGENTQ_MAX_JOBS: '4',
@@ -128,7 +145,10 @@ try {
   for (const child of [launcher, coordinator]) {
     if (!child || child.exitCode !== null) continue;
     child.kill('SIGTERM');
+    // a process that does not stop on SIGTERM within a minute fails the run (and is killed)
+    const killer = setTimeout(() => child.kill('SIGKILL'), 60_000);
     const [code, signal] = await once(child, 'exit');
+    clearTimeout(killer);
     if (code !== 0) process.exitCode = 1;
     say(`${child === launcher ? 'launcher' : 'coordinator'} stopped on SIGTERM: ${signal ?? `exit ${code}`}`);
   }

@@ -1,9 +1,11 @@
 import assert from 'node:assert/strict';
-import { connect } from 'node:net';
+import { once } from 'node:events';
+import { connect, type Socket } from 'node:net';
 import { test } from 'node:test';
 import { AgentqClient } from '@agentq/client';
+import { request } from 'undici';
 import { AnswersInFlight, fitting } from '../src/core/answer-budget.js';
-import { called, fakeLauncher, rejectsWith, start, startTest } from './helpers.js';
+import { called, fakeLauncher, rejectsWith, start, startTest, watching } from './helpers.js';
 import { metricValue } from './limits-helpers.js';
 
 // Large answers are bounded (MAX_ANSWER_BYTES): a page of 1,000 jobs with 1 MiB prompts was a
@@ -75,6 +77,15 @@ test('AnswersInFlight: an answer gets what the others in flight leave of the tot
   // with nothing else in flight the first row always fits, even past both limits
   assert.equal(answers.take([40, 1], size, hold), 1);
   assert.equal(answers.held, 40);
+  assert.equal(answers.full, true);
+  for (const release of releases) release();
+  // with a little in flight, a first row over MAX_ANSWER_BYTES still fits in what is left of the total
+  const roomy = new AnswersInFlight(10, 1000);
+  assert.equal(roomy.take([1], size, hold), 1);
+  assert.equal(roomy.full, false);
+  assert.equal(roomy.take([40, 1], size, hold), 1);
+  assert.equal(roomy.held, 41);
+  assert.equal(roomy.refused, 0);
 });
 
 test('GET /jobs: a page ends once its prompts, results and errors pass MAX_ANSWER_BYTES; the cursor goes on from there', async (t) => {
@@ -178,60 +189,140 @@ test('a list answer holds its room until its response is written: one after anot
   assert.equal(c.core.answers.held, 0);
 });
 
-test('MAX_ANSWER_BYTES_IN_FLIGHT: a reader that does not read holds its answer; others get smaller pages, then 503, then all again once it is gone', async (t) => {
-  // 10 prompts of two million characters: an answer with all of them is 20 MB, one with five
-  // 10 MB, more than a connection's socket buffers take in: it stays in the coordinator until read
-  const PROMPT = 2_000_000;
-  const { c, client } = await startTest(t, {
-    maxPromptBytes: PROMPT,
-    maxAnswerBytes: 32 * 1024 * 1024,
-    maxAnswerBytesInFlight: 31_000_000,
-  });
+test('MAX_ANSWER_BYTES_IN_FLIGHT: while answers hold most of it, pages get shorter, then a page is 503 and a wait omits every job', async (t) => {
+  const PROMPT = 10_000;
+  const { c, client } = await startTest(t, { maxAnswerBytes: 1024 * 1024, maxAnswerBytesInFlight: 105_000 });
   const jobs = [];
-  for (let i = 0; i < 10; i++) jobs.push(await start(client, `big-${i}`, 'x'.repeat(PROMPT)));
-  const { port } = new URL(c.url);
-  /** a GET that is sent and never read: resolves once its answer is built */
-  const unread = async (path: string) => {
-    const built = called(c.core.answers, 'take');
-    const socket = connect(Number(port), '127.0.0.1');
-    t.after(() => socket.destroy());
-    socket.write(`GET ${path} HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n`);
-    socket.pause();
-    await built;
-    return socket;
-  };
+  for (let i = 0; i < 10; i++) jobs.push(await start(client, `j-${i}`, 'x'.repeat(PROMPT)));
+  // answers in flight, as routes hold them until their responses close
+  const releases: (() => void)[] = [];
+  const inFlight = (release: () => void) => void releases.push(release);
 
-  const first = await unread('/jobs?limit=100');
-  assert.equal(c.core.answers.held, 10 * PROMPT);
-  // 11 million characters left: five prompts, and the cursor goes on from there
+  // one answer takes all ten (100,000 characters): 5,000 left
+  assert.equal((await c.core.listJobs({ limit: 100 }, inFlight)).jobs.length, 10);
+  releases.pop()!();
+  // one takes six: 45,000 left, four prompts, and the cursor goes on
+  assert.equal((await c.core.listJobs({ limit: 6 }, inFlight)).jobs.length, 6);
   const page = await client.listJobs({ limit: 100 });
-  assert.deepEqual(page.jobs.map((j) => j.session_name), ['big-9', 'big-8', 'big-7', 'big-6', 'big-5']);
+  assert.deepEqual(page.jobs.map((j) => j.session_name), ['j-9', 'j-8', 'j-7', 'j-6']);
   assert.notEqual(page.next_cursor, null);
-
-  // a second reader that does not read takes those five: a million left, less than one prompt
-  const second = await unread('/jobs?limit=100');
-  assert.equal(c.core.answers.held, 15 * PROMPT);
+  // another takes four: 5,000 left, less than one prompt
+  assert.equal((await c.core.listJobs({ limit: 4 }, inFlight)).jobs.length, 4);
+  assert.equal(c.core.answers.held, 10 * PROMPT);
   const once = new AgentqClient({ url: c.url, overloadRetries: 0 });
   t.after(() => once.close());
-  // a page is 503 overloaded with a Retry-After
+  const res = await request(`${c.url}/jobs?limit=100`);
+  assert.equal(res.statusCode, 503);
+  assert.equal(res.headers['retry-after'], '1');
   const refused = await rejectsWith(once.listJobs({ limit: 100 }), 503, 'overloaded');
   assert.equal(refused.reason, 'answers_in_flight');
-  // a wait answer names every job in omitted, to be read one by one
   const ids = jobs.slice(0, 2).map((j) => j.job_id);
   const waited = await once.waitJobs({ job_ids: ids, timeout_ms: 0, include_terminal: true });
   assert.deepEqual(waited.jobs, []);
   assert.deepEqual(waited.omitted, ids);
-  assert.equal(await metricValue(c.url, 'agentq_requests_refused_total', { reason: 'answers_in_flight' }), 2);
-  assert.equal(await metricValue(c.url, 'agentq_answer_bytes_in_flight'), 15 * PROMPT);
-  assert.equal(await metricValue(c.url, 'agentq_max_answer_bytes_in_flight'), 31_000_000);
   // what carries little text still fits: sessions without results
   assert.equal((await once.listSessions({ limit: 100 })).sessions.length, 10);
+  assert.equal(await metricValue(c.url, 'agentq_requests_refused_total', { reason: 'answers_in_flight' }), 3);
+  assert.equal(await metricValue(c.url, 'agentq_answer_bytes_in_flight'), 10 * PROMPT);
+  assert.equal(await metricValue(c.url, 'agentq_max_answer_bytes_in_flight'), 105_000);
 
-  // the readers go away: their room comes back, and a reader told to retry (the client honours
-  // Retry-After) gets the whole list
-  first.destroy();
-  second.destroy();
+  // those answers go out: the room comes back
+  for (const release of releases) release();
+  assert.equal(c.core.answers.held, 0);
   const all = await client.listJobs({ limit: 100 });
   assert.equal(all.jobs.length, 10);
   assert.equal(all.next_cursor, null);
+});
+
+test('MAX_ANSWER_BYTES_IN_FLIGHT over HTTP: a reader that does not read holds its answer until its connection goes; a client told to retry then gets the page', async (t) => {
+  // 10 prompts of two million characters: the answer is 20 MB, several times what a connection's
+  // socket buffers take in (4 MiB at most by Linux's defaults): it stays in the coordinator
+  const PROMPT = 2_000_000;
+  const { c, client } = await startTest(t, {
+    maxPromptBytes: PROMPT,
+    maxAnswerBytes: 32 * 1024 * 1024,
+    maxAnswerBytesInFlight: 21_000_000,
+  });
+  for (let i = 0; i < 10; i++) await start(client, `big-${i}`, 'x'.repeat(PROMPT));
+  const built = called(c.core.answers, 'take');
+  const unread = connect(c.port, '127.0.0.1');
+  t.after(() => unread.destroy());
+  unread.write('GET /jobs?limit=100 HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n');
+  unread.pause();
+  await built;
+  assert.equal(c.core.answers.held, 10 * PROMPT);
+  // a million characters left, less than one prompt: the client is told to come back in 1 s, and
+  // by then the reader has gone
+  const refusedOnce = new Promise<void>((resolve) => {
+    const original = c.core.answers.take.bind(c.core.answers);
+    c.core.answers.take = ((...args: Parameters<typeof original>) => {
+      const n = original(...args);
+      if (n === null) {
+        c.core.answers.take = original;
+        resolve();
+      }
+      return n;
+    }) as typeof original;
+  });
+  const page = client.listJobs({ limit: 100 });
+  await refusedOnce;
+  unread.destroy();
+  const all = await page;
+  assert.equal(all.jobs.length, 10);
+  assert.equal(all.next_cursor, null);
+});
+
+test('a reader that goes before its answer is built holds nothing', async (t) => {
+  const { c, client } = await startTest(t, { maxAnswerBytes: BUDGET, maxAnswerBytesInFlight: 100_000 });
+  const job = await start(client, 'pending', 'x'.repeat(50_000));
+  /** the core's call for the next request, to await its end on the server */
+  const nextCall = (method: 'waitJobs' | 'listJobs') =>
+    new Promise<Promise<unknown>>((resolve) => {
+      const original = c.core[method].bind(c.core) as (...args: unknown[]) => Promise<unknown>;
+      (c.core as unknown as Record<string, unknown>)[method] = (...args: unknown[]) => {
+        delete (c.core as unknown as Record<string, unknown>)[method];
+        const out = original(...args);
+        resolve(out.catch(() => undefined));
+        return out;
+      };
+    });
+
+  // a wait whose client goes away while it waits
+  const waitCall = nextCall('waitJobs');
+  const waiting = watching(c.core, job.job_id);
+  const waiter = connect(c.port, '127.0.0.1');
+  t.after(() => waiter.destroy());
+  const body = JSON.stringify({ job_ids: [job.job_id], timeout_ms: 60_000 });
+  waiter.write(`POST /jobs/wait HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`);
+  await waiting;
+  waiter.destroy();
+  await (await waitCall);
+  assert.equal(c.core.answers.held, 0);
+
+  // a list whose client goes away while the store reads its page
+  let open!: () => void;
+  const gate = new Promise<void>((resolve) => (open = resolve));
+  const read = c.core.store.listJobs.bind(c.core.store);
+  const reading = new Promise<void>((resolve) => {
+    c.core.store.listJobs = async (filter) => {
+      resolve();
+      await gate;
+      return read(filter);
+    };
+  });
+  const serverSide = once(c.app.server, 'connection') as Promise<[Socket]>;
+  const listCall = nextCall('listJobs');
+  const lister = connect(c.port, '127.0.0.1');
+  t.after(() => lister.destroy());
+  lister.write('GET /jobs?limit=100 HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n');
+  const [socket] = await serverSide;
+  await reading;
+  const gone = once(socket, 'close');
+  lister.destroy();
+  await gone;
+  open();
+  await (await listCall);
+  assert.equal(c.core.answers.held, 0);
+  // and the room is all there
+  assert.equal((await client.listJobs({ limit: 100 })).jobs.length, 1);
 });

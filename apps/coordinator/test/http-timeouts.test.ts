@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
+import { connect, type Socket } from 'node:net';
 import { test } from 'node:test';
 import { ConfigError, loadConfig } from '../src/config.js';
 import { fakeLauncher, start, startTest } from './helpers.js';
@@ -104,6 +105,30 @@ test('long-polls, waits and output follows outlast the idle timeout: their hold 
   });
   assert.equal(sync.statusCode, 200);
   assert.deepEqual(((await sync.body.json()) as { jobs: unknown[] }).jobs, []);
+});
+
+test('a wait\'s hold ends with its answer: a client that asked for an hour and does not read the answer is closed after the idle timeout', { timeout: 30_000 }, async (t) => {
+  const { c } = await startTest(t, { ...SHORT, maxPromptBytes: 2 * 1024 * 1024, maxAnswerBytes: 32 * 1024 * 1024 });
+  // ended jobs with 2 MB prompts: the answer (20 MB) is more than the socket buffers take in
+  const ids = [];
+  for (let i = 0; i < 10; i++) {
+    const job = await c.core.createJob({ type: 'start_session', session_name: `big-${i}`, prompt: 'x'.repeat(2_000_000) });
+    await c.core.stopJob(job.job.job_id);
+    ids.push(job.job.job_id);
+  }
+  const body = JSON.stringify({ job_ids: ids, mode: 'all', timeout_ms: 3_600_000 });
+  // the server's end: the client's, paused, would see the close only after the data before it
+  const accepted = once(c.app.server, 'connection') as Promise<[Socket]>;
+  const unread = connect(c.port, '127.0.0.1');
+  t.after(() => unread.destroy());
+  unread.on('error', () => undefined);
+  unread.write(`POST /jobs/wait HTTP/1.1\r\nhost: test\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`);
+  unread.pause();
+  const [socket] = await accepted;
+  // answered at once (the jobs have ended) and never read: the hold of an hour it asked for is
+  // over, so the idle timeout (1 s) closes it, not an hour and a second
+  await once(socket, 'close');
+  assert.equal(c.core.answers.held, 0);
 });
 
 test('an event stream stays open past the idle timeout: keepalives come well within it', async (t) => {

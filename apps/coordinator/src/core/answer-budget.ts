@@ -40,6 +40,8 @@ export type AnswerHold = (release: () => void) => void;
 /** One answer's share of the budget: see AnswersInFlight.take. */
 export interface AnswerRoom {
   take<T>(rows: readonly T[], size: (row: T, i: number) => number, max?: number): number | null;
+  /** no room at all now (AnswersInFlight.full) */
+  full(): boolean;
 }
 
 /** The text of the large answers in flight (MAX_ANSWER_BYTES, MAX_ANSWER_BYTES_IN_FLIGHT). */
@@ -60,17 +62,23 @@ export class AnswersInFlight {
     return this.#held;
   }
 
+  /** Whether the answers in flight leave no room at all: a list can say so before it reads. */
+  get full(): boolean {
+    return this.#held > 0 && this.#held >= this.total;
+  }
+
   /**
    * How many of `rows` (at most `max`) one answer carries: those that fit in MAX_ANSWER_BYTES and
    * in what the other answers in flight leave of the total. Their text is held until `hold`
-   * releases it. `null` when not even the first row fits in what the others leave: the caller
-   * answers without rows, or asks the client to come back (503).
+   * releases it. The first row is never cut by MAX_ANSWER_BYTES, only by the total; `null` when
+   * it does not fit in what the others leave: the caller answers without rows, or asks the client
+   * to come back (503).
    */
   take<T>(rows: readonly T[], size: (row: T, i: number) => number, hold: AnswerHold, max = rows.length): number | null {
-    const free = Math.max(0, Math.min(this.perAnswer, this.total - this.#held));
-    const fit = fitting(rows, free, size, max);
+    const left = this.total - this.#held;
+    const fit = fitting(rows, Math.max(0, Math.min(this.perAnswer, left)), size, max);
     if (fit.count === 0) return 0;
-    if (fit.count === 1 && fit.size > free && this.#held > 0) {
+    if (fit.count === 1 && fit.size > left && this.#held > 0) {
       this.refused++;
       return null;
     }
@@ -86,7 +94,7 @@ export class AnswersInFlight {
 
   /** The room of one answer, whose text `hold` releases. */
   room(hold: AnswerHold): AnswerRoom {
-    return { take: (rows, size, max) => this.take(rows, size, hold, max) };
+    return { take: (rows, size, max) => this.take(rows, size, hold, max), full: () => this.full };
   }
 }
 

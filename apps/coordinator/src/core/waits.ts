@@ -65,7 +65,8 @@ export async function waitJobs(
   // sent (answer-budget.ts); the jobs that ended come first, since they are what the caller waited
   // for; the answer keeps request order
   const byInterest = [...found.filter((j) => isTerminal(j.status)), ...found.filter((j) => !isTerminal(j.status))];
-  const sent = new Set(byInterest.slice(0, room.take(byInterest, jobTextSize) ?? 0));
+  // a caller that has gone gets nothing built (its answer would not be sent)
+  const sent = new Set(signal?.aborted ? [] : byInterest.slice(0, room.take(byInterest, jobTextSize) ?? 0));
   return {
     mode,
     done: met(),

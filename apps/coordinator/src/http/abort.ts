@@ -10,7 +10,14 @@ export function clientGone(reply: FastifyReply): AbortSignal {
   return controller.signal;
 }
 
-/** An answer's text counts in MAX_ANSWER_BYTES_IN_FLIGHT until its response is written out or abandoned. */
+/**
+ * An answer's text counts in MAX_ANSWER_BYTES_IN_FLIGHT until its response is written out or
+ * abandoned: released at once when the client has already gone (its close has been and will not
+ * come again).
+ */
 export function untilClosed(reply: FastifyReply): AnswerHold {
-  return (release) => reply.raw.once('close', release);
+  return (release) => {
+    if (reply.raw.closed || reply.raw.destroyed) release();
+    else reply.raw.once('close', release);
+  };
 }

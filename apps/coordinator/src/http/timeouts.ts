@@ -86,10 +86,18 @@ export function installTimeouts(app: FastifyInstance, config: CoordinatorConfig)
   );
 
   // preHandler: the query and body are validated, so a hold read from them is within its bounds
+  const extended = new WeakSet<FastifyRequest>();
   app.addHook('preHandler', async (req) => {
     const hold = HOLDS[`${req.method} ${req.routeOptions.url ?? ''}`];
     if (!hold) return;
     const ms = hold(req, config);
-    if (ms > 0) req.raw.socket.setTimeout(config.httpIdleTimeoutMs + ms + WAIT_MARGIN_MS);
+    if (ms <= 0) return;
+    req.raw.socket.setTimeout(config.httpIdleTimeoutMs + ms + WAIT_MARGIN_MS);
+    extended.add(req);
+  });
+  // the wait is over once its answer goes out: a client that does not read it (or sends nothing
+  // more) has the idle timeout again, not the hold it asked for
+  app.addHook('onSend', async (req) => {
+    if (extended.delete(req) && !req.raw.socket.destroyed) req.raw.socket.setTimeout(config.httpIdleTimeoutMs);
   });
 }
