@@ -9,9 +9,9 @@ import type { SessionExtras } from './wire.js';
  * carry at most MAX_ANSWER_BYTES_IN_FLIGHT: without it, 50 readers asking at once took the
  * coordinator to 764 MB, and a few hundred (or readers that never read) past its heap.
  *
- * When nothing else is in flight the first row always fits: no job or session is too big to be
- * read. Sizes are string lengths (UTF-16 code units), not encoded bytes: cheap to count, and what
- * matters here is the order of magnitude.
+ * The first row is never cut by MAX_ANSWER_BYTES (no job or session is too big to be read), only
+ * by what the other answers in flight leave of the total. Sizes are string lengths (UTF-16 code
+ * units), not encoded bytes: cheap to count, and what matters here is the order of magnitude.
  */
 
 /**
