@@ -78,7 +78,12 @@ test('AnswersInFlight: an answer gets what the others in flight leave of the tot
   assert.equal(answers.take([40, 1], size, hold), 1);
   assert.equal(answers.held, 40);
   assert.equal(answers.full, true);
+  // a list asks before it reads: no room, counted as a refusal
+  assert.equal(answers.noRoom(), true);
+  assert.equal(answers.refused, 2);
   for (const release of releases) release();
+  assert.equal(answers.noRoom(), false);
+  assert.equal(answers.refused, 2);
   // with a little in flight, a first row over MAX_ANSWER_BYTES still fits in what is left of the total
   const roomy = new AnswersInFlight(10, 1000);
   assert.equal(roomy.take([1], size, hold), 1);

@@ -40,7 +40,7 @@ export type AnswerHold = (release: () => void) => void;
 /** One answer's share of the budget: see AnswersInFlight.take. */
 export interface AnswerRoom {
   take<T>(rows: readonly T[], size: (row: T, i: number) => number, max?: number): number | null;
-  /** no room at all now (AnswersInFlight.full) */
+  /** no room at all now (AnswersInFlight.noRoom; counted as a refusal when so) */
   full(): boolean;
 }
 
@@ -62,9 +62,16 @@ export class AnswersInFlight {
     return this.#held;
   }
 
-  /** Whether the answers in flight leave no room at all: a list can say so before it reads. */
+  /** Whether the answers in flight leave no room at all */
   get full(): boolean {
     return this.#held > 0 && this.#held >= this.total;
+  }
+
+  /** `full`, counted as a refusal when so: a list asks before it reads the store. */
+  noRoom(): boolean {
+    if (!this.full) return false;
+    this.refused++;
+    return true;
   }
 
   /**
@@ -94,7 +101,7 @@ export class AnswersInFlight {
 
   /** The room of one answer, whose text `hold` releases. */
   room(hold: AnswerHold): AnswerRoom {
-    return { take: (rows, size, max) => this.take(rows, size, hold, max), full: () => this.full };
+    return { take: (rows, size, max) => this.take(rows, size, hold, max), full: () => this.noRoom() };
   }
 }
 

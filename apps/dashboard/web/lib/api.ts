@@ -23,17 +23,27 @@ type Query = Record<string, string | number | boolean | undefined | null>;
 
 const TOKEN_KEY = 'agentq.token';
 
+/** How often a read refused with 429/503 and a short Retry-After is sent again (as the CLI's client does). */
+const READ_RETRIES = 2;
+/** the longest Retry-After a read waits for; a longer one is shown as the error it is */
+const MAX_RETRY_AFTER_MS = 10_000;
+
 /**
  * Calls to the coordinator from the page (same origin). The bearer token is entered once and
  * kept in sessionStorage: it lives as long as the tab and never reaches localStorage or a cookie.
  * A 401 (and a 403 on a read) is also reported to `onAuthProblem` listeners, so the page can ask
- * for a token wherever the call came from.
+ * for a token wherever the call came from. A read the coordinator refuses for now (429, or 503
+ * `overloaded` with a Retry-After of a few seconds) is sent again after that wait, twice at most.
  */
 export class Api {
   #token: string | null;
   readonly #authListeners = new Set<(problem: AuthProblem | null) => void>();
 
-  constructor(private readonly storage: Storage) {
+  /** `base`: the coordinator's URL; the page's own origin when empty */
+  constructor(
+    private readonly storage: Storage,
+    private readonly base = '',
+  ) {
     this.#token = storage.getItem(TOKEN_KEY);
   }
 
@@ -75,21 +85,27 @@ export class Api {
   }
 
   async #call<T>(method: 'GET' | 'POST', path: string, o: { query?: Query; body?: unknown; signal?: AbortSignal }): Promise<T> {
-    const url = path + queryString(o.query);
+    const url = this.base + path + queryString(o.query);
     const headers: Record<string, string> = { accept: 'application/json', ...this.headers() };
     if (o.body !== undefined) headers['content-type'] = 'application/json';
     let res: Response;
-    try {
-      res = await fetch(url, {
-        method,
-        headers,
-        body: o.body === undefined ? null : JSON.stringify(o.body),
-        signal: o.signal ?? null,
-        cache: 'no-store',
-      });
-    } catch (err) {
-      if (o.signal?.aborted) throw err;
-      throw new ApiError(0, 'unreachable', 'the coordinator is unreachable', { cause: String(err) });
+    for (let attempt = 0; ; attempt++) {
+      try {
+        res = await fetch(url, {
+          method,
+          headers,
+          body: o.body === undefined ? null : JSON.stringify(o.body),
+          signal: o.signal ?? null,
+          cache: 'no-store',
+        });
+      } catch (err) {
+        if (o.signal?.aborted) throw err;
+        throw new ApiError(0, 'unreachable', 'the coordinator is unreachable', { cause: String(err) });
+      }
+      const wait = method === 'GET' && attempt < READ_RETRIES ? retryAfterMs(res) : undefined;
+      if (wait === undefined) break;
+      await res.body?.cancel();
+      await sleep(wait, o.signal);
     }
     const authError = await this.checkAuth(res, method !== 'GET');
     if (authError) throw authError;
@@ -110,6 +126,29 @@ async function toApiError(res: Response): Promise<ApiError> {
   } catch {
     return new ApiError(res.status, `http_${res.status}`, `HTTP ${res.status}${text ? `: ${text.slice(0, 200)}` : ''}`);
   }
+}
+
+/** The wait a 429 or 503 asks for, when it is short enough to wait for. */
+function retryAfterMs(res: Response): number | undefined {
+  if (res.status !== 429 && res.status !== 503) return undefined;
+  const seconds = Number(res.headers.get('retry-after'));
+  if (!Number.isFinite(seconds) || seconds < 0 || seconds * 1000 > MAX_RETRY_AFTER_MS) return undefined;
+  return seconds * 1000;
+}
+
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', abort);
+      resolve();
+    }, ms);
+    const abort = () => {
+      clearTimeout(timer);
+      reject(signal!.reason);
+    };
+    signal?.addEventListener('abort', abort, { once: true });
+  });
 }
 
 function queryString(query?: Query): string {

@@ -1,0 +1,70 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { Api, ApiError } from '../web/lib/api.js';
+import { startServer } from './harness.js';
+
+// The page's calls, without a browser: a read the coordinator refuses for now (503 with a short
+// Retry-After, here MAX_ANSWER_BYTES_IN_FLIGHT) is sent again after the wait, twice at most.
+
+/** sessionStorage's part that Api uses */
+function memoryStorage(): Storage {
+  const items = new Map<string, string>();
+  return {
+    getItem: (k: string) => items.get(k) ?? null,
+    setItem: (k: string, v: string) => void items.set(k, v),
+    removeItem: (k: string) => void items.delete(k),
+  } as Storage;
+}
+
+/** Record the status of every answer fetch gets; `onAnswer` runs before the caller sees it. */
+function watchFetch(t: { after: (fn: () => void) => void }, onAnswer: (status: number) => void = () => {}): number[] {
+  const statuses: number[] = [];
+  const original = globalThis.fetch;
+  globalThis.fetch = async (...args: Parameters<typeof fetch>) => {
+    const res = await original(...args);
+    statuses.push(res.status);
+    onAnswer(res.status);
+    return res;
+  };
+  t.after(() => (globalThis.fetch = original));
+  return statuses;
+}
+
+test('a read refused with 503 and Retry-After: 1 is sent again, and the page gets its answer', async (t) => {
+  const server = await startServer({ config: { maxAnswerBytes: 1024 * 1024, maxAnswerBytesInFlight: 30_000 } });
+  t.after(() => server.close());
+  for (const n of ['a', 'b', 'c']) await server.client.createJob({ type: 'start_session', session_name: n, prompt: 'x'.repeat(10_000) });
+  // an answer in flight holds all the room
+  const releases: (() => void)[] = [];
+  await server.app.core.listJobs({ limit: 100 }, (release) => void releases.push(release));
+  assert.equal(server.app.core.answers.held, 30_000);
+  // it goes out once the page has been refused once
+  const statuses = watchFetch(t, (status) => {
+    if (status === 503) for (const release of releases.splice(0)) release();
+  });
+  const api = new Api(memoryStorage(), server.url);
+  const page = await api.get<{ jobs: unknown[] }>('/jobs', { limit: 100 });
+  assert.equal(page.jobs.length, 3);
+  assert.deepEqual(statuses, [503, 200]);
+});
+
+test('a read refused three times shows the error; a write is never sent again', async (t) => {
+  // room for one pending prompt: a second create is 503 queue_full with a Retry-After
+  const server = await startServer({ config: { maxAnswerBytes: 1024 * 1024, maxAnswerBytesInFlight: 10_000, maxQueuedBytes: 15_000 } });
+  t.after(() => server.close());
+  await server.client.createJob({ type: 'start_session', session_name: 'a', prompt: 'x'.repeat(10_000) });
+  await server.app.core.listJobs({ limit: 100 }, () => {}); // held for good
+  const statuses = watchFetch(t);
+  const api = new Api(memoryStorage(), server.url);
+  const err = await api.get('/jobs').catch((e: unknown) => e);
+  assert.ok(err instanceof ApiError);
+  assert.equal(err.status, 503);
+  assert.equal(err.code, 'overloaded');
+  assert.deepEqual(statuses, [503, 503, 503]);
+  // a write refused for now is shown at once: sending it again is the user's call
+  statuses.length = 0;
+  const refused = await api.post('/jobs', { type: 'start_session', session_name: 'b', prompt: 'y'.repeat(10_000) }).catch((e: unknown) => e);
+  assert.ok(refused instanceof ApiError);
+  assert.equal(refused.code, 'queue_full');
+  assert.deepEqual(statuses, [503]);
+});
