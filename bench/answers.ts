@@ -2,7 +2,7 @@
  * Large answers (`npm run bench:answers`; docs/benchmarks.md, "Large answers"): a coordinator
  * process (memory store) holding BENCH_JOBS pending jobs with BENCH_PROMPT_BYTES prompts, then
  * BENCH_READERS clients at once asking for everything: `GET /jobs?limit=1000` (the first page, as
- * a dashboard would), then `POST /jobs/wait` on every id. Meanwhile `/health` is probed every
+ * a dashboard would), then `POST /jobs/wait` on every id, then each one job (`GET /jobs/{id}`). Meanwhile `/health` is probed every
  * 20 ms. A reader answered 503 comes back after the Retry-After, as the project's client does.
  * Reported per request kind: the bytes of the answers, how many 503s were answered, the time until
  * all were read, the slowest `/health`, and the coordinator's peak RSS (VmHWM) before and after.
@@ -34,15 +34,16 @@ async function main(): Promise<void> {
     console.log(`\n## Large answers: ${JOBS} pending jobs with ${mb(PROMPT_BYTES)} prompts, ${READERS} readers at once\n`);
     console.log('| request | bytes per answer | 503 then retried | all answers read after | slowest /health meanwhile | coordinator peak RSS before → after |');
     console.log('|---|---|---|---|---|---|');
-    const kinds: [string, () => Promise<Answer>][] = [
+    const kinds: [string, (reader: number) => Promise<Answer>][] = [
       ['`GET /jobs?limit=1000`', () => read(`${server.url}/jobs?limit=1000`)],
       ['`POST /jobs/wait` (every id, `timeout_ms: 0`)', () => read(`${server.url}/jobs/wait`, JSON.stringify({ job_ids: ids, timeout_ms: 0 }))],
+      ['`GET /jobs/{id}` (one job each, in turn)', (reader) => read(`${server.url}/jobs/${ids[reader % ids.length]}`)],
     ];
     for (const [name, once] of kinds) {
       const peakBefore = memoryOf(server.pid).peak;
       const probes = probe(`${server.url}/health`);
       const t0 = performance.now();
-      const answers = await Promise.all(Array.from({ length: READERS }, once));
+      const answers = await Promise.all(Array.from({ length: READERS }, (_, reader) => once(reader)));
       const elapsed = performance.now() - t0;
       const slowest = await probes.stop();
       const sizes = answers.map((a) => a.bytes);
