@@ -65,7 +65,7 @@ export const ConfigSchema = Type.Object({
   // --- limits and timeouts (docs/operations.md, "Limits and timeouts") ---
   /** UTF-8 bytes of prompts that pending jobs may hold; beyond it job creation is 503 queue_full (null = a quarter of the heap limit) */
   maxQueuedBytes: Type.Union([Type.Integer({ minimum: 1 }), Type.Null()]),
-  /** characters of prompts, results and errors one list page or `POST /jobs/wait` answer carries; past it a page ends early and a wait answer lists the rest in `omitted` (always at least one item) */
+  /** characters of prompts, results and errors one list page, `POST /jobs/wait` answer or poll answer carries; past it a page ends early, a wait answer lists the rest in `omitted`, a poll hands out fewer jobs (always at least one item) */
   maxAnswerBytes: Type.Integer({ minimum: 1024, maximum: 1024 * 1024 * 1024 }),
   /** characters of prompts, results and errors all such answers in flight carry together; past it pages shrink, then a list is 503 overloaded (null = a sixteenth of the heap limit) */
   maxAnswerBytesInFlight: Type.Union([Type.Integer({ minimum: 1024 }), Type.Null()]),

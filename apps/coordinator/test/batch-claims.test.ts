@@ -37,6 +37,24 @@ test('a poll with capacity N answers up to N jobs, oldest first, never more; `jo
   assert.equal(one?.job?.job_id, one?.jobs?.[0]?.job_id);
 });
 
+test('a poll answer carries at most MAX_ANSWER_BYTES of prompts: fewer jobs than its capacity, the first always, the rest at the next poll', async (t) => {
+  const BUDGET = 64 * 1024;
+  const { client } = await startTest(t, { maxAnswerBytes: BUDGET });
+  const prompt = (i: number) => `${i}:${'x'.repeat(20_000)}`; // three fit in the budget, not four
+  const created = await client.createJobs(Array.from({ length: 7 }, (_, i) => ({ type: 'start_session' as const, session_name: `big-${i}`, prompt: prompt(i) })));
+  const huge = await start(client, 'huge', 'h'.repeat(2 * BUDGET));
+  const l = await fakeLauncher(client);
+  const answers: PollResponse[] = [];
+  for (let i = 0; i < 4; i++) answers.push((await l.poll({ batch: true, capacity: 10 }))!);
+  // 3, 3, then the seventh alone (the huge one after it does not fit), then the huge one alone
+  assert.deepEqual(
+    answers.map((a) => ids(a.jobs)),
+    [ids(created.slice(0, 3)), ids(created.slice(3, 6)), ids(created.slice(6)), [huge.job_id]],
+  );
+  // what was left stayed ready: nothing is claimed twice or lost
+  assert.equal(await l.poll({ batch: true, capacity: 10 }), null);
+});
+
 test('one answer never holds two jobs of a session: the second waits until the first ends', async (t) => {
   const { client } = await startTest(t);
   const first = await start(client, 'serial');

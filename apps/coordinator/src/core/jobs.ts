@@ -1,4 +1,5 @@
 import { type JobStatus, type JobType, type Labels, type StopReason } from '@agentq/protocol';
+import { fitting, jobTextSize } from './answer-budget.js';
 import * as callbacks from './callbacks.js';
 import { transition, type CoreContext } from './context.js';
 import { newId } from './ids.js';
@@ -97,6 +98,10 @@ export async function offerNext(tx: Tx, sessionName: string): Promise<void> {
 /** Claim up to `max` ready jobs for `launcher`, oldest first among those it may take. */
 export async function claim(ctx: CoreContext, tx: Tx, launcher: LauncherRow, max: number): Promise<JobRow[]> {
   const ready = await tx.readyJobsFor(launcher, max);
+  // one answer carries at most MAX_ANSWER_BYTES of prompts (the first job always): a launcher
+  // asking for 1,000 slots over 1 MiB prompts would be handed a 1 GiB answer, built in one turn
+  // of the event loop. It takes the rest at its next poll; those left here stay ready.
+  ready.length = fitting(ready, ctx.config.maxAnswerBytes, jobTextSize).count;
   const claimed: JobRow[] = [];
   for (const job of ready) {
     const session = (await tx.session(job.sessionName))!;
