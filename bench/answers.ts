@@ -2,7 +2,8 @@
  * Large answers (`npm run bench:answers`; docs/benchmarks.md, "Large answers"): a coordinator
  * process (memory store) holding BENCH_JOBS pending jobs with BENCH_PROMPT_BYTES prompts, then
  * BENCH_READERS clients at once asking for everything: `GET /jobs?limit=1000` (the first page, as
- * a dashboard would), then `POST /jobs/wait` on every id, then each one job (`GET /jobs/{id}`). Meanwhile `/health` is probed every
+ * a dashboard would), then `POST /jobs/wait` on every id, then each one job (`GET /jobs/{id}`);
+ * last, one launcher polls with `capacity=1000` until every job is handed out. Meanwhile `/health` is probed every
  * 20 ms. A reader answered 503 comes back after the Retry-After, as the project's client does.
  * Reported per request kind: the bytes of the answers, how many 503s were answered, the time until
  * all were read, the slowest `/health`, and the coordinator's peak RSS (VmHWM) before and after.
@@ -52,6 +53,24 @@ async function main(): Promise<void> {
       const retried = answers.reduce((n, a) => n + a.refusals, 0);
       console.log(`| ${name} | ${bytes} | ${retried} | ${ms(elapsed, 0)} | ${ms(slowest, 0)} | ${mb(peakBefore)} → ${mb(memoryOf(server.pid).peak)} |`);
     }
+    // a launcher asking for 1,000 slots at once, polling until every job is handed out
+    const { launcher_id } = await client.register({ hostname: 'answers-bench' });
+    const peakBefore = memoryOf(server.pid).peak;
+    const probes = probe(`${server.url}/health`);
+    const t0 = performance.now();
+    const sizes: number[] = [];
+    for (let handed = 0; handed < JOBS; ) {
+      const res = await request(`${server.url}/launcher/jobs?launcher_id=${launcher_id}&capacity=1000&batch=true`, { headersTimeout: 600_000, bodyTimeout: 600_000 });
+      const body = Buffer.from(await res.body.arrayBuffer());
+      if (res.statusCode !== 200) throw new Error(`poll: ${res.statusCode}`);
+      sizes.push(body.length);
+      handed += (JSON.parse(body.toString('utf8')) as { jobs: unknown[] }).jobs.length;
+    }
+    const elapsed = performance.now() - t0;
+    const slowest = await probes.stop();
+    const [least, most] = [Math.min(...sizes), Math.max(...sizes)];
+    const bytes = sizes.length === 1 ? mb(most) : `${mb(least)}–${mb(most)} (${sizes.length} polls)`;
+    console.log(`| \`GET /launcher/jobs?capacity=1000&batch=true\` (one launcher, until all are handed out) | ${bytes} | 0 | ${ms(elapsed, 0)} | ${ms(slowest, 0)} | ${mb(peakBefore)} → ${mb(memoryOf(server.pid).peak)} |`);
   } finally {
     await client.close();
     await server.stop();
