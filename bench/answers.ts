@@ -49,7 +49,7 @@ async function main(): Promise<void> {
       const slowest = await probes.stop();
       const sizes = answers.map((a) => a.bytes);
       const [least, most] = [Math.min(...sizes), Math.max(...sizes)];
-      const bytes = least === most ? mb(most) : `${mb(least)}–${mb(most)}`;
+      const bytes = mb(least) === mb(most) ? mb(most) : `${mb(least)}–${mb(most)}`;
       const retried = answers.reduce((n, a) => n + a.refusals, 0);
       console.log(`| ${name} | ${bytes} | ${retried} | ${ms(elapsed, 0)} | ${ms(slowest, 0)} | ${mb(peakBefore)} → ${mb(memoryOf(server.pid).peak)} |`);
     }

@@ -39,7 +39,7 @@ test('a poll with capacity N answers up to N jobs, oldest first, never more; `jo
 
 test('a poll answer carries at most MAX_ANSWER_BYTES of prompts: fewer jobs than its capacity, the first always, the rest at the next poll', async (t) => {
   const BUDGET = 64 * 1024;
-  const { client } = await startTest(t, { maxAnswerBytes: BUDGET });
+  const { client } = await startTest(t, { maxAnswerBytes: BUDGET, pollTimeoutSeconds: 0.2 });
   const prompt = (i: number) => `${i}:${'x'.repeat(20_000)}`; // three fit in the budget, not four
   const created = await client.createJobs(Array.from({ length: 7 }, (_, i) => ({ type: 'start_session' as const, session_name: `big-${i}`, prompt: prompt(i) })));
   const huge = await start(client, 'huge', 'h'.repeat(2 * BUDGET));
@@ -53,6 +53,46 @@ test('a poll answer carries at most MAX_ANSWER_BYTES of prompts: fewer jobs than
   );
   // what was left stayed ready: nothing is claimed twice or lost
   assert.equal(await l.poll({ batch: true, capacity: 10 }), null);
+});
+
+test('jobs a capped poll left ready go to the next parked launcher at once, not after its hold', { timeout: 30_000 }, async (t) => {
+  const BUDGET = 64 * 1024;
+  const { client, c } = await startTest(t, { maxAnswerBytes: BUDGET, pollTimeoutSeconds: 60 });
+  const a = await fakeLauncher(client, 'host-a');
+  const b = await fakeLauncher(client, 'host-b');
+  // A parks first (it is served first), then B; both could take all the jobs
+  const aParked = parked(c.core, a.id);
+  const fromA = a.poll({ batch: true, capacity: 10 });
+  await aParked;
+  const bParked = parked(c.core, b.id);
+  const fromB = b.poll({ batch: true, capacity: 10 });
+  await bParked;
+  // seven jobs become ready in one commit; three fit in one answer
+  const created = await client.createJobs(
+    Array.from({ length: 7 }, (_, i) => ({ type: 'start_session' as const, session_name: `left-${i}`, prompt: `${i}:${'x'.repeat(20_000)}` })),
+  );
+  // A takes three; the four it left are announced again, and B (parked for 60 s) takes three now
+  assert.deepEqual(ids((await fromA)?.jobs), ids(created.slice(0, 3)));
+  assert.deepEqual(ids((await fromB)?.jobs), ids(created.slice(3, 6)));
+});
+
+test('one commit that readies jobs of two routes wakes a parked launcher for each, whatever the first one\'s capacity', { timeout: 30_000 }, async (t) => {
+  const { client, c } = await startTest(t, { pollTimeoutSeconds: 60 });
+  const regA = await client.register({ hostname: 'zone-a', labels: { zone: 'a' } });
+  const regB = await client.register({ hostname: 'zone-b', labels: { zone: 'b' } });
+  const aParked = parked(c.core, regA.launcher_id);
+  const fromA = client.poll(regA.launcher_id, { holdSeconds: 60, batch: true, capacity: 10 });
+  await aParked;
+  const bParked = parked(c.core, regB.launcher_id);
+  const fromB = client.poll(regB.launcher_id, { holdSeconds: 60, batch: true, capacity: 10 });
+  await bParked;
+  const [forA, forB] = await client.createJobs([
+    { type: 'start_session', session_name: 'in-a', prompt: 'x', requires: { zone: 'a' } },
+    { type: 'start_session', session_name: 'in-b', prompt: 'x', requires: { zone: 'b' } },
+  ]);
+  // A's capacity (10) covers both jobs, but it serves only one of the routes: B is woken too
+  assert.deepEqual(ids((await fromA)?.jobs), [forA!.job_id]);
+  assert.deepEqual(ids((await fromB)?.jobs), [forB!.job_id]);
 });
 
 test('one answer never holds two jobs of a session: the second waits until the first ends', async (t) => {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { Api, ApiError } from '../web/lib/api.js';
+import { Api, ApiError, retryAfterMs } from '../web/lib/api.js';
 import { startServer } from './harness.js';
 
 // The page's calls, without a browser: a read the coordinator refuses for now (503 with a short
@@ -67,4 +67,15 @@ test('a read refused three times shows the error; a write is never sent again', 
   assert.ok(refused instanceof ApiError);
   assert.equal(refused.code, 'queue_full');
   assert.deepEqual(statuses, [503]);
+});
+
+test('only a 429 or 503 with a Retry-After of whole seconds, 10 at most, is waited for', () => {
+  const answer = (status: number, retryAfter?: string) => new Response(null, { status, headers: retryAfter === undefined ? {} : { 'retry-after': retryAfter } });
+  assert.equal(retryAfterMs(answer(503, '1')), 1000);
+  assert.equal(retryAfterMs(answer(429, '10')), 10_000);
+  assert.equal(retryAfterMs(answer(503, '11')), undefined, 'too long: shown, not waited for');
+  assert.equal(retryAfterMs(answer(503)), undefined, 'no Retry-After (a proxy, storage_unavailable): shown at once');
+  assert.equal(retryAfterMs(answer(503, '')), undefined);
+  assert.equal(retryAfterMs(answer(503, 'Wed, 21 Oct 2026 07:28:00 GMT')), undefined);
+  assert.equal(retryAfterMs(answer(500, '1')), undefined, 'only 429 and 503');
 });

@@ -113,12 +113,18 @@ export class Dispatcher {
     }
     if (commit.readyKeys.size === 0) return;
     const routes = [...commit.readyKeys].map((k) => this.#route(k));
+    // parked polls, longest waiting first, until their capacities cover the jobs that became
+    // ready and every route has one of them (a poll that serves one route does not cover another)
     let wanted = commit.readyCount;
+    const uncovered = new Set(routes);
     for (const waiter of this.#waiters) {
-      if (wanted <= 0) break;
+      if (wanted <= 0 && uncovered.size === 0) break;
       if (waiter.busy || waiter.capacity === 0 || waiter.signal.aborted) continue;
-      if (!routes.some((r) => serves(waiter.launcher, r))) continue;
+      const served = routes.filter((r) => serves(waiter.launcher, r));
+      if (served.length === 0) continue;
+      if (wanted <= 0 && !served.some((r) => uncovered.has(r))) continue;
       wanted -= waiter.capacity;
+      for (const r of served) uncovered.delete(r);
       this.#service(waiter);
     }
   }

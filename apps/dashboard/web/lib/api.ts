@@ -104,7 +104,7 @@ export class Api {
       }
       const wait = method === 'GET' && attempt < READ_RETRIES ? retryAfterMs(res) : undefined;
       if (wait === undefined) break;
-      await res.body?.cancel();
+      await res.body?.cancel().catch(() => undefined);
       await sleep(wait, o.signal);
     }
     const authError = await this.checkAuth(res, method !== 'GET');
@@ -128,12 +128,16 @@ async function toApiError(res: Response): Promise<ApiError> {
   }
 }
 
-/** The wait a 429 or 503 asks for, when it is short enough to wait for. */
-function retryAfterMs(res: Response): number | undefined {
+/**
+ * The wait a 429 or 503 asks for (`Retry-After` in seconds), when it is short enough to wait for;
+ * undefined without one: such a refusal is shown, not sent again.
+ */
+export function retryAfterMs(res: Pick<Response, 'status' | 'headers'>): number | undefined {
   if (res.status !== 429 && res.status !== 503) return undefined;
-  const seconds = Number(res.headers.get('retry-after'));
-  if (!Number.isFinite(seconds) || seconds < 0 || seconds * 1000 > MAX_RETRY_AFTER_MS) return undefined;
-  return seconds * 1000;
+  const header = res.headers.get('retry-after')?.trim() ?? '';
+  if (!/^\d+$/.test(header)) return undefined;
+  const ms = Number(header) * 1000;
+  return ms <= MAX_RETRY_AFTER_MS ? ms : undefined;
 }
 
 function sleep(ms: number, signal?: AbortSignal): Promise<void> {

@@ -21,10 +21,16 @@ export interface ChangeSet {
   events: { type: EventType; ref: EntityRef }[];
   jobSeq: number;
   sessionSeq: number;
+  /**
+   * Ready jobs handed to this transaction's claim (`Tx.readyJobsFor`), by id, with their route
+   * keys. Those it left ready (a claim capped by MAX_ANSWER_BYTES) are announced as ready again
+   * at the commit, so that another parked poll takes them (PostgreSQL: `PgTx.lockedReady`).
+   */
+  offered: Map<string, string>;
 }
 
 export function emptyChangeSet(jobSeq: number, sessionSeq: number): ChangeSet {
-  return { jobs: new Map(), sessions: new Map(), launchers: new Map(), idempotency: [], events: [], jobSeq, sessionSeq };
+  return { jobs: new Map(), sessions: new Map(), launchers: new Map(), idempotency: [], events: [], jobSeq, sessionSeq, offered: new Map() };
 }
 
 /** Record that `key`'s row becomes `after` (undefined: deleted); `patch` is what changed. */
@@ -77,6 +83,13 @@ export function hintsOf(changes: ChangeSet): Omit<Commit, 'events'> {
     }
     if (a.stopPending && !b?.stopPending && a.launcherId !== null) commit.launchersToWake.add(a.launcherId);
     if (isTerminal(a.status) && (!b || !isTerminal(b.status))) commit.ended.add(a.id);
+  }
+  // offered to a claim that left them ready: still ready (a change that took them is not)
+  for (const [id, key] of changes.offered) {
+    const c = changes.jobs.get(id);
+    if (c && (c.after?.readySince ?? null) === null) continue;
+    commit.readyKeys.add(key);
+    commit.readyCount++;
   }
   for (const c of changes.launchers.values()) {
     if (c.kind !== 'update' || c.before.status !== c.after.status) commit.launchersChanged = true;

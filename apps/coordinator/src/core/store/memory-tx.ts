@@ -111,7 +111,9 @@ export class MemoryTx implements Tx {
       const c = touched.get(id);
       return c !== undefined && c.after?.readySince == null;
     });
-    return ids.map((id) => this.#job(id)!);
+    const rows = ids.map((id) => this.#job(id)!);
+    for (const row of rows) if (row.routeKey !== null) this.#changes.offered.set(row.id, row.routeKey);
+    return rows;
   }
 
   async idempotency(key: string): Promise<IdempotencyRow | undefined> {
