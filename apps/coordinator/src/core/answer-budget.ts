@@ -41,7 +41,7 @@ export type AnswerHold = (release: () => void) => void;
 export interface AnswerRoom {
   take<T>(rows: readonly T[], size: (row: T, i: number) => number, max?: number): number | null;
   /** no room at all now (AnswersInFlight.noRoom; counted as a refusal when so) */
-  full(): boolean;
+  noRoom(): boolean;
 }
 
 /** The text of the large answers in flight (MAX_ANSWER_BYTES, MAX_ANSWER_BYTES_IN_FLIGHT). */
@@ -101,7 +101,7 @@ export class AnswersInFlight {
 
   /** The room of one answer, whose text `hold` releases. */
   room(hold: AnswerHold): AnswerRoom {
-    return { take: (rows, size, max) => this.take(rows, size, hold, max), full: () => this.noRoom() };
+    return { take: (rows, size, max) => this.take(rows, size, hold, max), noRoom: () => this.noRoom() };
   }
 }
 

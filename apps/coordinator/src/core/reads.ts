@@ -35,7 +35,7 @@ export type ListJobsQuery = Omit<ListJobsFilter, 'limit' | 'before'> & { limit: 
 export async function listJobs(ctx: CoreContext, filter: ListJobsQuery, room: AnswerRoom): Promise<JobList> {
   const { cursor, ...rest } = filter;
   // no room at all: say so before reading (on PostgreSQL a page of large rows is a large read)
-  if (room.full()) answersBusy();
+  if (room.noRoom()) answersBusy();
   const rows = await ctx.store.listJobs({ ...rest, limit: filter.limit + 1, ...(cursor !== undefined ? { before: cursor } : {}) });
   // up to `limit` rows, fewer once they carry MAX_ANSWER_BYTES of text, or what the answers in
   // flight leave of MAX_ANSWER_BYTES_IN_FLIGHT (answer-budget.ts)
@@ -87,7 +87,7 @@ export async function listSessions(ctx: CoreContext, q: ListSessionsQuery, room:
     if (!Number.isSafeInteger(before) || before < 0) throw validation('cursor', 'is not a cursor this server gave out');
   }
   const limit = q.limit ?? 100;
-  if (room.full()) answersBusy();
+  if (room.noRoom()) answersBusy();
   const rows = await ctx.store.listSessions({
     limit: limit + 1,
     ...(q.parent !== undefined ? { parent: q.parent } : {}),

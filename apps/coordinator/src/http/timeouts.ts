@@ -97,7 +97,9 @@ export function installTimeouts(app: FastifyInstance, config: CoordinatorConfig)
   });
   // the wait is over once its answer goes out: a client that does not read it (or sends nothing
   // more) has the idle timeout again, not the hold it asked for
-  app.addHook('onSend', async (req) => {
+  // (a callback hook, as it runs on every answer: no promise per request)
+  app.addHook('onSend', (req, _reply, payload, done) => {
     if (extended.delete(req) && !req.raw.socket.destroyed) req.raw.socket.setTimeout(config.httpIdleTimeoutMs);
+    done(null, payload);
   });
 }
