@@ -200,12 +200,12 @@ export function called<T extends object>(obj: T, method: keyof T & string): Prom
 }
 
 /** An SSE subscription to `GET /events` on its own connection pool, torn down when the test ends. */
-export function openEvents(t: TestContext, url: string, lastEventId?: number | string) {
+export function openEvents(t: TestContext, url: string, lastEventId?: number | string, o: { includePrompt?: boolean } = {}) {
   const client = new AgentqClient({ url });
   const abort = new AbortController();
   let onOpen!: () => void;
   const opened = new Promise<void>((resolve) => (onOpen = resolve));
-  const it = client.events({ signal: abort.signal, onOpen, ...(lastEventId !== undefined ? { lastEventId } : {}) });
+  const it = client.events({ signal: abort.signal, onOpen, ...o, ...(lastEventId !== undefined ? { lastEventId } : {}) });
   const close = async () => {
     abort.abort();
     await it.return(undefined).catch(() => undefined);

@@ -1,9 +1,11 @@
 import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
+import pg from 'pg';
 import { AgentqClient } from '@agentq/client';
 import type { Job } from '@agentq/protocol';
 import type { CoordinatorConfig } from '../src/config.js';
 import { ManualClock } from '../src/core/clock.js';
+import { LOGGED_PROMPT_CHARS } from '../src/core/store/pg-feed.js';
 import { startCoordinator, type RunningCoordinator } from '../src/start.js';
 import { called, eventJob, fakeLauncher, openEvents, parked, start, watching } from './helpers.js';
 import { freshDatabaseUrl } from './pg-server.js';
@@ -208,4 +210,70 @@ test('text PostgreSQL cannot hold (the NUL character) is refused with 400 naming
   await assert.rejects(start(a, 'nul', 'a\u0000b'), { status: 400, code: 'validation_failed', details: { field: 'prompt' } });
   await assert.rejects(start(a, 'nul\u0000name'), { status: 400, code: 'validation_failed', details: { field: 'session_name' } });
   await assert.rejects(a.getSession('nul\u0000name'), { status: 404, code: 'session_not_found' });
+});
+
+test('a claim reads whole rows only while their prompts fit in one answer; the rows it locked beyond stay ready', async (t) => {
+  const BUDGET = 64 * 1024;
+  const set = await coordinators(t, 1, { maxAnswerBytes: BUDGET });
+  if (!set) return;
+  const [A] = set.nodes as [RunningCoordinator];
+  const [a] = set.clients as [AgentqClient];
+  // three fit in the budget, not four; the prompts are ASCII, so bytes are characters
+  const created = await a.createJobs(
+    Array.from({ length: 7 }, (_, i) => ({ type: 'start_session' as const, session_name: `read-${i}`, prompt: `${i}:${'x'.repeat(20_000)}` })),
+  );
+  const l = await fakeLauncher(a);
+  // the store itself, as a claim calls it: all seven are locked, three are read
+  const read = await A.core.store.transaction(async (tx) => tx.readyJobsFor((await tx.launcher(l.id))!, 10, BUDGET));
+  assert.deepEqual(
+    read.map((j) => j.id),
+    created.slice(0, 3).map((j) => j.job_id),
+  );
+  // nothing was claimed: the next polls hand out all seven in order, three, three, one
+  const taken: string[][] = [];
+  for (let i = 0; i < 3; i++) taken.push(((await l.poll({ batch: true, capacity: 10 }))?.jobs ?? []).map((j) => j.job_id));
+  assert.deepEqual(taken, [0, 3, 6].map((from) => created.slice(from, from + 3).map((j) => j.job_id)));
+});
+
+test('prompts over LOGGED_PROMPT_CHARS are not copied into the commit log; events read from it carry them from the jobs table', async (t) => {
+  const set = await coordinators(t, 2);
+  if (!set) return;
+  const [A, B] = set.nodes as [RunningCoordinator, RunningCoordinator];
+  const [a] = set.clients as [AgentqClient];
+  const big = `big:${'p'.repeat(LOGGED_PROMPT_CHARS)}`;
+  // B is told of A's commits through the log: its stream (with prompts) sees what the log carries
+  const onB = openEvents(t, B.url, undefined, { includePrompt: true });
+  const first = onB.next();
+  await onB.opened;
+  const [large, small] = await a.createJobs([
+    { type: 'start_session', session_name: 'large-prompt', prompt: big },
+    { type: 'start_session', session_name: 'small-prompt', prompt: 'small' },
+  ]);
+  const seen = [await first, ...(await onB.until((m) => m.event === 'job.created' && eventJob(m).job_id === small!.job_id))];
+  const created = new Map(seen.filter((m) => m.event === 'job.created').map((m) => [eventJob(m).job_id, eventJob(m)]));
+  assert.equal(created.get(large!.job_id)?.prompt, big);
+  assert.equal(created.get(small!.job_id)?.prompt, 'small');
+  await caughtUp(A, B.core.events.lastId);
+
+  const db = new pg.Client({ connectionString: set.url });
+  await db.connect();
+  t.after(() => db.end());
+  const logged = (await db.query<{ events: string }>('SELECT events FROM commit_log')).rows.map((r) => r.events).join('\n');
+  assert.ok(logged.includes(large!.job_id) && logged.includes('"prompt":"small"'), 'the log has both jobs\' events, the small prompt inline');
+  assert.ok(!logged.includes('p'.repeat(LOGGED_PROMPT_CHARS)), 'the large prompt is not in the log');
+
+  // replayed from the log by a coordinator started later: the prompt, or (the job deleted since,
+  // as history retention does) `prompt_omitted`
+  const replayed = async () => {
+    const C = await startCoordinator({ databaseUrl: set.url, ...HOLD });
+    t.after(() => C.close());
+    const events = openEvents(t, C.url, 0, { includePrompt: true });
+    const all = await events.until((m) => m.event === 'job.created' && eventJob(m).job_id === small!.job_id);
+    return all.filter((m) => m.event === 'job.created').map(eventJob).find((j) => j.job_id === large!.job_id)!;
+  };
+  assert.equal((await replayed()).prompt, big);
+  await db.query('DELETE FROM jobs WHERE id = $1', [large!.job_id]);
+  const gone = (await replayed()) as Job & { prompt_omitted?: boolean };
+  assert.equal(gone.prompt, undefined);
+  assert.equal(gone.prompt_omitted, true);
 });

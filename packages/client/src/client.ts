@@ -315,9 +315,10 @@ export class AgentqClient {
    * Follow `GET /events` (Server-Sent Events). Yields each message until the signal aborts or
    * the server ends the stream. Pass the last seen id to resume after a disconnect. `onOpen` is
    * called once the coordinator has accepted the stream: every event after that moment will come.
+   * Job events leave the prompt out (`prompt_omitted: true`) unless `includePrompt` is set.
    */
   async *events(
-    options: { lastEventId?: string | number; signal?: AbortSignal; onOpen?: () => void } = {},
+    options: { lastEventId?: string | number; signal?: AbortSignal; onOpen?: () => void; includePrompt?: boolean } = {},
   ): AsyncGenerator<SseMessage> {
     const headers: Record<string, string> = { accept: 'text/event-stream', ...this.#auth() };
     if (options.lastEventId !== undefined) headers['last-event-id'] = String(options.lastEventId);
@@ -326,7 +327,7 @@ export class AgentqClient {
     try {
       res = await this.#pool(url).request({
         method: 'GET',
-        path: '/events',
+        path: options.includePrompt ? '/events?include=prompt' : '/events',
         headers,
         signal: options.signal,
         headersTimeout: this.#headersTimeoutMs,

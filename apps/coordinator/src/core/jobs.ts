@@ -97,7 +97,7 @@ export async function offerNext(tx: Tx, sessionName: string): Promise<void> {
 
 /** Claim up to `max` ready jobs for `launcher`, oldest first among those it may take. */
 export async function claim(ctx: CoreContext, tx: Tx, launcher: LauncherRow, max: number): Promise<JobRow[]> {
-  const ready = await tx.readyJobsFor(launcher, max);
+  const ready = await tx.readyJobsFor(launcher, max, ctx.config.maxAnswerBytes);
   // one answer carries at most MAX_ANSWER_BYTES of prompts (the first job always): a launcher
   // asking for 1,000 slots over 1 MiB prompts would be handed a 1 GiB answer, built in one turn
   // of the event loop. It takes the rest at its next poll; those left here stay ready.

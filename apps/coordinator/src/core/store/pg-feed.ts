@@ -11,8 +11,8 @@ export interface LogRow {
 }
 
 type Hints = Omit<Commit, 'events'>;
-/** A lifecycle event before the log numbered it. */
-export type EventDraft = Omit<LifecycleEvent, 'id'>;
+/** A lifecycle event before the log numbered it (each kind of event without its `id`). */
+export type EventDraft = LifecycleEvent extends infer E ? (E extends unknown ? Omit<E, 'id'> : never) : never;
 
 export function hasHints(h: Hints): boolean {
   return h.readyKeys.size > 0 || h.launchersToWake.size > 0 || h.ended.size > 0 || h.launchersChanged;
@@ -22,10 +22,58 @@ export function encodeHints(h: Hints): string {
   return JSON.stringify({ r: [...h.readyKeys], n: h.readyCount, w: [...h.launchersToWake], e: [...h.ended], l: h.launchersChanged });
 }
 
+/**
+ * Job prompts longer than this are not copied into the commit log. Every event of a job carries
+ * the whole job: a 1 MiB prompt would be written to the log (and read back by every other
+ * coordinator) once for each event of its job, and a commit that claims eight such jobs would be
+ * an 8 MiB statement. The logged event is marked instead, and a reader takes the prompt from the
+ * jobs table, where it never changes (decodeEvents).
+ */
+export const LOGGED_PROMPT_CHARS = 4096;
+
+/** An event draft as the commit log holds it. */
+type LoggedDraft = EventDraft & { prompt_in_jobs?: true };
+
+/** The events column of a commit log entry. */
+export function encodeEvents(drafts: readonly EventDraft[]): string {
+  return JSON.stringify(
+    drafts.map((d): LoggedDraft => {
+      if (!('job' in d) || (d.job.prompt?.length ?? 0) <= LOGGED_PROMPT_CHARS) return d;
+      const { prompt: _prompt, ...job } = d.job;
+      return { ...d, job, prompt_in_jobs: true };
+    }),
+  );
+}
+
+/** Reads job prompts by job id (those of jobs that are gone are missing). */
+export type PromptReader = (jobIds: string[]) => Promise<Map<string, string>>;
+
+/**
+ * The events columns of commit log entries, decoded, each with the prompts the log left out
+ * (one read for all of them). A job deleted since (history retention) has none: its events say
+ * `prompt_omitted`, as a stream that did not ask for prompts gets them.
+ */
+export async function decodeEvents(columns: readonly string[], prompts: PromptReader): Promise<EventDraft[][]> {
+  const out = columns.map((c) => JSON.parse(c) as LoggedDraft[]);
+  const wanted = new Set<string>();
+  for (const drafts of out) for (const d of drafts) if (d.prompt_in_jobs && 'job' in d) wanted.add(d.job.job_id);
+  if (wanted.size === 0) return out;
+  const found = await prompts([...wanted]);
+  for (const drafts of out) {
+    for (const d of drafts) {
+      if (!d.prompt_in_jobs || !('job' in d)) continue;
+      delete d.prompt_in_jobs;
+      const prompt = found.get(d.job.job_id);
+      if (prompt === undefined) d.job.prompt_omitted = true;
+      else d.job.prompt = prompt;
+    }
+  }
+  return out;
+}
+
 /** A commit as the log holds it: events numbered from `first_event_id`, and the hints. */
-export function decodeCommit(row: LogRow): Commit {
+export function decodeCommit(row: LogRow, drafts: readonly EventDraft[]): Commit {
   const h = JSON.parse(row.hints) as { r: string[]; n: number; w: string[]; e: string[]; l: boolean };
-  const drafts = JSON.parse(row.events) as EventDraft[];
   return {
     events: drafts.map((d, i) => ({ ...d, id: row.first_event_id + i }) as LifecycleEvent),
     readyKeys: new Set(h.r),
@@ -60,6 +108,7 @@ export class CommitFeed {
 
   constructor(
     private readonly read: (afterId: number, limit: number) => Promise<LogRow[]>,
+    private readonly prompts: PromptReader,
     private readonly deliver: (commit: Commit) => void,
     private readonly log: Logger,
   ) {}
@@ -168,13 +217,21 @@ export class CommitFeed {
         if (this.#again) continue;
         return;
       }
-      for (const row of rows) this.#take(row);
+      // this coordinator's own commits are handed over as it made them: decode only the others
+      const foreign = rows.filter((r) => !this.#own.has(r.id));
+      const decoded = await decodeEvents(
+        foreign.map((r) => r.events),
+        this.prompts,
+      );
+      if (this.#closed) return;
+      const events = new Map(foreign.map((r, i) => [r.id, decoded[i]!]));
+      for (const row of rows) this.#take(row, events);
       this.#known = Math.max(this.#known, rows[rows.length - 1]!.id);
     }
   }
 
   /** Deliver `row` (this coordinator's own version if it has it), and what must come before it. */
-  #take(row: LogRow): void {
+  #take(row: LogRow, events: ReadonlyMap<number, EventDraft[]>): void {
     while (this.#delivered < row.id) {
       const next = this.#delivered + 1;
       const own = this.#own.get(next);
@@ -183,7 +240,10 @@ export class CommitFeed {
         continue;
       }
       if (next === row.id) {
-        this.#hand(next, decodeCommit(row));
+        const drafts = events.get(next);
+        // cannot happen (an own commit leaves #own only when handed, here); the read is retried
+        if (!drafts) throw new Error(`commit ${next} was read but not decoded`);
+        this.#hand(next, decodeCommit(row, drafts));
         continue;
       }
       this.log.warn({ from_commit: next, to_commit: row.id - 1 }, 'commit log entries were deleted before this coordinator read them; events skipped');

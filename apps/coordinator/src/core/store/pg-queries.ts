@@ -4,7 +4,7 @@ import { iso } from '../clock.js';
 import { ACTIVE_STATUSES, type JobRow, type LauncherRow, type SessionRow } from '../rows.js';
 import { toWireJob, toWireLauncher, toWireSession, type SessionExtras } from '../wire.js';
 import type { ChangeSet } from './changes.js';
-import type { EventDraft } from './pg-feed.js';
+import { decodeEvents, type EventDraft } from './pg-feed.js';
 import { lookupOfNul } from './pg-sql.js';
 import { statementName } from './pg-tx.js';
 import { decode, JOBS, LAUNCHERS, SESSIONS } from './sql-rows.js';
@@ -129,6 +129,12 @@ export async function eventDrafts(
   return out;
 }
 
+/** The prompts of the jobs, by id (jobs that are gone are missing). */
+export async function promptsOf(db: Queryable, jobIds: string[]): Promise<Map<string, string>> {
+  const rows = await rowsOf<{ id: string; prompt: string }>(db, 'SELECT id, prompt FROM jobs WHERE id = ANY($1)', [jobIds]);
+  return new Map(rows.map((r) => [r.id, r.prompt]));
+}
+
 /** Events with afterId < id < beforeId still in the commit log, oldest first (the newest `limit` commits). */
 export async function logEvents(db: Queryable, afterId: number, beforeId: number, limit: number): Promise<LifecycleEvent[]> {
   const rows = await rowsOf<{ first_event_id: number; events: string }>(
@@ -137,10 +143,14 @@ export async function logEvents(db: Queryable, afterId: number, beforeId: number
      WHERE last_event_id > $1 AND first_event_id < $2 AND last_event_id >= first_event_id ORDER BY id DESC LIMIT $3`,
     [afterId, beforeId, limit],
   );
+  rows.reverse();
+  const decoded = await decodeEvents(
+    rows.map((r) => r.events),
+    (ids) => promptsOf(db, ids),
+  );
   const out: LifecycleEvent[] = [];
-  for (const r of rows.reverse()) {
-    const drafts = JSON.parse(r.events) as EventDraft[];
-    drafts.forEach((d, i) => {
+  for (const [n, r] of rows.entries()) {
+    decoded[n]!.forEach((d, i) => {
       const id = r.first_event_id + i;
       if (id > afterId && id < beforeId) out.push({ ...d, id } as LifecycleEvent);
     });

@@ -108,3 +108,13 @@ export function lookupOfNul(text: string, values: readonly unknown[]): boolean {
   if (!/^\s*(SELECT|WITH)\b/i.test(text)) return false;
   return values.some((v) => (typeof v === 'string' ? v.includes('\u0000') : Array.isArray(v) && v.some((x) => typeof x === 'string' && x.includes('\u0000'))));
 }
+
+/**
+ * `s` as an SQL string literal, for the statements sent as one simple query (no parameters):
+ * what `pg.escapeLiteral` makes, with the engine's own replace instead of a loop over every
+ * character (the commit log's events can be megabytes).
+ */
+export function sqlLiteral(s: string): string {
+  const quoted = `'${s.replaceAll("'", "''")}'`;
+  return s.includes('\\') ? ` E${quoted.replaceAll('\\', '\\\\')}` : quoted;
+}

@@ -4,9 +4,9 @@ import pg from 'pg';
 import type { Logger } from 'pino';
 import type { Clock } from '../clock.js';
 import { hintsOf } from './changes.js';
-import { encodeHints, hasHints, type CommitFeed, type EventDraft } from './pg-feed.js';
+import { encodeEvents, encodeHints, hasHints, type CommitFeed, type EventDraft } from './pg-feed.js';
 import { eventDrafts } from './pg-queries.js';
-import { isConnectionError, isRetryable, isUniqueViolation, unavailable } from './pg-sql.js';
+import { isConnectionError, isRetryable, isUniqueViolation, sqlLiteral, unavailable } from './pg-sql.js';
 import { PgTx, type ServesCache } from './pg-tx.js';
 import type { Commit, Tx } from './store.js';
 
@@ -124,8 +124,8 @@ export class PgTransactions {
   async #entryOf(client: pg.PoolClient, tx: PgTx): Promise<{ log: LogDraft; commit: (firstEventId: number) => Commit } | undefined> {
     const changes = tx.changes();
     const hints = hintsOf(changes);
-    for (const job of tx.lockedReady(false)) {
-      hints.readyKeys.add(job.routeKey!);
+    for (const key of tx.lockedReady(false)) {
+      hints.readyKeys.add(key);
       hints.readyCount++;
     }
     const drafts = changes.events.length > 0 ? await eventDrafts(client, changes, tx.cached(), tx.now) : [];
@@ -148,11 +148,11 @@ export class PgTransactions {
       return undefined;
     }
     const n = log.drafts.length;
-    const lit = (s: string) => pg.escapeLiteral(s);
+    const lit = sqlLiteral;
     const results = (await client.query(
       `WITH h AS (UPDATE commit_head SET commit_id = commit_id + 1, event_id = event_id + ${n} RETURNING commit_id, event_id)
        INSERT INTO commit_log (id, first_event_id, last_event_id, origin, at, events, hints)
-       SELECT commit_id, event_id - ${n} + 1, event_id, ${lit(this.#o.origin)}, ${Math.trunc(log.at)}, ${lit(JSON.stringify(log.drafts))}, ${lit(log.hints)} FROM h
+       SELECT commit_id, event_id - ${n} + 1, event_id, ${lit(this.#o.origin)}, ${Math.trunc(log.at)}, ${lit(encodeEvents(log.drafts))}, ${lit(log.hints)} FROM h
        RETURNING id, first_event_id;
        SELECT pg_notify(${lit(this.#o.channel)}, (SELECT commit_id::text FROM commit_head));
        COMMIT`,
@@ -170,7 +170,7 @@ export class PgTransactions {
     const ready = tx.lockedReady(true);
     if (ready.length === 0 || this.#o.closed()) return;
     const hints = {
-      readyKeys: new Set(ready.map((j) => j.routeKey!)),
+      readyKeys: new Set(ready),
       readyCount: ready.length,
       launchersToWake: new Set<string>(),
       ended: new Set<string>(),

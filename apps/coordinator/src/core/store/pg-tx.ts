@@ -58,6 +58,8 @@ export class PgTx implements Tx {
   readonly #launchers = new Map<string, LauncherRow>();
   /** sessions whose live jobs are all locked (and in #jobs) */
   readonly #liveLoaded = new Set<string>();
+  /** ready jobs readyJobsFor locked but did not read (past its `maxBytes`): id → route key */
+  readonly #lockedUnread = new Map<string, string>();
   /** sessions of jobs taken by readyJobsFor, and those of them read (without a lock) */
   readonly #claimSessions = new Set<string>();
   readonly #peeked = new Map<string, SessionRow>();
@@ -92,20 +94,22 @@ export class PgTx implements Tx {
   }
 
   /**
-   * Ready jobs this transaction held locked and did not make ready itself: a claim running at the
-   * same time skipped them, so the commit (or the rollback) says they are ready, waking the polls
-   * that may have missed them. `committed`: as they were before this transaction (a rollback).
+   * The route keys of ready jobs this transaction held locked and did not make ready itself: a
+   * claim running at the same time skipped them, so the commit (or the rollback) says they are
+   * ready, waking the polls that may have missed them. `committed`: as they were before this
+   * transaction (a rollback).
    */
-  lockedReady(committed: boolean): JobRow[] {
-    const out: JobRow[] = [];
+  lockedReady(committed: boolean): string[] {
+    const out: string[] = [];
     for (const [id, row] of this.#jobs) {
       const c = this.#changes.jobs.get(id);
       if (c?.kind === 'insert') continue;
       const before = c ? c.before : row;
       if (before?.readySince == null) continue;
       const now = committed ? before : row;
-      if (now.readySince != null && now.routeKey !== null) out.push(now);
+      if (now.readySince != null && now.routeKey !== null) out.push(now.routeKey);
     }
+    for (const [id, key] of this.#lockedUnread) if (!this.#jobs.has(id)) out.push(key);
     return out;
   }
 
@@ -198,19 +202,36 @@ export class PgTx implements Tx {
     return rows.map((raw) => this.#holdJob(raw));
   }
 
-  async readyJobsFor(launcher: LauncherRow, max: number): Promise<JobRow[]> {
+  async readyJobsFor(launcher: LauncherRow, max: number, maxBytes: number): Promise<JobRow[]> {
     if (max <= 0) return [];
     const keys = await this.#servedKeys(launcher);
     if (keys.length === 0) return [];
+    // Lock up to `max`, but read whole rows only while their text fits in `maxBytes` (the first
+    // always): 1,000 ready jobs of 1 MiB would otherwise be a 1 GiB answer from the server, for a
+    // claim that hands out 8 MiB. Sizes are UTF-8 bytes (octet_length reads a stored value's size
+    // without decompressing it), never fewer than the characters the claim counts, so what is
+    // read here is never more than it keeps. The rest stay locked and are announced at the end.
     const rows = await this.#rows(
-      'SELECT * FROM jobs WHERE ready_since IS NOT NULL AND route_key = ANY($1) ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED',
-      [keys, max],
+      `WITH locked AS (
+         SELECT id, seq, route_key, octet_length(prompt) + coalesce(octet_length(result), 0) + coalesce(octet_length(error), 0) AS size
+         FROM jobs WHERE ready_since IS NOT NULL AND route_key = ANY($1) ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED),
+       running AS (SELECT id, seq, route_key, row_number() OVER w AS n, sum(size) OVER w AS used FROM locked WINDOW w AS (ORDER BY seq))
+       SELECT running.id AS locked_id, running.route_key AS locked_route_key, jobs.*
+       FROM running LEFT JOIN jobs ON jobs.id = running.id AND (running.n = 1 OR running.used <= $3)
+       ORDER BY running.seq`,
+      [keys, max, maxBytes],
     );
-    return rows.map((raw) => {
+    const out: JobRow[] = [];
+    for (const raw of rows) {
+      if (raw['id'] === null) {
+        this.#lockedUnread.set(raw['locked_id'] as string, raw['locked_route_key'] as string);
+        continue;
+      }
       const job = this.#holdJob(raw);
       if (!this.#sessions.has(job.sessionName)) this.#claimSessions.add(job.sessionName);
-      return job;
-    });
+      out.push(job);
+    }
+    return out;
   }
 
   /** The route keys of ready jobs that `launcher` serves (a skip scan over the ready index). */

@@ -9,7 +9,7 @@ import type { SessionExtras } from '../wire.js';
 import { PgControl } from './pg-control.js';
 import { CommitFeed, type LogRow } from './pg-feed.js';
 import { PgOutput } from './pg-output.js';
-import { ACTIVE, extrasOf, logEvents, rowsOf } from './pg-queries.js';
+import { ACTIVE, extrasOf, logEvents, promptsOf, rowsOf } from './pg-queries.js';
 import { migratePg } from './pg-schema.js';
 import { isConnectionError, pgTypes, unavailable } from './pg-sql.js';
 import { PgTransactions } from './pg-transactions.js';
@@ -135,6 +135,7 @@ export class PostgresStore implements Store {
     this.#feed = new CommitFeed(
       (afterId, limit) =>
         rowsOf<LogRow>(this.#pool, 'SELECT id, first_event_id, events, hints FROM commit_log WHERE id > $1 ORDER BY id LIMIT $2', [afterId, limit]),
+      (jobIds) => promptsOf(this.#pool, jobIds),
       (commit) => {
         for (const listener of this.#listeners) listener(commit);
       },

@@ -36,8 +36,10 @@ export interface Tx {
   /**
    * Up to `max` ready jobs that `launcher` may take, oldest first, locked for this transaction
    * (another transaction's claim skips them). The caller must claim them (clear `readySince`).
+   * A store that must read the rows from elsewhere (PostgreSQL) may stop once their text passes
+   * `maxBytes` (the first job always): the claim would not hand out more in one answer.
    */
-  readyJobsFor(launcher: LauncherRow, max: number): Promise<JobRow[]>;
+  readyJobsFor(launcher: LauncherRow, max: number, maxBytes: number): Promise<JobRow[]>;
   idempotency(key: string): Promise<IdempotencyRow | undefined>;
 
   // --- writes ---
