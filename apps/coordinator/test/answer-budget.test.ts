@@ -1,10 +1,14 @@
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { test } from 'node:test';
 import { AgentqClient } from '@agentq/client';
 import { request } from 'undici';
 import { AnswersInFlight, fitting } from '../src/core/answer-budget.js';
+import type { ListJobsFilter } from '../src/core/store/store.js';
 import { called, fakeLauncher, rejectsWith, start, startTest, watching } from './helpers.js';
 import { metricValue } from './limits-helpers.js';
 
@@ -110,6 +114,24 @@ test('GET /jobs: a page ends once its prompts, results and errors pass MAX_ANSWE
   assert.notEqual(two.next_cursor, null);
 });
 
+test('GET /jobs on a store read from a file or a server: the rows past the budget are not read', async (t) => {
+  // SQLite in the default run (the memory store has every row in memory already), else the store under test
+  const dir = mkdtempSync(join(tmpdir(), 'agentq-answer-budget-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const onFile = process.env.AGENTQ_TEST_STORE ? {} : { databaseUrl: `sqlite:${join(dir, 'agentq.db')}` };
+  const { c, client } = await startTest(t, { maxAnswerBytes: BUDGET, ...onFile });
+  for (const n of ['a', 'b', 'c', 'd', 'e', 'f', 'g']) await start(client, n, big(n));
+  const names = async (f: ListJobsFilter) => (await c.core.store.listJobs(f)).map((j) => j.sessionName);
+  // three rows fit; the fourth is read too (it does not fit: the caller sees there is more)
+  assert.deepEqual(await names({ limit: 8, maxBytes: BUDGET }), ['g', 'f', 'e', 'd']);
+  assert.deepEqual(await names({ limit: 8 }), ['g', 'f', 'e', 'd', 'c', 'b', 'a'], 'without a budget, every row');
+  // a first row over the budget alone: it and the next one
+  await start(client, 'huge', 'h'.repeat(3 * BUDGET));
+  assert.deepEqual(await names({ limit: 8, maxBytes: BUDGET }), ['huge', 'g']);
+  // and the answers over HTTP page through all of them, as with every store
+  assert.deepEqual(await jobPages(client), [['huge'], ['g', 'f', 'e'], ['d', 'c', 'b'], ['a']]);
+});
+
 test('GET /jobs: results and errors count as well as prompts', async (t) => {
   const { client } = await startTest(t, { maxAnswerBytes: BUDGET });
   const launcher = await fakeLauncher(client);
@@ -137,6 +159,36 @@ test('GET /sessions: a page ends once the last results it carries pass MAX_ANSWE
     return { items: p.sessions.map((s) => s.session_name), next_cursor: p.next_cursor };
   });
   assert.deepEqual(pages, [['d', 'c', 'b'], ['a']]);
+});
+
+test('POST /jobs/wait reads statuses while it waits, and whole jobs only as far as they fit in its answer', async (t) => {
+  const { c, client } = await startTest(t, { maxAnswerBytes: BUDGET });
+  const launcher = await fakeLauncher(client);
+  const jobs = [];
+  for (const n of ['a', 'b', 'c', 'd', 'e', 'f', 'g']) jobs.push(await start(client, n, big(n)));
+  const ids = jobs.map((j) => j.job_id);
+  // count whole-job reads from here on (the store is the real one; only its getJob is watched)
+  const store = c.core.store;
+  const getJob = store.getJob.bind(store);
+  const read: string[] = [];
+  store.getJob = (id) => {
+    read.push(id);
+    return getJob(id);
+  };
+  t.after(() => (store.getJob = getJob));
+  // a wait for any of them to end, checked again on each end: the first ends after it parked
+  const isWaiting = watching(c.core, ids[0]!);
+  const waiting = client.waitJobs({ job_ids: ids, mode: 'any', timeout_ms: 60_000 });
+  await isWaiting;
+  const taken = await launcher.take();
+  await launcher.started(taken.job_id);
+  await launcher.completed(taken.job_id, 'ok');
+  const answer = await waiting;
+  assert.equal(answer.done, true);
+  assert.deepEqual(answer.jobs.map((j) => j.session_name), ['a', 'b', 'c'], 'the ended one first, then request order');
+  assert.deepEqual(answer.omitted, ids.slice(3));
+  // only the three sent were read whole (once each), not the seven on every check
+  assert.deepEqual(read.filter((id) => ids.includes(id)).sort(), ids.slice(0, 3).sort());
 });
 
 test('POST /jobs/wait: snapshots past MAX_ANSWER_BYTES are named in omitted, the ended ones sent first; done counts them all', async (t) => {

@@ -36,7 +36,12 @@ export async function listJobs(ctx: CoreContext, filter: ListJobsQuery, room: An
   const { cursor, ...rest } = filter;
   // no room at all: say so before reading (on PostgreSQL a page of large rows is a large read)
   if (room.noRoom()) answersBusy();
-  const rows = await ctx.store.listJobs({ ...rest, limit: filter.limit + 1, ...(cursor !== undefined ? { before: cursor } : {}) });
+  const rows = await ctx.store.listJobs({
+    ...rest,
+    limit: filter.limit + 1,
+    maxBytes: ctx.config.maxAnswerBytes,
+    ...(cursor !== undefined ? { before: cursor } : {}),
+  });
   // up to `limit` rows, fewer once they carry MAX_ANSWER_BYTES of text, or what the answers in
   // flight leave of MAX_ANSWER_BYTES_IN_FLIGHT (answer-budget.ts)
   const n = room.take(rows, jobTextSize, filter.limit) ?? answersBusy();

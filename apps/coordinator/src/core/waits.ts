@@ -1,5 +1,5 @@
 import { isTerminal, type Job, type WaitManyResponse } from '@agentq/protocol';
-import { jobTextSize, type AnswerRoom } from './answer-budget.js';
+import { fitting, jobTextSize, type AnswerRoom } from './answer-budget.js';
 import type { CoreContext } from './context.js';
 import { jobNotFound } from './errors.js';
 import type { JobWatchers } from './job-watchers.js';
@@ -45,7 +45,12 @@ export async function waitJobs(
   includeTerminal = false,
 ): Promise<WaitManyResponse> {
   const unique = [...new Set(jobIds)];
-  const read = async () => (await Promise.all(unique.map((id) => ctx.store.getJob(id)))).filter((j) => j !== undefined);
+  // each check reads statuses and sizes only: a wait on many jobs with large prompts would read
+  // them all again after every commit that ends one of them (PostgreSQL: from the server)
+  const read = async () => {
+    const briefs = new Map((await ctx.store.jobBriefs(unique)).map((b) => [b.id, b]));
+    return unique.map((id) => briefs.get(id)).filter((b) => b !== undefined);
+  };
   let found = await read();
   const known = new Set(found.map((j) => j.id));
   const open = new Set(found.filter((j) => includeTerminal || !isTerminal(j.status)).map((j) => j.id));
@@ -65,14 +70,18 @@ export async function waitJobs(
   // sent (answer-budget.ts); the jobs that ended come first, since they are what the caller waited
   // for; the answer keeps request order
   const byInterest = [...found.filter((j) => isTerminal(j.status)), ...found.filter((j) => !isTerminal(j.status))];
-  // a caller that has gone gets nothing built (its answer would not be sent)
-  const sent = new Set(signal?.aborted ? [] : byInterest.slice(0, room.take(byInterest, jobTextSize) ?? 0));
+  const done = met();
+  // a caller that has gone gets nothing built (its answer would not be sent); the others' jobs
+  // are read whole only as far as their sizes fit in one answer
+  const chosen = signal?.aborted ? [] : byInterest.slice(0, fitting(byInterest, ctx.config.maxAnswerBytes, (b) => b.size).count);
+  const rows = (await Promise.all(chosen.map((b) => ctx.store.getJob(b.id)))).filter((j) => j !== undefined);
+  const sent = new Map(rows.slice(0, room.take(rows, jobTextSize) ?? 0).map((j) => [j.id, j]));
   return {
     mode,
-    done: met(),
-    jobs: await Promise.all(found.filter((j) => sent.has(j)).map((j) => wireJob(ctx, j))),
+    done,
+    jobs: await Promise.all(found.filter((b) => sent.has(b.id)).map((b) => wireJob(ctx, sent.get(b.id)!))),
     not_found: unique.filter((id) => !known.has(id)),
-    omitted: found.filter((j) => !sent.has(j)).map((j) => j.id),
+    omitted: found.filter((b) => !sent.has(b.id)).map((b) => b.id),
   };
 }
 

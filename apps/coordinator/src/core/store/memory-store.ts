@@ -1,5 +1,6 @@
 import { isTerminal, type JobStatus, type LifecycleEvent } from '@agentq/protocol';
 import type { Logger } from 'pino';
+import { jobTextSize } from '../answer-budget.js';
 import { iso } from '../clock.js';
 import type { Clock } from '../clock.js';
 import { OutputBuffer } from '../output-buffer.js';
@@ -12,6 +13,7 @@ import { MemoryTx } from './memory-tx.js';
 import { Mutex } from './mutex.js';
 import type {
   Commit,
+  JobBrief,
   ListJobsFilter,
   ListSessionsFilter,
   OutputInfo,
@@ -147,6 +149,14 @@ export class MemoryStore implements Store {
 
   async getJob(id: string): Promise<JobRow | undefined> {
     return this.state.job(id);
+  }
+  async jobBriefs(ids: readonly string[]): Promise<JobBrief[]> {
+    const out: JobBrief[] = [];
+    for (const id of ids) {
+      const row = this.state.job(id);
+      if (row) out.push({ id, status: row.status, size: jobTextSize(row) });
+    }
+    return out;
   }
   async getSession(name: string): Promise<SessionRow | undefined> {
     return this.state.session(name);

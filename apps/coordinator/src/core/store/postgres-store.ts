@@ -16,6 +16,7 @@ import { PgTransactions } from './pg-transactions.js';
 import { decode, JOBS, LAUNCHERS, SESSIONS } from './sql-rows.js';
 import type {
   Commit,
+  JobBrief,
   ListJobsFilter,
   ListSessionsFilter,
   OutputInfo,
@@ -92,12 +93,17 @@ export class PostgresStore implements Store {
     const pool = new pg.Pool({ ...config, max: o.poolSize ?? 10, idle_in_transaction_session_timeout: 60_000 });
     pool.on('error', (err) => o.log.warn({ err }, 'idle PostgreSQL connection failed'));
     let namespace: string;
+    let utf8: boolean;
     try {
       const client = await pool.connect();
       try {
-        const [where] = await rowsOf<{ db: string; schema: string | null }>(client, 'SELECT current_database() AS db, current_schema() AS schema');
+        const [where] = await rowsOf<{ db: string; schema: string | null; encoding: string }>(
+          client,
+          "SELECT current_database() AS db, current_schema() AS schema, current_setting('server_encoding') AS encoding",
+        );
         if (!where?.schema) throw new Error('no schema to create tables in: create it, or fix search_path (?options=-c search_path=NAME)');
         namespace = `${where.db}.${where.schema}`;
+        utf8 = where.encoding === 'UTF8';
         const from = await migratePg(client, `agentq:migrate:${namespace}`);
         o.log.info({ database: redact(url), schema: where.schema, from_version: from }, 'PostgreSQL store opened');
       } finally {
@@ -108,7 +114,7 @@ export class PostgresStore implements Store {
       throw new Error(`cannot open the PostgreSQL database ${redact(url)}: ${(err as Error).message}`, { cause: err });
     }
     const [head] = await rowsOf<{ commit_id: number; event_id: number }>(pool, 'SELECT commit_id, event_id FROM commit_head');
-    const store = new PostgresStore(pool, config, namespace, head!, o);
+    const store = new PostgresStore(pool, config, namespace, head!, utf8, o);
     try {
       await store.#control.start();
     } catch (err) {
@@ -118,14 +124,21 @@ export class PostgresStore implements Store {
     return store;
   }
 
+  /** an SQL expression: the characters of a text column, for answer budgets */
+  readonly #chars: (column: string) => string;
+
   private constructor(
     pool: pg.Pool,
     config: pg.ClientConfig,
     namespace: string,
     head: { commit_id: number; event_id: number },
+    utf8: boolean,
     o: PostgresStoreOptions,
   ) {
     this.#pool = pool;
+    // characters, or (a database in another encoding, where char_length counts bytes) a third of
+    // the UTF-8 bytes: never more than JavaScript's length of the same text (ListJobsFilter)
+    this.#chars = utf8 ? (column) => `char_length(${column})` : (column) => `(octet_length(${column}) / 3)`;
     this.#o = o;
     this.#log = o.log;
     this.lastEventId = head.event_id;
@@ -198,6 +211,13 @@ export class PostgresStore implements Store {
     });
     return extras.get(session.name)!;
   }
+  async jobBriefs(ids: readonly string[]): Promise<JobBrief[]> {
+    return this.#rows<JobBrief>(
+      `SELECT id, status, ${this.#chars('prompt')} + coalesce(${this.#chars('result')}, 0) + coalesce(${this.#chars('error')}, 0) AS size
+       FROM jobs WHERE id = ANY($1)`,
+      [ids],
+    );
+  }
   async getLauncher(id: string): Promise<LauncherRow | undefined> {
     const [raw] = await this.#rows('SELECT * FROM launchers WHERE id = $1', [id]);
     return raw ? decode(LAUNCHERS, raw) : undefined;
@@ -221,7 +241,16 @@ export class PostgresStore implements Store {
     if (f.launcherId !== undefined) where.push(`launcher_id = ${arg(f.launcherId)}`);
     if (f.statuses) where.push(`status = ANY(${arg([...f.statuses])}::text[])`);
     if (f.terminal !== undefined) where.push(`${f.terminal ? '' : 'NOT '}(status = ANY(${arg(TERMINAL)}::text[]))`);
-    const sql = `SELECT * FROM jobs ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY seq DESC LIMIT ${arg(f.limit)}`;
+    const filter = where.length ? `WHERE ${where.join(' AND ')}` : '';
+    // with a budget, the page's sizes first: rows past it are not sent (ListJobsFilter)
+    const sql =
+      f.maxBytes === undefined
+        ? `SELECT * FROM jobs ${filter} ORDER BY seq DESC LIMIT ${arg(f.limit)}`
+        : `WITH page AS (
+             SELECT seq, ${this.#chars('prompt')} + coalesce(${this.#chars('result')}, 0) + coalesce(${this.#chars('error')}, 0) AS size
+             FROM jobs ${filter} ORDER BY seq DESC LIMIT ${arg(f.limit)}),
+           counted AS (SELECT seq, row_number() OVER w AS n, sum(size) OVER w - size AS before FROM page WINDOW w AS (ORDER BY seq DESC))
+           SELECT jobs.* FROM counted JOIN jobs USING (seq) WHERE counted.n <= 2 OR counted.before <= ${arg(f.maxBytes)} ORDER BY seq DESC`;
     return (await this.#rows(sql, args)).map((r) => decode(JOBS, r));
   }
 

@@ -316,8 +316,15 @@ export class SqliteStore extends MemoryStore {
       args.push(...f.statuses);
     }
     if (f.terminal !== undefined) where.push(`completed_at IS ${f.terminal ? 'NOT ' : ''}NULL`);
-    const sql = `${SELECT_JOBS} ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY jobs.seq DESC LIMIT ?`;
-    return this.#jobs(sql, ...args, f.limit);
+    const filter = where.length ? `WHERE ${where.join(' AND ')}` : '';
+    if (f.maxBytes === undefined) return this.#jobs(`${SELECT_JOBS} ${filter} ORDER BY jobs.seq DESC LIMIT ?`, ...args, f.limit);
+    // the page's sizes first: prompts past the budget are not read into strings (ListJobsFilter)
+    const sql = `WITH page AS (
+        SELECT jobs.seq, length(job_prompts.prompt) + coalesce(length(jobs.result), 0) + coalesce(length(jobs.error), 0) AS size
+        FROM jobs JOIN job_prompts ON job_prompts.job_id = jobs.id ${filter} ORDER BY jobs.seq DESC LIMIT ?),
+      counted AS (SELECT seq, row_number() OVER w AS n, sum(size) OVER w - size AS before FROM page WINDOW w AS (ORDER BY seq DESC))
+      ${SELECT_JOBS} WHERE jobs.seq IN (SELECT seq FROM counted WHERE n <= 2 OR before <= ?) ORDER BY jobs.seq DESC`;
+    return this.#jobs(sql, ...args, f.limit, f.maxBytes);
   }
 
   override async listSessions(f: ListSessionsFilter): Promise<SessionRow[]> {

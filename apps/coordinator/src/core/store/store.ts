@@ -75,6 +75,12 @@ export interface Commit {
   launchersChanged: boolean;
 }
 
+export interface JobBrief {
+  id: string;
+  status: JobStatus;
+  size: number;
+}
+
 export interface ListJobsFilter {
   statuses?: ReadonlySet<JobStatus>;
   sessionName?: string;
@@ -83,6 +89,14 @@ export interface ListJobsFilter {
   limit: number;
   /** seq: jobs older than this */
   before?: number;
+  /**
+   * The answer's text budget (MAX_ANSWER_BYTES). A store that reads rows from a file or a server
+   * may leave out the rows after the first one whose text, with the rows' before it, passes it,
+   * keeping at least two: the caller, counting with `jobTextSize`, then keeps fewer than it was
+   * given and knows there is more (its next_cursor). Counted in characters (code points), never
+   * more than `jobTextSize` counts.
+   */
+  maxBytes?: number;
 }
 
 export interface ListSessionsFilter {
@@ -141,6 +155,12 @@ export interface Store {
 
   // --- reads outside transactions (a committed view) ---
   getJob(id: string): Promise<JobRow | undefined>;
+  /**
+   * The status and text size of each of the jobs (unknown ids left out; in no particular order):
+   * what a wait checks on each commit, without reading prompts. `size` is in characters, never
+   * more than `jobTextSize` counts.
+   */
+  jobBriefs(ids: readonly string[]): Promise<JobBrief[]>;
   getSession(name: string): Promise<SessionRow | undefined>;
   sessionExtras(session: SessionRow): Promise<SessionExtras>;
   getLauncher(id: string): Promise<LauncherRow | undefined>;
