@@ -9,20 +9,31 @@
  * all were read, the slowest `/health`, and the coordinator's peak RSS (VmHWM) before and after.
  *
  * BENCH_COORDINATOR runs another build's main.js (bench/lib/process.ts): the same workload before
- * a change.
+ * a change. BENCH_STORE=sqlite runs the coordinator on a fresh SQLite file, BENCH_STORE=postgres
+ * on a fresh PostgreSQL schema (bench/lib/postgres.ts), instead of the memory store; BENCH_ONLY=poll runs the launcher's part
+ * alone.
  */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { AgentqClient } from '@agentq/client';
 import { request } from 'undici';
+import { postgresUrl } from './lib/postgres.js';
 import { memoryOf, QUIET_ENV, startCoordinatorProcess } from './lib/process.js';
 import { env, mb, ms } from './lib/stats.js';
 
 const JOBS = env('BENCH_JOBS', 300);
 const PROMPT_BYTES = env('BENCH_PROMPT_BYTES', 1024 * 1024);
 const READERS = env('BENCH_READERS', 4);
+const STORE = process.env.BENCH_STORE ?? 'memory';
+const ONLY_POLL = process.env.BENCH_ONLY === 'poll';
 
 async function main(): Promise<void> {
-  const server = await startCoordinatorProcess('memory:', QUIET_ENV);
+  const dir = mkdtempSync(join(tmpdir(), 'agentq-answers-'));
+  const databaseUrl = { memory: 'memory:', sqlite: `sqlite:${join(dir, 'agentq.db')}`, postgres: '' }[STORE];
+  if (databaseUrl === undefined) throw new Error(`BENCH_STORE: memory, sqlite or postgres, not ${STORE}`);
+  const server = await startCoordinatorProcess(databaseUrl || (await postgresUrl()), QUIET_ENV);
   const client = new AgentqClient({ url: server.url });
   try {
     const filler = 'x'.repeat(PROMPT_BYTES - 16);
@@ -32,7 +43,7 @@ async function main(): Promise<void> {
       const batch = Array.from({ length: Math.min(5, JOBS - i) }, (_, k) => ({ type: 'start_session' as const, session_name: `big-${i + k}`, prompt: `${i + k}:${filler}` }));
       ids.push(...(await client.createJobs(batch)).map((j) => j.job_id));
     }
-    console.log(`\n## Large answers: ${JOBS} pending jobs with ${mb(PROMPT_BYTES)} prompts, ${READERS} readers at once\n`);
+    console.log(`\n## Large answers (${STORE} store): ${JOBS} pending jobs with ${mb(PROMPT_BYTES)} prompts, ${READERS} readers at once\n`);
     console.log('| request | bytes per answer | 503 then retried | all answers read after | slowest /health meanwhile | coordinator peak RSS before → after |');
     console.log('|---|---|---|---|---|---|');
     const kinds: [string, (reader: number) => Promise<Answer>][] = [
@@ -40,7 +51,7 @@ async function main(): Promise<void> {
       ['`POST /jobs/wait` (every id, `timeout_ms: 0`)', () => read(`${server.url}/jobs/wait`, JSON.stringify({ job_ids: ids, timeout_ms: 0 }))],
       ['`GET /jobs/{id}` (one job each, in turn)', (reader) => read(`${server.url}/jobs/${ids[reader % ids.length]}`)],
     ];
-    for (const [name, once] of kinds) {
+    for (const [name, once] of ONLY_POLL ? [] : kinds) {
       const peakBefore = memoryOf(server.pid).peak;
       const probes = probe(`${server.url}/health`);
       const t0 = performance.now();
@@ -74,6 +85,7 @@ async function main(): Promise<void> {
   } finally {
     await client.close();
     await server.stop();
+    rmSync(dir, { recursive: true, force: true });
   }
 }
 

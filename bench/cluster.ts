@@ -22,6 +22,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { AgentqClient } from '@agentq/client';
+import { postgresUrl } from './lib/postgres.js';
 import { QUIET_ENV, startCoordinatorProcess, type ServerProcess } from './lib/process.js';
 import { latencyOf, ms } from './lib/stats.js';
 
@@ -110,21 +111,6 @@ async function setup(name: string, databaseUrls: string[], run: (servers: Server
   } finally {
     await Promise.all(servers.map((s) => s.stop()));
   }
-}
-
-/** A fresh PostgreSQL schema: BENCH_PG_URL's server, or a throwaway one (the tests' helper). */
-async function postgresUrl(): Promise<string> {
-  const helper = (await import(new URL('../../apps/coordinator/dist/test/pg-server.js', import.meta.url).href)) as {
-    freshDatabaseUrl(t: unknown): Promise<string | null>;
-  };
-  if (process.env.BENCH_PG_URL) process.env.AGENTQ_TEST_PG_URL = process.env.BENCH_PG_URL;
-  const url = await helper.freshDatabaseUrl({
-    skip: (why: string) => {
-      throw new Error(why);
-    },
-  });
-  if (!url) throw new Error('no PostgreSQL server');
-  return url;
 }
 
 const dir = mkdtempSync(join(tmpdir(), 'agentq-bench-'));
