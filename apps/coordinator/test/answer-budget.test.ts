@@ -8,7 +8,7 @@ import { test } from 'node:test';
 import { AgentqClient } from '@agentq/client';
 import { request } from 'undici';
 import { AnswersInFlight, fitting } from '../src/core/answer-budget.js';
-import type { ListJobsFilter } from '../src/core/store/store.js';
+import type { ListJobsFilter, ListSessionsFilter } from '../src/core/store/store.js';
 import { called, fakeLauncher, rejectsWith, start, startTest, watching } from './helpers.js';
 import { metricValue } from './limits-helpers.js';
 
@@ -159,6 +159,34 @@ test('GET /sessions: a page ends once the last results it carries pass MAX_ANSWE
     return { items: p.sessions.map((s) => s.session_name), next_cursor: p.next_cursor };
   });
   assert.deepEqual(pages, [['d', 'c', 'b'], ['a']]);
+});
+
+test('GET /sessions on a store read from a file or a server: the rows past the budget are not read', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'agentq-answer-budget-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const onFile = process.env.AGENTQ_TEST_STORE ? {} : { databaseUrl: `sqlite:${join(dir, 'agentq.db')}` };
+  const { c, client } = await startTest(t, { maxAnswerBytes: BUDGET, ...onFile });
+  const launcher = await fakeLauncher(client);
+  for (const n of ['a', 'b', 'c', 'd', 'e', 'f', 'g']) {
+    const job = await start(client, n, 'p');
+    await launcher.take();
+    await launcher.started(job.job_id);
+    await launcher.completed(job.job_id, big(n));
+  }
+  const names = async (f: ListSessionsFilter) => (await c.core.store.listSessions(f)).map((s) => s.name);
+  assert.deepEqual(await names({ limit: 8, maxBytes: BUDGET }), ['g', 'f', 'e', 'd']);
+  assert.deepEqual(await names({ limit: 8 }), ['g', 'f', 'e', 'd', 'c', 'b', 'a'], 'without a budget, every row');
+  assert.deepEqual(await names({ limit: 8, maxBytes: BUDGET, status: 'idle' }), ['g', 'f', 'e', 'd']);
+  // a busy session between them counts for nothing when idle ones are asked for
+  await start(client, 'busy', 'p');
+  await launcher.take();
+  assert.deepEqual(await names({ limit: 8, maxBytes: BUDGET, status: 'idle' }), ['g', 'f', 'e', 'd']);
+  assert.deepEqual(await names({ limit: 8, maxBytes: BUDGET }), ['busy', 'g', 'f', 'e', 'd']);
+  const pages = await pagesOf(async (cursor) => {
+    const p = await client.listSessions({ limit: 100, ...(cursor !== undefined ? { cursor } : {}) });
+    return { items: p.sessions.map((s) => s.session_name), next_cursor: p.next_cursor };
+  });
+  assert.deepEqual(pages, [['busy', 'g', 'f', 'e'], ['d', 'c', 'b'], ['a']]);
 });
 
 test('POST /jobs/wait reads statuses while it waits, and whole jobs only as far as they fit in its answer', async (t) => {

@@ -95,11 +95,12 @@ export async function listSessions(ctx: CoreContext, q: ListSessionsQuery, room:
   if (room.noRoom()) answersBusy();
   const rows = await ctx.store.listSessions({
     limit: limit + 1,
+    maxBytes: ctx.config.maxAnswerBytes,
     ...(q.parent !== undefined ? { parent: q.parent } : {}),
     ...(q.status !== undefined ? { status: q.status } : {}),
     ...(before !== undefined ? { before } : {}),
   });
-  const extras = await Promise.all(rows.slice(0, limit).map((s) => ctx.store.sessionExtras(s)));
+  const extras = await ctx.store.sessionsExtras(rows.slice(0, limit));
   const n = room.take(rows, (s, i) => sessionTextSize(s, extras[i]!), limit) ?? answersBusy();
   const more = n < rows.length;
   rows.length = n;

@@ -164,6 +164,9 @@ export class MemoryStore implements Store {
   async sessionExtras(session: SessionRow): Promise<SessionExtras> {
     return this.extrasNow(session);
   }
+  async sessionsExtras(sessions: readonly SessionRow[]): Promise<SessionExtras[]> {
+    return sessions.map((s) => this.extrasNow(s));
+  }
   async getLauncher(id: string): Promise<LauncherRow | undefined> {
     return this.state.launchers.get(id);
   }

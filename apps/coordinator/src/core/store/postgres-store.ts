@@ -211,6 +211,16 @@ export class PostgresStore implements Store {
     });
     return extras.get(session.name)!;
   }
+  async sessionsExtras(sessions: readonly SessionRow[]): Promise<SessionExtras[]> {
+    if (sessions.length === 0) return [];
+    const extras = await extrasOf(
+      this.#pool,
+      sessions.map((s) => s.name),
+    ).catch((err: unknown) => {
+      throw isConnectionError(err) ? unavailable(err) : err;
+    });
+    return sessions.map((s) => extras.get(s.name)!);
+  }
   async jobBriefs(ids: readonly string[]): Promise<JobBrief[]> {
     return this.#rows<JobBrief>(
       `SELECT id, status, ${this.#chars('prompt')} + coalesce(${this.#chars('result')}, 0) + coalesce(${this.#chars('error')}, 0) AS size
@@ -263,7 +273,16 @@ export class PostgresStore implements Store {
     if (f.status !== undefined) {
       where.push(`${f.status === 'busy' ? '' : 'NOT '}EXISTS (SELECT 1 FROM jobs j WHERE j.session_name = s.name AND j.completed_at IS NULL)`);
     }
-    const sql = `SELECT s.* FROM sessions s ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY s.seq DESC LIMIT ${arg(f.limit)}`;
+    const filter = where.length ? `WHERE ${where.join(' AND ')}` : '';
+    // with a budget, the page's sizes first, as in listJobs
+    const sql =
+      f.maxBytes === undefined
+        ? `SELECT s.* FROM sessions s ${filter} ORDER BY s.seq DESC LIMIT ${arg(f.limit)}`
+        : `WITH page AS (
+             SELECT s.seq, coalesce(${this.#chars('s.last_result')}, 0) + coalesce(${this.#chars('s.last_error')}, 0) AS size
+             FROM sessions s ${filter} ORDER BY s.seq DESC LIMIT ${arg(f.limit)}),
+           counted AS (SELECT seq, row_number() OVER w AS n, sum(size) OVER w - size AS before FROM page WINDOW w AS (ORDER BY seq DESC))
+           SELECT sessions.* FROM counted JOIN sessions USING (seq) WHERE counted.n <= 2 OR counted.before <= ${arg(f.maxBytes)} ORDER BY seq DESC`;
     return (await this.#rows(sql, args)).map((r) => decode(SESSIONS, r));
   }
 

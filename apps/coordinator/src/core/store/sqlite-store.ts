@@ -320,7 +320,7 @@ export class SqliteStore extends MemoryStore {
     if (f.maxBytes === undefined) return this.#jobs(`${SELECT_JOBS} ${filter} ORDER BY jobs.seq DESC LIMIT ?`, ...args, f.limit);
     // the page's sizes first: prompts past the budget are not read into strings (ListJobsFilter)
     const sql = `WITH page AS (
-        SELECT jobs.seq, length(job_prompts.prompt) + coalesce(length(jobs.result), 0) + coalesce(length(jobs.error), 0) AS size
+        SELECT jobs.seq, ${chars('job_prompts.prompt')} + ${chars('jobs.result')} + ${chars('jobs.error')} AS size
         FROM jobs JOIN job_prompts ON job_prompts.job_id = jobs.id ${filter} ORDER BY jobs.seq DESC LIMIT ?),
       counted AS (SELECT seq, row_number() OVER w AS n, sum(size) OVER w - size AS before FROM page WINDOW w AS (ORDER BY seq DESC))
       ${SELECT_JOBS} WHERE jobs.seq IN (SELECT seq FROM counted WHERE n <= 2 OR before <= ?) ORDER BY jobs.seq DESC`;
@@ -328,21 +328,42 @@ export class SqliteStore extends MemoryStore {
   }
 
   override async listSessions(f: ListSessionsFilter): Promise<SessionRow[]> {
-    const out: SessionRow[] = [];
+    // the page's names and sizes first (busy or idle is known in memory), then whole rows of
+    // those it keeps: up to the first whose results pass `maxBytes` (ListJobsFilter.maxBytes)
+    const chosen: { seq: number; name: string }[] = [];
+    let used = 0;
     let before = f.before ?? Number.MAX_SAFE_INTEGER;
     const page = Math.max(f.limit, 100);
-    for (;;) {
-      const rows =
+    const size = `${chars('last_result')} + ${chars('last_error')} AS size`;
+    scan: for (;;) {
+      const rows = (
         f.parent === undefined
-          ? this.#all(SESSIONS, 'SELECT * FROM sessions WHERE seq < ? ORDER BY seq DESC LIMIT ?', before, page)
-          : this.#all(SESSIONS, 'SELECT * FROM sessions WHERE parent_name = ? AND seq < ? ORDER BY seq DESC LIMIT ?', f.parent, before, page);
+          ? this.#stmt(`SELECT seq, name, ${size} FROM sessions WHERE seq < ? ORDER BY seq DESC LIMIT ?`).all(before, page)
+          : this.#stmt(`SELECT seq, name, ${size} FROM sessions WHERE parent_name = ? AND seq < ? ORDER BY seq DESC LIMIT ?`).all(f.parent, before, page)
+      ) as { seq: number; name: string; size: number }[];
       for (const s of rows) {
-        if (f.status === undefined || (this.state.isBusy(s.name) ? 'busy' : 'idle') === f.status) out.push(this.state.sessions.get(s.name) ?? s);
-        if (out.length >= f.limit) return out;
+        if (f.status !== undefined && (this.state.isBusy(s.name) ? 'busy' : 'idle') !== f.status) continue;
+        if (chosen.length >= 2 && f.maxBytes !== undefined && used > f.maxBytes) break scan;
+        chosen.push(s);
+        used += s.size;
+        if (chosen.length >= f.limit) break scan;
       }
-      if (rows.length < page) return out;
+      if (rows.length < page) break;
       before = rows[rows.length - 1]!.seq;
     }
+    if (chosen.length === 0) return [];
+    const fromFile = new Map(
+      this.#all(SESSIONS, 'SELECT * FROM sessions WHERE seq IN (SELECT value FROM json_each(?))', JSON.stringify(chosen.map((s) => s.seq))).map((s) => [
+        s.name,
+        s,
+      ]),
+    );
+    const out: SessionRow[] = [];
+    for (const { name } of chosen) {
+      const row = this.state.sessions.get(name) ?? fromFile.get(name);
+      if (row) out.push(row);
+    }
+    return out;
   }
 
   override async countByStatus(): Promise<Partial<Record<JobStatus, number>>> {
@@ -533,6 +554,15 @@ export class SqliteStore extends MemoryStore {
 }
 
 /** What a read or write of a closed store answers: the coordinator is shutting down (503, retry soon). */
+/**
+ * An SQL expression: the characters of a text column (0 for NULL), for answer budgets. length()
+ * stops at a NUL character, so a third of the UTF-8 bytes when that is more: never more than
+ * JavaScript's length of the same text (ListJobsFilter.maxBytes).
+ */
+function chars(column: string): string {
+  return `max(coalesce(length(${column}), 0), coalesce(octet_length(${column}), 0) / 3)`;
+}
+
 function closedError(): CoordinatorError {
   return new CoordinatorError('shutting_down', 'the store is closed: the coordinator is shutting down', { retry_after_seconds: 1 });
 }

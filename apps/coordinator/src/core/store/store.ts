@@ -104,6 +104,8 @@ export interface ListSessionsFilter {
   status?: 'idle' | 'busy';
   limit: number;
   before?: number;
+  /** as ListJobsFilter.maxBytes, over the sessions' last results and errors */
+  maxBytes?: number;
 }
 
 export interface OutputSlice {
@@ -163,6 +165,8 @@ export interface Store {
   jobBriefs(ids: readonly string[]): Promise<JobBrief[]>;
   getSession(name: string): Promise<SessionRow | undefined>;
   sessionExtras(session: SessionRow): Promise<SessionExtras>;
+  /** sessionExtras of each (PostgreSQL: in one round trip) */
+  sessionsExtras(sessions: readonly SessionRow[]): Promise<SessionExtras[]>;
   getLauncher(id: string): Promise<LauncherRow | undefined>;
   listLaunchers(): Promise<LauncherRow[]>;
   activeJobIdsOfLauncher(id: string): Promise<string[]>;
