@@ -31,9 +31,9 @@ async function pagesOf<T>(page: (cursor: string | undefined) => Promise<{ items:
   }
 }
 
-const jobPages = (client: AgentqClient) =>
+const jobPages = (client: AgentqClient, status?: string) =>
   pagesOf(async (cursor) => {
-    const p = await client.listJobs({ limit: 100, ...(cursor !== undefined ? { cursor } : {}) });
+    const p = await client.listJobs({ limit: 100, ...(status !== undefined ? { status } : {}), ...(cursor !== undefined ? { cursor } : {}) });
     return { items: p.jobs.map((j) => j.session_name), next_cursor: p.next_cursor };
   });
 
@@ -121,15 +121,72 @@ test('GET /jobs on a store read from a file or a server: the rows past the budge
   const onFile = process.env.AGENTQ_TEST_STORE ? {} : { databaseUrl: `sqlite:${join(dir, 'agentq.db')}` };
   const { c, client } = await startTest(t, { maxAnswerBytes: BUDGET, ...onFile });
   for (const n of ['a', 'b', 'c', 'd', 'e', 'f', 'g']) await start(client, n, big(n));
-  const names = async (f: ListJobsFilter) => (await c.core.store.listJobs(f)).map((j) => j.sessionName);
-  // three rows fit; the fourth is read too (it does not fit: the caller sees there is more)
-  assert.deepEqual(await names({ limit: 8, maxBytes: BUDGET }), ['g', 'f', 'e', 'd']);
-  assert.deepEqual(await names({ limit: 8 }), ['g', 'f', 'e', 'd', 'c', 'b', 'a'], 'without a budget, every row');
-  // a first row over the budget alone: it and the next one
+  const names = async (f: ListJobsFilter) => {
+    const page = await c.core.store.listJobs(f);
+    return { names: page.rows.map((j) => j.sessionName), cut: page.cut };
+  };
+  // three rows fit; the store says it left out the rest
+  assert.deepEqual(await names({ limit: 8, maxBytes: BUDGET }), { names: ['g', 'f', 'e'], cut: true });
+  assert.deepEqual(await names({ limit: 8 }), { names: ['g', 'f', 'e', 'd', 'c', 'b', 'a'], cut: false }, 'without a budget, every row');
+  assert.deepEqual(await names({ limit: 3, maxBytes: BUDGET }), { names: ['g', 'f', 'e'], cut: false }, 'the limit, not the budget');
+  // the oldest page fits: nothing left out
+  const b = (await c.core.store.listJobs({ limit: 8 })).rows.find((j) => j.sessionName === 'b')!;
+  assert.deepEqual(await names({ limit: 8, maxBytes: BUDGET, before: b.seq }), { names: ['a'], cut: false });
+  // a first row over the budget: alone
   await start(client, 'huge', 'h'.repeat(3 * BUDGET));
-  assert.deepEqual(await names({ limit: 8, maxBytes: BUDGET }), ['huge', 'g']);
+  assert.deepEqual(await names({ limit: 8, maxBytes: BUDGET }), { names: ['huge'], cut: true });
   // and the answers over HTTP page through all of them, as with every store
   assert.deepEqual(await jobPages(client), [['huge'], ['g', 'f', 'e'], ['d', 'c', 'b'], ['a']]);
+});
+
+test('GET /jobs with a status filter over live and ended jobs: a page cut by the budget loses no row', async (t) => {
+  // on SQLite the live jobs come from memory and the ended ones from the file, merged
+  const dir = mkdtempSync(join(tmpdir(), 'agentq-answer-budget-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const onFile = process.env.AGENTQ_TEST_STORE ? {} : { databaseUrl: `sqlite:${join(dir, 'agentq.db')}` };
+  const { c, client } = await startTest(t, { maxAnswerBytes: BUDGET, ...onFile });
+  const launcher = await fakeLauncher(client);
+  // z runs (live, the oldest); a to d complete (ended, 20,000 characters each)
+  const z = await start(client, 'z', 'p');
+  await launcher.take();
+  await launcher.started(z.job_id);
+  for (const n of ['a', 'b', 'c', 'd']) await start(client, n, big(n));
+  for (let i = 0; i < 4; i++) {
+    const job = await launcher.take();
+    await launcher.started(job.job_id);
+    await launcher.completed(job.job_id, 'ok');
+  }
+  const page = await c.core.store.listJobs({ limit: 8, maxBytes: BUDGET, statuses: new Set(['running', 'completed']) });
+  // three fit; z, older than what was left out (a), is not next either
+  assert.deepEqual(page.rows.map((j) => j.sessionName), ['d', 'c', 'b']);
+  assert.equal(page.cut, true);
+  assert.deepEqual(await jobPages(client, 'running,completed'), [['d', 'c', 'b'], ['a', 'z']]);
+});
+
+test('GET /jobs paged under a budget over mixed sizes, astral characters, live and ended jobs: every row once', async (t) => {
+  const { client } = await startTest(t, { maxAnswerBytes: BUDGET });
+  const launcher = await fakeLauncher(client);
+  let seed = 7;
+  const random = (n: number) => ((seed = (seed * 1103515245 + 12345) % 2 ** 31), seed % n);
+  // UTF-16 units, UTF-8 bytes and characters all differ: emoji, accents, ASCII
+  const text = (n: number) => Array.from({ length: n }, (_, i) => ['\u{1F600}', 'é', 'x'][i % 3]).join('');
+  const all: string[] = [];
+  for (let i = 0; i < 24; i++) {
+    all.push((await start(client, `s${i}`, `${i}:${text(2_000 + random(14_000))}`)).job_id);
+    if (random(3) === 0) continue;
+    const job = await launcher.take();
+    await launcher.started(job.job_id);
+    await launcher.completed(job.job_id, text(random(12_000)));
+  }
+  for (const q of [{}, { status: 'pending,completed' }, { limit: 5 }, { status: 'pending,completed', limit: 3 }]) {
+    const seen = (
+      await pagesOf(async (cursor) => {
+        const p = await client.listJobs({ ...q, ...(cursor !== undefined ? { cursor } : {}) });
+        return { items: p.jobs.map((j) => j.job_id), next_cursor: p.next_cursor };
+      })
+    ).flat();
+    assert.deepEqual(seen, [...all].reverse(), `every job once, newest first: ${JSON.stringify(q)}`);
+  }
 });
 
 test('GET /jobs: results and errors count as well as prompts', async (t) => {
@@ -173,15 +230,18 @@ test('GET /sessions on a store read from a file or a server: the rows past the b
     await launcher.started(job.job_id);
     await launcher.completed(job.job_id, big(n));
   }
-  const names = async (f: ListSessionsFilter) => (await c.core.store.listSessions(f)).map((s) => s.name);
-  assert.deepEqual(await names({ limit: 8, maxBytes: BUDGET }), ['g', 'f', 'e', 'd']);
-  assert.deepEqual(await names({ limit: 8 }), ['g', 'f', 'e', 'd', 'c', 'b', 'a'], 'without a budget, every row');
-  assert.deepEqual(await names({ limit: 8, maxBytes: BUDGET, status: 'idle' }), ['g', 'f', 'e', 'd']);
-  // a busy session between them counts for nothing when idle ones are asked for
+  const names = async (f: ListSessionsFilter) => {
+    const page = await c.core.store.listSessions(f);
+    return { names: page.rows.map((s) => s.name), cut: page.cut };
+  };
+  assert.deepEqual(await names({ limit: 8, maxBytes: BUDGET }), { names: ['g', 'f', 'e'], cut: true });
+  assert.deepEqual(await names({ limit: 8 }), { names: ['g', 'f', 'e', 'd', 'c', 'b', 'a'], cut: false }, 'without a budget, every row');
+  assert.deepEqual(await names({ limit: 2, maxBytes: BUDGET }), { names: ['g', 'f'], cut: false }, 'the limit, not the budget');
+  // a busy session between them: idle ones are counted without it
   await start(client, 'busy', 'p');
   await launcher.take();
-  assert.deepEqual(await names({ limit: 8, maxBytes: BUDGET, status: 'idle' }), ['g', 'f', 'e', 'd']);
-  assert.deepEqual(await names({ limit: 8, maxBytes: BUDGET }), ['busy', 'g', 'f', 'e', 'd']);
+  assert.deepEqual(await names({ limit: 8, maxBytes: BUDGET, status: 'idle' }), { names: ['g', 'f', 'e'], cut: true });
+  assert.deepEqual(await names({ limit: 8, maxBytes: BUDGET }), { names: ['busy', 'g', 'f', 'e'], cut: true });
   const pages = await pagesOf(async (cursor) => {
     const p = await client.listSessions({ limit: 100, ...(cursor !== undefined ? { cursor } : {}) });
     return { items: p.sessions.map((s) => s.session_name), next_cursor: p.next_cursor };
@@ -217,6 +277,36 @@ test('POST /jobs/wait reads statuses while it waits, and whole jobs only as far 
   assert.deepEqual(answer.omitted, ids.slice(3));
   // only the three sent were read whole (once each), not the seven on every check
   assert.deepEqual(read.filter((id) => ids.includes(id)).sort(), ids.slice(0, 3).sort());
+});
+
+test('POST /jobs/wait on ended jobs read back from the SQLite file: sizes from the file, whole rows only for the answer', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'agentq-answer-budget-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  // hotJobs 0: no ended job is kept in memory, every one is read from the file
+  const { c, client } = await startTest(t, { maxAnswerBytes: BUDGET, databaseUrl: `sqlite:${join(dir, 'agentq.db')}`, hotJobs: 0 });
+  const launcher = await fakeLauncher(client);
+  const ids: string[] = [];
+  for (const n of ['a', 'b', 'c', 'd', 'e']) {
+    ids.push((await start(client, n, big(n))).job_id);
+    const job = await launcher.take();
+    await launcher.started(job.job_id);
+    await launcher.completed(job.job_id, 'ok');
+  }
+  await c.core.sweep(); // the sweep trims the ended jobs out of memory
+  const store = c.core.store;
+  const getJob = store.getJob.bind(store);
+  const read: string[] = [];
+  store.getJob = (id) => {
+    read.push(id);
+    return getJob(id);
+  };
+  t.after(() => (store.getJob = getJob));
+  const answer = await client.waitJobs({ job_ids: [...ids, 'job_unknown'], mode: 'all', timeout_ms: 0 });
+  assert.equal(answer.done, true);
+  assert.deepEqual(answer.jobs.map((j) => j.session_name), ['a', 'b', 'c']);
+  assert.deepEqual(answer.omitted, ids.slice(3));
+  assert.deepEqual(answer.not_found, ['job_unknown']);
+  assert.deepEqual(read.sort(), ids.slice(0, 3).sort());
 });
 
 test('POST /jobs/wait: snapshots past MAX_ANSWER_BYTES are named in omitted, the ended ones sent first; done counts them all', async (t) => {

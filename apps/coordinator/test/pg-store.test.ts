@@ -277,3 +277,43 @@ test('prompts over LOGGED_PROMPT_CHARS are not copied into the commit log; event
   assert.equal(gone.prompt, undefined);
   assert.equal(gone.prompt_omitted, true);
 });
+
+test('a claim hands out the job as it locked it, not as its statement first saw it', async (t) => {
+  const base = await freshDatabaseUrl(t);
+  if (base === null) return;
+  // a delay inside the claim's statement, after its snapshot and before its lock: octet_length
+  // (which the claim calls on each row it locks) resolves to this schema's own first
+  const url = new URL(base);
+  const schema = /search_path=(\S+)/.exec(url.searchParams.get('options')!)![1]!;
+  url.searchParams.set('options', `-c search_path=${schema},pg_catalog`);
+  const A = await startCoordinator({ databaseUrl: url.toString(), ...HOLD });
+  const a = new AgentqClient({ url: A.url });
+  t.after(async () => {
+    await a.destroy();
+    await A.close();
+  });
+  const job = await start(a, 'locked-late');
+  const l = await fakeLauncher(a);
+  const db = new pg.Client({ connectionString: url.toString() });
+  await db.connect();
+  t.after(() => db.end());
+  await db.query('CREATE TABLE slow_once (x int)');
+  await db.query(`CREATE FUNCTION octet_length(s text) RETURNS int LANGUAGE plpgsql VOLATILE AS $$
+    DECLARE n int;
+    BEGIN
+      DELETE FROM slow_once; GET DIAGNOSTICS n = ROW_COUNT;
+      IF n > 0 THEN PERFORM pg_sleep(2); END IF;
+      RETURN pg_catalog.octet_length(s);
+    END $$`);
+  await db.query('INSERT INTO slow_once VALUES (1)');
+  // while the claim's statement sleeps, another transaction changes the job (as another
+  // coordinator's claim and requeue would) and commits; the job stays ready
+  const claimed = l.poll({ batch: true, capacity: 1 });
+  const asleep = "SELECT 1 FROM pg_stat_activity WHERE wait_event = 'PgSleep' AND pid <> pg_backend_pid()";
+  while ((await db.query(asleep)).rowCount === 0);
+  await db.query('UPDATE jobs SET attempts = attempts + 1 WHERE id = $1', [job.job_id]);
+  const answer = await claimed;
+  assert.equal(answer?.jobs?.[0]?.job_id, job.job_id);
+  const [row] = (await db.query<{ attempts: number }>('SELECT attempts FROM jobs WHERE id = $1', [job.job_id])).rows;
+  assert.equal(row!.attempts, 2, 'the claim counted its attempt on top of the one committed before it locked the row');
+});

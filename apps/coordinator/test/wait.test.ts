@@ -184,3 +184,32 @@ test('POST /jobs/wait with include_terminal: a job that ended before the request
   assert.equal(res.jobs.find((j) => j.job_id === a.job_id)?.status, 'completed');
   assert.equal(res.jobs.find((j) => j.job_id === b.job_id)?.status, 'claimed');
 });
+
+test('POST /jobs/wait: an id no store can hold (a NUL in it) is not found, and hides none of the others', opts, async (t) => {
+  const { client } = await startTest(t);
+  const job = await start(client, 'nul-wait', 'p');
+  const answer = await client.waitJobs({ job_ids: [job.job_id, 'bad\u0000id'], mode: 'any', timeout_ms: 0, include_terminal: true });
+  assert.deepEqual(answer.not_found, ['bad\u0000id']);
+  assert.deepEqual(
+    answer.jobs.map((j) => j.job_id),
+    [job.job_id],
+  );
+});
+
+test('POST /jobs/wait: a job gone between its check and the answer (history retention) is not found, not omitted', opts, async (t) => {
+  const { c, client } = await startTest(t);
+  const kept = await start(client, 'kept', 'p');
+  const gone = await start(client, 'gone', 'p');
+  // the store as retention leaves it right after the wait's last check: the job is no longer there
+  const store = c.core.store;
+  const getJob = store.getJob.bind(store);
+  store.getJob = async (id) => (id === gone.job_id ? undefined : getJob(id));
+  t.after(() => (store.getJob = getJob));
+  const answer = await client.waitJobs({ job_ids: [kept.job_id, gone.job_id], timeout_ms: 0 });
+  assert.deepEqual(
+    answer.jobs.map((j) => j.job_id),
+    [kept.job_id],
+  );
+  assert.deepEqual(answer.not_found, [gone.job_id]);
+  assert.deepEqual(answer.omitted, []);
+});

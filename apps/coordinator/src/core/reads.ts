@@ -36,7 +36,7 @@ export async function listJobs(ctx: CoreContext, filter: ListJobsQuery, room: An
   const { cursor, ...rest } = filter;
   // no room at all: say so before reading (on PostgreSQL a page of large rows is a large read)
   if (room.noRoom()) answersBusy();
-  const rows = await ctx.store.listJobs({
+  const { rows, cut } = await ctx.store.listJobs({
     ...rest,
     limit: filter.limit + 1,
     maxBytes: ctx.config.maxAnswerBytes,
@@ -45,7 +45,7 @@ export async function listJobs(ctx: CoreContext, filter: ListJobsQuery, room: An
   // up to `limit` rows, fewer once they carry MAX_ANSWER_BYTES of text, or what the answers in
   // flight leave of MAX_ANSWER_BYTES_IN_FLIGHT (answer-budget.ts)
   const n = room.take(rows, jobTextSize, filter.limit) ?? answersBusy();
-  const more = n < rows.length;
+  const more = n < rows.length || cut;
   rows.length = n;
   const reasons = await pendingReasons(ctx, rows);
   return {
@@ -93,7 +93,7 @@ export async function listSessions(ctx: CoreContext, q: ListSessionsQuery, room:
   }
   const limit = q.limit ?? 100;
   if (room.noRoom()) answersBusy();
-  const rows = await ctx.store.listSessions({
+  const { rows, cut } = await ctx.store.listSessions({
     limit: limit + 1,
     maxBytes: ctx.config.maxAnswerBytes,
     ...(q.parent !== undefined ? { parent: q.parent } : {}),
@@ -102,7 +102,7 @@ export async function listSessions(ctx: CoreContext, q: ListSessionsQuery, room:
   });
   const extras = await ctx.store.sessionsExtras(rows.slice(0, limit));
   const n = room.take(rows, (s, i) => sessionTextSize(s, extras[i]!), limit) ?? answersBusy();
-  const more = n < rows.length;
+  const more = n < rows.length || cut;
   rows.length = n;
   const list = rows.map((s, i) => toWireSession(s, extras[i]!));
   return { sessions: list, next_cursor: more ? String(rows[rows.length - 1]!.seq) : null };

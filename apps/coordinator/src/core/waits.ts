@@ -52,7 +52,6 @@ export async function waitJobs(
     return unique.map((id) => briefs.get(id)).filter((b) => b !== undefined);
   };
   let found = await read();
-  const known = new Set(found.map((j) => j.id));
   const open = new Set(found.filter((j) => includeTerminal || !isTerminal(j.status)).map((j) => j.id));
   const met = () => {
     if (found.length === 0) return false;
@@ -70,17 +69,22 @@ export async function waitJobs(
   // sent (answer-budget.ts); the jobs that ended come first, since they are what the caller waited
   // for; the answer keeps request order
   const byInterest = [...found.filter((j) => isTerminal(j.status)), ...found.filter((j) => !isTerminal(j.status))];
-  const done = met();
   // a caller that has gone gets nothing built (its answer would not be sent); the others' jobs
   // are read whole only as far as their sizes fit in one answer
   const chosen = signal?.aborted ? [] : byInterest.slice(0, fitting(byInterest, ctx.config.maxAnswerBytes, (b) => b.size).count);
-  const rows = (await Promise.all(chosen.map((b) => ctx.store.getJob(b.id)))).filter((j) => j !== undefined);
+  const whole = new Map((await Promise.all(chosen.map((b) => ctx.store.getJob(b.id)))).filter((j) => j !== undefined).map((j) => [j.id, j]));
+  // the answer says what those whole rows say: a job deleted since its brief (history retention)
+  // is not found, one that ended since counts as ended
+  const gone = new Set(chosen.filter((b) => !whole.has(b.id)).map((b) => b.id));
+  found = found.filter((b) => !gone.has(b.id)).map((b) => ({ ...b, status: whole.get(b.id)?.status ?? b.status }));
+  const rows = chosen.filter((b) => !gone.has(b.id)).map((b) => whole.get(b.id)!);
   const sent = new Map(rows.slice(0, room.take(rows, jobTextSize) ?? 0).map((j) => [j.id, j]));
+  const present = new Set(found.map((b) => b.id));
   return {
     mode,
-    done,
+    done: met(),
     jobs: await Promise.all(found.filter((b) => sent.has(b.id)).map((b) => wireJob(ctx, sent.get(b.id)!))),
-    not_found: unique.filter((id) => !known.has(id)),
+    not_found: unique.filter((id) => !present.has(id)),
     omitted: found.filter((b) => !sent.has(b.id)).map((b) => b.id),
   };
 }

@@ -15,6 +15,7 @@ import type {
   Commit,
   JobBrief,
   ListJobsFilter,
+  ListPage,
   ListSessionsFilter,
   OutputInfo,
   OutputSlice,
@@ -179,11 +180,11 @@ export class MemoryStore implements Store {
   async activeJobIds(): Promise<string[]> {
     return [...this.state.active];
   }
-  async listJobs(filter: ListJobsFilter): Promise<JobRow[]> {
-    return this.state.listJobs(filter);
+  async listJobs(filter: ListJobsFilter): Promise<ListPage<JobRow>> {
+    return { rows: this.state.listJobs(filter), cut: false };
   }
-  async listSessions(filter: ListSessionsFilter): Promise<SessionRow[]> {
-    return this.state.listSessions(filter);
+  async listSessions(filter: ListSessionsFilter): Promise<ListPage<SessionRow>> {
+    return { rows: this.state.listSessions(filter), cut: false };
   }
   pendingPromptBytes(): number {
     return this.state.pendingBytes;

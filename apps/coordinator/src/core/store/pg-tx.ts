@@ -211,14 +211,16 @@ export class PgTx implements Tx {
     // claim that hands out 8 MiB. Sizes are UTF-8 bytes (octet_length reads a stored value's size
     // without decompressing it), never fewer than the characters the claim counts, so what is
     // read here is never more than it keeps. The rest stay locked and are announced at the end.
+    // The rows come from the locking statement itself: at READ COMMITTED it returns the version
+    // it locked, which may be newer than the statement's snapshot (another scan would read that).
     const rows = await this.#rows(
       `WITH locked AS (
-         SELECT id, seq, route_key, octet_length(prompt) + coalesce(octet_length(result), 0) + coalesce(octet_length(error), 0) AS size
+         SELECT *, octet_length(prompt) + coalesce(octet_length(result), 0) + coalesce(octet_length(error), 0) AS text_size
          FROM jobs WHERE ready_since IS NOT NULL AND route_key = ANY($1) ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED),
-       running AS (SELECT id, seq, route_key, row_number() OVER w AS n, sum(size) OVER w AS used FROM locked WINDOW w AS (ORDER BY seq))
-       SELECT running.id AS locked_id, running.route_key AS locked_route_key, jobs.*
-       FROM running LEFT JOIN jobs ON jobs.id = running.id AND (running.n = 1 OR running.used <= $3)
-       ORDER BY running.seq`,
+       counted AS (SELECT *, row_number() OVER w AS n, sum(text_size) OVER w AS used FROM locked WINDOW w AS (ORDER BY seq))
+       SELECT counted.id AS locked_id, counted.route_key AS locked_route_key, whole.*
+       FROM counted LEFT JOIN LATERAL (SELECT counted.* WHERE counted.n = 1 OR counted.used <= $3) AS whole ON true
+       ORDER BY counted.seq`,
       [keys, max, maxBytes],
     );
     const out: JobRow[] = [];

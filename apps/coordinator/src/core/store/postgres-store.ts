@@ -13,11 +13,12 @@ import { ACTIVE, extrasOf, logEvents, promptsOf, rowsOf } from './pg-queries.js'
 import { migratePg } from './pg-schema.js';
 import { isConnectionError, pgTypes, unavailable } from './pg-sql.js';
 import { PgTransactions } from './pg-transactions.js';
-import { decode, JOBS, LAUNCHERS, SESSIONS } from './sql-rows.js';
+import { decode, JOBS, LAUNCHERS, SESSIONS, type Table } from './sql-rows.js';
 import type {
   Commit,
   JobBrief,
   ListJobsFilter,
+  ListPage,
   ListSessionsFilter,
   OutputInfo,
   OutputSlice,
@@ -43,6 +44,11 @@ const LOG_KEEP_MS = 10 * 60 * 1000;
 /** A launcher's last sign of life is written at most this often per launcher and coordinator. */
 const TOUCH_EVERY_MS = 1000;
 const TERMINAL = [...TERMINAL_STATUSES];
+/**
+ * A job's text in UTF-8 bytes (answer budgets): never less than the characters jobTextSize
+ * counts, and octet_length reads a stored value's size without decompressing it.
+ */
+const TEXT_BYTES = 'octet_length(prompt) + coalesce(octet_length(result), 0) + coalesce(octet_length(error), 0)';
 
 /** A database URL without its password, for logs and errors. */
 export const redact = (url: string): string => url.replace(/(\/\/[^:/@]+:)[^@]*@/, '$1***@');
@@ -93,17 +99,12 @@ export class PostgresStore implements Store {
     const pool = new pg.Pool({ ...config, max: o.poolSize ?? 10, idle_in_transaction_session_timeout: 60_000 });
     pool.on('error', (err) => o.log.warn({ err }, 'idle PostgreSQL connection failed'));
     let namespace: string;
-    let utf8: boolean;
     try {
       const client = await pool.connect();
       try {
-        const [where] = await rowsOf<{ db: string; schema: string | null; encoding: string }>(
-          client,
-          "SELECT current_database() AS db, current_schema() AS schema, current_setting('server_encoding') AS encoding",
-        );
+        const [where] = await rowsOf<{ db: string; schema: string | null }>(client, 'SELECT current_database() AS db, current_schema() AS schema');
         if (!where?.schema) throw new Error('no schema to create tables in: create it, or fix search_path (?options=-c search_path=NAME)');
         namespace = `${where.db}.${where.schema}`;
-        utf8 = where.encoding === 'UTF8';
         const from = await migratePg(client, `agentq:migrate:${namespace}`);
         o.log.info({ database: redact(url), schema: where.schema, from_version: from }, 'PostgreSQL store opened');
       } finally {
@@ -114,7 +115,7 @@ export class PostgresStore implements Store {
       throw new Error(`cannot open the PostgreSQL database ${redact(url)}: ${(err as Error).message}`, { cause: err });
     }
     const [head] = await rowsOf<{ commit_id: number; event_id: number }>(pool, 'SELECT commit_id, event_id FROM commit_head');
-    const store = new PostgresStore(pool, config, namespace, head!, utf8, o);
+    const store = new PostgresStore(pool, config, namespace, head!, o);
     try {
       await store.#control.start();
     } catch (err) {
@@ -124,21 +125,14 @@ export class PostgresStore implements Store {
     return store;
   }
 
-  /** an SQL expression: the characters of a text column, for answer budgets */
-  readonly #chars: (column: string) => string;
-
   private constructor(
     pool: pg.Pool,
     config: pg.ClientConfig,
     namespace: string,
     head: { commit_id: number; event_id: number },
-    utf8: boolean,
     o: PostgresStoreOptions,
   ) {
     this.#pool = pool;
-    // characters, or (a database in another encoding, where char_length counts bytes) a third of
-    // the UTF-8 bytes: never more than JavaScript's length of the same text (ListJobsFilter)
-    this.#chars = utf8 ? (column) => `char_length(${column})` : (column) => `(octet_length(${column}) / 3)`;
     this.#o = o;
     this.#log = o.log;
     this.lastEventId = head.event_id;
@@ -222,11 +216,10 @@ export class PostgresStore implements Store {
     return sessions.map((s) => extras.get(s.name)!);
   }
   async jobBriefs(ids: readonly string[]): Promise<JobBrief[]> {
-    return this.#rows<JobBrief>(
-      `SELECT id, status, ${this.#chars('prompt')} + coalesce(${this.#chars('result')}, 0) + coalesce(${this.#chars('error')}, 0) AS size
-       FROM jobs WHERE id = ANY($1)`,
-      [ids],
-    );
+    // an id with a NUL cannot be stored (and would fail the lookup of the others)
+    const lookup = ids.filter((id) => !id.includes('\u0000'));
+    if (lookup.length === 0) return [];
+    return this.#rows<JobBrief>(`SELECT id, status, ${TEXT_BYTES} AS size FROM jobs WHERE id = ANY($1)`, [lookup]);
   }
   async getLauncher(id: string): Promise<LauncherRow | undefined> {
     const [raw] = await this.#rows('SELECT * FROM launchers WHERE id = $1', [id]);
@@ -242,7 +235,7 @@ export class PostgresStore implements Store {
     return (await this.#rows<{ id: string }>(`SELECT id FROM jobs WHERE status IN ${ACTIVE} ORDER BY seq`)).map((r) => r.id);
   }
 
-  async listJobs(f: ListJobsFilter): Promise<JobRow[]> {
+  async listJobs(f: ListJobsFilter): Promise<ListPage<JobRow>> {
     const where: string[] = [];
     const args: unknown[] = [];
     const arg = (v: unknown) => `$${args.push(v)}`;
@@ -251,20 +244,10 @@ export class PostgresStore implements Store {
     if (f.launcherId !== undefined) where.push(`launcher_id = ${arg(f.launcherId)}`);
     if (f.statuses) where.push(`status = ANY(${arg([...f.statuses])}::text[])`);
     if (f.terminal !== undefined) where.push(`${f.terminal ? '' : 'NOT '}(status = ANY(${arg(TERMINAL)}::text[]))`);
-    const filter = where.length ? `WHERE ${where.join(' AND ')}` : '';
-    // with a budget, the page's sizes first: rows past it are not sent (ListJobsFilter)
-    const sql =
-      f.maxBytes === undefined
-        ? `SELECT * FROM jobs ${filter} ORDER BY seq DESC LIMIT ${arg(f.limit)}`
-        : `WITH page AS (
-             SELECT seq, ${this.#chars('prompt')} + coalesce(${this.#chars('result')}, 0) + coalesce(${this.#chars('error')}, 0) AS size
-             FROM jobs ${filter} ORDER BY seq DESC LIMIT ${arg(f.limit)}),
-           counted AS (SELECT seq, row_number() OVER w AS n, sum(size) OVER w - size AS before FROM page WINDOW w AS (ORDER BY seq DESC))
-           SELECT jobs.* FROM counted JOIN jobs USING (seq) WHERE counted.n <= 2 OR counted.before <= ${arg(f.maxBytes)} ORDER BY seq DESC`;
-    return (await this.#rows(sql, args)).map((r) => decode(JOBS, r));
+    return this.#page(JOBS, 'jobs', TEXT_BYTES, where, args, f);
   }
 
-  async listSessions(f: ListSessionsFilter): Promise<SessionRow[]> {
+  async listSessions(f: ListSessionsFilter): Promise<ListPage<SessionRow>> {
     const where: string[] = [];
     const args: unknown[] = [];
     const arg = (v: unknown) => `$${args.push(v)}`;
@@ -273,17 +256,35 @@ export class PostgresStore implements Store {
     if (f.status !== undefined) {
       where.push(`${f.status === 'busy' ? '' : 'NOT '}EXISTS (SELECT 1 FROM jobs j WHERE j.session_name = s.name AND j.completed_at IS NULL)`);
     }
+    return this.#page(SESSIONS, 'sessions s', 'coalesce(octet_length(last_result), 0) + coalesce(octet_length(last_error), 0)', where, args, f);
+  }
+
+  /**
+   * A page of `from` (newest first), up to `f.limit` rows; with `f.maxBytes`, the rows' sizes are
+   * summed first (a window over the page), and whole rows are read up to the last that fits.
+   */
+  async #page<T>(
+    table: Table<T>,
+    from: string,
+    size: string,
+    where: string[],
+    args: unknown[],
+    f: { limit: number; maxBytes?: number },
+  ): Promise<ListPage<T>> {
     const filter = where.length ? `WHERE ${where.join(' AND ')}` : '';
-    // with a budget, the page's sizes first, as in listJobs
-    const sql =
-      f.maxBytes === undefined
-        ? `SELECT s.* FROM sessions s ${filter} ORDER BY s.seq DESC LIMIT ${arg(f.limit)}`
-        : `WITH page AS (
-             SELECT s.seq, coalesce(${this.#chars('s.last_result')}, 0) + coalesce(${this.#chars('s.last_error')}, 0) AS size
-             FROM sessions s ${filter} ORDER BY s.seq DESC LIMIT ${arg(f.limit)}),
-           counted AS (SELECT seq, row_number() OVER w AS n, sum(size) OVER w - size AS before FROM page WINDOW w AS (ORDER BY seq DESC))
-           SELECT sessions.* FROM counted JOIN sessions USING (seq) WHERE counted.n <= 2 OR counted.before <= ${arg(f.maxBytes)} ORDER BY seq DESC`;
-    return (await this.#rows(sql, args)).map((r) => decode(SESSIONS, r));
+    args.push(f.limit);
+    if (f.maxBytes === undefined) {
+      const rows = await this.#rows(`SELECT * FROM ${from} ${filter} ORDER BY seq DESC LIMIT $${args.length}`, args);
+      return { rows: rows.map((r) => decode(table, r)), cut: false };
+    }
+    args.push(f.maxBytes);
+    const rows = await this.#rows(
+      `WITH page AS (SELECT *, ${size} AS text_size FROM ${from} ${filter} ORDER BY seq DESC LIMIT $${args.length - 1}),
+         counted AS (SELECT *, row_number() OVER w AS n, sum(text_size) OVER w AS used, count(*) OVER () AS page_rows FROM page WINDOW w AS (ORDER BY seq DESC))
+       SELECT * FROM counted WHERE n = 1 OR used <= $${args.length} ORDER BY seq DESC`,
+      args,
+    );
+    return { rows: rows.map((r) => decode(table, r)), cut: rows.length > 0 && Number(rows[0]!['page_rows']) > rows.length };
   }
 
   async counts(): Promise<StoreCounts> {

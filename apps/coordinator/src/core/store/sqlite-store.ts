@@ -1,5 +1,6 @@
 import Database, { type Database as Db, type Statement } from 'better-sqlite3';
 import { isTerminal, type JobStatus } from '@agentq/protocol';
+import { jobTextSize } from '../answer-budget.js';
 import { CoordinatorError } from '../errors.js';
 import { OutputBuffer } from '../output-buffer.js';
 import type { JobRow, LauncherRow, SessionRow } from '../rows.js';
@@ -12,7 +13,7 @@ import { CommitGroups } from './sqlite-group.js';
 import { placeholders, SqliteWriter } from './sqlite-writes.js';
 import { migrate } from './sqlite-schema.js';
 import { decode, IDEMPOTENCY, JOBS, LAUNCHERS, SESSIONS, type Table } from './sql-rows.js';
-import type { Commit, ListJobsFilter, ListSessionsFilter } from './store.js';
+import type { Commit, JobBrief, ListJobsFilter, ListPage, ListSessionsFilter } from './store.js';
 
 export interface SqliteStoreOptions extends MemoryStoreOptions {
   /** terminal jobs kept in memory (the rest is read from the file) */
@@ -282,7 +283,24 @@ export class SqliteStore extends MemoryStore {
    * session or launcher therefore takes the live jobs from memory, the ended ones from the file,
    * and merges the two.
    */
-  override async listJobs(f: ListJobsFilter): Promise<JobRow[]> {
+  /** Jobs in memory as they are; the others' sizes from the file, without reading their text. */
+  override async jobBriefs(ids: readonly string[]): Promise<JobBrief[]> {
+    const out: JobBrief[] = [];
+    const onFile: string[] = [];
+    for (const id of ids) {
+      const row = this.state.jobs.get(id);
+      if (row) out.push({ id, status: row.status, size: jobTextSize(row) });
+      else onFile.push(id);
+    }
+    if (onFile.length === 0) return out;
+    const rows = this.#stmt(
+      `SELECT jobs.id, jobs.status, ${bytes('job_prompts.prompt')} + ${bytes('jobs.result')} + ${bytes('jobs.error')} AS size
+       FROM jobs JOIN job_prompts ON job_prompts.job_id = jobs.id WHERE jobs.id IN (SELECT value FROM json_each(?))`,
+    ).all(JSON.stringify(onFile)) as JobBrief[];
+    return out.concat(rows);
+  }
+
+  override async listJobs(f: ListJobsFilter): Promise<ListPage<JobRow>> {
     if (f.sessionName !== undefined || f.launcherId !== undefined || (f.statuses === undefined && f.terminal === undefined)) {
       return this.#fileJobs(f);
     }
@@ -290,13 +308,17 @@ export class SqliteStore extends MemoryStore {
     const live = f.terminal !== true && (statuses === undefined || statuses.some((s) => !isTerminal(s)));
     const ended = f.terminal !== false && (statuses === undefined || statuses.some(isTerminal));
     const fromMemory = live ? this.state.listJobs({ ...f, terminal: false }) : [];
-    const fromFile = ended ? this.#fileJobs({ ...f, terminal: true }) : [];
+    const fromFile = ended ? this.#fileJobs({ ...f, terminal: true }) : { rows: [], cut: false };
     if (fromMemory.length === 0) return fromFile;
-    if (fromFile.length === 0) return fromMemory;
-    return [...fromMemory, ...fromFile].sort((a, b) => b.seq - a.seq).slice(0, f.limit);
+    if (fromFile.rows.length === 0) return { rows: fromMemory, cut: false };
+    let merged = [...fromMemory, ...fromFile.rows].sort((a, b) => b.seq - a.seq);
+    // the file's rows stopped at the budget: the live ones older than its last are not next
+    const oldest = fromFile.rows[fromFile.rows.length - 1]!.seq;
+    if (fromFile.cut) merged = merged.filter((j) => j.seq >= oldest);
+    return { rows: merged.slice(0, f.limit), cut: fromFile.cut };
   }
 
-  #fileJobs(f: ListJobsFilter): JobRow[] {
+  #fileJobs(f: ListJobsFilter): ListPage<JobRow> {
     const where: string[] = [];
     const args: unknown[] = [];
     if (f.before !== undefined) {
@@ -317,24 +339,30 @@ export class SqliteStore extends MemoryStore {
     }
     if (f.terminal !== undefined) where.push(`completed_at IS ${f.terminal ? 'NOT ' : ''}NULL`);
     const filter = where.length ? `WHERE ${where.join(' AND ')}` : '';
-    if (f.maxBytes === undefined) return this.#jobs(`${SELECT_JOBS} ${filter} ORDER BY jobs.seq DESC LIMIT ?`, ...args, f.limit);
-    // the page's sizes first: prompts past the budget are not read into strings (ListJobsFilter)
-    const sql = `WITH page AS (
-        SELECT jobs.seq, ${chars('job_prompts.prompt')} + ${chars('jobs.result')} + ${chars('jobs.error')} AS size
-        FROM jobs JOIN job_prompts ON job_prompts.job_id = jobs.id ${filter} ORDER BY jobs.seq DESC LIMIT ?),
-      counted AS (SELECT seq, row_number() OVER w AS n, sum(size) OVER w - size AS before FROM page WINDOW w AS (ORDER BY seq DESC))
-      ${SELECT_JOBS} WHERE jobs.seq IN (SELECT seq FROM counted WHERE n <= 2 OR before <= ?) ORDER BY jobs.seq DESC`;
-    return this.#jobs(sql, ...args, f.limit, f.maxBytes);
+    if (f.maxBytes === undefined) return { rows: this.#jobs(`${SELECT_JOBS} ${filter} ORDER BY jobs.seq DESC LIMIT ?`, ...args, f.limit), cut: false };
+    // the page's sizes first: prompts past the budget are not read (ListJobsFilter.maxBytes)
+    const raw = this.#stmt(
+      `WITH page AS (
+         SELECT jobs.seq, ${bytes('job_prompts.prompt')} + ${bytes('jobs.result')} + ${bytes('jobs.error')} AS size
+         FROM jobs JOIN job_prompts ON job_prompts.job_id = jobs.id ${filter} ORDER BY jobs.seq DESC LIMIT ?),
+       counted AS (SELECT seq, row_number() OVER w AS n, sum(size) OVER w AS used, count(*) OVER () AS page_rows FROM page WINDOW w AS (ORDER BY seq DESC))
+       SELECT jobs.*, job_prompts.prompt AS stored_prompt, counted.page_rows
+       FROM counted JOIN jobs ON jobs.seq = counted.seq JOIN job_prompts ON job_prompts.job_id = jobs.id
+       WHERE counted.n = 1 OR counted.used <= ? ORDER BY jobs.seq DESC`,
+    ).all(...args, f.limit, f.maxBytes) as Record<string, unknown>[];
+    const cut = raw.length > 0 && Number(raw[0]!['page_rows']) > raw.length;
+    return { rows: raw.map((r) => decode(JOBS, withPrompt(r))), cut };
   }
 
-  override async listSessions(f: ListSessionsFilter): Promise<SessionRow[]> {
+  override async listSessions(f: ListSessionsFilter): Promise<ListPage<SessionRow>> {
     // the page's names and sizes first (busy or idle is known in memory), then whole rows of
-    // those it keeps: up to the first whose results pass `maxBytes` (ListJobsFilter.maxBytes)
+    // those it keeps: up to the last whose results fit in `maxBytes` (ListJobsFilter.maxBytes)
     const chosen: { seq: number; name: string }[] = [];
     let used = 0;
+    let cut = false;
     let before = f.before ?? Number.MAX_SAFE_INTEGER;
     const page = Math.max(f.limit, 100);
-    const size = `${chars('last_result')} + ${chars('last_error')} AS size`;
+    const size = `${bytes('last_result')} + ${bytes('last_error')} AS size`;
     scan: for (;;) {
       const rows = (
         f.parent === undefined
@@ -343,15 +371,18 @@ export class SqliteStore extends MemoryStore {
       ) as { seq: number; name: string; size: number }[];
       for (const s of rows) {
         if (f.status !== undefined && (this.state.isBusy(s.name) ? 'busy' : 'idle') !== f.status) continue;
-        if (chosen.length >= 2 && f.maxBytes !== undefined && used > f.maxBytes) break scan;
-        chosen.push(s);
         used += s.size;
+        if (chosen.length > 0 && f.maxBytes !== undefined && used > f.maxBytes) {
+          cut = true;
+          break scan;
+        }
+        chosen.push(s);
         if (chosen.length >= f.limit) break scan;
       }
       if (rows.length < page) break;
       before = rows[rows.length - 1]!.seq;
     }
-    if (chosen.length === 0) return [];
+    if (chosen.length === 0) return { rows: [], cut: false };
     const fromFile = new Map(
       this.#all(SESSIONS, 'SELECT * FROM sessions WHERE seq IN (SELECT value FROM json_each(?))', JSON.stringify(chosen.map((s) => s.seq))).map((s) => [
         s.name,
@@ -363,7 +394,7 @@ export class SqliteStore extends MemoryStore {
       const row = this.state.sessions.get(name) ?? fromFile.get(name);
       if (row) out.push(row);
     }
-    return out;
+    return { rows: out, cut };
   }
 
   override async countByStatus(): Promise<Partial<Record<JobStatus, number>>> {
@@ -555,12 +586,11 @@ export class SqliteStore extends MemoryStore {
 
 /** What a read or write of a closed store answers: the coordinator is shutting down (503, retry soon). */
 /**
- * An SQL expression: the characters of a text column (0 for NULL), for answer budgets. length()
- * stops at a NUL character, so a third of the UTF-8 bytes when that is more: never more than
- * JavaScript's length of the same text (ListJobsFilter.maxBytes).
+ * An SQL expression: a text column's UTF-8 bytes (0 for NULL), for answer budgets: never less
+ * than the characters JavaScript counts, and read without reading the text (length() would).
  */
-function chars(column: string): string {
-  return `max(coalesce(length(${column}), 0), coalesce(octet_length(${column}), 0) / 3)`;
+function bytes(column: string): string {
+  return `coalesce(octet_length(${column}), 0)`;
 }
 
 function closedError(): CoordinatorError {

@@ -75,6 +75,12 @@ export interface Commit {
   launchersChanged: boolean;
 }
 
+/** Rows of a list, newest first; `cut`: rows past `maxBytes` were left out (there are more). */
+export interface ListPage<T> {
+  rows: T[];
+  cut: boolean;
+}
+
 export interface JobBrief {
   id: string;
   status: JobStatus;
@@ -91,10 +97,9 @@ export interface ListJobsFilter {
   before?: number;
   /**
    * The answer's text budget (MAX_ANSWER_BYTES). A store that reads rows from a file or a server
-   * may leave out the rows after the first one whose text, with the rows' before it, passes it,
-   * keeping at least two: the caller, counting with `jobTextSize`, then keeps fewer than it was
-   * given and knows there is more (its next_cursor). Counted in characters (code points), never
-   * more than `jobTextSize` counts.
+   * may stop before the first row whose text, with the rows' before it, passes it (the first row
+   * always), and says so (`ListPage.cut`): the caller cannot keep more in one answer. Counted in
+   * UTF-8 bytes of prompt, result and error, never less than `jobTextSize` counts.
    */
   maxBytes?: number;
 }
@@ -159,8 +164,8 @@ export interface Store {
   getJob(id: string): Promise<JobRow | undefined>;
   /**
    * The status and text size of each of the jobs (unknown ids left out; in no particular order):
-   * what a wait checks on each commit, without reading prompts. `size` is in characters, never
-   * more than `jobTextSize` counts.
+   * what a wait checks on each commit, without reading prompts. `size` is never less than
+   * `jobTextSize` counts (UTF-8 bytes, in the stores that read rows from a file or a server).
    */
   jobBriefs(ids: readonly string[]): Promise<JobBrief[]>;
   getSession(name: string): Promise<SessionRow | undefined>;
@@ -173,8 +178,8 @@ export interface Store {
   /** every claimed, running or stopping job */
   activeJobIds(): Promise<string[]>;
   /** newest first */
-  listJobs(filter: ListJobsFilter): Promise<JobRow[]>;
-  listSessions(filter: ListSessionsFilter): Promise<SessionRow[]>;
+  listJobs(filter: ListJobsFilter): Promise<ListPage<JobRow>>;
+  listSessions(filter: ListSessionsFilter): Promise<ListPage<SessionRow>>;
   counts(): Promise<StoreCounts>;
   /**
    * UTF-8 bytes of the prompts of pending jobs, for a store that holds them in memory (admission,
