@@ -217,21 +217,18 @@ export class CommitFeed {
         if (this.#again) continue;
         return;
       }
-      // this coordinator's own commits are handed over as it made them: decode only the others
-      const foreign = rows.filter((r) => !this.#own.has(r.id));
       const decoded = await decodeEvents(
-        foreign.map((r) => r.events),
+        rows.map((r) => r.events),
         this.prompts,
       );
       if (this.#closed) return;
-      const events = new Map(foreign.map((r, i) => [r.id, decoded[i]!]));
-      for (const row of rows) this.#take(row, events);
+      rows.forEach((row, i) => this.#take(row, decoded[i]!));
       this.#known = Math.max(this.#known, rows[rows.length - 1]!.id);
     }
   }
 
   /** Deliver `row` (this coordinator's own version if it has it), and what must come before it. */
-  #take(row: LogRow, events: ReadonlyMap<number, EventDraft[]>): void {
+  #take(row: LogRow, drafts: readonly EventDraft[]): void {
     while (this.#delivered < row.id) {
       const next = this.#delivered + 1;
       const own = this.#own.get(next);
@@ -240,9 +237,6 @@ export class CommitFeed {
         continue;
       }
       if (next === row.id) {
-        const drafts = events.get(next);
-        // cannot happen (an own commit leaves #own only when handed, here); the read is retried
-        if (!drafts) throw new Error(`commit ${next} was read but not decoded`);
         this.#hand(next, decodeCommit(row, drafts));
         continue;
       }
