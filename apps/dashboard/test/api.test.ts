@@ -69,13 +69,16 @@ test('a read refused three times shows the error; a write is never sent again', 
   assert.deepEqual(statuses, [503]);
 });
 
-test('only a 429 or 503 with a Retry-After of whole seconds, 10 at most, is waited for', () => {
+test('only a 429 or 503 with a Retry-After (seconds or an HTTP date) of 10 s at most is waited for', () => {
   const answer = (status: number, retryAfter?: string) => new Response(null, { status, headers: retryAfter === undefined ? {} : { 'retry-after': retryAfter } });
   assert.equal(retryAfterMs(answer(503, '1')), 1000);
   assert.equal(retryAfterMs(answer(429, '10')), 10_000);
   assert.equal(retryAfterMs(answer(503, '11')), undefined, 'too long: shown, not waited for');
   assert.equal(retryAfterMs(answer(503)), undefined, 'no Retry-After (a proxy, storage_unavailable): shown at once');
   assert.equal(retryAfterMs(answer(503, '')), undefined);
-  assert.equal(retryAfterMs(answer(503, 'Wed, 21 Oct 2026 07:28:00 GMT')), undefined);
+  const now = Date.parse('Wed, 21 Oct 2026 07:28:00 GMT');
+  assert.equal(retryAfterMs(answer(503, 'Wed, 21 Oct 2026 07:28:05 GMT'), now), 5000, 'an HTTP date');
+  assert.equal(retryAfterMs(answer(503, 'Wed, 21 Oct 2026 07:29:00 GMT'), now), undefined, 'a date too far off');
+  assert.equal(retryAfterMs(answer(503, 'soon')), undefined);
   assert.equal(retryAfterMs(answer(500, '1')), undefined, 'only 429 and 503');
 });

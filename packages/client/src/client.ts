@@ -38,6 +38,7 @@ import type {
 } from '@agentq/protocol';
 import { backoffDelay, delay, type BackoffOptions } from './backoff.js';
 import { Endpoints, neverSent } from './endpoints.js';
+import { parseRetryAfter } from './retry-after.js';
 import { AgentqApiError, AgentqAuthError, AgentqConnectionError, toError } from './errors.js';
 import { parseSse, type SseMessage } from './sse.js';
 
@@ -487,14 +488,6 @@ function parseError(status: number, text: string): AgentqApiError {
   return new AgentqApiError(status, code, message, details);
 }
 
-/** Retry-After: delay-seconds or an HTTP date (RFC 9110 10.2.3), in milliseconds from now. */
-export function parseRetryAfter(value: string | undefined, now = Date.now()): number | undefined {
-  if (value === undefined) return undefined;
-  const text = value.trim();
-  if (/^\d+$/.test(text)) return Number(text) * 1000;
-  const at = Date.parse(text);
-  return Number.isNaN(at) ? undefined : Math.max(0, at - now);
-}
 
 function toQueryString(query?: Query): string {
   if (!query) return '';

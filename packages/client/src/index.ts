@@ -1,4 +1,5 @@
-export { AgentqClient, parseRetryAfter, type ClientOptions, type CallOptions, type CreateJobOptions } from './client.js';
+export { AgentqClient, type ClientOptions, type CallOptions, type CreateJobOptions } from './client.js';
+export { parseRetryAfter } from './retry-after.js';
 export { AgentqApiError, AgentqAuthError, AgentqConnectionError, isRetryable, toError } from './errors.js';
 export { backoffDelay, delay, type BackoffOptions } from './backoff.js';
 export { parseSse, type SseMessage } from './sse.js';

@@ -1,4 +1,5 @@
 import type { ErrorBody } from '@agentq/protocol';
+import { parseRetryAfter } from '@agentq/client/retry-after';
 
 /** The coordinator said no: `code` is the machine-readable error code (`forbidden`, `validation_failed`, ...). */
 export class ApiError extends Error {
@@ -129,15 +130,13 @@ async function toApiError(res: Response): Promise<ApiError> {
 }
 
 /**
- * The wait a 429 or 503 asks for (`Retry-After` in seconds), when it is short enough to wait for;
- * undefined without one: such a refusal is shown, not sent again.
+ * The wait a 429 or 503 asks for (`Retry-After`, seconds or an HTTP date), when it is short enough
+ * to wait for; undefined without one: such a refusal is shown, not sent again.
  */
-export function retryAfterMs(res: Pick<Response, 'status' | 'headers'>): number | undefined {
+export function retryAfterMs(res: Pick<Response, 'status' | 'headers'>, now = Date.now()): number | undefined {
   if (res.status !== 429 && res.status !== 503) return undefined;
-  const header = res.headers.get('retry-after')?.trim() ?? '';
-  if (!/^\d+$/.test(header)) return undefined;
-  const ms = Number(header) * 1000;
-  return ms <= MAX_RETRY_AFTER_MS ? ms : undefined;
+  const ms = parseRetryAfter(res.headers.get('retry-after'), now);
+  return ms !== undefined && ms <= MAX_RETRY_AFTER_MS ? ms : undefined;
 }
 
 function sleep(ms: number, signal?: AbortSignal): Promise<void> {
