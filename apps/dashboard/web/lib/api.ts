@@ -1,5 +1,6 @@
 import type { ErrorBody } from '@agentq/protocol';
 import { parseRetryAfter } from '@agentq/client/retry-after';
+import { sleep } from './sleep.js';
 
 /** The coordinator said no: `code` is the machine-readable error code (`forbidden`, `validation_failed`, ...). */
 export class ApiError extends Error {
@@ -137,21 +138,6 @@ export function retryAfterMs(res: Pick<Response, 'status' | 'headers'>, now = Da
   if (res.status !== 429 && res.status !== 503) return undefined;
   const ms = parseRetryAfter(res.headers.get('retry-after'), now);
   return ms !== undefined && ms <= MAX_RETRY_AFTER_MS ? ms : undefined;
-}
-
-function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(signal.reason);
-    const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', abort);
-      resolve();
-    }, ms);
-    const abort = () => {
-      clearTimeout(timer);
-      reject(signal!.reason);
-    };
-    signal?.addEventListener('abort', abort, { once: true });
-  });
 }
 
 function queryString(query?: Query): string {

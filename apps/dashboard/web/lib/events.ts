@@ -1,6 +1,7 @@
 import type { Job, JobStatus, LifecycleEvent } from '@agentq/protocol';
 import { createParser } from 'eventsource-parser';
 import type { Api } from './api.js';
+import { sleep } from './sleep.js';
 
 export type StreamState = 'connecting' | 'live' | 'retrying' | 'needs-token';
 
@@ -154,10 +155,7 @@ export class EventStream {
         if (signal.aborted) return;
         this.#setState('retrying');
         const backoff = Math.min(MAX_BACKOFF_MS, 500 * 2 ** attempt++) * (0.5 + Math.random() / 2);
-        await new Promise<void>((resolve) => {
-          const timer = setTimeout(resolve, backoff);
-          signal.addEventListener('abort', () => (clearTimeout(timer), resolve()), { once: true });
-        });
+        await sleep(backoff, signal);
       }
     }
   }

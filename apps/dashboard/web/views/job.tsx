@@ -6,6 +6,7 @@ import type { TimelineEntry } from '../lib/events.js';
 import { ago, bytes, clock, runTime, span, timeOfDay, usageText } from '../lib/format.js';
 import { isTerminal, mergeJob } from '../lib/jobs.js';
 import { jobLink, link } from '../lib/router.js';
+import { sleep } from '../lib/sleep.js';
 import { CallbackMark, ErrorNote, Labels, StatusBadge } from './common.js';
 
 /** One job: every field, a timeline of its status changes, its output live, and a stop button. */
@@ -228,7 +229,7 @@ function OutputTail({ job }: { job: Job }) {
           failures = 0;
         } catch (err) {
           if (ac.signal.aborted || (err instanceof ApiError && err.status >= 400 && err.status < 500)) throw err;
-          await new Promise((resolve) => setTimeout(resolve, Math.min(10_000, 500 * 2 ** failures++)));
+          await sleep(Math.min(10_000, 500 * 2 ** failures++), ac.signal);
           continue;
         }
         if (r.output) {
