@@ -58,3 +58,31 @@ test('budget_usd belongs to a root start: on a child or a resume it is a 400 nam
   );
   assert.equal(resume['field'], 'budget_usd');
 });
+
+test('a spent tree takes no new child work by message, nor deliveries of outcomes to its children: they stay queued', async (t) => {
+  const { client } = await startTest(t);
+  const l = await fakeLauncher(client);
+  const root = await client.createJob({ type: 'start_session', session_name: 'lead', prompt: 'plan', budget_usd: 1 });
+  await l.take();
+  await l.started(root.job_id);
+  const c1 = await client.createJob({ type: 'start_session', session_name: 'c1', prompt: 'work', parent_session_name: 'lead' });
+  await l.take();
+  await l.started(c1.job_id);
+  // c1's own child, still running when the tree's money runs out
+  const g = await client.createJob({ type: 'start_session', session_name: 'g', prompt: 'sub', parent_session_name: 'c1' });
+  await l.take();
+  await l.started(g.job_id);
+  await client.reportCompleted(c1.job_id, { launcher_id: l.id, status: 'success', result: 'done', cost_usd: 5 });
+  await rejectsWith(client.sendMessage('c1', { text: 'keep going' }), 422, 'budget_exceeded');
+  // g's outcome is queued on c1, not delivered as a new job of the spent tree
+  await l.completed(g.job_id, 'sub done');
+  const c1Now = await client.getSession('c1');
+  assert.equal(c1Now.callback_job_id, null);
+  assert.deepEqual(
+    c1Now.pending_callbacks.map((n) => n.job_id),
+    [g.job_id],
+  );
+  // the root itself still takes input (queued: it is busy)
+  const sent = await client.sendMessage('lead', { text: 'wrap up' });
+  assert.match(sent.message_id, /^msg_/);
+});

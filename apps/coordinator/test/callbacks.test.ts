@@ -262,3 +262,21 @@ test('a parent\'s callback turn is itself reported to the grandparent, so result
   assert.deepEqual(grandCb.callback_of, [midCb]);
   assert.match(grandCb.prompt, /<session>mid<\/session>[\s\S]*mid: the answer is 7/);
 });
+
+test('a closed parent (its start stopped before it ran) is not sent its children\'s outcomes: they stay queued', async (t) => {
+  const { client } = await startTest(t);
+  // the parent waits for a launcher that never comes; its child runs
+  const parent = await client.createJob({ type: 'start_session', session_name: 'p', prompt: 'p', requires: { gpu: 'none' } });
+  const l = await fakeLauncher(client);
+  const child = await start(client, 'k', 'p', { parent_session_name: 'p' });
+  assert.equal((await l.take()).job_id, child.job_id);
+  await client.stopJob(parent.job_id);
+  assert.equal((await client.getSession('p')).accepts_input, false);
+  await l.completed(child.job_id, 'r');
+  const s = await client.getSession('p');
+  assert.equal(s.callback_job_id, null);
+  assert.deepEqual(
+    s.pending_callbacks.map((n) => n.job_id),
+    [child.job_id],
+  );
+});

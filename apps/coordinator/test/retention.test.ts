@@ -89,3 +89,30 @@ test('an eviction is announced on the event stream as job.evicted', { timeout: 2
   const seen = await ev.until((m) => m.event === 'job.evicted');
   assert.equal(eventJob(seen.at(-1)!).job_id, job.job_id);
 });
+
+test('a session chosen for deletion is kept when work for it commits before the deletion (a resume)', async (t) => {
+  const clock = new ManualClock();
+  const { client, c } = await startTest(t, { jobRetentionMs: RETENTION, heartbeatTimeoutSeconds: 86_400, sweepIntervalMs: 600_000 }, { clock });
+  const l = await fakeLauncher(client);
+  const first = await start(client, 'old');
+  await l.take();
+  await l.completed(first.job_id);
+  clock.advance(RETENTION);
+  await c.core.sweep(); // the job goes; the session goes at the next sweep
+  clock.advance(RETENTION);
+  // a client resumes the session between the sweep's choice and its deletion
+  const store = c.core.store;
+  const historyDue = store.historyDue.bind(store);
+  let resumed: string | undefined;
+  store.historyDue = async (before, limit) => {
+    const due = await historyDue(before, limit);
+    if (due.sessions.includes('old') && resumed === undefined) resumed = (await resume(client, 'old', 'again')).job_id;
+    return due;
+  };
+  t.after(() => (store.historyDue = historyDue));
+  await c.core.sweep();
+  assert.ok(resumed, 'the session was chosen');
+  assert.equal((await client.getSession('old')).session_name, 'old');
+  // and its job runs
+  assert.equal((await l.take()).job_id, resumed);
+});

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { LauncherRow } from '../src/core/rows.js';
 import { launcherIdentity, routeFromKey, routeKey, serves, unservedReason, type Route } from '../src/core/routing.js';
-import { rejectsWith, start, startTest } from './helpers.js';
+import { rejectsWith, resume, start, startTest } from './helpers.js';
 
 const launcherRow = (over: Partial<LauncherRow>): LauncherRow => ({
   id: 'lnch_000000000001',
@@ -105,4 +105,21 @@ test('requires is validated: short keys and values, an empty object is none', as
   );
   const none = await client.createJob({ type: 'start_session', session_name: 'none', prompt: 'x', requires: {} });
   assert.equal(none.requires, null);
+});
+
+test('a resume of a session bound to a host runs in the session\'s working_dir, whatever project_dir it carries', async (t) => {
+  const { client } = await startTest(t);
+  const first = await client.register({ hostname: 'h', executor_type: 'claude-code', host_id: 'HOSTHOST1', project_roots: ['/srv/a'] });
+  const job = await start(client, 's', 'p', { project_dir: 'app' });
+  assert.equal((await client.poll(first.launcher_id, { holdSeconds: 1 }))?.job?.job_id, job.job_id);
+  await client.reportStarted(job.job_id, { launcher_id: first.launcher_id, working_dir: '/srv/a/app', executor_session_id: 'x' });
+  await client.reportCompleted(job.job_id, { launcher_id: first.launcher_id, status: 'success', result: 'ok' });
+  assert.equal((await client.getSession('s')).affinity?.working_dir, '/srv/a/app');
+  // another launcher on the same host, whose first root (where a relative directory goes) differs
+  const second = await client.register({ hostname: 'h', executor_type: 'claude-code', host_id: 'HOSTHOST1', project_roots: ['/srv/b', '/srv/a'] });
+  await client.deleteLauncher(first.launcher_id, { self: true });
+  const again = await resume(client, 's', 'again');
+  const handed = (await client.poll(second.launcher_id, { holdSeconds: 1 }))?.job;
+  assert.equal(handed?.job_id, again.job_id);
+  assert.equal(handed?.project_dir, '/srv/a/app');
 });

@@ -168,3 +168,18 @@ test('a resume cannot change the session parent (400), but may repeat it', async
   const same = await resume(client, 'child', 'z', { parent_session_name: 'p1' });
   assert.equal(same.parent_session_name, 'p1');
 });
+
+test('a report sent again after its job ended does not put back that job\'s executor session id', async (t) => {
+  const { client } = await startTest(t);
+  const l = await fakeLauncher(client);
+  const first = await start(client, 'conv');
+  await l.take();
+  await l.started(first.job_id, 'conversation-1');
+  await l.completed(first.job_id, 'ok', 'conversation-1');
+  const second = await resume(client, 'conv');
+  await l.take();
+  await l.started(second.job_id, 'conversation-2');
+  // the first job's completed report again (its answer was lost): acknowledged, changes nothing
+  await l.completed(first.job_id, 'ok', 'conversation-1');
+  assert.equal((await client.getSession('conv')).executor_session_id, 'conversation-2');
+});

@@ -1,4 +1,5 @@
 import type { CallbackNotification, SessionMessage } from '@agentq/protocol';
+import { budgetExceeded } from './budget.js';
 import { isBusy, type CoreContext } from './context.js';
 import { enqueue } from './jobs.js';
 import type { JobRow } from './rows.js';
@@ -66,6 +67,20 @@ const renderMessage = (m: SessionMessage) =>
 const FRAME = 600;
 /** The least of a result or error shown; what does not fit waits for the next delivery. */
 const MIN_RESULT = 256;
+/** Room a delivery keeps for one child outcome besides its messages (a session name: 800 bytes at most). */
+const OUTCOME_RESERVE = FRAME + MIN_RESULT + 800;
+/** Room for a delivery's headers and the lines between its parts. */
+const HEADERS = 512;
+
+/**
+ * The most a message may take in a delivery prompt of `maxPromptBytes`, as it appears there
+ * (escaped, in its tags): a message alone must still leave room for one child outcome, so a
+ * delivery never has to cut one short.
+ */
+export const maxMessageBytes = (maxPromptBytes: number): number => maxPromptBytes - OUTCOME_RESERVE - HEADERS;
+
+/** A message's size in a delivery prompt (`&`, `<` and `>` escaped: up to five times its text). */
+export const messageBytes = (m: SessionMessage): number => Buffer.byteLength(renderMessage(m), 'utf8');
 
 /**
  * The prompt of one delivery resume, at most `maxBytes`. Messages go whole (those that do not
@@ -82,11 +97,12 @@ export function renderDeliveryPrompt(
   const parts: string[] = [];
   const messages: SessionMessage[] = [];
   let used = 0;
-  const reserve = Math.min(notifications.length, 1) * (FRAME + MIN_RESULT); // room for at least one outcome
+  const reserve = Math.min(notifications.length, 1) * OUTCOME_RESERVE; // room for at least one outcome
   for (const m of pendingMessages) {
     const text = renderMessage(m);
     const size = Buffer.byteLength(text, 'utf8') + 2;
-    if (messages.length > 0 && used + size + reserve + 256 > maxBytes) break;
+    // the first goes whatever its size (sendMessage bounds it: maxMessageBytes)
+    if (messages.length > 0 && used + size + reserve + HEADERS > maxBytes) break;
     messages.push(m);
     parts.push(text);
     used += size;
@@ -94,13 +110,14 @@ export function renderDeliveryPrompt(
   if (messages.length > 0) {
     parts.unshift(messages.length === 1 ? 'You have a new message:' : `You have ${messages.length} new messages, oldest first:`, '');
   }
-  // as many outcomes as fit with their frame and a short excerpt each (always at least one)
-  const room = maxBytes - used - 512;
+  // as many outcomes as fit with their frame and a short excerpt each (one at least, since the
+  // messages leave room for it); one that does not fit waits for the next delivery, whole
+  const room = maxBytes - used - HEADERS;
   let count = 0;
   let frames = 0;
   for (const n of notifications) {
     const size = FRAME + MIN_RESULT + Buffer.byteLength(escape(n.child_session_name), 'utf8');
-    if (count > 0 && frames + size > room) break;
+    if (frames + size > room) break;
     frames += size;
     count++;
   }
@@ -142,7 +159,11 @@ export async function deliver(ctx: CoreContext, tx: Tx, sessionName: string): Pr
   const s = await tx.session(sessionName);
   if (!s || (s.callbacks.length === 0 && s.messages.length === 0) || s.deliveriesHeld) return undefined;
   if (s.deliveryJobId !== null || (await isBusy(tx, s.name))) return undefined;
+  // a closed session takes no input, and a child of a spent tree no new job: what is queued stays
+  // queued (pending_callbacks), not lost
+  if (!s.acceptsInput || (await budgetExceeded(tx, s))) return undefined;
   const { prompt, messages, notifications } = renderDeliveryPrompt(s.callbacks, s.messages, ctx.config.maxPromptBytes);
+  if (messages.length === 0 && notifications.length === 0) return undefined;
   const job = await enqueue(ctx, tx, s, {
     type: 'resume_session',
     prompt,

@@ -113,8 +113,8 @@ export async function claim(ctx: CoreContext, tx: Tx, launcher: LauncherRow, max
       readySince: null,
       routeKey: null,
       executorSessionId: job.type === 'resume_session' ? session.executorSessionId : job.executorSessionId,
-      // a resume runs where its session lives
-      projectDir: job.projectDir ?? session.affinity?.workingDir ?? null,
+      // a job of a session bound to a host runs where the session lives (docs/routing.md)
+      projectDir: session.affinity?.workingDir ?? job.projectDir ?? null,
     });
     ctx.log.debug({ job_id: job.id, launcher_id: launcher.id }, 'job claimed');
     tx.emit('job.claimed', { job: job.id });

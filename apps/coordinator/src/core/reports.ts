@@ -41,7 +41,8 @@ function accounting(b: ReportBody): Partial<JobRow> {
 
 export async function report(ctx: CoreContext, tx: Tx, kind: ReportKind, jobId: string, launcherId: string, body: ReportBody): Promise<void> {
   let { job, launcher } = await heldJob(tx, launcherId, jobId);
-  if (body.executor_session_id) job = await setExecutorSession(tx, job, body.executor_session_id);
+  // not from a report repeated after its job ended: a later job of the session may have set its own
+  if (body.executor_session_id && !isTerminal(job.status)) job = await setExecutorSession(tx, job, body.executor_session_id);
   const target: JobStatus = kind === 'started' ? 'running' : kind === 'stopped' ? stoppedStatus(job.stopReason) : kind;
   if (job.status === target) return; // a repeated report: already applied
   // a repeated `started` of a job that has ended since (a report-and-poll request sent again

@@ -6,7 +6,8 @@ import {
   type StopOutcome,
   type StopReason,
 } from '@agentq/protocol';
-import { deliver } from './callbacks.js';
+import { budgetExceeded } from './budget.js';
+import { deliver, maxMessageBytes, messageBytes } from './callbacks.js';
 import { isBusy, mustJob, mustSession, type CoreContext } from './context.js';
 import { iso } from './clock.js';
 import { CoordinatorError, validation } from './errors.js';
@@ -91,15 +92,8 @@ async function parentSession(tx: Tx, parentName: string): Promise<SessionRow> {
 
 /** A child session's new work is refused once its tree has spent its budget. */
 async function checkBudget(tx: Tx, session: SessionRow): Promise<void> {
-  if (session.parentName === null) return;
-  const root = await tx.session(session.rootName);
-  if (root?.budgetUsd != null && root.treeCostUsd >= root.budgetUsd) {
-    throw new CoordinatorError(
-      'budget_exceeded',
-      `session tree ${root.name} has spent $${root.treeCostUsd.toFixed(4)} of its $${root.budgetUsd} budget; no new child jobs`,
-      { root_session_name: root.name, budget_usd: root.budgetUsd, tree_cost_usd: root.treeCostUsd },
-    );
-  }
+  const refusal = await budgetExceeded(tx, session);
+  if (refusal) throw refusal;
 }
 
 async function newSession(tx: Tx, req: CreateJobRequest, parent: SessionRow | null, actor: string | null): Promise<SessionRow> {
@@ -192,11 +186,16 @@ export async function sendMessage(
   text: string,
   by: string | null,
 ): Promise<{ message: SessionMessage; jobId: string | null }> {
-  const bytes = Buffer.byteLength(text, 'utf8');
-  if (bytes > ctx.config.maxPromptBytes) throw validation('text', `is ${bytes} bytes; the limit is ${ctx.config.maxPromptBytes}`);
+  const message: SessionMessage = { message_id: newId('msg_'), text, created_at: iso(tx.now), created_by: by };
+  // as it will appear in the prompt (escaped), with room left for a child's outcome beside it
+  const bytes = messageBytes(message);
+  const limit = maxMessageBytes(ctx.config.maxPromptBytes);
+  if (bytes > limit) {
+    throw validation('text', `takes ${bytes} bytes in the prompt (with & < > escaped, and its tags); the limit is ${limit}`);
+  }
   const s = await mustSession(tx, name);
   if (!s.acceptsInput) throw sessionClosed(s);
-  const message: SessionMessage = { message_id: newId('msg_'), text, created_at: iso(tx.now), created_by: by };
+  await checkBudget(tx, s);
   // an explicit message is new input: it goes even if deliveries were held after a stop
   await tx.updateSession(name, { messages: [...s.messages, message], deliveriesHeld: false, updatedAt: tx.now });
   const job = await deliver(ctx, tx, name);

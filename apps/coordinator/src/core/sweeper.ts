@@ -3,6 +3,7 @@ import type { CoreContext } from './context.js';
 import { end, endPending, requestStop, requeue, stoppedStatus } from './jobs.js';
 import { loseLauncher, STALE_LAUNCHER_KEEP_MS } from './launchers.js';
 import { routeFromKey, serves, unservedReason } from './routing.js';
+import type { Tx } from './store/store.js';
 
 /** Idempotency-Keys are honoured for this long. */
 export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
@@ -128,14 +129,27 @@ export class Sweeper {
   /** Terminal jobs past JOB_HISTORY_DAYS are deleted, then the sessions left with nothing. */
   async #history(now: number): Promise<void> {
     const { store, config } = this.ctx;
-    const due = await store.historyDue(now - config.jobRetentionMs, HISTORY_BATCH);
+    const before = now - config.jobRetentionMs;
+    const due = await store.historyDue(before, HISTORY_BATCH);
     if (due.jobs.length + due.sessions.length === 0) return;
     await store.transaction(async (tx) => {
       for (const id of due.jobs) {
         tx.emit('job.evicted', { job: id });
         await tx.deleteJob(id);
       }
-      for (const name of due.sessions) await tx.deleteSession(name);
+      for (const name of due.sessions) if (await stillUnused(tx, name, before)) await tx.deleteSession(name);
     });
   }
+}
+
+/**
+ * `historyDue` chose the session outside this transaction: a resume, a child session, a message
+ * or a child's outcome may have committed since (each changes the session's `updatedAt`), and
+ * deleting it then would leave that work on a session that no longer exists.
+ */
+async function stillUnused(tx: Tx, name: string, before: number): Promise<boolean> {
+  const s = await tx.session(name);
+  if (!s || s.updatedAt > before) return false;
+  if (s.callbacks.length > 0 || s.messages.length > 0 || s.deliveryJobId !== null) return false;
+  return !(await tx.activeJobOf(name)) && (await tx.pendingJobsOf(name)).length === 0;
 }
