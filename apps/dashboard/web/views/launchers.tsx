@@ -1,5 +1,5 @@
 import type { Launcher, LauncherList } from '@agentq/protocol';
-import { useCallback, useEffect, useState } from 'preact/hooks';
+import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
 import { describeError } from '../lib/api.js';
 import { useEventBatches, useNow, useResync, useServices } from '../lib/context.js';
 import { ago, span } from '../lib/format.js';
@@ -25,20 +25,28 @@ export function LaunchersView() {
   const [error, setError] = useState<string | null>(null);
   const now = useNow(1000);
 
+  // one load at a time: a newer one (the timer, a resync) cancels the one before, whose answer
+  // (retried after a 503, say) could otherwise arrive after it and overwrite it
+  const inFlight = useRef<AbortController | null>(null);
   const load = useCallback(async () => {
+    inFlight.current?.abort();
+    const ac = (inFlight.current = new AbortController());
     try {
-      const { launchers } = await api.get<LauncherList>('/launchers');
+      const { launchers } = await api.get<LauncherList>('/launchers', undefined, ac.signal);
       const at = Date.now();
       setRows(launchers.map((l) => ({ ...l, read_at: at })));
       setError(null);
     } catch (err) {
-      setError(describeError(err));
+      if (!ac.signal.aborted) setError(describeError(err));
     }
   }, [api]);
   useEffect(() => {
     void load();
     const timer = setInterval(() => void load(), REFRESH_MS);
-    return () => clearInterval(timer);
+    return () => {
+      clearInterval(timer);
+      inFlight.current?.abort();
+    };
   }, [load]);
   useResync(() => void load());
 
