@@ -42,6 +42,11 @@ const STDERR_TAIL_BYTES = 4096;
 export const PIPE_DRAIN_MS = 2_000;
 /** A stdout line longer than this is passed on as output in pieces instead of buffered whole. */
 const MAX_LINE_BYTES = 1024 * 1024;
+/**
+ * An event line (one that starts with `{`) may be this long: a `result` carries the agent's whole
+ * answer. A longer one is not read: the job fails with `executor_event_too_large` (docs/executors.md).
+ */
+export const MAX_EVENT_LINE_BYTES = 16 * 1024 * 1024;
 const KNOWN_EVENT_TYPES = new Set(['output', 'session', 'result', 'error']);
 
 /**
@@ -77,10 +82,18 @@ export class ExecutorProcess {
     this.pid = child.pid;
 
     let stderrTail = '';
-    const stdoutLines = new LineSplitter((line) => {
-      const event = parseEventLine(line);
-      if (event) options.onEvent(event);
-    });
+    const stdoutLines = new LineSplitter(
+      (line) => {
+        const event = parseEventLine(line);
+        if (event) options.onEvent(event);
+      },
+      () =>
+        options.onEvent({
+          type: 'error',
+          message: `the executor printed an event line longer than ${MAX_EVENT_LINE_BYTES} bytes; it was not read (a result that large cannot be reported)`,
+          code: 'executor_event_too_large',
+        }),
+    );
     const stderrLines = new LineSplitter((line) => options.onStderrLine?.(line));
     child.stdout!.on('data', (chunk: Buffer) => {
       options.onActivity?.();
@@ -217,11 +230,21 @@ export function parseEventLine(line: string): ExecutorEvent | null {
   return { type: 'output', text: `${line}\n` };
 }
 
-/** Split a byte stream into UTF-8 lines (without the newline), emitting each as it completes. */
+/**
+ * Split a byte stream into UTF-8 lines (without the newline), emitting each as it completes. A
+ * line past MAX_LINE_BYTES is emitted in pieces, unless it is an event (it starts with `{`), which
+ * may grow to MAX_EVENT_LINE_BYTES: past that, `onOversized` is called and the rest of the line
+ * is skipped (a piece of JSON is neither an event nor output anyone wants).
+ */
 class LineSplitter {
   readonly #decoder = new StringDecoder('utf8');
   #buffer = '';
-  constructor(readonly onLine: (line: string) => void) {}
+  /** skipping the rest of an oversized event line */
+  #skipping = false;
+  constructor(
+    readonly onLine: (line: string) => void,
+    readonly onOversized: () => void = () => {},
+  ) {}
 
   push(chunk: Buffer): void {
     this.#buffer += this.#decoder.write(chunk);
@@ -229,9 +252,19 @@ class LineSplitter {
     while ((nl = this.#buffer.indexOf('\n')) >= 0) {
       const line = this.#buffer.slice(0, nl).replace(/\r$/, '');
       this.#buffer = this.#buffer.slice(nl + 1);
-      this.onLine(line);
+      if (this.#skipping) this.#skipping = false;
+      else if (line.length > MAX_EVENT_LINE_BYTES && /^\s*\{/.test(line)) this.onOversized();
+      else this.onLine(line);
     }
-    if (this.#buffer.length > MAX_LINE_BYTES) {
+    if (this.#skipping) {
+      this.#buffer = '';
+    } else if (/^\s*\{/.test(this.#buffer)) {
+      if (this.#buffer.length > MAX_EVENT_LINE_BYTES) {
+        this.#buffer = '';
+        this.#skipping = true;
+        this.onOversized();
+      }
+    } else if (this.#buffer.length > MAX_LINE_BYTES) {
       const piece = this.#buffer;
       this.#buffer = '';
       this.onLine(piece);
@@ -240,7 +273,7 @@ class LineSplitter {
 
   end(): void {
     this.#buffer += this.#decoder.end();
-    if (this.#buffer !== '') this.onLine(this.#buffer);
+    if (this.#buffer !== '' && !this.#skipping) this.onLine(this.#buffer);
     this.#buffer = '';
   }
 }

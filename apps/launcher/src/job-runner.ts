@@ -331,7 +331,22 @@ export class JobRunner {
   async #report(report: Report): Promise<void> {
     this.#log.info({ report: report.kind }, `job ${report.kind}`);
     // not awaited: the slot is free once the executor has exited; delivery is the reporter's job
-    void this.#d.reporter.send(this.job.job_id, report, { last: true });
+    void this.#d.reporter.send(this.job.job_id, report, { last: true }).then((outcome) => {
+      // refused for its body (too large, say): the job would stay `running` for good, so it ends
+      // with a report that says why, which the coordinator takes
+      if (outcome.ok || !('refused' in outcome) || report.kind === 'failed') return;
+      const { status, code, message } = outcome.refused;
+      if (status !== 400 && status !== 413) return;
+      this.#log.error({ report: report.kind, code }, 'final report refused; reporting the job failed instead');
+      void this.#d.reporter.send(
+        this.job.job_id,
+        {
+          kind: 'failed',
+          body: { error: `the coordinator refused the job's ${report.kind} report (${code}): ${message}`.slice(0, 4000), error_code: 'report_refused' },
+        },
+        { last: true },
+      );
+    });
   }
 }
 

@@ -113,6 +113,11 @@ export class Launcher {
       log: this.#log,
       signal: this.#exit.signal,
       retry: deps.retry,
+      onRefused: (jobId, report, err) => {
+        if (err.status === 404 || err.status === 409) {
+          this.#supervisor.disowned(jobId, `the coordinator refused its ${report.kind} report: ${err.code}`);
+        }
+      },
     });
     this.#supervisor = new Supervisor({
       maxJobs: config.maxJobs,

@@ -135,7 +135,12 @@ export class Poller {
     }
     // never logged: each is a credential for the job's agent; told before its jobs are accepted
     if (res.agent_tokens) this.#o.onAgentTokens?.(res.agent_tokens);
-    for (const job of res.jobs) supervisor.accept(job);
+    if (this.#draining && res.jobs.length > 0) {
+      // handed out by a poll that left before the shutdown began: not started, so that the drain
+      // does not wait for them; the coordinator puts them back in the queue when this launcher
+      // deregisters (or after JOB_CLAIM_LEASE)
+      log.warn({ job_ids: res.jobs.map((j) => j.job_id) }, 'jobs handed out while shutting down; not started');
+    } else for (const job of res.jobs) supervisor.accept(job);
     if (res.deregistered && !this.#deregistered) {
       log.info('deregistered by the coordinator');
       this.#deregistered = true;

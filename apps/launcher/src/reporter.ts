@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import type { CompletedReport, FailedReport, OutputReport, StartedReport, StoppedReport } from '@agentq/protocol';
 import { AgentqApiError, isRetryable, toError, type AgentqClient, type BackoffOptions } from '@agentq/client';
 import { describe, type Connectivity } from './connectivity.js';
+import { conform } from './report-bounds.js';
 import type { Registration } from './registration.js';
 
 type Body<T> = Omit<T, 'launcher_id'>;
@@ -36,6 +37,8 @@ export interface ReporterOptions {
   registration: Registration;
   connectivity: Connectivity;
   log: Logger;
+  /** a report was refused for good (not abandoned): what the coordinator answered */
+  onRefused?: (jobId: string, report: Report, err: AgentqApiError) => void;
   /** aborting it abandons every report still queued (the launcher is exiting) */
   signal: AbortSignal;
   retry?: BackoffOptions;
@@ -116,6 +119,11 @@ export class Reporter {
    * Resolves when it is acknowledged, refused, or abandoned; never rejects.
    */
   send(jobId: string, report: Report, options: { last?: boolean } = {}): Promise<ReportOutcome> {
+    const conformed = conform(report);
+    if (conformed.dropped.length > 0) {
+      this.#o.log.warn({ job_id: jobId, report: report.kind, fields: conformed.dropped }, 'report fields outside the protocol\'s bounds left out');
+      report = conformed.report;
+    }
     const q = this.#queue(jobId);
     this.#flushOutput(jobId, q);
     if (options.last) q.closed = true;
@@ -258,11 +266,11 @@ export class Reporter {
           } catch (renewErr) {
             // our own exit signal: abandoned (not refused); otherwise registration was refused for good
             if (signal.aborted) return this.#abandon(report, log, toError(renewErr));
-            return this.#refused(report, log, e, toError(renewErr).message);
+            return this.#refused(jobId, report, log, e, toError(renewErr).message);
           }
           continue;
         }
-        if (!isRetryable(e) && e instanceof AgentqApiError) return this.#refused(report, log, e);
+        if (!isRetryable(e) && e instanceof AgentqApiError) return this.#refused(jobId, report, log, e);
         connectivity.failed(e, `report ${report.kind}`);
         log.debug({ report: report.kind, attempt, err: describe(e) }, 'report not delivered; will retry');
         await connectivity.backoff(attempt++, signal, this.#o.retry);
@@ -270,11 +278,12 @@ export class Reporter {
     }
   }
 
-  #refused(report: Report, log: Logger, err: AgentqApiError, why?: string): ReportOutcome {
+  #refused(jobId: string, report: Report, log: Logger, err: AgentqApiError, why?: string): ReportOutcome {
     log.warn(
       { report: report.kind, code: err.code, status: err.status, details: err.details, why },
       'coordinator refused the report; not retrying it',
     );
+    this.#o.onRefused?.(jobId, report, err);
     return { ok: false, refused: err };
   }
 

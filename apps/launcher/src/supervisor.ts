@@ -78,6 +78,19 @@ export class Supervisor {
     void this.#o.reporter.send(jobId, { kind: 'stopped', body: { signal: null } }, { last: true });
   }
 
+  /**
+   * The coordinator does not count the job as running here any more: a report of it was refused
+   * as unknown (404) or not this launcher's (409). It ended it (the launcher was lost, or it timed
+   * out) or never knew it (a coordinator that lost its state). Its executor is stopped, so that no
+   * agent goes on working, and holding a slot, for a job that has ended.
+   */
+  disowned(jobId: string, why: string): void {
+    const runner = this.#running.get(jobId);
+    if (!runner) return;
+    this.#o.log.warn({ job_id: jobId, why }, 'the coordinator no longer counts this job as running here; stopping its executor');
+    runner.interrupt(why);
+  }
+
   /** Kill every running job and report it failed with `reason`. Resolves when all have ended. */
   async interruptAll(reason: string): Promise<void> {
     for (const runner of this.#running.values()) runner.interrupt(reason);

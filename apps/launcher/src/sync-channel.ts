@@ -8,14 +8,17 @@ export interface PendingReport {
   readonly report: Report;
   readonly launcherId: string;
   readonly signal: AbortSignal;
+  /** its size in a request body */
   readonly bytes: number;
+  /** sent in a request of its own: a request it was in was refused as a whole (400, 413) */
+  alone?: boolean;
   resolve(): void;
   reject(err: Error): void;
 }
 
 export interface SyncChannelOptions {
   client: AgentqClient;
-  /** output bytes in one request at most (at least one report always goes; default 512 KiB) */
+  /** report bytes in one request at most (at least one report always goes; default 512 KiB) */
   maxBytes?: number;
   /**
    * The poll part of the answer to a sync of the channel's own (capacity 0: never jobs, but stop
@@ -37,7 +40,8 @@ export interface SyncChannelOptions {
  *
  * Each report's result is its single endpoint's answer: ok, or the error that endpoint would have
  * answered (same code and status), so the reporter handles it exactly as before. A request that
- * fails as a whole fails every report in it the same way.
+ * fails as a whole fails every report in it the same way, unless its body was refused: then each
+ * report goes again on its own (`fail`).
  */
 export class SyncChannel {
   readonly #o: SyncChannelOptions;
@@ -71,7 +75,7 @@ export class SyncChannel {
         report,
         launcherId,
         signal,
-        bytes: report.kind === 'output' ? Buffer.byteLength(report.body.data) : 0,
+        bytes: Buffer.byteLength(JSON.stringify(report.body)),
         resolve: () => {
           signal.removeEventListener('abort', onAbort);
           resolve();
@@ -104,7 +108,8 @@ export class SyncChannel {
     const rest: PendingReport[] = [];
     let bytes = 0;
     for (const item of this.#queue) {
-      const fits = taken.length === 0 || (taken.length < MAX_SYNC_REPORTS && bytes + item.bytes <= maxBytes);
+      const fits =
+        taken.length === 0 || (!taken[0]!.alone && !item.alone && taken.length < MAX_SYNC_REPORTS && bytes + item.bytes <= maxBytes);
       if (item.launcherId === launcherId && fits) {
         taken.push(item);
         bytes += item.bytes;
@@ -139,8 +144,18 @@ export class SyncChannel {
     this.#kick();
   }
 
-  /** A sync carrying `taken` failed as a whole: each of its reports failed the same way. */
+  /**
+   * A sync carrying `taken` failed as a whole: each of its reports failed the same way. Except
+   * when its body was refused (400: one report outside the schema; 413: too large together): a
+   * refusal is final, and one bad report would take the others' with it (a job left `running`
+   * for good). Each goes again in a request of its own, and gets its own answer.
+   */
   fail(taken: readonly PendingReport[], err: Error): void {
+    if (taken.length > 1 && err instanceof AgentqApiError && (err.status === 400 || err.status === 413)) {
+      for (const item of taken) item.alone = true;
+      this.requeue(taken);
+      return;
+    }
     for (const item of taken) item.reject(err);
   }
 

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { realpathSync } from 'node:fs';
+import { MAX_EVENT_LINE_BYTES } from '../src/executor-process.js';
 import { join } from 'node:path';
 import {
   alive,
@@ -277,4 +278,21 @@ test('an executor that leaves a daemon holding its stdout still ends: the job is
   // held the pipes open
   assert.ok(alive(daemonPid), 'the daemon is still running');
   await waitFor((l) => /kept its output open/.test(String(l['msg'])));
+});
+
+test('a result event over a megabyte is read whole; one over MAX_EVENT_LINE_BYTES fails the job instead of passing for output', async (t) => {
+  const { c, client } = await coordinator(t, { maxPromptBytes: 4 * 1024 * 1024 });
+  await launcher(t, c.url);
+  const [big, tooBig] = await client.createJobs([
+    { type: 'start_session', session_name: 'big-result', prompt: script([{ bigResult: 3_000_000 }]) },
+    { type: 'start_session', session_name: 'too-big', prompt: script([{ bigResult: MAX_EVENT_LINE_BYTES + 1 }]) },
+  ]);
+  const ok = await settled(client, big!.job_id);
+  assert.equal(ok.status, 'completed');
+  assert.equal(ok.result?.length, 3_000_000);
+  assert.equal(await outputOf(client, big!.job_id), '', 'the event is not output');
+  const failed = await settled(client, tooBig!.job_id);
+  assert.equal(failed.status, 'failed');
+  assert.equal(failed.error_code, 'executor_event_too_large');
+  assert.equal(await outputOf(client, tooBig!.job_id), '', 'nor is a piece of it');
 });

@@ -1,0 +1,134 @@
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { test } from 'node:test';
+import type { Job } from '@agentq/protocol';
+import { AgentqApiError } from '@agentq/client';
+import { Poller } from '../src/poller.js';
+import { NO_ERROR_MESSAGE } from '../src/report-bounds.js';
+import type { Registration } from '../src/registration.js';
+import type { Connectivity } from '../src/connectivity.js';
+import type { Supervisor } from '../src/supervisor.js';
+import { SyncChannel } from '../src/sync-channel.js';
+import { ManualClock } from '@agentq/coordinator';
+import { COORDINATOR_OPTIONS, controlServer, coordinator, gone, launcher, script, settled, testLog } from './helpers.js';
+import { proxy } from './proxy.js';
+
+/*
+ * A report the coordinator refuses is not sent again (it would be refused again): the launcher
+ * must not send reports it would refuse, and must not let one refusal leave a job `running`.
+ */
+
+test('what an executor says outside the report schema is left out or replaced: its jobs still end', async (t) => {
+  const { c, client } = await coordinator(t);
+  await launcher(t, c.url);
+  const [empty, long, huge] = await client.createJobs([
+    // an error event with an empty message, then exit 0
+    { type: 'start_session', session_name: 'empty-error', prompt: script([{ event: { type: 'error', message: '' } }]) },
+    // a session id over 500 characters
+    {
+      type: 'start_session',
+      session_name: 'long-id',
+      prompt: script([{ event: { type: 'session', session_id: 'x'.repeat(600) } }, { event: { type: 'result', text: 'done' } }]),
+    },
+    // turn counts and durations past the schema's bounds
+    {
+      type: 'start_session',
+      session_name: 'huge-numbers',
+      prompt: script([{ event: { type: 'result', text: 'done', num_turns: 1e12, duration_api_ms: 1e15 } }]),
+    },
+  ]);
+  const e = await settled(client, empty!.job_id);
+  assert.equal(e.status, 'failed');
+  assert.equal(e.error, NO_ERROR_MESSAGE);
+  const l = await settled(client, long!.job_id);
+  assert.equal(l.status, 'completed');
+  assert.equal(l.result, 'done');
+  assert.equal((await settled(client, huge!.job_id)).status, 'completed');
+});
+
+test('a final report the coordinator refuses for its size ends the job failed, saying so, instead of leaving it running', async (t) => {
+  // a body limit of 1 MiB (the least there is): a 3 MB result does not fit in a completed report
+  const { c, client } = await coordinator(t, { maxPromptBytes: 64 * 1024, outputMaxBytes: 64 * 1024 });
+  await launcher(t, c.url);
+  const job = await client.createJob({ type: 'start_session', session_name: 'huge-result', prompt: script([{ bigResult: 3_000_000 }]) });
+  const ended = await settled(client, job.job_id);
+  assert.equal(ended.status, 'failed');
+  assert.equal(ended.error_code, 'report_refused');
+  assert.match(ended.error ?? '', /completed report \(payload_too_large\)/);
+});
+
+test('a sync refused as a whole (400) sends each of its reports again on its own: one bad report fails alone', async (t) => {
+  const { client } = await coordinator(t);
+  const reg = await client.register({ hostname: 'channel-test' });
+  const [a, b] = await client.createJobs([
+    { type: 'start_session', session_name: 'good', prompt: 'p' },
+    { type: 'start_session', session_name: 'bad', prompt: 'p' },
+  ]);
+  const claimed = await client.poll(reg.launcher_id, { capacity: 2, batch: true, holdSeconds: 1 });
+  assert.equal(claimed?.jobs?.length, 2);
+  const channel = new SyncChannel({ client });
+  const signal = new AbortController().signal;
+  // queued in the same tick: one request, whose body the coordinator refuses for the second report
+  const good = channel.deliver(a!.job_id, { kind: 'started', body: {} }, reg.launcher_id, signal);
+  const bad = channel.deliver(b!.job_id, { kind: 'completed', body: { status: 'success', num_turns: 1e12 } }, reg.launcher_id, signal);
+  await good;
+  await assert.rejects(bad, (err: unknown) => err instanceof AgentqApiError && err.status === 400);
+  assert.equal((await client.getJob(a!.job_id)).status, 'running');
+});
+
+test('a job the coordinator ended while it could not hear the launcher (stale) has its executor stopped at the next refused report', async (t) => {
+  const clock = new ManualClock();
+  const { c, client } = await coordinator(t, { sweepIntervalMs: 600_000 }, { clock });
+  const control = await controlServer(t);
+  let cut = false;
+  let pollRefused!: () => void;
+  const refused = new Promise<void>((resolve) => (pollRefused = resolve));
+  const px = await proxy(t, c.url, (req) => {
+    if (!cut) return false;
+    // a sync is offered again as the requests it stands for: its poll among them (if it polls)
+    if (req.url === '/launcher/sync') return false;
+    if (req.url?.startsWith('/launcher/jobs?')) pollRefused();
+    return true;
+  });
+  await launcher(t, px.url);
+  const job = await client.createJob({
+    type: 'start_session',
+    session_name: 'orphan',
+    prompt: script([{ hello: true }, { await: true }, { say: 'still working' }, { await: true }], control),
+  });
+  const hello = await control.next();
+  assert.equal((await client.waitJob(job.job_id, 0)).status, 'running');
+  // the network between them fails: once its last poll has left the coordinator, and longer
+  // than the heartbeat timeout by the coordinator's clock, the launcher is stale and the job ends
+  // interrupted, while its executor still runs
+  cut = true;
+  await refused; // polls go one after another: the one before has ended
+  while (c.core.parkedPolls > 0) await once(c.core.waiters, 'unparked');
+  clock.advance(COORDINATOR_OPTIONS.heartbeatTimeoutSeconds * 1000 + 1);
+  await c.core.sweep();
+  assert.equal((await client.getJob(job.job_id)).status, 'interrupted');
+  cut = false;
+  // the agent prints more: that report is refused (the job is not the launcher's any more), and
+  // the executor is stopped rather than left to work on
+  hello.release();
+  await gone(hello.pid, 'the executor of a job the coordinator ended');
+});
+
+test('jobs handed out by a poll answered after the shutdown began are not started', () => {
+  const accepted: string[] = [];
+  const supervisor = { onChange: () => () => {}, accept: (job: Job) => accepted.push(job.job_id), stop: () => {}, freeSlots: 1 };
+  const poller = new Poller({
+    client: {} as never,
+    registration: {} as Registration,
+    supervisor: supervisor as unknown as Supervisor,
+    connectivity: {} as Connectivity,
+    log: testLog(),
+    channel: {} as SyncChannel,
+    exit: new AbortController().signal,
+  });
+  const job = (id: string) => ({ job_id: id }) as Job;
+  poller.answered({ jobs: [job('before')] });
+  poller.drain();
+  poller.answered({ jobs: [job('after')] });
+  assert.deepEqual(accepted, ['before']);
+});
