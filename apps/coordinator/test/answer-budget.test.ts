@@ -4,11 +4,11 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import { AgentqClient } from '@agentq/client';
 import { request } from 'undici';
 import { AnswersInFlight, fitting } from '../src/core/answer-budget.js';
-import type { ListJobsFilter, ListSessionsFilter } from '../src/core/store/store.js';
+import type { ListJobsFilter, ListSessionsFilter, Store } from '../src/core/store/store.js';
 import { called, fakeLauncher, rejectsWith, start, startTest, watching } from './helpers.js';
 import { metricValue } from './limits-helpers.js';
 
@@ -36,6 +36,31 @@ const jobPages = (client: AgentqClient, status?: string) =>
     const p = await client.listJobs({ limit: 100, ...(status !== undefined ? { status } : {}), ...(cursor !== undefined ? { cursor } : {}) });
     return { items: p.jobs.map((j) => j.session_name), next_cursor: p.next_cursor };
   });
+
+/** A fresh SQLite file for one test, removed after it. */
+function sqliteUrl(t: TestContext): string {
+  const dir = mkdtempSync(join(tmpdir(), 'agentq-answer-budget-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  return `sqlite:${join(dir, 'agentq.db')}`;
+}
+
+/**
+ * A store that reads rows from a file or a server: SQLite in the default run (the memory store
+ * has every row in memory already), else the store under test (AGENTQ_TEST_STORE).
+ */
+const storeOnFile = (t: TestContext) => (process.env.AGENTQ_TEST_STORE ? {} : { databaseUrl: sqliteUrl(t) });
+
+/** The ids of whole jobs read from `store` from now on (the store is the real one; only its getJob is watched). */
+function wholeReads(t: TestContext, store: Store): string[] {
+  const getJob = store.getJob.bind(store);
+  const read: string[] = [];
+  store.getJob = (id) => {
+    read.push(id);
+    return getJob(id);
+  };
+  t.after(() => (store.getJob = getJob));
+  return read;
+}
 
 test('fitting: rows until the budget is passed, and always the first', () => {
   const size = (n: number) => n;
@@ -115,10 +140,7 @@ test('GET /jobs: a page ends once its prompts, results and errors pass MAX_ANSWE
 });
 
 test('GET /jobs on a store read from a file or a server: the rows past the budget are not read', async (t) => {
-  // SQLite in the default run (the memory store has every row in memory already), else the store under test
-  const dir = mkdtempSync(join(tmpdir(), 'agentq-answer-budget-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
-  const onFile = process.env.AGENTQ_TEST_STORE ? {} : { databaseUrl: `sqlite:${join(dir, 'agentq.db')}` };
+  const onFile = storeOnFile(t);
   const { c, client } = await startTest(t, { maxAnswerBytes: BUDGET, ...onFile });
   for (const n of ['a', 'b', 'c', 'd', 'e', 'f', 'g']) await start(client, n, big(n));
   const names = async (f: ListJobsFilter) => {
@@ -141,9 +163,7 @@ test('GET /jobs on a store read from a file or a server: the rows past the budge
 
 test('GET /jobs with a status filter over live and ended jobs: a page cut by the budget loses no row', async (t) => {
   // on SQLite the live jobs come from memory and the ended ones from the file, merged
-  const dir = mkdtempSync(join(tmpdir(), 'agentq-answer-budget-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
-  const onFile = process.env.AGENTQ_TEST_STORE ? {} : { databaseUrl: `sqlite:${join(dir, 'agentq.db')}` };
+  const onFile = storeOnFile(t);
   const { c, client } = await startTest(t, { maxAnswerBytes: BUDGET, ...onFile });
   const launcher = await fakeLauncher(client);
   // z runs (live, the oldest); a to d complete (ended, 20,000 characters each)
@@ -219,9 +239,7 @@ test('GET /sessions: a page ends once the last results it carries pass MAX_ANSWE
 });
 
 test('GET /sessions on a store read from a file or a server: the rows past the budget are not read', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'agentq-answer-budget-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
-  const onFile = process.env.AGENTQ_TEST_STORE ? {} : { databaseUrl: `sqlite:${join(dir, 'agentq.db')}` };
+  const onFile = storeOnFile(t);
   const { c, client } = await startTest(t, { maxAnswerBytes: BUDGET, ...onFile });
   const launcher = await fakeLauncher(client);
   for (const n of ['a', 'b', 'c', 'd', 'e', 'f', 'g']) {
@@ -255,15 +273,7 @@ test('POST /jobs/wait reads statuses while it waits, and whole jobs only as far 
   const jobs = [];
   for (const n of ['a', 'b', 'c', 'd', 'e', 'f', 'g']) jobs.push(await start(client, n, big(n)));
   const ids = jobs.map((j) => j.job_id);
-  // count whole-job reads from here on (the store is the real one; only its getJob is watched)
-  const store = c.core.store;
-  const getJob = store.getJob.bind(store);
-  const read: string[] = [];
-  store.getJob = (id) => {
-    read.push(id);
-    return getJob(id);
-  };
-  t.after(() => (store.getJob = getJob));
+  const read = wholeReads(t, c.core.store);
   // a wait for any of them to end, checked again on each end: the first ends after it parked
   const isWaiting = watching(c.core, ids[0]!);
   const waiting = client.waitJobs({ job_ids: ids, mode: 'any', timeout_ms: 60_000 });
@@ -280,10 +290,8 @@ test('POST /jobs/wait reads statuses while it waits, and whole jobs only as far 
 });
 
 test('POST /jobs/wait on ended jobs read back from the SQLite file: sizes from the file, whole rows only for the answer', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'agentq-answer-budget-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
   // hotJobs 0: no ended job is kept in memory, every one is read from the file
-  const { c, client } = await startTest(t, { maxAnswerBytes: BUDGET, databaseUrl: `sqlite:${join(dir, 'agentq.db')}`, hotJobs: 0 });
+  const { c, client } = await startTest(t, { maxAnswerBytes: BUDGET, databaseUrl: sqliteUrl(t), hotJobs: 0 });
   const launcher = await fakeLauncher(client);
   const ids: string[] = [];
   for (const n of ['a', 'b', 'c', 'd', 'e']) {
@@ -293,14 +301,7 @@ test('POST /jobs/wait on ended jobs read back from the SQLite file: sizes from t
     await launcher.completed(job.job_id, 'ok');
   }
   await c.core.sweep(); // the sweep trims the ended jobs out of memory
-  const store = c.core.store;
-  const getJob = store.getJob.bind(store);
-  const read: string[] = [];
-  store.getJob = (id) => {
-    read.push(id);
-    return getJob(id);
-  };
-  t.after(() => (store.getJob = getJob));
+  const read = wholeReads(t, c.core.store);
   const answer = await client.waitJobs({ job_ids: [...ids, 'job_unknown'], mode: 'all', timeout_ms: 0 });
   assert.equal(answer.done, true);
   assert.deepEqual(answer.jobs.map((j) => j.session_name), ['a', 'b', 'c']);
