@@ -43,8 +43,9 @@ export const PIPE_DRAIN_MS = 2_000;
 /** A stdout line longer than this is passed on as output in pieces instead of buffered whole. */
 const MAX_LINE_BYTES = 1024 * 1024;
 /**
- * An event line (one that starts with `{`) may be this long: a `result` carries the agent's whole
- * answer. A longer one is not read: the job fails with `executor_event_too_large` (docs/executors.md).
+ * An event line (one whose first non-blank character is `{`) may be this long: a `result` carries
+ * the agent's whole answer. A longer one is not read: the job fails with
+ * `executor_event_too_large` (docs/executors.md).
  */
 export const MAX_EVENT_LINE_BYTES = 16 * 1024 * 1024;
 const KNOWN_EVENT_TYPES = new Set(['output', 'session', 'result', 'error']);
@@ -236,45 +237,72 @@ export function parseEventLine(line: string): ExecutorEvent | null {
  * may grow to MAX_EVENT_LINE_BYTES: past that, `onOversized` is called and the rest of the line
  * is skipped (a piece of JSON is neither an event nor output anyone wants).
  */
-class LineSplitter {
+export class LineSplitter {
   readonly #decoder = new StringDecoder('utf8');
-  #buffer = '';
-  /** skipping the rest of an oversized event line */
-  #skipping = false;
+  /** the current line's text not yet passed on, in pieces (each chunk is scanned once) */
+  #parts: string[] = [];
+  /** its bytes (since the last piece passed on, for a text line) */
+  #bytes = 0;
+  /** what the current line is, once its first non-blank character has come */
+  #kind: 'blank' | 'event' | 'text' | 'skip' = 'blank';
   constructor(
     readonly onLine: (line: string) => void,
     readonly onOversized: () => void = () => {},
   ) {}
 
   push(chunk: Buffer): void {
-    this.#buffer += this.#decoder.write(chunk);
-    let nl: number;
-    while ((nl = this.#buffer.indexOf('\n')) >= 0) {
-      const line = this.#buffer.slice(0, nl).replace(/\r$/, '');
-      this.#buffer = this.#buffer.slice(nl + 1);
-      if (this.#skipping) this.#skipping = false;
-      else if (line.length > MAX_EVENT_LINE_BYTES && /^\s*\{/.test(line)) this.onOversized();
-      else this.onLine(line);
-    }
-    if (this.#skipping) {
-      this.#buffer = '';
-    } else if (/^\s*\{/.test(this.#buffer)) {
-      if (this.#buffer.length > MAX_EVENT_LINE_BYTES) {
-        this.#buffer = '';
-        this.#skipping = true;
-        this.onOversized();
-      }
-    } else if (this.#buffer.length > MAX_LINE_BYTES) {
-      const piece = this.#buffer;
-      this.#buffer = '';
-      this.onLine(piece);
+    const text = this.#decoder.write(chunk);
+    for (let start = 0; ; ) {
+      const nl = text.indexOf('\n', start);
+      this.#add(text.slice(start, nl < 0 ? text.length : nl));
+      if (nl < 0) return;
+      this.#endLine();
+      start = nl + 1;
     }
   }
 
   end(): void {
-    this.#buffer += this.#decoder.end();
-    if (this.#buffer !== '' && !this.#skipping) this.onLine(this.#buffer);
-    this.#buffer = '';
+    this.#add(this.#decoder.end());
+    if (this.#kind !== 'skip' && this.#parts.length > 0) this.onLine(this.#take());
+    this.#reset();
+  }
+
+  #add(piece: string): void {
+    if (piece === '' || this.#kind === 'skip') return;
+    if (this.#kind === 'blank') {
+      const first = piece.search(/\S/);
+      if (first >= 0) this.#kind = piece[first] === '{' ? 'event' : 'text';
+    }
+    this.#parts.push(piece);
+    this.#bytes += Buffer.byteLength(piece);
+    if (this.#kind === 'event') {
+      if (this.#bytes <= MAX_EVENT_LINE_BYTES) return;
+      this.#reset();
+      this.#kind = 'skip';
+      this.onOversized();
+    } else if (this.#bytes > MAX_LINE_BYTES) {
+      // a long text line goes on in pieces; what follows is still text, whatever it starts with
+      this.onLine(this.#take());
+      this.#kind = 'text';
+    }
+  }
+
+  #endLine(): void {
+    if (this.#kind !== 'skip') this.onLine(this.#take().replace(/\r$/, ''));
+    this.#reset();
+  }
+
+  #take(): string {
+    const line = this.#parts.join('');
+    this.#parts = [];
+    this.#bytes = 0;
+    return line;
+  }
+
+  #reset(): void {
+    this.#parts = [];
+    this.#bytes = 0;
+    this.#kind = 'blank';
   }
 }
 

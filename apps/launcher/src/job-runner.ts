@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { EXECUTOR_SCHEMA_VERSION, type ExecutorEvent, type ExecutorInvocation, type Job } from '@agentq/protocol';
+import { EXECUTOR_SCHEMA_VERSION, type ExecutorEvent, type ExecutorInvocation, type FailedReport, type Job } from '@agentq/protocol';
 import { buildExecutorEnv } from './executor-env.js';
 import { ExecutorProcess, type ExecutorExit } from './executor-process.js';
 import type { ExecutorSpec } from './executors/index.js';
@@ -40,7 +40,7 @@ export interface JobRunnerDeps {
 }
 
 /** Why a run ended early, when it did. */
-type Interruption = { kind: 'stop' } | { kind: 'interrupt'; reason: string } | { kind: 'idle' };
+type Interruption = { kind: 'stop' } | { kind: 'interrupt'; reason: string } | { kind: 'idle' } | { kind: 'disowned'; reason: string };
 
 /** Job error codes the launcher itself sets on a failed report (executors may send their own). */
 export const LAUNCHER_ERROR_CODES = {
@@ -106,6 +106,16 @@ export class JobRunner {
   /** The launcher is going away: kill the executor and report the job `failed` with `reason`. */
   interrupt(reason: string): void {
     this.#interrupt({ kind: 'interrupt', reason });
+  }
+
+  /**
+   * The coordinator does not count the job as this launcher's any more (a report of it was
+   * refused as unknown or not ours): kill the executor and send nothing more about the job. A
+   * final report could only be refused too, or, if this launcher has been handed the job again
+   * since, end the new run of it.
+   */
+  disown(reason: string): void {
+    this.#interrupt({ kind: 'disowned', reason });
   }
 
   /** SIGKILL the executor's process group at once (forced exit). */
@@ -283,6 +293,11 @@ export class JobRunner {
       ...definedOnly(o.accounting),
     };
     const it = this.#interruption;
+    if (it?.kind === 'disowned') {
+      this.#log.info({ why: it.reason }, 'job disowned; no final report');
+      this.#d.reporter.close(this.job.job_id);
+      return;
+    }
     if (it?.kind === 'stop') {
       return this.#report({ kind: 'stopped', body: { signal: exit.signal, ...extra } });
     }
@@ -333,16 +348,27 @@ export class JobRunner {
     // not awaited: the slot is free once the executor has exited; delivery is the reporter's job
     void this.#d.reporter.send(this.job.job_id, report, { last: true }).then((outcome) => {
       // refused for its body (too large, say): the job would stay `running` for good, so it ends
-      // with a report that says why, which the coordinator takes
-      if (outcome.ok || !('refused' in outcome) || report.kind === 'failed') return;
+      // with a short report that says why (once), with what the refused one knew of the session
+      // and its cost
+      if (outcome.ok || !('refused' in outcome)) return;
+      if (report.kind === 'failed' && report.body.error_code === 'report_refused') return;
       const { status, code, message } = outcome.refused;
       if (status !== 400 && status !== 413) return;
       this.#log.error({ report: report.kind, code }, 'final report refused; reporting the job failed instead');
+      const b = report.body as Partial<FailedReport>;
       void this.#d.reporter.send(
         this.job.job_id,
         {
           kind: 'failed',
-          body: { error: `the coordinator refused the job's ${report.kind} report (${code}): ${message}`.slice(0, 4000), error_code: 'report_refused' },
+          body: definedOnly({
+            error: `the coordinator refused the job's ${report.kind} report (${code}): ${message}`.slice(0, 4000),
+            error_code: 'report_refused',
+            executor_session_id: b.executor_session_id,
+            usage: b.usage,
+            cost_usd: b.cost_usd,
+            num_turns: b.num_turns,
+            duration_api_ms: b.duration_api_ms,
+          }) as Omit<FailedReport, 'launcher_id'>,
         },
         { last: true },
       );

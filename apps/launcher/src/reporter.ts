@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import type { CompletedReport, FailedReport, OutputReport, StartedReport, StoppedReport } from '@agentq/protocol';
 import { AgentqApiError, isRetryable, toError, type AgentqClient, type BackoffOptions } from '@agentq/client';
 import { describe, type Connectivity } from './connectivity.js';
-import { conform } from './report-bounds.js';
+import { conform, storable } from './report-bounds.js';
 import type { Registration } from './registration.js';
 
 type Body<T> = Omit<T, 'launcher_id'>;
@@ -109,7 +109,7 @@ export class Reporter {
   output(jobId: string, text: string): void {
     if (text === '') return;
     const q = this.#queue(jobId);
-    q.outputBuffer += text;
+    q.outputBuffer += storable(text);
     if (Buffer.byteLength(q.outputBuffer) >= (this.#o.outputBatchBytes ?? 32 * 1024)) this.#flushOutput(jobId, q);
     else q.flushTimer ??= setTimeout(() => this.#flushOutput(jobId, q), this.#o.outputFlushMs ?? 200);
   }
@@ -122,8 +122,8 @@ export class Reporter {
     const conformed = conform(report);
     if (conformed.dropped.length > 0) {
       this.#o.log.warn({ job_id: jobId, report: report.kind, fields: conformed.dropped }, 'report fields outside the protocol\'s bounds left out');
-      report = conformed.report;
     }
+    report = conformed.report;
     const q = this.#queue(jobId);
     this.#flushOutput(jobId, q);
     if (options.last) q.closed = true;

@@ -88,7 +88,7 @@ export class Supervisor {
     const runner = this.#running.get(jobId);
     if (!runner) return;
     this.#o.log.warn({ job_id: jobId, why }, 'the coordinator no longer counts this job as running here; stopping its executor');
-    runner.interrupt(why);
+    runner.disown(why);
   }
 
   /** Kill every running job and report it failed with `reason`. Resolves when all have ended. */

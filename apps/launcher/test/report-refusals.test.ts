@@ -10,7 +10,7 @@ import type { Connectivity } from '../src/connectivity.js';
 import type { Supervisor } from '../src/supervisor.js';
 import { SyncChannel } from '../src/sync-channel.js';
 import { ManualClock } from '@agentq/coordinator';
-import { COORDINATOR_OPTIONS, controlServer, coordinator, gone, launcher, script, settled, testLog } from './helpers.js';
+import { captureLog, COORDINATOR_OPTIONS, controlServer, coordinator, gone, launcher, script, settled, testLog } from './helpers.js';
 import { proxy } from './proxy.js';
 
 /*
@@ -50,11 +50,33 @@ test('a final report the coordinator refuses for its size ends the job failed, s
   // a body limit of 1 MiB (the least there is): a 3 MB result does not fit in a completed report
   const { c, client } = await coordinator(t, { maxPromptBytes: 64 * 1024, outputMaxBytes: 64 * 1024 });
   await launcher(t, c.url);
-  const job = await client.createJob({ type: 'start_session', session_name: 'huge-result', prompt: script([{ bigResult: 3_000_000 }]) });
+  const job = await client.createJob({
+    type: 'start_session',
+    session_name: 'huge-result',
+    prompt: script([
+      { event: { type: 'session', session_id: 'exec-session-1' } },
+      { bigResult: 3_000_000, extra: { cost_usd: 2.5, num_turns: 7 } },
+    ]),
+  });
   const ended = await settled(client, job.job_id);
   assert.equal(ended.status, 'failed');
   assert.equal(ended.error_code, 'report_refused');
   assert.match(ended.error ?? '', /completed report \(payload_too_large\)/);
+  // what the refused report knew besides the result still arrives: the session can be resumed,
+  // and the tree's budget counts the cost
+  assert.equal((await client.getSession('huge-result')).executor_session_id, 'exec-session-1');
+  assert.equal(ended.cost_usd, 2.5);
+  assert.equal(ended.num_turns, 7);
+});
+
+test('NUL characters in what a report carries (a stderr tail, say) arrive as U+FFFD: PostgreSQL refuses them', async (t) => {
+  const { c, client } = await coordinator(t);
+  await launcher(t, c.url);
+  const job = await client.createJob({ type: 'start_session', session_name: 'nul', prompt: script([{ say: 'out\u0000put' }, { stderr: 'boom\u0000binary' }, { exit: 3 }]) });
+  const ended = await settled(client, job.job_id);
+  assert.equal(ended.status, 'failed');
+  assert.match(ended.error ?? '', /boom\uFFFDbinary/);
+  assert.equal((await client.getOutput(job.job_id, { offset: 0 })).output, 'out\uFFFDput\n');
 });
 
 test('a sync refused as a whole (400) sends each of its reports again on its own: one bad report fails alone', async (t) => {
@@ -80,6 +102,7 @@ test('a job the coordinator ended while it could not hear the launcher (stale) h
   const clock = new ManualClock();
   const { c, client } = await coordinator(t, { sweepIntervalMs: 600_000 }, { clock });
   const control = await controlServer(t);
+  const { log, waitFor } = captureLog();
   let cut = false;
   let pollRefused!: () => void;
   const refused = new Promise<void>((resolve) => (pollRefused = resolve));
@@ -90,7 +113,7 @@ test('a job the coordinator ended while it could not hear the launcher (stale) h
     if (req.url?.startsWith('/launcher/jobs?')) pollRefused();
     return true;
   });
-  await launcher(t, px.url);
+  await launcher(t, px.url, {}, { log });
   const job = await client.createJob({
     type: 'start_session',
     session_name: 'orphan',
@@ -109,9 +132,12 @@ test('a job the coordinator ended while it could not hear the launcher (stale) h
   assert.equal((await client.getJob(job.job_id)).status, 'interrupted');
   cut = false;
   // the agent prints more: that report is refused (the job is not the launcher's any more), and
-  // the executor is stopped rather than left to work on
+  // the executor is stopped rather than left to work on, with no final report (it would be
+  // refused too, or end a new run of the job had this launcher been handed it again)
+  const ending = waitFor((l) => l['job_id'] === job.job_id && (l['msg'] === 'job disowned; no final report' || /^job (failed|stopped|completed)$/.test(String(l['msg']))));
   hello.release();
   await gone(hello.pid, 'the executor of a job the coordinator ended');
+  assert.equal((await ending)['msg'], 'job disowned; no final report');
 });
 
 test('jobs handed out by a poll answered after the shutdown began are not started', () => {
