@@ -45,8 +45,16 @@ export class Supervisor {
 
   /** Run a job the coordinator handed to this launcher. */
   accept(job: Job): void {
-    if (this.#running.has(job.job_id)) {
-      this.#o.log.warn({ job_id: job.job_id }, 'job handed out twice; it is already running here');
+    const earlier = this.#running.get(job.job_id);
+    if (earlier) {
+      // handed out again while the runner of its earlier claim is still here: a claim requeued
+      // (its lease ran out while the coordinator could not be reached) and taken again by this
+      // launcher, in the very answer that refuses the earlier runner's `started`. That runner ends
+      // without running it; the new claim is run once it has.
+      this.#o.log.warn({ job_id: job.job_id }, 'job handed out again while its earlier claim is still here; run once that ends');
+      void earlier.done.then(() => {
+        if (!this.#running.has(job.job_id)) this.accept(job);
+      });
       return;
     }
     if (this.freeSlots === 0) {

@@ -7,7 +7,9 @@ import { Poller } from '../src/poller.js';
 import { NO_ERROR_MESSAGE } from '../src/report-bounds.js';
 import type { Registration } from '../src/registration.js';
 import type { Connectivity } from '../src/connectivity.js';
-import type { Supervisor } from '../src/supervisor.js';
+import { Supervisor } from '../src/supervisor.js';
+import type { JobRunner } from '../src/job-runner.js';
+import type { Reporter } from '../src/reporter.js';
 import { SyncChannel } from '../src/sync-channel.js';
 import { ManualClock } from '@agentq/coordinator';
 import { captureLog, COORDINATOR_OPTIONS, controlServer, coordinator, gone, launcher, script, settled, testLog } from './helpers.js';
@@ -157,4 +159,27 @@ test('jobs handed out by a poll answered after the shutdown began are not starte
   poller.drain();
   poller.answered({ jobs: [job('after')] });
   assert.deepEqual(accepted, ['before']);
+});
+
+test('a job handed out again while the runner of its earlier claim is still here is run once that runner ends', { timeout: 10_000 }, async () => {
+  const runs: string[] = [];
+  let endFirst!: () => void;
+  const supervisor = new Supervisor({
+    maxJobs: 2,
+    reporter: {} as Reporter,
+    log: testLog(),
+    runJob: (job) => {
+      runs.push(job.job_id);
+      // the first runner waits (for its `started`, which will be refused); the second just runs
+      const done = runs.length === 1 ? new Promise<void>((resolve) => (endFirst = resolve)) : Promise.resolve();
+      return { job, done } as unknown as JobRunner;
+    },
+  });
+  const job = { job_id: 'job_again' } as Job;
+  supervisor.accept(job);
+  supervisor.accept(job); // the requeued claim, taken again in the answer that refuses the first `started`
+  assert.deepEqual(runs, ['job_again'], 'not two runs at once');
+  endFirst();
+  await new Promise<void>((resolve) => supervisor.onChange(() => runs.length === 2 && resolve()));
+  assert.deepEqual(runs, ['job_again', 'job_again'], 'the new claim runs');
 });
