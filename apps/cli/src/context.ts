@@ -117,4 +117,8 @@ function checkOneUrl(url: string): void {
   if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
     throw new UsageError(`coordinator URL '${url}' must be http:// or https://`);
   }
+  // the client sends every path from the root: a prefix would be dropped, not used
+  if (parsed.pathname !== '/' || parsed.search !== '' || parsed.hash !== '') {
+    throw new UsageError(`coordinator URL '${url}' must have no path or query (e.g. http://host:8765)`);
+  }
 }

@@ -11,6 +11,16 @@ describe('--url with several coordinators (a comma list)', () => {
     assert.equal(envelope<{ ok: true; data: Health }>(r, CliEnvelope(CliCommandData.health)).data.status, 'ok');
   });
 
+  it('watch: the event stream opens on the next one when the first cannot be reached', async (t) => {
+    const c = await coordinator(t);
+    const job = await c.client.createJob({ type: 'start_session', session_name: 'watched', prompt: 'p' });
+    // --since 0: the events so far are replayed, so the first one arrives without waiting
+    const r = await cli(undefined, ['--url', `${await deadUrl()},${c.url}`, 'watch', '--job', job.job_id, '--since', '0', '--count', '1', '--json']);
+    assert.equal(r.code, 0, r.stderr);
+    const event = JSON.parse(r.stdout.trim()) as { ok: true; data: { type: string; job?: { job_id: string } } };
+    assert.equal(event.data.job?.job_id, job.job_id);
+  });
+
   it('refuses a list with an item that is not http(s)', async () => {
     const r = await cli(undefined, ['--url', 'http://127.0.0.1:1,ftp://x', 'list']);
     assert.equal(r.code, 2);

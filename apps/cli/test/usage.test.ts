@@ -150,6 +150,9 @@ describe('command line', () => {
   it('rejects a coordinator URL that is not http(s)', async () => {
     assert.match(await usageError(['list', '--url', 'ftp://x']), /must be http/);
     assert.match(await usageError(['list', '--url', 'not a url']), /not a URL/);
+    // a path would be dropped by the client (it sends every path from the root): refused, exit 2
+    assert.match(await usageError(['list', '--url', 'http://127.0.0.1:8765/api']), /no path or query/);
+    assert.match(await usageError(['list', '--url', 'http://127.0.0.1:8765?x=1']), /no path or query/);
   });
 
   it('prints usage errors on stderr without --json', async () => {

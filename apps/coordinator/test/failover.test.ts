@@ -6,7 +6,8 @@ import { startTest } from './helpers.js';
 
 /*
  * The client with several coordinator URLs (`--url a,b`): it moves to the next when one cannot be
- * reached. What may be sent again at once: a call whose connection was never made, or a GET. A
+ * reached. What may be sent again at once: a call whose connection was never made, or one that
+ * changes nothing (a GET, or `POST /jobs/wait`). A
  * POST that may have reached a coordinator is not repeated by the client (its caller decides),
  * but the next call goes elsewhere.
  */
@@ -75,6 +76,20 @@ test('a coordinator that drops requests: a GET goes to the next URL; a POST fail
   assert.equal(writer.url, c.url, 'moved on for the next call');
   const job = await writer.createJob({ type: 'start_session', session_name: 'maybe', prompt: 'p' });
   assert.equal(job.session_name, 'maybe');
+});
+
+test('POST /jobs/wait, which only reads, goes to the next URL when a coordinator drops it (agentq wait)', async (t) => {
+  const { c } = await startTest(t);
+  const creator = new AgentqClient({ url: c.url });
+  const client = new AgentqClient({ url: `${await droppingUrl(t)},${c.url}` });
+  t.after(() => Promise.all([creator.destroy(), client.destroy()]));
+  const job = await creator.createJob({ type: 'start_session', session_name: 'waited', prompt: 'p' });
+  const answer = await client.waitJobs({ job_ids: [job.job_id], timeout_ms: 0 });
+  assert.deepEqual(
+    answer.jobs.map((j) => j.job_id),
+    [job.job_id],
+  );
+  assert.equal(client.url, c.url);
 });
 
 test('createJob whose answer a coordinator drops is sent again, with its Idempotency-Key, to the next URL: one job', async (t) => {

@@ -217,6 +217,7 @@ export class AgentqClient {
   waitJobs(body: WaitManyRequest, o?: CallOptions): Promise<WaitManyResponse> {
     return this.#json('POST', '/jobs/wait', {
       body,
+      readOnly: true,
       headersTimeoutMs: (body.timeout_ms ?? 30_000) + LONG_POLL_SLACK_MS,
       ...o,
     });
@@ -361,12 +362,13 @@ export class AgentqClient {
    * One call. A 429/503 answered with a Retry-After (overloaded, rate-limited, shutting down)
    * is sent again after that wait, up to `overloadRetries` times; other errors are thrown.
    * With several coordinator URLs, a call that could not reach one goes to the next at once when
-   * that is safe: the connection was never made, or the call is a GET (it changes nothing).
+   * that is safe: the connection was never made, or the call changes nothing (a GET, or a POST
+   * that only reads: `readOnly`, e.g. `POST /jobs/wait`).
    */
   async #json<T>(
     method: 'GET' | 'POST' | 'DELETE',
     path: string,
-    o: CallOptions & { body?: unknown; query?: Query; allow204?: boolean; headers?: Record<string, string> } = {},
+    o: CallOptions & { body?: unknown; query?: Query; allow204?: boolean; headers?: Record<string, string>; readOnly?: boolean } = {},
   ): Promise<T> {
     for (let attempt = 0, elsewhere = 0; ; attempt++) {
       try {
@@ -376,7 +378,7 @@ export class AgentqClient {
           err instanceof AgentqConnectionError &&
           !o.signal?.aborted &&
           elsewhere < this.#endpoints.urls.length - 1 &&
-          (method === 'GET' || neverSent(err))
+          (method === 'GET' || o.readOnly === true || neverSent(err))
         ) {
           elsewhere++;
           continue;

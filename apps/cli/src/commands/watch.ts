@@ -1,4 +1,4 @@
-import { AgentqApiError, backoffDelay, delay } from '@agentq/client';
+import { AgentqApiError, AgentqConnectionError, backoffDelay, delay } from '@agentq/client';
 import type { LifecycleEvent, StreamGap } from '@agentq/protocol';
 import { Option, type Command } from 'commander';
 import { intArg, listArg } from '../args.js';
@@ -104,6 +104,8 @@ async function watch(ctx: CommandContext, cmd: Command): Promise<CommandResult> 
   let printed = 0;
   let connected = false;
   let attempt = 0;
+  /** coordinators tried before the stream first opened (the client moves to the next on failure) */
+  let tried = 0;
   try {
     while (!stop.signal.aborted) {
       try {
@@ -126,7 +128,9 @@ async function watch(ctx: CommandContext, cmd: Command): Promise<CommandResult> 
         }
       } catch (err) {
         if (stop.signal.aborted) break;
-        // never connected (unreachable, refused, no such route): report it like any command
+        // never connected: the next coordinator URL, if one is left untried (the client moved on);
+        // else report it like any command (unreachable, refused, no such route)
+        if (!connected && err instanceof AgentqConnectionError && ++tried < ctx.client.urls.length) continue;
         if (!connected || (err instanceof AgentqApiError && err.isFinal)) throw err;
       }
       if (stop.signal.aborted) break;
