@@ -118,3 +118,10 @@ export function sqlLiteral(s: string): string {
   const quoted = `'${s.replaceAll("'", "''")}'`;
   return s.includes('\\') ? ` E${quoted.replaceAll('\\', '\\\\')}` : quoted;
 }
+
+/**
+ * A job's text (prompt, result, error) in UTF-8 bytes, for answer budgets: never less than the
+ * characters `jobTextSize` counts, and octet_length reads a stored value's size without
+ * decompressing it.
+ */
+export const JOB_TEXT_BYTES = 'octet_length(prompt) + coalesce(octet_length(result), 0) + coalesce(octet_length(error), 0)';

@@ -5,7 +5,7 @@ import { CoordinatorError } from '../errors.js';
 import { routeFromKey, serves } from '../routing.js';
 import { isActive, type IdempotencyRow, type JobRow, type LauncherRow, type SessionRow } from '../rows.js';
 import { emptyChangeSet, record, type ChangeSet } from './changes.js';
-import { insertSql, lookupOfNul, updateSql } from './pg-sql.js';
+import { insertSql, JOB_TEXT_BYTES, lookupOfNul, updateSql } from './pg-sql.js';
 import { decode, IDEMPOTENCY, JOBS, LAUNCHERS, SESSIONS, type Table } from './sql-rows.js';
 import type { EntityRef, Tx } from './store.js';
 
@@ -215,7 +215,7 @@ export class PgTx implements Tx {
     // it locked, which may be newer than the statement's snapshot (another scan would read that).
     const rows = await this.#rows(
       `WITH locked AS (
-         SELECT *, octet_length(prompt) + coalesce(octet_length(result), 0) + coalesce(octet_length(error), 0) AS text_size
+         SELECT *, ${JOB_TEXT_BYTES} AS text_size
          FROM jobs WHERE ready_since IS NOT NULL AND route_key = ANY($1) ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED),
        counted AS (SELECT *, row_number() OVER w AS n, sum(text_size) OVER w AS used FROM locked WINDOW w AS (ORDER BY seq))
        SELECT counted.id AS locked_id, counted.route_key AS locked_route_key, whole.*

@@ -11,7 +11,7 @@ import { CommitFeed, type LogRow } from './pg-feed.js';
 import { PgOutput } from './pg-output.js';
 import { ACTIVE, extrasOf, logEvents, promptsOf, rowsOf } from './pg-queries.js';
 import { migratePg } from './pg-schema.js';
-import { isConnectionError, pgTypes, unavailable } from './pg-sql.js';
+import { isConnectionError, JOB_TEXT_BYTES, pgTypes, unavailable } from './pg-sql.js';
 import { PgTransactions } from './pg-transactions.js';
 import { decode, JOBS, LAUNCHERS, SESSIONS, type Table } from './sql-rows.js';
 import type {
@@ -44,11 +44,6 @@ const LOG_KEEP_MS = 10 * 60 * 1000;
 /** A launcher's last sign of life is written at most this often per launcher and coordinator. */
 const TOUCH_EVERY_MS = 1000;
 const TERMINAL = [...TERMINAL_STATUSES];
-/**
- * A job's text in UTF-8 bytes (answer budgets): never less than the characters jobTextSize
- * counts, and octet_length reads a stored value's size without decompressing it.
- */
-const TEXT_BYTES = 'octet_length(prompt) + coalesce(octet_length(result), 0) + coalesce(octet_length(error), 0)';
 
 /** A database URL without its password, for logs and errors. */
 export const redact = (url: string): string => url.replace(/(\/\/[^:/@]+:)[^@]*@/, '$1***@');
@@ -200,10 +195,7 @@ export class PostgresStore implements Store {
     return raw ? decode(SESSIONS, raw) : undefined;
   }
   async sessionExtras(session: SessionRow): Promise<SessionExtras> {
-    const extras = await extrasOf(this.#pool, [session.name]).catch((err: unknown) => {
-      throw isConnectionError(err) ? unavailable(err) : err;
-    });
-    return extras.get(session.name)!;
+    return (await this.sessionsExtras([session]))[0]!;
   }
   async sessionsExtras(sessions: readonly SessionRow[]): Promise<SessionExtras[]> {
     if (sessions.length === 0) return [];
@@ -219,7 +211,7 @@ export class PostgresStore implements Store {
     // an id with a NUL cannot be stored (and would fail the lookup of the others)
     const lookup = ids.filter((id) => !id.includes('\u0000'));
     if (lookup.length === 0) return [];
-    return this.#rows<JobBrief>(`SELECT id, status, ${TEXT_BYTES} AS size FROM jobs WHERE id = ANY($1)`, [lookup]);
+    return this.#rows<JobBrief>(`SELECT id, status, ${JOB_TEXT_BYTES} AS size FROM jobs WHERE id = ANY($1)`, [lookup]);
   }
   async getLauncher(id: string): Promise<LauncherRow | undefined> {
     const [raw] = await this.#rows('SELECT * FROM launchers WHERE id = $1', [id]);
@@ -244,7 +236,7 @@ export class PostgresStore implements Store {
     if (f.launcherId !== undefined) where.push(`launcher_id = ${arg(f.launcherId)}`);
     if (f.statuses) where.push(`status = ANY(${arg([...f.statuses])}::text[])`);
     if (f.terminal !== undefined) where.push(`${f.terminal ? '' : 'NOT '}(status = ANY(${arg(TERMINAL)}::text[]))`);
-    return this.#page(JOBS, 'jobs', TEXT_BYTES, where, args, f);
+    return this.#page(JOBS, 'jobs', JOB_TEXT_BYTES, where, args, f);
   }
 
   async listSessions(f: ListSessionsFilter): Promise<ListPage<SessionRow>> {

@@ -277,12 +277,6 @@ export class SqliteStore extends MemoryStore {
     });
   }
 
-  /**
-   * Jobs newest first. The file indexes jobs by session, launcher and sequence, and ended jobs by
-   * status (migration 5); every non-terminal job is held in memory. A status filter without a
-   * session or launcher therefore takes the live jobs from memory, the ended ones from the file,
-   * and merges the two.
-   */
   /** Jobs in memory as they are; the others' sizes from the file, without reading their text. */
   override async jobBriefs(ids: readonly string[]): Promise<JobBrief[]> {
     const out: JobBrief[] = [];
@@ -294,12 +288,18 @@ export class SqliteStore extends MemoryStore {
     }
     if (onFile.length === 0) return out;
     const rows = this.#stmt(
-      `SELECT jobs.id, jobs.status, ${bytes('job_prompts.prompt')} + ${bytes('jobs.result')} + ${bytes('jobs.error')} AS size
+      `SELECT jobs.id, jobs.status, ${JOB_TEXT_BYTES} AS size
        FROM jobs JOIN job_prompts ON job_prompts.job_id = jobs.id WHERE jobs.id IN (SELECT value FROM json_each(?))`,
     ).all(JSON.stringify(onFile)) as JobBrief[];
     return out.concat(rows);
   }
 
+  /**
+   * Jobs newest first. The file indexes jobs by session, launcher and sequence, and ended jobs by
+   * status (migration 5); every non-terminal job is held in memory. A status filter without a
+   * session or launcher therefore takes the live jobs from memory, the ended ones from the file,
+   * and merges the two.
+   */
   override async listJobs(f: ListJobsFilter): Promise<ListPage<JobRow>> {
     if (f.sessionName !== undefined || f.launcherId !== undefined || (f.statuses === undefined && f.terminal === undefined)) {
       return this.#fileJobs(f);
@@ -343,7 +343,7 @@ export class SqliteStore extends MemoryStore {
     // the page's sizes first: prompts past the budget are not read (ListJobsFilter.maxBytes)
     const raw = this.#stmt(
       `WITH page AS (
-         SELECT jobs.seq, ${bytes('job_prompts.prompt')} + ${bytes('jobs.result')} + ${bytes('jobs.error')} AS size
+         SELECT jobs.seq, ${JOB_TEXT_BYTES} AS size
          FROM jobs JOIN job_prompts ON job_prompts.job_id = jobs.id ${filter} ORDER BY jobs.seq DESC LIMIT ?),
        counted AS (SELECT seq, row_number() OVER w AS n, sum(size) OVER w AS used, count(*) OVER () AS page_rows FROM page WINDOW w AS (ORDER BY seq DESC))
        SELECT jobs.*, job_prompts.prompt AS stored_prompt, counted.page_rows
@@ -584,7 +584,6 @@ export class SqliteStore extends MemoryStore {
   }
 }
 
-/** What a read or write of a closed store answers: the coordinator is shutting down (503, retry soon). */
 /**
  * An SQL expression: a text column's UTF-8 bytes (0 for NULL), for answer budgets: never less
  * than the characters JavaScript counts, and read without reading the text (length() would).
@@ -593,6 +592,10 @@ function bytes(column: string): string {
   return `coalesce(octet_length(${column}), 0)`;
 }
 
+/** A job's text (prompt, result, error) in UTF-8 bytes, over `jobs` joined with `job_prompts`. */
+const JOB_TEXT_BYTES = `${bytes('job_prompts.prompt')} + ${bytes('jobs.result')} + ${bytes('jobs.error')}`;
+
+/** What a read or write of a closed store answers: the coordinator is shutting down (503, retry soon). */
 function closedError(): CoordinatorError {
   return new CoordinatorError('shutting_down', 'the store is closed: the coordinator is shutting down', { retry_after_seconds: 1 });
 }
