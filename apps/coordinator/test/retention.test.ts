@@ -116,3 +116,26 @@ test('a session chosen for deletion is kept when work for it commits before the 
   // and its job runs
   assert.equal((await l.take()).job_id, resumed);
 });
+
+test('a closed session is removed once old, with the outcomes and messages it can never take', async (t) => {
+  const clock = new ManualClock();
+  const { client, c } = await startTest(t, { jobRetentionMs: RETENTION, heartbeatTimeoutSeconds: 86_400, sweepIntervalMs: 600_000 }, { clock });
+  const l = await fakeLauncher(client);
+  const parent = await start(client, 'never-ran');
+  const child = await start(client, 'its-child', 'do it', { parent_session_name: 'never-ran' });
+  await client.sendMessage('never-ran', { text: 'when you start' }); // waits behind the pending job
+  await client.stopJob(parent.job_id); // stopped before any launcher took it: the session is closed
+  await l.take();
+  await l.completed(child.job_id, 'done anyway');
+  const closed = await client.getSession('never-ran');
+  assert.equal(closed.accepts_input, false);
+  assert.equal(closed.pending_callbacks.length, 1, 'the outcome waits, readable, where no delivery takes it');
+  assert.equal(closed.pending_messages.length, 1);
+
+  clock.advance(RETENTION);
+  await c.core.sweep(); // both jobs go
+  await c.core.sweep(); // then the child session, which has nothing left
+  await rejectsWith(client.getSession('its-child'), 404, 'session_not_found');
+  await c.core.sweep(); // then the parent: nothing will ever take what it holds
+  await rejectsWith(client.getSession('never-ran'), 404, 'session_not_found');
+});

@@ -170,3 +170,9 @@ export function addUsage(a: Usage, b: Usage | null): Usage {
 
 export const ACTIVE_STATUSES: ReadonlySet<JobStatus> = new Set(['claimed', 'running', 'stopping']);
 export const isActive = (status: JobStatus): boolean => ACTIVE_STATUSES.has(status);
+
+/**
+ * Whether a session holds no input that a delivery may still take: no queued child outcomes or
+ * messages, or a closed session, which takes none (retention removes it with what it holds).
+ */
+export const holdsNoInput = (s: SessionRow): boolean => !s.acceptsInput || (s.callbacks.length === 0 && s.messages.length === 0);

@@ -3,6 +3,7 @@ import type { CoreContext } from './context.js';
 import { end, endPending, requestStop, requeue, stoppedStatus } from './jobs.js';
 import { loseLauncher, STALE_LAUNCHER_KEEP_MS } from './launchers.js';
 import { routeFromKey, serves, unservedReason } from './routing.js';
+import { holdsNoInput } from './rows.js';
 import type { Tx } from './store/store.js';
 
 /** Idempotency-Keys are honoured for this long. */
@@ -150,6 +151,6 @@ export class Sweeper {
 async function stillUnused(tx: Tx, name: string, before: number): Promise<boolean> {
   const s = await tx.session(name);
   if (!s || s.updatedAt > before) return false;
-  if (s.callbacks.length > 0 || s.messages.length > 0 || s.deliveryJobId !== null) return false;
+  if (!holdsNoInput(s) || s.deliveryJobId !== null) return false;
   return !(await tx.activeJobOf(name)) && (await tx.pendingJobsOf(name)).length === 0;
 }

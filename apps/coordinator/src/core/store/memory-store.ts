@@ -4,7 +4,7 @@ import { jobTextSize } from '../answer-budget.js';
 import { iso } from '../clock.js';
 import type { Clock } from '../clock.js';
 import { OutputBuffer } from '../output-buffer.js';
-import type { JobRow, LauncherRow, SessionRow } from '../rows.js';
+import { holdsNoInput, type JobRow, type LauncherRow, type SessionRow } from '../rows.js';
 import { toWireLauncher, type SessionExtras } from '../wire.js';
 import { hintsOf, type ChangeSet } from './changes.js';
 import { jobEvent, sessionEvent, type EventExtras } from './lazy-events.js';
@@ -290,8 +290,7 @@ export class MemoryStore implements Store {
       !this.state.isBusy(s.name) &&
       !this.state.hasJobs(s.name) &&
       !this.state.hasChildren(s.name) &&
-      s.callbacks.length === 0 &&
-      s.messages.length === 0 &&
+      holdsNoInput(s) &&
       s.deliveryJobId === null
     );
   }
