@@ -203,7 +203,7 @@ export async function buildApp(config: CoordinatorConfig, deps: AppDeps = {}): P
   });
 
   app.decorate('auth', auth);
-  app.decorate('reloadSecrets', () => reloadSecrets(app, config, tokens, logger));
+  app.decorate('reloadSecrets', () => reloadSecrets(app, config, logger));
   await installOpenApi(app); // first: it records the routes as they are added
   await app.register(jobRoutes, { core });
   await app.register(launcherRoutes, { core });
@@ -256,11 +256,11 @@ function logSecurity(config: CoordinatorConfig, tokens: TokenStore | null, logge
 }
 
 /** SIGHUP: re-read the token file and the TLS certificate. A bad file keeps what is in force. */
-function reloadSecrets(app: FastifyInstance, config: CoordinatorConfig, tokens: TokenStore | null, logger: Logger): void {
-  if (tokens) {
+function reloadSecrets(app: FastifyInstance, config: CoordinatorConfig, logger: Logger): void {
+  if (app.auth.enabled) {
     try {
-      const { added, removed, count } = tokens.reload();
-      logger.info({ added, removed, count }, 'token file reloaded');
+      const { added, removed, count, cut } = app.auth.reload();
+      logger.info({ added, removed, count, open_requests_cut: cut }, 'token file reloaded');
     } catch (err) {
       logger.error({ error: (err as Error).message }, 'token file not reloaded: keeping the tokens in force');
     }

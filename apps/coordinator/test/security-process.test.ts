@@ -100,6 +100,65 @@ test('SIGHUP re-reads the token file: a token added works, a token removed stops
   assert.equal(await exitOf(p.child), 0);
 });
 
+test('SIGHUP that removes a token cuts its open requests (event stream, parked wait); other tokens keep theirs', { timeout: 30_000 }, async (t) => {
+  const dir = tempDir(t);
+  const file = join(dir, 'tokens');
+  const alice = newSecret();
+  const carol = newSecret();
+  writeFileSync(file, tokenFileText([{ name: 'alice', role: 'client', secret: alice }, { name: 'carol', role: 'client', secret: carol }]));
+  const p = spawnCoordinator(t, { AUTH_TOKENS_FILE: file, LOG_LEVEL: 'debug', DATABASE_URL: 'memory:' });
+  const url = String((await p.waitFor((l) => l.msg === 'coordinator ready')).url);
+  const as = (secret: string) => {
+    const client = new AgentqClient({ url, token: secret });
+    t.after(() => client.close());
+    return client;
+  };
+  const job = await as(carol).createJob({ type: 'start_session', session_name: 'waited-on', prompt: 'x' }); // no launcher: stays pending
+  /** Follow a stream until it ends: the event types seen ('(ended)' last), and a wait for one. */
+  const follow = async (client: AgentqClient) => {
+    const seen: string[] = [];
+    const waiting = new Map<string, () => void>();
+    const note = (type: string) => {
+      seen.push(type);
+      waiting.get(type)?.();
+    };
+    await new Promise<void>((opened) => {
+      void (async () => {
+        try {
+          for await (const m of client.events({ onOpen: opened })) note(m.event);
+        } catch {
+          // a cut stream may end in an error: what matters is that it ends
+        }
+        note('(ended)');
+      })();
+    });
+    const until = (type: string) => (seen.includes(type) ? Promise.resolve() : new Promise<void>((r) => waiting.set(type, r)));
+    return { seen, until };
+  };
+  const aliceStream = await follow(as(alice));
+  const carolStream = await follow(as(carol));
+  const waitArrived = p.waitFor((l) => l.msg === 'incoming request' && String((l.req as { url?: string } | undefined)?.url).includes('/wait'));
+  const wait = as(alice).waitJob(job.job_id, 600_000).then(
+    (j) => `answered ${j.status}`,
+    (err: Error) => `refused: ${err.message}`,
+  );
+  await waitArrived;
+
+  writeFileSync(file, tokenFileText([{ name: 'carol', role: 'client', secret: carol }]));
+  const reloaded = p.waitFor((l) => l.msg === 'token file reloaded', false);
+  p.child.kill('SIGHUP');
+  const line = await reloaded;
+  assert.deepEqual([line.removed, line.open_requests_cut], [['alice'], 2], 'alice had two requests open: the stream and the wait');
+  assert.doesNotMatch(await wait, /answered/, 'the wait ended without an answer for the revoked token');
+  await rejectsWith(as(alice).waitJob(job.job_id, 0), 401, 'unauthorized');
+  await aliceStream.until('(ended)');
+  // carol's stream goes on: it sees her next job
+  await as(carol).createJob({ type: 'start_session', session_name: 'after-the-cut', prompt: 'y' });
+  await carolStream.until('job.created');
+  assert.ok(!carolStream.seen.includes('(ended)'));
+  assert.ok(!aliceStream.seen.includes('job.created'), "alice's stream saw nothing after the cut");
+});
+
 test('bootstrap-tokens (docker-compose first start) makes random secrets in their own files and the token file, once', async (t) => {
   const dir = tempDir(t);
   const script = fileURLToPath(new URL('../src/bootstrap-tokens.js', import.meta.url));

@@ -5,7 +5,7 @@ import { CoordinatorError, launcherUnknown } from '../../core/errors.js';
 import { agentRuleOf, checkAgentScope, type ScopeLookup } from './agent-scope.js';
 import { launcherIdOf, type LauncherCredentials } from './launcher-credentials.js';
 import { accessOf, type RouteAccess } from './route-access.js';
-import type { TokenStore } from './tokens.js';
+import type { TokenEntry, TokenStore } from './tokens.js';
 
 /** Who is calling. */
 export type Principal =
@@ -46,8 +46,12 @@ export interface Auth {
   readonly routes: readonly RegisteredRoute[];
   /** the credential answered to a registration (undefined while authentication is off) */
   launcherTokenFor(launcherId: string, principal: Principal): Promise<string | undefined>;
-  /** re-read the token file (SIGHUP); throws when the file is unusable, keeping the current tokens */
-  reload(): { added: string[]; removed: string[]; count: number };
+  /**
+   * Re-read the token file (SIGHUP); throws when the file is unusable, keeping the current tokens.
+   * The open requests of a token it removes (or gives another role) are cut: event streams, waits
+   * and parked polls would otherwise go on for the token after it was revoked.
+   */
+  reload(): { added: string[]; removed: string[]; count: number; cut: number };
 }
 
 /**
@@ -78,6 +82,8 @@ export function mayReportOn(principal: Principal, holder: string | null): boolea
 export function installAuth(app: FastifyInstance, o: AuthOptions): Auth {
   const routes: RegisteredRoute[] = [];
   const enabled = o.tokens !== null;
+  // the open requests of file tokens, with the entry that let each in (reload cuts the revoked)
+  const open = new Map<FastifyRequest, TokenEntry>();
   // a primitive default (Fastify refuses shared objects); onRequest sets it on every request
   app.decorateRequest('principal', null as never);
 
@@ -114,6 +120,8 @@ export function installAuth(app: FastifyInstance, o: AuthOptions): Auth {
     const entry = o.tokens.verify(presented);
     if (entry) {
       req.principal = { kind: 'token', name: entry.name, role: entry.role };
+      open.set(req, entry);
+      reply.raw.once('close', () => open.delete(req));
       if (!access.roles.includes(entry.role)) {
         throw refuse(req, reply, 'forbidden', `a ${entry.role} token may not call ${req.method} ${req.routeOptions.url}`, 'role', {
           role: entry.role,
@@ -199,8 +207,18 @@ export function installAuth(app: FastifyInstance, o: AuthOptions): Auth {
       return o.credentials.issue(launcherId, principal.kind === 'token' ? principal.name : null);
     },
     reload() {
-      if (!o.tokens) throw new Error('authentication is off (no AUTH_TOKENS_FILE): there is no token file to reload');
-      return o.tokens.reload();
+      const tokens = o.tokens;
+      if (!tokens) throw new Error('authentication is off (no AUTH_TOKENS_FILE): there is no token file to reload');
+      const changes = tokens.reload();
+      let cut = 0;
+      for (const [req, entry] of open) {
+        if (tokens.holds(entry)) continue;
+        open.delete(req);
+        cut++;
+        req.log.info({ token_name: entry.name, route: `${req.method} ${req.routeOptions.url ?? req.url}` }, 'token revoked: its open request is cut');
+        req.raw.socket.destroy();
+      }
+      return { ...changes, cut };
     },
   };
 }

@@ -97,6 +97,11 @@ export class TokenStore {
     return { added, removed, count: next.length };
   }
 
+  /** Whether `entry` (from an earlier `verify`) is still in force with the same role. */
+  holds(entry: TokenEntry): boolean {
+    return this.#entries.some((e) => e.role === entry.role && e.hash.equals(entry.hash));
+  }
+
   /**
    * The entry whose secret this is. Every entry is compared, in constant time and without an
    * early exit, so the answer's timing says nothing about which hash (or how much of it) matched.
