@@ -180,7 +180,7 @@ function stalledStreams(port: number, count: number) {
   const open = () => {
     const s = connect(port, '127.0.0.1');
     s.on('error', () => undefined);
-    s.write('GET /events?include=prompt HTTP/1.1\r\nHost: soak\r\nAccept: text/event-stream\r\n\r\n');
+    s.write('GET /events?include=prompt HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n\r\n');
     s.once('data', () => s.pause());
     sockets.push(s);
     opened++;
@@ -219,7 +219,7 @@ function slowBodies(port: number, count: number) {
     s.setEncoding('utf8');
     s.on('data', (d: string) => (answer += d));
     s.on('error', () => undefined);
-    s.write(`POST /jobs HTTP/1.1\r\nHost: soak\r\nContent-Type: application/json\r\nContent-Length: ${PROMPT_BYTES + 100}\r\n\r\n{`);
+    s.write(`POST /jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${PROMPT_BYTES + 100}\r\n\r\n{`);
     s.once('close', () => {
       sockets.delete(s);
       if (answer.startsWith('HTTP/1.1 408')) timedOut++;

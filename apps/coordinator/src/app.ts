@@ -171,6 +171,7 @@ export async function buildApp(config: CoordinatorConfig, deps: AppDeps = {}): P
   const overloaded = await installOverloadProtection(app, config);
   const auth = installAuth(app, {
     tokens,
+    localOnly: tokens === null && !config.authDisabled,
     credentials: deps.credentials ?? new StoreLauncherCredentials(core),
     jobHolder: async (jobId) => (await core.getJob(jobId)).launcher_id,
     rateLimitPerMinute: config.jobsRateLimitPerMinute,

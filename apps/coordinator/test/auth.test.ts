@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
+import { request } from 'node:http';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { AgentqApiError, AgentqAuthError } from '@agentq/client';
@@ -181,6 +182,60 @@ test('with authentication off the audit fields stay null', async (t) => {
   const j = await client.createJob({ ...job, session_name: 'open' });
   assert.equal(j.created_by, null);
   assert.equal((await client.stopJob(j.job_id)).job.stopped_by, null);
+});
+
+/** A raw request with the Host and Origin a browser would send; the status and error code. */
+async function rawRequest(url: string, method: string, path: string, headers: Record<string, string>, body?: string) {
+  const { port } = new URL(url);
+  return await new Promise<{ status: number; code: string | undefined }>((resolve, reject) => {
+    const req = request({ host: '127.0.0.1', port, method, path, headers }, (res) => {
+      let text = '';
+      res.on('data', (d: Buffer) => (text += String(d)));
+      res.on('end', () => {
+        let code: string | undefined;
+        try {
+          code = (JSON.parse(text) as { error?: { code?: string } }).error?.code;
+        } catch {
+          code = undefined;
+        }
+        resolve({ status: res.statusCode ?? 0, code });
+      });
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+test('with authentication off (loopback) a web page cannot use the coordinator: foreign Host or Origin is 403', async (t) => {
+  const { c, client } = await startTest(t);
+  const { port } = new URL(c.url);
+  const create = JSON.stringify({ ...job, session_name: 'rebound' });
+  const json = { 'content-type': 'application/json' };
+  // DNS rebinding: the attacker's name resolves to 127.0.0.1, the browser sends that name as Host
+  const rebound = await rawRequest(c.url, 'POST', '/jobs', { ...json, host: `rebind.attacker.example:${port}`, origin: `http://rebind.attacker.example:${port}` }, create);
+  assert.deepEqual(rebound, { status: 403, code: 'forbidden' });
+  // a cross-site request from a page elsewhere: loopback Host, foreign (or opaque) Origin
+  for (const origin of ['http://evil.example', 'null']) {
+    assert.deepEqual(await rawRequest(c.url, 'POST', '/sessions/rebound/stop', { host: `127.0.0.1:${port}`, origin }), { status: 403, code: 'forbidden' }, origin);
+  }
+  assert.deepEqual((await client.listJobs()).jobs, [], 'nothing was created');
+  // local callers: no Origin (curl, the CLI, launchers), or a page on loopback (the dashboard)
+  for (const [host, origin] of [[`localhost:${port}`, undefined], [`[::1]:${port}`, undefined], [`127.0.0.1:${port}`, `http://127.0.0.1:${port}`], [`localhost:${port}`, 'http://localhost:5173']] as const) {
+    const headers: Record<string, string> = { ...json, host, ...(origin ? { origin } : {}) };
+    const name = `local-${host.length}-${origin?.length ?? 0}`;
+    const answer = await rawRequest(c.url, 'POST', '/jobs', headers, JSON.stringify({ ...job, session_name: name }));
+    assert.equal(answer.status, 201, `${host} ${origin}`);
+  }
+});
+
+test('AUTH_DISABLED=true (open on purpose) and authentication on leave Host and Origin alone', async (t) => {
+  const open = await startTest(t, { authDisabled: true });
+  const headers = { 'content-type': 'application/json', host: 'coordinator.internal:8765', origin: 'http://dashboard.internal' };
+  const a = await rawRequest(open.c.url, 'POST', '/jobs', headers, JSON.stringify({ ...job, session_name: 'open-on-purpose' }));
+  assert.equal(a.status, 201);
+  const auth = await startAuthTest(t);
+  const b = await rawRequest(auth.c.url, 'POST', '/jobs', { ...headers, authorization: `Bearer ${auth.secrets.client}` }, JSON.stringify({ ...job, session_name: 'with-token' }));
+  assert.equal(b.status, 201);
 });
 
 test('JOBS_RATE_LIMIT_PER_MINUTE: job creation beyond the limit is 429 rate_limited with Retry-After, per token', async (t) => {

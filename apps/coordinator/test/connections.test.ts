@@ -10,7 +10,7 @@ import { metricValue, rawConnection, seen, type RawStream } from './limits-helpe
 
 /** A kept-alive connection that has made one request (so the server has accepted it) and is now idle. */
 async function idleConnection(t: TestContext, port: number): Promise<RawStream> {
-  const conn = rawConnection(t, port, 'GET /health HTTP/1.1\r\nHost: test\r\n\r\n');
+  const conn = rawConnection(t, port, 'GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
   await seen(conn, '"status":"ok"');
   return conn;
 }
@@ -21,7 +21,7 @@ async function ask(t: TestContext, port: number, method: string, path: string, b
   const conn = rawConnection(
     t,
     port,
-    `${method} ${path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n` +
+    `${method} ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n` +
       (body === undefined ? '\r\n' : `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(payload)}\r\n\r\n${payload}`),
   );
   await once(conn.socket, 'close');
@@ -65,7 +65,7 @@ test('with every connection busy, one more is refused; when one ends there is ro
   const waits = [];
   for (let i = 0; i < 2; i++) {
     const parked = called(c.core, 'waitJob');
-    waits.push(rawConnection(t, c.port, `GET /jobs/${job.job_id}/wait?timeout_ms=60000 HTTP/1.1\r\nHost: test\r\n\r\n`));
+    waits.push(rawConnection(t, c.port, `GET /jobs/${job.job_id}/wait?timeout_ms=60000 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`));
     await parked;
   }
   assert.equal(await ask(t, c.port, 'GET', '/health'), null, 'closed unanswered: nothing idle to make room');

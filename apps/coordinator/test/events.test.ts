@@ -149,7 +149,7 @@ test('a client that stops reading is disconnected instead of buffering events wi
   const socket = connect(c.port, '127.0.0.1');
   t.after(() => socket.destroy());
   // prompts are in events only when asked for: ask, so that the flood is big
-  socket.write('GET /events?include=prompt HTTP/1.1\r\nHost: test\r\nAccept: text/event-stream\r\n\r\n');
+  socket.write('GET /events?include=prompt HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n\r\n');
   await once(socket, 'data'); // headers: the stream is subscribed
   socket.pause(); // a dashboard that hangs: the TCP connection stays open, nobody reads
 

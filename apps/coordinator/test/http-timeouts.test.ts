@@ -23,7 +23,7 @@ test('a body that stops coming is answered 408 request_timeout (standard shape) 
   const conn = rawConnection(
     t,
     c.port,
-    'POST /jobs HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{',
+    'POST /jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{',
   );
   await once(conn.socket, 'close');
   const answer = parseAnswer(conn.text());
@@ -37,7 +37,7 @@ test('a body still owed after its request was answered (401 before it came) is c
   const conn = rawConnection(
     t,
     c.port,
-    'POST /jobs HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{',
+    'POST /jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{',
   );
   // a byte now and then: the keep-alive timeout (reset by every byte) never ends it either
   const trickle = setInterval(() => conn.socket.write(' '), 100);
@@ -50,7 +50,7 @@ test('a body still owed after its request was answered (401 before it came) is c
 
 test('headers that stop coming, or never come, are answered 408 too (the headers timeout runs from the connection)', async (t) => {
   const { c } = await startTest(t, SHORT);
-  const slow = rawConnection(t, c.port, 'GET /health HTTP/1.1\r\nHost: test\r\nX-Slow: a');
+  const slow = rawConnection(t, c.port, 'GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: a');
   const silent = rawConnection(t, c.port);
   await Promise.all([once(slow.socket, 'close'), once(silent.socket, 'close')]);
   for (const conn of [slow, silent]) {
@@ -62,7 +62,7 @@ test('headers that stop coming, or never come, are answered 408 too (the headers
 
 test('an idle kept-alive connection is closed after HTTP_KEEP_ALIVE_TIMEOUT_MS', async (t) => {
   const { c } = await startTest(t, SHORT);
-  const kept = rawConnection(t, c.port, 'GET /health HTTP/1.1\r\nHost: test\r\n\r\n');
+  const kept = rawConnection(t, c.port, 'GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
   await seen(kept, '"status":"ok"');
   await once(kept.socket, 'close');
   assert.equal(kept.text().match(/HTTP\/1\.1 200/g)?.length, 1, 'one answer, then the close');
@@ -122,7 +122,7 @@ test('a wait\'s hold ends with its answer: a client that asked for an hour and d
   const unread = connect(c.port, '127.0.0.1');
   t.after(() => unread.destroy());
   unread.on('error', () => undefined);
-  unread.write(`POST /jobs/wait HTTP/1.1\r\nhost: test\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`);
+  unread.write(`POST /jobs/wait HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`);
   unread.pause();
   const [socket] = await accepted;
   // answered at once (the jobs have ended) and never read: the hold of an hour it asked for is

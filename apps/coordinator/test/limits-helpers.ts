@@ -41,7 +41,7 @@ export async function rawStream(t: TestContext, port: number, query = '', lastEv
   socket.setEncoding('utf8');
   socket.on('data', (chunk: string) => (text += chunk));
   const resume = lastEventId === undefined ? '' : `Last-Event-ID: ${lastEventId}\r\n`;
-  socket.write(`GET /events${query} HTTP/1.1\r\nHost: test\r\nAccept: text/event-stream\r\n${resume}\r\n`);
+  socket.write(`GET /events${query} HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n${resume}\r\n`);
   const s = { socket, text: () => text };
   await seen(s, '\r\n\r\n');
   return s;

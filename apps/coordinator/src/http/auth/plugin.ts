@@ -4,6 +4,7 @@ import { agentTokenJobId } from '../../core/agent-tokens.js';
 import { CoordinatorError, launcherUnknown } from '../../core/errors.js';
 import { agentRuleOf, checkAgentScope, type ScopeLookup } from './agent-scope.js';
 import { launcherIdOf, type LauncherCredentials } from './launcher-credentials.js';
+import { foreignTo } from './local-origin.js';
 import { accessOf, type RouteAccess } from './route-access.js';
 import type { TokenEntry, TokenStore } from './tokens.js';
 
@@ -23,6 +24,11 @@ const ANONYMOUS: Principal = { kind: 'anonymous' };
 export interface AuthOptions {
   /** the token file's tokens; null = authentication off (loopback, or AUTH_DISABLED=true) */
   tokens: TokenStore | null;
+  /**
+   * Authentication is off because the coordinator listens on loopback only: then it answers only
+   * requests addressed to a loopback name, from no origin or a loopback one (local-origin.ts).
+   */
+  localOnly: boolean;
   credentials: LauncherCredentials;
   /** the id of the launcher holding a job (null: none); throws job_not_found for an unknown job */
   jobHolder(jobId: string): Promise<string | null>;
@@ -109,7 +115,21 @@ export function installAuth(app: FastifyInstance, o: AuthOptions): Auth {
 
   app.addHook('onRequest', async (req, reply) => {
     req.principal = ANONYMOUS;
-    if (!o.tokens) return;
+    if (!o.tokens) {
+      const foreign = o.localOnly ? foreignTo(req.headers.host, req.headers.origin) : undefined;
+      if (foreign !== undefined) {
+        throw refuse(
+          req,
+          reply,
+          'forbidden',
+          `${foreign}: without AUTH_TOKENS_FILE this coordinator answers only requests for a loopback name ` +
+            '(127.0.0.1, localhost, [::1]) from no origin or a loopback one, so that no web page can use it. ' +
+            'Set AUTH_TOKENS_FILE to serve other names (see docs/operations.md)',
+          'not a local request',
+        );
+      }
+      return;
+    }
     const access = accessFor(req);
     // no such route: the 404 handler answers; public routes need no token
     if (!access || access.public) return;

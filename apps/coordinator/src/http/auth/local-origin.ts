@@ -1,0 +1,33 @@
+import { isLoopback } from '../../exposure.js';
+
+/*
+ * Without tokens the coordinator is open to whatever reaches its loopback port, and a web page
+ * in a browser on the same machine can reach it: by DNS rebinding (its own name made to point at
+ * 127.0.0.1, so the browser sends `Host: <that name>`) or by a plain cross-site request (a form or
+ * a bodyless POST, which the browser sends without asking first, with `Origin: <the page>`). A
+ * request the coordinator answers must therefore name a loopback host, and come from no origin
+ * (curl, the CLI, launchers) or from a page on loopback (the dashboard it serves itself).
+ */
+
+/** The host of a Host header (`name`, `name:port`, `[v6]:port`), lower-cased. */
+function hostOf(header: string): string {
+  const h = header.trim().toLowerCase();
+  if (h.startsWith('[')) return h.slice(0, h.indexOf(']') + 1);
+  const colon = h.lastIndexOf(':');
+  return colon > 0 && h.indexOf(':') === colon ? h.slice(0, colon) : h;
+}
+
+/** What makes a request foreign (for the error), or undefined when it is a local one. */
+export function foreignTo(host: string | undefined, origin: string | undefined): string | undefined {
+  // HTTP/1.0 without Host: not a browser (browsers always send it)
+  if (host !== undefined && !isLoopback(hostOf(host))) return `a request for host ${JSON.stringify(host)} is refused`;
+  if (origin === undefined) return undefined;
+  let originHost: string;
+  try {
+    originHost = new URL(origin).hostname;
+  } catch {
+    // `Origin: null` (a sandboxed frame, a file) included: no page that can be trusted
+    return `a request from origin ${JSON.stringify(origin)} is refused`;
+  }
+  return isLoopback(originHost) ? undefined : `a request from origin ${JSON.stringify(origin)} is refused`;
+}
