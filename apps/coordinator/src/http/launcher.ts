@@ -51,6 +51,8 @@ export const launcherRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = 
     '/launcher/jobs',
     {
       ...plainJson,
+      // a poll hands jobs out: a HEAD (whose answer has no body) would claim jobs nobody receives
+      exposeHeadRoute: false,
       schema: {
         operationId: 'pollJobs',
         tags: ['launcher'],
