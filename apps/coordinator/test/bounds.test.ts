@@ -84,12 +84,17 @@ test('an output offset past 2^40 and a timeout past 30 days are refused, naming 
   await rejectsWith(client.getSession('forever'), 404, 'session_not_found');
   const month = await raw(c.url, 'POST', '/jobs', JSON.stringify({ type: 'start_session', session_name: 'month', prompt: 'p', timeout_ms: 30 * 86_400_000 }));
   assert.equal(month.status, 201, '30 days is the bound itself');
-  // in a querystring a number is read whole: not 1e300 as 1, nor 12.5 as 12
-  for (const q of ['timeout_ms=1e300', 'timeout_ms=12.5', 'timeout_ms=3600001']) {
+  // in a querystring a number is read whole and in decimal: not 1e300 as 1, nor 12.5 as 12, nor
+  // 0b1111 or the empty text as 0, nor 0x7d0 as 2000
+  for (const q of ['timeout_ms=1e300', 'timeout_ms=12.5', 'timeout_ms=3600001', 'timeout_ms=0b1111', 'timeout_ms=0o17', 'timeout_ms=0x7d0', 'timeout_ms=']) {
     const wait = await raw(c.url, 'GET', `/jobs/${job.job_id}/wait?${q}`);
     assert.equal(wait.status, 400, q);
     assert.equal(wait.body.error.details.field, 'timeout_ms');
   }
+  const l2 = await fakeLauncher(client, 'h2');
+  const poll = await raw(c.url, 'GET', `/launcher/jobs?launcher_id=${l2.id}&capacity=0b1`);
+  assert.equal(poll.status, 400, 'capacity=0b1 is not read as 0 (a poll that takes nothing)');
+  assert.equal(poll.body.error.details.field, 'capacity');
   const tail = await raw(c.url, 'GET', `/jobs/${job.job_id}/output?offset=1e300`);
   assert.equal(tail.status, 400);
   assert.equal(tail.body.error.details.field, 'offset');

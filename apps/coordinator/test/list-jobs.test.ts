@@ -86,6 +86,25 @@ test('GET /jobs with an unknown status, a bad terminal value or a bad cursor is 
   await rejectsWith(client.listJobs({ limit: 0 }), 400, 'validation_failed');
 });
 
+test('an empty or non-decimal cursor and an empty status list are 400, not an empty page', async (t) => {
+  const { client, c } = await startTest(t);
+  await start(client, 'listed');
+  for (const [path, field] of [
+    ['/jobs?cursor=', 'cursor'],
+    ['/jobs?cursor=%20', 'cursor'],
+    ['/jobs?cursor=0x3', 'cursor'],
+    ['/jobs?cursor=1e3', 'cursor'],
+    ['/jobs?status=', 'status'],
+    ['/jobs?status=,', 'status'],
+    ['/sessions?cursor=', 'cursor'],
+    ['/sessions?cursor=-1', 'cursor'],
+  ] as const) {
+    const res = await fetch(`${c.url}${path}`);
+    assert.equal(res.status, 400, path);
+    assert.equal(((await res.json()) as { error: { details: { field: string } } }).error.details.field, field, path);
+  }
+});
+
 test('cursor pages do not overlap and together cover every job, newest first', async (t) => {
   const { client } = await startTest(t);
   const created: Job[] = [];

@@ -85,12 +85,21 @@ export async function readOutput(
   };
 }
 
+/**
+ * A list's `cursor` parameter (a page's `next_cursor`: decimal digits). An empty one is refused,
+ * not read as 0 or as the first page: a client that sends `cursor=` when `next_cursor` was null
+ * would otherwise get an empty list, or the first page again and again.
+ */
+export function parseCursor(cursor: string | undefined): number | undefined {
+  if (cursor === undefined) return undefined;
+  if (cursor === '') throw validation('cursor', 'is empty: leave it out for the first page');
+  const n = /^\d{1,16}$/.test(cursor) ? Number(cursor) : NaN;
+  if (!Number.isSafeInteger(n)) throw validation('cursor', 'is not a cursor this server gave out');
+  return n;
+}
+
 export async function listSessions(ctx: CoreContext, q: ListSessionsQuery, room: AnswerRoom): Promise<SessionList> {
-  let before: number | undefined;
-  if (q.cursor !== undefined) {
-    before = Number(q.cursor);
-    if (!Number.isSafeInteger(before) || before < 0) throw validation('cursor', 'is not a cursor this server gave out');
-  }
+  const before = parseCursor(q.cursor);
   const limit = q.limit ?? 100;
   if (room.noRoom()) answersBusy();
   const { rows, cut } = await ctx.store.listSessions({

@@ -20,6 +20,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { Coordinator } from '../core/coordinator.js';
 import { validation } from '../core/errors.js';
+import { parseCursor } from '../core/reads.js';
 import { clientGone, untilClosed } from './abort.js';
 import { actorOf } from './auth/plugin.js';
 import { plainJson } from './plain-json.js';
@@ -99,15 +100,12 @@ export const jobRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = async
       let statuses: Set<JobStatus> | undefined;
       if (q.status !== undefined) {
         const list = q.status.split(',').map((s) => s.trim()).filter(Boolean);
+        if (list.length === 0) throw validation('status', 'names no status: leave it out for every status');
         const bad = list.find((s) => !(JobStatuses as readonly string[]).includes(s));
         if (bad !== undefined) throw validation('status', `unknown status ${JSON.stringify(bad)}; one of ${JobStatuses.join(', ')}`);
         statuses = new Set(list as JobStatus[]);
       }
-      let cursor: number | undefined;
-      if (q.cursor !== undefined) {
-        cursor = Number(q.cursor);
-        if (!Number.isSafeInteger(cursor) || cursor < 0) throw validation('cursor', 'is not a cursor this server gave out');
-      }
+      const cursor = parseCursor(q.cursor);
       return await core.listJobs(
         {
           statuses,

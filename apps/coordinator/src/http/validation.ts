@@ -22,12 +22,14 @@ export const typeboxValidatorCompiler: FastifySchemaCompiler<TSchema> = ({ schem
   return (input: unknown) => {
     let value = input;
     if (convert && value !== null && typeof value === 'object') {
-      // numbers are read whole: TypeBox's own conversion reads "1e300" or "12.5" as an integer
-      // by its leading digits or truncates (1, 12), which would slip past every bound
-      const numbers = new Map<string, number>();
+      // numbers are read whole and in decimal only: TypeBox's own conversion reads "1e300" or
+      // "12.5" as an integer by its leading digits or truncates (1, 12), which would slip past
+      // every bound, and reads "0x10" as 16 and "0b11", "0o7" or "" as 0; any other text stays
+      // text, which the check then refuses as not a number
+      const numbers = new Map<string, number | string>();
       for (const key of numeric) {
         const v = (value as Record<string, unknown>)[key];
-        if (typeof v === 'string' && NUMBER.test(v)) numbers.set(key, Number(v));
+        if (typeof v === 'string') numbers.set(key, NUMBER.test(v) ? Number(v) : v);
       }
       const converted = Value.Convert(schema, Value.Default(schema, { ...(value as object) })) as Record<string, unknown>;
       for (const [key, n] of numbers) converted[key] = n;
