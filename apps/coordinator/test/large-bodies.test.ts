@@ -54,6 +54,37 @@ test('a large body that is not JSON, or that holds a __proto__ key, is refused 4
   }
 });
 
+test('a body that is not UTF-8, or says it is in another charset, is refused, not stored with U+FFFD in its place', async (t) => {
+  const { c, client } = await startTest(t);
+  const create = (prompt: Buffer, contentType: string, name = 'enc') =>
+    request(`${c.url}/jobs`, {
+      method: 'POST',
+      headers: { 'content-type': contentType },
+      body: Buffer.concat([Buffer.from(`{"type":"start_session","session_name":"${name}","prompt":"`), prompt, Buffer.from('"}')]),
+    });
+  const latin1 = Buffer.from('caf\xe9', 'latin1'); // é as one byte: not UTF-8
+  for (const [prompt, contentType, status, code, field] of [
+    [latin1, 'application/json', 400, 'bad_request', 'body'],
+    [Buffer.concat([latin1, Buffer.alloc(70 * 1024, 'p')]), 'application/json', 400, 'bad_request', 'body'], // large: the JSON thread's path
+    [latin1, 'application/json; charset=iso-8859-1', 415, 'unsupported_media_type', 'content-type'],
+    [Buffer.from('café'), 'application/json; charset="latin1"', 415, 'unsupported_media_type', 'content-type'],
+  ] as const) {
+    const res = await create(prompt, contentType);
+    const answer = (await res.body.json()) as { error: { code: string; details: { field: string } } };
+    assert.equal(res.statusCode, status, contentType);
+    assert.equal(answer.error.code, code);
+    assert.equal(answer.error.details.field, field);
+  }
+  assert.deepEqual((await client.listJobs()).jobs, []);
+  // UTF-8, said or not, is taken exactly
+  for (const contentType of ['application/json; charset=utf-8', 'application/json; charset=UTF8', 'application/json']) {
+    const res = await create(Buffer.from('café 😀'), contentType, `enc-${contentType.length}`);
+    const job = (await res.body.json()) as { prompt: string };
+    assert.equal(res.statusCode, 201, contentType);
+    assert.equal(job.prompt, 'café 😀');
+  }
+});
+
 test('the JSON thread parses a large body and sends back the JSON bytes of its large strings, which answers then reuse', async () => {
   const thread = new JsonThread();
   try {
@@ -89,6 +120,7 @@ test('a body nesting deeper than 32 levels is refused 400, however deep and whic
     assert.equal(res.statusCode, 400, `${levels} levels, ${body.length} bytes`);
     assert.equal(answer.error.code, 'bad_request');
     assert.equal(answer.error.message, 'body: nests deeper than 32 levels');
+    assert.deepEqual((answer.error as { details?: unknown }).details, { field: 'body', in: 'body' });
   }
   // 32 levels pass the parser (and meet the schema, which has no such field)
   const ok = await request(`${c.url}/jobs`, {

@@ -38,6 +38,14 @@ const FRAMEWORK: Record<string, (err: FastifyError) => { status: number; code: s
     message: 'body: is not valid JSON',
     details: { field: 'body', in: 'body' },
   }),
+  AGENTQ_BODY_NOT_UTF8: (err) => ({ status: 400, code: 'bad_request', message: err.message, details: { field: 'body', in: 'body' } }),
+  AGENTQ_UNSUPPORTED_CHARSET: (err) => ({
+    status: 415,
+    code: 'unsupported_media_type',
+    message: err.message,
+    details: { field: 'content-type', in: 'headers' },
+  }),
+  AGENTQ_BODY_TOO_DEEP: (err) => ({ status: 400, code: 'bad_request', message: err.message, details: { field: 'body', in: 'body' } }),
   FST_ERR_BAD_URL: () => ({
     status: 400,
     code: 'bad_request',

@@ -1,6 +1,6 @@
 import { errorCodes, type FastifyInstance, type FastifyRequest } from 'fastify';
 import { InvalidJson, JsonThread } from './json-thread.js';
-import { BodyTooDeep, wellFormed } from './well-formed.js';
+import { BodyTooDeep, checkUtf8, wellFormed } from './well-formed.js';
 
 /**
  * Runs tasks one per turn of the event loop. Node runs every `setImmediate` callback queued before
@@ -72,6 +72,11 @@ export function installJsonBodyParser(app: FastifyInstance): void {
       done(null, body);
     });
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, body: Buffer, done) => {
+    try {
+      checkUtf8(req.headers['content-type'], body);
+    } catch (err) {
+      return done(err as Error, undefined);
+    }
     if (body.length < LARGE_BODY_BYTES) return parseHere(req, body.toString('utf8'), done);
     thread.parse(body).then(
       (value) => turns.run(() => done(null, value)),

@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 /*
  * Request bodies hold Unicode text. JSON can spell a lone surrogate (`"\ud800"` without its pair),
  * which no UTF-8 store can hold: SQLite and PostgreSQL would give back U+FFFD in its place, so a
@@ -21,6 +22,31 @@ export class BodyTooDeep extends Error {
   constructor() {
     super(`body: nests deeper than ${MAX_BODY_DEPTH} levels`);
   }
+}
+
+/** A body that is not UTF-8 (JSON's only encoding here), or says it is in another charset. */
+export class NotUtf8 extends Error {
+  readonly statusCode: 400 | 415;
+  readonly code: 'AGENTQ_BODY_NOT_UTF8' | 'AGENTQ_UNSUPPORTED_CHARSET';
+  constructor(charset?: string) {
+    super(
+      charset === undefined
+        ? 'body: is not valid UTF-8 (send JSON encoded as UTF-8)'
+        : `content-type: charset ${JSON.stringify(charset)} is not supported: send JSON encoded as UTF-8`,
+    );
+    this.statusCode = charset === undefined ? 400 : 415;
+    this.code = charset === undefined ? 'AGENTQ_BODY_NOT_UTF8' : 'AGENTQ_UNSUPPORTED_CHARSET';
+  }
+}
+
+/**
+ * Refuse a body that a decoder would change: bytes that are not UTF-8 would become U+FFFD, and so
+ * would the text of another charset (Latin-1 `é`, say), without a word to the client.
+ */
+export function checkUtf8(contentType: string | undefined, body: Buffer): void {
+  const charset = /;\s*charset\s*=\s*"?([^";\s]*)"?/i.exec(contentType ?? '')?.[1];
+  if (charset !== undefined && !/^utf-?8$/i.test(charset)) throw new NotUtf8(charset);
+  if (!isUtf8(body)) throw new NotUtf8();
 }
 
 type WellFormedString = string & { isWellFormed(): boolean; toWellFormed(): string };
