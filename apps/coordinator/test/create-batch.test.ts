@@ -48,9 +48,14 @@ test('a batch wakes parked launchers', async (t) => {
   const isParked = parked(c.core, l.id);
   const poll = l.poll({ batch: true, capacity: 2 });
   await isParked;
-  const created = await client.createJobs(starts('wake', 2));
+  const created = await client.createJobs(starts('wake', 3));
   const answer = await poll;
-  assert.equal(answer?.jobs?.[0]?.job_id, created[0]!.job_id);
+  assert.deepEqual(answer?.jobs?.map((j) => j.job_id), [created[0]!.job_id, created[1]!.job_id]);
+  // the batch answers what each job became, as POST /jobs does: two taken, one still waiting
+  assert.deepEqual(
+    created.map((j) => [j.status, j.launcher_id]),
+    [['claimed', l.id], ['claimed', l.id], ['pending', null]],
+  );
 });
 
 test('validation first: one bad body refuses the batch with 400 naming jobs[i], and nothing is created', async (t) => {

@@ -37,7 +37,8 @@ import { Dispatcher } from './dispatcher.js';
 import { EventLog } from './event-log.js';
 import { JobWatchers } from './job-watchers.js';
 import * as launchers from './launchers.js';
-import { wireJob } from './pending-reasons.js';
+import { pendingReasons, wireJob } from './pending-reasons.js';
+import { toWireJob } from './wire.js';
 import { recover } from './recovery.js';
 import * as reads from './reads.js';
 import { heldJob, report, type ReportBody, type ReportKind } from './reports.js';
@@ -146,8 +147,15 @@ export class Coordinator {
 
   /** Create many jobs, all or none (`POST /jobs/batch`); a refusal names the failing index. */
   async createJobs(reqs: readonly CreateJobRequest[], o: Actor = {}): Promise<Job[]> {
-    const rows = await creates.createMany(this.#ctx, this.admission, reqs, o.actor ?? null);
-    return Promise.all(rows.map((r) => wireJob(this.#ctx, r)));
+    const created = await creates.createMany(this.#ctx, this.admission, reqs, o.actor ?? null);
+    // as for one job: answer with what each became, re-reading only the ones parked launchers took
+    await this.#dispatcher.settled();
+    const now = new Map((await this.#ctx.store.jobBriefs(created.map((r) => r.id))).map((b) => [b.id, b.status]));
+    const rows = await Promise.all(
+      created.map(async (r) => (now.get(r.id) === r.status ? r : ((await this.#ctx.store.getJob(r.id)) ?? r))),
+    );
+    const reasons = await pendingReasons(this.#ctx, rows);
+    return rows.map((r) => toWireJob(r, reasons.get(r.id) ?? null));
   }
 
   async getJob(jobId: string): Promise<Job> {
