@@ -97,6 +97,9 @@ test('long-polls, waits and output follows outlast the idle timeout: their hold 
   assert.equal(many.done, false);
   const out = await client.getOutput(job.job_id, { offset: 0, wait_ms: 1500 });
   assert.equal(out.output, '');
+  // HEAD of a wait holds as its GET does
+  const head = await request(`${c.url}/jobs/${job.job_id}/wait?timeout_ms=1500`, { method: 'HEAD' });
+  assert.equal(head.statusCode, 200);
   // and a sync that only waits (a report-and-poll with nothing to report is held like a poll)
   const sync = await request(`${c.url}/launcher/sync`, {
     method: 'POST',

@@ -88,7 +88,8 @@ export function installTimeouts(app: FastifyInstance, config: CoordinatorConfig)
   // preHandler: the query and body are validated, so a hold read from them is within its bounds
   const extended = new WeakSet<FastifyRequest>();
   app.addHook('preHandler', async (req) => {
-    const hold = HOLDS[`${req.method} ${req.routeOptions.url ?? ''}`];
+    // HEAD runs the GET route's handler, hold included
+    const hold = HOLDS[`${req.method === 'HEAD' ? 'GET' : req.method} ${req.routeOptions.url ?? ''}`];
     if (!hold) return;
     const ms = hold(req, config);
     if (ms <= 0) return;
