@@ -22,7 +22,8 @@ import { launcherRoutes } from './http/launcher.js';
 import { launchersRoutes } from './http/launchers.js';
 import { installRequestMetrics, metricsRoutes } from './http/metrics.js';
 import { installOpenApi } from './http/openapi.js';
-import { installOverloadProtection, installRateLimit } from './http/overload.js';
+import { installOverloadProtection } from './http/overload.js';
+import { installCreationLimit } from './http/creation-limit.js';
 import { RequestLog } from './http/request-log.js';
 import { sessionRoutes } from './http/sessions.js';
 import { SseClients } from './http/sse-clients.js';
@@ -174,10 +175,9 @@ export async function buildApp(config: CoordinatorConfig, deps: AppDeps = {}): P
     localOnly: tokens === null && !config.authDisabled,
     credentials: deps.credentials ?? new StoreLauncherCredentials(core),
     jobHolder: async (jobId) => (await core.getJob(jobId)).launcher_id,
-    rateLimitPerMinute: config.jobsRateLimitPerMinute,
     ...agentAuth(core.store),
   });
-  await installRateLimit(app, config);
+  installCreationLimit(app, config, clock);
   logSecurity(config, tokens, logger);
 
   let sweeper: NodeJS.Timeout | undefined;

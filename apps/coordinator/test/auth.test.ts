@@ -4,6 +4,7 @@ import { request } from 'node:http';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { AgentqApiError, AgentqAuthError } from '@agentq/client';
+import { ManualClock } from '../src/core/clock.js';
 import { startCoordinator } from '../src/start.js';
 import { hashSecret, parseTokenFile, TokenFileError, TokenStore } from '../src/http/auth/tokens.js';
 import { MemoryLauncherCredentials, launcherIdOf } from '../src/http/auth/launcher-credentials.js';
@@ -236,6 +237,24 @@ test('AUTH_DISABLED=true (open on purpose) and authentication on leave Host and 
   const auth = await startAuthTest(t);
   const b = await rawRequest(auth.c.url, 'POST', '/jobs', { ...headers, authorization: `Bearer ${auth.secrets.client}` }, JSON.stringify({ ...job, session_name: 'with-token' }));
   assert.equal(b.status, 201);
+});
+
+test('JOBS_RATE_LIMIT_PER_MINUTE counts creations: refusals and Idempotency-Key replays do not use it up; it comes back after a minute', async (t) => {
+  const clock = new ManualClock();
+  const a = await startAuthTest(t, { jobsRateLimitPerMinute: 2 }, { clock });
+  const c = a.as.client;
+  await rejectsWith(c.createJob({ ...job, session_name: '' }), 400, 'validation_failed');
+  await rejectsWith(c.createJob({ ...job, type: 'resume_session', session_name: 'nobody' }), 404, 'session_not_found');
+  await rejectsWith(c.createJobs([{ ...job, session_name: 'b1' }, { ...job, session_name: 'b1' }]), 409, 'session_exists');
+  const first = await c.createJob({ ...job, session_name: 'keyed' }, { idempotencyKey: 'k-1' });
+  const replay = await c.createJob({ ...job, session_name: 'keyed' }, { idempotencyKey: 'k-1' });
+  assert.equal(replay.job_id, first.job_id);
+  await rejectsWith(c.createJob({ ...job, session_name: 'keyed' }), 409, 'session_exists');
+  // one creation so far: one more fits, then the minute is used up
+  await c.createJob({ ...job, session_name: 'second' });
+  await rejectsWith(c.createJob({ ...job, session_name: 'third' }), 429, 'rate_limited');
+  clock.advance(60_000);
+  await c.createJob({ ...job, session_name: 'third' });
 });
 
 test('JOBS_RATE_LIMIT_PER_MINUTE: job creation beyond the limit is 429 rate_limited with Retry-After, per token', async (t) => {

@@ -1,7 +1,6 @@
 import { getHeapStatistics } from 'node:v8';
-import rateLimit from '@fastify/rate-limit';
 import underPressure from '@fastify/under-pressure';
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import type { CoordinatorConfig } from '../config.js';
 import { CoordinatorError } from '../core/errors.js';
 
@@ -43,27 +42,4 @@ export async function installOverloadProtection(app: FastifyInstance, config: Co
     },
   });
   return () => Date.now() >= trustFrom && app.isUnderPressure();
-}
-
-/**
- * The optional per-token limit on job creation (`JOBS_RATE_LIMIT_PER_MINUTE`): routes marked
- * `rateLimited` in ROUTE_ACCESS get it (installAuth sets their `config.rateLimit`). Register
- * after installAuth, before the routes. Keyed by token name; by client address when auth is off.
- */
-export async function installRateLimit(app: FastifyInstance, config: CoordinatorConfig): Promise<void> {
-  if (config.jobsRateLimitPerMinute <= 0) return;
-  await app.register(rateLimit, {
-    global: false,
-    keyGenerator: (req: FastifyRequest) =>
-      req.principal.kind === 'token'
-        ? `token:${req.principal.name}`
-        : req.principal.kind === 'agent'
-          ? `agent:${req.principal.sessionName}`
-          : `ip:${req.ip}`,
-    errorResponseBuilder: (_req, ctx) =>
-      new CoordinatorError('rate_limited', `more than ${ctx.max} job creations per minute; retry in ${ctx.after}`, {
-        limit_per_minute: ctx.max,
-        retry_after_seconds: Math.ceil(ctx.ttl / 1000),
-      }),
-  });
 }

@@ -32,8 +32,6 @@ export interface AuthOptions {
   credentials: LauncherCredentials;
   /** the id of the launcher holding a job (null: none); throws job_not_found for an unknown job */
   jobHolder(jobId: string): Promise<string | null>;
-  /** requests per minute per token on rate-limited routes; 0 = no limit */
-  rateLimitPerMinute: number;
   /** the active job an agent token belongs to (its session), undefined when it is not valid (any more) */
   verifyAgentToken(token: string): Promise<{ jobId: string; sessionName: string } | undefined>;
   /** what the agent scope check reads */
@@ -105,12 +103,7 @@ export function installAuth(app: FastifyInstance, o: AuthOptions): Auth {
       accessByMethod[method] = access;
       routes.push({ method, url: route.url, access });
     }
-    const config = { ...(route.config as object | undefined), accessByMethod } as Record<string, unknown>;
-    const limited = Object.values(accessByMethod).some((a) => a.rateLimited);
-    if (limited && o.rateLimitPerMinute > 0) {
-      config.rateLimit = { max: o.rateLimitPerMinute, timeWindow: 60_000, groupId: 'job-creation' };
-    }
-    route.config = config as RouteOptions['config'];
+    route.config = { ...(route.config as object | undefined), accessByMethod } as RouteOptions['config'];
   });
 
   app.addHook('onRequest', async (req, reply) => {
