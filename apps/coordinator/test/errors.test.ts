@@ -66,6 +66,11 @@ test('validation messages name the field and, for enums and unions, list what is
   assertStandard(bogus, 400, 'validation_failed');
   assert.equal(bogus.body.error.message, 'type: Expected one of start_session, resume_session');
   assert.deepEqual(bogus.body.error.details, { field: 'type', in: 'body' });
+  // the checks past the schema say where the field came in too
+  const ownParent = await post({ type: 'start_session', session_name: 's', prompt: 'p', parent_session_name: 's' });
+  assert.deepEqual(ownParent.body.error.details, { field: 'parent_session_name', in: 'body' });
+  const cursor = await send(c.url, 'GET', '/jobs?cursor=x');
+  assert.deepEqual(cursor.body.error.details, { field: 'cursor', in: 'querystring' });
 
   const timeout = await post({ type: 'start_session', session_name: 's', prompt: 'p', timeout_ms: 'soon' });
   assert.match(timeout.body.error.message, /^timeout_ms: Expected an integer >= 1 and <= \d+ or null$/);

@@ -30,5 +30,6 @@ export const invalidTransition = (jobId: string, from: JobStatus, to: JobStatus 
     requested: to,
   });
 
-export const validation = (field: string, message: string) =>
-  new CoordinatorError('validation_failed', `${field}: ${message}`, { field });
+/** A value refused past its schema; `where` is the part of the request it came in, as for schema failures. */
+export const validation = (field: string, message: string, where: 'body' | 'querystring' = 'body') =>
+  new CoordinatorError('validation_failed', `${field}: ${message}`, { field, in: where });

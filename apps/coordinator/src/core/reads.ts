@@ -92,9 +92,9 @@ export async function readOutput(
  */
 export function parseCursor(cursor: string | undefined): number | undefined {
   if (cursor === undefined) return undefined;
-  if (cursor === '') throw validation('cursor', 'is empty: leave it out for the first page');
+  if (cursor === '') throw validation('cursor', 'is empty: leave it out for the first page', 'querystring');
   const n = /^\d{1,16}$/.test(cursor) ? Number(cursor) : NaN;
-  if (!Number.isSafeInteger(n)) throw validation('cursor', 'is not a cursor this server gave out');
+  if (!Number.isSafeInteger(n)) throw validation('cursor', 'is not a cursor this server gave out', 'querystring');
   return n;
 }
 

@@ -100,9 +100,9 @@ export const jobRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = async
       let statuses: Set<JobStatus> | undefined;
       if (q.status !== undefined) {
         const list = q.status.split(',').map((s) => s.trim()).filter(Boolean);
-        if (list.length === 0) throw validation('status', 'names no status: leave it out for every status');
+        if (list.length === 0) throw validation('status', 'names no status: leave it out for every status', 'querystring');
         const bad = list.find((s) => !(JobStatuses as readonly string[]).includes(s));
-        if (bad !== undefined) throw validation('status', `unknown status ${JSON.stringify(bad)}; one of ${JobStatuses.join(', ')}`);
+        if (bad !== undefined) throw validation('status', `unknown status ${JSON.stringify(bad)}; one of ${JobStatuses.join(', ')}`, 'querystring');
         statuses = new Set(list as JobStatus[]);
       }
       const cursor = parseCursor(q.cursor);
