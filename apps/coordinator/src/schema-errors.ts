@@ -19,6 +19,8 @@ export function explain(error: ValueError): Explained {
   switch (error.type) {
     case ValueErrorType.Union: {
       const variants = ((error.schema as { anyOf?: TSchema[] }).anyOf ?? []) as TSchema[];
+      const tagged = byTag(variants, error);
+      if (tagged) return tagged;
       const sameKind = variants.flatMap((s, i) => (sameKindAs(s, error.value) && s[Kind] !== 'Literal' ? [i] : []));
       if (sameKind.length === 1) {
         const inner = error.errors[sameKind[0]!]?.First();
@@ -35,6 +37,29 @@ export function explain(error: ValueError): Explained {
     default:
       return { path: error.path, message: error.message };
   }
+}
+
+/**
+ * A union of objects told apart by a field every one of them fixes (`kind` of a report): the
+ * error of the variant the value names, or of the field itself when it names none.
+ */
+function byTag(variants: readonly TSchema[], error: ValueError): Explained | undefined {
+  const value = error.value as Record<string, unknown> | null;
+  if (variants.length < 2 || typeof value !== 'object' || value === null || Array.isArray(value)) return undefined;
+  const literalOf = (v: TSchema, key: string): unknown => {
+    const prop = (v.properties as Record<string, TSchema> | undefined)?.[key];
+    return prop?.[Kind] === 'Literal' ? (prop as unknown as { const: unknown }).const : undefined;
+  };
+  if (!variants.every((v) => v[Kind] === 'Object')) return undefined;
+  const tag = Object.keys((variants[0]!.properties ?? {}) as object).find((key) => variants.every((v) => literalOf(v, key) !== undefined));
+  if (tag === undefined) return undefined;
+  const i = variants.findIndex((v) => literalOf(v, tag) === value[tag]);
+  if (i < 0) {
+    const choices = variants.map((v) => String(literalOf(v, tag))).join(', ');
+    return { path: `${error.path}/${tag}`, message: value[tag] === undefined ? `is required (one of ${choices})` : `Expected one of ${choices}` };
+  }
+  const inner = error.errors[i]?.First();
+  return inner ? explain(inner) : undefined;
 }
 
 /** `one of a, b, c` for enums; `an integer or null` for mixed unions. */

@@ -214,15 +214,22 @@ test('sync: 401 for an unknown launcher (nothing applied), 400 naming the field 
   );
   assert.equal((await client.getJob(job.job_id)).status, 'claimed');
 
-  const bad = async (body: unknown, field: string) => {
+  const bad = async (body: unknown, field: string, message?: RegExp) => {
     const d = await rejectsWith(client.sync(body as never), 400, 'validation_failed');
     assert.equal(d.field, field, JSON.stringify(body));
+    if (message) {
+      const text = await client.sync(body as never).catch((e: Error) => e.message);
+      assert.match(String(text), message);
+    }
   };
   await bad({ launcher_id: l.id, reports: [] }, 'capacity');
   await bad({ launcher_id: l.id, capacity: 1001, reports: [] }, 'capacity');
   await bad({ launcher_id: l.id, capacity: 1 }, 'reports');
-  await bad({ launcher_id: l.id, capacity: 1, reports: [{ job_id: job.job_id, kind: 'finished' }] }, 'reports[0]');
-  await bad({ launcher_id: l.id, capacity: 1, reports: [{ job_id: job.job_id, kind: 'failed' }] }, 'reports[0]');
+  // a report's kind picks its schema: the error is that kind's, naming the field
+  await bad({ launcher_id: l.id, capacity: 1, reports: [{ job_id: job.job_id, kind: 'finished' }] }, 'reports[0].kind', /Expected one of started, .*completed/);
+  await bad({ launcher_id: l.id, capacity: 1, reports: [{ job_id: job.job_id }] }, 'reports[0].kind', /is required/);
+  await bad({ launcher_id: l.id, capacity: 1, reports: [{ job_id: job.job_id, kind: 'failed' }] }, 'reports[0].error', /is required/);
+  await bad({ launcher_id: l.id, capacity: 1, reports: [{ job_id: job.job_id, kind: 'completed', result: 5 }] }, 'reports[0].result');
   await bad(
     { launcher_id: l.id, capacity: 1, reports: Array.from({ length: 1001 }, () => ({ job_id: job.job_id, kind: 'started' })) },
     'reports',
