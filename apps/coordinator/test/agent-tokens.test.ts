@@ -134,8 +134,14 @@ test('an agent token may not act outside its subtree, nor call anything but the 
   assert.equal(batch.body.error.details.field, 'jobs[1].parent_session_name');
   await rejectsWith(a.as.admin.getSession('fine'), 404, 'session_not_found');
 
-  // jobs and sessions of others
-  await forbidden(agent.getJob(other.job_id));
+  // a name taken outside its subtree: refused without saying the session's status
+  d = await forbidden(agent.createJob({ type: 'start_session', session_name: 'stranger', parent_session_name: 'boss', prompt: 'p' }));
+  assert.deepEqual([d.field, d.current_status], ['session_name', undefined]);
+
+  // jobs and sessions of others: nor whose they are
+  d = await forbidden(agent.getJob(other.job_id));
+  assert.equal(d.session_name, undefined);
+  assert.doesNotMatch(await agent.getJob(other.job_id).then(String, (e: Error) => e.message), /stranger/);
   await forbidden(agent.waitJob(other.job_id, 0));
   await forbidden(agent.getOutput(other.job_id));
   await forbidden(agent.stopJob(other.job_id));

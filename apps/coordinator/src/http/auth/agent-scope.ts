@@ -113,6 +113,11 @@ export async function checkAgentScope(rule: AgentRule, r: ScopeRequest, lookup: 
           }
           // an unknown parent is the handler's 404 (parent_session_not_found)
           if (!(await inSubtree(parent))) return outside(`session ${parent} is not one of them`, { field: `${at}parent_session_name`, session_name: parent });
+          // a name taken outside its subtree: refused here, so the answer (409 session_exists)
+          // does not say whether that session is busy or idle
+          if ((await placeOf(lookup, own, req.session_name)) === 'outside') {
+            return outside(`session ${req.session_name} exists, and is not one of them`, { field: `${at}session_name`, session_name: req.session_name });
+          }
         } else {
           const place = await placeOf(lookup, own, req.session_name);
           if (place === 'self') {
@@ -133,7 +138,8 @@ export async function checkAgentScope(rule: AgentRule, r: ScopeRequest, lookup: 
         const session = await lookup.sessionOfJob(id);
         // an unknown job: 404 (or `not_found` in a wait), as for anyone
         if (session !== undefined && !(await inSubtree(session))) {
-          return outside(`job ${id} belongs to session ${session}`, { job_id: id, session_name: session });
+          // the session it belongs to is not said: outside its subtree, an agent learns nothing more
+          return outside(`job ${id} belongs to a session outside it`, { job_id: id });
         }
       }
       return null;
