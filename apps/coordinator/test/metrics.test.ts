@@ -6,9 +6,8 @@ import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
 import { ManualClock } from '../src/core/clock.js';
-import { CoordinatorMetrics } from '../src/metrics/metrics.js';
 import { parsePrometheusText, type Family } from './prometheus-text.js';
-import { eventJob, fakeLauncher, openEvents, parked, rejectsWith, start, startTest, unparked } from './helpers.js';
+import { eventJob, fakeLauncher, openEvents, parked, rejectsWith, resume, start, startTest, unparked } from './helpers.js';
 
 /** Scrape `GET /metrics` over HTTP and parse the exposition strictly. */
 async function scrape(url: string): Promise<Map<string, Family>> {
@@ -33,10 +32,6 @@ function value(families: Map<string, Family>, name: string, labels: Record<strin
 }
 
 /** How many observations a histogram series holds (its `_count`). */
-/** The sum of every series of a gauge (e.g. agentq_queue_depth over its routing keys). */
-const total = (families: Map<string, Family>, name: string) =>
-  (families.get(name)?.samples ?? []).reduce((n, x) => n + x.value, 0);
-
 const observations = (families: Map<string, Family>, name: string, labels: Record<string, string> = {}) =>
   value(families, name, labels, `${name}_count`);
 
@@ -51,13 +46,13 @@ test('GET /metrics: counters and histograms move with a real job created, claime
   const job = await start(client, 'metered');
   const pending = await scrape(c.url);
   assert.equal(value(pending, 'agentq_jobs_created_total', { type: 'start_session' }), 1);
-  assert.equal(total(pending, 'agentq_queue_depth'), 1);
+  assert.equal(value(pending, 'agentq_queue_depth'), 1);
   assert.equal(value(pending, 'agentq_jobs', { status: 'pending' }), 1);
   assert.equal(value(pending, 'agentq_launchers', { status: 'online' }), 1);
 
   assert.equal((await l.take()).job_id, job.job_id);
   const claimed = await scrape(c.url);
-  assert.equal(total(claimed, 'agentq_queue_depth'), 0);
+  assert.equal(value(claimed, 'agentq_queue_depth'), 0);
   assert.equal(value(claimed, 'agentq_jobs', { status: 'pending' }), 0);
   assert.equal(value(claimed, 'agentq_jobs', { status: 'claimed' }), 1);
   assert.equal(observations(claimed, 'agentq_job_queue_seconds'), 1);
@@ -147,7 +142,7 @@ test('GET /metrics: after a restart on the SQLite file, the jobs are counted by 
   const restored = await scrape(second.c.url);
   assert.equal(value(restored, 'agentq_jobs', { status: 'completed' }), 1);
   assert.equal(value(restored, 'agentq_jobs', { status: 'pending' }), 1);
-  assert.equal(total(restored, 'agentq_queue_depth'), 1);
+  assert.equal(value(restored, 'agentq_queue_depth'), 1);
   // counters start at zero in a new process: the restored jobs were not created by it
   assert.equal(value(restored, 'agentq_jobs_created_total', { type: 'start_session' }), 0);
 });
@@ -192,23 +187,32 @@ test('the example Grafana dashboard (docs/grafana-dashboard.json) queries only m
   }
 });
 
-test('agentq_queue_depth is exported per routing_key when the source breaks it down', async () => {
-  const metrics = new CoordinatorMetrics(
-    {
-      subscribe: () => () => {},
-      counts: async () => ({
-        queueDepth: 3,
-        queueDepthByKey: [['gpu', 2], ['default', 1]],
-        jobsByStatus: { pending: 3 },
-        launchers: { online: 0, stale: 0 },
-        parkedPolls: 0,
-      }),
-    },
-    { sseClients: () => 0 },
-  );
-  const families = parsePrometheusText(await metrics.exposition());
-  assert.equal(value(families, 'agentq_queue_depth', { routing_key: 'gpu' }), 2);
-  assert.equal(value(families, 'agentq_queue_depth', { routing_key: 'default' }), 1);
-  assert.equal(family(families, 'agentq_queue_depth').samples.length, 2, 'no unlabelled total beside the keys');
-  metrics.close();
+test('agentq_queue_depth is one unlabelled value, 0 when the queue is empty; pending jobs are broken down by what they wait for, not by route', async (t) => {
+  const { c, client } = await startTest(t);
+  const waiting = (families: Map<string, Family>) =>
+    Object.fromEntries(family(families, 'agentq_pending_jobs').samples.map((s) => [s.labels.waiting_for, s.value]));
+  const empty = await scrape(c.url);
+  assert.deepEqual(family(empty, 'agentq_queue_depth').samples.map((s) => [s.labels, s.value]), [[{}, 0]], 'a 0, not no data');
+  assert.deepEqual(waiting(empty), { free_slot: 0, matching_launcher: 0, session: 0 });
+
+  // routes are made of user input: 40 directories and label values would have made 40 series
+  const routed = Array.from({ length: 40 }, (_, i) => ({
+    type: 'start_session' as const,
+    session_name: `routed-${i}`,
+    prompt: 'x',
+    project_dir: `/srv/user-${i}`,
+    requires: { tenant: `"quoted\\${i}` },
+  }));
+  await client.createJobs(routed);
+  await fakeLauncher(client); // serves jobs with no requirement and no directory
+  await start(client, 'plain');
+  await resume(client, 'plain'); // behind its session's first job
+  const busy = await scrape(c.url);
+  assert.deepEqual(family(busy, 'agentq_queue_depth').samples.map((s) => [s.labels, s.value]), [[{}, 42]]);
+  assert.deepEqual(waiting(busy), { free_slot: 1, matching_launcher: 40, session: 1 });
+
+  for (const job of (await client.listJobs({ status: 'pending' })).jobs) await client.stopJob(job.job_id);
+  const drained = await scrape(c.url);
+  assert.deepEqual(family(drained, 'agentq_queue_depth').samples.map((s) => [s.labels, s.value]), [[{}, 0]]);
+  assert.deepEqual(waiting(drained), { free_slot: 0, matching_launcher: 0, session: 0 });
 });

@@ -1,6 +1,7 @@
 import type { Health } from '@agentq/protocol';
 import type { ScrapeCounts } from '../metrics/source.js';
 import type { CoreContext } from './context.js';
+import { routeFromKey, serves } from './routing.js';
 
 /*
  * What the server reports about itself: `GET /health` and the counts `/metrics` reads. Both are
@@ -35,13 +36,26 @@ export async function metricsCounts(ctx: CoreContext, parkedPolls: () => number)
     store.readyBuckets(),
     store.listLaunchers(),
   ]);
-  const ready = buckets.reduce((n, b) => n + b.size, 0);
-  const byKey: [string, number][] = buckets.map((b) => [b.key, b.size]);
-  if (counts.pending > ready) byKey.push(['', counts.pending - ready]);
+  // ready jobs are bucketed by route: a bucket waits for a free slot when some online launcher
+  // serves its route (pending_reason null), else for a matching launcher; the pending jobs that
+  // are not ready wait for their session
+  const online = launcherRows.filter((l) => l.status === 'online');
+  let freeSlot = 0;
+  let unserved = 0;
+  for (const b of buckets) {
+    const route = routeFromKey(b.key);
+    if (online.some((l) => serves(l, route))) freeSlot += b.size;
+    else unserved += b.size;
+  }
   const stale = launcherRows.filter((l) => l.status === 'stale').length;
   return {
     queueDepth: counts.pending,
-    queueDepthByKey: byKey,
+    pendingByWait: {
+      free_slot: freeSlot,
+      matching_launcher: unserved,
+      // read apart from the buckets (a store with a pool may see a commit between the two)
+      session: Math.max(0, counts.pending - freeSlot - unserved),
+    },
     jobsByStatus,
     launchers: { online: launcherRows.length - stale, stale },
     parkedPolls: parkedPolls(),

@@ -1,7 +1,7 @@
 import { collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import { JobMetrics } from './job-metrics.js';
 import { registerProtectionMetrics, type ProtectionSource } from './protection-metrics.js';
-import type { MetricsSource, ScrapeCounts } from './source.js';
+import { QueueWaits, type MetricsSource, type ScrapeCounts } from './source.js';
 
 export interface MetricsOptions {
   /** open `GET /events` streams, read at scrape time */
@@ -32,16 +32,24 @@ export class CoordinatorMetrics {
       return pending;
     };
     this.#jobs = new JobMetrics(this.registry, source, counts);
+    // one value, 0 when the queue is empty ("no data" would hide an empty queue from alerts and
+    // graphs); the breakdown has a fixed label set, never one series per route (source.ts)
     new Gauge({
       name: 'agentq_queue_depth',
-      help: 'Pending jobs (per routing_key once jobs are routed).',
-      labelNames: ['routing_key'],
+      help: 'Pending jobs.',
       registers,
       async collect() {
-        const c = await counts();
-        this.reset();
-        if (c.queueDepthByKey === undefined) this.set(c.queueDepth);
-        else for (const [routing_key, pending] of c.queueDepthByKey) this.set({ routing_key }, pending);
+        this.set((await counts()).queueDepth);
+      },
+    });
+    new Gauge({
+      name: 'agentq_pending_jobs',
+      help: 'Pending jobs by what they wait for: free_slot (an online launcher can take them once it has room), matching_launcher (no online launcher can take them), session (their session is busy, or has older jobs queued).',
+      labelNames: ['waiting_for'],
+      registers,
+      async collect() {
+        const { pendingByWait } = await counts();
+        for (const waiting_for of QueueWaits) this.set({ waiting_for }, pendingByWait[waiting_for]);
       },
     });
     new Gauge({

@@ -13,14 +13,20 @@ export interface MetricsSource {
   counts(): Promise<ScrapeCounts>;
 }
 
+/**
+ * What a pending job waits for, as `pending_reason` tells it (docs/routing.md): a free slot on an
+ * online launcher that can take it, an online launcher that can take it at all, or its session
+ * (busy, or older jobs of it first). A fixed set, unlike routes: those are made of user input
+ * (required labels, project directories, session hosts), one series each would be unbounded.
+ */
+export const QueueWaits = ['free_slot', 'matching_launcher', 'session'] as const;
+export type QueueWait = (typeof QueueWaits)[number];
+
 export interface ScrapeCounts {
   /** pending jobs */
   queueDepth: number;
-  /**
-   * Ready jobs per routing key. When given, `agentq_queue_depth` is exported per `routing_key`
-   * (jobs waiting behind a busy session are under `routing_key=""`).
-   */
-  queueDepthByKey?: Iterable<readonly [routingKey: string, pending: number]>;
+  /** pending jobs by what they wait for (they add up to `queueDepth`) */
+  pendingByWait: Record<QueueWait, number>;
   /** jobs the store holds, by status */
   jobsByStatus: Partial<Record<JobStatus, number>>;
   launchers: { online: number; stale: number };
