@@ -77,7 +77,8 @@ export async function buildApp(config: CoordinatorConfig, deps: AppDeps = {}): P
   const logger = deps.logger ?? createLogger(config);
   const clock = deps.clock ?? systemClock;
   const ownsCore = deps.core === undefined;
-  const core = deps.core ?? (await Coordinator.open(config, { clock, logger }));
+  // recovery (a core of our own) runs once the metrics listen: below
+  const core = deps.core ?? (await Coordinator.open(config, { clock, logger, recover: false }));
   const startedAt = clock.now();
 
   // bodies carry a prompt of up to maxPromptBytes however it is escaped (limits.ts)
@@ -142,6 +143,9 @@ export async function buildApp(config: CoordinatorConfig, deps: AppDeps = {}): P
     },
   });
   installRequestMetrics(app, metrics);
+  // after a restart, recovery requeues claimed jobs and interrupts those of lost launchers: the
+  // job metrics see those events (a requeued job's time in queue counts from its requeue)
+  if (ownsCore) await core.recover();
 
   // A request on a kept-alive connection while the server closes: 503, try again (elsewhere).
   let closing = false;

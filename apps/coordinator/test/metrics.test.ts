@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import Database from 'better-sqlite3';
 import { request } from 'undici';
 import { ManualClock } from '../src/core/clock.js';
 import { parsePrometheusText, type Family } from './prometheus-text.js';
@@ -145,6 +146,40 @@ test('GET /metrics: after a restart on the SQLite file, the jobs are counted by 
   assert.equal(value(restored, 'agentq_queue_depth'), 1);
   // counters start at zero in a new process: the restored jobs were not created by it
   assert.equal(value(restored, 'agentq_jobs_created_total', { type: 'start_session' }), 0);
+});
+
+test('GET /metrics: the jobs recovery requeues and interrupts at a restart are counted, a requeued one in queue from its requeue', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'agentq-metrics-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const file = join(dir, 'agentq.db');
+  const clock = new ManualClock();
+  const first = await startTest(t, { databaseUrl: `sqlite:${file}` }, { clock });
+  const keeps = await fakeLauncher(first.client, 'keeps');
+  const claimed = await start(first.client, 'claimed');
+  assert.equal((await keeps.take()).job_id, claimed.job_id);
+  const lost = await fakeLauncher(first.client, 'lost');
+  const running = await start(first.client, 'running');
+  assert.equal((await lost.take()).job_id, running.job_id);
+  await lost.started(running.job_id);
+  await first.client.close();
+  await first.c.close();
+  // while the coordinator is down, its second launcher goes (forgotten, as after an hour stale)
+  const db = new Database(file);
+  db.prepare('DELETE FROM launchers WHERE id = ?').run(lost.id);
+  db.close();
+  clock.advance(30_000); // within the heartbeat timeout: the first launcher is still online
+
+  const second = await startTest(t, { databaseUrl: `sqlite:${file}` }, { clock });
+  const interrupted = await second.client.getJob(running.job_id);
+  assert.equal(interrupted.error_code, 'launcher_lost');
+  const requeued = await second.client.poll(keeps.id, { holdSeconds: 1 });
+  assert.equal(requeued?.job?.job_id, claimed.job_id);
+  const after = await scrape(second.c.url);
+  assert.equal(value(after, 'agentq_jobs_ended_total', { status: 'interrupted' }), 1);
+  assert.equal(observations(after, 'agentq_job_run_seconds', { status: 'interrupted' }), 1);
+  // claimed again the moment it was requeued (the clock stood still), not 30 s after its creation
+  assert.equal(observations(after, 'agentq_job_queue_seconds'), 1);
+  assert.equal(value(after, 'agentq_job_queue_seconds', {}, 'agentq_job_queue_seconds_sum'), 0);
 });
 
 test('GET /metrics: jobs deleted by history retention leave agentq_jobs; agentq_jobs_ended_total keeps them', async (t) => {

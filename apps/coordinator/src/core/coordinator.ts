@@ -79,13 +79,17 @@ export class Coordinator {
   readonly #sweeper: Sweeper;
   #closed = false;
 
-  /** Open the store named by `config.databaseUrl`, recover after a restart, and build the core. */
-  static async open(config: CoordinatorConfig, deps: CoordinatorDeps = {}): Promise<Coordinator> {
+  /**
+   * Open the store named by `config.databaseUrl`, build the core, and recover after a restart.
+   * `recover: false` leaves recovery to the caller (`core.recover()`), to subscribe to the events
+   * it emits first.
+   */
+  static async open(config: CoordinatorConfig, deps: CoordinatorDeps & { recover?: boolean } = {}): Promise<Coordinator> {
     const clock = deps.clock ?? systemClock;
     const log = deps.logger ?? pino({ level: 'silent' });
     const store = await openStore(config, { clock, log });
     const core = new Coordinator(config, store, { clock, logger: log });
-    await recover(core.#ctx);
+    if (deps.recover !== false) await core.recover();
     return core;
   }
 
@@ -370,6 +374,14 @@ export class Coordinator {
   // ---------------------------------------------------------------------------------------
   // Time, and the server's life
   // ---------------------------------------------------------------------------------------
+
+  /**
+   * After a restart on a durable store: claimed jobs go back to the queue, running jobs of a
+   * launcher that is gone end interrupted (recovery.ts). Run once, before serving.
+   */
+  recover(): Promise<void> {
+    return recover(this.#ctx);
+  }
 
   /** Staleness, leases, timeouts, unmatched jobs, history. Run by a timer; tests call it. */
   sweep(): Promise<void> {
