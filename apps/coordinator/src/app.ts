@@ -20,7 +20,7 @@ import { eventRoutes } from './http/events.js';
 import { jobRoutes } from './http/jobs.js';
 import { launcherRoutes } from './http/launcher.js';
 import { launchersRoutes } from './http/launchers.js';
-import { installRequestMetrics, metricsRoutes } from './http/metrics.js';
+import { installRequestMetrics, metricsRoutes, timedFrameworkErrors } from './http/metrics.js';
 import { installOpenApi } from './http/openapi.js';
 import { installOverloadProtection } from './http/overload.js';
 import { installCreationLimit } from './http/creation-limit.js';
@@ -77,37 +77,13 @@ export async function buildApp(config: CoordinatorConfig, deps: AppDeps = {}): P
   const logger = deps.logger ?? createLogger(config);
   const clock = deps.clock ?? systemClock;
   const ownsCore = deps.core === undefined;
-  // recovery (a core of our own) runs once the metrics listen: below
+  // recovery (a core of our own) runs once the metrics listen, below
   const core = deps.core ?? (await Coordinator.open(config, { clock, logger, recover: false }));
   const startedAt = clock.now();
 
   // bodies carry a prompt of up to maxPromptBytes however it is escaped (limits.ts)
   const limits = resolveLimits(config);
   const bodyLimit = limits.bodyLimit;
-  const app = Fastify({
-    loggerInstance: logger as FastifyBaseLogger,
-    logController: new RequestLog(), // one line per request; long-polls at debug
-    bodyLimit,
-    ...(tls ? { https: tls } : {}),
-    // answered by our own hook below, in the standard error shape
-    return503OnClosing: false,
-    forceCloseConnections: true,
-    // path ids may be up to 200 UTF-16 units (IdParam), each up to 9 characters percent-encoded
-    // (%E4%BC%9A): longer ones fail validation, naming the field, and only past this a 400 on the URL
-    routerOptions: { maxParamLength: 200 * 9 },
-    frameworkErrors,
-    clientErrorHandler,
-  }).withTypeProvider<TypeBoxTypeProvider>() as unknown as FastifyInstance;
-
-  app.setValidatorCompiler(typeboxValidatorCompiler);
-  // The API speaks JSON only: other bodies get 415 rather than a confusing type error.
-  app.removeContentTypeParser('text/plain');
-  // large bodies are parsed on a thread of their own and handled one per turn of the event loop
-  installJsonBodyParser(app);
-  installErrorHandling(app);
-
-  // limits and timeouts (docs/operations.md): connections, event streams, HTTP timeouts
-  installTimeouts(app, config);
   const connections = new ConnectionGuard(
     {
       max: limits.maxConnections,
@@ -117,7 +93,6 @@ export async function buildApp(config: CoordinatorConfig, deps: AppDeps = {}): P
     },
     logger,
   );
-  installConnectionGuard(app, connections);
   const sse = new SseClients({
     maxClients: config.maxSseClients,
     maxBufferedBytes: config.sseMaxBufferedBytes,
@@ -125,6 +100,7 @@ export async function buildApp(config: CoordinatorConfig, deps: AppDeps = {}): P
     maxUnreadPerClient: Math.max(16 * 1024 * 1024, config.maxPromptBytes * 8),
     retryAfterSeconds: config.overloadRetryAfterSeconds,
   });
+  // made before the app: Fastify takes its router-error handler, timed by the metrics, at construction
   const metrics = new CoordinatorMetrics(coordinatorSource(core), {
     sseClients: () => sse.size,
     protection: {
@@ -142,10 +118,36 @@ export async function buildApp(config: CoordinatorConfig, deps: AppDeps = {}): P
       sse: () => ({ refused: sse.refused, cutUnread: sse.cut.client_unread, cutTotal: sse.cut.total_buffered }),
     },
   });
-  installRequestMetrics(app, metrics);
   // after a restart, recovery requeues claimed jobs and interrupts those of lost launchers: the
   // job metrics see those events (a requeued job's time in queue counts from its requeue)
   if (ownsCore) await core.recover();
+
+  const app = Fastify({
+    loggerInstance: logger as FastifyBaseLogger,
+    logController: new RequestLog(), // one line per request; long-polls at debug
+    bodyLimit,
+    ...(tls ? { https: tls } : {}),
+    // answered by our own hook below, in the standard error shape
+    return503OnClosing: false,
+    forceCloseConnections: true,
+    // path ids may be up to 200 UTF-16 units (IdParam), each up to 9 characters percent-encoded
+    // (%E4%BC%9A): longer ones fail validation, naming the field, and only past this a 400 on the URL
+    routerOptions: { maxParamLength: 200 * 9 },
+    frameworkErrors: timedFrameworkErrors(metrics, frameworkErrors),
+    clientErrorHandler,
+  }).withTypeProvider<TypeBoxTypeProvider>() as unknown as FastifyInstance;
+
+  app.setValidatorCompiler(typeboxValidatorCompiler);
+  // The API speaks JSON only: other bodies get 415 rather than a confusing type error.
+  app.removeContentTypeParser('text/plain');
+  // large bodies are parsed on a thread of their own and handled one per turn of the event loop
+  installJsonBodyParser(app);
+  installErrorHandling(app);
+
+  // limits and timeouts (docs/operations.md): connections, event streams, HTTP timeouts
+  installTimeouts(app, config);
+  installConnectionGuard(app, connections);
+  installRequestMetrics(app, metrics);
 
   // A request on a kept-alive connection while the server closes: 503, try again (elsewhere).
   let closing = false;

@@ -81,6 +81,21 @@ test('GET /metrics: counters and histograms move with a real job created, claime
   }
 });
 
+test('GET /metrics: requests the router refuses (broken percent-encoding, a path segment too long) are timed as unmatched', async (t) => {
+  const { c } = await startTest(t);
+  for (const path of ['/jobs/%ff', '/sessions/%zz', '/nope/%zz', `/jobs/${'x'.repeat(200 * 9 + 1)}`]) {
+    const res = await request(`${c.url}${path}`);
+    assert.equal(res.statusCode, 400, path);
+    assert.equal(((await res.body.json()) as { error: { code: string } }).error.code, 'bad_request');
+  }
+  await (await request(`${c.url}/nope`)).body.dump(); // a 404: unmatched, through the request hooks
+  const after = await scrape(c.url);
+  const http = 'agentq_http_request_duration_seconds';
+  assert.equal(observations(after, http, { method: 'GET', route: 'unmatched', status_code: '400' }), 4);
+  assert.equal(observations(after, http, { method: 'GET', route: 'unmatched', status_code: '404' }), 1);
+  assert.ok(Number.isFinite(value(after, http, { method: 'GET', route: 'unmatched', status_code: '400' }, `${http}_sum`)));
+});
+
 test('GET /metrics: parked polls and SSE clients are read when scraped', async (t) => {
   const { c, client } = await startTest(t);
   const l = await fakeLauncher(client);

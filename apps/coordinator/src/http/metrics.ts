@@ -1,20 +1,41 @@
 import { Type } from '@sinclair/typebox';
-import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
+import type { FastifyError, FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import type { CoordinatorMetrics } from '../metrics/metrics.js';
 
 /** Routes whose duration is a connection's lifetime, not a request's: kept out of the histogram. */
 const STREAMS = new Set(['/events']);
+/** The `route` of a request that matched no route pattern. */
+const UNMATCHED = 'unmatched';
 
 /**
  * Time every request by its route pattern (`/jobs/:job_id`, or `unmatched` for a 404 that
- * matched no route). Installed on the root instance before the routes, so it sees them all.
+ * matched no route). Installed on the root instance before the routes, so it sees them all; the
+ * URLs the router refuses never reach it (timedFrameworkErrors).
  */
 export function installRequestMetrics(app: FastifyInstance, metrics: CoordinatorMetrics): void {
   app.addHook('onResponse', async (req, reply) => {
-    const route = req.routeOptions.url ?? 'unmatched';
+    const route = req.routeOptions.url ?? UNMATCHED;
     if (STREAMS.has(route)) return;
     metrics.observeRequest(req.method, route, reply.statusCode, reply.elapsedTime / 1000);
   });
+}
+
+type FrameworkErrors = (err: FastifyError, req: FastifyRequest, reply: FastifyReply) => void;
+
+/**
+ * Fastify's `frameworkErrors` handler, timed: what its router refuses before any route is matched
+ * (a path with a broken percent-encoding, a path segment too long) is answered there, and Fastify
+ * runs no request hook for it (no onResponse; no start time either, so `reply.elapsedTime` is
+ * NaN). Timed from the router's refusal to the answer's last byte, as `unmatched`.
+ */
+export function timedFrameworkErrors(metrics: CoordinatorMetrics, answer: FrameworkErrors): FrameworkErrors {
+  return (err, req, reply) => {
+    const started = performance.now();
+    reply.raw.once('finish', () =>
+      metrics.observeRequest(req.method, UNMATCHED, reply.statusCode, (performance.now() - started) / 1000),
+    );
+    answer(err, req, reply);
+  };
 }
 
 /** `GET /metrics`: the Prometheus text exposition format. */

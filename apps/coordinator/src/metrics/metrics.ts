@@ -82,7 +82,7 @@ export class CoordinatorMetrics {
     if (options.protection) registerProtectionMetrics(this.registry, options.protection);
     this.#http = new Histogram({
       name: 'agentq_http_request_duration_seconds',
-      help: 'HTTP request durations by method, route pattern and status code (long-polls are held up to their timeout).',
+      help: 'HTTP request durations by method, route pattern (unmatched: no route, or a URL the router refuses) and status code (long-polls are held up to their timeout).',
       labelNames: ['method', 'route', 'status_code'],
       buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
       registers,
