@@ -45,6 +45,13 @@ test("Fastify's own errors come back in the standard shape with a 4xx", async (t
   assertStandard(await send(c.url, 'GET', '/no/such/route'), 404, 'route_not_found');
   const bad = await send(c.url, 'GET', '/jobs/%zz');
   assert.deepEqual(bad.body.error.details, { field: 'url', in: 'url' });
+  // in the query too, where it would otherwise be read literally
+  for (const path of ['/jobs?session_name=%zz', '/sessions?parent=%ff', '/jobs?session_name=a%2']) {
+    const query = await send(c.url, 'GET', path);
+    assertStandard(query, 400, 'bad_request');
+    assert.deepEqual(query.body.error.details, { field: 'url', in: 'url' }, path);
+  }
+  assert.equal((await send(c.url, 'GET', '/jobs?session_name=%C3%A9t%C3%A9+x')).status, 200);
 });
 
 test('a request that is not even HTTP gets a standard error body', async (t) => {

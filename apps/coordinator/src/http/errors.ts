@@ -97,6 +97,18 @@ function answer(err: FastifyError | CoordinatorError, req: FastifyRequest, reply
  */
 export function installErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler(answer);
+  // the router refuses a path whose percent-encoding is broken; the query parser would read such
+  // a query literally (`?session_name=%zz` matching a session named `%zz`): refused the same way
+  app.addHook('onRequest', (req, _reply, done) => {
+    const q = req.url.indexOf('?');
+    if (q < 0 || !req.url.includes('%', q)) return done();
+    try {
+      decodeURIComponent(req.url.slice(q + 1));
+    } catch {
+      return done(Object.assign(new Error('url: is not valid percent-encoding'), { code: 'FST_ERR_BAD_URL', statusCode: 400 }));
+    }
+    done();
+  });
   app.setNotFoundHandler((req, reply) =>
     reply.code(404).send(body('route_not_found', `no route ${req.method} ${req.url.split('?')[0]}`)),
   );
