@@ -17,13 +17,27 @@ export function parseRoute(hash: string): Route {
   const q = raw.indexOf('?');
   const path = q < 0 ? raw : raw.slice(0, q);
   const query = new URLSearchParams(q < 0 ? '' : raw.slice(q + 1));
-  const parts = path.split('/').filter(Boolean).map(decodeURIComponent);
+  const parts = decodeParts(path);
+  if (parts === null) return { name: 'not-found', path, query };
   if (parts.length === 0 || (parts[0] === 'jobs' && parts.length === 1)) return { name: 'jobs', query };
   if (parts[0] === 'jobs' && parts.length === 2) return { name: 'job', id: parts[1]!, query };
   if (parts[0] === 'sessions' && parts.length === 1) return { name: 'sessions', query };
   if (parts[0] === 'launchers' && parts.length === 1) return { name: 'launchers', query };
   if (parts[0] === 'start' && parts.length === 1) return { name: 'start', query };
   return { name: 'not-found', path, query };
+}
+
+/**
+ * The path's segments, decoded; null when one is not valid percent-encoding (`%E0%A4%A`): an
+ * address typed or pasted by hand must not throw while the app renders.
+ */
+function decodeParts(path: string): string[] | null {
+  try {
+    return path.split('/').filter(Boolean).map(decodeURIComponent);
+  } catch (err) {
+    if (err instanceof URIError) return null;
+    throw err;
+  }
 }
 
 /** `href` of a dashboard path, e.g. link('/jobs', { session: 'x' }). */
