@@ -97,6 +97,22 @@ test('an event without a prompt keeps the prompt read from the API', () => {
   assert.equal(mergeJob(a, later(a, { prompt: '', status: 'claimed' })).prompt, 'the real prompt');
 });
 
+test('an answer older than an event the page has still gives the job its prompt', () => {
+  const a = job({ prompt: 'the real prompt' });
+  const event = later(a, { prompt: '', status: 'claimed' });
+  const merged = mergeJob(event, a);
+  assert.equal(merged.status, 'claimed', 'the newer status stays');
+  assert.equal(merged.prompt, 'the real prompt');
+});
+
+test('a version of another job is never merged into a job, whichever is newer', () => {
+  const older = job({ prompt: '' });
+  const newer = later(job({ prompt: 'prompt of the newer' }), { status: 'running' });
+  assert.equal(mergeJob(newer, older), older);
+  const newest = later(job({ prompt: '' }), { status: 'claimed' });
+  assert.equal(mergeJob(newer, newest), newest);
+});
+
 test('filters map to the API query: active is terminal=false, a status is status=', () => {
   assert.deepEqual(filterToApi(filterFromQuery(new URLSearchParams('status=active&session=x'))), {
     status: undefined,

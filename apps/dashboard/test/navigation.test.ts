@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import type { Browser } from 'playwright-core';
-import { browserSkip, launchBrowser, live, openDashboard } from './harness.js';
+import { browserSkip, fakeLauncher, launchBrowser, live, openDashboard } from './harness.js';
 
 const skip = browserSkip();
 let browser: Browser;
@@ -25,4 +25,38 @@ test('an address with broken percent-encoding shows "nothing at", on load and on
   await page.evaluate(() => (location.hash = '#/jobs/%zz'));
   await note.waitFor();
   assert.match(await note.innerText(), /Nothing at \/jobs\/%zz\b/);
+});
+
+test("going from one job's page to another shows the second job's prompt, even when an event of it comes first", { skip }, async (t) => {
+  const { page, client } = await openDashboard(t, browser);
+  const launcher = await fakeLauncher(client);
+  const a = await client.createJob({ type: 'start_session', session_name: 'first', prompt: 'prompt of the first job' });
+  await launcher.take();
+  await launcher.started(a.job_id);
+  const b = await client.createJob({ type: 'start_session', session_name: 'second', prompt: 'prompt of the second job' });
+  await live(page);
+  await page.evaluate((id) => (location.hash = `#/jobs/${id}`), a.job_id);
+  await page.locator(`.job-view[data-job-id="${a.job_id}"]`).waitFor();
+  assert.equal(await page.getByTestId('prompt').innerText(), 'prompt of the first job');
+
+  // the second job's GET answer (still pending) is held until an event of it, newer, is shown
+  let fetched!: () => void;
+  const answerRead = new Promise<void>((resolve) => (fetched = resolve));
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  await page.route(new RegExp(`/jobs/${b.job_id}$`), async (route) => {
+    const answer = await route.fetch();
+    fetched();
+    await released;
+    await route.fulfill({ response: answer });
+  });
+  await page.evaluate((id) => (location.hash = `#/jobs/${id}`), b.job_id);
+  await answerRead; // the view asked for it: it is mounted and follows events
+  assert.equal((await launcher.take()).job_id, b.job_id); // job.claimed
+  await page.locator(`.job-view[data-job-id="${b.job_id}"][data-status="claimed"]`).waitFor();
+  assert.equal(await page.getByTestId('prompt').innerText(), '(not loaded)', "events carry no prompt; never the first job's");
+
+  release();
+  await page.getByTestId('prompt').filter({ hasText: 'prompt of the second job' }).waitFor();
+  assert.equal(await page.locator('.job-view').getAttribute('data-status'), 'claimed', 'the older answer does not move it back');
 });

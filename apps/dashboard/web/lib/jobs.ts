@@ -29,12 +29,13 @@ export function isFresher(incoming: Job, known: Job): boolean {
 }
 
 /**
- * Events may leave the prompt out (`GET /events` sends prompts only with `?include=prompt`):
- * keep the one read with `GET /jobs/{id}`.
+ * The newer of two versions of one job. Events may leave the prompt out (`GET /events` sends
+ * prompts only with `?include=prompt`): the prompt read with `GET /jobs/{id}` is kept, and taken
+ * from an older answer too when the page has none yet (an event came before the answer).
  */
 export function mergeJob(known: Job | undefined, incoming: Job): Job {
-  if (known === undefined) return incoming;
-  if (!isFresher(incoming, known)) return known;
+  if (known === undefined || known.job_id !== incoming.job_id) return incoming;
+  if (!isFresher(incoming, known)) return known.prompt || !incoming.prompt ? known : { ...known, prompt: incoming.prompt };
   return incoming.prompt ? incoming : { ...incoming, prompt: known.prompt };
 }
 

@@ -64,7 +64,8 @@ function View({ route }: { route: Route }) {
     case 'jobs':
       return <JobsView query={route.query} />;
     case 'job':
-      return <JobView id={route.id} />;
+      // a view per job: nothing of the previous job's state may be merged into this one
+      return <JobView id={route.id} key={route.id} />;
     case 'sessions':
       return <SessionsView query={route.query} />;
     case 'launchers':

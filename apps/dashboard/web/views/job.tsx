@@ -21,7 +21,7 @@ export function JobView({ id }: { id: string }) {
     const ac = new AbortController();
     setError(null);
     api.get<Job>(`/jobs/${encodeURIComponent(id)}`, undefined, ac.signal).then(
-      (j) => setJob((known) => (known?.job_id === j.job_id ? mergeJob(known, j) : j)),
+      (j) => setJob((known) => mergeJob(known ?? undefined, j)),
       (err: unknown) => {
         if (ac.signal.aborted) return;
         setError(err instanceof ApiError && err.code === 'job_not_found' ? `No job ${id} (it may have been evicted).` : describeError(err));
