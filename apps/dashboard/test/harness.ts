@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import type { TestContext } from 'node:test';
 import { AgentqClient } from '@agentq/client';
-import { buildApp, loadConfig, type CoordinatorConfig } from '@agentq/coordinator';
+import { buildApp, loadConfig, type AppDeps, type CoordinatorConfig } from '@agentq/coordinator';
 import type { Job, RegisterLauncherRequest } from '@agentq/protocol';
 import { chromium, type Browser, type Page } from 'playwright-core';
 
@@ -61,13 +61,14 @@ export interface Server {
 
 /**
  * A real coordinator on 127.0.0.1:0 serving the built dashboard, and a real client (without a
- * token: with `config.authTokensFile` set, make clients with the tokens you need).
+ * token: with `config.authTokensFile` set, make clients with the tokens you need). `deps.clock`
+ * (a ManualClock) lets a test move time for retention.
  */
 export async function startServer(
-  options: { config?: Partial<CoordinatorConfig> } = {},
+  options: { config?: Partial<CoordinatorConfig>; deps?: AppDeps } = {},
 ): Promise<Server> {
   const config = loadConfig({}, { host: '127.0.0.1', port: 0, logLevel: 'silent', pollTimeoutSeconds: 5, databaseUrl: 'memory:', ...options.config });
-  const app = await buildApp(config);
+  const app = await buildApp(config, options.deps);
   await app.listen({ host: config.host, port: config.port });
   const address = app.server.address();
   if (address === null || typeof address === 'string') throw new Error('coordinator did not bind a TCP port');
@@ -91,7 +92,7 @@ export async function startServer(
 export async function openDashboard(
   t: TestContext,
   browser: Browser,
-  options: { config?: Partial<CoordinatorConfig>; path?: string } = {},
+  options: { config?: Partial<CoordinatorConfig>; deps?: AppDeps; path?: string } = {},
 ): Promise<Dashboard> {
   const server = await startServer(options);
   const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });

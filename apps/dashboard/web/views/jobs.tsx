@@ -26,6 +26,12 @@ interface State {
   error: string | null;
 }
 
+/** A job event as the list applies it. */
+interface JobEvent {
+  job: Job;
+  evicted: boolean;
+}
+
 const initial: State = { page: { rows: [], next: null, first: true, shifted: false }, cursors: [null], loading: true, error: null };
 
 /** Jobs, newest first: filter by status, session and launcher; page with the API's cursor. */
@@ -36,8 +42,9 @@ export function JobsView({ query }: { query: URLSearchParams }) {
   const [state, setState] = useState<State>(initial);
   const [launchers, setLaunchers] = useState<Launcher[]>([]);
   const now = useNow(5000);
-  // events that arrive while a page is loading are applied again to the loaded page
-  const buffered = useRef<Job[] | null>(null);
+  // events that arrive while a page is loading are applied again to the loaded page, evictions
+  // included: the answer may have been read before a job was deleted
+  const buffered = useRef<JobEvent[] | null>(null);
   const load = useRef(0);
 
   const fetchPage = useCallback(
@@ -50,7 +57,7 @@ export function JobsView({ query }: { query: URLSearchParams }) {
         const list = await api.get<JobList>('/jobs', { ...filterToApi(filter), limit: PAGE_SIZE, cursor });
         if (token !== load.current) return;
         let page: JobPage = { rows: list.jobs, next: list.next_cursor, first: cursor === null, shifted: false };
-        for (const job of buffered.current ?? []) page = applyJob(page, job, false, filter, PAGE_SIZE);
+        for (const { job, evicted } of buffered.current ?? []) page = applyJob(page, job, evicted, filter, PAGE_SIZE);
         buffered.current = null;
         setState({ page, cursors, loading: false, error: null });
       } catch (err) {
@@ -75,9 +82,9 @@ export function JobsView({ query }: { query: URLSearchParams }) {
   }, [api]);
 
   useEventBatches((batch) => {
-    const jobs = batch.flatMap((e) => ('job' in e ? [{ job: e.job, evicted: e.type === 'job.evicted' }] : []));
+    const jobs = batch.flatMap((e): JobEvent[] => ('job' in e ? [{ job: e.job, evicted: e.type === 'job.evicted' }] : []));
     if (jobs.length === 0) return;
-    if (buffered.current !== null) buffered.current.push(...jobs.filter((j) => !j.evicted).map((j) => j.job));
+    if (buffered.current !== null) buffered.current.push(...jobs);
     setState((s) => {
       let page = s.page;
       for (const { job, evicted } of jobs) page = applyJob(page, job, evicted, filter, PAGE_SIZE);
