@@ -69,6 +69,24 @@ test('a later page takes no new job, only updates of its rows', () => {
   assert.equal(p1.rows[1]!.status, 'claimed');
 });
 
+test('a later page that a job comes into keeps its size and marks its cursor stale', () => {
+  const [a, b, c, d] = [job(), job(), job({ status: 'running' }), job()];
+  const finished: JobFilter = { ...any, status: 'finished' };
+  const done = (j: Job) => later(j, { status: 'completed', terminal: true });
+  const p = applyJob(page([done(d), done(b), done(a)], { first: false, next: 'x' }), done(c), false, finished, 3);
+  assert.deepEqual(ids(p), [d.job_id, c.job_id, b.job_id]);
+  assert.equal(p.shifted, true, 'the cursor points past the row pushed off');
+});
+
+test('the last page takes a job that now matches, however old', () => {
+  const [a, b, c] = [job({ status: 'running' }), job(), job()];
+  const finished: JobFilter = { ...any, status: 'finished' };
+  const done = (j: Job) => later(j, { status: 'completed', terminal: true });
+  const last = page([done(c), done(b)], { first: false, next: null });
+  assert.deepEqual(ids(applyJob(last, done(a), false, finished, 50)), [c.job_id, b.job_id, a.job_id]);
+  assert.equal(applyJob({ ...last, next: 'x' }, done(a), false, finished, 50).rows.length, 2, 'a page with more after it leaves it to them');
+});
+
 test('a row that stops matching the filter leaves; one that starts matching within the page range comes in', () => {
   const [a, b, c] = [job(), job(), job()];
   const pending: JobFilter = { ...any, status: 'pending' };

@@ -55,3 +55,49 @@ test('a job evicted before the page opened does not come back from the replayed 
   await page.locator('table.jobs-table[aria-busy="false"]').waitFor();
   assert.deepEqual(await rowIds(page), [kept.job_id]);
 });
+
+test('paging a filtered list skips no job when one enters a later page and pushes its last row off', { skip }, async (t) => {
+  // distinct creation times for three groups (a batch is created at one instant)
+  const clock = new ManualClock(Date.now());
+  const { page, client } = await openDashboard(t, browser, { path: '#/jobs?status=finished', deps: { clock } });
+  const batch = async (prefix: string, n: number) => {
+    const jobs = await client.createJobs(
+      Array.from({ length: n }, (_, i) => ({ type: 'start_session' as const, session_name: `${prefix}-${i}`, prompt: 'p' })),
+    );
+    clock.advance(1000);
+    return jobs.map((j) => j.job_id);
+  };
+  const oldest = await batch('a', 2);
+  const [late] = await batch('r', 1);
+  const newest = await batch('b', 99);
+  const launcher = await client.register({ hostname: 'test-host', executor_type: 'test', max_jobs: 1000 });
+  const taken = await client.poll(launcher.launcher_id, { batch: true, capacity: 1000, holdSeconds: launcher.poll_timeout_seconds });
+  assert.equal(taken?.jobs?.length, 102);
+  // every job ends but one (in the second page's range): pages of 50 are b98..b49, b48..b0 a1, a0
+  const reports = [...oldest, ...newest].flatMap((job_id) => [
+    { job_id, kind: 'started' as const },
+    { job_id, kind: 'completed' as const, status: 'success' as const, result: 'ok' },
+  ]);
+  await client.sync({ launcher_id: launcher.launcher_id, capacity: 0, reports });
+  await live(page);
+  await page.reload();
+  await page.locator(`tr[data-job-id="${newest[98]}"]`).waitFor();
+  await page.getByRole('button', { name: 'older →' }).click();
+  await page.locator(`tr[data-job-id="${oldest[1]}"]`).waitFor();
+  assert.deepEqual(await rowIds(page), [...newest.slice(0, 49).reverse(), oldest[1]]);
+
+  // the job in this page's range ends: it comes in, and the page's last row goes (50 rows a page)
+  const ends = [
+    { job_id: late!, kind: 'started' as const },
+    { job_id: late!, kind: 'completed' as const, status: 'success' as const, result: 'ok' },
+  ];
+  await client.sync({ launcher_id: launcher.launcher_id, capacity: 0, reports: ends });
+  await page.locator(`tr[data-job-id="${late}"]`).waitFor();
+  assert.equal(await page.locator(`tr[data-job-id="${oldest[1]}"]`).count(), 0);
+
+  // the next page starts with that row: none is on no page
+  await page.getByRole('button', { name: 'older →' }).click();
+  await page.locator('.pager', { hasText: 'page 3' }).waitFor();
+  await page.locator('table.jobs-table[aria-busy="false"]').waitFor();
+  assert.deepEqual(await rowIds(page), [oldest[1], oldest[0]]);
+});

@@ -85,16 +85,17 @@ export interface JobPage {
   rows: Job[];
   /** the cursor of the next (older) page, null on the last page */
   next: string | null;
-  /** the first page follows new jobs live; later pages only update their rows */
+  /** the first page follows new jobs live; later pages only take jobs within their range */
   first: boolean;
-  /** the first page gained rows live: its `next` cursor is stale and must be read again */
+  /** rows came in live and pushed the last ones off: `next` is stale and must be read again */
   shifted: boolean;
 }
 
 /**
  * Apply one job event to a page: update or drop its row, or insert a job that now belongs on
- * it (a new job on the first page, a job that now matches the filter within the page's range).
- * The page never grows past `size` rows.
+ * it (a new job on the first page, a job that now matches the filter within the page's range,
+ * which on the last page reaches down to the oldest job). The page never grows past `size`
+ * rows: those it pushes off are marked (`shifted`), so that paging on reads the cursor again.
  */
 export function applyJob(page: JobPage, job: Job, evicted: boolean, filter: JobFilter, size: number): JobPage {
   const i = page.rows.findIndex((r) => r.job_id === job.job_id);
@@ -109,10 +110,9 @@ export function applyJob(page: JobPage, job: Job, evicted: boolean, filter: JobF
   if (evicted || !matchesFilter(job, filter)) return page;
   const newest = page.rows[0];
   const oldest = page.rows[page.rows.length - 1];
-  const belongs = page.first
-    ? oldest === undefined || page.next === null || job.created_at >= oldest.created_at
-    : newest !== undefined && oldest !== undefined && job.created_at <= newest.created_at && job.created_at >= oldest.created_at;
-  if (!belongs) return page;
+  const belowNewest = page.first || (newest !== undefined && job.created_at <= newest.created_at);
+  const aboveOldest = oldest === undefined || page.next === null || job.created_at >= oldest.created_at;
+  if (!belowNewest || !aboveOldest) return page;
   const rows = page.rows.slice();
   let at = rows.findIndex((r) => r.created_at <= job.created_at);
   if (at < 0) at = rows.length;

@@ -96,10 +96,12 @@ export function JobsView({ query }: { query: URLSearchParams }) {
 
   const older = async () => {
     let next = state.page.next;
-    if (state.page.first && state.page.shifted) {
-      // new jobs pushed rows off the first page: read its cursor again so none is skipped
+    if (state.page.shifted) {
+      // jobs that came in live pushed rows off this page, and its cursor points past them: read
+      // the page again from its own cursor for one that follows its last row now
+      const cursor = state.cursors[state.cursors.length - 1] ?? null;
       try {
-        next = (await api.get<JobList>('/jobs', { ...filterToApi(filter), limit: PAGE_SIZE })).next_cursor;
+        next = (await api.get<JobList>('/jobs', { ...filterToApi(filter), limit: PAGE_SIZE, cursor })).next_cursor;
       } catch (err) {
         setState((s) => ({ ...s, error: describeError(err) }));
         return;
