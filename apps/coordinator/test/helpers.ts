@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import type { TestContext } from 'node:test';
 import { AgentqClient, type SseMessage } from '@agentq/client';
-import type { Job, LifecycleEvent } from '@agentq/protocol';
+import type { Job, LifecycleEvent, Session } from '@agentq/protocol';
 import type { Coordinator } from '../src/core/coordinator.js';
 import { newJobRow } from '../src/core/jobs.js';
 import type { JobRow } from '../src/core/rows.js';
@@ -239,6 +239,8 @@ export function openEvents(t: TestContext, url: string, lastEventId?: number | s
 
 /** A job event's payload (`data:` of an SSE message). */
 export const eventJob = (m: SseMessage): Job => (JSON.parse(m.data) as { job: Job }).job;
+/** A session event's payload. */
+export const eventSession = (m: SseMessage): Session => (JSON.parse(m.data) as { session: Session }).session;
 
 /**
  * Resolve with the next lifecycle event of `type` the core commits (on a shared store, whichever

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ManualClock } from '../src/core/clock.js';
-import { eventJob, fakeLauncher, openEvents, rejectsWith, resume, start, startTest } from './helpers.js';
+import { eventJob, eventSession, fakeLauncher, openEvents, rejectsWith, resume, start, startTest } from './helpers.js';
 
 const RETENTION = 60_000;
 
@@ -88,6 +88,33 @@ test('an eviction is announced on the event stream as job.evicted', { timeout: 2
   await c.core.sweep();
   const seen = await ev.until((m) => m.event === 'job.evicted');
   assert.equal(eventJob(seen.at(-1)!).job_id, job.job_id);
+});
+
+test('a session deleted by retention is announced as session.evicted, with its last version, live and replayed', { timeout: 20_000 }, async (t) => {
+  const clock = new ManualClock();
+  const { client, c } = await startTest(t, { jobRetentionMs: RETENTION, heartbeatTimeoutSeconds: 86_400, sweepIntervalMs: 600_000 }, { clock });
+  const from = c.core.events.lastId;
+  const ev = openEvents(t, c.url, from);
+  const l = await fakeLauncher(client);
+  const job = await start(client, 'short-lived');
+  await l.take();
+  await l.completed(job.job_id, 'its last words');
+  clock.advance(RETENTION);
+  await c.core.sweep(); // the job goes
+  await c.core.sweep(); // then its session, which has nothing left
+  await rejectsWith(client.getSession('short-lived'), 404, 'session_not_found');
+  const seen = await ev.until((m) => m.event === 'session.evicted');
+  const evicted = eventSession(seen.at(-1)!);
+  assert.equal(evicted.session_name, 'short-lived');
+  assert.equal(evicted.last_result, 'its last words');
+  assert.ok(
+    seen.findIndex((m) => m.event === 'job.evicted') < seen.length - 1,
+    'after the eviction of its job',
+  );
+  // a reader that missed it gets it replayed (Last-Event-ID)
+  const replay = openEvents(t, c.url, from);
+  const replayed = await replay.until((m) => m.event === 'session.evicted');
+  assert.deepEqual(eventSession(replayed.at(-1)!), evicted);
 });
 
 test('a session chosen for deletion is kept when work for it commits before the deletion (a resume)', async (t) => {

@@ -18,7 +18,8 @@ export const JobEventTypes = [
   'job.timed_out',
   'job.evicted',
 ] as const;
-export const SessionEventTypes = ['session.created', 'session.updated'] as const;
+/** `session.evicted`: history retention deleted the session; it carries its last version. */
+export const SessionEventTypes = ['session.created', 'session.updated', 'session.evicted'] as const;
 export const LauncherEventTypes = [
   'launcher.registered',
   'launcher.stale',

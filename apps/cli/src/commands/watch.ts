@@ -22,7 +22,8 @@ Prints one line per lifecycle event of the coordinator (GET /events) until Ctrl-
 If the stream breaks, watch reconnects and resumes after the last event it printed.
 Event types: job.created, job.claimed, job.requeued, job.started, job.stopping, job.completed,
 job.failed, job.stopped, job.interrupted, job.timed_out, job.evicted, session.created,
-session.updated, launcher.registered, launcher.stale, launcher.deregistering, launcher.removed.`;
+session.updated, session.evicted, launcher.registered, launcher.stale, launcher.deregistering,
+launcher.removed.`;
 
 export function registerWatch(program: Command, act: Act): void {
   program

@@ -127,7 +127,10 @@ export class Sweeper {
     for (const key of this.#unservedSince.keys()) if (!seen.has(key)) this.#unservedSince.delete(key);
   }
 
-  /** Terminal jobs past JOB_HISTORY_DAYS are deleted, then the sessions left with nothing. */
+  /**
+   * Terminal jobs past JOB_HISTORY_DAYS are deleted, then the sessions left with nothing; each
+   * deletion is announced (`job.evicted`, `session.evicted`) in its transaction.
+   */
   async #history(now: number): Promise<void> {
     const { store, config } = this.ctx;
     const before = now - config.jobRetentionMs;
@@ -138,7 +141,11 @@ export class Sweeper {
         tx.emit('job.evicted', { job: id });
         await tx.deleteJob(id);
       }
-      for (const name of due.sessions) if (await stillUnused(tx, name, before)) await tx.deleteSession(name);
+      for (const name of due.sessions) {
+        if (!(await stillUnused(tx, name, before))) continue;
+        tx.emit('session.evicted', { session: name });
+        await tx.deleteSession(name);
+      }
     });
   }
 }
