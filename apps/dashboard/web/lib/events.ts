@@ -46,6 +46,8 @@ export class EventStream {
   /** replay the coordinator's window on the first connection: it fills the job timelines */
   #lastId = '0';
   #connectedOnce = false;
+  /** the newest event the coordinator had when the page first connected (see isHistory) */
+  #historyUpTo = 0;
   #queue: ViewEvent[] = [];
   #scheduled = false;
   #resyncWanted = false;
@@ -62,6 +64,15 @@ export class EventStream {
 
   get state(): StreamState {
     return this.#state;
+  }
+
+  /**
+   * Whether the event happened before the page first connected: the replayed window, which the
+   * API's answers may already be newer than (a session it names may have been deleted since
+   * without an event the window still holds).
+   */
+  isHistory(e: ViewEvent): boolean {
+    return e.id <= this.#historyUpTo;
   }
 
   start(): void {
@@ -120,11 +131,17 @@ export class EventStream {
           // the coordinator opens with `: connected, last event id N`
           onComment: (comment) => {
             const m = /last event id (\d+)/.exec(comment);
-            if (m === null || firstConnection) return;
+            if (m === null) return;
+            if (firstConnection) {
+              this.#historyUpTo = Number(m[1]);
+              return;
+            }
             if (Number(m[1]) < Number(this.#lastId)) {
               // numbering went back: a new coordinator process (memory only), whose state the
-              // page has never seen; its events are numbered from here on
+              // page has never seen; its events are numbered from here on (and none is history:
+              // the views read everything again)
               this.#lastId = m[1]!;
+              this.#historyUpTo = 0;
               this.#resyncWanted = true;
               this.#schedule();
             }

@@ -1,10 +1,11 @@
 import type { Job, JobList, Session, SessionList } from '@agentq/protocol';
 import { useCallback, useEffect, useMemo, useRef, useState } from 'preact/hooks';
-import { describeError } from '../lib/api.js';
+import { ApiError, describeError } from '../lib/api.js';
 import { useEventBatches, useNow, useResync, useServices } from '../lib/context.js';
 import { ago, usageText } from '../lib/format.js';
 import { isFresher, mergeJob } from '../lib/jobs.js';
 import { link } from '../lib/router.js';
+import { SessionMap } from '../lib/sessions.js';
 import { CallbackMark, Empty, ErrorNote, JobLink, StatusBadge } from './common.js';
 
 const PAGE_SIZE = 200;
@@ -18,21 +19,45 @@ const CHILDREN_SHOWN = 100;
  * callback jobs marked, open on demand.
  */
 export function SessionsView({ query }: { query: URLSearchParams }) {
-  const { api } = useServices();
+  const { api, stream } = useServices();
   const focus = query.get('focus');
-  // one mutable map, re-rendered through `version`: a burst of events must not copy it per event
-  const sessions = useRef(new Map<string, Session>());
+  // one mutable map, re-rendered through `version`
+  const [sessions] = useState(() => new SessionMap());
   const [version, setVersion] = useState(0);
   const [next, setNext] = useState<string | null>(null);
   const [loading, setLoading] = useState(true);
   const [error, setError] = useState<string | null>(null);
   const [shown, setShown] = useState(ROOTS_SHOWN);
+  // what the pages of the main list cover: all sessions, or those down to `oldest` (null: the
+  // first page is not read yet)
+  const listed = useRef<{ complete: boolean; oldest: string } | null>(null);
+  // sessions that only replayed events name, until the API says whether they still exist
+  const unconfirmed = useRef(new Map<string, Session>());
 
-  const upsert = (s: Session): boolean => {
-    const known = sessions.current.get(s.session_name);
-    if (known !== undefined && known.updated_at > s.updated_at) return false;
-    sessions.current.set(s.session_name, s);
-    return true;
+  /**
+   * Replayed events are older than the page's reads and may name a session deleted since without
+   * a `session.evicted` (by a coordinator from before that event): one the page has not read is
+   * shown only once the API confirms it, and only when it falls within the pages read (an older
+   * one comes with "load more sessions").
+   */
+  const confirm = async () => {
+    const range = listed.current;
+    if (range === null || unconfirmed.current.size === 0) return;
+    const named = [...unconfirmed.current.values()];
+    unconfirmed.current.clear();
+    for (const s of named) {
+      if (sessions.all.has(s.session_name)) {
+        if (sessions.upsert(s)) setVersion((v) => v + 1);
+        continue;
+      }
+      if (!range.complete && s.created_at < range.oldest) continue;
+      try {
+        const found = await api.get<Session>(`/sessions/${encodeURIComponent(s.session_name)}`);
+        if (sessions.upsert(found)) setVersion((v) => v + 1);
+      } catch (err) {
+        if (!(err instanceof ApiError && err.status === 404)) setError(describeError(err));
+      }
+    }
   };
 
   const loadPage = useCallback(
@@ -41,10 +66,16 @@ export function SessionsView({ query }: { query: URLSearchParams }) {
       setError(null);
       try {
         const list = await api.get<SessionList>('/sessions', { limit: PAGE_SIZE, cursor, ...filter });
-        for (const s of list.sessions) upsert(s);
+        for (const s of list.sessions) sessions.upsert(s);
         // a page of one node's children does not move the main list's cursor
-        if (filter.parent === undefined) setNext(list.next_cursor);
+        if (filter.parent === undefined) {
+          setNext(list.next_cursor);
+          // pages come newest first: a page's last session is the oldest read so far
+          const oldest = list.sessions.at(-1)?.created_at ?? listed.current?.oldest ?? '';
+          listed.current = { complete: list.next_cursor === null, oldest };
+        }
         setVersion((v) => v + 1);
+        void confirm();
         return list.next_cursor;
       } catch (err) {
         setError(describeError(err));
@@ -57,17 +88,30 @@ export function SessionsView({ query }: { query: URLSearchParams }) {
   );
 
   const reload = useCallback(() => {
-    sessions.current = new Map();
+    sessions.clear();
+    listed.current = null;
     void loadPage(null);
-    if (focus) void api.get<Session>(`/sessions/${encodeURIComponent(focus)}`).then((s) => upsert(s) && setVersion((v) => v + 1), () => {});
+    if (focus) void api.get<Session>(`/sessions/${encodeURIComponent(focus)}`).then((s) => sessions.upsert(s) && setVersion((v) => v + 1), () => {});
   }, [loadPage, focus, api]);
   useEffect(reload, [reload]);
   useResync(reload);
 
   useEventBatches((batch) => {
     let changed = false;
-    for (const e of batch) if ('session' in e) changed = upsert(e.session) || changed;
+    for (const e of batch) {
+      if (!('session' in e)) continue;
+      const s = e.session;
+      if (e.type === 'session.evicted') {
+        unconfirmed.current.delete(s.session_name);
+        changed = sessions.evict(s) || changed;
+      } else if (stream.isHistory(e) && !sessions.all.has(s.session_name)) {
+        unconfirmed.current.set(s.session_name, s);
+      } else {
+        changed = sessions.upsert(s) || changed;
+      }
+    }
     if (changed) setVersion((v) => v + 1);
+    void confirm();
   });
 
   /** Children a node names that are not loaded yet (paging): read them all. */
@@ -78,9 +122,9 @@ export function SessionsView({ query }: { query: URLSearchParams }) {
   };
 
   const roots = useMemo(() => {
-    const all = [...sessions.current.values()];
+    const all = [...sessions.all.values()];
     return all
-      .filter((s) => s.parent_session_name === null || !sessions.current.has(s.parent_session_name))
+      .filter((s) => s.parent_session_name === null || !sessions.all.has(s.parent_session_name))
       .sort((a, b) => (a.created_at < b.created_at ? 1 : a.created_at > b.created_at ? -1 : 0));
   }, [version]);
 
@@ -89,7 +133,7 @@ export function SessionsView({ query }: { query: URLSearchParams }) {
       <header class="view-head">
         <h1>Sessions</h1>
         <span class="muted">
-          {sessions.current.size} loaded{next !== null ? ' (more on the server)' : ''} · {roots.length} trees
+          {sessions.all.size} loaded{next !== null ? ' (more on the server)' : ''} · {roots.length} trees
         </span>
       </header>
       {error && <ErrorNote>{error}</ErrorNote>}
@@ -100,7 +144,7 @@ export function SessionsView({ query }: { query: URLSearchParams }) {
       )}
       <ul class="tree" data-testid="session-tree">
         {roots.slice(0, shown).map((s) => (
-          <SessionNode key={s.session_name} session={s} all={sessions.current} focus={focus} onLoadChildren={loadChildren} version={version} />
+          <SessionNode key={s.session_name} session={s} all={sessions.all} focus={focus} onLoadChildren={loadChildren} version={version} />
         ))}
       </ul>
       <nav class="pager">

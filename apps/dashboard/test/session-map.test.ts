@@ -1,0 +1,48 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import type { Session } from '@agentq/protocol';
+import { SessionMap } from '../web/lib/sessions.js';
+
+// The sessions a page has, without a browser: which answer or event changes which session.
+
+const at = (s: number) => new Date(Date.UTC(2026, 0, 1, 0, 0, s)).toISOString();
+function session(name: string, updated: number, over: Partial<Session> = {}): Session {
+  return {
+    session_name: name,
+    parent_session_name: null,
+    children: [],
+    created_at: at(0),
+    updated_at: at(updated),
+    ...over,
+  } as Session; // the fields the map reads; the others do not matter here
+}
+
+test('an evicted session leaves, and a version read before its deletion does not bring it back', () => {
+  const map = new SessionMap();
+  map.upsert(session('a', 1));
+  assert.equal(map.evict(session('a', 2)), true);
+  assert.equal(map.all.has('a'), false);
+  assert.equal(map.upsert(session('a', 2)), false, 'a list answer read just before the sweep');
+  assert.equal(map.all.has('a'), false);
+  assert.equal(map.upsert(session('a', 9)), true, 'a new session of the same name');
+  assert.equal(map.all.get('a')!.updated_at, at(9));
+});
+
+test('a parent no longer names an evicted child, even in a version read before the eviction', () => {
+  const map = new SessionMap();
+  const parent = session('lead', 1, { children: ['helper', 'other'] });
+  map.upsert(parent);
+  map.upsert(session('helper', 1, { parent_session_name: 'lead' }));
+  assert.equal(map.evict(session('helper', 1, { parent_session_name: 'lead' })), true);
+  assert.deepEqual(map.all.get('lead')!.children, ['other']);
+  map.clear(); // the page reads its sessions again: the answer may predate the eviction
+  map.upsert(parent);
+  assert.deepEqual(map.all.get('lead')!.children, ['other']);
+});
+
+test('a version older than the one the page has is ignored', () => {
+  const map = new SessionMap();
+  map.upsert(session('a', 5));
+  assert.equal(map.upsert(session('a', 4)), false);
+  assert.equal(map.all.get('a')!.updated_at, at(5));
+});

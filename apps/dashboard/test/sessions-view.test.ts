@@ -1,0 +1,78 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { ManualClock } from '@agentq/coordinator';
+import type { Browser } from 'playwright-core';
+import { browserSkip, fakeLauncher, launchBrowser, live, openDashboard } from './harness.js';
+
+// The sessions view while history retention deletes sessions: what the page shows must match
+// what the API has.
+
+const skip = browserSkip();
+let browser: Browser;
+before(async () => {
+  if (!skip) browser = await launchBrowser();
+});
+after(async () => {
+  await browser?.close();
+});
+
+const RETENTION_MS = 1000;
+/** retention that the test drives (the sweeper's timer never fires during a test) */
+const retention = { jobRetentionMs: RETENTION_MS, sweepIntervalMs: 600_000 };
+
+test('a session deleted by retention leaves the open page, and a page opened later does not show it', { skip }, async (t) => {
+  const clock = new ManualClock(Date.now());
+  const { page, client, app } = await openDashboard(t, browser, { path: '#/sessions', config: retention, deps: { clock } });
+  await live(page);
+  const launcher = await fakeLauncher(client);
+  const job = await client.createJob({ type: 'start_session', session_name: 'gone', prompt: 'p' });
+  await launcher.take();
+  await launcher.completed(job.job_id, 'done');
+  const node = page.locator('[data-session="gone"]');
+  await node.waitFor();
+
+  clock.advance(RETENTION_MS);
+  await app.core.sweep(); // its job goes
+  await app.core.sweep(); // then the session, with nothing left
+  await assert.rejects(client.getSession('gone'), { code: 'session_not_found' });
+  await node.waitFor({ state: 'detached' });
+
+  // a fresh page replays the session's whole life, its deletion last
+  await page.reload();
+  await live(page);
+  await client.createJob({ type: 'start_session', session_name: 'after', prompt: 'p' });
+  await page.locator('[data-session="after"]').waitFor(); // every event before it is in
+  assert.equal(await node.count(), 0);
+});
+
+test('a session that replayed events name is shown only if the API still has it', { skip }, async (t) => {
+  const clock = new ManualClock(Date.now());
+  const { page, client, app } = await openDashboard(t, browser, { path: '#/sessions', config: retention, deps: { clock } });
+  const launcher = await fakeLauncher(client);
+  const job = await client.createJob({ type: 'start_session', session_name: 'silent', prompt: 'p' });
+  await launcher.take();
+  await launcher.completed(job.job_id, 'done');
+  clock.advance(RETENTION_MS);
+  await app.core.sweep(); // its job goes
+  // the session goes without an event, as a coordinator from before session.evicted did it
+  await app.core.store.transaction(async (tx) => tx.deleteSession('silent'));
+  await assert.rejects(client.getSession('silent'), { code: 'session_not_found' });
+  await client.createJob({ type: 'start_session', session_name: 'kept', prompt: 'p' });
+
+  // a fresh page reads the sessions before its event stream connects; a session created in
+  // between is in the replayed events only
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  await page.route(/\/events$/, async (route) => {
+    await released;
+    await route.continue();
+  });
+  await page.reload();
+  await page.locator('[data-session="kept"]').waitFor();
+  await client.createJob({ type: 'start_session', session_name: 'late', prompt: 'p' });
+  release();
+  await live(page);
+  // the API confirms it: shown (after the API was asked about "silent", named earlier)
+  await page.locator('[data-session="late"]').waitFor();
+  assert.equal(await page.locator('[data-session="silent"]').count(), 0);
+});

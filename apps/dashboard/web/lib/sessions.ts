@@ -1,0 +1,55 @@
+import type { Session } from '@agentq/protocol';
+
+/** Sessions deleted by retention that the page remembers (the oldest are forgotten first). */
+const MAX_GONE = 10_000;
+
+/**
+ * The sessions a page has, by name, from the API's answers and the event stream. One mutable map
+ * (a burst of events must not copy it per event): the view re-renders through a counter.
+ *
+ * A session never goes back to an older version, and one deleted by retention
+ * (`session.evicted`) does not come back from a snapshot taken before its deletion: a list
+ * answer read just before the sweep, or a parent that still names it as a child.
+ */
+export class SessionMap {
+  readonly all = new Map<string, Session>();
+  /** name -> `updated_at` of the version retention deleted */
+  readonly #gone = new Map<string, string>();
+
+  /** Take a version of a session; false when the page has a newer one, or saw it deleted. */
+  upsert(s: Session): boolean {
+    const gone = this.#gone.get(s.session_name);
+    if (gone !== undefined) {
+      if (s.updated_at <= gone) return false;
+      this.#gone.delete(s.session_name); // a new session of the same name
+    }
+    const known = this.all.get(s.session_name);
+    if (known !== undefined && known.updated_at > s.updated_at) return false;
+    this.all.set(s.session_name, this.#withoutGone(s));
+    return true;
+  }
+
+  /** A session deleted by retention (its last version): it leaves, and its parent's children. */
+  evict(s: Session): boolean {
+    const name = s.session_name;
+    this.#gone.delete(name);
+    this.#gone.set(name, s.updated_at);
+    if (this.#gone.size > MAX_GONE) this.#gone.delete(this.#gone.keys().next().value!);
+    let changed = this.all.delete(name);
+    const parent = s.parent_session_name === null ? undefined : this.all.get(s.parent_session_name);
+    if (parent !== undefined && parent.children.includes(name)) {
+      this.all.set(parent.session_name, this.#withoutGone(parent));
+      changed = true;
+    }
+    return changed;
+  }
+
+  /** Forget the sessions (the page reads them again), not the deletions it saw. */
+  clear(): void {
+    this.all.clear();
+  }
+
+  #withoutGone(s: Session): Session {
+    return s.children.some((c) => this.#gone.has(c)) ? { ...s, children: s.children.filter((c) => !this.#gone.has(c)) } : s;
+  }
+}
