@@ -76,3 +76,33 @@ test('a session that replayed events name is shown only if the API still has it'
   await page.locator('[data-session="late"]').waitFor();
   assert.equal(await page.locator('[data-session="silent"]').count(), 0);
 });
+
+test("a session's job list drops evicted jobs and keeps the newest, in creation order", { skip }, async (t) => {
+  const clock = new ManualClock(Date.now());
+  const { page, client, app } = await openDashboard(t, browser, { path: '#/sessions', config: retention, deps: { clock } });
+  await live(page);
+  const launcher = await fakeLauncher(client);
+  // twelve turns of one session: eleven end, the last one runs on
+  const ids: string[] = [];
+  for (let turn = 0; turn < 12; turn++) {
+    const type = turn === 0 ? 'start_session' : 'resume_session';
+    const job = await client.createJob({ type, session_name: 'work', prompt: `turn ${turn}` });
+    ids.push(job.job_id);
+    await launcher.take();
+    await launcher.started(job.job_id);
+    if (turn < 11) await client.reportCompleted(job.job_id, { launcher_id: launcher.id, executor_session_id: 'conversation-1' });
+    clock.advance(1000);
+  }
+  await page.locator('[data-session="work"] > .node-row').getByRole('button', { name: /^jobs/ }).click();
+  const listed = page.locator('[data-session="work"] > .session-jobs li[data-job-id]');
+  const listedIds = () => listed.evaluateAll((lis) => lis.map((li) => li.getAttribute('data-job-id')));
+  await listed.first().waitFor();
+  assert.deepEqual(await listedIds(), ids.slice(2).reverse(), 'the newest ten');
+
+  clock.advance(RETENTION_MS);
+  await app.core.sweep(); // the eleven ended jobs go; the session, busy, stays
+  assert.deepEqual((await client.listJobs({ session_name: 'work' })).jobs.map((j) => j.job_id), [ids[11]]);
+  const next = await client.createJob({ type: 'resume_session', session_name: 'work', prompt: 'turn 12' });
+  await page.locator(`[data-session="work"] > .session-jobs li[data-job-id="${next.job_id}"]`).waitFor(); // every event before it is in
+  assert.deepEqual(await listedIds(), [next.job_id, ids[11]]);
+});

@@ -80,6 +80,12 @@ export function matchesFilter(job: Job, f: JobFilter): boolean {
   return true;
 }
 
+/** A job event as the lists apply it: `evicted` for `job.evicted` (history retention deleted it). */
+export interface JobEvent {
+  job: Job;
+  evicted: boolean;
+}
+
 /** A page of the jobs list, newest first. */
 export interface JobPage {
   rows: Job[];

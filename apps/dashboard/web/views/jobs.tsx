@@ -1,4 +1,4 @@
-import type { Job, JobList, Launcher, LauncherList } from '@agentq/protocol';
+import type { JobList, Launcher, LauncherList } from '@agentq/protocol';
 import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
 import { describeError } from '../lib/api.js';
 import { useEventBatches, useNow, useResync, useServices } from '../lib/context.js';
@@ -9,6 +9,7 @@ import {
   filterToApi,
   filterToQuery,
   JOB_STATUSES,
+  type JobEvent,
   type JobFilter,
   type JobPage,
 } from '../lib/jobs.js';
@@ -24,12 +25,6 @@ interface State {
   cursors: (string | null)[];
   loading: boolean;
   error: string | null;
-}
-
-/** A job event as the list applies it. */
-interface JobEvent {
-  job: Job;
-  evicted: boolean;
 }
 
 const initial: State = { page: { rows: [], next: null, first: true, shifted: false }, cursors: [null], loading: true, error: null };

@@ -1,9 +1,9 @@
-import type { Job, JobList, Session, SessionList } from '@agentq/protocol';
+import type { JobList, Session, SessionList } from '@agentq/protocol';
 import { useCallback, useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { ApiError, describeError } from '../lib/api.js';
 import { useEventBatches, useNow, useResync, useServices } from '../lib/context.js';
 import { ago, usageText } from '../lib/format.js';
-import { isFresher, mergeJob } from '../lib/jobs.js';
+import { applyJob, type JobEvent, type JobFilter, type JobPage } from '../lib/jobs.js';
 import { link } from '../lib/router.js';
 import { SessionMap } from '../lib/sessions.js';
 import { CallbackMark, Empty, ErrorNote, JobLink, StatusBadge } from './common.js';
@@ -12,6 +12,8 @@ const PAGE_SIZE = 200;
 /** Root sessions rendered at first (and added per "show more"): the tree never draws them all. */
 const ROOTS_SHOWN = 100;
 const CHILDREN_SHOWN = 100;
+/** A session's newest jobs listed under its node. */
+const SESSION_JOBS = 10;
 
 /**
  * Sessions as a tree (parent → children), newest roots first. Each node shows its status, its
@@ -256,33 +258,39 @@ function SessionNode({ session: s, all, focus, onLoadChildren, version }: NodePr
 /** The newest jobs of one session, live; callback jobs are marked. */
 function SessionJobs({ name }: { name: string }) {
   const { api } = useServices();
-  const [jobs, setJobs] = useState<Job[] | null>(null);
+  const [list, setList] = useState<JobPage | null>(null);
   const [error, setError] = useState<string | null>(null);
+  // events that arrive while the list loads are applied again to the answer, which may be older
+  const buffered = useRef<JobEvent[] | null>([]);
   const now = useNow(10_000);
+  const filter: JobFilter = { status: '', session: name, launcher: '' };
   useEffect(() => {
     const ac = new AbortController();
-    api.get<JobList>('/jobs', { session_name: name, limit: 10 }, ac.signal).then(
-      (l) => setJobs(l.jobs),
+    buffered.current = [];
+    api.get<JobList>('/jobs', { session_name: name, limit: SESSION_JOBS }, ac.signal).then(
+      (l) => {
+        // the newest jobs, live as the jobs list's first page is: evicted jobs leave, a job comes
+        // in by its creation time when it is within the range listed
+        let page: JobPage = { rows: l.jobs, next: l.next_cursor, first: true, shifted: false };
+        for (const { job, evicted } of buffered.current ?? []) page = applyJob(page, job, evicted, filter, SESSION_JOBS);
+        buffered.current = null;
+        setList(page);
+      },
       (err: unknown) => !ac.signal.aborted && setError(describeError(err)),
     );
     return () => ac.abort();
   }, [api, name]);
   useEventBatches((batch) => {
-    const mine = batch.flatMap((e) => ('job' in e && e.job.session_name === name ? [e.job] : []));
+    const mine = batch.flatMap((e): JobEvent[] =>
+      'job' in e && e.job.session_name === name ? [{ job: e.job, evicted: e.type === 'job.evicted' }] : [],
+    );
     if (mine.length === 0) return;
-    setJobs((list) => {
-      if (list === null) return list;
-      let out = list;
-      for (const j of mine) {
-        const i = out.findIndex((x) => x.job_id === j.job_id);
-        if (i >= 0 && isFresher(j, out[i]!)) out = out.map((x, k) => (k === i ? mergeJob(x, j) : x));
-        else if (i < 0) out = [j, ...out].slice(0, 10);
-      }
-      return out;
-    });
+    if (buffered.current !== null) buffered.current.push(...mine);
+    else setList((page) => page && mine.reduce((p, { job, evicted }) => applyJob(p, job, evicted, filter, SESSION_JOBS), page));
   });
   if (error) return <ErrorNote>{error}</ErrorNote>;
-  if (jobs === null) return <p class="muted small">loading jobs…</p>;
+  if (list === null) return <p class="muted small">loading jobs…</p>;
+  const jobs = list.rows;
   return (
     <ul class="session-jobs">
       {jobs.map((j) => (
