@@ -90,19 +90,30 @@ export function JobsView({ query }: { query: URLSearchParams }) {
   const setFilter = (f: Partial<JobFilter>) => navigate(link('/jobs') + filterToQuery({ ...filter, ...f }));
 
   const older = async () => {
-    let next = state.page.next;
-    if (state.page.shifted) {
-      // jobs that came in live pushed rows off this page, and its cursor points past them: read
-      // the page again from its own cursor for one that follows its last row now
-      const cursor = state.cursors[state.cursors.length - 1] ?? null;
+    const { page, cursors } = state;
+    let next = page.next;
+    if (page.shifted) {
+      // Jobs that came in live pushed rows off this page, and its cursor points past them: read
+      // the page again from its own cursor. Its new cursor follows the rows the page holds now,
+      // so page on from there only if each of them is shown. Otherwise show the page as it is
+      // now first (the next click pages on): a job created at the same instant as the page's
+      // newest may belong on the page before, which creation times cannot tell, and an event may
+      // still be on its way.
+      const cursor = cursors[cursors.length - 1] ?? null;
       try {
-        next = (await api.get<JobList>('/jobs', { ...filterToApi(filter), limit: PAGE_SIZE, cursor })).next_cursor;
+        const current = await api.get<JobList>('/jobs', { ...filterToApi(filter), limit: PAGE_SIZE, cursor });
+        const shown = new Set(page.rows.map((r) => r.job_id));
+        if (!current.jobs.every((j) => shown.has(j.job_id))) {
+          void fetchPage(cursors);
+          return;
+        }
+        next = current.next_cursor;
       } catch (err) {
         setState((s) => ({ ...s, error: describeError(err) }));
         return;
       }
     }
-    if (next !== null) void fetchPage([...state.cursors, next]);
+    if (next !== null) void fetchPage([...cursors, next]);
   };
 
   const hostOf = (id: string | null) => (id === null ? null : launchers.find((l) => l.launcher_id === id)?.hostname ?? null);
