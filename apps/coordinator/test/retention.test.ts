@@ -166,3 +166,29 @@ test('a closed session is removed once old, with the outcomes and messages it ca
   await c.core.sweep(); // then the parent: nothing will ever take what it holds
   await rejectsWith(client.getSession('never-ran'), 404, 'session_not_found');
 });
+
+test('a child session of a tree that spent its budget is removed once old, with the message it can never take', async (t) => {
+  const clock = new ManualClock();
+  const { client, c } = await startTest(t, { jobRetentionMs: RETENTION, heartbeatTimeoutSeconds: 86_400, sweepIntervalMs: 600_000 }, { clock });
+  const l = await fakeLauncher(client);
+  const root = await start(client, 'budgeted', 'plan', { budget_usd: 1 });
+  await l.take();
+  await l.completed(root.job_id);
+  const kid = await start(client, 'spender', 'spend', { parent_session_name: 'budgeted' });
+  await l.take();
+  await l.started(kid.job_id);
+  await client.sendMessage('spender', { text: 'after this turn' }); // busy: the message waits
+  await client.reportCompleted(kid.job_id, { launcher_id: l.id, status: 'success', result: 'spent', cost_usd: 2 });
+  // the root is told (roots are never refused); the child's message can never go
+  const delivery = await l.take();
+  assert.equal(delivery.session_name, 'budgeted');
+  await l.completed(delivery.job_id);
+  assert.equal((await client.getSession('spender')).pending_messages.length, 1);
+
+  clock.advance(RETENTION);
+  await c.core.sweep(); // the jobs go
+  await c.core.sweep(); // then the child session, whose message no delivery can take
+  await rejectsWith(client.getSession('spender'), 404, 'session_not_found');
+  await c.core.sweep(); // and the root, left with nothing
+  await rejectsWith(client.getSession('budgeted'), 404, 'session_not_found');
+});

@@ -1,5 +1,5 @@
 import { CoordinatorError } from './errors.js';
-import type { SessionRow } from './rows.js';
+import { treeSpent, type SessionRow } from './rows.js';
 import type { Tx } from './store/store.js';
 
 /**
@@ -10,7 +10,7 @@ import type { Tx } from './store/store.js';
 export async function budgetExceeded(tx: Tx, session: SessionRow): Promise<CoordinatorError | null> {
   if (session.parentName === null) return null;
   const root = await tx.session(session.rootName);
-  if (root?.budgetUsd == null || root.treeCostUsd < root.budgetUsd) return null;
+  if (!root || !treeSpent(root)) return null;
   return new CoordinatorError(
     'budget_exceeded',
     `session tree ${root.name} has spent $${root.treeCostUsd.toFixed(4)} of its $${root.budgetUsd} budget; no new child jobs`,

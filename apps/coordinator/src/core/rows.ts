@@ -171,8 +171,14 @@ export function addUsage(a: Usage, b: Usage | null): Usage {
 export const ACTIVE_STATUSES: ReadonlySet<JobStatus> = new Set(['claimed', 'running', 'stopping']);
 export const isActive = (status: JobStatus): boolean => ACTIVE_STATUSES.has(status);
 
+/** Whether a session tree has spent its root's budget: its child sessions take no new work (budget.ts). */
+export const treeSpent = (root: SessionRow | undefined): boolean => root?.budgetUsd != null && root.treeCostUsd >= root.budgetUsd;
+
 /**
  * Whether a session holds no input that a delivery may still take: no queued child outcomes or
- * messages, or a closed session, which takes none (retention removes it with what it holds).
+ * messages, or none that can ever go: a closed session takes no input, and a child session of a
+ * tree that has spent its budget no new job (no API raises a budget). Retention removes those
+ * with what they hold. `root`: the session's root (itself for a root).
  */
-export const holdsNoInput = (s: SessionRow): boolean => !s.acceptsInput || (s.callbacks.length === 0 && s.messages.length === 0);
+export const holdsNoInput = (s: SessionRow, root: SessionRow | undefined): boolean =>
+  (s.callbacks.length === 0 && s.messages.length === 0) || !s.acceptsInput || (s.parentName !== null && treeSpent(root));

@@ -158,6 +158,7 @@ export class Sweeper {
 async function stillUnused(tx: Tx, name: string, before: number): Promise<boolean> {
   const s = await tx.session(name);
   if (!s || s.updatedAt > before) return false;
-  if (!holdsNoInput(s) || s.deliveryJobId !== null) return false;
+  const root = s.parentName === null ? s : await tx.session(s.rootName);
+  if (!holdsNoInput(s, root) || s.deliveryJobId !== null) return false;
   return !(await tx.activeJobOf(name)) && (await tx.pendingJobsOf(name)).length === 0;
 }

@@ -290,7 +290,7 @@ export class MemoryStore implements Store {
       !this.state.isBusy(s.name) &&
       !this.state.hasJobs(s.name) &&
       !this.state.hasChildren(s.name) &&
-      holdsNoInput(s) &&
+      holdsNoInput(s, this.state.sessions.get(s.rootName)) &&
       s.deliveryJobId === null
     );
   }

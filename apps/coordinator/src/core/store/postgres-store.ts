@@ -369,7 +369,8 @@ export class PostgresStore implements Store {
       [before, limit],
     );
     const sessions = await this.#rows<{ name: string }>(
-      `SELECT name FROM sessions s WHERE updated_at <= $1 AND ((callbacks = '[]' AND messages = '[]') OR NOT accepts_input) AND delivery_job_id IS NULL
+      `SELECT name FROM sessions s WHERE updated_at <= $1 AND ((callbacks = '[]' AND messages = '[]') OR NOT accepts_input
+             OR (s.parent_name IS NOT NULL AND EXISTS (SELECT 1 FROM sessions r WHERE r.name = s.root_name AND r.budget_usd IS NOT NULL AND r.tree_cost_usd >= r.budget_usd))) AND delivery_job_id IS NULL
          AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.session_name = s.name)
          AND NOT EXISTS (SELECT 1 FROM sessions c WHERE c.parent_name = s.name)
        ORDER BY updated_at LIMIT $2`,

@@ -411,7 +411,8 @@ export class SqliteStore extends MemoryStore {
       .all(before, limit) as string[];
     const sessions = (
       this.#stmt(
-        `SELECT name FROM sessions s WHERE updated_at <= ? AND ((callbacks = '[]' AND messages = '[]') OR accepts_input = 0) AND delivery_job_id IS NULL
+        `SELECT name FROM sessions s WHERE updated_at <= ? AND ((callbacks = '[]' AND messages = '[]') OR accepts_input = 0
+             OR (s.parent_name IS NOT NULL AND EXISTS (SELECT 1 FROM sessions r WHERE r.name = s.root_name AND r.budget_usd IS NOT NULL AND r.tree_cost_usd >= r.budget_usd))) AND delivery_job_id IS NULL
            AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.session_name = s.name)
            AND NOT EXISTS (SELECT 1 FROM sessions c WHERE c.parent_name = s.name)
          ORDER BY updated_at LIMIT ?`,
