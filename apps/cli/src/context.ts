@@ -79,16 +79,8 @@ export class RunContext implements CommandContext {
   }
 
   get client(): AgentqClient {
-    if (!this.#client) {
-      checkUrl(this.url);
-      // few connections: a CLI run makes one request at a time, plus the progress event stream
-      this.#client = new AgentqClient({
-        url: this.url,
-        connections: 8,
-        ...(this.#token === undefined ? {} : { token: this.#token }),
-        ...(this.#caFile === undefined ? {} : { caFile: this.#caFile }),
-      });
-    }
+    // few connections: a CLI run makes one request at a time, plus the progress event stream
+    this.#client ??= coordinatorClient({ url: this.url, token: this.#token, caFile: this.#caFile, connections: 8 });
     return this.#client;
   }
 
@@ -98,6 +90,29 @@ export class RunContext implements CommandContext {
     // after Ctrl-C a long-poll may still be open: don't wait for the coordinator to answer it
     await (this.signal?.aborted ? client.destroy() : client.close());
   }
+}
+
+/** Where and how a command (or `agentq mcp`) reaches the coordinator. */
+export interface ClientSettings {
+  /** one URL, or a comma list of coordinators of one database */
+  url: string;
+  token: string | undefined;
+  caFile: string | undefined;
+  connections: number;
+}
+
+/**
+ * The client of a run, the same for every command and for `agentq mcp`: the URL (or each URL of
+ * a comma list, which the client fails over between) is checked first, a bad one is a usage error.
+ */
+export function coordinatorClient(s: ClientSettings): AgentqClient {
+  checkUrl(s.url);
+  return new AgentqClient({
+    url: s.url,
+    connections: s.connections,
+    ...(s.token === undefined ? {} : { token: s.token }),
+    ...(s.caFile === undefined ? {} : { caFile: s.caFile }),
+  });
 }
 
 /** One URL, or several coordinators of one database as a comma list (the client tries them in turn). */

@@ -84,6 +84,22 @@ export async function mcpClient(t: TestContext, env: Record<string, string>): Pr
   return client;
 }
 
+/** `agentq <args>` as a child process with only `env` (and PATH, HOME); stdin is empty. */
+export function runAgentq(args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [CLI_BIN, ...args], {
+      env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin', HOME: process.env['HOME'] ?? tmpdir(), ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (s: string) => (stdout += s));
+    child.stderr.setEncoding('utf8').on('data', (s: string) => (stderr += s));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
 /** The parts of a tool answer a test looks at. */
 export interface ToolAnswer {
   isError: boolean;

@@ -1,7 +1,5 @@
-import { AgentqClient } from '@agentq/client';
 import type { Command } from 'commander';
-import { DEFAULT_URL, type GlobalOptions } from '../context.js';
-import { UsageError } from '../errors.js';
+import { coordinatorClient, DEFAULT_URL, type GlobalOptions } from '../context.js';
 import { commandHelpAfter } from '../help.js';
 import { serveStdio } from '../mcp/server.js';
 import type { Act } from '../program.js';
@@ -32,16 +30,13 @@ export function registerMcp(program: Command, act: Act): void {
       act(async (ctx, cmd) => {
         const env = ctx.io.env;
         const o = cmd.optsWithGlobals<GlobalOptions>();
-        // the launcher sets AGENTQ_COORDINATOR_URL for every executor; AGENTQ_URL is the CLI's own name
-        const url = o.url ?? (env.AGENTQ_URL || env.AGENTQ_COORDINATOR_URL || DEFAULT_URL);
-        if (!/^https?:\/\/[^/]/.test(url) || !URL.canParse(url)) throw new UsageError(`coordinator URL '${url}' must be an http:// or https:// URL`);
-        const token = o.token ?? (env.AGENTQ_TOKEN || undefined);
-        const caFile = o.caFile ?? (env.AGENTQ_CA_FILE || undefined);
-        const client = new AgentqClient({
-          url,
+        // the launcher sets AGENTQ_COORDINATOR_URL for every executor; AGENTQ_URL is the CLI's own name.
+        // Either is a comma list for a launcher with several coordinators: checked and failed over as by every command
+        const client = coordinatorClient({
+          url: o.url ?? (env.AGENTQ_URL || env.AGENTQ_COORDINATOR_URL || DEFAULT_URL),
+          token: o.token ?? (env.AGENTQ_TOKEN || undefined),
+          caFile: o.caFile ?? (env.AGENTQ_CA_FILE || undefined),
           connections: 8,
-          ...(token === undefined ? {} : { token }),
-          ...(caFile === undefined ? {} : { caFile }),
         });
         const caller = {
           ...(env.AGENTQ_SESSION_NAME ? { sessionName: env.AGENTQ_SESSION_NAME } : {}),

@@ -1,0 +1,34 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { coordinator, deadUrl } from './helpers.js';
+import { callTool, mcpClient, runAgentq } from './mcp-helpers.js';
+
+/*
+ * How `agentq mcp` reaches the coordinator: the URL it is given (a comma list too, as a launcher
+ * with several coordinators hands every job), its CA file, and coordinators that go away.
+ */
+
+describe('agentq mcp: the coordinator URL', () => {
+  it('takes a comma list of coordinators, as every command does, and moves past one that cannot be reached', async (t) => {
+    const c = await coordinator(t);
+    const job = await c.client.createJob({ type: 'start_session', session_name: 'listed', prompt: 'p' });
+    const list = `${await deadUrl()},${c.url}`;
+    // AGENTQ_URL is what the launcher sets for a job; AGENTQ_COORDINATOR_URL is read when it is not set
+    for (const env of [{ AGENTQ_URL: list }, { AGENTQ_COORDINATOR_URL: list }] as Record<string, string>[]) {
+      const mcp = await mcpClient(t, env);
+      const status = await callTool(mcp, 'get_status', { job_id: job.job_id });
+      assert.equal(status.isError, false, status.text);
+      assert.equal(status.data.job.job_id, job.job_id);
+    }
+  });
+
+  it('refuses a URL with a path, or an item of a list that is not http(s), as a usage error (exit 2)', async () => {
+    const withPath = await runAgentq(['mcp'], { AGENTQ_URL: 'http://127.0.0.1:8765/api' });
+    assert.equal(withPath.code, 2, withPath.stderr);
+    assert.match(withPath.stderr, /must have no path or query/);
+    assert.equal(withPath.stdout, '', 'nothing on the protocol stream');
+    const notHttp = await runAgentq(['mcp', '--url', 'http://127.0.0.1:8765,ftp://x'], {});
+    assert.equal(notHttp.code, 2, notHttp.stderr);
+    assert.match(notHttp.stderr, /must be http/);
+  });
+});
