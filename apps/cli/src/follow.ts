@@ -1,5 +1,6 @@
 import type { AgentqClient } from '@agentq/client';
 import type { JobOutput } from '@agentq/protocol';
+import { Reconnecting } from './reconnect.js';
 
 /** How long one follow call may be held by the coordinator while no new output comes. */
 export const FOLLOW_WAIT_MS = 30_000;
@@ -9,6 +10,8 @@ export interface FollowOptions {
   onText: (text: string) => void;
   /** ends the follow early (the job keeps running); the answer so far is returned */
   signal?: AbortSignal | undefined;
+  /** milliseconds clock (default Date.now) */
+  now?: () => number;
 }
 
 export interface Followed {
@@ -21,7 +24,9 @@ export interface Followed {
 /**
  * Follow a job's output from `from` (an answer already read, or an offset to start at) until
  * the job is terminal and every byte is read. Each call long-polls with offset + wait_ms: the
- * coordinator answers as soon as there is new output or the job ends, so nothing sleeps.
+ * coordinator answers as soon as there is new output or the job ends, so nothing sleeps. The
+ * caller has reached the coordinator already (it read `from`, or created the job): a restart of
+ * it is waited out (reconnect.ts), with no deadline but the outage limit.
  */
 export async function followOutput(
   client: AgentqClient,
@@ -41,10 +46,11 @@ export async function followOutput(
     emit(from.output);
   }
   let offset = 'job_id' in from ? from.next_offset : from.offset;
+  const reconnect = new Reconnecting({ deadline: Infinity, now: o.now ?? Date.now, signal: o.signal, reached: true });
   while (!(last && last.terminal && last.next_offset >= last.total_bytes) && !o.signal?.aborted) {
     let res: JobOutput;
     try {
-      res = await client.getOutput(jobId, { offset, wait_ms: FOLLOW_WAIT_MS }, { signal: o.signal });
+      res = await reconnect.call(() => client.getOutput(jobId, { offset, wait_ms: FOLLOW_WAIT_MS }, { signal: o.signal }));
     } catch (err) {
       if (o.signal?.aborted && last) break;
       throw err;

@@ -1,10 +1,12 @@
 import type { AgentqClient } from '@agentq/client';
 import type { Job, WaitMode } from '@agentq/protocol';
+import { Reconnecting } from './reconnect.js';
 
 /**
  * Waiting for jobs without polling: each call is one long-poll that the coordinator answers as
  * soon as the job turns terminal. The server holds a call for at most an hour, so a longer (or
- * unbounded) wait is a loop of calls until the CLI's own deadline.
+ * unbounded) wait is a loop of calls until the CLI's own deadline. A coordinator that restarts
+ * meanwhile does not end the wait: its calls are sent again until it is back (reconnect.ts).
  */
 export const MAX_SERVER_WAIT_MS = 3_600_000;
 
@@ -28,12 +30,13 @@ export async function waitForJob(
   o: WaitOptions,
 ): Promise<Job> {
   const deadline = o.timeoutMs === undefined ? Infinity : o.now() + o.timeoutMs;
+  const reconnect = new Reconnecting({ deadline, now: o.now, signal: o.signal, reached: initial !== undefined });
+  const hold = () => Math.min(Math.max(0, deadline - o.now()), MAX_SERVER_WAIT_MS);
   let job = initial;
   for (;;) {
     if (job && (job.terminal || o.now() >= deadline || aborted(o.signal))) return job;
-    const hold = Math.min(Math.max(0, deadline - o.now()), MAX_SERVER_WAIT_MS);
     try {
-      job = await client.waitJob(jobId, hold, { signal: o.signal });
+      job = await reconnect.call(() => client.waitJob(jobId, hold(), { signal: o.signal }));
     } catch (err) {
       if (aborted(o.signal) && job) return job;
       throw err;
@@ -42,8 +45,16 @@ export async function waitForJob(
   }
 }
 
+export interface WaitManyOptions extends WaitOptions {
+  /**
+   * any: whether a job that had already ended when the wait began ends it (default true). False:
+   * only one of the jobs still active at the first snapshot does (the MCP tool's default).
+   */
+  includeTerminal?: boolean;
+}
+
 export interface WaitManyOutcome {
-  /** the condition was met: any → at least one job terminal; all → every known job terminal */
+  /** the condition was met: any → a job (that counts) terminal; all → every known job terminal */
   done: boolean;
   /** last snapshot of every known job, in the order the ids were given */
   jobs: Job[];
@@ -56,40 +67,52 @@ export async function waitForJobs(
   client: AgentqClient,
   ids: readonly string[],
   mode: WaitMode,
-  o: WaitOptions,
+  o: WaitManyOptions,
 ): Promise<WaitManyOutcome> {
   const deadline = o.timeoutMs === undefined ? Infinity : o.now() + o.timeoutMs;
+  const reconnect = new Reconnecting({ deadline, now: o.now, signal: o.signal });
   const unique = [...new Set(ids)];
   const latest = new Map<string, Job>();
   const notFound = new Set<string>();
+  /** any without includeTerminal: the jobs still active at the first snapshot, the only ones that count */
+  let counted: ReadonlySet<string> | undefined;
+  const counts = (id: string) => counted === undefined || counted.has(id);
   const outcome = (): WaitManyOutcome => {
     const jobs = unique.flatMap((id) => latest.get(id) ?? []);
-    const done = jobs.length > 0 && (mode === 'any' ? jobs.some((j) => j.terminal) : jobs.every((j) => j.terminal));
+    const judged = jobs.filter((j) => counts(j.job_id));
+    const done =
+      jobs.length > 0 && (mode === 'any' ? judged.length === 0 || judged.some((j) => j.terminal) : jobs.every((j) => j.terminal));
     return { done, jobs, notFound: unique.filter((id) => notFound.has(id) && !latest.has(id)) };
   };
   let first = true;
   for (;;) {
-    const watched = unique.filter((id) => !notFound.has(id));
+    // an ended job stays ended: later calls watch the others (and those without a snapshot yet)
+    const watched = unique.filter((id) => !notFound.has(id) && !latest.get(id)?.terminal && counts(id));
     const now = outcome();
     if (!first && (now.done || watched.length === 0 || o.now() >= deadline || aborted(o.signal))) return now;
     // the first call only takes a snapshot: it finds unknown ids and already-terminal jobs at once
-    const hold = first ? 0 : Math.min(Math.max(0, deadline - o.now()), MAX_SERVER_WAIT_MS);
-    first = false;
+    const holdFirst = first;
+    const hold = () => (holdFirst ? 0 : Math.min(Math.max(0, deadline - o.now()), MAX_SERVER_WAIT_MS));
     let res;
     try {
-      // any: the server's any-wait  only watches jobs still active when a call arrives,
-      // so a job that ended between two calls (after the snapshot, between two hour-long calls)
-      // would be missed; include_terminal makes such a job end the next call at once
+      // any: the server's any-wait only watches jobs still active when a call arrives, so a job
+      // that ended between two calls (after the snapshot, between two hour-long calls, while the
+      // coordinator restarted) would be missed; include_terminal makes such a job end the next
+      // call at once
       const body = mode === 'any' ? { include_terminal: true } : {};
-      res = await client.waitJobs({ job_ids: watched, mode, timeout_ms: hold, ...body }, { signal: o.signal });
+      res = await reconnect.call(() => client.waitJobs({ job_ids: watched, mode, timeout_ms: hold(), ...body }, { signal: o.signal }));
     } catch (err) {
       if (aborted(o.signal) && latest.size > 0) return outcome();
       throw err;
     }
     // snapshots that did not fit in the answer (MAX_ANSWER_BYTES) are read one by one
-    const jobs = [...res.jobs, ...(await readEach(client, res.omitted ?? [], o.signal))];
+    const jobs = [...res.jobs, ...(await reconnect.call(() => readEach(client, res.omitted ?? [], o.signal)))];
     for (const job of jobs) latest.set(job.job_id, job);
     for (const id of res.not_found) notFound.add(id);
+    if (first && mode === 'any' && o.includeTerminal === false) {
+      counted = new Set(jobs.filter((j) => !j.terminal).map((j) => j.job_id));
+    }
+    first = false;
     o.onSnapshot?.(jobs);
   }
 }

@@ -21,18 +21,55 @@ export interface TestCoordinator {
   client: AgentqClient;
   /** a launcher played by the test */
   launcher: FakeLauncher;
+  /**
+   * Stop the coordinator the way a restart does (parked waits answered with their snapshot, the
+   * server closed), keep its port down until a client has tried it and been cut off, then start
+   * it again on the same port with the same state.
+   */
+  restart(): Promise<void>;
+  /** stop it for good (it is also stopped when the test ends) */
+  stop(): Promise<void>;
 }
 
 /** A real coordinator on 127.0.0.1:0 for one test, closed (with its clients) when the test ends. */
 export async function coordinator(t: TestContext, overrides: Parameters<typeof startCoordinator>[0] = {}): Promise<TestCoordinator> {
   // a quick sweeper so that jobs with a short timeout_ms turn timed_out promptly
-  const c = await startCoordinator({ pollTimeoutSeconds: 1, logLevel: 'silent', sweepIntervalMs: 20, ...overrides });
+  const config = { pollTimeoutSeconds: 1, logLevel: 'silent', sweepIntervalMs: 20, ...overrides } as const;
+  let c = await startCoordinator(config);
   const client = new AgentqClient({ url: c.url });
   t.after(async () => {
     await client.close();
     await c.close();
   });
-  return { url: c.url, core: c.core, client, launcher: new FakeLauncher(client) };
+  return {
+    url: c.url,
+    core: c.core,
+    client,
+    launcher: new FakeLauncher(client),
+    restart: async () => {
+      await c.close();
+      await downUntilTried(c.port);
+      c = await startCoordinator({ ...config, port: c.port }, { core: c.core });
+    },
+    stop: () => c.close(),
+  };
+}
+
+/**
+ * A port on which a coordinator is down: every connection is accepted and cut at once, until the
+ * first one came (a client has seen the outage); then the port is free again.
+ */
+async function downUntilTried(port: number): Promise<void> {
+  const server = createServer();
+  const tried = new Promise<void>((resolve) =>
+    server.on('connection', (socket) => {
+      socket.destroy();
+      resolve();
+    }),
+  );
+  await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
+  await tried;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
 }
 
 /** The launcher side of the protocol, played by the test with the real client. */
@@ -168,6 +205,22 @@ export function beforeEachCall<T extends object>(
   };
   Object.defineProperty(obj, method, { value: spy, configurable: true, writable: true });
   return results;
+}
+
+/**
+ * Resolves once a call of `obj[method]` whose arguments satisfy `match` has begun (e.g. the
+ * coordinator's core has parked a long-poll), letting every call through unchanged.
+ */
+export function whenCalled<T extends object>(obj: T, method: keyof T & string, match: (...args: never[]) => boolean): Promise<void> {
+  const original = obj[method] as unknown as (...args: unknown[]) => unknown;
+  return new Promise((resolve) => {
+    const spy = function (...args: unknown[]) {
+      const out = original.apply(obj, args);
+      if (match(...(args as never[]))) resolve();
+      return out;
+    };
+    Object.defineProperty(obj, method, { value: spy, configurable: true, writable: true });
+  });
 }
 
 /**

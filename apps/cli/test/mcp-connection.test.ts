@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { coordinator, deadUrl } from './helpers.js';
+import { coordinator, deadUrl, whenCalled } from './helpers.js';
 import { callTool, mcpClient, runAgentq } from './mcp-helpers.js';
 
 /*
@@ -30,5 +30,24 @@ describe('agentq mcp: the coordinator URL', () => {
     const notHttp = await runAgentq(['mcp', '--url', 'http://127.0.0.1:8765,ftp://x'], {});
     assert.equal(notHttp.code, 2, notHttp.stderr);
     assert.match(notHttp.stderr, /must be http/);
+  });
+});
+
+describe('agentq mcp: a coordinator restart during wait_for_jobs', () => {
+  it('the wait goes on once the coordinator is back, instead of answering "not done" early', async (t) => {
+    const c = await coordinator(t);
+    const job = await c.client.createJob({ type: 'start_session', session_name: 'a', prompt: 'x' });
+    const mcp = await mcpClient(t, { AGENTQ_URL: c.url });
+    const parked = whenCalled(c.core, 'waitJobs', (_ids: string[], timeoutMs: number) => timeoutMs > 0);
+    const waiting = callTool(mcp, 'wait_for_jobs', { job_ids: [job.job_id], timeout_ms: 50_000 });
+    await parked;
+    // the parked wait is answered early (not done), then the coordinator is away for a moment
+    await c.restart();
+    await c.client.stopJob(job.job_id);
+    const r = await waiting;
+    assert.equal(r.isError, false, r.text);
+    assert.equal(r.data.done, true, r.text);
+    assert.deepEqual(r.data.terminal, [job.job_id]);
+    assert.match(r.text, /^Done: 1 of 1 job\(s\) have ended\./);
   });
 });

@@ -52,6 +52,7 @@ export function registerOutput(program: Command, act: Act): void {
             if (!ctx.json) ctx.io.stdout.write(t);
           },
           signal: ctx.signal,
+          now: ctx.now,
         });
         const data: JobOutput = { ...last, offset: first.offset, output: text };
         const exitCode = last.terminal ? exitCodeForStatus(last.status) : CliExitCodes.running;

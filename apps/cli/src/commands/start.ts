@@ -171,6 +171,7 @@ async function waitFollowing(ctx: CommandContext, body: CreateJobRequest, timeou
         endsWithNewline = text.endsWith('\n');
       },
       signal: stopFollowing.signal,
+      now: ctx.now,
     },
   ).then(
     () => undefined,

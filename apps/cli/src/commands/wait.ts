@@ -25,7 +25,9 @@ interface WaitOptions {
 
 const NOTES = `Exit: 3 if the wait stopped before its condition; otherwise 0 if every finished job
 completed, else the code of the first finished job (in argument order) that did not.
-Unknown ids are listed in not_found and ignored; 5 if none of the ids exists.`;
+Unknown ids are listed in not_found and ignored; 5 if none of the ids exists.
+A coordinator restart does not end the wait; 1 if no coordinator answers until the
+timeout (or for 5 minutes).`;
 
 export function registerWait(program: Command, act: Act): void {
   program

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { readEach } from '../waiting.js';
+import { waitForJobs } from '../waiting.js';
 import { ToolError } from './answers.js';
 import type { AddTool, ToolContext } from './server.js';
 import { describeJob, describeSession, joined, jobView, sessionView } from './views.js';
@@ -69,14 +69,12 @@ export function registerJobTools(add: AddTool, { client }: ToolContext): void {
       },
       annotations: { readOnlyHint: true },
     },
-    async ({ job_ids, mode = 'any', timeout_ms = DEFAULT_WAIT_MS, include_terminal }, signal) => {
-      const r = await client.waitJobs(
-        { job_ids, mode, timeout_ms, ...(include_terminal === undefined ? {} : { include_terminal }) },
-        { signal },
-      );
-      // snapshots that did not fit in the coordinator's answer (MAX_ANSWER_BYTES) are read one by one
-      const order = new Map(job_ids.map((id, i) => [id, i]));
-      const all = [...r.jobs, ...(await readEach(client, r.omitted ?? [], signal))].sort((a, b) => order.get(a.job_id)! - order.get(b.job_id)!);
+    async ({ job_ids, mode = 'any', timeout_ms = DEFAULT_WAIT_MS, include_terminal = false }, signal) => {
+      // the CLI's wait: a snapshot, then long-polls until the time is up; a coordinator that
+      // restarts meanwhile (it answers parked waits early, then is away) is waited out, and
+      // reported unreachable only if it is not back in time
+      const r = await waitForJobs(client, job_ids, mode, { timeoutMs: timeout_ms, signal, now: Date.now, includeTerminal: include_terminal });
+      const all = r.jobs;
       const perJob = Math.max(1024, Math.floor(WAIT_RESULTS_BYTES / Math.max(1, all.length)));
       const jobs = all.map((j) => jobView(j, perJob));
       const terminal = jobs.filter((j) => j.terminal).map((j) => j.job_id);
@@ -86,14 +84,14 @@ export function registerJobTools(add: AddTool, { client }: ToolContext): void {
       else if (r.done) head = mode === 'all' ? `All ${jobs.length} job(s) have ended.` : `Done: ${terminal.length} of ${jobs.length} job(s) have ended.`;
       else head = `Not done after ${timeout_ms / 1000} s: ${notTerminal.length} of ${jobs.length} job(s) still active (${notTerminal.join(', ')}).`;
       const message = [head];
-      if (r.not_found.length > 0) message.push(`Unknown job ids: ${r.not_found.join(', ')}.`);
+      if (r.notFound.length > 0) message.push(`Unknown job ids: ${r.notFound.join(', ')}.`);
       if (!r.done && jobs.length > 0) {
         message.push('Call wait_for_jobs again to keep waiting, or end your turn: a child of yours resumes you with its result when it ends.');
       }
       return {
         message: message.join(' '),
         details: jobs.map((j) => joined(describeJob(j))).join('\n\n'),
-        data: { mode: r.mode, done: r.done, terminal, not_terminal: notTerminal, not_found: r.not_found, jobs },
+        data: { mode, done: r.done, terminal, not_terminal: notTerminal, not_found: r.notFound, jobs },
       };
     },
   );

@@ -1,0 +1,104 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { AgentqClient, AgentqConnectionError } from '@agentq/client';
+import {
+  CliCommandData,
+  CliEnvelope,
+  CliFailure,
+  type CliFailure as Failure,
+  type CliWaitResult,
+  type JobDescriptor,
+  type JobOutput,
+} from '@agentq/protocol';
+import { Reconnecting } from '../src/reconnect.js';
+import { cli, coordinator, deadUrl, envelope, whenCalled } from './helpers.js';
+
+/*
+ * A coordinator that restarts while the CLI waits on it: the wait goes on once it is back
+ * (docs/cli.md, "A coordinator restart"). Each test parks the CLI's long-poll, restarts the
+ * coordinator (the parked call is answered early, then the port is down until the CLI has tried
+ * it), and ends the job on the restarted coordinator.
+ */
+
+describe('a coordinator restart during a wait', () => {
+  it('agentq wait goes on and exits with the outcome of the job', async (t) => {
+    const c = await coordinator(t);
+    const job = await c.client.createJob({ type: 'start_session', session_name: 'a', prompt: 'x' });
+    const parked = whenCalled(c.core, 'waitJobs', (_ids: string[], timeoutMs: number) => timeoutMs > 0);
+    const waiting = cli(c.url, ['wait', job.job_id, '--timeout', '2m', '--json']);
+    await parked;
+    await c.restart();
+    await c.client.stopJob(job.job_id);
+    const r = await waiting;
+    assert.equal(r.code, 6, r.stdout + r.stderr);
+    const data = envelope<{ ok: true; data: CliWaitResult }>(r, CliEnvelope(CliCommandData.wait)).data;
+    assert.equal(data.done, true);
+    assert.equal(data.jobs[0]?.status, 'stopped');
+  });
+
+  it('agentq start --wait goes on and exits with the outcome of the job', async (t) => {
+    const c = await coordinator(t);
+    const parked = whenCalled(c.core, 'waitJob', (_id: string, timeoutMs: number) => timeoutMs > 0);
+    const starting = cli(c.url, ['start', 'a', '-p', 'x', '--wait', '--json']);
+    await parked;
+    await c.restart();
+    const job = await c.launcher.claimAndStart();
+    await c.launcher.complete(job.job_id, 'after the restart');
+    const r = await starting;
+    assert.equal(r.code, 0, r.stdout + r.stderr);
+    const d = envelope<{ ok: true; data: JobDescriptor }>(r, CliEnvelope(CliCommandData.start)).data;
+    assert.equal(d.result, 'after the restart');
+  });
+
+  it('agentq output --follow goes on from where it was, and prints every byte once', async (t) => {
+    const c = await coordinator(t);
+    const job = await c.client.createJob({ type: 'start_session', session_name: 'a', prompt: 'x' });
+    await c.launcher.claimAndStart();
+    await c.launcher.output(job.job_id, 0, 'before\n');
+    const parked = whenCalled(c.core, 'readOutput', (_id: string, q: { wait_ms?: number }) => (q.wait_ms ?? 0) > 0);
+    const following = cli(c.url, ['output', job.job_id, '--follow', '--json']);
+    await parked;
+    await c.restart();
+    await c.launcher.output(job.job_id, 7, 'after\n');
+    await c.launcher.complete(job.job_id);
+    const r = await following;
+    assert.equal(r.code, 0, r.stdout + r.stderr);
+    const data = envelope<{ ok: true; data: JobOutput }>(r, CliEnvelope(CliCommandData.output)).data;
+    assert.equal(data.output, 'before\nafter\n');
+  });
+
+  it('a coordinator that is not back by the deadline: exit 1, coordinator_unreachable', async (t) => {
+    const c = await coordinator(t);
+    const job = await c.client.createJob({ type: 'start_session', session_name: 'a', prompt: 'x' });
+    const parked = whenCalled(c.core, 'waitJobs', (_ids: string[], timeoutMs: number) => timeoutMs > 0);
+    const waiting = cli(c.url, ['wait', job.job_id, '--timeout', '1s', '--json']);
+    await parked;
+    await c.stop();
+    const r = await waiting;
+    assert.equal(r.code, 1, r.stdout + r.stderr);
+    assert.equal(envelope<Failure>(r, CliFailure).error.code, 'coordinator_unreachable');
+  });
+
+  it('a coordinator that never answered is reported at once, not waited for', async () => {
+    const r = await cli(await deadUrl(), ['wait', 'job_0123456789ab', '--timeout', 'none', '--json']);
+    assert.equal(r.code, 1);
+    assert.equal(envelope<Failure>(r, CliFailure).error.code, 'coordinator_unreachable');
+  });
+});
+
+describe('Reconnecting', () => {
+  it('without a deadline, gives up once no coordinator answered for the outage limit', async (t) => {
+    const client = new AgentqClient({ url: await deadUrl() });
+    t.after(() => client.close());
+    let attempts = 0;
+    const reconnect = new Reconnecting({ deadline: Infinity, now: Date.now, reached: true, outageLimitMs: 300 });
+    await assert.rejects(
+      reconnect.call(() => {
+        attempts++;
+        return client.health();
+      }),
+      AgentqConnectionError,
+    );
+    assert.ok(attempts > 1, `tried ${attempts} time(s)`);
+  });
+});
