@@ -9,6 +9,8 @@ import { describeSession, joined, jobView, sessionView } from './views.js';
 /* The tools that create work and address sessions: start, resume, message, list children, stop. */
 
 const SessionName = z.string().min(1).max(200);
+/** Most jobs a `stop` answer lists (it counts them all). */
+const STOPPED_MAX = 50;
 const Prompt = z.string().min(1).describe('the instruction for the agent');
 /** Job fields a start or a resume may set (the API's names and limits; the coordinator checks them too). */
 const JobOptions = {
@@ -183,12 +185,15 @@ export function registerSessionTools(add: AddTool, { client, caller }: ToolConte
         return { message: `Job ${r.job_id}: ${what}.`, data: { job_id: r.job_id, outcome: r.outcome, status: r.status, job: jobView(r.job) } };
       }
       const r = await client.stopSession(session_name!, { signal });
-      const lines = r.stopped.map((s) => `job ${s.job_id} ${s.outcome}`);
+      // a session may have many jobs queued: the answer names the first ones and counts them all
+      const stopped = r.stopped.slice(0, STOPPED_MAX);
+      const lines = stopped.map((s) => `job ${s.job_id} ${s.outcome}`);
+      const more = r.stopped.length > stopped.length ? ` and ${r.stopped.length - stopped.length} more job(s)` : '';
       const session = sessionView(await client.getSession(r.session_name, { signal }));
       return {
-        message: `Stopping session "${r.session_name}": ${lines.join(', ')}.`,
+        message: `Stopping session "${r.session_name}": ${lines.join(', ')}${more}.`,
         details: joined(describeSession(session)),
-        data: { session_name: r.session_name, stopped: r.stopped, session },
+        data: { session_name: r.session_name, stopped, stopped_count: r.stopped.length, session },
       };
     },
   );

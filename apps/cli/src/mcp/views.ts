@@ -9,6 +9,8 @@ import type { Job, Session, Usage } from '@agentq/protocol';
 
 /** Longest result (or last result, error) a view carries, in bytes: longer ones are cut and say so. */
 export const RESULT_MAX_BYTES = 16 * 1024;
+/** Most child names a session view lists (the newest); list_children pages through all of them. */
+export const CHILDREN_MAX = 50;
 
 /** What a view says about a text it may have cut. */
 export interface Bounded {
@@ -94,7 +96,10 @@ export interface SessionView {
   last_error: string | null;
   /** false once the session can take no more input (docs/sessions.md) */
   accepts_input: boolean;
+  /** its newest CHILDREN_MAX children, oldest first */
   children: string[];
+  /** how many children it has in all */
+  children_count: number;
   /** its most recent jobs, oldest first (at most 20) */
   recent_job_ids: string[];
   job_count: number;
@@ -120,7 +125,8 @@ export function sessionView(s: Session, resultMaxBytes = RESULT_MAX_BYTES): Sess
     ...(last.full_bytes === undefined ? {} : { last_result_full_bytes: last.full_bytes }),
     last_error: bounded(s.last_error, resultMaxBytes).text,
     accepts_input: s.accepts_input,
-    children: s.children,
+    children: s.children.slice(-CHILDREN_MAX),
+    children_count: s.children.length,
     recent_job_ids: s.job_ids.slice(-20),
     job_count: s.job_ids.length,
     pending_messages: s.pending_messages.length,
@@ -173,7 +179,11 @@ export function describeSession(v: SessionView): Described {
   }
   if (v.last_error !== null) lines.push(`Last error: ${v.last_error}`);
   if (!v.accepts_input) lines.push('It can take no more input (its start never ran).');
-  if (v.children.length > 0) lines.push(`Children: ${v.children.join(', ')}.`);
+  if (v.children_count > v.children.length) {
+    lines.push(`Children: ${v.children_count}; the newest ${v.children.length}: ${v.children.join(', ')}. list_children pages through them all.`);
+  } else if (v.children.length > 0) {
+    lines.push(`Children: ${v.children.join(', ')}.`);
+  }
   if (v.pending_messages > 0 || v.pending_callbacks > 0) {
     lines.push(`Waiting to be delivered with its next turn: ${v.pending_messages} message(s), ${v.pending_callbacks} child outcome(s).`);
   }

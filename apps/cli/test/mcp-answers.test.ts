@@ -1,0 +1,50 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import type { CreateJobRequest } from '@agentq/protocol';
+import { coordinator } from './helpers.js';
+import { callTool, mcpClient } from './mcp-helpers.js';
+
+/*
+ * The MCP tools' answers stay bounded (docs/mcp.md, "Answers"), however large the sessions and
+ * jobs they are about: a model reads every byte of them.
+ */
+
+describe('agentq mcp: bounded answers', () => {
+  it('get_status and stop of a session name its newest 50 children and count them all', async (t) => {
+    const c = await coordinator(t);
+    await c.client.createJob({ type: 'start_session', session_name: 'big', prompt: 'p' });
+    const children: CreateJobRequest[] = Array.from({ length: 60 }, (_, i) => ({
+      type: 'start_session',
+      session_name: `big-child-${String(i).padStart(2, '0')}-${'x'.repeat(150)}`,
+      parent_session_name: 'big',
+      prompt: 'p',
+    }));
+    await c.client.createJobs(children);
+    const newest = children.slice(10).map((j) => j.session_name);
+    const mcp = await mcpClient(t, { AGENTQ_URL: c.url });
+
+    const status = await callTool(mcp, 'get_status', { session_name: 'big' });
+    assert.equal(status.isError, false, status.text);
+    assert.deepEqual(status.data.session.children, newest);
+    assert.equal(status.data.session.children_count, 60);
+    assert.match(status.text, /Children: 60; the newest 50: big-child-10-x+, .*\. list_children pages through them all\./);
+    assert.doesNotMatch(status.text, /big-child-09/);
+
+    const stopped = await callTool(mcp, 'stop', { session_name: 'big' });
+    assert.equal(stopped.isError, false, stopped.text);
+    assert.deepEqual(stopped.data.session.children, newest);
+    assert.doesNotMatch(stopped.text, /big-child-09/);
+  });
+
+  it('stop of a session with many jobs queued names the first 50 and counts them all', async (t) => {
+    const c = await coordinator(t);
+    await c.client.createJob({ type: 'start_session', session_name: 'busy', prompt: 'p' });
+    await c.client.createJobs(Array.from({ length: 59 }, () => ({ type: 'resume_session' as const, session_name: 'busy', prompt: 'more' })));
+    const mcp = await mcpClient(t, { AGENTQ_URL: c.url });
+    const stopped = await callTool(mcp, 'stop', { session_name: 'busy' });
+    assert.equal(stopped.isError, false, stopped.text);
+    assert.equal(stopped.data.stopped.length, 50);
+    assert.equal(stopped.data.stopped_count, 60);
+    assert.match(stopped.data.message, /^Stopping session "busy": (job job_\w+ stopped, ){49}job job_\w+ stopped and 10 more job\(s\)\.$/);
+  });
+});
