@@ -98,7 +98,8 @@ export interface ClientSettings {
   url: string;
   token: string | undefined;
   caFile: string | undefined;
-  connections: number;
+  /** null: no limit (see ClientOptions) */
+  connections: number | null;
 }
 
 /**

@@ -208,15 +208,21 @@ export function beforeEachCall<T extends object>(
 }
 
 /**
- * Resolves once a call of `obj[method]` whose arguments satisfy `match` has begun (e.g. the
- * coordinator's core has parked a long-poll), letting every call through unchanged.
+ * Resolves once `times` calls of `obj[method]` whose arguments satisfy `match` have begun (e.g.
+ * the coordinator's core has parked a long-poll), letting every call through unchanged.
  */
-export function whenCalled<T extends object>(obj: T, method: keyof T & string, match: (...args: never[]) => boolean): Promise<void> {
+export function whenCalled<T extends object>(
+  obj: T,
+  method: keyof T & string,
+  match: (...args: never[]) => boolean,
+  times = 1,
+): Promise<void> {
   const original = obj[method] as unknown as (...args: unknown[]) => unknown;
+  let seen = 0;
   return new Promise((resolve) => {
     const spy = function (...args: unknown[]) {
       const out = original.apply(obj, args);
-      if (match(...(args as never[]))) resolve();
+      if (match(...(args as never[])) && ++seen === times) resolve();
       return out;
     };
     Object.defineProperty(obj, method, { value: spy, configurable: true, writable: true });

@@ -51,3 +51,24 @@ describe('agentq mcp: a coordinator restart during wait_for_jobs', () => {
     assert.match(r.text, /^Done: 1 of 1 job\(s\) have ended\./);
   });
 });
+
+describe('agentq mcp: tool calls parked in long-polls', () => {
+  it('do not hold up the other tool calls, however many there are', async (t) => {
+    const c = await coordinator(t);
+    const job = await c.client.createJob({ type: 'start_session', session_name: 'a', prompt: 'x' });
+    const mcp = await mcpClient(t, { AGENTQ_URL: c.url });
+    const WAITS = 12;
+    const parked = whenCalled(c.core, 'waitJobs', (_ids: string[], timeoutMs: number) => timeoutMs > 0, WAITS);
+    let answered = 0;
+    const waits = Array.from({ length: WAITS }, () =>
+      callTool(mcp, 'wait_for_jobs', { job_ids: [job.job_id], timeout_ms: 50_000 }).finally(() => answered++),
+    );
+    // every wait is parked on the coordinator at once: none waits for a connection
+    await parked;
+    const status = await callTool(mcp, 'get_status', { job_id: job.job_id });
+    assert.equal(status.isError, false, status.text);
+    assert.equal(answered, 0, 'get_status was answered while every wait was still parked');
+    await c.client.stopJob(job.job_id);
+    for (const w of await Promise.all(waits)) assert.equal(w.data.done, true, w.text);
+  });
+});

@@ -56,8 +56,11 @@ export interface ClientOptions {
   token?: string | (() => string | undefined);
   /** PEM file of the CA that signed the coordinator's certificate (a self-signed deployment) */
   caFile?: string;
-  /** connections kept to the coordinator (default 16) */
-  connections?: number;
+  /**
+   * connections kept to the coordinator (default 16); null: no limit, a connection for every
+   * request in flight (a caller whose long-polls must never hold up its other requests)
+   */
+  connections?: number | null;
   /** time allowed for the answer's headers on ordinary requests (default 30 s) */
   headersTimeoutMs?: number;
   /**
@@ -134,7 +137,7 @@ export class AgentqClient {
       }
     }
     this.#poolOptions = {
-      connections: options.connections ?? 16,
+      connections: options.connections === undefined ? 16 : options.connections,
       // per-request timeouts are set on each call; these are the pool's outer bounds
       headersTimeout: 0,
       bodyTimeout: 0,

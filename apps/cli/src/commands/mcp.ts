@@ -36,7 +36,10 @@ export function registerMcp(program: Command, act: Act): void {
           url: o.url ?? (env.AGENTQ_URL || env.AGENTQ_COORDINATOR_URL || DEFAULT_URL),
           token: o.token ?? (env.AGENTQ_TOKEN || undefined),
           caFile: o.caFile ?? (env.AGENTQ_CA_FILE || undefined),
-          connections: 8,
+          // no limit: every tool call in flight gets a connection, so calls parked in long-polls
+          // (wait_for_jobs, get_output's wait_ms, up to 50 s each) never hold up the others; how
+          // many there are is up to the one agent this server serves
+          connections: null,
         });
         const caller = {
           ...(env.AGENTQ_SESSION_NAME ? { sessionName: env.AGENTQ_SESSION_NAME } : {}),
