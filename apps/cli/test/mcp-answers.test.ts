@@ -47,4 +47,22 @@ describe('agentq mcp: bounded answers', () => {
     assert.equal(stopped.data.stopped_count, 60);
     assert.match(stopped.data.message, /^Stopping session "busy": (job job_\w+ stopped, ){49}job job_\w+ stopped and 10 more job\(s\)\.$/);
   });
+
+  it('wait_for_jobs: the results of all the jobs share 64 KiB, however many jobs there are', async (t) => {
+    const c = await coordinator(t);
+    const created = await c.client.createJobs(Array.from({ length: 100 }, (_, i) => ({ type: 'start_session' as const, session_name: `w${i}`, prompt: 'p' })));
+    for (let i = 0; i < created.length; i++) {
+      const job = await c.launcher.claimAndStart();
+      await c.launcher.complete(job.job_id, 'r'.repeat(2048));
+    }
+    const mcp = await mcpClient(t, { AGENTQ_URL: c.url });
+    const waited = await callTool(mcp, 'wait_for_jobs', { job_ids: created.map((j) => j.job_id), mode: 'all', timeout_ms: 0 });
+    assert.equal(waited.isError, false, waited.text);
+    assert.equal(waited.data.done, true);
+    const jobs = waited.data.jobs as { result: string; result_full_bytes?: number }[];
+    assert.equal(jobs.length, 100);
+    const bytes = jobs.reduce((n, j) => n + Buffer.byteLength(j.result, 'utf8'), 0);
+    assert.ok(bytes <= 64 * 1024, `${bytes} bytes of results`);
+    for (const j of jobs) assert.equal(j.result_full_bytes, 2048);
+  });
 });

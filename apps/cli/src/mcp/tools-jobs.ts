@@ -15,8 +15,12 @@ export const DEFAULT_WAIT_MS = 30_000;
 /** get_output: the most bytes one call returns, and the default. */
 export const OUTPUT_MAX_BYTES = 64 * 1024;
 export const OUTPUT_DEFAULT_BYTES = 16 * 1024;
-/** wait_for_jobs: results of all the jobs together are cut to about this many bytes. */
+/**
+ * wait_for_jobs: the results and errors of all the jobs together are cut to this many bytes,
+ * each job getting an equal share (655 bytes each for the most jobs a call takes, 100).
+ */
 const WAIT_RESULTS_BYTES = 64 * 1024;
+const WAIT_MAX_JOBS = 100;
 
 const JobId = z.string().min(1).max(200);
 
@@ -59,7 +63,7 @@ export function registerJobTools(add: AddTool, { client }: ToolContext): void {
         'an error), the ids that are terminal and those that are not, and each job\'s status and result. Rarely needed: children of yours ' +
         'resume you with their results, so ending your turn is usually better than waiting.',
       inputSchema: {
-        job_ids: z.array(JobId).min(1).max(100).describe('the jobs to wait for'),
+        job_ids: z.array(JobId).min(1).max(WAIT_MAX_JOBS).describe('the jobs to wait for'),
         mode: z.enum(['any', 'all']).optional().describe('any (default) or all'),
         timeout_ms: z.number().int().min(0).max(MAX_WAIT_MS).optional().describe(`how long to wait at most (default ${DEFAULT_WAIT_MS})`),
         include_terminal: z
@@ -74,9 +78,8 @@ export function registerJobTools(add: AddTool, { client }: ToolContext): void {
       // restarts meanwhile (it answers parked waits early, then is away) is waited out, and
       // reported unreachable only if it is not back in time
       const r = await waitForJobs(client, job_ids, mode, { timeoutMs: timeout_ms, signal, now: Date.now, includeTerminal: include_terminal });
-      const all = r.jobs;
-      const perJob = Math.max(1024, Math.floor(WAIT_RESULTS_BYTES / Math.max(1, all.length)));
-      const jobs = all.map((j) => jobView(j, perJob));
+      const share = Math.floor(WAIT_RESULTS_BYTES / Math.max(1, r.jobs.length));
+      const jobs = r.jobs.map((j) => jobView(j, share));
       const terminal = jobs.filter((j) => j.terminal).map((j) => j.job_id);
       const notTerminal = jobs.filter((j) => !j.terminal).map((j) => j.job_id);
       let head: string;

@@ -7,7 +7,10 @@ import type { Job, Session, Usage } from '@agentq/protocol';
  * data. The API's full objects stay one call away (`agentq status <job_id> --json`).
  */
 
-/** Longest result (or last result, error) a view carries, in bytes: longer ones are cut and say so. */
+/**
+ * Longest result and error (or last result, last error) a view carries, in bytes, the two
+ * together: longer ones are cut and say so. (A job ends with one or the other.)
+ */
 export const RESULT_MAX_BYTES = 16 * 1024;
 /** Most child names a session view lists (the newest); list_children pages through all of them. */
 export const CHILDREN_MAX = 50;
@@ -61,6 +64,7 @@ export interface JobView {
 
 export function jobView(job: Job, resultMaxBytes = RESULT_MAX_BYTES): JobView {
   const result = bounded(job.result, resultMaxBytes);
+  const error = bounded(job.error, resultMaxBytes - Buffer.byteLength(result.text ?? '', 'utf8'));
   return {
     job_id: job.job_id,
     type: job.type,
@@ -70,7 +74,7 @@ export function jobView(job: Job, resultMaxBytes = RESULT_MAX_BYTES): JobView {
     terminal: job.terminal,
     result: result.text,
     ...(result.full_bytes === undefined ? {} : { result_full_bytes: result.full_bytes }),
-    error: bounded(job.error, resultMaxBytes).text,
+    error: error.text,
     error_code: job.error_code,
     pending_reason: job.pending_reason,
     callback_of: job.callback_of,
@@ -114,6 +118,7 @@ export interface SessionView {
 
 export function sessionView(s: Session, resultMaxBytes = RESULT_MAX_BYTES): SessionView {
   const last = bounded(s.last_result, resultMaxBytes);
+  const lastError = bounded(s.last_error, resultMaxBytes - Buffer.byteLength(last.text ?? '', 'utf8'));
   return {
     session_name: s.session_name,
     parent_session_name: s.parent_session_name,
@@ -123,7 +128,7 @@ export function sessionView(s: Session, resultMaxBytes = RESULT_MAX_BYTES): Sess
     last_job_status: s.last_job_status,
     last_result: last.text,
     ...(last.full_bytes === undefined ? {} : { last_result_full_bytes: last.full_bytes }),
-    last_error: bounded(s.last_error, resultMaxBytes).text,
+    last_error: lastError.text,
     accepts_input: s.accepts_input,
     children: s.children.slice(-CHILDREN_MAX),
     children_count: s.children.length,
