@@ -19,8 +19,10 @@ export function cliVersion(): string {
  * throws and never exits the process: `main.ts` does that.
  */
 export async function run(argv: readonly string[], io: CliIo): Promise<number> {
-  // known before parsing, so that even a command line commander rejects gets its envelope
-  const json = argv.includes('--json');
+  /** `--json` as commander parsed it, once it has (an operand `--json`, after `--`, is not it) */
+  let parsedJson: boolean | undefined;
+  // before that, scanned, so that even a command line commander rejects gets its envelope
+  const json = () => parsedJson ?? jsonBeforeParsing(argv);
   let helpText = '';
   let result: CommandResult | undefined;
   const version = cliVersion();
@@ -31,6 +33,7 @@ export async function run(argv: readonly string[], io: CliIo): Promise<number> {
         writeOut: (text) => (helpText += text),
         run: async (cmd, handler) => {
           const ctx = new RunContext(io, cmd.optsWithGlobals<GlobalOptions>());
+          parsedJson = ctx.json;
           try {
             result = await handler(ctx, cmd);
           } catch (err) {
@@ -50,12 +53,21 @@ export async function run(argv: readonly string[], io: CliIo): Promise<number> {
     } else if (err instanceof CommanderError && err.code === 'commander.helpDisplayed') {
       result = { data: { help: helpText }, exitCode: CliExitCodes.ok, text: () => helpText };
     } else {
-      return fail(io, json, err);
+      return fail(io, json(), err);
     }
   }
-  if (!result) return fail(io, json, new Error('the command gave no result'));
-  print(io, json, result);
+  if (!result) return fail(io, json(), new Error('the command gave no result'));
+  print(io, json(), result);
   return result.exitCode;
+}
+
+/**
+ * Whether `--json` is among the options, for what commander answers before it has parsed the
+ * whole line (help, version, an unknown flag, a missing argument): the words before `--` only.
+ */
+function jsonBeforeParsing(argv: readonly string[]): boolean {
+  const end = argv.indexOf('--');
+  return (end < 0 ? argv : argv.slice(0, end)).includes('--json');
 }
 
 function fail(io: CliIo, json: boolean, err: unknown): number {

@@ -90,4 +90,23 @@ describe('agentq send', () => {
     assert.equal(envelope<Failure>(r, CliFailure).error.code, 'usage_error');
     assert.deepEqual((await c.client.getSession('quiet')).pending_messages, []);
   });
+
+  it('the text "--json" after -- is the message, not the option: the answer is text', async (t) => {
+    const c = await coordinator(t);
+    await c.client.createJob({ type: 'start_session', session_name: 'literal', prompt: 'p' });
+    await c.launcher.claimAndStart();
+    const r = await cli(c.url, ['send', 'literal', '--', '--json']);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /^queued msg_\w+ for literal: delivered with its next turn\n$/);
+    assert.equal((await c.client.getSession('literal')).pending_messages[0]?.text, '--json');
+    // an error after parsing is text too, and one before it (commander's) when --json is only an operand
+    const unknown = await cli(c.url, ['send', 'nobody', '--', '--json']);
+    assert.equal(unknown.code, 5);
+    assert.equal(unknown.stdout, '');
+    assert.match(unknown.stderr, /^agentq: session nobody not found \(session_not_found\)/);
+    const missing = await cli(c.url, ['send', '--', '--json']);
+    assert.equal(missing.code, 2);
+    assert.equal(missing.stdout, '');
+    assert.match(missing.stderr, /^agentq: missing required argument 'text'/);
+  });
 });
