@@ -12,13 +12,24 @@ const SessionName = z.string().min(1).max(200);
 /** Most jobs a `stop` answer lists (it counts them all). */
 const STOPPED_MAX = 50;
 const Prompt = z.string().min(1).describe('the instruction for the agent');
-/** Job fields a start or a resume may set (the API's names and limits; the coordinator checks them too). */
+/**
+ * Job fields a start or a resume may set (the API's names and limits; the coordinator checks them
+ * too). Each may be null where the API takes null: for timeout_ms that is "no timeout", which
+ * differs from leaving it out when the coordinator has a default (JOB_DEFAULT_TIMEOUT_MS).
+ */
 const JobOptions = {
-  agent_name: z.string().min(1).max(200).optional().describe('agent blueprint (Claude Code: --agent); a resume inherits the session\'s'),
-  project_dir: z.string().min(1).max(4096).optional().describe("working directory on the launcher host; a resume inherits the session's"),
-  timeout_ms: z.number().int().min(1).max(30 * 24 * 3600 * 1000).optional().describe('the job ends timed_out this long after it is created'),
-  requires: z.record(z.string(), z.string()).optional().describe('labels a launcher must have to run it, e.g. {"gpu":"true"}'),
-  max_cost_usd: z.number().positive().max(1e6).optional().describe('stop the turn once it would cost more (Claude Code: --max-budget-usd)'),
+  agent_name: z.string().min(1).max(200).nullable().optional().describe('agent blueprint (Claude Code: --agent); a resume inherits the session\'s (also when null)'),
+  project_dir: z.string().min(1).max(4096).nullable().optional().describe("working directory on the launcher host; a resume inherits the session's (also when null)"),
+  timeout_ms: z
+    .number()
+    .int()
+    .min(1)
+    .max(30 * 24 * 3600 * 1000)
+    .nullable()
+    .optional()
+    .describe("the job ends timed_out this long after it is created; null: no timeout (left out: the coordinator's default, if it has one)"),
+  requires: z.record(z.string(), z.string()).nullable().optional().describe('labels a launcher must have to run it, e.g. {"gpu":"true"}; null: none'),
+  max_cost_usd: z.number().positive().max(1e6).nullable().optional().describe('stop the turn once it would cost more (Claude Code: --max-budget-usd); null: no limit'),
 };
 
 /** What the agent is told about being resumed, for a job of `session` whose parent is `parent`. */
@@ -62,7 +73,7 @@ export function registerSessionTools(add: AddTool, { client, caller }: ToolConte
           .optional()
           .describe(own ? `the session told when it ends; default your own ("${own}"); null: a root session` : 'the session told when it ends; default none'),
         ...JobOptions,
-        budget_usd: z.number().positive().max(1e6).optional().describe('root sessions only: the budget of the tree it starts'),
+        budget_usd: z.number().positive().max(1e6).nullable().optional().describe('root sessions only: the budget of the tree it starts; null: none'),
       },
     },
     async (args, signal) => {
