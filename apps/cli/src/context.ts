@@ -1,4 +1,4 @@
-import { AgentqClient, splitUrls } from '@agentq/client';
+import { AgentqClient, splitUrls, toError } from '@agentq/client';
 import { UsageError } from './errors.js';
 
 /** A place to write text: process.stdout / process.stderr, or a buffer in tests. */
@@ -108,12 +108,17 @@ export interface ClientSettings {
  */
 export function coordinatorClient(s: ClientSettings): AgentqClient {
   checkUrl(s.url);
-  return new AgentqClient({
-    url: s.url,
-    connections: s.connections,
-    ...(s.token === undefined ? {} : { token: s.token }),
-    ...(s.caFile === undefined ? {} : { caFile: s.caFile }),
-  });
+  try {
+    return new AgentqClient({
+      url: s.url,
+      connections: s.connections,
+      ...(s.token === undefined ? {} : { token: s.token }),
+      ...(s.caFile === undefined ? {} : { caFile: s.caFile }),
+    });
+  } catch (err) {
+    // with the URL checked, what the client refuses is its CA file (missing, unreadable): a bad flag
+    throw new UsageError(`${toError(err).message} (--ca-file or AGENTQ_CA_FILE)`, undefined, { cause: err });
+  }
 }
 
 /** One URL, or several coordinators of one database as a comma list (the client tries them in turn). */

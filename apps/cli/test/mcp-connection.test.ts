@@ -31,6 +31,13 @@ describe('agentq mcp: the coordinator URL', () => {
     assert.equal(notHttp.code, 2, notHttp.stderr);
     assert.match(notHttp.stderr, /must be http/);
   });
+
+  it('refuses a CA file that cannot be read as a usage error (exit 2)', async () => {
+    const r = await runAgentq(['mcp', '--ca-file', '/nonexistent/ca.pem'], { AGENTQ_URL: 'https://127.0.0.1:8765' });
+    assert.equal(r.code, 2, r.stderr);
+    assert.match(r.stderr, /^agentq: cannot read the CA file \/nonexistent\/ca\.pem/);
+    assert.equal(r.stdout, '', 'nothing on the protocol stream');
+  });
 });
 
 describe('agentq mcp: a coordinator restart during wait_for_jobs', () => {

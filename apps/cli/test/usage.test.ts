@@ -155,6 +155,13 @@ describe('command line', () => {
     assert.match(await usageError(['list', '--url', 'http://127.0.0.1:8765?x=1']), /no path or query/);
   });
 
+  it('refuses a CA file that cannot be read, from --ca-file or AGENTQ_CA_FILE, as a usage error (exit 2)', async () => {
+    assert.match(await usageError(['list', '--ca-file', '/nonexistent/ca.pem']), /cannot read the CA file \/nonexistent\/ca\.pem/);
+    const r = await cli('http://127.0.0.1:8765', ['health', '--json'], { env: { AGENTQ_CA_FILE: '/nonexistent/ca.pem' } });
+    assert.equal(r.code, 2);
+    assert.match(envelope<Failure>(r, CliFailure).error.message, /cannot read the CA file .*AGENTQ_CA_FILE/);
+  });
+
   it('prints usage errors on stderr without --json', async () => {
     const r = await cli(undefined, ['status']);
     assert.equal(r.code, 2);
