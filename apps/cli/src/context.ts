@@ -79,8 +79,10 @@ export class RunContext implements CommandContext {
   }
 
   get client(): AgentqClient {
-    // few connections: a CLI run makes one request at a time, plus the progress event stream
-    this.#client ??= coordinatorClient({ url: this.url, token: this.#token, caFile: this.#caFile, connections: 8 });
+    // no limit: a run has few requests in flight (mostly one, and the progress event stream), but
+    // a wait on more than 1000 jobs parks one long-poll per 1000 at once, and none may queue
+    // behind another (waiting.ts)
+    this.#client ??= coordinatorClient({ url: this.url, token: this.#token, caFile: this.#caFile, connections: null });
     return this.#client;
   }
 

@@ -1,5 +1,5 @@
 import type { AgentqClient } from '@agentq/client';
-import type { Job, WaitMode } from '@agentq/protocol';
+import { MAX_WAIT_JOB_IDS, type Job, type WaitMode } from '@agentq/protocol';
 import { Reconnecting } from './reconnect.js';
 
 /**
@@ -93,28 +93,88 @@ export async function waitForJobs(
     // the first call only takes a snapshot: it finds unknown ids and already-terminal jobs at once
     const holdFirst = first;
     const hold = () => (holdFirst ? 0 : Math.min(Math.max(0, deadline - o.now()), MAX_SERVER_WAIT_MS));
-    let res;
+    let res: RoundAnswer;
     try {
-      // any: the server's any-wait only watches jobs still active when a call arrives, so a job
-      // that ended between two calls (after the snapshot, between two hour-long calls, while the
-      // coordinator restarted) would be missed; include_terminal makes such a job end the next
-      // call at once
-      const body = mode === 'any' ? { include_terminal: true } : {};
-      res = await reconnect.call(() => client.waitJobs({ job_ids: watched, mode, timeout_ms: hold(), ...body }, { signal: o.signal }));
+      res = await waitRound(client, watched, mode, hold, reconnect, o.signal);
     } catch (err) {
       if (aborted(o.signal) && latest.size > 0) return outcome();
       throw err;
     }
-    // snapshots that did not fit in the answer (MAX_ANSWER_BYTES) are read one by one
-    const jobs = [...res.jobs, ...(await reconnect.call(() => readEach(client, res.omitted ?? [], o.signal)))];
-    for (const job of jobs) latest.set(job.job_id, job);
-    for (const id of res.not_found) notFound.add(id);
+    for (const job of res.jobs) latest.set(job.job_id, job);
+    for (const id of res.notFound) notFound.add(id);
     if (first && mode === 'any' && o.includeTerminal === false) {
-      counted = new Set(jobs.filter((j) => !j.terminal).map((j) => j.job_id));
+      counted = new Set(res.jobs.filter((j) => !j.terminal).map((j) => j.job_id));
     }
     first = false;
-    o.onSnapshot?.(jobs);
+    o.onSnapshot?.(res.jobs);
   }
+}
+
+/** What one round of a wait answered. */
+interface RoundAnswer {
+  /** the snapshots, read one by one when they did not fit in the answer */
+  jobs: Job[];
+  notFound: string[];
+  /** the coordinator's verdict on these ids (any: one ended; all: every one ended) */
+  done: boolean;
+}
+
+/**
+ * One round of a wait: one long-poll of `ids`, or, past MAX_WAIT_JOB_IDS, one per group of that
+ * many, all at once. any: the first group with a job that ended ends the round; the long-polls
+ * of the others are cut, and their snapshots read again at once.
+ */
+async function waitRound(
+  client: AgentqClient,
+  ids: readonly string[],
+  mode: WaitMode,
+  hold: () => number,
+  reconnect: Reconnecting,
+  signal: AbortSignal | undefined,
+): Promise<RoundAnswer> {
+  const poll = async (group: readonly string[], holdMs: () => number, s: AbortSignal | undefined): Promise<RoundAnswer> => {
+    // any: the server's any-wait only watches jobs still active when a call arrives, so a job
+    // that ended between two calls (after the snapshot, between two hour-long calls, while the
+    // coordinator restarted) would be missed; include_terminal makes such a job end the next
+    // call at once
+    const body = mode === 'any' ? { include_terminal: true } : {};
+    const res = await reconnect.call(() => client.waitJobs({ job_ids: [...group], mode, timeout_ms: holdMs(), ...body }, { signal: s }), s);
+    // snapshots that did not fit in the answer (MAX_ANSWER_BYTES) are read one by one
+    const omitted = await reconnect.call(() => readEach(client, res.omitted ?? [], s), s);
+    return { jobs: [...res.jobs, ...omitted], notFound: res.not_found, done: res.done };
+  };
+  if (ids.length <= MAX_WAIT_JOB_IDS) return poll(ids, hold, signal);
+
+  const groups: string[][] = [];
+  for (let i = 0; i < ids.length; i += MAX_WAIT_JOB_IDS) groups.push(ids.slice(i, i + MAX_WAIT_JOB_IDS));
+  const cut = new AbortController();
+  const cuttable = signal ? AbortSignal.any([signal, cut.signal]) : cut.signal;
+  let failure: { err: unknown } | undefined;
+  const answers = await Promise.all(
+    groups.map(async (group) => {
+      try {
+        const answer = await poll(group, hold, cuttable);
+        if (mode === 'any' && answer.done) cut.abort();
+        return answer;
+      } catch (err) {
+        // cut short by another group's end: read again below; anything else fails the round
+        if (!cut.signal.aborted || signal?.aborted) {
+          failure ??= { err };
+          cut.abort();
+        }
+        return undefined;
+      }
+    }),
+  );
+  if (failure) throw failure.err;
+  const all: RoundAnswer = { jobs: [], notFound: [], done: mode === 'all' };
+  for (const [i, group] of groups.entries()) {
+    const answer = answers[i] ?? (await poll(group, () => 0, signal));
+    all.jobs.push(...answer.jobs);
+    all.notFound.push(...answer.notFound);
+    all.done = mode === 'any' ? all.done || answer.done : all.done && answer.done;
+  }
+  return all;
 }
 
 /** `GET /jobs/{id}` for each id, a few at a time; an id gone meanwhile (evicted) is skipped. */

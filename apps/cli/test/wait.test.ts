@@ -9,7 +9,7 @@ import {
   type JobDescriptor,
 } from '@agentq/protocol';
 import { InterruptedError } from '../src/index.js';
-import { beforeEachCall, cli, coordinator, envelope, type TestCoordinator } from './helpers.js';
+import { beforeEachCall, cli, coordinator, envelope, whenCalled, type TestCoordinator } from './helpers.js';
 
 const WaitSchema = CliEnvelope(CliCommandData.wait);
 const DescriptorSchema = CliEnvelope(CliCommandData.start);
@@ -177,6 +177,29 @@ describe('agentq wait', () => {
     const r = await cli(c.url, ['wait', a, '--json'], { signal: interrupt.signal });
     assert.equal(r.code, 1);
     assert.equal(envelope<Failure>(r, CliFailure).error.code, 'interrupted');
+  });
+
+  it('more than 1000 ids: one long-poll per 1000, at once; the first job to end in any group ends the wait', async (t) => {
+    const c = await coordinator(t);
+    const bodies = (from: number, n: number) =>
+      Array.from({ length: n }, (_, i) => ({ type: 'start_session' as const, session_name: `many-${from + i}`, prompt: 'p' }));
+    const ids = [...(await c.client.createJobs(bodies(0, 1000))), ...(await c.client.createJobs(bodies(1000, 2)))].map((j) => j.job_id);
+
+    const snapshot = await cli(c.url, ['wait', ...ids, '--all', '--timeout', '0', '--json']);
+    assert.equal(snapshot.code, 3, snapshot.stdout);
+    assert.deepEqual(waitData(snapshot).jobs.map((j) => j.job_id), ids);
+
+    // both groups parked (no limit, so the first group's hour-long poll must be cut): the last job ends
+    const parked = whenCalled(c.core, 'waitJobs', (_ids: string[], timeoutMs: number) => timeoutMs > 0, 2);
+    const waiting = cli(c.url, ['wait', ...ids, '--timeout', 'none', '--json']);
+    await parked;
+    await c.client.stopJob(ids.at(-1)!);
+    const r = await waiting;
+    assert.equal(r.code, 6, r.stdout);
+    const data = waitData(r);
+    assert.equal(data.done, true);
+    assert.equal(data.jobs.length, 1002);
+    assert.deepEqual(data.jobs.filter((j) => j.terminal).map((j) => [j.job_id, j.status]), [[ids.at(-1), 'stopped']]);
   });
 
   it('wait on one job prints its descriptor as text', async (t) => {

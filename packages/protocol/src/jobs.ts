@@ -181,9 +181,11 @@ export type WaitQuery = Static<typeof WaitQuery>;
 export const WaitMode = Type.Union([Type.Literal('any'), Type.Literal('all')]);
 export type WaitMode = Static<typeof WaitMode>;
 
+/** `POST /jobs/wait`: the most job ids one request takes (a client waits on more in groups). */
+export const MAX_WAIT_JOB_IDS = 1000;
 export const WaitManyRequest = Type.Object(
   {
-    job_ids: Type.Array(Type.String({ minLength: 1, maxLength: 200 }), { minItems: 1, maxItems: 1000 }),
+    job_ids: Type.Array(Type.String({ minLength: 1, maxLength: 200 }), { minItems: 1, maxItems: MAX_WAIT_JOB_IDS }),
     timeout_ms: Type.Optional(Type.Integer({ minimum: 0, maximum: 3_600_000, default: 30_000 })),
     mode: Type.Optional(WaitMode),
     include_terminal: Type.Optional(
