@@ -1,9 +1,13 @@
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
+import { Writable } from 'node:stream';
 import { test, type TestContext } from 'node:test';
 import pg from 'pg';
-import { AgentqClient } from '@agentq/client';
+import { AgentqApiError, AgentqClient } from '@agentq/client';
 import type { Job } from '@agentq/protocol';
-import type { CoordinatorConfig } from '../src/config.js';
+import { createLogger } from '../src/app.js';
+import { loadConfig, type CoordinatorConfig } from '../src/config.js';
 import { ManualClock } from '../src/core/clock.js';
 import { LOGGED_PROMPT_CHARS } from '../src/core/store/pg-feed.js';
 import { startCoordinator, type RunningCoordinator } from '../src/start.js';
@@ -316,4 +320,85 @@ test('a claim hands out the job as it locked it, not as its statement first saw 
   assert.equal(answer?.jobs?.[0]?.job_id, job.job_id);
   const [row] = (await db.query<{ attempts: number }>('SELECT attempts FROM jobs WHERE id = $1', [job.job_id])).rows;
   assert.equal(row!.attempts, 2, 'the claim counted its attempt on top of the one committed before it locked the row');
+});
+
+/** A TCP proxy to the database that can cut every connection and refuse new ones, then let them in again. */
+async function cuttableProxy(t: TestContext, databaseUrl: string) {
+  const target = new URL(databaseUrl);
+  const sockets = new Set<Socket>();
+  const server = createServer((inbound) => {
+    const outbound = connect(Number(target.port || 5432), target.hostname);
+    for (const s of [inbound, outbound]) {
+      sockets.add(s);
+      s.on('close', () => sockets.delete(s));
+      s.on('error', () => undefined);
+    }
+    inbound.pipe(outbound).pipe(inbound);
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const port = (server.address() as AddressInfo).port;
+  t.after(() => {
+    for (const s of sockets) s.destroy();
+    server.close();
+  });
+  const url = new URL(databaseUrl);
+  url.hostname = '127.0.0.1';
+  url.port = String(port);
+  return {
+    url: url.toString(),
+    async cut(): Promise<void> {
+      const closed = new Promise((resolve) => server.close(resolve));
+      for (const s of sockets) s.destroy();
+      await closed;
+    },
+    async restore(): Promise<void> {
+      server.listen(port, '127.0.0.1');
+      await once(server, 'listening');
+    },
+  };
+}
+
+test('cut off from PostgreSQL: /ready is 503 storage_unavailable, /health stays 200 saying the store is unavailable; both recover', { timeout: 60_000 }, async (t) => {
+  const direct = await freshDatabaseUrl(t);
+  if (direct === null) return;
+  const proxy = await cuttableProxy(t, direct);
+  const lines: Array<{ msg?: string }> = [];
+  const waiting: Array<{ msg: string; resolve: () => void }> = [];
+  const stream = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      for (const text of chunk.toString('utf8').split('\n').filter(Boolean)) {
+        const line = JSON.parse(text) as { msg?: string };
+        lines.push(line);
+        for (const w of waiting.filter((x) => x.msg === line.msg)) w.resolve();
+      }
+      done();
+    },
+  });
+  const logged = (msg: string) => new Promise<void>((resolve) => waiting.push({ msg, resolve }));
+  const config = loadConfig({}, { logLevel: 'info' });
+  const A = await startCoordinator({ databaseUrl: proxy.url, ...HOLD }, { logger: createLogger(config, stream) });
+  const a = new AgentqClient({ url: A.url, overloadRetries: 0 });
+  t.after(async () => {
+    await a.destroy();
+    await A.close();
+  });
+  await start(a, 'before-the-cut');
+  assert.deepEqual(await a.ready(), { ready: true });
+  assert.equal((await a.health()).queue_depth, 1);
+
+  const lost = logged('PostgreSQL control connection lost; reconnecting');
+  await proxy.cut();
+  await lost;
+  const refused = await a.ready().catch((e: unknown) => e);
+  assert.ok(refused instanceof AgentqApiError && refused.status === 503 && refused.code === 'storage_unavailable', String(refused));
+  const h = await a.health();
+  assert.deepEqual([h.status, h.store, h.queue_depth, h.launchers.online], ['ok', 'unavailable', null, null]);
+
+  const back = logged('PostgreSQL control connection restored');
+  await proxy.restore();
+  await back;
+  assert.deepEqual(await a.ready(), { ready: true });
+  const again = await a.health();
+  assert.deepEqual([again.store, again.queue_depth], ['ok', 1]);
 });

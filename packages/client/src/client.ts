@@ -9,6 +9,7 @@ import type {
   DeleteLauncherResponse,
   FailedReport,
   Health,
+  Ready,
   HeartbeatRequest,
   HeartbeatResponse,
   Job,
@@ -314,6 +315,10 @@ export class AgentqClient {
 
   health(o?: CallOptions): Promise<Health> {
     return this.#json('GET', '/health', o);
+  }
+  /** `GET /ready`: resolves while the coordinator takes requests; 503 (overloaded, shutting down, store unavailable) otherwise. */
+  ready(o?: CallOptions): Promise<Ready> {
+    return this.#json('GET', '/ready', o);
   }
 
   /**

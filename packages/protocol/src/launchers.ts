@@ -219,12 +219,17 @@ export const DeleteLauncherResponse = Type.Object({
 });
 export type DeleteLauncherResponse = Static<typeof DeleteLauncherResponse>;
 
+const StoreCount = (description: string) => Type.Union([Type.Integer(), Type.Null()], { description: `${description}; null while the store cannot be read` });
+
 export const Health = Type.Object({
   status: Type.Literal('ok'),
   uptime_seconds: Type.Number(),
-  queue_depth: Type.Integer({ description: 'pending jobs' }),
-  jobs_active: Type.Integer({ description: 'claimed, running or stopping jobs' }),
-  launchers: Type.Object({ online: Type.Integer(), stale: Type.Integer(), parked_polls: Type.Integer() }),
+  store: Type.Union([Type.Literal('ok'), Type.Literal('unavailable')], {
+    description: 'whether the counts could be read from the store (the database); the coordinator is alive either way',
+  }),
+  queue_depth: StoreCount('pending jobs'),
+  jobs_active: StoreCount('claimed, running or stopping jobs'),
+  launchers: Type.Object({ online: StoreCount('online launchers'), stale: StoreCount('stale launchers'), parked_polls: Type.Integer() }),
   overloaded: Type.Boolean({
     description: 'the overload protection is refusing requests (503 overloaded) now; `/health` itself is always answered',
   }),

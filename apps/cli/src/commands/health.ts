@@ -19,6 +19,12 @@ export function registerHealth(program: Command, act: Act): void {
 
 export function renderHealth(h: Health, url: string): string {
   const l = h.launchers;
+  if (h.store === 'unavailable') {
+    return [
+      `${url}  ${h.status}, up ${formatDuration(h.uptime_seconds * 1000)}, but its store (the database) cannot be read`,
+      `  launchers   ${l.parked_polls} waiting for work here`,
+    ].join('\n');
+  }
   return [
     `${url}  ${h.status}, up ${formatDuration(h.uptime_seconds * 1000)}`,
     `  queue       ${h.queue_depth} pending`,

@@ -9,22 +9,41 @@ import { routeFromKey, serves } from './routing.js';
  * coordinator's own, read once the store has answered.
  */
 
+/**
+ * `GET /health`, the liveness check: answered whether or not the store can be read. A coordinator
+ * cut off from its database is alive, and restarting it would not bring the database back: its
+ * counts are then null and `store` says `unavailable` (`GET /ready` is what refuses).
+ */
 export async function health(ctx: CoreContext, startedAt: number, parkedPolls: () => number): Promise<Omit<Health, 'overloaded'>> {
   const { store, clock } = ctx;
-  const counts = await store.counts();
-  let online = 0;
-  let stale = 0;
-  for (const l of await store.listLaunchers()) {
-    if (l.status === 'stale') stale++;
-    else online++;
+  const uptime_seconds = Math.round(clock.now() - startedAt) / 1000;
+  try {
+    const [counts, launchers] = await Promise.all([store.counts(), store.listLaunchers()]);
+    let online = 0;
+    let stale = 0;
+    for (const l of launchers) {
+      if (l.status === 'stale') stale++;
+      else online++;
+    }
+    return {
+      status: 'ok',
+      uptime_seconds,
+      store: 'ok',
+      queue_depth: counts.pending,
+      jobs_active: counts.active,
+      launchers: { online, stale, parked_polls: parkedPolls() },
+    };
+  } catch (err) {
+    ctx.log.warn({ err }, 'health: the store could not be read');
+    return {
+      status: 'ok',
+      uptime_seconds,
+      store: 'unavailable',
+      queue_depth: null,
+      jobs_active: null,
+      launchers: { online: null, stale: null, parked_polls: parkedPolls() },
+    };
   }
-  return {
-    status: 'ok',
-    uptime_seconds: Math.round(clock.now() - startedAt) / 1000,
-    queue_depth: counts.pending,
-    jobs_active: counts.active,
-    launchers: { online, stale, parked_polls: parkedPolls() },
-  };
 }
 
 /** What `/metrics` reads at each scrape (see metrics/source.ts). */

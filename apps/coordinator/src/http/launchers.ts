@@ -9,6 +9,7 @@ import {
 } from '@agentq/protocol';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Coordinator } from '../core/coordinator.js';
+import { CoordinatorError } from '../core/errors.js';
 
 /** The registry as seen by operators, liveness and readiness. */
 export const launchersRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator; startedAt: number; overloaded: () => boolean }> = async (
@@ -51,7 +52,8 @@ export const launchersRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator; sta
   );
 
   // Readiness: 503 `overloaded` while the overload protection refuses requests, 503
-  // `shutting_down` while the coordinator closes (both from the hooks every route has).
+  // `shutting_down` while the coordinator closes (both from the hooks every route has), 503
+  // `storage_unavailable` while the store cannot take changes.
   app.get(
     '/ready',
     {
@@ -63,6 +65,12 @@ export const launchersRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator; sta
         response: { 200: Ready, 503: ErrorBody },
       },
     },
-    async () => ({ ready: true as const }),
+    async () => {
+      // a coordinator cut off from its store refuses every change: a load balancer sends elsewhere
+      if (!core.store.available) {
+        throw new CoordinatorError('storage_unavailable', 'the store (the database) is unavailable', { retry_after_seconds: 1 });
+      }
+      return { ready: true as const };
+    },
   );
 };

@@ -40,6 +40,9 @@ export interface MemoryStoreOptions {
 export class MemoryStore implements Store {
   readonly kind: Store['kind'] = 'memory';
   readonly shared = false;
+  get available(): boolean {
+    return true;
+  }
   protected readonly state: MemoryState;
   protected readonly options: MemoryStoreOptions;
   protected readonly outputs = new Map<string, OutputBuffer>();

@@ -67,6 +67,7 @@ export class PgControl {
       return;
     }
     this.#client = client;
+    if (this.#attempt > 0) this.log.info({ attempts: this.#attempt }, 'PostgreSQL control connection restored');
     this.#attempt = 0;
     this.handlers.connected();
   }

@@ -68,6 +68,10 @@ export const redact = (url: string): string => url.replace(/(\/\/[^:/@]+:)[^@]*@
 export class PostgresStore implements Store {
   readonly kind = 'postgres' as const;
   readonly shared = true;
+  /** the control connection (LISTEN, the sweeper's lock) is up: it reconnects when it can */
+  get available(): boolean {
+    return this.#control.connected;
+  }
   readonly lastEventId: number;
   readonly #pool: pg.Pool;
   readonly #o: PostgresStoreOptions;

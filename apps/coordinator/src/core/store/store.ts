@@ -147,6 +147,14 @@ export interface Store {
   readonly kind: 'memory' | 'sqlite' | 'postgres';
   /** whether several coordinators may share it (changes by others arrive through onCommit) */
   readonly shared: boolean;
+  /**
+   * Whether the store can be reached now, as far as it knows without asking (`GET /ready`): false
+   * while PostgreSQL's control connection is lost (it reconnects by itself). SQLite is always
+   * available: a full disk refuses writes, but reads go on and there is no other coordinator to
+   * send clients to (and a coordinator taken out of rotation would get no write to find that the
+   * disk has room again).
+   */
+  readonly available: boolean;
 
   /** Run `fn` atomically. Its changes are persisted before the returned promise resolves. */
   transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T>;
