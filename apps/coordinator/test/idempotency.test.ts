@@ -33,6 +33,19 @@ test('the same key with the same body twice: one job; the second answer is 200 w
   assert.equal((await client.listJobs()).jobs.length, 1);
 });
 
+test('the same key and body sent several times at once: one job, the others replay it (no 409)', async (t) => {
+  // on PostgreSQL the copies run at once on the pool's connections, each reading the key before
+  // another commits it (AGENTQ_TEST_STORE=postgres); the other stores run them one after another
+  const { c, client } = await startTest(t);
+  const keys = Array.from({ length: 40 }, (_, i) => `race-${i}`);
+  const answers = await Promise.all(keys.map((key) => Promise.all([1, 2, 3, 4].map(() => post(c.url, body(key), key)))));
+  for (const [i, copies] of answers.entries()) {
+    assert.deepEqual(copies.map((a) => a.status).sort(), [200, 200, 200, 201], `${keys[i]}: ${JSON.stringify(copies.map((a) => a.json))}`);
+    assert.equal(new Set(copies.map((a) => a.json['job_id'])).size, 1);
+  }
+  assert.equal((await client.listJobs({ limit: 1000 })).jobs.length, keys.length);
+});
+
 test('the same key with another body is 409 idempotency_key_reused, naming the first job', async (t) => {
   const { c, client } = await startTest(t);
   const first = await post(c.url, body('k'), 'key-2');

@@ -40,7 +40,19 @@ export function createOne(
         if (first) return { job: first, created: false };
       }
       await admission.check([req]);
-      const job = await sessions.createJob(ctx, tx, req, actor);
+      let job: JobRow;
+      try {
+        job = await sessions.createJob(ctx, tx, req, actor);
+      } catch (err) {
+        // the same request, sent again (to another coordinator, or on another of its pool's
+        // connections) while this one ran, may have committed its session and key since the key
+        // was read above (PostgreSQL reads each statement afresh): then this is its replay
+        if (!(err instanceof CoordinatorError) || err.code !== 'session_exists') throw err;
+        const now = await tx.idempotency(key);
+        const first = now?.requestHash === hash ? await tx.job(now.jobIds[0]!) : undefined;
+        if (!first) throw err;
+        return { job: first, created: false };
+      }
       await tx.putIdempotency({ key, requestHash: hash, jobIds: [job.id], createdAt: tx.now });
       return { job, created: true };
     }
