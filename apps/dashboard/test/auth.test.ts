@@ -3,10 +3,9 @@ import { createHash, randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { after, before, test, type TestContext } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import { AgentqClient } from '@agentq/client';
-import type { Browser } from 'playwright-core';
-import { browserSkip, launchBrowser, live, openDashboard } from './harness.js';
+import { fileBrowser, live, openDashboard } from './harness.js';
 
 /*
  * Authentication as the coordinator does it: a real AUTH_TOKENS_FILE (`NAME ROLE SHA256HEX`
@@ -24,17 +23,10 @@ function tokenFile(t: TestContext): string {
   return file;
 }
 
-const skip = browserSkip();
-let browser: Browser;
-before(async () => {
-  if (!skip) browser = await launchBrowser();
-});
-after(async () => {
-  await browser?.close();
-});
+const { skip, browser } = fileBrowser();
 
 test('with auth on, the page asks for a token once; a reader token shows, a client token may also act', { skip }, async (t) => {
-  const { page, url } = await openDashboard(t, browser, { config: { authTokensFile: tokenFile(t) } });
+  const { page, url } = await openDashboard(t, browser(), { config: { authTokensFile: tokenFile(t) } });
   const asClient = new AgentqClient({ url, token: SECRETS.client });
   t.after(() => asClient.close());
   const job = await asClient.createJob({ type: 'start_session', session_name: 'guarded', prompt: 'behind a token' });

@@ -1,19 +1,11 @@
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
-import type { Browser } from 'playwright-core';
-import { browserSkip, fakeLauncher, launchBrowser, live, openDashboard } from './harness.js';
+import { test } from 'node:test';
+import { fakeLauncher, fileBrowser, live, openDashboard } from './harness.js';
 
-const skip = browserSkip();
-let browser: Browser;
-before(async () => {
-  if (!skip) browser = await launchBrowser();
-});
-after(async () => {
-  await browser?.close();
-});
+const { skip, browser } = fileBrowser();
 
 test('a job created over the API appears in the jobs list live, and its status changes live to completed', { skip }, async (t) => {
-  const { page, client } = await openDashboard(t, browser);
+  const { page, client } = await openDashboard(t, browser());
   await live(page);
   // a reload would lose this
   await page.evaluate(() => Object.assign(window, { agentqMarker: 'same page' }));
@@ -37,7 +29,7 @@ test('a job created over the API appears in the jobs list live, and its status c
 });
 
 test('the jobs list filters by status and pages through the API cursor, newest first', { skip }, async (t) => {
-  const { page, client } = await openDashboard(t, browser, { path: '#/jobs?status=pending' });
+  const { page, client } = await openDashboard(t, browser(), { path: '#/jobs?status=pending' });
   const ids: string[] = [];
   for (let i = 0; i < 55; i++) ids.push((await client.createJob({ type: 'start_session', session_name: `page-${i}`, prompt: 'p' })).job_id);
   const launcher = await fakeLauncher(client);
@@ -61,7 +53,7 @@ test('the jobs list filters by status and pages through the API cursor, newest f
 });
 
 test('the session tree shows a child session under its parent, with its callback job marked', { skip }, async (t) => {
-  const { page, client } = await openDashboard(t, browser, { path: '#/sessions' });
+  const { page, client } = await openDashboard(t, browser(), { path: '#/sessions' });
   await live(page);
   const launcher = await fakeLauncher(client);
   const parentJob = await client.createJob({ type: 'start_session', session_name: 'lead', prompt: 'plan the work' });
@@ -90,7 +82,7 @@ test('the session tree shows a child session under its parent, with its callback
 });
 
 test('the stop button on a job page stops a running job, whose output shows live', { skip }, async (t) => {
-  const { page, client } = await openDashboard(t, browser);
+  const { page, client } = await openDashboard(t, browser());
   const launcher = await fakeLauncher(client);
   const job = await client.createJob({ type: 'start_session', session_name: 'stop-me', prompt: 'run until stopped' });
   await launcher.take();
@@ -116,7 +108,7 @@ test('the stop button on a job page stops a running job, whose output shows live
 });
 
 test('the start form creates a job and opens its page; a refused request shows the reason', { skip }, async (t) => {
-  const { page, client } = await openDashboard(t, browser, { path: '#/start' });
+  const { page, client } = await openDashboard(t, browser(), { path: '#/start' });
   const form = page.getByTestId('start-form');
   await form.locator('input[name="session_name"]').fill('from-the-form');
   await form.locator('textarea[name="prompt"]').fill('Say hello from the dashboard');
@@ -141,7 +133,7 @@ test('the start form creates a job and opens its page; a refused request shows t
 });
 
 test('the launchers view shows labels, project roots, running jobs and status live', { skip }, async (t) => {
-  const { page, client } = await openDashboard(t, browser, { path: '#/launchers' });
+  const { page, client } = await openDashboard(t, browser(), { path: '#/launchers' });
   await live(page);
   const launcher = await fakeLauncher(client, { hostname: 'gpu-box', labels: { gpu: 'a100' }, project_roots: ['/srv/repo'], max_jobs: 2 });
   const row = page.locator(`tr[data-launcher-id="${launcher.id}"]`);
@@ -166,7 +158,7 @@ test('the launchers view shows labels, project roots, running jobs and status li
 });
 
 test('a pending job says why it is waiting (pending_reason) on its page and in the list', { skip }, async (t) => {
-  const { page, client, url } = await openDashboard(t, browser);
+  const { page, client, url } = await openDashboard(t, browser());
   const job = await client.createJob({ type: 'start_session', session_name: 'waits', prompt: 'needs a gpu' });
   // The coordinator sets pending_reason once jobs are routed by labels; until then this test
   // amends the real answers to show how the page presents one (and keeps the event stream, whose

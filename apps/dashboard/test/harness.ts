@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import type { TestContext } from 'node:test';
+import { after, before, type TestContext } from 'node:test';
 import { AgentqClient } from '@agentq/client';
 import { buildApp, loadConfig, type AppDeps, type CoordinatorConfig } from '@agentq/coordinator';
 import type { Job, RegisterLauncherRequest } from '@agentq/protocol';
@@ -43,6 +43,22 @@ export function browserSkip(): false | string {
 
 export function launchBrowser(): Promise<Browser> {
   return chromium.launch({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS });
+}
+
+/**
+ * The browser of a test file: launched before its first test, closed after its last, unless the
+ * browser tests are skipped (`skip` says why, for each test's `skip` option).
+ */
+export function fileBrowser(): { skip: false | string; browser: () => Browser } {
+  const skip = browserSkip();
+  let launched: Browser | undefined;
+  before(async () => {
+    if (!skip) launched = await launchBrowser();
+  });
+  after(async () => {
+    await launched?.close();
+  });
+  return { skip, browser: () => launched! };
 }
 
 export interface Dashboard {

@@ -1,19 +1,12 @@
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import { ManualClock } from '@agentq/coordinator';
-import type { Browser, Page } from 'playwright-core';
-import { browserSkip, fakeLauncher, launchBrowser, live, openDashboard } from './harness.js';
+import type { Page } from 'playwright-core';
+import { fakeLauncher, fileBrowser, live, openDashboard } from './harness.js';
 
 // The jobs list while jobs change under it: what the page shows must match what the API has.
 
-const skip = browserSkip();
-let browser: Browser;
-before(async () => {
-  if (!skip) browser = await launchBrowser();
-});
-after(async () => {
-  await browser?.close();
-});
+const { skip, browser } = fileBrowser();
 
 const RETENTION_MS = 1000;
 /** retention that the test drives (the sweeper's timer never fires during a test) */
@@ -35,7 +28,7 @@ async function holdAnswers(page: Page, url: RegExp) {
 
 test('a job evicted before the page opened does not come back from the replayed events', { skip }, async (t) => {
   const clock = new ManualClock(Date.now());
-  const { page, client, app } = await openDashboard(t, browser, { config: retention, deps: { clock } });
+  const { page, client, app } = await openDashboard(t, browser(), { config: retention, deps: { clock } });
   const launcher = await fakeLauncher(client);
   const gone = await client.createJob({ type: 'start_session', session_name: 'evicted', prompt: 'p' });
   await launcher.take();
@@ -59,7 +52,7 @@ test('a job evicted before the page opened does not come back from the replayed 
 test('paging a filtered list skips no job when one enters a later page and pushes its last row off', { skip }, async (t) => {
   // distinct creation times for three groups (a batch is created at one instant)
   const clock = new ManualClock(Date.now());
-  const { page, client } = await openDashboard(t, browser, { path: '#/jobs?status=finished', deps: { clock } });
+  const { page, client } = await openDashboard(t, browser(), { path: '#/jobs?status=finished', deps: { clock } });
   const batch = async (prefix: string, n: number) => {
     const jobs = await client.createJobs(
       Array.from({ length: n }, (_, i) => ({ type: 'start_session' as const, session_name: `${prefix}-${i}`, prompt: 'p' })),
@@ -106,7 +99,7 @@ test('paging skips no job either when jobs created at the same instant come into
   // one instant for every job (a batch): a page cannot tell by creation time which page a job
   // that comes to match belongs on, and takes one that belongs on the page before
   const clock = new ManualClock(Date.now());
-  const { page, client } = await openDashboard(t, browser, { path: '#/jobs?status=finished', deps: { clock } });
+  const { page, client } = await openDashboard(t, browser(), { path: '#/jobs?status=finished', deps: { clock } });
   const bodies = Array.from({ length: 110 }, (_, i) => ({ type: 'start_session' as const, session_name: `same-${i}`, prompt: 'p' }));
   const ids = (await client.createJobs(bodies)).map((j) => j.job_id);
   const launcher = await client.register({ hostname: 'test-host', executor_type: 'test', max_jobs: 1000 });

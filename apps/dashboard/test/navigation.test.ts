@@ -1,20 +1,12 @@
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
-import type { Browser } from 'playwright-core';
-import { browserSkip, fakeLauncher, launchBrowser, live, openDashboard } from './harness.js';
+import { test } from 'node:test';
+import { fakeLauncher, fileBrowser, live, openDashboard } from './harness.js';
 
-const skip = browserSkip();
-let browser: Browser;
-before(async () => {
-  if (!skip) browser = await launchBrowser();
-});
-after(async () => {
-  await browser?.close();
-});
+const { skip, browser } = fileBrowser();
 
 test('an address with broken percent-encoding shows "nothing at", on load and on a hash change', { skip }, async (t) => {
   // openDashboard fails the test if the page throws (decodeURIComponent's URIError did)
-  const { page } = await openDashboard(t, browser, { path: '#/jobs/%E0%A4%A' });
+  const { page } = await openDashboard(t, browser(), { path: '#/jobs/%E0%A4%A' });
   const note = page.locator('main p.note', { hasText: 'Nothing at' });
   await note.waitFor();
   assert.match(await note.innerText(), /Nothing at \/jobs\/%E0%A4%A\b/);
@@ -28,7 +20,7 @@ test('an address with broken percent-encoding shows "nothing at", on load and on
 });
 
 test("going from one job's page to another shows the second job's prompt, even when an event of it comes first", { skip }, async (t) => {
-  const { page, client } = await openDashboard(t, browser);
+  const { page, client } = await openDashboard(t, browser());
   const launcher = await fakeLauncher(client);
   const a = await client.createJob({ type: 'start_session', session_name: 'first', prompt: 'prompt of the first job' });
   await launcher.take();

@@ -1,22 +1,15 @@
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import type { AgentqClient } from '@agentq/client';
-import type { Browser, Page } from 'playwright-core';
-import { browserSkip, launchBrowser, live, openDashboard } from './harness.js';
+import type { Page } from 'playwright-core';
+import { fileBrowser, live, openDashboard } from './harness.js';
 
 const JOBS = 10_000;
 /** rows per page of the jobs list (web/views/jobs.tsx) and root sessions drawn at first (sessions.tsx) */
 const PAGE_SIZE = 50;
 const ROOTS_SHOWN = 100;
 
-const skip = browserSkip();
-let browser: Browser;
-before(async () => {
-  if (!skip) browser = await launchBrowser();
-});
-after(async () => {
-  await browser?.close();
-});
+const { skip, browser } = fileBrowser();
 
 /** Create `n` jobs (each its own session) over HTTP, a few requests in flight at a time. */
 async function createMany(client: AgentqClient, n: number): Promise<string[]> {
@@ -48,7 +41,7 @@ async function watchLongTasks(page: Page): Promise<() => Promise<{ count: number
 }
 
 test(`with ${JOBS} jobs in the system the page stays live and bounded: one page of rows, the newest on top`, { skip }, async (t) => {
-  const { page, client } = await openDashboard(t, browser);
+  const { page, client } = await openDashboard(t, browser());
   await live(page);
   let longTasks = await watchLongTasks(page);
 

@@ -1,20 +1,12 @@
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import { ManualClock } from '@agentq/coordinator';
-import type { Browser } from 'playwright-core';
-import { browserSkip, fakeLauncher, launchBrowser, live, openDashboard } from './harness.js';
+import { fakeLauncher, fileBrowser, live, openDashboard } from './harness.js';
 
 // The sessions view while history retention deletes sessions: what the page shows must match
 // what the API has.
 
-const skip = browserSkip();
-let browser: Browser;
-before(async () => {
-  if (!skip) browser = await launchBrowser();
-});
-after(async () => {
-  await browser?.close();
-});
+const { skip, browser } = fileBrowser();
 
 const RETENTION_MS = 1000;
 /** retention that the test drives (the sweeper's timer never fires during a test) */
@@ -22,7 +14,7 @@ const retention = { jobRetentionMs: RETENTION_MS, sweepIntervalMs: 600_000 };
 
 test('a session deleted by retention leaves the open page, and a page opened later does not show it', { skip }, async (t) => {
   const clock = new ManualClock(Date.now());
-  const { page, client, app } = await openDashboard(t, browser, { path: '#/sessions', config: retention, deps: { clock } });
+  const { page, client, app } = await openDashboard(t, browser(), { path: '#/sessions', config: retention, deps: { clock } });
   await live(page);
   const launcher = await fakeLauncher(client);
   const job = await client.createJob({ type: 'start_session', session_name: 'gone', prompt: 'p' });
@@ -47,7 +39,7 @@ test('a session deleted by retention leaves the open page, and a page opened lat
 
 test('a session that replayed events name is shown only if the API still has it', { skip }, async (t) => {
   const clock = new ManualClock(Date.now());
-  const { page, client, app } = await openDashboard(t, browser, { path: '#/sessions', config: retention, deps: { clock } });
+  const { page, client, app } = await openDashboard(t, browser(), { path: '#/sessions', config: retention, deps: { clock } });
   const launcher = await fakeLauncher(client);
   const job = await client.createJob({ type: 'start_session', session_name: 'silent', prompt: 'p' });
   await launcher.take();
@@ -79,7 +71,7 @@ test('a session that replayed events name is shown only if the API still has it'
 
 test("a session's job list drops evicted jobs and keeps the newest, in creation order", { skip }, async (t) => {
   const clock = new ManualClock(Date.now());
-  const { page, client, app } = await openDashboard(t, browser, { path: '#/sessions', config: retention, deps: { clock } });
+  const { page, client, app } = await openDashboard(t, browser(), { path: '#/sessions', config: retention, deps: { clock } });
   await live(page);
   const launcher = await fakeLauncher(client);
   // twelve turns of one session: eleven end, the last one runs on
