@@ -40,7 +40,7 @@ export interface JobRunnerDeps {
 }
 
 /** Why a run ended early, when it did. */
-type Interruption = { kind: 'stop' } | { kind: 'interrupt'; reason: string } | { kind: 'idle' } | { kind: 'disowned'; reason: string };
+type Interruption = { kind: 'stop' } | { kind: 'interrupt'; reason: string; code: string } | { kind: 'idle' } | { kind: 'disowned'; reason: string };
 
 /** Job error codes the launcher itself sets on a failed report (executors may send their own). */
 export const LAUNCHER_ERROR_CODES = {
@@ -103,9 +103,9 @@ export class JobRunner {
     this.#interrupt({ kind: 'stop' });
   }
 
-  /** The launcher is going away: kill the executor and report the job `failed` with `reason`. */
-  interrupt(reason: string): void {
-    this.#interrupt({ kind: 'interrupt', reason });
+  /** The launcher is going away: kill the executor and report the job `failed` with `reason` and `code`. */
+  interrupt(reason: string, code: string): void {
+    this.#interrupt({ kind: 'interrupt', reason, code });
   }
 
   /**
@@ -258,6 +258,7 @@ export class JobRunner {
         outcome.result = event.text;
         const { usage, cost_usd, num_turns, duration_api_ms } = event;
         outcome.accounting = { usage, cost_usd, num_turns, duration_api_ms };
+        this.#log.debug({ result_chars: event.text.length, cost_usd }, 'executor result');
         this.#watchdog?.finalEvent();
         break;
       }
@@ -298,14 +299,19 @@ export class JobRunner {
       this.#d.reporter.close(this.job.job_id);
       return;
     }
-    if (it?.kind === 'stop') {
+    // A stop or the launcher's shutdown that came after the executor's answer (a result or an
+    // error: the turn was over, and the executor was in its exit grace) leaves that answer to
+    // stand: a stopping job may still end completed or failed.
+    const answered = o.result !== undefined || o.errorMessage !== undefined;
+    const ended = it?.kind === 'stop' || it?.kind === 'interrupt';
+    if (it?.kind === 'stop' && !answered) {
       return this.#report({ kind: 'stopped', body: { signal: exit.signal, ...extra } });
     }
-    if (it?.kind === 'interrupt') {
+    if (it?.kind === 'interrupt' && !answered) {
       const how = exit.signal ? ` (executor ended by ${exit.signal})` : '';
       return this.#report({
         kind: 'failed',
-        body: { error: `${it.reason}: the job was interrupted${how}`, exit_code: exit.code, ...extra },
+        body: { error: `${it.reason}: the job was interrupted${how}`, error_code: it.code, exit_code: exit.code, ...extra },
       });
     }
     if (it?.kind === 'idle') {
@@ -327,8 +333,9 @@ export class JobRunner {
         body: { error: `could not start executor ${cmd}: ${exit.spawnError.message}`, exit_code: null },
       });
     }
-    // killed by the watchdog after its result: the result stands (it was the end of the turn)
-    const succeeded = o.killedAfterResult ? o.result !== undefined : exit.code === 0;
+    // killed after its result (by the watchdog, a stop or the shutdown): the result stands (it was
+    // the end of the turn)
+    const succeeded = o.killedAfterResult || ended ? o.result !== undefined : exit.code === 0;
     if (succeeded && o.errorMessage === undefined) {
       return this.#report({ kind: 'completed', body: { status: 'success', result: o.result ?? null, ...extra } });
     }

@@ -258,7 +258,7 @@ export class Launcher {
   /** Deregistered: let running jobs finish (or stop them with --stop-on-exit); a shutdown still cuts in. */
   async #afterDeregistration(): Promise<void> {
     if (this.config.stopOnExit) {
-      await this.#supervisor.interruptAll('launcher deregistered (--stop-on-exit)');
+      await this.#supervisor.interruptAll('launcher deregistered (--stop-on-exit)', 'launcher_deregistered');
       return;
     }
     if (this.#supervisor.runningIds.length > 0) {
@@ -283,7 +283,7 @@ export class Launcher {
     clearTimeout(timer);
     if (first === 'expired') {
       this.#log.warn({ running_jobs: this.#supervisor.runningIds }, 'grace period over; killing running jobs');
-      await this.#supervisor.interruptAll('launcher shutting down');
+      await this.#supervisor.interruptAll('launcher shutting down', 'launcher_shutdown');
     }
   }
 

@@ -99,9 +99,9 @@ export class Supervisor {
     runner.disown(why);
   }
 
-  /** Kill every running job and report it failed with `reason`. Resolves when all have ended. */
-  async interruptAll(reason: string): Promise<void> {
-    for (const runner of this.#running.values()) runner.interrupt(reason);
+  /** Kill every running job and report it failed with `reason` and `code`. Resolves when all have ended. */
+  async interruptAll(reason: string, code: string): Promise<void> {
+    for (const runner of this.#running.values()) runner.interrupt(reason, code);
     await this.idle();
   }
 

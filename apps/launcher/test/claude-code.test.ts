@@ -180,6 +180,21 @@ test('claude-code executor: a claude that never exits after its result is killed
   await gone(call!.pid, 'the hung claude');
 });
 
+test('claude-code executor: a claude that never exits after an error result is killed after the exit grace; the job fails', async (t) => {
+  const { client, claude } = await setup(t, {}, {}, 300);
+  for (const [name, prompt, error] of [
+    ['hangs-failing', 'FAIL HANG_AFTER_RESULT', 'claude reported error_during_execution: the fake model refused'],
+    ['hangs-out-of-turns', 'MAX_TURNS HANG_AFTER_RESULT', 'claude reported error_max_turns: reached the maximum number of turns (2)'],
+  ] as const) {
+    const job = await client.createJob({ type: 'start_session', session_name: name, prompt });
+    const done = await settled(client, job.job_id);
+    assert.equal(done.status, 'failed', `${prompt}: ${done.result}`);
+    assert.match(done.error ?? '', new RegExp(`^${error.replace(/[()]/g, '\\$&')}`));
+    assert.equal(done.cost_usd, 0.0123, 'its cost counts all the same');
+  }
+  for (const call of claude.calls()) await gone(call.pid, 'the hung claude');
+});
+
 test('claude-code executor: the per-job agent token hook reaches the MCP server as AGENTQ_TOKEN', async (t) => {
   const { client, claude } = await setup(t, {}, { agentToken: (job) => `token-for-${job.job_id}` });
   const job = await client.createJob({ type: 'start_session', session_name: 'scoped', prompt: 'hi' });

@@ -50,6 +50,7 @@ test('SIGTERM when the grace period runs out: the job is killed and reported fai
   const done = await settled(client, job.job_id);
   assert.equal(done.status, 'failed');
   assert.match(done.error ?? '', /launcher shutting down: the job was interrupted \(executor ended by SIGKILL\)/);
+  assert.equal(done.error_code, 'launcher_shutdown', 'for programs: not an agent failure');
   await hello.closed;
 });
 

@@ -95,6 +95,30 @@ test('an executor that never exits after its error event is killed after --exit-
   await gone(-pid, "the lingering executor's process group");
 });
 
+test('a stop or a timeout that comes after the result, while the executor lingers, leaves the result to stand', async (t) => {
+  const { c, client } = await coordinator(t);
+  const { log, waitFor } = captureLog();
+  await launcher(t, c.url, { exitGraceMs: 600_000 }, { log });
+  const stopped = await client.createJob({
+    type: 'start_session',
+    session_name: 'answered-then-stopped',
+    prompt: script([{ event: { type: 'result', text: 'the answer' } }, FOREVER]),
+  });
+  await waitFor((l) => l['msg'] === 'executor result' && l['job_id'] === stopped.job_id);
+  await client.stopJob(stopped.job_id);
+  const done = await settled(client, stopped.job_id);
+  assert.deepEqual([done.status, done.result, done.error], ['completed', 'the answer', null]);
+  // a timeout is a stop the coordinator asks for: the same
+  const timed = await client.createJob({
+    type: 'start_session',
+    session_name: 'answered-then-timed-out',
+    prompt: script([{ event: { type: 'result', text: 'in time' } }, FOREVER]),
+    timeout_ms: 1_000,
+  });
+  const late = await settled(client, timed.job_id);
+  assert.deepEqual([late.status, late.result], ['completed', 'in time']);
+});
+
 test("the 'executor started' log line has one pid (the launcher's) and the executor's as executor_pid", async (t) => {
   const { c, client } = await coordinator(t);
   const control = await controlServer(t);

@@ -95,8 +95,14 @@ async function runClaude(
         session(msg['session_id']);
         result = readResult(msg);
         if (o.resuming !== undefined && NO_CONVERSATION.test(`${result.text} ${result.errors}`)) noConversation = true;
-        // at once, not at exit: the launcher's exit grace starts from here
+        // at once, not at exit: the launcher's exit grace starts from here; and so does an error
+        // result's error, which a claude that hangs after it (killed at the end of the grace)
+        // would otherwise never send, leaving the result to stand as a success
         emit(result.event);
+        {
+          const failure = failureOf(result, noConversation ? o.resuming : undefined);
+          if (failure) emit({ type: 'error', message: failure.message, ...(failure.code ? { code: failure.code } : {}) });
+        }
         break;
       }
       default:
@@ -116,20 +122,25 @@ async function runClaude(
     child.once('close', (c, s) => resolve([c, s]));
   });
 
-  if (noConversation) {
-    throw new ExecutorError(
-      `Claude Code has no session ${o.resuming} on this host ("No conversation found"): a session can only be resumed on the host, and in the directory, where it ran`,
-      'session_not_on_host',
-    );
-  }
-  if (result && !result.isError) {
+  const failure = failureOf(result, noConversation ? o.resuming : undefined);
+  if (failure) throw failure;
+  if (result) {
     if (code !== 0) process.stderr.write(`claude exited with ${signal ?? `code ${code}`} after a successful result\n`);
     return;
   }
-  if (result) {
-    const detail = result.text || result.errors;
-    const what = result.subtype === 'success' ? 'an error (is_error: true)' : result.subtype;
-    throw new ExecutorError(`claude reported ${what}${detail ? `: ${detail}` : ''}`);
-  }
   throw new Error(signal ? `claude was killed by ${signal}` : `claude exited with code ${code} without a result`);
+}
+
+/** What went wrong, if anything: the session a resume found missing (`resuming`), or an error result. */
+function failureOf(result: ClaudeResult | undefined, resuming: string | undefined): ExecutorError | undefined {
+  if (resuming !== undefined) {
+    return new ExecutorError(
+      `Claude Code has no session ${resuming} on this host ("No conversation found"): a session can only be resumed on the host, and in the directory, where it ran`,
+      'session_not_on_host',
+    );
+  }
+  if (!result?.isError) return undefined;
+  const detail = result.text || result.errors;
+  const what = result.subtype === 'success' ? 'an error (is_error: true)' : result.subtype;
+  return new ExecutorError(`claude reported ${what}${detail ? `: ${detail}` : ''}`);
 }
