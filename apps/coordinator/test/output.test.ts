@@ -119,6 +119,11 @@ test('reads never split a multibyte UTF-8 character', opts, async (t) => {
   const head = await client.getOutput(job.job_id, { offset: 0, limit_bytes: 4 });
   assert.equal(head.output, '€');
   assert.equal(head.next_offset, 3);
+  // a limit smaller than the next character answers that character whole: a reader moves on
+  for (const [offset, limit_bytes] of [[0, 1], [3, 2], [1, 1]] as const) {
+    const small = await client.getOutput(job.job_id, { offset, limit_bytes, wait_ms: 60_000 });
+    assert.deepEqual([small.output, small.offset, small.next_offset], ['€', offset === 0 ? 0 : 3, offset === 0 ? 3 : 6], `${offset}/${limit_bytes}`);
+  }
   // an offset inside a character moves to the next one
   assert.equal((await client.getOutput(job.job_id, { offset: 1 })).offset, 3);
   // the cap (8 bytes) drops a partial character at the front: never shown as garbage

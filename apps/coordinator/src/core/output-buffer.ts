@@ -70,19 +70,24 @@ export class OutputBuffer {
     return this.read(Math.max(this.#start, this.#total - tailBytes), tailBytes);
   }
 
-  /** Up to `limit` bytes from stream offset `from` (clamped to what is retained). */
+  /**
+   * Up to `limit` bytes from stream offset `from` (clamped to what is retained), on UTF-8
+   * character boundaries: leading continuation bytes are skipped, and a character the limit cuts
+   * in two is left for the next read, unless it is the first one (a limit smaller than the next
+   * character answers that character whole, so that a reader always moves on).
+   */
   read(from: number, limit: number): { text: string; offset: number; end: number } {
-    let offset = Math.min(Math.max(from, this.#start), this.#total);
-    const end = Math.min(this.#total, offset + limit);
-    const all = Buffer.concat(this.#chunks, this.#retained).subarray(offset - this.#start, end - this.#start);
-    // Start and end on UTF-8 character boundaries: skip leading continuation bytes, and stop
-    // before a character that the limit cut in two.
-    let s = 0;
-    while (s < all.length && (all[s]! & 0xc0) === 0x80) s++;
-    let e = all.length;
-    if (end < this.#total) e = utf8Boundary(all, e);
-    offset += s;
-    return { text: all.subarray(s, Math.max(s, e)).toString('utf8'), offset, end: offset + Math.max(0, e - s) };
+    const buf = Buffer.concat(this.#chunks, this.#retained);
+    const first = Math.min(Math.max(from, this.#start), this.#total) - this.#start;
+    let s = first;
+    while (s < buf.length && (buf[s]! & 0xc0) === 0x80) s++;
+    let e = Math.min(buf.length, first + limit);
+    if (e < buf.length) {
+      const cut = utf8Boundary(buf, e);
+      e = cut > s ? cut : Math.min(buf.length, s + utf8Width(buf[s]!));
+    }
+    e = Math.max(s, e);
+    return { text: buf.subarray(s, e).toString('utf8'), offset: this.#start + s, end: this.#start + e };
   }
 
   /** Resolve when more output arrives (or `signal` aborts). */
@@ -109,7 +114,10 @@ function utf8Boundary(buf: Buffer, end: number): number {
   // walk back over continuation bytes to the lead byte of the last character
   while (i > 0 && (buf[i - 1]! & 0xc0) === 0x80) i--;
   if (i === 0) return end;
-  const lead = buf[i - 1]!;
-  const width = lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : lead >= 0xc0 ? 2 : 1;
-  return i - 1 + width <= end ? end : i - 1;
+  return i - 1 + utf8Width(buf[i - 1]!) <= end ? end : i - 1;
+}
+
+/** The bytes of the character whose lead byte this is. */
+function utf8Width(lead: number): number {
+  return lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : lead >= 0xc0 ? 2 : 1;
 }
