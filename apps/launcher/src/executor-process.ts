@@ -94,6 +94,8 @@ export class ExecutorProcess {
           message: `the executor printed an event line longer than ${MAX_EVENT_LINE_BYTES} bytes; it was not read (a result that large cannot be reported)`,
           code: 'executor_event_too_large',
         }),
+      // a text line too long to hold whole is output as it comes, never read as an event
+      (text) => options.onEvent({ type: 'output', text }),
     );
     const stderrLines = new LineSplitter((line) => options.onStderrLine?.(line));
     child.stdout!.on('data', (chunk: Buffer) => {
@@ -235,7 +237,9 @@ export function parseEventLine(line: string): ExecutorEvent | null {
  * Split a byte stream into UTF-8 lines (without the newline), emitting each as it completes. A
  * line past MAX_LINE_BYTES is emitted in pieces, unless it is an event (it starts with `{`), which
  * may grow to MAX_EVENT_LINE_BYTES: past that, `onOversized` is called and the rest of the line
- * is skipped (a piece of JSON is neither an event nor output anyone wants).
+ * is skipped (a piece of JSON is neither an event nor output anyone wants). The pieces go to
+ * `onPiece` when given, as text exactly as it came (a CR included; the last one ends with the
+ * line's newline, none of the others has one); without it, to `onLine` as lines of their own.
  */
 export class LineSplitter {
   readonly #decoder = new StringDecoder('utf8');
@@ -245,9 +249,12 @@ export class LineSplitter {
   #bytes = 0;
   /** what the current line is, once its first non-blank character has come */
   #kind: 'blank' | 'event' | 'text' | 'skip' = 'blank';
+  /** pieces of the current line have been passed on already */
+  #continued = false;
   constructor(
     readonly onLine: (line: string) => void,
     readonly onOversized: () => void = () => {},
+    readonly onPiece?: (text: string) => void,
   ) {}
 
   push(chunk: Buffer): void {
@@ -263,7 +270,10 @@ export class LineSplitter {
 
   end(): void {
     this.#add(this.#decoder.end());
-    if (this.#kind !== 'skip' && this.#parts.length > 0) this.onLine(this.#take());
+    if (this.#kind !== 'skip' && this.#parts.length > 0) {
+      if (this.#continued && this.onPiece) this.onPiece(this.#take());
+      else this.onLine(this.#take());
+    }
     this.#reset();
   }
 
@@ -282,13 +292,22 @@ export class LineSplitter {
       this.onOversized();
     } else if (this.#bytes > MAX_LINE_BYTES) {
       // a long text line goes on in pieces; what follows is still text, whatever it starts with
-      this.onLine(this.#take());
+      const piece = this.#take();
+      if (this.onPiece) this.onPiece(piece);
+      else this.onLine(piece);
       this.#kind = 'text';
+      this.#continued = true;
     }
   }
 
   #endLine(): void {
-    if (this.#kind !== 'skip') this.onLine(this.#take().replace(/\r$/, ''));
+    if (this.#kind === 'skip') {
+      // nothing of the line is passed on
+    } else if (this.#continued && this.onPiece) {
+      this.onPiece(`${this.#take()}\n`);
+    } else {
+      this.onLine(this.#take().replace(/\r$/, ''));
+    }
     this.#reset();
   }
 
@@ -303,6 +322,7 @@ export class LineSplitter {
     this.#parts = [];
     this.#bytes = 0;
     this.#kind = 'blank';
+    this.#continued = false;
   }
 }
 

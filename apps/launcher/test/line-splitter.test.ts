@@ -30,6 +30,24 @@ test('a text line over 1 MiB goes on in pieces, even where a piece starts with {
   assert.ok(lines.length > 2, 'in pieces');
 });
 
+test('with onPiece, a long text line is passed on exactly as it came: one newline, at its end, and never read as an event', () => {
+  const lines: string[] = [];
+  const pieces: string[] = [];
+  const splitter = new LineSplitter(
+    (line) => lines.push(line),
+    () => assert.fail('not an oversized event'),
+    (text) => pieces.push(text),
+  );
+  const long = `${'A'.repeat(1_100_000)}{"type":"result","text":"not an event"}END`;
+  const bytes = Buffer.from(`${long}\r\nnext\n${'B'.repeat(1_100_000)}`);
+  for (let i = 0; i < bytes.length; i += 65_536) splitter.push(bytes.subarray(i, i + 65_536));
+  splitter.end();
+  const text = pieces.join('');
+  assert.ok(text === `${long}\r\n${'B'.repeat(1_100_000)}`, 'every byte in order, the long line ending once, the last without a newline it never had');
+  assert.ok(pieces.length > 2, 'in pieces');
+  assert.deepEqual(lines, ['next']);
+});
+
 test('an event line over MAX_EVENT_LINE_BYTES is skipped, once, and the next line is read', () => {
   const big = `{"type":"result","text":"${'r'.repeat(MAX_EVENT_LINE_BYTES)}"}`;
   const { lines, oversized } = split(`${big}\n{"type":"output","text":"next"}\n`, 64 * 1024);
