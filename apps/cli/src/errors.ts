@@ -1,4 +1,4 @@
-import { AgentqApiError, AgentqConnectionError, toError } from '@agentq/client';
+import { AgentqApiError, AgentqAuthError, AgentqConnectionError, toError } from '@agentq/client';
 import { CliExitCodes, type CliError, type CliExitCode } from '@agentq/protocol';
 
 /** The command line is wrong: unknown flag, missing argument, bad duration. Exit 2. */
@@ -110,7 +110,9 @@ export function toCliFailure(err: unknown): CliFailureInfo {
     if (err.status === 401 || err.status === 403) {
       // authentication and permission: the coordinator refused the request, retrying won't help
       const failure = apiFailure(err, CliExitCodes.usage_error);
-      failure.error.message = `the coordinator refused the request: ${err.message}; ${REFUSAL_HINTS[err.status]}`;
+      // the client's AgentqAuthError says who refused already
+      const refused = err instanceof AgentqAuthError ? err.message : `the coordinator refused the request: ${err.message}`;
+      failure.error.message = `${refused}; ${REFUSAL_HINTS[err.status]}`;
       return failure;
     }
     if (err.code === 'job_not_found') return apiFailure(err, CliExitCodes.not_found);

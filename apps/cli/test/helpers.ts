@@ -3,15 +3,13 @@ import { createServer } from 'node:net';
 import { Readable } from 'node:stream';
 import { AgentqClient } from '@agentq/client';
 import { startCoordinator } from '@agentq/coordinator';
-import type { Job } from '@agentq/protocol';
-import { FormatRegistry, type TSchema } from '@sinclair/typebox';
+import { registerFormats, type Job } from '@agentq/protocol';
+import type { TSchema } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 import { run, type CliIo } from '../src/index.js';
 
-// TypeBox checks `format` only for registered formats; the protocol uses date-time.
-if (!FormatRegistry.Has('date-time')) {
-  FormatRegistry.Set('date-time', (v) => /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/.test(v));
-}
+// TypeBox checks `format` only for registered formats, as a user validating the envelopes does
+registerFormats();
 
 export interface TestCoordinator {
   url: string;

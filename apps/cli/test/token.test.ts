@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { describe, it } from 'node:test';
-import { AgentqApiError } from '@agentq/client';
+import { AgentqApiError, AgentqAuthError } from '@agentq/client';
 import {
   CliCommandData,
   CliEnvelope,
@@ -78,6 +78,15 @@ describe('a coordinator that refuses the request (401/403)', () => {
     assert.equal(forbidden.error.code, 'forbidden');
     assert.match(forbidden.error.message, /refused the request: role reader may not POST \/jobs; this token's role/);
     assert.deepEqual(forbidden.error.details, { role: 'reader' });
+
+    // the client's own refusal error says once who refused
+    const unknown = toCliFailure(new AgentqAuthError(401, 'unauthorized', 'the token is not valid'));
+    assert.equal(
+      unknown.error.message.match(/the coordinator refused the request/g)?.length,
+      1,
+      unknown.error.message,
+    );
+    assert.match(unknown.error.message, /^the coordinator refused the request: no valid token \(the token is not valid\); .*--token or AGENTQ_TOKEN/);
   });
 
   it('other refusals keep their exit codes: session_closed 2, job_not_found 5, 5xx 1', () => {

@@ -1,10 +1,21 @@
-import { Type, type Static, type TSchema } from '@sinclair/typebox';
+import { FormatRegistry, Type, type Static, type TSchema } from '@sinclair/typebox';
 
 /** A value that may be absent on the wire: always present as a key, `null` when unset. */
 export const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);
 
 /** ISO 8601 UTC timestamp, e.g. `2025-12-10T10:00:00.000Z`. */
 export const Timestamp = Type.String({ format: 'date-time', description: 'ISO 8601 UTC timestamp' });
+
+/**
+ * TypeBox's `Value.Check` knows a `format` only once it is registered, and refuses every value of
+ * an unknown one: call this once before checking values against these schemas yourself (the
+ * coordinator's validator has its own). Registers `date-time` (ISO 8601 with a UTC offset).
+ */
+export function registerFormats(): void {
+  if (!FormatRegistry.Has('date-time')) {
+    FormatRegistry.Set('date-time', (v) => /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/.test(v));
+  }
+}
 
 export const JobId = Type.String({ pattern: '^job_[0-9a-f]{12}$', description: '`job_` + 12 hex chars' });
 export const LauncherId = Type.String({ pattern: '^lnch_[0-9a-f]{12}$', description: '`lnch_` + 12 hex chars' });
