@@ -8,6 +8,7 @@ import { loadConfig } from '../src/config.js';
 import { systemClock } from '../src/core/clock.js';
 import { Coordinator } from '../src/core/coordinator.js';
 import type { CheckpointResult } from '../src/core/store/sqlite-checkpointer.js';
+import { ConfigError } from '../src/config.js';
 import { SqliteStore } from '../src/core/store/sqlite-store.js';
 import { tempDir } from './auth-helpers.js';
 
@@ -18,7 +19,10 @@ const options = { clock: systemClock, log: pino({ level: 'silent' }), outputMaxB
 test('one coordinator per SQLite file: a second store is refused while the first has it, and opens once it is closed', async (t) => {
   const path = join(tempDir(t), 'agentq.db');
   const first = await SqliteStore.open(path, options);
-  await assert.rejects(SqliteStore.open(path, options), /in use by another coordinator/);
+  await assert.rejects(
+    SqliteStore.open(path, options),
+    (e: Error) => e instanceof ConfigError && e.variable === 'DATABASE_URL' && /in use by another coordinator .*; give this one a database of its own/.test(e.message),
+  );
   await first.close();
   const second = await SqliteStore.open(path, options);
   await second.close();

@@ -1,5 +1,6 @@
 import Database, { type Database as Db, type Statement } from 'better-sqlite3';
 import { isTerminal, type JobStatus } from '@agentq/protocol';
+import { ConfigError } from '../../config.js';
 import { jobTextSize } from '../answer-budget.js';
 import { CoordinatorError } from '../errors.js';
 import { OutputBuffer } from '../output-buffer.js';
@@ -615,7 +616,12 @@ function lockFile(path: string): Db {
     return guard;
   } catch (err) {
     guard.close();
-    throw new Error(`cannot open ${path}: it is in use by another coordinator (${String(err)})`, { cause: err });
+    // the set-up's mistake (two coordinators on one file), not a crash: said as a configuration error
+    const refusal = new ConfigError(
+      'DATABASE_URL',
+      `cannot open ${path}: it is in use by another coordinator (${String(err)}); give this one a database of its own, e.g. DATABASE_URL=sqlite:./data/second.db`,
+    );
+    throw Object.assign(refusal, { cause: err });
   }
 }
 
