@@ -40,14 +40,19 @@ export interface JobRunnerDeps {
 }
 
 /** Why a run ended early, when it did. */
-type Interruption = { kind: 'stop' } | { kind: 'interrupt'; reason: string; code: string } | { kind: 'idle' } | { kind: 'disowned'; reason: string };
+type Interruption = { kind: 'stop' } | { kind: 'interrupt'; reason: string; code: InterruptionCode } | { kind: 'idle' } | { kind: 'disowned'; reason: string };
 
 /** Job error codes the launcher itself sets on a failed report (executors may send their own). */
 export const LAUNCHER_ERROR_CODES = {
   outside_project_roots: "the job's project_dir is not inside any of this launcher's project roots",
   project_dir_not_found: "the job's project_dir does not exist on this host",
   executor_idle: 'the executor printed nothing for --idle-timeout seconds and was stopped',
+  launcher_shutdown: 'the launcher shut down and killed the executor once --shutdown-grace was over',
+  launcher_deregistered: 'the launcher was deregistered and, run with --stop-on-exit, killed the executor',
 } as const;
+
+/** The codes of a launcher's own interruption of its jobs. */
+export type InterruptionCode = 'launcher_shutdown' | 'launcher_deregistered';
 
 /** What the executor's `result` event said about the cost of the turn (sent with the final report). */
 type Accounting = Pick<Extract<ExecutorEvent, { type: 'result' }>, 'usage' | 'cost_usd' | 'num_turns' | 'duration_api_ms'>;
@@ -82,6 +87,13 @@ export class JobRunner {
   #process: ExecutorProcess | undefined;
   #watchdog: Watchdog | undefined;
   #interruption: Interruption | undefined;
+  /** what the executor said while it runs (#run makes it) */
+  #outcome: Outcome | undefined;
+  /**
+   * The executor's answer (its result or error) as it stood when a stop or the shutdown came, if
+   * it had answered by then: that answer stands, and nothing it says once killed changes it.
+   */
+  #answerBeforeInterruption: Pick<Outcome, 'result' | 'errorMessage' | 'errorCode'> | undefined;
   #interrupted: (() => void) | undefined;
   /** resolves when stop() or interrupt() is called */
   readonly #interruptedPromise = new Promise<'interrupted'>(
@@ -104,7 +116,7 @@ export class JobRunner {
   }
 
   /** The launcher is going away: kill the executor and report the job `failed` with `reason` and `code`. */
-  interrupt(reason: string, code: string): void {
+  interrupt(reason: string, code: InterruptionCode): void {
     this.#interrupt({ kind: 'interrupt', reason, code });
   }
 
@@ -126,6 +138,10 @@ export class JobRunner {
   #interrupt(what: Interruption): void {
     if (this.#interruption) return;
     this.#interruption = what;
+    const o = this.#outcome;
+    if (o && (o.result !== undefined || o.errorMessage !== undefined)) {
+      this.#answerBeforeInterruption = { result: o.result, errorMessage: o.errorMessage, errorCode: o.errorCode };
+    }
     this.#interrupted!();
     this.#watchdog?.stop();
     const why = what.kind === 'stop' ? 'stop requested' : what.kind === 'idle' ? 'executor idle' : what.reason;
@@ -151,6 +167,7 @@ export class JobRunner {
     const cwd = where.dir;
 
     const outcome: Outcome = { accounting: {}, killedAfterResult: false };
+    this.#outcome = outcome;
     const notRun: ExecutorExit = { code: null, signal: null, stderrTail: '', spawnError: null, pipesAbandoned: false };
     // a stop or shutdown does not wait for `started` (the coordinator may be unreachable): the
     // final report is queued behind it and both go out in order when it answers
@@ -301,13 +318,14 @@ export class JobRunner {
     }
     // A stop or the launcher's shutdown that came after the executor's answer (a result or an
     // error: the turn was over, and the executor was in its exit grace) leaves that answer to
-    // stand: a stopping job may still end completed or failed.
-    const answered = o.result !== undefined || o.errorMessage !== undefined;
+    // stand: a stopping job may still end completed or failed. What it says once killed (an
+    // error on SIGTERM, say) changes nothing.
+    const answer = this.#answerBeforeInterruption;
     const ended = it?.kind === 'stop' || it?.kind === 'interrupt';
-    if (it?.kind === 'stop' && !answered) {
+    if (it?.kind === 'stop' && !answer) {
       return this.#report({ kind: 'stopped', body: { signal: exit.signal, ...extra } });
     }
-    if (it?.kind === 'interrupt' && !answered) {
+    if (it?.kind === 'interrupt' && !answer) {
       const how = exit.signal ? ` (executor ended by ${exit.signal})` : '';
       return this.#report({
         kind: 'failed',
@@ -335,16 +353,17 @@ export class JobRunner {
     }
     // killed after its result (by the watchdog, a stop or the shutdown): the result stands (it was
     // the end of the turn)
-    const succeeded = o.killedAfterResult || ended ? o.result !== undefined : exit.code === 0;
-    if (succeeded && o.errorMessage === undefined) {
-      return this.#report({ kind: 'completed', body: { status: 'success', result: o.result ?? null, ...extra } });
+    const said = ended ? answer! : o;
+    const succeeded = o.killedAfterResult || ended ? said.result !== undefined : exit.code === 0;
+    if (succeeded && said.errorMessage === undefined) {
+      return this.#report({ kind: 'completed', body: { status: 'success', result: said.result ?? null, ...extra } });
     }
     return this.#report({
       kind: 'failed',
       body: {
-        error: failureMessage(exit, o.errorMessage),
+        error: failureMessage(exit, said.errorMessage),
         exit_code: exit.code,
-        ...(o.errorCode === undefined ? {} : { error_code: o.errorCode }),
+        ...(said.errorCode === undefined ? {} : { error_code: said.errorCode }),
         ...extra,
       },
     });

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { Job } from '@agentq/protocol';
-import type { JobRunner } from './job-runner.js';
+import type { InterruptionCode, JobRunner } from './job-runner.js';
 import type { Reporter } from './reporter.js';
 
 export interface SupervisorOptions {
@@ -100,7 +100,7 @@ export class Supervisor {
   }
 
   /** Kill every running job and report it failed with `reason` and `code`. Resolves when all have ended. */
-  async interruptAll(reason: string, code: string): Promise<void> {
+  async interruptAll(reason: string, code: InterruptionCode): Promise<void> {
     for (const runner of this.#running.values()) runner.interrupt(reason, code);
     await this.idle();
   }

@@ -119,6 +119,34 @@ test('a stop or a timeout that comes after the result, while the executor linger
   assert.deepEqual([late.status, late.result], ['completed', 'in time']);
 });
 
+test('what an executor says once it is told to stop changes nothing: a stop ends stopped, a shutdown launcher_shutdown, an earlier result stands', async (t) => {
+  const { c, client } = await coordinator(t);
+  const { log, waitFor } = captureLog();
+  const l = await launcher(t, c.url, { exitGraceMs: 600_000, shutdownGraceMs: 0 }, { log });
+  const sayErrorOnTerm = { onTerm: { type: 'error', message: 'terminated by SIGTERM' } };
+  const stopped = await client.createJob({ type: 'start_session', session_name: 'says-why', prompt: script([sayErrorOnTerm, { say: 'working' }, FOREVER]) });
+  const working = (jobId: string) => waitFor((line) => line['msg'] === 'executor output' && line['job_id'] === jobId && line['output'] === 'working');
+  await working(stopped.job_id); // its SIGTERM handler is in place
+  await client.stopJob(stopped.job_id);
+  assert.equal((await settled(client, stopped.job_id)).status, 'stopped');
+
+  const answered = await client.createJob({
+    type: 'start_session',
+    session_name: 'answered-then-says-why',
+    prompt: script([sayErrorOnTerm, { event: { type: 'result', text: 'the answer' } }, FOREVER]),
+  });
+  await waitFor((line) => line['msg'] === 'executor result' && line['job_id'] === answered.job_id);
+  await client.stopJob(answered.job_id);
+  const done = await settled(client, answered.job_id);
+  assert.deepEqual([done.status, done.result], ['completed', 'the answer']);
+
+  const cut = await client.createJob({ type: 'start_session', session_name: 'shut-down', prompt: script([sayErrorOnTerm, { say: 'working' }, FOREVER]) });
+  await working(cut.job_id);
+  await l.launcher.shutdown();
+  const shut = await settled(client, cut.job_id);
+  assert.deepEqual([shut.status, shut.error_code], ['failed', 'launcher_shutdown']);
+});
+
 test("the 'executor started' log line has one pid (the launcher's) and the executor's as executor_pid", async (t) => {
   const { c, client } = await coordinator(t);
   const control = await controlServer(t);
