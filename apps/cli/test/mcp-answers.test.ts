@@ -48,6 +48,20 @@ describe('agentq mcp: bounded answers', () => {
     assert.match(stopped.data.message, /^Stopping session "busy": (job job_\w+ stopped, ){49}job job_\w+ stopped and 10 more job\(s\)\.$/);
   });
 
+  it("a session's last error is shown whole beside a long last result (the result is cut, not the error)", async (t) => {
+    const c = await coordinator(t);
+    await c.client.createJob({ type: 'start_session', session_name: 'long-then-failed', prompt: 'p' });
+    await c.launcher.complete((await c.launcher.claimAndStart()).job_id, 'r'.repeat(20_000));
+    await c.client.createJob({ type: 'resume_session', session_name: 'long-then-failed', prompt: 'again' });
+    await c.launcher.fail((await c.launcher.claimAndStart()).job_id, 'executor exited with code 1: API key revoked');
+    const mcp = await mcpClient(t, { AGENTQ_URL: c.url });
+    const status = await callTool(mcp, 'get_status', { session_name: 'long-then-failed' });
+    assert.equal(status.isError, false, status.text);
+    assert.equal(status.data.session.last_error, 'executor exited with code 1: API key revoked');
+    assert.equal(status.data.session.last_result_full_bytes, 20_000);
+    assert.match(status.text, /Last error: executor exited with code 1: API key revoked/);
+  });
+
   it('wait_for_jobs: the results of all the jobs share 64 KiB, however many jobs there are', async (t) => {
     const c = await coordinator(t);
     const created = await c.client.createJobs(Array.from({ length: 100 }, (_, i) => ({ type: 'start_session' as const, session_name: `w${i}`, prompt: 'p' })));

@@ -9,7 +9,8 @@ import type { Job, Session, Usage } from '@agentq/protocol';
 
 /**
  * Longest result and error (or last result, last error) a view carries, in bytes, the two
- * together: longer ones are cut and say so. (A job ends with one or the other.)
+ * together: longer ones are cut and say so (`*_full_bytes`). The error has the first claim: it is
+ * short, and says why the last turn failed.
  */
 export const RESULT_MAX_BYTES = 16 * 1024;
 /** Most child names a session view lists (the newest); list_children pages through all of them. */
@@ -49,6 +50,7 @@ export interface JobView {
   /** set when `result` was cut: the whole result's size */
   result_full_bytes?: number;
   error: string | null;
+  error_full_bytes?: number;
   error_code: string | null;
   /** why a pending job waits */
   pending_reason: string | null;
@@ -63,8 +65,9 @@ export interface JobView {
 }
 
 export function jobView(job: Job, resultMaxBytes = RESULT_MAX_BYTES): JobView {
-  const result = bounded(job.result, resultMaxBytes);
-  const error = bounded(job.error, resultMaxBytes - Buffer.byteLength(result.text ?? '', 'utf8'));
+  // the error first: it is short and says why the job failed; the result has the rest
+  const error = bounded(job.error, resultMaxBytes);
+  const result = bounded(job.result, resultMaxBytes - Buffer.byteLength(error.text ?? '', 'utf8'));
   return {
     job_id: job.job_id,
     type: job.type,
@@ -75,6 +78,7 @@ export function jobView(job: Job, resultMaxBytes = RESULT_MAX_BYTES): JobView {
     result: result.text,
     ...(result.full_bytes === undefined ? {} : { result_full_bytes: result.full_bytes }),
     error: error.text,
+    ...(error.full_bytes === undefined ? {} : { error_full_bytes: error.full_bytes }),
     error_code: job.error_code,
     pending_reason: job.pending_reason,
     callback_of: job.callback_of,
@@ -98,6 +102,7 @@ export interface SessionView {
   last_result: string | null;
   last_result_full_bytes?: number;
   last_error: string | null;
+  last_error_full_bytes?: number;
   /** false once the session can take no more input (docs/sessions.md) */
   accepts_input: boolean;
   /** its newest CHILDREN_MAX children, oldest first */
@@ -117,8 +122,10 @@ export interface SessionView {
 }
 
 export function sessionView(s: Session, resultMaxBytes = RESULT_MAX_BYTES): SessionView {
-  const last = bounded(s.last_result, resultMaxBytes);
-  const lastError = bounded(s.last_error, resultMaxBytes - Buffer.byteLength(last.text ?? '', 'utf8'));
+  // a session keeps its last result and its last error apart (a failed turn after a completed one
+  // has both): the error first, as for a job
+  const lastError = bounded(s.last_error, resultMaxBytes);
+  const last = bounded(s.last_result, resultMaxBytes - Buffer.byteLength(lastError.text ?? '', 'utf8'));
   return {
     session_name: s.session_name,
     parent_session_name: s.parent_session_name,
@@ -129,6 +136,7 @@ export function sessionView(s: Session, resultMaxBytes = RESULT_MAX_BYTES): Sess
     last_result: last.text,
     ...(last.full_bytes === undefined ? {} : { last_result_full_bytes: last.full_bytes }),
     last_error: lastError.text,
+    ...(lastError.full_bytes === undefined ? {} : { last_error_full_bytes: lastError.full_bytes }),
     accepts_input: s.accepts_input,
     children: s.children.slice(-CHILDREN_MAX),
     children_count: s.children.length,
