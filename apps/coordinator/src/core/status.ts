@@ -34,7 +34,8 @@ export async function health(ctx: CoreContext, startedAt: number, parkedPolls: (
       launchers: { online, stale, parked_polls: parkedPolls() },
     };
   } catch (err) {
-    ctx.log.warn({ err }, 'health: the store could not be read');
+    // debug: a probe every few seconds would repeat it; the store logs the outage itself
+    ctx.log.debug({ err }, 'health: the store could not be read');
     return {
       status: 'ok',
       uptime_seconds,

@@ -59,8 +59,7 @@ export function installCreationLimit(app: FastifyInstance, config: CoordinatorCo
   const max = config.jobsRateLimitPerMinute;
   if (max <= 0) return;
   const limiter = new WindowLimiter(max, 60_000, () => clock.now());
-  const taken = new WeakMap<FastifyRequest, { key: string; at: number }>();
-  app.addHook('preHandler', async (req) => {
+  app.addHook('preHandler', async (req, reply) => {
     const access = (req.routeOptions.config as { accessByMethod?: Record<string, RouteAccess> }).accessByMethod?.[req.method];
     if (!access?.rateLimited) return;
     const key = keyOf(req);
@@ -72,11 +71,11 @@ export function installCreationLimit(app: FastifyInstance, config: CoordinatorCo
         retry_after_seconds: retryAfter,
       });
     }
-    taken.set(req, { key, at: clock.now() });
-  });
-  app.addHook('onResponse', (req, reply, done) => {
-    const t = taken.get(req);
-    if (t !== undefined && reply.statusCode !== 201) limiter.giveBack(t.key, t.at);
-    done();
+    // given back when the request ends without creating: on 'close', which comes also when the
+    // client goes away before its answer (a hook on the answer would not run then)
+    const at = clock.now();
+    reply.raw.once('close', () => {
+      if (reply.statusCode !== 201) limiter.giveBack(key, at);
+    });
   });
 }

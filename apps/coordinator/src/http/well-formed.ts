@@ -45,7 +45,8 @@ export class NotUtf8 extends Error {
  */
 export function checkUtf8(contentType: string | undefined, body: Buffer): void {
   const charset = /;\s*charset\s*=\s*"?([^";\s]*)"?/i.exec(contentType ?? '')?.[1];
-  if (charset !== undefined && !/^utf-?8$/i.test(charset)) throw new NotUtf8(charset);
+  // US-ASCII is UTF-8's first 128 characters: a body that is ASCII is UTF-8 as it stands
+  if (charset !== undefined && !/^(utf-?8|us-ascii)$/i.test(charset)) throw new NotUtf8(charset);
   if (!isUtf8(body)) throw new NotUtf8();
 }
 
