@@ -229,7 +229,7 @@ export function helpText(): string {
     'Usage: agentq-launcher [options]',
     '',
     'Runs agent jobs from an agentq coordinator on this machine. Each option can also be set by',
-    'its environment variable; the flag wins.',
+    'its environment variable; the flag wins. A true-or-false option is turned off with --no-<flag>.',
     '',
     'Options:',
     ...rows,
@@ -267,7 +267,8 @@ export function loadConfig(
   }
   let values: Record<string, string | boolean | Array<string | boolean> | undefined>;
   try {
-    ({ values } = parseArgs({ args: [...argv], options, strict: true, allowPositionals: false }));
+    // `--no-<flag>` turns a boolean off, over its variable (`--no-stop-on-exit` with AGENTQ_STOP_ON_EXIT=true)
+    ({ values } = parseArgs({ args: [...argv], options, strict: true, allowPositionals: false, allowNegative: true }));
   } catch (err) {
     throw new ConfigError('arguments', (err as Error).message);
   }

@@ -42,6 +42,10 @@ test('--label accumulates; watchdog and portability options parse', () => {
   assert.equal(c.exitGraceMs, 2_500);
   assert.equal(c.portableSessions, true);
   assert.equal(load([], { AGENTQ_PORTABLE_SESSIONS: 'false' }).portableSessions, false);
+  // a boolean flag turned off on the command line, over its variable
+  assert.equal(load(['--no-portable-sessions'], { AGENTQ_PORTABLE_SESSIONS: 'true' }).portableSessions, false);
+  assert.equal(load(['--no-stop-on-exit'], { AGENTQ_STOP_ON_EXIT: 'true' }).stopOnExit, false);
+  assert.throws(() => load(['--no-url']), /Unknown option '--no-url'/);
 });
 
 test('environment variables set options and flags win over them', () => {
