@@ -80,9 +80,14 @@ function servesDir(launcher: LauncherRow, dir: string): boolean {
   return launcher.roots.some((root) => isInside(dir, root));
 }
 
+/** Whether some launcher in `online` serves `route`: its jobs wait for a free slot, not for a launcher. */
+export function isServed(route: Route, online: readonly LauncherRow[]): boolean {
+  return online.some((l) => serves(l, route));
+}
+
 /** Why no launcher in `online` serves `route`, or null when one does. */
 export function unservedReason(route: Route, online: readonly LauncherRow[]): string | null {
-  if (online.some((l) => serves(l, route))) return null;
+  if (isServed(route, online)) return null;
   if (online.length === 0) return 'no launcher is online';
   const a = route.affinity;
   if (a) {

@@ -1,7 +1,7 @@
 import type { Health } from '@agentq/protocol';
 import type { ScrapeCounts } from '../metrics/source.js';
 import type { CoreContext } from './context.js';
-import { routeFromKey, serves } from './routing.js';
+import { isServed, routeFromKey } from './routing.js';
 
 /*
  * What the server reports about itself: `GET /health` and the counts `/metrics` reads. Both are
@@ -64,7 +64,7 @@ export async function metricsCounts(ctx: CoreContext, parkedPolls: () => number)
   let unserved = 0;
   for (const b of buckets) {
     const route = routeFromKey(b.key);
-    if (online.some((l) => serves(l, route))) freeSlot += b.size;
+    if (isServed(route, online)) freeSlot += b.size;
     else unserved += b.size;
   }
   const stale = launcherRows.filter((l) => l.status === 'stale').length;

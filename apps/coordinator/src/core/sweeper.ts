@@ -2,7 +2,7 @@ import { isTerminal } from '@agentq/protocol';
 import type { CoreContext } from './context.js';
 import { end, endPending, requestStop, requeue, stoppedStatus } from './jobs.js';
 import { loseLauncher, STALE_LAUNCHER_KEEP_MS } from './launchers.js';
-import { routeFromKey, serves, unservedReason } from './routing.js';
+import { isServed, routeFromKey, unservedReason } from './routing.js';
 import { holdsNoInput } from './rows.js';
 import type { Tx } from './store/store.js';
 
@@ -104,7 +104,7 @@ export class Sweeper {
     for (const bucket of await store.readyBuckets()) {
       seen.add(bucket.key);
       const route = routeFromKey(bucket.key);
-      if (online.some((l) => serves(l, route))) {
+      if (isServed(route, online)) {
         this.#unservedSince.delete(bucket.key);
         continue;
       }

@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { CoordinatorConfig } from '../config.js';
 import type { Clock } from '../core/clock.js';
 import { CoordinatorError } from '../core/errors.js';
-import type { RouteAccess } from './auth/route-access.js';
+import { accessFor } from './auth/plugin.js';
 
 /**
  * Fixed windows of `windowMs` per key, each letting `max` through. A request takes its place when
@@ -60,8 +60,7 @@ export function installCreationLimit(app: FastifyInstance, config: CoordinatorCo
   if (max <= 0) return;
   const limiter = new WindowLimiter(max, 60_000, () => clock.now());
   app.addHook('preHandler', async (req, reply) => {
-    const access = (req.routeOptions.config as { accessByMethod?: Record<string, RouteAccess> }).accessByMethod?.[req.method];
-    if (!access?.rateLimited) return;
+    if (!accessFor(req)?.rateLimited) return;
     const key = keyOf(req);
     const waitMs = limiter.take(key);
     if (waitMs > 0) {

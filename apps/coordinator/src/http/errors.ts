@@ -9,6 +9,9 @@ function body(code: string, message: string, details?: Record<string, unknown>):
   return { error: details ? { code, message, details } : { code, message } };
 }
 
+/** A body refused by the JSON parser for a reason its error says (not UTF-8, nested too deep). */
+const badBody = (err: FastifyError) => ({ status: 400, code: 'bad_request', message: err.message, details: { field: 'body', in: 'body' } });
+
 /**
  * Fastify's own errors (raised before a handler runs), by code: the answer each gets. Anything
  * else with a 4xx status is a `bad_request`; the rest is a 500 with the cause in the log.
@@ -38,14 +41,14 @@ const FRAMEWORK: Record<string, (err: FastifyError) => { status: number; code: s
     message: 'body: is not valid JSON',
     details: { field: 'body', in: 'body' },
   }),
-  AGENTQ_BODY_NOT_UTF8: (err) => ({ status: 400, code: 'bad_request', message: err.message, details: { field: 'body', in: 'body' } }),
+  AGENTQ_BODY_NOT_UTF8: badBody,
   AGENTQ_UNSUPPORTED_CHARSET: (err) => ({
     status: 415,
     code: 'unsupported_media_type',
     message: err.message,
     details: { field: 'content-type', in: 'headers' },
   }),
-  AGENTQ_BODY_TOO_DEEP: (err) => ({ status: 400, code: 'bad_request', message: err.message, details: { field: 'body', in: 'body' } }),
+  AGENTQ_BODY_TOO_DEEP: badBody,
   FST_ERR_BAD_URL: () => ({
     status: 400,
     code: 'bad_request',

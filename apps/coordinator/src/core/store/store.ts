@@ -246,7 +246,3 @@ export interface Store {
 
   close(): Promise<void>;
 }
-
-export class StoreUnavailableError extends Error {
-  override readonly name = 'StoreUnavailableError';
-}

@@ -236,7 +236,8 @@ export function installAuth(app: FastifyInstance, o: AuthOptions): Auth {
   };
 }
 
-function accessFor(req: FastifyRequest): RouteAccess | undefined {
+/** The access rule of the request's route and method (installAuth put them on the route). */
+export function accessFor(req: FastifyRequest): RouteAccess | undefined {
   const byMethod = (req.routeOptions.config as { accessByMethod?: Record<string, RouteAccess> }).accessByMethod;
   return byMethod?.[req.method];
 }
