@@ -3,7 +3,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { before, describe, it } from 'node:test';
+import { after, before, describe, it } from 'node:test';
 import { CliCommandData, CliEnvelope, type CliCompletion } from '@agentq/protocol';
 import { cli, envelope } from './helpers.js';
 
@@ -19,8 +19,8 @@ describe('agentq completion', () => {
   let dir: string;
   before(async () => {
     dir = await mkdtemp(join(tmpdir(), 'agentq-completion-'));
-    return () => rm(dir, { recursive: true, force: true });
   });
+  after(() => rm(dir, { recursive: true, force: true }));
 
   /** What bash offers after the words typed so far (the last one is being completed). */
   async function bashComplete(words: string[]): Promise<string[]> {
