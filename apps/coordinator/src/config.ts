@@ -20,8 +20,11 @@ export const ConfigSchema = Type.Object({
   claimLeaseSeconds: Type.Number({ exclusiveMinimum: 0, maximum: 86400 }),
   /** how often the sweeper checks staleness, leases, timeouts and retention */
   sweepIntervalMs: Type.Integer({ minimum: 1, maximum: 600_000 }),
-  /** largest accepted prompt, in UTF-8 bytes */
-  maxPromptBytes: Type.Integer({ minimum: 1, maximum: 64 * 1024 * 1024 }),
+  /**
+   * largest accepted prompt, in UTF-8 bytes; at least 4 KiB, or a delivery resume (a child's
+   * outcome and the parent's messages) would have no room for a message at all
+   */
+  maxPromptBytes: Type.Integer({ minimum: 4096, maximum: 64 * 1024 * 1024 }),
   /** default per-job timeout; null = none */
   defaultJobTimeoutMs: Type.Union([Type.Integer({ minimum: 1 }), Type.Null()]),
   /** output bytes kept per job (oldest dropped) */

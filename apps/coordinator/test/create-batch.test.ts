@@ -72,7 +72,7 @@ test('validation first: one bad body refuses the batch with 400 naming jobs[i], 
 });
 
 test('all or none: a job refused by the core (404, 409, 400) refuses the batch, names its index, and nothing is created', async (t) => {
-  const { client } = await startTest(t, { maxPromptBytes: 100 });
+  const { client } = await startTest(t, { maxPromptBytes: 4096 });
   await start(client, 'exists');
   const before = (await client.listJobs()).jobs.length;
 
@@ -92,7 +92,7 @@ test('all or none: a job refused by the core (404, 409, 400) refuses the batch, 
   assert.equal(d.index, 1);
 
   d = await rejectsWith(
-    client.createJobs([...starts('big', 1), { type: 'start_session', session_name: 'big-x', prompt: 'x'.repeat(101) }]),
+    client.createJobs([...starts('big', 1), { type: 'start_session', session_name: 'big-x', prompt: 'x'.repeat(4097) }]),
     400,
     'validation_failed',
   );

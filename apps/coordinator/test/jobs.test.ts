@@ -87,11 +87,11 @@ test('POST /jobs rejects malformed JSON and non-JSON bodies with a coded error',
 });
 
 test('a prompt over the configured byte limit is rejected with 400 on prompt', async (t) => {
-  const { client } = await startTest(t, { maxPromptBytes: 64 });
-  const ok = await start(client, 'fits', 'x'.repeat(64));
+  const { client } = await startTest(t, { maxPromptBytes: 4096 });
+  const ok = await start(client, 'fits', 'x'.repeat(4096));
   assert.equal(ok.status, 'pending');
-  // 22 three-byte characters = 66 bytes: over the limit although under 64 characters
-  const details = await rejectsWith(start(client, 'too-big', '€'.repeat(22)), 400, 'validation_failed');
+  // 1,366 three-byte characters = 4,098 bytes: over the limit although under 4,096 characters
+  const details = await rejectsWith(start(client, 'too-big', '€'.repeat(1366)), 400, 'validation_failed');
   assert.equal(details.field, 'prompt');
 });
 

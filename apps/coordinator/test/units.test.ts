@@ -67,6 +67,8 @@ test('loadConfig stops on a bad value with a message naming the variable', () =>
     [{ LOG_LEVEL: 'loud' }, 'LOG_LEVEL'],
     [{ HEAP_GROWTH_PERCENT: '-5' }, 'HEAP_GROWTH_PERCENT'],
     [{ HEAP_GROWTH_PERCENT: '2.5' }, 'HEAP_GROWTH_PERCENT'],
+    // under 4 KiB a delivery resume has no room for a message of the parent's
+    [{ MAX_PROMPT_BYTES: '2048' }, 'MAX_PROMPT_BYTES'],
     [{ LAUNCHER_HEARTBEAT_TIMEOUT: '30', LAUNCHER_HEARTBEAT_INTERVAL: '60' }, 'LAUNCHER_HEARTBEAT_TIMEOUT'],
   ];
   for (const [env, variable] of bad) {
