@@ -11,7 +11,7 @@ import { loadConfig, type CoordinatorConfig } from '../src/config.js';
 import { ManualClock } from '../src/core/clock.js';
 import { LOGGED_PROMPT_CHARS } from '../src/core/store/pg-feed.js';
 import { startCoordinator, type RunningCoordinator } from '../src/start.js';
-import { called, eventJob, fakeLauncher, openEvents, parked, start, watching } from './helpers.js';
+import { called, eventJob, fakeLauncher, openEvents, parked, recordingLogger, start, watching } from './helpers.js';
 import { freshDatabaseUrl } from './pg-server.js';
 
 /*
@@ -401,4 +401,15 @@ test('cut off from PostgreSQL: /ready is 503 storage_unavailable, /health stays 
   assert.deepEqual(await a.ready(), { ready: true });
   const again = await a.health();
   assert.deepEqual([again.store, again.queue_depth], ['ok', 1]);
+});
+
+test('the control connection asks PostgreSQL to notice a silent peer within seconds, so a partitioned sweeper frees its lock', async (t) => {
+  const url = await freshDatabaseUrl(t);
+  if (url === null) return;
+  const { log, lines } = recordingLogger();
+  const node = await startCoordinator({ databaseUrl: url, ...HOLD }, { logger: log });
+  t.after(() => node.close());
+  const line = lines.map((l) => JSON.parse(l) as { msg: string; settings?: Record<string, string> }).find((l) => l.msg === 'PostgreSQL control connection keepalive set');
+  // as the server reads them back off this TCP connection's socket (s, s, probes, ms); without them, the OS defaults: 7200 s idle, 9 probes 75 s apart, no user timeout
+  assert.deepEqual(line?.settings, { tcp_keepalives_idle: '10', tcp_keepalives_interval: '5', tcp_keepalives_count: '3', tcp_user_timeout: '30000' });
 });

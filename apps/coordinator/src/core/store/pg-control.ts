@@ -1,6 +1,23 @@
 import pg from 'pg';
 import type { Logger } from 'pino';
 
+/**
+ * How fast a dead peer of the control connection is noticed, on both ends. PostgreSQL keeps the
+ * sweeper's advisory lock as long as it believes this connection alive: when the network drops
+ * packets instead of resetting (a partition, a frozen VM), the operating system's TCP defaults
+ * take two hours to notice, and no other coordinator sweeps meanwhile (stale launchers, claim
+ * leases, timeouts, retention). With these the server ends the session, and frees the lock,
+ * after about 25 s of silence (10 s idle, then 3 probes 5 s apart) or 30 s of data it sent
+ * without an acknowledgement; the coordinator probes its end after 10 s idle too. (Ignored by
+ * PostgreSQL on a Unix socket, where a dead peer is seen at once.)
+ */
+export const CONTROL_KEEPALIVE = {
+  tcp_keepalives_idle: 10,
+  tcp_keepalives_interval: 5,
+  tcp_keepalives_count: 3,
+  tcp_user_timeout: 30_000,
+} as const;
+
 export interface ControlHandlers {
   /** NOTIFY on the commits channel: log entry `id` is committed */
   commit(id: number): void;
@@ -42,7 +59,7 @@ export class PgControl {
   }
 
   async #connect(): Promise<void> {
-    const client = new pg.Client(this.config);
+    const client = new pg.Client({ ...this.config, keepAlive: true, keepAliveInitialDelayMillis: CONTROL_KEEPALIVE.tcp_keepalives_idle * 1000 });
     client.on('error', (err) => this.#lost(client, err));
     client.on('end', () => this.#lost(client, new Error('connection ended')));
     client.on('notification', (msg) => {
@@ -55,6 +72,17 @@ export class PgControl {
     });
     try {
       await client.connect();
+      const settings = Object.entries(CONTROL_KEEPALIVE);
+      await client.query(
+        `SELECT set_config(name, value, false) FROM (VALUES ${settings.map((_, i) => `($${2 * i + 1}, $${2 * i + 2})`).join(', ')}) AS s(name, value)`,
+        settings.flatMap(([name, value]) => [name, String(value)]),
+      );
+      // read back as in force on this socket (SHOW's view: the server reads the socket's options)
+      const { rows } = await client.query<{ name: string; setting: string }>(
+        'SELECT name, current_setting(name) AS setting FROM unnest($1::text[]) AS name',
+        [settings.map(([name]) => name)],
+      );
+      this.log.debug({ settings: Object.fromEntries(rows.map((r) => [r.name, r.setting])) }, 'PostgreSQL control connection keepalive set');
       await client.query(`LISTEN ${pg.escapeIdentifier(this.channels.commits)}`);
       await client.query(`LISTEN ${pg.escapeIdentifier(this.channels.output)}`);
     } catch (err) {
