@@ -168,3 +168,25 @@ test('a client that stops reading is disconnected instead of buffering events wi
   assert.ok(received < 6000 * prompt.length, 'the server dropped the stream rather than keep all of it');
   assert.ok(lastId > 10);
 });
+
+test('a Last-Event-ID that is not an event id is refused with 400 naming the header, not taken as "no replay"', opts, async (t) => {
+  const { client, c } = await startTest(t);
+  await start(client, 'first');
+  for (const bad of ['evt-3', '-1', '1.5', '0x10', '1, 2', '9'.repeat(16)]) {
+    const res = await fetch(`${c.url}/events`, { headers: { 'last-event-id': bad } });
+    assert.equal(res.status, 400, bad);
+    const body = (await res.json()) as { error: { code: string; details: { field: string; in: string } } };
+    assert.equal(body.error.code, 'validation_failed', bad);
+    assert.deepEqual([body.error.details.field, body.error.details.in], ['last-event-id', 'headers'], bad);
+  }
+  // empty, as a client with no id yet may send it: a stream from now on, like no header
+  const newest = c.core.events.lastId;
+  const ev = openEvents(t, c.url, '');
+  const subscribed = called(c.core.events, 'subscribe');
+  const first = ev.next();
+  await subscribed;
+  const job = await start(client, 'after');
+  const m = await first;
+  assert.ok(m.event !== 'stream.gap' && idOf(m) > newest, `no replay and no gap: ${m.event} ${m.id}`);
+  await ev.until(isJobEvent('job.created', job.job_id));
+});

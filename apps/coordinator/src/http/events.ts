@@ -18,7 +18,10 @@ const eventsSchema = {
     '503 `too_many_clients`; a client that stops reading is disconnected. `HEAD /events` answers the headers only.',
   querystring: EventsQuery,
   headers: Type.Object({
-    'last-event-id': Type.Optional(Type.String({ description: 'resume after this event id' })),
+    'last-event-id': Type.Optional(
+      // decimal digits, as every event id is; anything else would silently resume nowhere
+      Type.String({ pattern: '^[0-9]{0,15}$', description: 'resume after this event id (empty: as if absent)' }),
+    ),
   }),
   response: {
     200: {
@@ -58,7 +61,7 @@ export const eventRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator; clients
     const withPrompt = req.query.include === 'prompt';
     const frame = (e: LifecycleEvent) => (withPrompt ? core.events.framed(e).full() : core.events.framed(e).lean());
     const header = req.headers['last-event-id'];
-    const lastId = header === undefined ? undefined : Number(Array.isArray(header) ? header[0] : header);
+    const lastId = header === undefined || header === '' ? undefined : Number(header);
     reply.hijack();
     const res = reply.raw;
     res.writeHead(200, { ...STREAM_HEADERS, connection: 'keep-alive' });
@@ -85,7 +88,7 @@ export const eventRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator; clients
     const keepalive = setInterval(() => client.send(': keepalive\n\n'), keepaliveMs);
     res.once('close', end);
     if (res.destroyed) end(); // closed before the handler ran: 'close' will not come again
-    if (lastId !== undefined && Number.isFinite(lastId)) {
+    if (lastId !== undefined) {
       // an id from before a restart of a store that numbers events afresh (memory:) is no guide:
       // the client gets a gap and every event from now on
       const fresh = !core.store.shared && lastId > core.events.lastId;
