@@ -19,6 +19,10 @@ export interface Followed {
   last: JobOutput;
   /** everything passed to onText */
   text: string;
+  /** the job's own bytes that were read, without the notes */
+  output: string;
+  /** bytes the coordinator dropped (per-job cap) before they could be read */
+  dropped: number;
 }
 
 /**
@@ -35,15 +39,21 @@ export async function followOutput(
   o: FollowOptions,
 ): Promise<Followed> {
   const pieces: string[] = [];
+  const bytes: string[] = [];
+  let dropped = 0;
   const emit = (text: string) => {
     if (text === '') return;
     pieces.push(text);
     o.onText(text);
   };
+  const read = (text: string) => {
+    bytes.push(text);
+    emit(text);
+  };
   let last: JobOutput | undefined;
   if ('job_id' in from) {
     last = from;
-    emit(from.output);
+    read(from.output);
   }
   let offset = 'job_id' in from ? from.next_offset : from.offset;
   const reconnect = new Reconnecting({ deadline: Infinity, now: o.now ?? Date.now, signal: o.signal, reached: true });
@@ -57,12 +67,13 @@ export async function followOutput(
     }
     if (res.offset > offset) {
       // the coordinator dropped bytes we had not read yet (per-job cap): say so, don't hide it
+      dropped += res.offset - offset;
       emit(`[… ${res.offset - offset} bytes dropped by the coordinator …]\n`);
     }
-    emit(res.output);
+    read(res.output);
     offset = res.next_offset;
     last = res;
   }
   if (!last) throw o.signal?.reason ?? new Error('the output follow ended before any answer');
-  return { last, text: pieces.join('') };
+  return { last, text: pieces.join(''), output: bytes.join(''), dropped };
 }

@@ -1,11 +1,26 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { CliCommandData, CliEnvelope, type JobOutput } from '@agentq/protocol';
-import { cli, coordinator, envelope } from './helpers.js';
+import { CliCommandData, CliEnvelope, type CliOutput } from '@agentq/protocol';
+import { cli, coordinator, envelope, type TestCoordinator } from './helpers.js';
 
 const OutputSchema = CliEnvelope(CliCommandData.output);
 const out = (r: { stdout: string; stderr: string; code: number }) =>
-  envelope<{ ok: true; data: JobOutput }>(r, OutputSchema).data;
+  envelope<{ ok: true; data: CliOutput }>(r, OutputSchema).data;
+
+/** Resolves once a follower's long-poll for new output (a read with `wait_ms`) reached `core`. */
+function parkedFollow(core: TestCoordinator['core']): Promise<void> {
+  return new Promise((resolve) => {
+    const original = core.readOutput.bind(core);
+    core.readOutput = (jobId, q, signal) => {
+      const read = original(jobId, q, signal);
+      if (q.wait_ms !== undefined) {
+        core.readOutput = original;
+        resolve();
+      }
+      return read;
+    };
+  });
+}
 
 describe('agentq output', () => {
   it('prints the output so far, exit 0 even while the job runs', async (t) => {
@@ -86,5 +101,33 @@ describe('agentq output', () => {
     assert.equal(data.offset, 0);
     assert.equal(data.next_offset, 2);
     assert.equal(data.status, 'completed');
+  });
+
+  it('--follow: bytes the coordinator dropped before they were read are a note in the text, and dropped_bytes with --json', async (t) => {
+    const c = await coordinator(t, { outputMaxBytes: 64 });
+    for (const json of [false, true]) {
+      const job = await c.client.createJob({ type: 'start_session', session_name: `drops-${json}`, prompt: 'x' });
+      await c.launcher.claimAndStart();
+      await c.launcher.output(job.job_id, 0, 'one\n');
+      const following = cli(c.url, ['output', job.job_id, '--follow', ...(json ? ['--json'] : [])]);
+      await parkedFollow(c.core);
+      // the follower has read 'one\n' and waits at offset 4; 100 bytes come at once over a cap of
+      // 64: all but the newest 64 bytes (offsets 40 to 104) are gone before it can read them
+      await c.launcher.output(job.job_id, 4, `${'a'.repeat(36)}${'b'.repeat(63)}\n`);
+      await c.launcher.complete(job.job_id, 'ok');
+      const r = await following;
+      assert.equal(r.code, 0);
+      if (!json) {
+        assert.match(r.stdout, /^one\n\[… 36 bytes dropped by the coordinator …\]\n/);
+        assert.ok(r.stdout.endsWith(`${'b'.repeat(63)}\n`));
+        continue;
+      }
+      const data = out(r);
+      // the output is the job's bytes only, no note; with what was dropped it spans offset..next_offset
+      assert.doesNotMatch(data.output, /dropped/);
+      assert.ok(data.output.endsWith(`${'b'.repeat(63)}\n`));
+      assert.equal(data.dropped_bytes, 36);
+      assert.equal(Buffer.byteLength(data.output) + data.dropped_bytes, data.next_offset - data.offset);
+    }
   });
 });

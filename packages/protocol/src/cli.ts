@@ -160,6 +160,17 @@ export type CliTokenCreated = Static<typeof CliTokenCreated>;
 export const CliCompletion = Type.Object({ shell: Type.String(), script: Type.String() });
 export type CliCompletion = Static<typeof CliCompletion>;
 
+/**
+ * `agentq output`: the job's output as `GET /jobs/{id}/output` answers it; with `--follow`, one
+ * answer covering everything followed, and `dropped_bytes` when the coordinator dropped bytes of
+ * that range (per-job cap) before they were read (`output` holds the rest, joined).
+ */
+export const CliOutput = Type.Composite([
+  JobOutput,
+  Type.Object({ dropped_bytes: Type.Optional(Type.Integer({ minimum: 1 })) }),
+]);
+export type CliOutput = Static<typeof CliOutput>;
+
 /** The `data` of each command's success envelope. */
 export const CliCommandData = {
   start: JobDescriptor,
@@ -168,7 +179,7 @@ export const CliCommandData = {
   wait: CliWaitResult,
   cancel: CancelResults,
   list: JobList,
-  output: JobOutput,
+  output: CliOutput,
   launchers: LauncherList,
   sessions: SessionList,
   help: CliHelp,

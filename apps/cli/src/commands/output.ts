@@ -1,4 +1,4 @@
-import { CliExitCodes, exitCodeForStatus, type JobOutput } from '@agentq/protocol';
+import { CliExitCodes, exitCodeForStatus, type CliOutput } from '@agentq/protocol';
 import { Option, type Command } from 'commander';
 import { intArg } from '../args.js';
 import { followOutput } from '../follow.js';
@@ -46,15 +46,16 @@ export function registerOutput(program: Command, act: Act): void {
         }
 
         // Following: in text mode the bytes go to stdout as they come; with --json they are
-        // gathered into one JobOutput covering [first.offset, last.next_offset).
-        const { last, text } = await followOutput(ctx.client, jobId, first, {
+        // gathered into one JobOutput covering [first.offset, last.next_offset), less the
+        // `dropped_bytes` the coordinator dropped before they were read (its notes are text only).
+        const { last, text, output, dropped } = await followOutput(ctx.client, jobId, first, {
           onText: (t) => {
             if (!ctx.json) ctx.io.stdout.write(t);
           },
           signal: ctx.signal,
           now: ctx.now,
         });
-        const data: JobOutput = { ...last, offset: first.offset, output: text };
+        const data: CliOutput = { ...last, offset: first.offset, output, ...(dropped > 0 ? { dropped_bytes: dropped } : {}) };
         const exitCode = last.terminal ? exitCodeForStatus(last.status) : CliExitCodes.running;
         // the text was already streamed; only end it on a new line
         return { data, exitCode, text: () => (text === '' || text.endsWith('\n') ? '' : '\n') };
