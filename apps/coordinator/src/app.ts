@@ -24,7 +24,7 @@ import { installRequestMetrics, metricsRoutes, timedFrameworkErrors } from './ht
 import { installOpenApi } from './http/openapi.js';
 import { installOverloadProtection } from './http/overload.js';
 import { installCreationLimit } from './http/creation-limit.js';
-import { RequestLog } from './http/request-log.js';
+import { loggedFrameworkErrors, RequestLog } from './http/request-log.js';
 import { sessionRoutes } from './http/sessions.js';
 import { SseClients } from './http/sse-clients.js';
 import { installTimeouts, sseKeepaliveMs } from './http/timeouts.js';
@@ -133,7 +133,7 @@ export async function buildApp(config: CoordinatorConfig, deps: AppDeps = {}): P
     // path ids may be up to 200 UTF-16 units (IdParam), each up to 9 characters percent-encoded
     // (%E4%BC%9A): longer ones fail validation, naming the field, and only past this a 400 on the URL
     routerOptions: { maxParamLength: 200 * 9 },
-    frameworkErrors: timedFrameworkErrors(metrics, frameworkErrors),
+    frameworkErrors: timedFrameworkErrors(metrics, loggedFrameworkErrors(frameworkErrors)),
     clientErrorHandler,
   }).withTypeProvider<TypeBoxTypeProvider>() as unknown as FastifyInstance;
 

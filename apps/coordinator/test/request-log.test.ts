@@ -99,3 +99,14 @@ test('long-poll and wait requests log at debug; other requests log one completio
   const handed = await log.next((x) => x.msg === 'job handed to launcher');
   assert.equal(handed.level, INFO);
 });
+
+test('a URL the router refuses (broken percent-encoding) still gets its completion line at info', { timeout: 10_000 }, async (t) => {
+  const log = capture();
+  const { c } = await startTest(t, {}, { logger: log.logger });
+  const res = await fetch(`${c.url}/jobs/%zz`);
+  assert.equal(res.status, 400);
+  const line = await log.next((l) => l.msg === 'request completed' && l.req?.url === '/jobs/%zz');
+  assert.equal(line.level, INFO);
+  assert.equal(line.res?.statusCode, 400);
+  assert.ok(Number.isFinite((line as unknown as { responseTime: number }).responseTime));
+});

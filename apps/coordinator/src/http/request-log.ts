@@ -1,4 +1,4 @@
-import { LogController, type FastifyReply, type FastifyRequest } from 'fastify';
+import { LogController, type FastifyError, type FastifyReply, type FastifyRequest } from 'fastify';
 
 /**
  * Requests that wait by design: launcher long-polls, job waits, event streams, and output reads
@@ -50,4 +50,21 @@ export class RequestLog extends LogController {
     else if (isWaiting(request) || isLauncherReport(request)) reply.log.debug(line, 'request completed');
     else reply.log.info(line, 'request completed');
   }
+}
+
+type FrameworkErrors = (err: FastifyError, req: FastifyRequest, reply: FastifyReply) => void;
+
+/**
+ * Fastify's `frameworkErrors` handler, logged: what the router refuses before any route matches
+ * (a broken percent-encoding, a path segment too long) skips the request hooks, so it would get
+ * no completion line at all. It gets one at `info`, as any other refused request does.
+ */
+export function loggedFrameworkErrors(answer: FrameworkErrors): FrameworkErrors {
+  return (err, req, reply) => {
+    const started = performance.now();
+    reply.raw.once('finish', () =>
+      req.log.info({ req, res: reply, responseTime: performance.now() - started }, 'request completed'),
+    );
+    answer(err, req, reply);
+  };
 }
