@@ -170,6 +170,25 @@ test('claude-code executor: "No conversation found" on resume fails with session
   assert.equal(failed!.error_code, 'session_not_on_host');
 });
 
+test('claude-code executor: a resume claude 2.x answers "No conversation found" in its result keeps the session id it had', async (t) => {
+  const { client, px } = await setup(t);
+  const first = await client.createJob({ type: 'start_session', session_name: 'cleaned-up', prompt: 'hello' });
+  const started = await settled(client, first.job_id);
+  assert.equal(started.status, 'completed');
+  const sessionId = started.executor_session_id;
+  assert.ok(sessionId);
+  // claude 2.x answers a --resume of a session it does not have with an error result carrying the
+  // id of a fresh session that was never saved: that id is no session to resume later
+  const resume = await client.createJob({ type: 'resume_session', session_name: 'cleaned-up', prompt: 'NO_CONVERSATION_RESULT' });
+  const done = await settled(client, resume.job_id);
+  assert.equal(done.status, 'failed');
+  assert.match(done.error ?? '', /has no session .* on this host \("No conversation found"\)/);
+  const [failed] = px.bodies(`/launcher/jobs/${resume.job_id}/failed`) as FailedReport[];
+  assert.equal(failed!.error_code, 'session_not_on_host');
+  assert.equal(failed!.executor_session_id, sessionId, 'the report names the session that was asked for');
+  assert.equal((await client.getSession('cleaned-up')).executor_session_id, sessionId, 'the session keeps its id');
+});
+
 test('claude-code executor: a claude that never exits after its result is killed after the exit grace; the job completes', async (t) => {
   const { client, claude } = await setup(t, {}, {}, 300);
   const job = await client.createJob({ type: 'start_session', session_name: 'hangs', prompt: 'HANG_AFTER_RESULT' });

@@ -92,9 +92,11 @@ async function runClaude(
         for (const text of assistantText(msg)) emit({ type: 'output', text });
         break;
       case 'result': {
-        session(msg['session_id']);
         result = readResult(msg);
         if (o.resuming !== undefined && NO_CONVERSATION.test(`${result.text} ${result.errors}`)) noConversation = true;
+        // claude 2.x answers a resume of a session it does not have with a result carrying the id of
+        // a fresh session it never saved: passed on, it would replace the session's real id
+        if (!noConversation) session(msg['session_id']);
         // at once, not at exit: the launcher's exit grace starts from here; and so does an error
         // result's error, which a claude that hangs after it (killed at the end of the grace)
         // would otherwise never send, leaving the result to stand as a success
