@@ -109,6 +109,39 @@ test('leftovers are checked against their recorded start time: a reused process 
   assert.equal(existsSync(join(stateDir, 'processes', '4000000-deadbeef.json')), false, 'the stale record is gone');
 });
 
+test('a launcher that was killed but not yet reaped (a zombie) counts as gone: its leftovers are ended', async (t) => {
+  const { c } = await coordinator(t);
+  const stateDir = tempDir(t);
+  // the dead launcher: a process whose parent does not reap it (sh execs into a sleep that never
+  // waits for the child sh started), so it stays a zombie with its pid and start time
+  const parent = spawn('sh', ['-c', 'sleep 0.01 & echo $!; exec sleep 600'], { stdio: ['ignore', 'pipe', 'ignore'] });
+  const leftover = spawn('sleep', ['600'], { detached: true, stdio: 'ignore' });
+  t.after(() => {
+    for (const p of [parent, leftover]) if (p.pid && alive(p.pid)) process.kill(p.pid, 'SIGKILL');
+  });
+  const zombie = Number((await new Promise<Buffer>((resolve) => parent.stdout!.once('data', resolve))).toString().trim());
+  const zombieStart = startTimeOf(zombie);
+  await gone(zombie, 'the dead launcher');
+  assert.equal(startTimeOf(zombie), zombieStart, 'its pid still shows, with the same start time');
+  mkdirSync(join(stateDir, 'processes'), { recursive: true });
+  writeFileSync(
+    join(stateDir, 'processes', `${zombie}-deadbeef.json`),
+    JSON.stringify({
+      version: 1,
+      boot_id: bootId(),
+      launcher: { pid: zombie, start_time: zombieStart },
+      groups: [{ pgid: leftover.pid, start_time: startTimeOf(leftover.pid!), job_id: 'job_00000000000c' }],
+    }),
+  );
+  const { log, lines } = captureLog();
+  // leftovers are ended before the launcher registers
+  await launcher(t, c.url, { stateDir, killGraceMs: 300 }, { log });
+  const ended = lines.find((l) => /ended executors left running/.test(String(l['msg'])));
+  assert.deepEqual(ended?.['groups'], [{ pgid: leftover.pid, job_id: 'job_00000000000c' }]);
+  await gone(leftover.pid!, 'the leftover');
+  assert.equal(existsSync(join(stateDir, 'processes', `${zombie}-deadbeef.json`)), false, 'the dead launcher\'s record is gone');
+});
+
 /** Wait for a condition no event announces (a file another process deletes), within a bound. */
 async function waitUntil(condition: () => boolean, boundMs = 10_000): Promise<void> {
   const deadline = Date.now() + boundMs;

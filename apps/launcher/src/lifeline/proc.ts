@@ -33,6 +33,32 @@ export function startTimeOf(pid: number): string | null {
   }
 }
 
+/**
+ * Whether the process `pid` that started at `startTime` is still running: there, with that start
+ * time, and not a zombie (dead, waiting for its parent to reap it; a killed launcher whose parent
+ * has not reaped it yet must count as gone).
+ */
+export function isRunning(pid: number, startTime: string | null): boolean {
+  return startTime !== null && startTimeOf(pid) === startTime && !isZombie(pid);
+}
+
+function isZombie(pid: number): boolean {
+  if (hasProc) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      return stat[stat.lastIndexOf(')') + 2] === 'Z';
+    } catch {
+      return false;
+    }
+  }
+  try {
+    const out = execFileSync('ps', ['-o', 'stat=', '-p', String(pid)], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+    return out.trim().startsWith('Z');
+  } catch {
+    return false;
+  }
+}
+
 /** Changes at every boot: start times of one boot mean nothing after the next. */
 export function bootId(): string {
   if (hasProc) {

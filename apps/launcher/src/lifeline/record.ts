@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
-import { bootId, endGroups, startTimeOf, type Group } from './proc.js';
+import { bootId, endGroups, isRunning, startTimeOf, type Group } from './proc.js';
 
 /** One executor process group a launcher started, as recorded in its state directory. */
 export interface RecordedGroup extends Group {
@@ -97,7 +97,7 @@ export async function endLeftovers(
       continue;
     }
     const owner = record.launcher;
-    const running = record.boot_id === boot && owner.start_time !== null && startTimeOf(owner.pid) === owner.start_time;
+    const running = record.boot_id === boot && isRunning(owner.pid, owner.start_time);
     if (!running) dead.push({ path, record });
   }
   // start times of another boot mean nothing: those groups are long gone
