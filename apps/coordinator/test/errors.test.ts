@@ -54,6 +54,20 @@ test("Fastify's own errors come back in the standard shape with a 4xx", async (t
   assert.equal((await send(c.url, 'GET', '/jobs?session_name=%C3%A9t%C3%A9+x')).status, 200);
 });
 
+test('a refused body names what is wrong with it: 415 the content-type, 413 the body and the limit', async (t) => {
+  const { c } = await startTest(t);
+  for (const type of ['text/plain', 'application/x-www-form-urlencoded', undefined]) {
+    const r = await send(c.url, 'POST', '/jobs', 'hello', type);
+    assertStandard(r, 415, 'unsupported_media_type');
+    assert.deepEqual(r.body.error.details, { field: 'content-type', in: 'headers' }, String(type));
+  }
+  const limit = bodyLimitFor(DEFAULT_CONFIG);
+  const big = await send(c.url, 'POST', '/jobs', `"${'x'.repeat(limit)}"`, 'application/json');
+  assertStandard(big, 413, 'payload_too_large');
+  assert.deepEqual(big.body.error.details, { field: 'body', in: 'body', max_bytes: limit });
+  assert.match(big.body.error.message, new RegExp(`${limit} bytes`));
+});
+
 test('a request that is not even HTTP gets a standard error body', async (t) => {
   const { c } = await startTest(t);
   const socket = connect(c.port, '127.0.0.1');

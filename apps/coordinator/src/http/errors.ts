@@ -16,12 +16,24 @@ const badBody = (err: FastifyError) => ({ status: 400, code: 'bad_request', mess
  * Fastify's own errors (raised before a handler runs), by code: the answer each gets. Anything
  * else with a 4xx status is a `bad_request`; the rest is a 500 with the cause in the log.
  */
-const FRAMEWORK: Record<string, (err: FastifyError) => { status: number; code: string; message: string; details?: Record<string, unknown> }> = {
-  FST_ERR_CTP_BODY_TOO_LARGE: () => ({ status: 413, code: 'payload_too_large', message: 'request body is larger than the server accepts' }),
+const FRAMEWORK: Record<
+  string,
+  (err: FastifyError, req: FastifyRequest) => { status: number; code: string; message: string; details?: Record<string, unknown> }
+> = {
+  FST_ERR_CTP_BODY_TOO_LARGE: (_err, req) => {
+    const limit = req.routeOptions.bodyLimit;
+    return {
+      status: 413,
+      code: 'payload_too_large',
+      message: `body: is larger than the server accepts${limit === undefined ? '' : ` (${String(limit)} bytes)`}`,
+      details: { field: 'body', in: 'body', ...(limit === undefined ? {} : { max_bytes: limit }) },
+    };
+  },
   FST_ERR_CTP_INVALID_MEDIA_TYPE: () => ({
     status: 415,
     code: 'unsupported_media_type',
-    message: 'send JSON with content-type: application/json',
+    message: 'content-type: send JSON with content-type: application/json',
+    details: { field: 'content-type', in: 'headers' },
   }),
   FST_ERR_CTP_INVALID_CONTENT_LENGTH: () => ({
     status: 400,
@@ -82,7 +94,7 @@ function answer(err: FastifyError | CoordinatorError, req: FastifyRequest, reply
   }
   const known = err.code === undefined ? undefined : FRAMEWORK[err.code];
   if (known) {
-    const a = known(err);
+    const a = known(err, req);
     return reply.code(a.status).send(body(a.code, a.message, a.details));
   }
   if (err.statusCode !== undefined && err.statusCode >= 400 && err.statusCode < 500) {
