@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { createConfig, lintFromString } from '@redocly/openapi-core';
 import { request } from 'undici';
+import { credentialedLauncher, startAuthTest } from './auth-helpers.js';
 import { startTest } from './helpers.js';
 
 interface Operation {
@@ -113,4 +114,61 @@ test('GET /docs serves Swagger UI from the package, with no script or style from
   // the UI reads the same document as GET /openapi.json
   const ui = await request(`${c.url}/docs/json`);
   assert.deepEqual(await ui.body.json(), await openapi(c.url));
+});
+
+test('every error a route answers is declared for it in the document (auth, body parsing, overload, budget)', async (t) => {
+  // 1 MiB request bodies (the floor of the body limit), no event streams: every refusal is cheap to provoke
+  const a = await startAuthTest(t, { maxPromptBytes: 4096, outputMaxBytes: 1024, maxSseClients: 0, pollTimeoutSeconds: 0.05 });
+  const doc = await openapi(a.c.url);
+  const send = async (method: string, path: string, o: { token?: string; type?: string; body?: string; headers?: Record<string, string> } = {}) => {
+    const headers: Record<string, string> = { ...o.headers };
+    if (o.token) headers.authorization = `Bearer ${o.token}`;
+    if (o.type) headers['content-type'] = o.type;
+    const res = await request(`${a.c.url}${path}`, { method: method as 'GET', headers, ...(o.body === undefined ? {} : { body: o.body }) });
+    return { status: res.statusCode, body: (await res.body.json()) as { error?: { code: string } } };
+  };
+  const declared = (method: string, path: string, status: number) =>
+    (doc.paths[path]?.[method.toLowerCase()]?.responses[String(status)]?.content?.['application/json']?.schema as { $ref?: string } | undefined)?.$ref;
+
+  // a child session of a tree that has spent its budget, for the 422 of a message
+  const launcher = await credentialedLauncher(a);
+  const admin = a.as.admin;
+  const root = await admin.createJob({ type: 'start_session', session_name: 'lead', prompt: 'plan', budget_usd: 1 });
+  await launcher.claim(root.job_id);
+  const child = await admin.createJob({ type: 'start_session', session_name: 'kid', prompt: 'work', parent_session_name: 'lead' });
+  await launcher.claim(child.job_id);
+  await launcher.client.reportCompleted(child.job_id, { launcher_id: launcher.id, status: 'success', cost_usd: 5 });
+
+  const json = 'application/json';
+  const cases: Array<[string, string, string, number, Parameters<typeof send>[2]]> = [
+    ['GET', '/jobs/job_000000000000', '/jobs/{job_id}', 401, {}],
+    ['GET', '/jobs', '/jobs', 401, {}],
+    ['POST', '/jobs/wait', '/jobs/wait', 401, { type: json, body: '{"job_ids":["x"]}' }],
+    ['POST', `/jobs/${root.job_id}/stop`, '/jobs/{job_id}/stop', 403, { token: a.secrets.reader }],
+    ['GET', '/launchers', '/launchers', 403, { token: a.secrets.launcher }],
+    ['GET', `/jobs/${root.job_id}?x=%zz`, '/jobs/{job_id}', 400, { token: a.secrets.reader }],
+    ['POST', '/jobs', '/jobs', 415, { token: a.secrets.client, type: 'text/plain', body: 'hello' }],
+    ['POST', `/jobs/${root.job_id}/stop`, '/jobs/{job_id}/stop', 415, { token: a.secrets.client, type: 'text/plain', body: 'x' }],
+    ['POST', '/jobs', '/jobs', 413, { token: a.secrets.client, type: json, body: `{"prompt":"${'a'.repeat(2 * 1024 * 1024)}"}` }],
+    ['GET', '/events', '/events', 503, { token: a.secrets.reader }],
+    ['POST', '/sessions/kid/messages', '/sessions/{session_name}/messages', 422, { token: a.secrets.client, type: json, body: '{"text":"more"}' }],
+  ];
+  for (const [method, url, path, status, o] of cases) {
+    const answer = await send(method, url, o);
+    assert.equal(answer.status, status, `${method} ${url}: ${JSON.stringify(answer.body)}`);
+    assert.ok(answer.body.error?.code, `${method} ${url} answers the error shape`);
+    assert.equal(declared(method, path, status), '#/components/schemas/ErrorBody', `${method} ${path} declares ${status}`);
+  }
+
+  // and the same for every operation: what the hooks every route shares can answer
+  for (const { path, method, op } of operations(doc)) {
+    const where = `${method.toUpperCase()} ${path}`;
+    const codes = Object.keys(op.responses);
+    assert.ok(codes.includes('400'), `${where} declares 400 (a broken URL, a bad parameter)`);
+    if (path !== '/health') assert.ok(codes.includes('503'), `${where} declares 503 (overloaded, shutting down)`);
+    if (op.security === undefined || op.security.length > 0) {
+      assert.ok(codes.includes('401') && codes.includes('403'), `${where} declares 401 and 403 (it needs a token)`);
+    }
+    if (method !== 'get') assert.ok(codes.includes('413') && codes.includes('415'), `${where} declares 413 and 415 (it reads a body)`);
+  }
 });

@@ -131,6 +131,36 @@ function describeAccess(doc: JsonObject): JsonObject {
   return doc;
 }
 
+/**
+ * The errors that hooks shared by every route can answer, declared on each operation so that the
+ * document lists every status a client can get (the route schemas list their handlers' own):
+ * 400 for a URL whose percent-encoding is broken, or a bad parameter; 401 and 403 from the token
+ * check (all but the public operations); 413 and 415 from reading a body (every method but GET);
+ * 503 from overload protection, shutdown, the connection limit and the database (all but
+ * `GET /health`, which answers whatever the load).
+ */
+function declareSharedErrors(doc: JsonObject): JsonObject {
+  const error = (code: number): JsonObject => ({
+    description: STATUS_CODES[code] ?? String(code),
+    content: { 'application/json': { schema: { $ref: '#/components/schemas/ErrorBody' } } },
+  });
+  for (const [path, item] of Object.entries(isObject(doc.paths) ? doc.paths : {})) {
+    for (const [method, operation] of Object.entries(isObject(item) ? item : {})) {
+      if (!isObject(operation) || !isObject(operation.responses)) continue;
+      const isPublic = Array.isArray(operation.security) && operation.security.length === 0;
+      const codes = [
+        400,
+        ...(isPublic ? [] : [401, 403]),
+        ...(method === 'get' ? [] : [413, 415]),
+        ...(path === '/health' ? [] : [503]),
+      ];
+      for (const code of codes) operation.responses[String(code)] ??= error(code);
+      operation.responses = Object.fromEntries(Object.entries(operation.responses).sort(([x], [y]) => x.localeCompare(y)));
+    }
+  }
+  return doc;
+}
+
 function packageVersion(): string {
   const pkg = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string };
   return pkg.version;
@@ -171,7 +201,7 @@ export async function installOpenApi(app: FastifyInstance): Promise<void> {
     },
     transformObject: (documentObject) =>
       'openapiObject' in documentObject
-        ? (describeAccess(describeResponses(referenceComponents(documentObject.openapiObject as unknown as JsonObject))) as never)
+        ? (declareSharedErrors(describeAccess(describeResponses(referenceComponents(documentObject.openapiObject as unknown as JsonObject)))) as never)
         : documentObject.swaggerObject,
   });
   await app.register(swaggerUi, {

@@ -50,7 +50,7 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = a
         summary: 'Send a message to a session (delivered with its next turn)',
         params: SessionNameParams,
         body: SendMessageRequest,
-        response: { 200: SendMessageResponse, 400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 404: ErrorBody, 409: ErrorBody },
+        response: { 200: SendMessageResponse, 400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 404: ErrorBody, 409: ErrorBody, 422: ErrorBody },
       },
     },
     async (req) => {
