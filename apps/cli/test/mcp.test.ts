@@ -100,6 +100,10 @@ test('agentq mcp: get_status, wait_for_jobs, get_output, send_message and stop a
   assert.equal(out.data.next_offset, 16);
   assert.equal(out.data.message, `Output of job ${slow.job_id} (running): bytes 0-16 of 16. Read on with offset 16.`);
   assert.equal(out.text, `${out.data.message}\n\nworking on slow\n`, 'the text is the message, then the output');
+  // wait_ms without offset would answer at once: refused, naming it, rather than the agent believing it waited
+  const noOffset = await callTool(mcp, 'get_output', { job_id: slow.job_id, wait_ms: 30_000 });
+  assert.equal(noOffset.isError, true, noOffset.text);
+  assert.match(noOffset.text, /wait_ms: needs offset/);
 
   // a wait that times out is an answer, not an error: done false, the job is not terminal
   const waited = await callTool(mcp, 'wait_for_jobs', { job_ids: [slow.job_id], timeout_ms: 0 });

@@ -170,3 +170,20 @@ test('a batch that starts past the end (the coordinator lost output) keeps the l
   assert.equal(after.output, 'fghij');
   assert.equal(after.next_offset, 10);
 });
+
+test('a parameter of the other way to read is refused with 400 naming it, not ignored', opts, async (t) => {
+  const { client } = await startTest(t);
+  const { job, send } = await runningJob(client);
+  await send(0, 'hello\n');
+  // wait_ms without offset would answer at once (a follower would spin); limit_bytes would not limit
+  for (const [query, field] of [
+    [{ wait_ms: 1000 }, 'wait_ms'],
+    [{ limit_bytes: 2 }, 'limit_bytes'],
+    [{ offset: 0, tail_bytes: 2 }, 'tail_bytes'],
+  ] as const) {
+    const details = await rejectsWith(client.getOutput(job.job_id, query), 400, 'validation_failed');
+    assert.deepEqual([details.field, details.in], [field, 'querystring'], JSON.stringify(query));
+  }
+  assert.equal((await client.getOutput(job.job_id, { tail_bytes: 2 })).output, 'o\n');
+  assert.equal((await client.getOutput(job.job_id, { offset: 0, limit_bytes: 2, wait_ms: 0 })).output, 'he');
+});

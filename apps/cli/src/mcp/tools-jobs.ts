@@ -117,10 +117,12 @@ export function registerJobTools(add: AddTool, { client }: ToolContext): void {
       annotations: { readOnlyHint: true },
     },
     async ({ job_id, offset, limit_bytes, tail_bytes, wait_ms }, signal) => {
+      // what belongs to the other way to read goes along too: the coordinator refuses it, naming
+      // it, rather than the agent believing it waited
       const query =
         offset === undefined
-          ? { tail_bytes: tail_bytes ?? OUTPUT_DEFAULT_BYTES }
-          : { offset, limit_bytes: limit_bytes ?? OUTPUT_DEFAULT_BYTES, ...(wait_ms === undefined ? {} : { wait_ms }) };
+          ? { tail_bytes: tail_bytes ?? OUTPUT_DEFAULT_BYTES, limit_bytes, wait_ms }
+          : { offset, limit_bytes: limit_bytes ?? OUTPUT_DEFAULT_BYTES, tail_bytes, wait_ms };
       const out = await client.getOutput(job_id, query, { signal });
       const dropped = out.truncated ? '; older output was dropped by the coordinator' : '';
       const head =

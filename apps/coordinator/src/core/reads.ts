@@ -63,6 +63,15 @@ export async function readOutput(
   signal?: AbortSignal,
 ): Promise<JobOutput> {
   const { store, config } = ctx;
+  // a parameter of the other way to read would be ignored: `wait_ms` without an offset would
+  // answer at once, and a client that meant to wait would poll in a tight loop
+  if (q.offset === undefined) {
+    for (const field of ['wait_ms', 'limit_bytes'] as const) {
+      if (q[field] !== undefined) throw validation(field, 'needs offset (without it, the last tail_bytes are read)', 'querystring');
+    }
+  } else if (q.tail_bytes !== undefined) {
+    throw validation('tail_bytes', 'cannot be used with offset (use limit_bytes)', 'querystring');
+  }
   let job = await store.getJob(jobId);
   if (!job) throw jobNotFound(jobId);
   if (q.offset !== undefined && q.offset >= job.outputBytes && !isTerminal(job.status) && (q.wait_ms ?? 0) > 0) {
