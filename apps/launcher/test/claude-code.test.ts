@@ -189,6 +189,27 @@ test('claude-code executor: a resume claude 2.x answers "No conversation found" 
   assert.equal((await client.getSession('cleaned-up')).executor_session_id, sessionId, 'the session keeps its id');
 });
 
+test('claude-code executor: a resumed turn whose answer quotes "No conversation found" (a child\'s error, told to its parent) completes', async (t) => {
+  const { client } = await setup(t);
+  assert.equal((await settled(client, (await client.createJob({ type: 'start_session', session_name: 'lead', prompt: 'plan' })).job_id)).status, 'completed');
+  const child = await client.createJob({ type: 'start_session', session_name: 'worker', prompt: 'hello', parent_session_name: 'lead' });
+  assert.equal((await settled(client, child.job_id)).status, 'completed');
+  const first = (await client.getSession('lead')).callback_job_id;
+  assert.ok(first);
+  assert.equal((await settled(client, first)).status, 'completed');
+
+  // the child's resume finds no conversation: its error reaches the parent in its callback prompt
+  const lost = await client.createJob({ type: 'resume_session', session_name: 'worker', prompt: 'NO_CONVERSATION' });
+  assert.equal((await settled(client, lost.job_id)).error_code, 'session_not_on_host');
+  const callback = (await client.getSession('lead')).callback_job_id;
+  assert.ok(callback);
+  assert.match((await client.getJob(callback)).prompt, /No conversation found/);
+  // the fake answers with its prompt: the parent's answer quotes the words, and is an answer
+  const done = await settled(client, callback);
+  assert.equal(done.status, 'completed', `${done.error_code}: ${done.error}`);
+  assert.match(done.result ?? '', /No conversation found/);
+});
+
 test('claude-code executor: a claude that never exits after its result is killed after the exit grace; the job completes', async (t) => {
   const { client, claude } = await setup(t, {}, {}, 300);
   const job = await client.createJob({ type: 'start_session', session_name: 'hangs', prompt: 'HANG_AFTER_RESULT' });

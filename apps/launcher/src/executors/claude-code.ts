@@ -93,7 +93,10 @@ async function runClaude(
         break;
       case 'result': {
         result = readResult(msg);
-        if (o.resuming !== undefined && NO_CONVERSATION.test(`${result.text} ${result.errors}`)) noConversation = true;
+        // only an error result can say the session is missing: a successful answer may quote the
+        // words (a callback resume carries a child's session_not_on_host error, and the model
+        // talks about it), and is an answer all the same
+        if (o.resuming !== undefined && result.isError && NO_CONVERSATION.test(`${result.text} ${result.errors}`)) noConversation = true;
         // claude 2.x answers a resume of a session it does not have with a result carrying the id of
         // a fresh session it never saved: passed on, it would replace the session's real id
         if (!noConversation) session(msg['session_id']);
@@ -135,7 +138,8 @@ async function runClaude(
 
 /** What went wrong, if anything: the session a resume found missing (`resuming`), or an error result. */
 function failureOf(result: ClaudeResult | undefined, resuming: string | undefined): ExecutorError | undefined {
-  if (resuming !== undefined) {
+  // a successful result stands, whatever was printed on stderr: the session was there
+  if (resuming !== undefined && !(result && !result.isError)) {
     return new ExecutorError(
       `Claude Code has no session ${resuming} on this host ("No conversation found"): a session can only be resumed on the host, and in the directory, where it ran`,
       'session_not_on_host',
