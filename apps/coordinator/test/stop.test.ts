@@ -196,3 +196,26 @@ test('stopping a parent session does not restart it with queued child outcomes',
   assert.ok(after.callback_job_id);
   assert.deepEqual((await client.getJob(after.callback_job_id)).callback_of, [child.job_id]);
 });
+
+test('a stopped parent whose turn finished before the kill (completed or failed) is not restarted by queued child outcomes either', async (t) => {
+  const { client } = await startTest(t);
+  const l = await fakeLauncher(client);
+  for (const end of ['completed', 'failed'] as const) {
+    const parent = `parent-${end}`;
+    const own = await start(client, parent);
+    await l.take();
+    await l.started(own.job_id);
+    const child = await start(client, `child-${end}`, 'x', { parent_session_name: parent });
+    await l.take();
+    await l.completed(child.job_id, 'child result');
+    await client.stopSession(parent);
+    // the executor had already given its answer when the stop reached it: the answer stands
+    if (end === 'completed') await l.completed(own.job_id, 'done anyway');
+    else await l.failed(own.job_id, 'crashed anyway');
+    assert.equal((await client.getJob(own.job_id)).status, end);
+    const p = await client.getSession(parent);
+    assert.equal(p.callback_job_id, null, `${end}: the stop is not undone by a callback resume`);
+    assert.equal(p.status, 'idle');
+    assert.deepEqual(p.pending_callbacks.map((n) => n.job_id), [child.job_id], `${end}: the outcome is kept for later`);
+  }
+});

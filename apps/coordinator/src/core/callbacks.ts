@@ -194,9 +194,11 @@ export async function deliver(ctx: CoreContext, tx: Tx, sessionName: string): Pr
 export async function jobEnded(ctx: CoreContext, tx: Tx, sessionName: string, job: JobRow): Promise<void> {
   const s = (await tx.session(sessionName))!;
   if (s.deliveryJobId !== job.id) {
-    // The session's own turn ended: held deliveries may go again, unless it was stopped by
-    // request (a stopped session is not resumed at once; they wait like a failed delivery).
-    if (s.deliveriesHeld !== (job.status === 'stopped')) await tx.updateSession(s.name, { deliveriesHeld: job.status === 'stopped' });
+    // The session's own turn ended: held deliveries may go again, unless someone asked to stop
+    // it (a stopped session is not resumed at once; they wait like a failed delivery) — also
+    // when the turn ended completed or failed before the stop reached its executor.
+    const stopped = job.stopReason === 'requested';
+    if (s.deliveriesHeld !== stopped) await tx.updateSession(s.name, { deliveriesHeld: stopped });
     return;
   }
   const carried = s.inFlight ?? { callbacks: [], messages: [] };
