@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { request } from 'undici';
 import { maxMessageBytes } from '../src/core/callbacks.js';
+import { ManualClock } from '../src/core/clock.js';
 import { startAuthTest } from './auth-helpers.js';
 import { fakeLauncher, rejectsWith, start, startTest } from './helpers.js';
 
@@ -93,6 +94,25 @@ test('a session that can take no more input: 409 session_closed, for messages an
   await l.failed(ran.job_id, 'crashed');
   assert.equal((await client.getSession('ran')).accepts_input, true);
   assert.equal((await client.sendMessage('ran', { text: 'try again' })).outcome, 'queued');
+});
+
+test('a start given back to the queue (its claim lapsed) and then stopped while pending closes its session: it never ran either', async (t) => {
+  const clock = new ManualClock();
+  const { client, c } = await startTest(t, { claimLeaseSeconds: 20, heartbeatIntervalSeconds: 10, heartbeatTimeoutSeconds: 120 }, { clock });
+  const l = await fakeLauncher(client);
+  const job = await start(client, 'requeued');
+  assert.equal((await l.take()).job_id, job.job_id);
+  clock.advance(21_000);
+  await l.heartbeat();
+  await c.core.sweep(); // never started within the lease: back to the queue
+  const back = await client.getJob(job.job_id);
+  assert.equal(back.status, 'pending');
+  assert.equal(back.attempts, 1);
+  await client.stopJob(job.job_id);
+  const s = await client.getSession('requeued');
+  assert.equal(s.accepts_input, false, 'no conversation exists to continue');
+  await rejectsWith(client.sendMessage('requeued', { text: 'hello?' }), 409, 'session_closed');
+  await rejectsWith(client.createJob({ type: 'resume_session', session_name: 'requeued', prompt: 'again' }), 409, 'session_closed');
 });
 
 test('messages: the text is validated (400 naming the field), and records who sent it', async (t) => {

@@ -192,8 +192,10 @@ export async function end(
 /** Everything that follows a job reaching a terminal status. */
 async function finish(ctx: CoreContext, tx: Tx, job: JobRow): Promise<void> {
   const session = (await tx.session(job.sessionName))!;
-  // a start that no launcher ever took: there is no conversation anywhere to continue
-  const neverStarted = job.type === 'start_session' && job.attempts === 0 && job.status !== 'completed';
+  // a start that ended while no launcher held it (never claimed, or given back to the queue
+  // after a lapsed claim or a restart, whose launcher was refused at `started`): there is no
+  // conversation anywhere to continue
+  const neverStarted = job.type === 'start_session' && job.launcherId === null && job.status !== 'completed';
   await tx.updateSession(session.name, {
     lastJobStatus: job.status,
     updatedAt: tx.now,

@@ -137,7 +137,7 @@ async function newSession(tx: Tx, req: CreateJobRequest, parent: SessionRow | nu
 const sessionClosed = (s: SessionRow) =>
   new CoordinatorError(
     'session_closed',
-    `session ${s.name} can no longer take input: its start job ended ${s.lastJobStatus ?? 'early'} before any launcher took it, so there is no conversation to continue`,
+    `session ${s.name} can no longer take input: its start job ended ${s.lastJobStatus ?? 'early'} before any launcher ran it, so there is no conversation to continue`,
     { session_name: s.name, current_status: 'closed' },
   );
 
