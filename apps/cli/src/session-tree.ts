@@ -11,14 +11,43 @@ const JOBS_PER_SESSION = 200;
  * for each session, `GET /jobs?session_name=` for its jobs. Depth is bounded by the coordinator
  * (a parent chain has at most MAX_SESSION_DEPTH levels), so this is a handful of rounds.
  */
-export async function fetchSessionTree(
+export function fetchSessionTree(client: AgentqClient, name: string, signal?: AbortSignal): Promise<CliSessionTree> {
+  return fetchNode(client, name, signal, limiter(TREE_REQUESTS));
+}
+
+/**
+ * Requests in flight at once for one tree: a session may have hundreds of children, and every
+ * request on the one signal adds abort listeners to it (two: the client's and undici's; past 10,
+ * Node prints a MaxListenersExceededWarning on stderr), besides flooding the coordinator.
+ */
+const TREE_REQUESTS = 4;
+
+function limiter(max: number): <T>(fn: () => Promise<T>) => Promise<T> {
+  let active = 0;
+  const queue: Array<() => void> = [];
+  return async (fn) => {
+    // a finished request hands its place straight to the next waiting one
+    if (active >= max) await new Promise<void>((resolve) => queue.push(resolve));
+    else active++;
+    try {
+      return await fn();
+    } finally {
+      const next = queue.shift();
+      if (next) next();
+      else active--;
+    }
+  };
+}
+
+async function fetchNode(
   client: AgentqClient,
   name: string,
-  signal?: AbortSignal,
+  signal: AbortSignal | undefined,
+  limit: <T>(fn: () => Promise<T>) => Promise<T>,
 ): Promise<CliSessionTree> {
-  const session = await client.getSession(name, { signal });
-  const page = await client.listJobs({ session_name: name, limit: JOBS_PER_SESSION }, { signal });
-  const children = await Promise.all(session.children.map((child) => fetchSessionTree(client, child, signal)));
+  const session = await limit(() => client.getSession(name, { signal }));
+  const page = await limit(() => client.listJobs({ session_name: name, limit: JOBS_PER_SESSION }, { signal }));
+  const children = await Promise.all(session.children.map((child) => fetchNode(client, child, signal, limit)));
   return {
     session,
     // the coordinator lists newest first; a tree reads oldest first

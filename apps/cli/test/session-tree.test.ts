@@ -69,6 +69,26 @@ describe('agentq sessions <name>: the tree', () => {
     assert.match(lines[4] as string, new RegExp(`^ {3}└─ ${kidJob.job_id} {2}start +completed .* did it$`));
   });
 
+  it('a session with many children: every one is shown, and Node prints no listener warning on stderr', async (t) => {
+    const c = await coordinator(t);
+    await c.client.createJob({ type: 'start_session', session_name: 'hub', prompt: 'fan out' });
+    const names = Array.from({ length: 40 }, (_, i) => `spoke-${String(i).padStart(2, '0')}`);
+    for (const name of names) await c.client.createJob({ type: 'start_session', session_name: name, prompt: 'x', parent_session_name: 'hub' });
+    const warnings: Error[] = [];
+    const onWarning = (w: Error) => warnings.push(w);
+    process.on('warning', onWarning);
+    t.after(() => process.off('warning', onWarning));
+
+    // as bin/agentq.js runs it: with a signal (Ctrl-C), which each request listens on
+    const r = await cli(c.url, ['sessions', 'hub', '--json'], { signal: new AbortController().signal });
+    assert.equal(r.code, 0, r.stdout);
+    const tree = envelope<{ ok: true; data: CliSessionTree }>(r, CliEnvelope(CliCommandData.session_tree)).data;
+    assert.deepEqual(tree.children.map((n) => n.session.session_name).sort(), names);
+    // a warning is emitted on the next tick: let it come before looking
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.deepEqual(warnings.map((w) => `${w.name}: ${w.message}`), []);
+  });
+
   it('an unknown session is exit 5 (session_not_found)', async (t) => {
     const c = await coordinator(t);
     const r = await cli(c.url, ['sessions', 'ghost', '--json']);
