@@ -91,6 +91,7 @@ test('a session that can take no more input: 409 session_closed, for messages an
   const l = await fakeLauncher(client);
   const ran = await start(client, 'ran');
   await l.take();
+  await l.started(ran.job_id);
   await l.failed(ran.job_id, 'crashed');
   assert.equal((await client.getSession('ran')).accepts_input, true);
   assert.equal((await client.sendMessage('ran', { text: 'try again' })).outcome, 'queued');
@@ -113,6 +114,23 @@ test('a start given back to the queue (its claim lapsed) and then stopped while 
   assert.equal(s.accepts_input, false, 'no conversation exists to continue');
   await rejectsWith(client.sendMessage('requeued', { text: 'hello?' }), 409, 'session_closed');
   await rejectsWith(client.createJob({ type: 'resume_session', session_name: 'requeued', prompt: 'again' }), 409, 'session_closed');
+});
+
+test('a start its launcher failed before it started (project_dir missing there) closes its session; one that named its conversation does not', async (t) => {
+  const { client } = await startTest(t);
+  const l = await fakeLauncher(client);
+  const refused = await start(client, 'nowhere');
+  assert.equal((await l.take()).job_id, refused.job_id);
+  await client.reportFailed(refused.job_id, { launcher_id: l.id, error: 'project_dir /x does not exist on this host', error_code: 'project_dir_not_found' });
+  assert.equal((await client.getSession('nowhere')).accepts_input, false, 'no conversation exists to continue');
+  await rejectsWith(client.createJob({ type: 'resume_session', session_name: 'nowhere', prompt: 'again' }), 409, 'session_closed');
+
+  // failed at once too, but the executor had begun a conversation and said so: it can go on
+  const begun = await start(client, 'begun');
+  assert.equal((await l.take()).job_id, begun.job_id);
+  await client.reportFailed(begun.job_id, { launcher_id: l.id, error: 'crashed', executor_session_id: 'conv-1' });
+  assert.equal((await client.getSession('begun')).accepts_input, true);
+  assert.equal((await client.createJob({ type: 'resume_session', session_name: 'begun', prompt: 'again' })).status, 'pending');
 });
 
 test('messages: the text is validated (400 naming the field), and records who sent it', async (t) => {

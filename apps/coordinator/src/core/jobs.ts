@@ -193,9 +193,13 @@ export async function end(
 async function finish(ctx: CoreContext, tx: Tx, job: JobRow): Promise<void> {
   const session = (await tx.session(job.sessionName))!;
   // a start that ended while no launcher held it (never claimed, or given back to the queue
-  // after a lapsed claim or a restart, whose launcher was refused at `started`): there is no
-  // conversation anywhere to continue
-  const neverStarted = job.type === 'start_session' && job.launcherId === null && job.status !== 'completed';
+  // after a lapsed claim or a restart, whose launcher was refused at `started`), or that its
+  // launcher ended before it started (a project_dir missing on that host, an executor that could
+  // not be spawned) without naming a conversation: there is none anywhere to continue
+  const neverStarted =
+    job.type === 'start_session' &&
+    job.status !== 'completed' &&
+    (job.launcherId === null || (job.startedAt === null && session.executorSessionId === null));
   await tx.updateSession(session.name, {
     lastJobStatus: job.status,
     updatedAt: tx.now,
