@@ -54,6 +54,24 @@ test("Fastify's own errors come back in the standard shape with a 4xx", async (t
   assert.equal((await send(c.url, 'GET', '/jobs?session_name=%C3%A9t%C3%A9+x')).status, 200);
 });
 
+test('a known path with a method it does not take is 405 with Allow; an unknown path stays 404', async (t) => {
+  const { c } = await startTest(t);
+  for (const [method, path, allowed] of [
+    ['DELETE', '/jobs/job_0123456789ab', ['GET', 'HEAD']],
+    ['PUT', '/jobs', ['GET', 'HEAD', 'POST']],
+    ['POST', '/health', ['GET', 'HEAD']],
+    ['GET', '/launcher/register', ['POST']],
+    ['OPTIONS', '/sessions/alpha/stop', ['POST']],
+  ] as const) {
+    const r = await send(c.url, method, path);
+    assertStandard(r, 405, 'method_not_allowed');
+    assert.deepEqual(r.body.error.details, { allowed }, `${method} ${path}`);
+    assert.equal(r.headers.allow, allowed.join(', '), `${method} ${path}`);
+  }
+  assertStandard(await send(c.url, 'DELETE', '/jobs/a/b/c/d'), 404, 'route_not_found');
+  assertStandard(await send(c.url, 'GET', '/jobs/x/nothing'), 404, 'route_not_found');
+});
+
 test('a refused body names what is wrong with it: 415 the content-type, 413 the body and the limit', async (t) => {
   const { c } = await startTest(t);
   for (const type of ['text/plain', 'application/x-www-form-urlencoded', undefined]) {

@@ -30,6 +30,8 @@ export const ErrorCodes = {
   parent_session_not_found: 404,
   launcher_not_found: 404,
   route_not_found: 404,
+  /** a path that exists, with another method: `Allow` and `details.allowed` list its methods */
+  method_not_allowed: 405,
   job_owned_by_other_launcher: 409,
   invalid_transition: 409,
   session_exists: 409,

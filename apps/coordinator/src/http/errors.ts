@@ -124,9 +124,33 @@ export function installErrorHandling(app: FastifyInstance): void {
     }
     done();
   });
-  app.setNotFoundHandler((req, reply) =>
-    reply.code(404).send(body('route_not_found', `no route ${req.method} ${req.url.split('?')[0]}`)),
-  );
+  // a path that exists with other methods is 405 with `Allow`, as HTTP asks; only an unknown path is 404
+  const routes = new Map<string, { pattern: RegExp; methods: Set<string> }>();
+  app.addHook('onRoute', (route) => {
+    let entry = routes.get(route.url);
+    if (!entry) routes.set(route.url, (entry = { pattern: routePattern(route.url), methods: new Set() }));
+    for (const m of [route.method].flat()) entry.methods.add(m);
+  });
+  app.setNotFoundHandler((req, reply) => {
+    const path = req.url.split('?')[0]!;
+    const allowed = new Set<string>();
+    for (const { pattern, methods } of routes.values()) if (pattern.test(path)) for (const m of methods) allowed.add(m);
+    if (allowed.size === 0) return reply.code(404).send(body('route_not_found', `no route ${req.method} ${path}`));
+    const allow = [...allowed].sort();
+    return reply
+      .code(ErrorCodes.method_not_allowed)
+      .header('allow', allow.join(', '))
+      .send(body('method_not_allowed', `${path} does not take ${req.method}; it takes ${allow.join(', ')}`, { allowed: allow }));
+  });
+}
+
+/** A route's path as a regular expression over request paths (`:param`: one segment; `*`: the rest). */
+function routePattern(url: string): RegExp {
+  const source = url
+    .split(/(:[A-Za-z0-9_]+|\*)/)
+    .map((part) => (part === '*' ? '.*' : part.startsWith(':') ? '[^/]+' : part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')))
+    .join('');
+  return new RegExp(`^${source}$`);
 }
 
 /** Fastify's `frameworkErrors` option: router errors (bad percent-encoding, ...) in the standard shape. */
