@@ -40,6 +40,11 @@ test('serves(): every required label, a root containing the directory, the sessi
   assert.ok(serves(l, route({ dir: '/srv/app', affinity })));
   assert.ok(!serves(launcherRow({ hostId: 'host-2' }), route({ dir: '/srv/app', affinity })));
   assert.ok(!serves(launcherRow({ executorType: 'demo' }), route({ dir: '/srv/app', affinity })));
+  // a portable session: any host, its executor type only
+  const portable = { hostId: null, hostname: null, executorType: 'demo', workingDir: null };
+  assert.ok(serves(launcherRow({ hostId: 'host-7', executorType: 'demo' }), route({ affinity: portable })));
+  assert.ok(!serves(l, route({ affinity: portable })));
+  assert.deepEqual(routeFromKey(routeKey(route({ affinity: portable }))).affinity, portable);
   // a key stands for its route
   const key = routeKey(route({ requires: { zone: 'eu', gpu: 'a100' }, dir: '/srv/app', affinity }));
   assert.equal(key, routeKey(route({ requires: { gpu: 'a100', zone: 'eu' }, dir: '/srv/app', affinity })), 'label order does not matter');
@@ -122,4 +127,24 @@ test('a resume of a session bound to a host runs in the session\'s working_dir, 
   const handed = (await client.poll(second.launcher_id, { holdSeconds: 1 }))?.job;
   assert.equal(handed?.job_id, again.job_id);
   assert.equal(handed?.project_dir, '/srv/a/app');
+});
+
+test('a session of a portable executor resumes on any host, but only with its executor type', async (t) => {
+  const { client } = await startTest(t, { pollTimeoutSeconds: 0.05 });
+  const demo = await client.register({ hostname: 'a', executor_type: 'demo', host_id: 'HOSTHOSTA', portable_sessions: true });
+  const job = await start(client, 'p');
+  assert.equal((await client.poll(demo.launcher_id, { holdSeconds: 1 }))?.job?.job_id, job.job_id);
+  await client.reportStarted(job.job_id, { launcher_id: demo.launcher_id, executor_session_id: 'demo-1' });
+  await client.reportCompleted(job.job_id, { launcher_id: demo.launcher_id, status: 'success', result: 'ok' });
+  assert.equal((await client.getSession('p')).affinity, null, 'bound to no host');
+
+  // a claude-code launcher polls first: the resume is not for it (it would `claude --resume demo-1`)
+  const claude = await client.register({ hostname: 'b', executor_type: 'claude-code', host_id: 'HOSTHOSTB' });
+  await client.deleteLauncher(demo.launcher_id, { self: true });
+  const again = await resume(client, 'p', 'again');
+  assert.equal(await client.poll(claude.launcher_id, { holdSeconds: 0.05 }), null);
+  assert.equal((await client.getJob(again.job_id)).pending_reason, 'session runs on demo launchers, and none is online');
+  // another demo launcher, on another host: it takes it
+  const other = await client.register({ hostname: 'c', executor_type: 'demo', host_id: 'HOSTHOSTC', portable_sessions: true });
+  assert.equal((await client.poll(other.launcher_id, { holdSeconds: 1 }))?.job?.job_id, again.job_id);
 });

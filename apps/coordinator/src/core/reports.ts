@@ -82,11 +82,19 @@ async function setExecutorSession(tx: Tx, job: JobRow, executorSessionId: string
 
 /**
  * The session's first job started: from now on it lives on this launcher's host, in this
- * directory, with this executor (unless the executor says its sessions are portable).
+ * directory, with this executor. A session of a portable executor (or of a launcher with no host
+ * identity) may go on anywhere, but only with the same executor type: another one could not
+ * continue its conversation (a `claude --resume` of a demo session's id).
  */
 async function bindSession(ctx: CoreContext, tx: Tx, job: JobRow, launcher: LauncherRow, workingDir: string | null): Promise<void> {
   const session = (await tx.session(job.sessionName))!;
-  if (session.affinity || launcher.portable || launcher.hostId === null) return;
+  if (session.affinity) return;
+  if (launcher.portable || launcher.hostId === null) {
+    if (launcher.executorType === null) return;
+    await tx.updateSession(session.name, { affinity: { hostId: null, hostname: null, executorType: launcher.executorType, workingDir: null } });
+    ctx.log.info({ session_name: session.name, launcher_id: launcher.id, executor_type: launcher.executorType }, 'session bound to its executor type');
+    return;
+  }
   const dir = workingDir ?? job.projectDir ?? launcher.roots[0] ?? null;
   const affinity = {
     hostId: launcher.hostId,

@@ -7,7 +7,8 @@ import type { Affinity, JobRow, LauncherRow, SessionRow } from './rows.js';
  *   - `requires`: labels the launcher must all have (the job's own `requires`);
  *   - `dir`: the directory it runs in, which must be inside one of the launcher's project roots
  *     (null: the launcher's default directory, any launcher);
- *   - `affinity`: once a session has run, the host (and executor type) it lives on.
+ *   - `affinity`: once a session has run, the host (and executor type) it lives on; for a
+ *     portable session, the executor type only.
  * Jobs with equal routes share a bucket of the ready queue (routeKey), so a poll looks at the
  * buckets its launcher serves, never at every pending job. See docs/routing.md.
  */
@@ -31,10 +32,8 @@ export function isInside(dir: string, root: string): boolean {
 /** The route of a job about to be offered, given its session (affinity comes from there). */
 export function routeOf(job: JobRow, session: SessionRow): Route {
   const requires = job.requires && Object.keys(job.requires).length > 0 ? job.requires : null;
-  if (session.affinity) {
-    return { requires, dir: session.affinity.workingDir, affinity: session.affinity };
-  }
-  return { requires, dir: job.projectDir === null ? null : normalizeDir(job.projectDir), affinity: null };
+  const dir = session.affinity?.workingDir ?? (job.projectDir === null ? null : normalizeDir(job.projectDir));
+  return { requires, dir, affinity: session.affinity };
 }
 
 /** A stable key for a route: equal routes, equal keys. */
@@ -50,7 +49,7 @@ export function routeKey(route: Route): string {
 
 /** The route a key stands for (what matching needs; the affinity's hostname is not in it). */
 export function routeFromKey(key: string): Route {
-  const [req, dir, a] = JSON.parse(key) as [[string, string][], string | null, [string, string | null] | null];
+  const [req, dir, a] = JSON.parse(key) as [[string, string][], string | null, [string | null, string | null] | null];
   return {
     requires: req.length ? Object.fromEntries(req) : null,
     dir,
@@ -64,7 +63,7 @@ export function serves(launcher: LauncherRow, route: Route): boolean {
     for (const [k, v] of Object.entries(route.requires)) if (launcher.labels[k] !== v) return false;
   }
   if (route.affinity) {
-    if (launcher.hostId !== route.affinity.hostId) return false;
+    if (route.affinity.hostId !== null && launcher.hostId !== route.affinity.hostId) return false;
     if (route.affinity.executorType !== null && launcher.executorType !== route.affinity.executorType) return false;
   }
   if (route.dir !== null && !servesDir(launcher, route.dir)) return false;
@@ -90,7 +89,9 @@ export function unservedReason(route: Route, online: readonly LauncherRow[]): st
   if (isServed(route, online)) return null;
   if (online.length === 0) return 'no launcher is online';
   const a = route.affinity;
-  if (a) {
+  if (a && a.hostId === null) {
+    if (!online.some((l) => l.executorType === a.executorType)) return `session runs on ${a.executorType} launchers, and none is online`;
+  } else if (a) {
     const onHost = online.filter((l) => l.hostId === a.hostId);
     const host = a.hostname ?? a.hostId;
     if (onHost.length === 0) return `session lives on host ${host}, which is offline`;

@@ -16,9 +16,12 @@ import type {
  * ready queue) is not stored in rows: the store keeps it as indexes (memory) or queries (SQL).
  */
 
-/** Where a session lives once its first job ran (see docs/routing.md). */
+/**
+ * Where a session lives once its first job ran (see docs/routing.md): its host, or, for a session
+ * of a portable executor (`hostId` null), only the executor type that can continue it.
+ */
 export interface Affinity {
-  hostId: string;
+  hostId: string | null;
   /** the launcher's hostname, for messages */
   hostname: string | null;
   executorType: string | null;

@@ -71,9 +71,11 @@ export function toWireSession(s: SessionRow, x: SessionExtras): Session {
     children: [...x.children],
     pending_callbacks: [...s.callbacks],
     callback_job_id: s.deliveryJobId,
-    affinity: s.affinity
-      ? { host_id: s.affinity.hostId, working_dir: s.affinity.workingDir, executor_type: s.affinity.executorType }
-      : null,
+    // a portable session is bound to no host (only to its executor type, which routing keeps)
+    affinity:
+      s.affinity && s.affinity.hostId !== null
+        ? { host_id: s.affinity.hostId, working_dir: s.affinity.workingDir, executor_type: s.affinity.executorType }
+        : null,
     pending_messages: [...s.messages],
     accepts_input: s.acceptsInput,
     created_by: s.createdBy,
