@@ -100,30 +100,40 @@ if (!mountable) {
 }
 
 /** The real coordinator process on `databaseUrl`; resolves with its URL once it listens. */
-async function coordinatorProcess(t: TestContext, databaseUrl: string, env: Record<string, string> = {}): Promise<{ url: string; kill(): Promise<void> }> {
+async function coordinatorProcess(
+  t: TestContext,
+  databaseUrl: string,
+  env: Record<string, string> = {},
+): Promise<{ url: string; kill(): Promise<void>; stop(): Promise<void>; log: string[] }> {
   const child = spawn(process.execPath, [MAIN], {
     env: { PATH: process.env.PATH ?? '', HOST: '127.0.0.1', PORT: '0', LOG_LEVEL: 'info', DATABASE_URL: databaseUrl, OVERLOAD_RETRY_AFTER: '1', ...env },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
-  const kill = async () => {
+  const end = async (signal: NodeJS.Signals) => {
     if (child.exitCode !== null || child.signalCode !== null) return;
-    child.kill('SIGKILL');
+    child.kill(signal);
     await once(child, 'exit');
   };
+  const kill = () => end('SIGKILL');
+  const log: string[] = [];
   t.after(kill);
   const exited = once(child, 'exit').then(([code]) => {
     throw new Error(`the coordinator exited (${String(code)}) before it was ready`);
   });
   const ready = (async () => {
-    for await (const line of createInterface({ input: child.stdout })) {
+    const lines = createInterface({ input: child.stdout });
+    for await (const line of lines) {
       const entry = JSON.parse(line) as { msg?: string; url?: string };
-      if (entry.msg === 'coordinator ready') return entry.url!;
+      log.push(entry.msg ?? '');
+      if (entry.msg === 'coordinator ready') {
+        lines.on('line', (l) => log.push((JSON.parse(l) as { msg?: string }).msg ?? '')); // keep draining the log
+        return entry.url!;
+      }
     }
     throw new Error('stdout ended');
   })();
   const url = await Promise.race([ready, exited]);
-  child.stdout.resume(); // keep draining the log
-  return { url, kill };
+  return { url, kill, stop: () => end('SIGTERM'), log };
 }
 
 /** Fill what is left of the file system holding `path`, to the last byte. */
@@ -198,6 +208,34 @@ test('a full disk: creates are refused, every acknowledged job survives kill -9,
   assert.equal((await client.getJob(claimed.job_id)).status, 'pending');
   assert.equal((await start(client, 'room-again', big(64 * 1024))).status, 'pending');
   assert.equal((await client.health()).queue_depth, acknowledged.length + 2);
+});
+
+test('a full disk after a clean shutdown: the restart reads its state without room for the WAL index, and writes once space returns', { skip: !mountable, timeout: 120_000 }, async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'agentq-full-disk-'));
+  assert.equal(spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=4m', 'tmpfs', dir]).status, 0);
+  t.after(() => {
+    spawnSync('umount', ['-l', dir]);
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const databaseUrl = `sqlite:${join(dir, 'agentq.db')}`;
+  const first = await coordinatorProcess(t, databaseUrl);
+  let client = new AgentqClient({ url: first.url, overloadRetries: 0 });
+  const jobs = [await start(client, 'one'), await start(client, 'two')];
+  await client.close();
+  // a clean shutdown checkpoints the WAL and deletes it and its index (-shm): a start must make them again
+  await first.stop();
+  fillUp(join(dir, 'filler'));
+
+  const second = await coordinatorProcess(t, databaseUrl);
+  client = new AgentqClient({ url: second.url, overloadRetries: 0 });
+  t.after(() => client.close());
+  for (const job of jobs) assert.equal((await client.getJob(job.job_id)).status, 'pending');
+  assert.equal((await client.health()).queue_depth, 2);
+  await rejectsWith(start(client, 'full', big(64 * 1024)), 503, 'storage_unavailable');
+  rmSync(join(dir, 'filler'));
+  assert.equal((await start(client, 'room-again', big(64 * 1024))).status, 'pending');
+  assert.equal((await client.health()).queue_depth, 3);
+  assert.ok(second.log.includes('database opened without room for its shared-memory index: checkpoints run in commits until a restart'), second.log.join('\n'));
 });
 
 test('a restart whose recovery cannot be written still starts: recovery is left to the sweeper', async () => {

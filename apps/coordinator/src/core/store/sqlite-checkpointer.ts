@@ -35,7 +35,7 @@ export interface CheckpointPacing {
 /** 8 MiB, a quarter of a second, 16 MiB of WAL. */
 export const DEFAULT_PACING: CheckpointPacing = { nudgeBytes: 8 * 1024 * 1024, nudgeDelayMs: 250, restartFrames: 4096 };
 /** `wal_autocheckpoint` if the thread is lost (SQLite's default is 1,000 pages) */
-const FALLBACK_AUTOCHECKPOINT = 10_000;
+export const FALLBACK_AUTOCHECKPOINT = 10_000;
 
 export type CheckpointRequest = 'checkpoint' | 'close';
 
@@ -61,7 +61,8 @@ export interface CheckpointHost {
 }
 
 export class Checkpointer {
-  readonly #worker: Worker;
+  /** none when the store's connection holds the file exclusively (no thread can read it then) */
+  readonly #worker: Worker | undefined;
   readonly #host: CheckpointHost;
   /** estimated bytes written since the last pass began */
   #dirty = 0;
@@ -82,9 +83,15 @@ export class Checkpointer {
 
   readonly #pacing: CheckpointPacing;
 
-  constructor(path: string, host: CheckpointHost, pacing: CheckpointPacing = DEFAULT_PACING) {
+  /** `path` null: no thread; SQLite checkpoints in commits (the store set `wal_autocheckpoint`) */
+  constructor(path: string | null, host: CheckpointHost, pacing: CheckpointPacing = DEFAULT_PACING) {
     this.#host = host;
     this.#pacing = pacing;
+    if (path === null) {
+      this.#worker = undefined;
+      this.#closed = true;
+      return;
+    }
     this.#worker = new Worker(new URL('./sqlite-checkpoint-worker.js', import.meta.url), { workerData: { path } });
     this.#worker.on('message', (r: CheckpointResult) => {
       const resolve = this.#resolve;
@@ -110,13 +117,14 @@ export class Checkpointer {
   }
 
   async close(): Promise<void> {
-    if (this.#closed) return;
+    const worker = this.#worker;
+    if (this.#closed || !worker) return;
     this.#closed = true;
     clearTimeout(this.#timer);
-    this.#worker.ref();
+    worker.ref();
     if (this.#running) await this.#running;
-    const exited = new Promise<void>((resolve) => this.#worker.once('exit', () => resolve()));
-    this.#worker.postMessage('close' satisfies CheckpointRequest);
+    const exited = new Promise<void>((resolve) => worker.once('exit', () => resolve()));
+    worker.postMessage('close' satisfies CheckpointRequest);
     await exited;
   }
 
@@ -162,16 +170,18 @@ export class Checkpointer {
   /** One pass; only when none is running (each answer goes to the pass that asked for it). */
   #pass(quiet = false): Promise<CheckpointResult> {
     if (this.#running) throw new Error('a WAL checkpoint is already running');
+    const worker = this.#worker;
+    if (!worker) throw new Error('no checkpointer thread');
     this.#dirty = 0;
-    this.#worker.ref();
+    worker.ref();
     const running = new Promise<CheckpointResult>((resolve) => (this.#resolve = resolve)).then((r) => {
-      if (!this.#closed) this.#worker.unref();
+      if (!this.#closed) worker.unref();
       this.#account(r);
       this.signals.emit('pass', r, quiet);
       return r;
     });
     this.#running = running;
-    this.#worker.postMessage('checkpoint' satisfies CheckpointRequest);
+    worker.postMessage('checkpoint' satisfies CheckpointRequest);
     return running;
   }
 

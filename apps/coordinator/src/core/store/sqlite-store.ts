@@ -9,7 +9,7 @@ import type { SessionExtras } from '../wire.js';
 import { emptyChangeSet, hintsOf, inverseOf, type ChangeSet } from './changes.js';
 import { MemoryStore, type MemoryStoreOptions } from './memory-store.js';
 import { SELECT_JOBS, withPrompt } from './sqlite-prompts.js';
-import { Checkpointer, type CheckpointPacing } from './sqlite-checkpointer.js';
+import { Checkpointer, FALLBACK_AUTOCHECKPOINT, type CheckpointPacing } from './sqlite-checkpointer.js';
 import { CommitGroups } from './sqlite-group.js';
 import { placeholders, SqliteWriter } from './sqlite-writes.js';
 import { migrate } from './sqlite-schema.js';
@@ -57,28 +57,34 @@ export class SqliteStore extends MemoryStore {
 
   static async open(path: string, o: SqliteStoreOptions): Promise<SqliteStore> {
     const guard = lockFile(path);
-    const db = new Database(path);
+    let db: Db;
+    let sharedIndex = true;
     try {
-      db.pragma('busy_timeout = 1000');
-      db.pragma('journal_mode = WAL');
-      // NORMAL in WAL mode: a commit survives the process being killed (the WAL is written before
-      // the answer); only a power loss can take the last commits. See docs/operations.md.
-      db.pragma('synchronous = NORMAL');
-      // checkpoints run on a thread of their own (sqlite-checkpointer.ts), never in a commit
-      db.pragma('wal_autocheckpoint = 0');
-      // the WAL file is cut back to this when it starts over (else it stays at its largest)
-      db.pragma(`journal_size_limit = ${64 * 1024 * 1024}`);
+      db = openDatabase(path, false);
     } catch (err) {
-      db.close();
-      guard.close();
-      throw new Error(`cannot open ${path}: not a database, or not writable (${String(err)})`, { cause: err });
+      // No room for the WAL's shared-memory index (`-shm`, 32 KiB, made again at every start after a
+      // clean shutdown deleted it): a full disk must not stop a restart from reading its state. In
+      // exclusive locking mode SQLite keeps that index in memory; the checkpointer thread, which
+      // needs the shared one, is left out and checkpoints run in commits until a restart.
+      if (!noRoom(err)) {
+        guard.close();
+        throw err;
+      }
+      try {
+        db = openDatabase(path, true);
+        sharedIndex = false;
+        o.log.warn({ path, err: (err as { cause?: unknown }).cause }, 'database opened without room for its shared-memory index: checkpoints run in commits until a restart');
+      } catch {
+        guard.close();
+        throw err;
+      }
     }
     try {
       const from = migrate(db);
       if (from > 0 || db.pragma('user_version', { simple: true }) !== from) {
         o.log.info({ path, from_version: from, version: db.pragma('user_version', { simple: true }) }, 'database opened');
       }
-      return new SqliteStore(db, guard, path, o);
+      return new SqliteStore(db, guard, path, sharedIndex, o);
     } catch (err) {
       // a store that could not open lets go of the file (another attempt may follow in this process)
       db.close();
@@ -87,7 +93,7 @@ export class SqliteStore extends MemoryStore {
     }
   }
 
-  private constructor(db: Db, guard: Db, path: string, o: SqliteStoreOptions) {
+  private constructor(db: Db, guard: Db, path: string, sharedIndex: boolean, o: SqliteStoreOptions) {
     const loader = {
       job: (id: string) => this.#jobs(`${SELECT_JOBS} WHERE jobs.id = ?`, id)[0],
       session: (name: string) => this.#one(SESSIONS, 'SELECT * FROM sessions WHERE name = ?', name),
@@ -98,7 +104,7 @@ export class SqliteStore extends MemoryStore {
     this.#guard = guard;
     this.#o = o;
     this.#load();
-    this.#checkpointer = new Checkpointer(path, { db: () => this.#db, log: o.log, quiet: (fn) => this.#quiet(fn) }, o.checkpointPacing);
+    this.#checkpointer = new Checkpointer(sharedIndex ? path : null, { db: () => this.#db, log: o.log, quiet: (fn) => this.#quiet(fn) }, o.checkpointPacing);
   }
 
   #stmt(sql: string): Statement {
@@ -600,6 +606,37 @@ const JOB_TEXT_BYTES = `${bytes('job_prompts.prompt')} + ${bytes('jobs.result')}
 /** What a read or write of a closed store answers: the coordinator is shutting down (503, retry soon). */
 function closedError(): CoordinatorError {
   return new CoordinatorError('shutting_down', 'the store is closed: the coordinator is shutting down', { retry_after_seconds: 1 });
+}
+
+/**
+ * The store's connection to `path`, in WAL mode. `exclusive`: the WAL index in this process's
+ * memory instead of the shared `-shm` file (no other connection can read the file then).
+ */
+function openDatabase(path: string, exclusive: boolean): Db {
+  const db = new Database(path);
+  try {
+    db.pragma('busy_timeout = 1000');
+    if (exclusive) db.pragma('locking_mode = EXCLUSIVE');
+    db.pragma('journal_mode = WAL');
+    // NORMAL in WAL mode: a commit survives the process being killed (the WAL is written before
+    // the answer); only a power loss can take the last commits. See docs/operations.md.
+    db.pragma('synchronous = NORMAL');
+    // checkpoints run on a thread of their own (sqlite-checkpointer.ts), never in a commit; without
+    // it (exclusive), SQLite's own in commits
+    db.pragma(`wal_autocheckpoint = ${exclusive ? FALLBACK_AUTOCHECKPOINT : 0}`);
+    // the WAL file is cut back to this when it starts over (else it stays at its largest)
+    db.pragma(`journal_size_limit = ${64 * 1024 * 1024}`);
+    return db;
+  } catch (err) {
+    db.close();
+    throw new Error(`cannot open ${path}: not a database, or not writable (${String(err)})`, { cause: err });
+  }
+}
+
+/** A write refused for want of room (a full disk, a file over its size limit). */
+function noRoom(err: unknown): boolean {
+  const code = ((err as { cause?: { code?: unknown } }).cause?.code ?? '') as string;
+  return code === 'SQLITE_FULL' || code.startsWith('SQLITE_IOERR');
 }
 
 /**
