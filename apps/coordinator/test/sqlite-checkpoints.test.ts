@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { copyFileSync } from 'node:fs';
+import { copyFileSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import Database from 'better-sqlite3';
@@ -26,6 +26,18 @@ test('one coordinator per SQLite file: a second store is refused while the first
   await first.close();
   const second = await SqliteStore.open(path, options);
   await second.close();
+});
+
+test('one coordinator per SQLite file also through a symbolic link to it', async (t) => {
+  const dir = tempDir(t);
+  const path = join(dir, 'agentq.db');
+  const first = await SqliteStore.open(path, options);
+  t.after(() => first.close());
+  symlinkSync(path, join(dir, 'link.db'));
+  await assert.rejects(
+    SqliteStore.open(join(dir, 'link.db'), options),
+    (e: Error) => e instanceof ConfigError && e.variable === 'DATABASE_URL' && /in use by another coordinator/.test(e.message),
+  );
 });
 
 test('the store never checkpoints on its own connection; the thread copies the WAL into the file, and a quiet pass lets a grown WAL start over', async (t) => {

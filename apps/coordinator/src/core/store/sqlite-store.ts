@@ -1,3 +1,4 @@
+import { realpathSync } from 'node:fs';
 import Database, { type Database as Db, type Statement } from 'better-sqlite3';
 import { isTerminal, type JobStatus } from '@agentq/protocol';
 import { ConfigError } from '../../config.js';
@@ -646,7 +647,8 @@ function noRoom(err: unknown): boolean {
  * operating system releases it with the process, however that ends.
  */
 function lockFile(path: string): Db {
-  const guard = new Database(`${path}-lock`, { timeout: 0 });
+  // the file itself, not the name it was given: a symbolic link to it is the same file
+  const guard = new Database(`${realFile(path)}-lock`, { timeout: 0 });
   try {
     guard.pragma('locking_mode = EXCLUSIVE');
     guard.exec('BEGIN EXCLUSIVE; COMMIT');
@@ -659,6 +661,15 @@ function lockFile(path: string): Db {
       `cannot open ${path}: it is in use by another coordinator (${String(err)}); give this one a database of its own, e.g. DATABASE_URL=sqlite:./data/second.db`,
     );
     throw Object.assign(refusal, { cause: err });
+  }
+}
+
+/** `path` with symbolic links resolved (as it is when it does not exist yet). */
+function realFile(path: string): string {
+  try {
+    return realpathSync(path);
+  } catch {
+    return path;
   }
 }
 
