@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import Database from 'better-sqlite3';
 import { AgentqClient, AgentqApiError } from '@agentq/client';
 import type { Job } from '@agentq/protocol';
-import { loadConfig } from '../src/config.js';
+import { ConfigError, loadConfig } from '../src/config.js';
 import { Coordinator } from '../src/core/coordinator.js';
 import { migrate, SCHEMA_VERSION } from '../src/core/store/sqlite-schema.js';
 import { rejectsWith, resume, start } from './helpers.js';
@@ -252,6 +252,26 @@ test('a database made by the first schema version opens with the current code', 
   await core.shutdown();
   assert.equal(check.pragma('user_version', { simple: true }), SCHEMA_VERSION);
   check.close();
+});
+
+test('a database of other software at DATABASE_URL is refused and left as it was', async (t) => {
+  for (const version of [0, 7]) {
+    const url = tempDatabase(t);
+    const path = url.slice('sqlite:'.length);
+    const db = new Database(path);
+    db.exec("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT); INSERT INTO users VALUES (1, 'bob')");
+    db.pragma(`user_version = ${version}`);
+    db.close();
+    await assert.rejects(
+      Coordinator.open(loadConfig({}, { databaseUrl: url, logLevel: 'silent' })),
+      (e: Error) => e instanceof ConfigError && e.variable === 'DATABASE_URL' && /not an agentq database/.test(e.message),
+    );
+    const check = new Database(path, { readonly: true });
+    assert.deepEqual(check.prepare('SELECT name FROM sqlite_master').pluck().all(), ['users'], 'no table added');
+    assert.equal(check.pragma('journal_mode', { simple: true }), 'delete', 'not turned to WAL');
+    assert.equal(check.pragma('user_version', { simple: true }), version);
+    check.close();
+  }
 });
 
 const ZERO = { input_tokens: 0, output_tokens: 0, cache_read_input_tokens: 0, cache_creation_input_tokens: 0 };

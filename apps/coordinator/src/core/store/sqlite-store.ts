@@ -618,6 +618,7 @@ function openDatabase(path: string, exclusive: boolean): Db {
   try {
     db.pragma('busy_timeout = 1000');
     if (exclusive) db.pragma('locking_mode = EXCLUSIVE');
+    refuseForeign(db, path);
     db.pragma('journal_mode = WAL');
     // NORMAL in WAL mode: a commit survives the process being killed (the WAL is written before
     // the answer); only a power loss can take the last commits. See docs/operations.md.
@@ -630,8 +631,24 @@ function openDatabase(path: string, exclusive: boolean): Db {
     return db;
   } catch (err) {
     db.close();
+    if (err instanceof ConfigError) throw err;
     throw new Error(`cannot open ${path}: not a database, or not writable (${String(err)})`, { cause: err });
   }
+}
+
+/**
+ * Refuse, before anything is written, a database that other software made (DATABASE_URL naming
+ * the wrong file): migrations would add agentq's tables to it and turn it to WAL mode. An agentq
+ * database is empty before its first migration and has its `jobs` table after it.
+ */
+function refuseForeign(db: Db, path: string): void {
+  const version = db.pragma('user_version', { simple: true }) as number;
+  const objects = db.prepare("SELECT name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'").pluck().all() as string[];
+  if (version === 0 ? objects.length === 0 : objects.includes('jobs')) return;
+  throw new ConfigError(
+    'DATABASE_URL',
+    `cannot open ${path}: not an agentq database (schema version ${version}, tables ${objects.slice(0, 5).join(', ') || 'none'}); give agentq a file of its own, e.g. DATABASE_URL=sqlite:./data/agentq.db`,
+  );
 }
 
 /** A write refused for want of room (a full disk, a file over its size limit). */
