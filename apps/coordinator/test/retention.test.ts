@@ -1,6 +1,10 @@
 import assert from 'node:assert/strict';
+import { join } from 'node:path';
 import { test } from 'node:test';
+import { AgentqClient } from '@agentq/client';
 import { ManualClock } from '../src/core/clock.js';
+import { startCoordinator } from '../src/start.js';
+import { tempDir } from './auth-helpers.js';
 import { eventJob, eventSession, fakeLauncher, openEvents, rejectsWith, resume, start, startTest } from './helpers.js';
 
 const RETENTION = 60_000;
@@ -191,4 +195,36 @@ test('a child session of a tree that spent its budget is removed once old, with 
   await rejectsWith(client.getSession('spender'), 404, 'session_not_found');
   await c.core.sweep(); // and the root, left with nothing
   await rejectsWith(client.getSession('budgeted'), 404, 'session_not_found');
+});
+
+test('SQLite: numbers of jobs and sessions retention deleted are not given again after a restart (an old cursor stays old)', async (t) => {
+  const databaseUrl = `sqlite:${join(tempDir(t), 'agentq.db')}`;
+  const clock = new ManualClock();
+  const config = { databaseUrl, jobRetentionMs: RETENTION, sweepIntervalMs: 600_000, logLevel: 'silent' } as const;
+  let c = await startCoordinator(config, { clock });
+  let client = new AgentqClient({ url: c.url });
+  for (const name of ['a', 'b', 'c']) await client.stopJob((await start(client, name)).job_id);
+  const page = await client.listJobs({ limit: 1 });
+  const sessionPage = await client.listSessions({ limit: 1 });
+  assert.ok(page.next_cursor && sessionPage.next_cursor);
+  clock.advance(RETENTION);
+  await c.core.sweep(); // the jobs
+  await c.core.sweep(); // then their sessions
+  assert.deepEqual((await client.listJobs()).jobs, []);
+  assert.deepEqual((await client.listSessions()).sessions, []);
+  await client.close();
+  await c.close();
+
+  c = await startCoordinator(config, { clock });
+  client = new AgentqClient({ url: c.url });
+  t.after(async () => {
+    await client.close();
+    await c.close();
+  });
+  const fresh = await start(client, 'fresh');
+  // paging on from before the restart reaches older jobs only, never one created since
+  assert.deepEqual((await client.listJobs({ cursor: page.next_cursor! })).jobs, []);
+  assert.deepEqual((await client.listJobs()).jobs.map((j) => j.job_id), [fresh.job_id]);
+  assert.deepEqual((await client.listSessions({ cursor: sessionPage.next_cursor! })).sessions, []);
+  assert.deepEqual((await client.listSessions()).sessions.map((x) => x.session_name), ['fresh']);
 });

@@ -133,10 +133,13 @@ export class SqliteStore extends MemoryStore {
   #load(): void {
     const now = this.options.clock.now();
     const changes = emptyChangeSet(0, 0);
-    const seqs = this.#db.prepare('SELECT (SELECT MAX(seq) FROM jobs) AS j, (SELECT MAX(seq) FROM sessions) AS s').get() as {
-      j: number | null;
-      s: number | null;
-    };
+    // the highest number given, even when retention has deleted its row since (sqlite-writes.ts)
+    const seqs = this.#db
+      .prepare(
+        `SELECT max(coalesce((SELECT MAX(seq) FROM jobs), 0), coalesce((SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'job_seq_floor'), 0)) AS j,
+                max(coalesce((SELECT MAX(seq) FROM sessions), 0), coalesce((SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'session_seq_floor'), 0)) AS s`,
+      )
+      .get() as { j: number | null; s: number | null };
     changes.jobSeq = seqs.j ?? 0;
     changes.sessionSeq = seqs.s ?? 0;
     for (const l of this.#all(LAUNCHERS, 'SELECT * FROM launchers')) {

@@ -20,11 +20,22 @@ export class SqliteWriter {
 
   /** A change set's statements (in the caller's SQLite transaction); `eventIdCeiling`: a new end of reserved event ids. */
   writeChanges(changes: ChangeSet, eventIdCeiling: number | undefined): void {
-    for (const c of changes.sessions.values()) this.#write(SESSIONS, c);
+    let deletedSession = 0;
+    let deletedJob = 0;
+    for (const c of changes.sessions.values()) {
+      this.#write(SESSIONS, c);
+      if (c.kind === 'delete') deletedSession = Math.max(deletedSession, c.before.seq);
+    }
     for (const c of changes.jobs.values()) {
       this.#writeJob(c);
-      if (c.kind === 'delete') this.#stmt('DELETE FROM job_output WHERE job_id = ?').run(c.before.id);
+      if (c.kind === 'delete') {
+        this.#stmt('DELETE FROM job_output WHERE job_id = ?').run(c.before.id);
+        deletedJob = Math.max(deletedJob, c.before.seq);
+      }
     }
+    // retention may delete the newest rows: the numbers they had are remembered, never given again
+    if (deletedJob > 0) this.#seqFloor('job_seq_floor', deletedJob);
+    if (deletedSession > 0) this.#seqFloor('session_seq_floor', deletedSession);
     for (const c of changes.launchers.values()) this.#write(LAUNCHERS, c);
     for (const row of changes.idempotency) this.#insert(IDEMPOTENCY, row, 'INSERT OR REPLACE');
     if (eventIdCeiling !== undefined) {
@@ -32,6 +43,12 @@ export class SqliteWriter {
         String(eventIdCeiling),
       );
     }
+  }
+
+  #seqFloor(key: string, seq: number): void {
+    this.#stmt(
+      'INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = max(CAST(value AS INTEGER), CAST(excluded.value AS INTEGER))',
+    ).run(key, String(seq));
   }
 
   /**
