@@ -40,12 +40,13 @@ test('a poll claims a pending job at once: claimed, launcher_id and claimed_at s
   assert.equal((await client.getJob(created.job_id)).status, 'claimed');
 });
 
-test('HEAD /launcher/jobs is not a poll: 404, and the pending job stays for a real poll', async (t) => {
+test('HEAD /launcher/jobs is not a poll: 405 (GET only), and the pending job stays for a real poll', async (t) => {
   const { client, c } = await startTest(t);
   const created = await start(client, 'not-by-head');
   const l = await fakeLauncher(client);
   const res = await fetch(`${c.url}/launcher/jobs?launcher_id=${l.id}`, { method: 'HEAD' });
-  assert.equal(res.status, 404);
+  assert.equal(res.status, 405);
+  assert.equal(res.headers.get('allow'), 'GET');
   assert.equal((await client.getJob(created.job_id)).status, 'pending');
   assert.equal((await l.take()).job_id, created.job_id);
 });
