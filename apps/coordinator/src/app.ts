@@ -188,13 +188,23 @@ export async function buildApp(config: CoordinatorConfig, deps: AppDeps = {}): P
 
   let sweeper: NodeJS.Timeout | undefined;
   let sweeping: Promise<void> | undefined;
+  // sweeps refused by the store (a full disk, a database that is down) since the last that worked:
+  // told once, not at every sweep (the store itself logs when its writes fail and work again)
+  let sweepsRefused = 0;
   app.addHook('onReady', async () => {
     core.reopen();
     sweeper = setInterval(() => {
       if (sweeping) return; // the previous sweep is still running
       sweeping = core
         .sweep()
-        .catch((err: unknown) => logger.error({ err }, 'sweep failed'))
+        .then(() => {
+          if (sweepsRefused > 0) logger.info({ refused_sweeps: sweepsRefused }, 'sweeps work again');
+          sweepsRefused = 0;
+        })
+        .catch((err: unknown) => {
+          if (!(err instanceof CoordinatorError && err.code === 'storage_unavailable')) return logger.error({ err }, 'sweep failed');
+          if (sweepsRefused++ === 0) logger.error({ err }, 'sweep failed: the store refuses changes; sweeps go on and will make them once it takes them');
+        })
         .finally(() => (sweeping = undefined));
     }, config.sweepIntervalMs);
     sweeper.unref();

@@ -16,7 +16,8 @@ import { recover } from '../src/core/recovery.js';
 import type { SqliteStore } from '../src/core/store/sqlite-store.js';
 import type { Store } from '../src/core/store/store.js';
 import { tempDir } from './auth-helpers.js';
-import { fakeLauncher, rejectsWith, start, startTest } from './helpers.js';
+import { ManualClock } from '../src/core/clock.js';
+import { called, fakeLauncher, nextEvent, recordingLogger, rejectsWith, start, startTest } from './helpers.js';
 import { noRetryClient } from './limits-helpers.js';
 
 // issue 11, item 9: a change that cannot be written is not acknowledged, and nothing of it is kept
@@ -58,6 +59,40 @@ test('SQLite that refuses writes (full): 503 storage_unavailable, nothing change
   await l.completed(running.job_id, big(256 * 1024));
   assert.equal((await client.getJob(running.job_id)).status, 'completed');
   assert.equal((await client.getJob(running.job_id)).result, big(256 * 1024));
+});
+
+test('a database that refuses writes: the sweeper says so once, not at every sweep, and no line tells of a change that was refused', async (t) => {
+  const databaseUrl = `sqlite:${join(tempDir(t), 'agentq.db')}`;
+  const clock = new ManualClock();
+  const { log, lines } = recordingLogger();
+  const { c } = await startTest(t, { databaseUrl, sweepIntervalMs: 5, claimLeaseSeconds: 60 }, { clock, logger: log });
+  const client = noRetryClient(t, c.url);
+  const store = c.core.store as SqliteStore;
+  const l = await fakeLauncher(client);
+  const claimed = await start(client, 'claimed');
+  await l.take();
+  const pending = await start(client, 'pending');
+  const said = (msg: string | RegExp) =>
+    lines.map((x) => JSON.parse(x) as { msg: string }).filter((x) => (typeof msg === 'string' ? x.msg === msg : msg.test(x.msg))).length;
+
+  store.pragma('query_only = 1'); // every write is refused from now on, as on a full disk
+  await rejectsWith(client.stopJob(pending.job_id), 503, 'storage_unavailable');
+  assert.equal((await client.getJob(pending.job_id)).status, 'pending');
+  // the claim's lease runs out: every sweep tries to put the job back in the queue, and is refused
+  clock.advance(61_000);
+  for (let i = 0; i < 5; i++) await called(c.core, 'sweep'); // a sweep starts once the one before has ended
+  assert.equal((await client.getJob(claimed.job_id)).status, 'claimed');
+  assert.equal(said('job stopped'), 0, 'the refused stop is not logged as done');
+  assert.equal(said(/^job requeued/), 0, 'the refused requeue is not logged as done');
+  assert.equal(said(/^sweep failed/), 1, 'one line for all the refused sweeps');
+
+  store.pragma('query_only = 0'); // room again
+  await nextEvent(c.core, 'job.requeued');
+  await called(c.core, 'sweep');
+  assert.equal((await client.getJob(claimed.job_id)).status, 'pending');
+  assert.equal(said(/^job requeued/), 1);
+  assert.equal(said('sweeps work again'), 1);
+  assert.equal(said(/^sweep failed/), 1);
 });
 
 test('an output batch refused by a full database is stored when the launcher sends it again', async (t) => {

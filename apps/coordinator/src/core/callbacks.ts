@@ -1,6 +1,6 @@
 import type { CallbackNotification, SessionMessage } from '@agentq/protocol';
 import { budgetExceeded } from './budget.js';
-import { isBusy, type CoreContext } from './context.js';
+import { isBusy, txLog, type CoreContext } from './context.js';
 import { enqueue } from './jobs.js';
 import type { JobRow } from './rows.js';
 import type { Tx } from './store/store.js';
@@ -183,7 +183,7 @@ export async function deliver(ctx: CoreContext, tx: Tx, sessionName: string): Pr
     deliveryJobId: job.id,
     inFlight: { callbacks: notifications, messages },
   });
-  ctx.log.info(
+  txLog(ctx, tx).info(
     { job_id: job.id, session_name: s.name, children: notifications.length, messages: messages.length },
     'delivery resume queued',
   );
@@ -213,5 +213,5 @@ export async function jobEnded(ctx: CoreContext, tx: Tx, sessionName: string, jo
     messages: [...carried.messages, ...s.messages],
     deliveriesHeld: true,
   });
-  ctx.log.warn({ job_id: job.id, session_name: s.name }, 'delivery failed; notifications and messages kept');
+  txLog(ctx, tx).warn({ job_id: job.id, session_name: s.name }, 'delivery failed; notifications and messages kept');
 }

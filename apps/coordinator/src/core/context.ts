@@ -46,3 +46,21 @@ export async function liveLauncher(tx: Tx, id: string): Promise<LauncherRow> {
 export async function isBusy(tx: Tx, sessionName: string): Promise<boolean> {
   return (await tx.activeJobOf(sessionName)) !== undefined || (await tx.pendingJobsOf(sessionName)).length > 0;
 }
+
+type Level = 'debug' | 'info' | 'warn' | 'error';
+export type TxLogger = Record<Level, (fields: object, msg: string) => void>;
+
+/**
+ * `ctx.log` for what a transaction does: each line is written once `tx` has committed, and never
+ * if it is rolled back. A line written at once told of a change the database then refused (a full
+ * disk: `job requeued` at every sweep for a job that stayed claimed, `job stopped` for a stop
+ * answered 503), and a PostgreSQL transaction run again wrote its lines once per attempt.
+ */
+export function txLog(ctx: CoreContext, tx: Tx): TxLogger {
+  const at =
+    (level: Level) =>
+    (fields: object, msg: string): void => {
+      if (ctx.log.isLevelEnabled(level)) tx.afterCommit(() => ctx.log[level](fields, msg));
+    };
+  return { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') };
+}

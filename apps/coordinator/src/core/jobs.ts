@@ -1,7 +1,7 @@
 import { type JobStatus, type JobType, type Labels, type StopReason } from '@agentq/protocol';
 import { fitting, jobTextSize } from './answer-budget.js';
 import * as callbacks from './callbacks.js';
-import { transition, type CoreContext } from './context.js';
+import { transition, txLog, type CoreContext } from './context.js';
 import { newId } from './ids.js';
 import { routeKey, routeOf } from './routing.js';
 import { addUsage, type JobRow, type LauncherRow, type SessionRow } from './rows.js';
@@ -79,7 +79,7 @@ export async function enqueue(ctx: CoreContext, tx: Tx, session: SessionRow, f: 
   const row = newJobRow(seq, id, session, tx.now, f);
   await tx.insertJob(row);
   await tx.updateSession(session.name, { updatedAt: tx.now });
-  ctx.log.debug({ job_id: id, session_name: session.name, type: f.type }, 'job created');
+  txLog(ctx, tx).debug({ job_id: id, session_name: session.name, type: f.type }, 'job created');
   tx.emit('job.created', { job: id });
   tx.emit('session.updated', { session: session.name });
   await offerNext(tx, session.name);
@@ -116,7 +116,7 @@ export async function claim(ctx: CoreContext, tx: Tx, launcher: LauncherRow, max
       // a job of a session bound to a host runs where the session lives (docs/routing.md)
       projectDir: session.affinity?.workingDir ?? job.projectDir ?? null,
     });
-    ctx.log.debug({ job_id: job.id, launcher_id: launcher.id }, 'job claimed');
+    txLog(ctx, tx).debug({ job_id: job.id, launcher_id: launcher.id }, 'job claimed');
     tx.emit('job.claimed', { job: job.id });
     claimed.push(row);
   }
@@ -125,7 +125,7 @@ export async function claim(ctx: CoreContext, tx: Tx, launcher: LauncherRow, max
 
 /** A claimed job that never started goes back to its creation-order place in the queue. */
 export async function requeue(ctx: CoreContext, tx: Tx, job: JobRow, why: string): Promise<void> {
-  ctx.log.warn({ job_id: job.id, launcher_id: job.launcherId }, `job requeued: ${why}`);
+  txLog(ctx, tx).warn({ job_id: job.id, launcher_id: job.launcherId }, `job requeued: ${why}`);
   await tx.updateJob(job.id, { ...transition(job, 'pending', tx.now), launcherId: null, claimedAt: null, stopPending: false });
   tx.emit('job.requeued', { job: job.id });
   await offerNext(tx, job.sessionName);
@@ -140,7 +140,7 @@ export async function requestStop(ctx: CoreContext, tx: Tx, job: JobRow, reason:
     stoppedBy: by,
     stopPending: job.launcherId !== null,
   });
-  ctx.log.info({ job_id: job.id, launcher_id: job.launcherId, reason }, 'job stopping');
+  txLog(ctx, tx).info({ job_id: job.id, launcher_id: job.launcherId, reason }, 'job stopping');
   tx.emit('job.stopping', { job: job.id });
   return row;
 }
@@ -214,7 +214,7 @@ async function finish(ctx: CoreContext, tx: Tx, job: JobRow): Promise<void> {
   if (job.usage || job.costUsd !== null) await addToTree(tx, session, job);
 
   const level = job.status === 'completed' ? 'info' : 'warn';
-  ctx.log[level](
+  txLog(ctx, tx)[level](
     { job_id: job.id, launcher_id: job.launcherId, status: job.status, error: job.error, error_code: job.errorCode },
     `job ${job.status}`,
   );
@@ -230,7 +230,7 @@ async function finish(ctx: CoreContext, tx: Tx, job: JobRow): Promise<void> {
     const launcher = await tx.launcher(job.launcherId);
     if (launcher?.status === 'deregistering' && (await tx.activeJobsOfLauncher(launcher.id)).length === 0) {
       await tx.deleteLauncher(launcher.id);
-      ctx.log.info({ launcher_id: launcher.id }, 'launcher removed: it finished its jobs after deregistration');
+      txLog(ctx, tx).info({ launcher_id: launcher.id }, 'launcher removed: it finished its jobs after deregistration');
       tx.emit('launcher.removed', { launcher: launcher.id });
     }
   }

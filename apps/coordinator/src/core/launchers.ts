@@ -1,5 +1,5 @@
 import type { RegisterLauncherRequest } from '@agentq/protocol';
-import { liveLauncher, type CoreContext } from './context.js';
+import { liveLauncher, txLog, type CoreContext } from './context.js';
 import { CoordinatorError } from './errors.js';
 import { newId } from './ids.js';
 import { end, requeue } from './jobs.js';
@@ -43,7 +43,7 @@ export async function register(
     tokenHash: o.tokenHash,
   };
   await tx.insertLauncher(row);
-  ctx.log.info({ launcher_id: id, hostname: row.hostname, labels, roots, created_by: o.createdBy }, 'launcher registered');
+  txLog(ctx, tx).info({ launcher_id: id, hostname: row.hostname, labels, roots, created_by: o.createdBy }, 'launcher registered');
   tx.emit('launcher.registered', { launcher: id });
   return row;
 }
@@ -75,7 +75,7 @@ export async function deleteLauncher(
   }
   if (launcher.status === 'deregistering') return 'deregistering';
   await tx.updateLauncher(launcher.id, { status: 'deregistering' });
-  ctx.log.info({ launcher_id: launcher.id }, 'launcher marked for deregistration');
+  txLog(ctx, tx).info({ launcher_id: launcher.id }, 'launcher marked for deregistration');
   tx.emit('launcher.deregistering', { launcher: launcher.id });
   return 'deregistering';
 }
@@ -93,14 +93,14 @@ export async function removeLauncher(ctx: CoreContext, tx: Tx, launcher: Launche
   await tx.deleteLauncher(launcher.id);
   tx.emit('launcher.removed', { launcher: launcher.id });
   await releaseJobs(ctx, tx, launcher, `launcher ${launcher.id} left while the job was running (${why})`);
-  ctx.log.info({ launcher_id: launcher.id }, `launcher removed: ${why}`);
+  txLog(ctx, tx).info({ launcher_id: launcher.id }, `launcher removed: ${why}`);
 }
 
 /** No heartbeat or poll for too long: release its jobs; it must register again. */
 export async function loseLauncher(ctx: CoreContext, tx: Tx, launcher: LauncherRow): Promise<void> {
   const silent = Math.round((tx.now - launcher.lastSeen) / 1000);
   await tx.updateLauncher(launcher.id, { status: 'stale', staleAt: tx.now });
-  ctx.log.warn({ launcher_id: launcher.id, silent_seconds: silent }, 'launcher stale');
+  txLog(ctx, tx).warn({ launcher_id: launcher.id, silent_seconds: silent }, 'launcher stale');
   await releaseJobs(ctx, tx, launcher, `launcher ${launcher.id} lost: no heartbeat or poll for ${silent} s`);
   tx.emit('launcher.stale', { launcher: launcher.id });
 }

@@ -1,5 +1,5 @@
 import { isTerminal, type CompletedReport, type FailedReport, type JobStatus, type StartedReport, type StoppedReport, type Usage } from '@agentq/protocol';
-import { liveLauncher, mustJob, transition, type CoreContext } from './context.js';
+import { liveLauncher, mustJob, transition, txLog, type CoreContext } from './context.js';
 import { CoordinatorError } from './errors.js';
 import { end, stoppedStatus } from './jobs.js';
 import { normalizeDir } from './routing.js';
@@ -53,7 +53,7 @@ export async function report(ctx: CoreContext, tx: Tx, kind: ReportKind, jobId: 
     // it may have started while a stop request was on its way: note it, the stop still stands
     if (job.startedAt === null) {
       await tx.updateJob(job.id, { startedAt: tx.now });
-      ctx.log.info({ job_id: job.id, launcher_id: launcher.id }, 'job started');
+      txLog(ctx, tx).info({ job_id: job.id, launcher_id: launcher.id }, 'job started');
       await bindSession(ctx, tx, job, launcher, body.working_dir ?? null);
       tx.emit('job.started', { job: job.id });
     }
@@ -103,6 +103,6 @@ async function bindSession(ctx: CoreContext, tx: Tx, job: JobRow, launcher: Laun
     workingDir: dir === null ? null : normalizeDir(dir),
   };
   await tx.updateSession(session.name, { affinity });
-  ctx.log.info({ session_name: session.name, launcher_id: launcher.id, host_id: launcher.hostId, working_dir: affinity.workingDir }, 'session bound to its host');
+  txLog(ctx, tx).info({ session_name: session.name, launcher_id: launcher.id, host_id: launcher.hostId, working_dir: affinity.workingDir }, 'session bound to its host');
   tx.emit('session.updated', { session: session.name });
 }

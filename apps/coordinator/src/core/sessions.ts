@@ -8,7 +8,7 @@ import {
 } from '@agentq/protocol';
 import { budgetExceeded } from './budget.js';
 import { deliver, maxMessageBytes, messageBytes } from './callbacks.js';
-import { isBusy, mustJob, mustSession, type CoreContext } from './context.js';
+import { isBusy, mustJob, mustSession, txLog, type CoreContext } from './context.js';
 import { iso } from './clock.js';
 import { CoordinatorError, validation } from './errors.js';
 import { newId } from './ids.js';
@@ -200,6 +200,6 @@ export async function sendMessage(
   await tx.updateSession(name, { messages: [...s.messages, message], deliveriesHeld: false, updatedAt: tx.now });
   const job = await deliver(ctx, tx, name);
   tx.emit('session.updated', { session: name });
-  ctx.log.info({ session_name: name, message_id: message.message_id, job_id: job?.id }, 'message queued');
+  txLog(ctx, tx).info({ session_name: name, message_id: message.message_id, job_id: job?.id }, 'message queued');
   return { message, jobId: job?.id ?? null };
 }

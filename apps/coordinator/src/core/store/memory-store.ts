@@ -63,8 +63,9 @@ export class MemoryStore implements Store {
     if (wait) await wait;
     let commit: Commit | undefined;
     let result: T;
+    let tx: MemoryTx;
     try {
-      const tx = new MemoryTx(this.state, this.options.clock.now());
+      tx = new MemoryTx(this.state, this.options.clock.now());
       result = await fn(tx);
       commit = this.#commit(tx.changes(), tx.now);
     } finally {
@@ -75,6 +76,7 @@ export class MemoryStore implements Store {
       const onDisk = this.settled();
       if (onDisk) await onDisk;
     }
+    for (const f of tx.committed) f();
     return result;
   }
 

@@ -35,6 +35,13 @@ export class MemoryTx implements Tx {
     return this.#changes;
   }
 
+  /** What to run once this transaction is committed (Tx.afterCommit). */
+  readonly committed: (() => void)[] = [];
+
+  afterCommit(fn: () => void): void {
+    this.committed.push(fn);
+  }
+
   // --- reads -------------------------------------------------------------------------------
 
   #job(id: string): JobRow | undefined {

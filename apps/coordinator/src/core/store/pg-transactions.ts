@@ -69,6 +69,7 @@ export class PgTransactions {
         release(false);
         // listeners (dispatch, waits, SSE) see it before the caller does, as with a local store
         if (entry && logged) await this.#o.feed.committed(logged.id, entry.commit(logged.first));
+        for (const f of tx.committed) f();
         return result;
       } catch (err) {
         if (released) throw err;

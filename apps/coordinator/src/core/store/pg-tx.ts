@@ -88,6 +88,13 @@ export class PgTx implements Tx {
     return this.#changes;
   }
 
+  /** What to run once this transaction is committed (Tx.afterCommit). */
+  readonly committed: (() => void)[] = [];
+
+  afterCommit(fn: () => void): void {
+    this.committed.push(fn);
+  }
+
   /** The rows as this transaction leaves them (for the events of its commit). */
   cached(): { jobs: ReadonlyMap<string, JobRow>; sessions: ReadonlyMap<string, SessionRow>; launchers: ReadonlyMap<string, LauncherRow> } {
     return { jobs: this.#jobs, sessions: this.#sessions, launchers: this.#launchers };

@@ -59,6 +59,13 @@ export interface Tx {
 
   /** A lifecycle event, sent after the commit with the entity as committed. */
   emit(type: EventType, ref: EntityRef): void;
+  /**
+   * Run `fn` once the transaction is committed (on disk, with its events sent); never when it is
+   * rolled back or refused (a full disk), nor once per attempt of a transaction run again. For the
+   * log lines that tell what a transaction did: written before the commit, they told of changes
+   * that never happened.
+   */
+  afterCommit(fn: () => void): void;
 }
 
 /** What a committed transaction changed, for the core's reactions. */
