@@ -106,6 +106,7 @@ export async function buildApp(config: CoordinatorConfig, deps: AppDeps = {}): P
     protection: {
       logLinesDropped,
       queuedBytes: async () => (await core.store.counts()).pendingBytes,
+      queuedMessageBytes: () => core.store.pendingMessageBytes?.(),
       maxQueuedBytes: core.admission.maxQueuedBytes,
       queueFullRefusals: () => core.admission.refused,
       answers: () => ({ held: core.answers.held, max: core.answers.total, refused: core.answers.refused }),

@@ -106,3 +106,50 @@ test('MAX_QUEUED_BYTES defaults to a quarter of the heap limit and is read from 
   assert.throws(() => loadConfig({ MAX_QUEUED_BYTES: '0' }), (e: Error) => e instanceof ConfigError && e.variable === 'MAX_QUEUED_BYTES');
   assert.throws(() => loadConfig({ MAX_QUEUED_BYTES: 'lots' }), /MAX_QUEUED_BYTES: expected a number/);
 });
+
+test('messages to a busy session count against MAX_QUEUED_BYTES and are refused past it; delivered, they free their bytes', async (t) => {
+  const { c } = await startTest(t, { maxQueuedBytes: 16 * KIB, overloadRetryAfterSeconds: 7 });
+  const client = noRetryClient(t, c.url);
+  const l = await fakeLauncher(client);
+  const own = await start(client, 'busy', 'p');
+  await l.take();
+  await l.started(own.job_id);
+  // the session is busy: messages wait in it, held in memory until its next turn
+  for (let i = 0; i < 3; i++) assert.equal((await client.sendMessage('busy', { text: prompt(4 * KIB, 'm') })).outcome, 'queued');
+  assert.equal(c.core.store.pendingMessageBytes?.(), 12 * KIB);
+  const details = await rejectsWith(client.sendMessage('busy', { text: prompt(4 * KIB + 1, 'm') }), 503, 'queue_full');
+  assert.equal(details.retry_after_seconds, 7);
+  assert.equal(details.queued_bytes, 12 * KIB);
+  // and creates see them too
+  await rejectsWith(start(client, 'other', prompt(5 * KIB)), 503, 'queue_full');
+  assert.equal((await client.getSession('busy')).pending_messages.length, 3, 'the refused message was not kept');
+
+  // the turn ends: the messages go in one delivery (a pending job's prompt), then to its launcher
+  await l.completed(own.job_id);
+  assert.equal(c.core.store.pendingMessageBytes?.(), 0);
+  const delivery = await l.take();
+  assert.ok(delivery.prompt.includes(prompt(4 * KIB, 'm')));
+  assert.equal((await start(client, 'other', prompt(5 * KIB))).status, 'pending');
+});
+
+test('one session holds at most 4 prompts of MAX_PROMPT_BYTES in messages for its next turn, then 503 queue_full', async (t) => {
+  const maxPromptBytes = 8 * KIB;
+  const { c } = await startTest(t, { maxPromptBytes, overloadRetryAfterSeconds: 7 });
+  const client = noRetryClient(t, c.url);
+  const l = await fakeLauncher(client);
+  const own = await start(client, 'busy', 'p');
+  await l.take();
+  await l.started(own.job_id);
+  const text = prompt(5 * KIB, 'm');
+  for (let i = 0; i < 6; i++) await client.sendMessage('busy', { text }); // 30 KiB of 32
+  const details = await rejectsWith(client.sendMessage('busy', { text }), 503, 'queue_full');
+  assert.deepEqual(
+    [details.session_name, details.pending_messages, details.pending_message_bytes, details.retry_after_seconds],
+    ['busy', 6, 30 * KIB, 7],
+  );
+  // another session is not held back by this one
+  const other = await start(client, 'other', 'p');
+  await l.take();
+  await l.started(other.job_id);
+  assert.equal((await client.sendMessage('other', { text })).outcome, 'queued');
+});

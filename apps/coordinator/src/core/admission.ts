@@ -7,8 +7,9 @@ import type { Store } from './store/store.js';
  * memory until a launcher takes it, so a flood of large prompts faster than launchers drain them
  * would grow the heap until the process dies. Past the limit a create is refused with 503
  * `queue_full` and a Retry-After: the client retries once launchers have taken some of the queue.
- * Only client creates are checked: what was accepted (its callbacks, messages, requeues) always
- * goes through, so nothing acknowledged is ever harmed.
+ * Messages to sessions count too: a busy session holds them in memory until its next turn. Only
+ * client creates and messages are checked: what was accepted (its callbacks, deliveries,
+ * requeues) always goes through, so nothing acknowledged is ever harmed.
  */
 export class Admission {
   /** creates refused with queue_full */
@@ -22,23 +23,34 @@ export class Admission {
   ) {}
 
   /**
-   * Refuse `jobs` when their prompts would take the pending bytes over the limit. Called inside
-   * the creating transaction, so the count it reads is exact for a store that runs one
-   * transaction at a time.
+   * Refuse `jobs` when their prompts would take the bytes held for the queue over the limit.
+   * Called inside the creating transaction, so the count it reads is exact for a store that runs
+   * one transaction at a time.
    */
   async check(jobs: readonly Pick<CreateJobRequest, 'prompt'>[]): Promise<void> {
-    const pendingBytes = this.store.pendingPromptBytes?.();
-    if (pendingBytes === undefined) return; // the store keeps no count: no byte limit
     let incoming = 0;
     for (const j of jobs) incoming += Buffer.byteLength(j.prompt, 'utf8');
-    if (pendingBytes + incoming <= this.maxQueuedBytes) return;
+    this.#admit(incoming, 'prompts');
+  }
+
+  /** Refuse a message to a session (`text`) the same way: it waits in memory for the session's next turn. */
+  checkMessage(text: string): void {
+    this.#admit(Buffer.byteLength(text, 'utf8'), 'message');
+  }
+
+  #admit(incoming: number, what: string): void {
+    const pendingBytes = this.store.pendingPromptBytes?.();
+    if (pendingBytes === undefined) return; // the store keeps no count: no byte limit
+    // the prompts of pending jobs and the messages sessions hold for their next turn
+    const queued = pendingBytes + (this.store.pendingMessageBytes?.() ?? 0);
+    if (queued + incoming <= this.maxQueuedBytes) return;
     this.refused++;
     throw new CoordinatorError(
       'queue_full',
-      `the queue holds ${pendingBytes} bytes of prompts; ${incoming} more would pass MAX_QUEUED_BYTES (${this.maxQueuedBytes}). ` +
+      `the queue holds ${queued} bytes of prompts and messages; ${incoming} more (this request's ${what}) would pass MAX_QUEUED_BYTES (${this.maxQueuedBytes}). ` +
         `Retry after ${this.retryAfterSeconds} s, once launchers have taken some of it`,
       {
-        queued_bytes: pendingBytes,
+        queued_bytes: queued,
         request_bytes: incoming,
         max_queued_bytes: this.maxQueuedBytes,
         retry_after_seconds: this.retryAfterSeconds,

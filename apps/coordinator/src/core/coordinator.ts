@@ -224,7 +224,7 @@ export class Coordinator {
 
   async sendMessage(name: string, text: string, o: Actor = {}): Promise<SendMessageResponse> {
     const { message, jobId } = await this.#ctx.store.transaction((tx) =>
-      sessions.sendMessage(this.#ctx, tx, name, text, o.actor ?? null),
+      sessions.sendMessage(this.#ctx, tx, name, text, o.actor ?? null, (t) => this.admission.checkMessage(t)),
     );
     return { session_name: name, outcome: 'queued', message_id: message.message_id, job_id: jobId };
   }

@@ -6,8 +6,10 @@ export interface ProtectionSource {
   logLinesDropped(): number;
   /** UTF-8 bytes of pending prompts, and the limit (MAX_QUEUED_BYTES) */
   queuedBytes(): Promise<number | undefined>;
+  /** UTF-8 bytes of the messages sessions hold for their next turn (counted with queuedBytes) */
+  queuedMessageBytes(): number | undefined;
   maxQueuedBytes: number;
-  /** job creations refused with queue_full */
+  /** job creations and messages refused with queue_full */
   queueFullRefusals(): number;
   /** text of the list pages and wait answers in flight, its limit (MAX_ANSWER_BYTES_IN_FLIGHT), and answers that got no room */
   answers(): { held: number; max: number; refused: number };
@@ -42,8 +44,17 @@ export function registerProtectionMetrics(registry: Registry, source: Protection
     },
   });
   new Gauge({
+    name: 'agentq_queued_message_bytes',
+    help: 'UTF-8 bytes of the messages sessions hold for their next turn (with agentq_queued_prompt_bytes, under MAX_QUEUED_BYTES).',
+    registers,
+    collect() {
+      const bytes = source.queuedMessageBytes();
+      if (bytes !== undefined) this.set(bytes);
+    },
+  });
+  new Gauge({
     name: 'agentq_max_queued_prompt_bytes',
-    help: 'MAX_QUEUED_BYTES: the limit on agentq_queued_prompt_bytes.',
+    help: 'MAX_QUEUED_BYTES: the limit on agentq_queued_prompt_bytes and agentq_queued_message_bytes together.',
     registers,
     collect() {
       this.set(source.maxQueuedBytes);

@@ -1,4 +1,4 @@
-import { isTerminal, type JobStatus } from '@agentq/protocol';
+import { isTerminal, type JobStatus, type SessionMessage } from '@agentq/protocol';
 import { DeadlineHeap } from '../deadline-heap.js';
 import { isActive, type IdempotencyRow, type JobRow, type LauncherRow, type SessionRow } from '../rows.js';
 import type { SessionExtras } from '../wire.js';
@@ -103,6 +103,8 @@ export class MemoryState {
   /** UTF-8 bytes of the prompts of pending jobs (admission control: MAX_QUEUED_BYTES) */
   pendingBytes = 0;
   readonly #pendingSizes = new Map<string, number>();
+  /** UTF-8 bytes of the messages sessions hold for their next turn (admission, like pendingBytes) */
+  messageBytes = 0;
   jobSeq = 0;
   sessionSeq = 0;
   lastEventId = 0;
@@ -274,6 +276,7 @@ export class MemoryState {
 
   #applySession(name: string, c: RowChange<SessionRow>): void {
     if (c.kind === 'insert') {
+      this.messageBytes += queuedMessageBytes(c.after.messages);
       this.sessions.set(name, c.after);
       if (this.fullHistory) {
         this.#sessionOrder.push(c.after.seq, name);
@@ -285,10 +288,12 @@ export class MemoryState {
       }
     } else if (c.kind === 'update') {
       const current = this.sessions.get(name) ?? c.before;
+      if (c.patch.messages !== undefined) this.messageBytes += queuedMessageBytes(c.patch.messages) - queuedMessageBytes(current.messages);
       // delete + set: the map's order is least recently changed first (see evictSessions)
       this.sessions.delete(name);
       this.sessions.set(name, { ...current, ...c.patch });
     } else {
+      this.messageBytes -= queuedMessageBytes((this.sessions.get(name) ?? c.before).messages);
       this.sessions.delete(name);
       if (this.fullHistory) {
         if (c.before.parentName !== null) this.#children.get(c.before.parentName)?.delete(name);
@@ -427,4 +432,11 @@ export class MemoryState {
       bytes -= sizeOf(s);
     }
   }
+}
+
+/** The UTF-8 bytes of queued messages' texts (what MAX_QUEUED_BYTES counts of them). */
+export function queuedMessageBytes(messages: readonly SessionMessage[]): number {
+  let n = 0;
+  for (const m of messages) n += Buffer.byteLength(m.text, 'utf8');
+  return n;
 }

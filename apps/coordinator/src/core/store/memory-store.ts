@@ -194,6 +194,9 @@ export class MemoryStore implements Store {
   pendingPromptBytes(): number {
     return this.state.pendingBytes;
   }
+  pendingMessageBytes(): number {
+    return this.state.messageBytes;
+  }
   async counts(): Promise<StoreCounts> {
     return { pending: this.state.pendingCount, active: this.state.active.size, pendingBytes: this.state.pendingBytes };
   }

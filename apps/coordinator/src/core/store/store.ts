@@ -203,6 +203,8 @@ export interface Store {
    * it (PostgreSQL: prompts stay in the database) gets no byte limit.
    */
   pendingPromptBytes?(): number;
+  /** UTF-8 bytes of the messages sessions hold for their next turn, alongside pendingPromptBytes */
+  pendingMessageBytes?(): number;
   /** jobs held, by status (history included) */
   countByStatus(): Promise<Partial<Record<JobStatus, number>>>;
   readyBuckets(): Promise<ReadyBucket[]>;
