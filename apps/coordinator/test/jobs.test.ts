@@ -86,6 +86,18 @@ test('POST /jobs rejects malformed JSON and non-JSON bodies with a coded error',
   assert.equal(text.body.error.code, 'unsupported_media_type');
 });
 
+test('a session cannot be named . or .. (no URL can name it); other dots are fine', async (t) => {
+  const { client } = await startTest(t);
+  for (const name of ['.', '..']) {
+    const details = await rejectsWith(start(client, name), 400, 'validation_failed');
+    assert.equal(details.field, 'session_name', name);
+  }
+  for (const name of ['...', '.hidden', 'a..b']) {
+    await start(client, name);
+    assert.equal((await client.getSession(name)).session_name, name);
+  }
+});
+
 test('a prompt over the configured byte limit is rejected with 400 on prompt', async (t) => {
   const { client } = await startTest(t, { maxPromptBytes: 4096 });
   const ok = await start(client, 'fits', 'x'.repeat(4096));

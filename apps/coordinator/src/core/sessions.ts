@@ -33,6 +33,9 @@ export async function createJob(ctx: CoreContext, tx: Tx, req: CreateJobRequest,
 
   let session = await tx.session(name);
   if (req.type === 'start_session') {
+    // browsers and fetch() resolve `.` and `..` in a URL (even percent-encoded): no dashboard
+    // could ever reach /sessions/.. to read or stop it
+    if (name === '.' || name === '..') throw validation('session_name', `cannot be "${name}": a URL cannot name it`);
     if (session) {
       throw new CoordinatorError('session_exists', `session ${name} already exists; use a resume_session job to continue it`, {
         session_name: name,
