@@ -151,27 +151,30 @@ test('messages: the text is validated (400 naming the field), and records who se
   assert.equal(m?.created_by, 'client-token');
 });
 
-test('a message is bounded as it appears in the prompt (escaped), leaving room for a child outcome: both arrive whole', async (t) => {
-  const maxPromptBytes = 8 * 1024;
-  const { client } = await startTest(t, { maxPromptBytes });
-  const l = await fakeLauncher(client);
-  const own = await start(client, 'boss', 'p');
-  await l.take();
-  await l.started(own.job_id);
-  const child = await start(client, 'kid', 'p', { parent_session_name: 'boss' });
-  await l.take();
-  await l.completed(child.job_id, 'THE-RESULT');
-  // 3,000 '<' are 12,000 bytes once escaped: refused with the field, not cut in the prompt
-  await rejectsWith(client.sendMessage('boss', { text: `${'<'.repeat(3000)}END` }), 400, 'validation_failed');
-  await rejectsWith(client.sendMessage('boss', { text: 'x'.repeat(8000) }), 400, 'validation_failed');
-  // a message near the bound (its tags take under 100 bytes) still leaves the outcome its room
-  const sent = await client.sendMessage('boss', { text: `${'x'.repeat(maxMessageBytes(maxPromptBytes) - 120)}END-OF-MESSAGE` });
-  await l.completed(own.job_id);
-  const delivery = await l.take();
-  assert.deepEqual(delivery.callback_of, [child.job_id]);
-  assert.deepEqual(delivery.message_ids, [sent.message_id]);
-  assert.ok(Buffer.byteLength(delivery.prompt) <= maxPromptBytes);
-  assert.ok(delivery.prompt.includes('END-OF-MESSAGE'), 'the message whole');
-  assert.ok(delivery.prompt.includes('THE-RESULT'), 'the outcome whole');
-  assert.deepEqual((await client.getSession('boss')).pending_callbacks, []);
-});
+// a child's name is 200 characters at most, and up to 1,000 bytes escaped (`&` is `&amp;`)
+for (const kid of ['kid', '&'.repeat(200)]) {
+  test(`a message is bounded as it appears in the prompt (escaped), leaving room for a child outcome: both arrive whole (a child named ${kid.slice(0, 5)}…)`, async (t) => {
+    const maxPromptBytes = 8 * 1024;
+    const { client } = await startTest(t, { maxPromptBytes });
+    const l = await fakeLauncher(client);
+    const own = await start(client, 'boss', 'p');
+    await l.take();
+    await l.started(own.job_id);
+    const child = await start(client, kid, 'p', { parent_session_name: 'boss' });
+    await l.take();
+    await l.completed(child.job_id, 'THE-RESULT');
+    // 3,000 '<' are 12,000 bytes once escaped: refused with the field, not cut in the prompt
+    await rejectsWith(client.sendMessage('boss', { text: `${'<'.repeat(3000)}END` }), 400, 'validation_failed');
+    await rejectsWith(client.sendMessage('boss', { text: 'x'.repeat(8000) }), 400, 'validation_failed');
+    // a message near the bound (its tags take under 100 bytes) still leaves the outcome its room
+    const sent = await client.sendMessage('boss', { text: `${'x'.repeat(maxMessageBytes(maxPromptBytes) - 120)}END-OF-MESSAGE` });
+    await l.completed(own.job_id);
+    const delivery = await l.take();
+    assert.deepEqual(delivery.callback_of, [child.job_id]);
+    assert.deepEqual(delivery.message_ids, [sent.message_id]);
+    assert.ok(Buffer.byteLength(delivery.prompt) <= maxPromptBytes);
+    assert.ok(delivery.prompt.includes('END-OF-MESSAGE'), 'the message whole');
+    assert.ok(delivery.prompt.includes('THE-RESULT'), 'the outcome whole');
+    assert.deepEqual((await client.getSession('boss')).pending_callbacks, []);
+  });
+}

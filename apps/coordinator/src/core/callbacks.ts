@@ -67,8 +67,8 @@ const renderMessage = (m: SessionMessage) =>
 const FRAME = 600;
 /** The least of a result or error shown; what does not fit waits for the next delivery. */
 const MIN_RESULT = 256;
-/** Room a delivery keeps for one child outcome besides its messages (a session name: 800 bytes at most). */
-const OUTCOME_RESERVE = FRAME + MIN_RESULT + 800;
+/** Room a delivery keeps for one child outcome besides its messages (a session name: 200 characters, 1,000 bytes escaped at most: `&` is `&amp;`). */
+const OUTCOME_RESERVE = FRAME + MIN_RESULT + 1000;
 /** Room for a delivery's headers and the lines between its parts. */
 const HEADERS = 512;
 
