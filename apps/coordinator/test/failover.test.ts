@@ -109,3 +109,35 @@ test('with one URL nothing changes: an unreachable coordinator is an AgentqConne
   t.after(() => client.destroy());
   await assert.rejects(client.health(), AgentqConnectionError);
 });
+
+test('destroy() cuts a create in flight: it fails as closed, not sent again to the next URL; no call leaves after it', async (t) => {
+  const { c, client: reader } = await startTest(t);
+  // a coordinator that takes the request and never answers: the create is in flight there
+  let arrived!: () => void;
+  const inFlight = new Promise<void>((resolve) => (arrived = resolve));
+  const sockets = new Set<import('node:net').Socket>();
+  const holding = await listen(
+    t,
+    createServer((s) => {
+      sockets.add(s);
+      s.once('data', () => arrived());
+    }),
+  );
+  t.after(() => {
+    for (const s of sockets) s.destroy();
+  });
+  const client = new AgentqClient({ url: `${holding},${c.url}` });
+  const create = client.createJob({ type: 'start_session', session_name: 'cut', prompt: 'p' });
+  const outcome = create.then(
+    () => 'created',
+    (err: unknown) => err,
+  );
+  await inFlight;
+  await client.destroy();
+  const err = await outcome;
+  assert.ok(err instanceof Error && !(err instanceof AgentqConnectionError), `not a lost answer: ${String(err)}`);
+  assert.match(err.message, /client is closed/);
+  assert.equal(client.url, holding, 'the coordinator did nothing wrong: no failover');
+  await assert.rejects(client.health(), /client is closed/);
+  assert.deepEqual((await reader.listJobs({ session_name: 'cut' })).jobs, [], 'no job was created after destroy()');
+});

@@ -118,6 +118,10 @@ export class AgentqClient {
   readonly #maxRetryAfterMs: number;
   readonly #createRetries: number;
   readonly #createRetryBackoff: BackoffOptions;
+  /** set by close() and destroy(): no request leaves after it, to this URL or another */
+  #closed = false;
+  /** set by destroy(): what the requests it cut fail with is the destroy, not the coordinator */
+  #destroyed = false;
 
   constructor(options: ClientOptions) {
     this.#endpoints = new Endpoints(options.url);
@@ -158,18 +162,29 @@ export class AgentqClient {
   }
 
   #pool(url: string): Pool {
+    if (this.#closed) throw closedError();
     let pool = this.#pools.get(url);
     if (!pool) this.#pools.set(url, (pool = new Pool(url, this.#poolOptions)));
     return pool;
   }
 
-  /** Close after the requests in flight have finished. Safe to call more than once. */
+  /**
+   * Close after the requests in flight have finished; a call made after it fails at once, to any
+   * URL (so does a create's retry). Safe to call more than once.
+   */
   async close(): Promise<void> {
+    this.#closed = true;
     await Promise.all([...this.#pools.values()].map((p) => (p.closed || p.destroyed ? undefined : p.close())));
   }
 
-  /** Close at once, failing requests in flight (used by launchers that are shutting down). */
+  /**
+   * Close at once, failing requests in flight with a "client is closed" error (used by launchers
+   * that are shutting down): not a connection error, so neither a create's retry nor the next URL
+   * sends them again.
+   */
   async destroy(): Promise<void> {
+    this.#closed = true;
+    this.#destroyed = true;
     await Promise.all([...this.#pools.values()].map((p) => (p.destroyed ? undefined : p.destroy())));
   }
 
@@ -449,6 +464,11 @@ export class AgentqClient {
   #wrap(err: unknown, url: string, signal?: AbortSignal): Error {
     if (signal?.aborted) return toError(signal.reason);
     if (err instanceof AgentqApiError || err instanceof AgentqConnectionError) return err;
+    // cut by destroy(), or made after close()/destroy(): the coordinator is fine, and neither the
+    // next URL nor a create retry may get a request the caller has closed the client on
+    if (err instanceof ClientClosedError) return err;
+    const cut = err instanceof undiciErrors.ClientDestroyedError || err instanceof undiciErrors.ClientClosedError;
+    if (this.#destroyed || cut) return closedError(err);
     const e = toError(err);
     if (e instanceof undiciErrors.RequestAbortedError) return e;
     const next = this.#endpoints.failed(url);
@@ -469,6 +489,15 @@ export class AgentqClient {
 function answerLost(err: unknown): boolean {
   if (err instanceof AgentqConnectionError) return true;
   return err instanceof AgentqApiError && [502, 503, 504].includes(err.status) && err.code.startsWith('http_');
+}
+
+/** A call cut by close()/destroy(), or made after it: not a connection error, so nothing retries it. */
+class ClientClosedError extends Error {
+  override readonly name = 'ClientClosedError';
+}
+function closedError(cause?: unknown): Error {
+  const message = 'the agentq client is closed (close() or destroy() was called)';
+  return new ClientClosedError(message, cause === undefined ? {} : { cause });
 }
 
 function apiError(status: number, text: string, retryAfter?: string | string[]): AgentqApiError {
