@@ -1,4 +1,4 @@
-import { AgentqApiError, AgentqAuthError, AgentqConnectionError, toError } from '@agentq/client';
+import { AgentqApiError, AgentqAuthError, AgentqConnectionError, AgentqUsageError, toError } from '@agentq/client';
 import { CliExitCodes, type CliError, type CliExitCode } from '@agentq/protocol';
 
 /** The command line is wrong: unknown flag, missing argument, bad duration. Exit 2. */
@@ -98,6 +98,10 @@ function apiFailure(err: AgentqApiError, exitCode: CliExitCode): CliFailureInfo 
 export function toCliFailure(err: unknown): CliFailureInfo {
   if (err instanceof UsageError) {
     return { error: { code: err.code, message: err.message }, exitCode: CliExitCodes.usage_error };
+  }
+  if (err instanceof AgentqUsageError) {
+    // a token that cannot be sent (a stray line break, a typographic quote): fix it and run again
+    return { error: { code: 'usage_error', message: err.message }, exitCode: CliExitCodes.usage_error };
   }
   if (err instanceof InterruptedError) {
     return { error: { code: err.code, message: err.message }, exitCode: CliExitCodes.internal_error };

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { describe, it } from 'node:test';
+import { describe, it, type TestContext } from 'node:test';
 import { AgentqApiError, AgentqAuthError } from '@agentq/client';
 import {
   CliCommandData,
@@ -10,7 +10,7 @@ import {
   type CliTokenCreated,
 } from '@agentq/protocol';
 import { toCliFailure } from '../src/index.js';
-import { cli, deadUrl, envelope } from './helpers.js';
+import { cli, coordinator, deadUrl, envelope } from './helpers.js';
 
 const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
 
@@ -58,6 +58,25 @@ describe('agentq token create', () => {
     }
     const longest = await cli(url, ['token', 'create', `a${'b'.repeat(63)}`, '--role', 'reader', '--json']);
     assert.equal(longest.code, 0, longest.stderr);
+  });
+});
+
+describe('a token that cannot be sent (a typographic quote pasted in, a line break)', () => {
+  it('is exit 2 at once, without the token in the message: not "coordinator unreachable" after retries', async (t: TestContext) => {
+    const { url } = await coordinator(t);
+    for (const token of ['aq_abc\u201d', 'aq_abc\ndef']) {
+      for (const argv of [
+        ['start', 'quoted', '-p', 'hi', '--json'],
+        ['list', '--json'],
+      ]) {
+        const r = await cli(`${url},${url}`, argv, { env: { AGENTQ_TOKEN: token } });
+        assert.equal(r.code, 2, `${argv[0]}: ${r.stdout}`);
+        const error = envelope<Failure>(r, CliFailure).error;
+        assert.equal(error.code, 'usage_error');
+        assert.match(error.message, /token cannot be sent/);
+        assert.ok(!r.stdout.includes('aq_abc') && !r.stderr.includes('aq_abc'), 'the token is not printed');
+      }
+    }
   });
 });
 

@@ -1,7 +1,14 @@
 import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:net';
 import { test, type TestContext } from 'node:test';
-import { AgentqClient, AgentqConnectionError, Endpoints, splitUrls } from '@agentq/client';
+import {
+  AgentqClient,
+  AgentqConnectionError,
+  AgentqUsageError,
+  Endpoints,
+  isRetryable,
+  splitUrls,
+} from '@agentq/client';
 import { startTest } from './helpers.js';
 
 /*
@@ -140,4 +147,20 @@ test('destroy() cuts a create in flight: it fails as closed, not sent again to t
   assert.equal(client.url, holding, 'the coordinator did nothing wrong: no failover');
   await assert.rejects(client.health(), /client is closed/);
   assert.deepEqual((await reader.listJobs({ session_name: 'cut' })).jobs, [], 'no job was created after destroy()');
+});
+
+test('a token that cannot be sent is an AgentqUsageError at once: no failover, no create retry', async (t) => {
+  const { c } = await startTest(t);
+  const other = await deadUrl(t);
+  for (const token of ['tok\u201d', 'tok\r\nx-injected: 1']) {
+    const client = new AgentqClient({ url: `${c.url},${other}`, token, createRetryBackoff: { baseMs: 1, maxMs: 1 } });
+    t.after(() => client.destroy());
+    const create = await client
+      .createJob({ type: 'start_session', session_name: 'never', prompt: 'p' })
+      .catch((e: unknown) => e);
+    assert.ok(create instanceof AgentqUsageError, String(create));
+    assert.equal(isRetryable(create), false);
+    await assert.rejects(client.health(), AgentqUsageError);
+    assert.equal(client.url, c.url, 'the coordinator is not taken for unreachable');
+  }
 });

@@ -40,7 +40,7 @@ import type {
 import { backoffDelay, delay, type BackoffOptions } from './backoff.js';
 import { Endpoints, neverSent } from './endpoints.js';
 import { parseRetryAfter } from './retry-after.js';
-import { AgentqApiError, AgentqAuthError, AgentqConnectionError, toError } from './errors.js';
+import { AgentqApiError, AgentqAuthError, AgentqConnectionError, AgentqUsageError, toError } from './errors.js';
 import { parseSse, type SseMessage } from './sse.js';
 
 export interface ClientOptions {
@@ -97,6 +97,9 @@ export interface CreateJobOptions extends CallOptions {
    */
   idempotencyKey?: string;
 }
+
+/** What undici accepts in a header value (RFC 9110 field-value characters). */
+const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
 
 type Query = Record<string, string | number | boolean | undefined | null>;
 
@@ -378,7 +381,15 @@ export class AgentqClient {
   /** The Authorization header of a call (none without a token). */
   #auth(override?: string): Record<string, string> {
     const token = override ?? this.#token();
-    return token ? { authorization: `Bearer ${token}` } : {};
+    if (!token) return {};
+    // said here, without the token: undici's own refusal would read as an unreachable coordinator
+    if (!HEADER_VALUE.test(token)) {
+      throw new AgentqUsageError(
+        'the token cannot be sent: it has a character an HTTP header cannot carry ' +
+          '(a line break, a control character, or a non-Latin-1 one such as a typographic quote)',
+      );
+    }
+    return { authorization: `Bearer ${token}` };
   }
 
   /**
@@ -464,6 +475,11 @@ export class AgentqClient {
   #wrap(err: unknown, url: string, signal?: AbortSignal): Error {
     if (signal?.aborted) return toError(signal.reason);
     if (err instanceof AgentqApiError || err instanceof AgentqConnectionError) return err;
+    if (err instanceof AgentqUsageError) return err;
+    // a request undici refuses to send (a header value it cannot carry) never reached anyone
+    if (err instanceof undiciErrors.InvalidArgumentError) {
+      return new AgentqUsageError(`the request cannot be sent: ${err.message}`, { cause: err });
+    }
     // cut by destroy(), or made after close()/destroy(): the coordinator is fine, and neither the
     // next URL nor a create retry may get a request the caller has closed the client on
     if (err instanceof ClientClosedError) return err;

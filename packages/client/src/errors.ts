@@ -46,6 +46,18 @@ export class AgentqConnectionError extends Error {
   }
 }
 
+/**
+ * The call cannot be sent as given: a token (or another header) with a character an HTTP header
+ * cannot carry. A mistake on this side: neither a retry nor another coordinator can help.
+ */
+export class AgentqUsageError extends Error {
+  override readonly name = 'AgentqUsageError';
+  readonly code = 'invalid_request';
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+  }
+}
+
 /** Turn anything thrown into an Error, keeping the original as `cause`. */
 export function toError(value: unknown): Error {
   if (value instanceof Error) return value;

@@ -1,6 +1,13 @@
 export { AgentqClient, type ClientOptions, type CallOptions, type CreateJobOptions } from './client.js';
 export { parseRetryAfter } from './retry-after.js';
-export { AgentqApiError, AgentqAuthError, AgentqConnectionError, isRetryable, toError } from './errors.js';
+export {
+  AgentqApiError,
+  AgentqAuthError,
+  AgentqConnectionError,
+  AgentqUsageError,
+  isRetryable,
+  toError,
+} from './errors.js';
 export { backoffDelay, delay, type BackoffOptions } from './backoff.js';
 export { parseSse, type SseMessage } from './sse.js';
 export { Endpoints, splitUrls } from './endpoints.js';
