@@ -164,3 +164,30 @@ test('a token that cannot be sent is an AgentqUsageError at once: no failover, n
     assert.equal(client.url, c.url, 'the coordinator is not taken for unreachable');
   }
 });
+
+test('an event stream aborted before its answer rejects with the abort reason, and causes no failover', async (t) => {
+  const { c } = await startTest(t);
+  // a coordinator slow to answer: the stream is still waiting for its headers when it is aborted
+  let arrived!: () => void;
+  const asked = new Promise<void>((resolve) => (arrived = resolve));
+  const sockets = new Set<import('node:net').Socket>();
+  const slow = await listen(
+    t,
+    createServer((s) => {
+      sockets.add(s);
+      s.once('data', () => arrived());
+    }),
+  );
+  t.after(() => {
+    for (const s of sockets) s.destroy();
+  });
+  const client = new AgentqClient({ url: `${slow},${c.url}` });
+  t.after(() => client.destroy());
+  const stop = new AbortController();
+  const first = client.events({ signal: stop.signal }).next();
+  await asked;
+  const reason = new Error('the caller is done');
+  stop.abort(reason);
+  await assert.rejects(first, (err) => err === reason);
+  assert.equal(client.url, slow, 'an abort is not a failure of the coordinator: no failover');
+});

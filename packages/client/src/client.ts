@@ -362,17 +362,23 @@ export class AgentqClient {
         bodyTimeout: 0,
       });
     } catch (err) {
-      throw this.#wrap(err, url);
+      throw this.#wrap(err, url, options.signal);
     }
     if (res.statusCode !== 200) {
-      throw apiError(res.statusCode, await res.body.text(), res.headers['retry-after']);
+      let text: string;
+      try {
+        text = await res.body.text();
+      } catch (err) {
+        throw this.#wrap(err, url, options.signal);
+      }
+      throw apiError(res.statusCode, text, res.headers['retry-after']);
     }
     options.onOpen?.();
     try {
       yield* parseSse(res.body);
     } catch (err) {
       if (options.signal?.aborted) return;
-      throw this.#wrap(err, url);
+      throw this.#wrap(err, url, options.signal);
     }
   }
 
