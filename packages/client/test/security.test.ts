@@ -94,6 +94,8 @@ test('Retry-After is delay-seconds or an HTTP date', () => {
   assert.equal(parseRetryAfter('Wed, 01 Jan 2025 00:00:30 GMT', now), 30_000);
   assert.equal(parseRetryAfter('Tue, 31 Dec 2024 00:00:00 GMT', now), 0);
   assert.equal(parseRetryAfter('soon', now), undefined);
+  // neither form (RFC 9110 has whole seconds only): ignored, not read as a date in the past
+  for (const bad of ['1.5', '-1', '-30', '1e3', '']) assert.equal(parseRetryAfter(bad, now), undefined, bad);
   assert.equal(parseRetryAfter(undefined, now), undefined);
 });
 
