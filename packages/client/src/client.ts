@@ -400,7 +400,9 @@ export class AgentqClient {
 
   /**
    * One call. A 429/503 answered with a Retry-After (overloaded, rate-limited, shutting down)
-   * is sent again after that wait, up to `overloadRetries` times; other errors are thrown.
+   * is sent again after that wait, up to `overloadRetries` times; other errors are thrown. A call
+   * that changes something is sent again only when the refusal is the coordinator's own (an agentq
+   * error code: refused before any work): a proxy's 503 may come after the coordinator did it.
    * With several coordinator URLs, a call that could not reach one goes to the next at once when
    * that is safe: the connection was never made, or the call changes nothing (a GET, or a POST
    * that only reads: `readOnly`, e.g. `POST /jobs/wait`).
@@ -425,6 +427,7 @@ export class AgentqClient {
         }
         const wait = err instanceof AgentqApiError && (err.status === 429 || err.status === 503) ? err.retryAfterMs : undefined;
         if (wait === undefined || attempt >= this.#overloadRetries || wait > this.#maxRetryAfterMs) throw err;
+        if (method !== 'GET' && o.readOnly !== true && (err as AgentqApiError).code.startsWith('http_')) throw err;
         try {
           await delay(wait, o.signal);
         } catch {

@@ -88,6 +88,20 @@ test('503 and 429 with Retry-After are sent again after the wait the server aske
   assert.equal(later.seen.length, 1);
 });
 
+test("a change refused with a proxy's 503 (no agentq error code) is not sent again: the coordinator may have made it; a read is", async (t) => {
+  const proxy = await server(t, (_req, res) => {
+    res.writeHead(503, { 'content-type': 'text/html', 'retry-after': '0' });
+    res.end('<html>Service Unavailable</html>');
+  });
+  const client = new AgentqClient({ url: proxy.url });
+  t.after(() => client.close());
+  const err = await client.sendMessage('s', { text: 'once' }).catch((e: unknown) => e);
+  assert.ok(err instanceof AgentqApiError && err.status === 503 && err.code === 'http_503', String(err));
+  assert.equal(proxy.seen.length, 1, 'the message went once');
+  await client.health().catch(() => undefined);
+  assert.equal(proxy.seen.length, 1 + 3, 'a read is tried again (overloadRetries: 2)');
+});
+
 test('Retry-After is delay-seconds or an HTTP date', () => {
   const now = Date.parse('2025-01-01T00:00:00Z');
   assert.equal(parseRetryAfter('5', now), 5000);
