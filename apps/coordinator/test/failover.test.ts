@@ -191,3 +191,24 @@ test('an event stream aborted before its answer rejects with the abort reason, a
   await assert.rejects(first, (err) => err === reason);
   assert.equal(client.url, slow, 'an abort is not a failure of the coordinator: no failover');
 });
+
+test('moves to the next URL do not use up the retries an overloaded coordinator asks for', async (t) => {
+  const { createServer: httpServer } = await import('node:http');
+  let asked = 0;
+  const busyOnce = httpServer((_req, res) => {
+    if (asked++ === 0) {
+      res.writeHead(503, { 'content-type': 'application/json', 'retry-after': '0' });
+      return res.end(JSON.stringify({ error: { code: 'overloaded', message: 'busy' } }));
+    }
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({ status: 'ok' }));
+  });
+  await new Promise<void>((resolve) => busyOnce.listen(0, '127.0.0.1', resolve));
+  t.after(() => new Promise<void>((resolve) => busyOnce.close(() => resolve())));
+  const busy = `http://127.0.0.1:${(busyOnce.address() as { port: number }).port}`;
+  // two dead URLs first, then one that asks for a single wait: one retry is enough
+  const client = new AgentqClient({ url: `${await deadUrl(t)},${await deadUrl(t)},${busy}`, overloadRetries: 1 });
+  t.after(() => client.destroy());
+  assert.equal((await client.health()).status, 'ok');
+  assert.equal(asked, 2);
+});

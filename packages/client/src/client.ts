@@ -412,7 +412,8 @@ export class AgentqClient {
     path: string,
     o: CallOptions & { body?: unknown; query?: Query; allow204?: boolean; headers?: Record<string, string>; readOnly?: boolean } = {},
   ): Promise<T> {
-    for (let attempt = 0, elsewhere = 0; ; attempt++) {
+    // moves to another URL and waits asked by an overloaded coordinator are counted apart
+    for (let waits = 0, elsewhere = 0; ; ) {
       try {
         return await this.#once<T>(method, path, o);
       } catch (err) {
@@ -426,7 +427,7 @@ export class AgentqClient {
           continue;
         }
         const wait = err instanceof AgentqApiError && (err.status === 429 || err.status === 503) ? err.retryAfterMs : undefined;
-        if (wait === undefined || attempt >= this.#overloadRetries || wait > this.#maxRetryAfterMs) throw err;
+        if (wait === undefined || waits++ >= this.#overloadRetries || wait > this.#maxRetryAfterMs) throw err;
         if (method !== 'GET' && o.readOnly !== true && (err as AgentqApiError).code.startsWith('http_')) throw err;
         try {
           await delay(wait, o.signal);
