@@ -48,6 +48,24 @@ async function droppingUrl(t: TestContext): Promise<string> {
   return listen(t, server);
 }
 
+/** A server that takes connections and never answers; resolves `arrived` when a request comes. */
+async function silentUrl(t: TestContext): Promise<{ url: string; arrived: Promise<void> }> {
+  let arrive!: () => void;
+  const arrived = new Promise<void>((resolve) => (arrive = resolve));
+  const sockets = new Set<import('node:net').Socket>();
+  const url = await listen(
+    t,
+    createServer((s) => {
+      sockets.add(s);
+      s.once('data', () => arrive());
+    }),
+  );
+  t.after(() => {
+    for (const s of sockets) s.destroy();
+  });
+  return { url, arrived };
+}
+
 test('splitUrls and Endpoints: a comma list, trimmed; a failure moves to the next URL, round robin', () => {
   assert.deepEqual(splitUrls(' http://a:1/, http://b:2 ,,http://c:3'), ['http://a:1', 'http://b:2', 'http://c:3']);
   const e = new Endpoints('http://a:1,http://b:2');
@@ -120,19 +138,7 @@ test('with one URL nothing changes: an unreachable coordinator is an AgentqConne
 test('destroy() cuts a create in flight: it fails as closed, not sent again to the next URL; no call leaves after it', async (t) => {
   const { c, client: reader } = await startTest(t);
   // a coordinator that takes the request and never answers: the create is in flight there
-  let arrived!: () => void;
-  const inFlight = new Promise<void>((resolve) => (arrived = resolve));
-  const sockets = new Set<import('node:net').Socket>();
-  const holding = await listen(
-    t,
-    createServer((s) => {
-      sockets.add(s);
-      s.once('data', () => arrived());
-    }),
-  );
-  t.after(() => {
-    for (const s of sockets) s.destroy();
-  });
+  const { url: holding, arrived: inFlight } = await silentUrl(t);
   const client = new AgentqClient({ url: `${holding},${c.url}` });
   const create = client.createJob({ type: 'start_session', session_name: 'cut', prompt: 'p' });
   const outcome = create.then(
@@ -168,19 +174,7 @@ test('a token that cannot be sent is an AgentqUsageError at once: no failover, n
 test('an event stream aborted before its answer rejects with the abort reason, and causes no failover', async (t) => {
   const { c } = await startTest(t);
   // a coordinator slow to answer: the stream is still waiting for its headers when it is aborted
-  let arrived!: () => void;
-  const asked = new Promise<void>((resolve) => (arrived = resolve));
-  const sockets = new Set<import('node:net').Socket>();
-  const slow = await listen(
-    t,
-    createServer((s) => {
-      sockets.add(s);
-      s.once('data', () => arrived());
-    }),
-  );
-  t.after(() => {
-    for (const s of sockets) s.destroy();
-  });
+  const { url: slow, arrived: asked } = await silentUrl(t);
   const client = new AgentqClient({ url: `${slow},${c.url}` });
   t.after(() => client.destroy());
   const stop = new AbortController();

@@ -189,13 +189,19 @@ function fillUp(path: string): void {
   }
 }
 
-test('a full disk: creates are refused, every acknowledged job survives kill -9, the restart needs no space, freed space is used at once', { skip: !mountable, timeout: 120_000 }, async (t) => {
+/** A 4 MiB tmpfs of its own (root only: see `mountable`), unmounted when the test ends. */
+function smallDisk(t: TestContext): string {
   const dir = mkdtempSync(join(tmpdir(), 'agentq-full-disk-'));
   assert.equal(spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=4m', 'tmpfs', dir]).status, 0);
   t.after(() => {
     spawnSync('umount', ['-l', dir]);
     rmSync(dir, { recursive: true, force: true });
   });
+  return dir;
+}
+
+test('a full disk: creates are refused, every acknowledged job survives kill -9, the restart needs no space, freed space is used at once', { skip: !mountable, timeout: 120_000 }, async (t) => {
+  const dir = smallDisk(t);
   const databaseUrl = `sqlite:${join(dir, 'agentq.db')}`;
   writeFileSync(join(dir, 'filler'), Buffer.alloc(1024 * 1024));
 
@@ -246,12 +252,7 @@ test('a full disk: creates are refused, every acknowledged job survives kill -9,
 });
 
 test('a full disk after a clean shutdown: the restart reads its state without room for the WAL index, and writes once space returns', { skip: !mountable, timeout: 120_000 }, async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'agentq-full-disk-'));
-  assert.equal(spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=4m', 'tmpfs', dir]).status, 0);
-  t.after(() => {
-    spawnSync('umount', ['-l', dir]);
-    rmSync(dir, { recursive: true, force: true });
-  });
+  const dir = smallDisk(t);
   const databaseUrl = `sqlite:${join(dir, 'agentq.db')}`;
   const first = await coordinatorProcess(t, databaseUrl);
   let client = new AgentqClient({ url: first.url, overloadRetries: 0 });
