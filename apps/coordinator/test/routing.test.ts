@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { LauncherRow } from '../src/core/rows.js';
+import { ManualClock } from '../src/core/clock.js';
 import { launcherIdentity, routeFromKey, routeKey, serves, unservedReason, type Route } from '../src/core/routing.js';
 import { rejectsWith, resume, start, startTest } from './helpers.js';
 
@@ -147,4 +148,26 @@ test('a session of a portable executor resumes on any host, but only with its ex
   // another demo launcher, on another host: it takes it
   const other = await client.register({ hostname: 'c', executor_type: 'demo', host_id: 'HOSTHOSTC', portable_sessions: true });
   assert.equal((await client.poll(other.launcher_id, { holdSeconds: 1 }))?.job?.job_id, again.job_id);
+});
+
+test('a resume whose host stays offline fails after JOB_SCHEDULE_TIMEOUT naming the host as its pending_reason did', async (t) => {
+  const clock = new ManualClock();
+  const { c, client } = await startTest(t, { scheduleTimeoutSeconds: 30, heartbeatTimeoutSeconds: 86_400, sweepIntervalMs: 600_000 }, { clock });
+  const home = await client.register({ hostname: 'build-1', executor_type: 'claude-code', host_id: 'h_OPAQUEHOSTKEY', project_roots: ['/srv'] });
+  const job = await start(client, 's');
+  assert.equal((await client.poll(home.launcher_id, { holdSeconds: 1 }))?.job?.job_id, job.job_id);
+  await client.reportStarted(job.job_id, { launcher_id: home.launcher_id, working_dir: '/srv', executor_session_id: 'x' });
+  await client.reportCompleted(job.job_id, { launcher_id: home.launcher_id, status: 'success', result: 'ok' });
+  await client.deleteLauncher(home.launcher_id, { self: true });
+  await client.register({ hostname: 'build-2', executor_type: 'claude-code', host_id: 'h_OTHERHOSTKEY', project_roots: ['/srv'] });
+
+  const again = await resume(client, 's');
+  assert.equal((await client.getJob(again.job_id)).pending_reason, 'session lives on host build-1, which is offline');
+  await c.core.sweep(); // the route is unserved from now on
+  clock.advance(30_000);
+  await c.core.sweep();
+  const failed = await client.getJob(again.job_id);
+  assert.equal(failed.status, 'failed');
+  assert.equal(failed.error_code, 'no_matching_launcher');
+  assert.equal(failed.error, 'no launcher could take it within 30 s: session lives on host build-1, which is offline');
 });

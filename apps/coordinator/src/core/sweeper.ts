@@ -111,12 +111,15 @@ export class Sweeper {
       let since = this.#unservedSince.get(bucket.key);
       if (since === undefined) this.#unservedSince.set(bucket.key, (since = now));
       if (now - Math.max(since, bucket.headReadySince) < timeoutMs) continue;
-      const reason = unservedReason(route, online) ?? 'no online launcher matches';
       for (const job of await store.readyJobsIn(bucket.key, HISTORY_BATCH)) {
         if (now - Math.max(since, job.readySince ?? now) < timeoutMs) continue;
         await store.transaction(async (tx) => {
           const current = await tx.job(job.id);
           if (current?.status !== 'pending' || current.readySince === null) return;
+          // the key holds the session's host id only: name the host as pending_reason does
+          const a = route.affinity;
+          const hostname = a ? ((await tx.session(current.sessionName))?.affinity?.hostname ?? null) : null;
+          const reason = unservedReason(a ? { ...route, affinity: { ...a, hostname } } : route, online) ?? 'no online launcher matches';
           await end(this.ctx, tx, current, 'failed', {
             error: `no launcher could take it within ${config.scheduleTimeoutSeconds} s: ${reason}`,
             errorCode: 'no_matching_launcher',
