@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ManualClock } from '../src/core/clock.js';
+import { tempDatabase } from './process.js';
 import { fakeLauncher, parked, rejectsWith, start, startTest, unparked } from './helpers.js';
 
 // The app's own sweeper never fires in these tests (sweepIntervalMs is long): time moves only
@@ -168,4 +169,29 @@ test('a poll whose client went away is no sign of life', async (t) => {
   clock.advance(26_000);
   await c.core.sweep();
   assert.equal((await client.listLaunchers()).launchers[0]?.status, 'stale', 'silent for 31 s since the last real sign');
+});
+
+test('a stale launcher stays as it was across a restart on SQLite: its last heartbeat, and forgotten an hour after it went stale', async (t) => {
+  const clock = new ManualClock();
+  const databaseUrl = tempDatabase(t);
+  const first = await startTest(t, { ...timing, databaseUrl }, { clock });
+  const l = await fakeLauncher(first.client);
+  clock.advance(5_000);
+  await l.heartbeat();
+  clock.advance(31_000);
+  await first.c.core.sweep();
+  const before = (await first.client.listLaunchers()).launchers[0]!;
+  assert.equal(before.status, 'stale');
+  await first.c.close();
+
+  clock.advance(50 * 60 * 1000);
+  const { client, c } = await startTest(t, { ...timing, databaseUrl }, { clock });
+  const after = (await client.listLaunchers()).launchers[0]!;
+  assert.equal(after.status, 'stale');
+  assert.equal(after.last_heartbeat, before.last_heartbeat, 'a restart is no heartbeat of a launcher already lost');
+  assert.equal(after.seconds_since_heartbeat, 31 + 50 * 60);
+  clock.advance(10 * 60 * 1000);
+  await c.core.sweep();
+  assert.deepEqual((await client.listLaunchers()).launchers, [], 'forgotten an hour after it went stale');
+  await rejectsWith(client.deleteLauncher(l.id), 404, 'launcher_not_found');
 });

@@ -99,7 +99,8 @@ export async function removeLauncher(ctx: CoreContext, tx: Tx, launcher: Launche
 /** No heartbeat or poll for too long: release its jobs; it must register again. */
 export async function loseLauncher(ctx: CoreContext, tx: Tx, launcher: LauncherRow): Promise<void> {
   const silent = Math.round((tx.now - launcher.lastSeen) / 1000);
-  await tx.updateLauncher(launcher.id, { status: 'stale', staleAt: tx.now });
+  // lastSeen is kept in memory only while it changes: written now, it survives a restart
+  await tx.updateLauncher(launcher.id, { status: 'stale', staleAt: tx.now, lastSeen: launcher.lastSeen });
   txLog(ctx, tx).warn({ launcher_id: launcher.id, silent_seconds: silent }, 'launcher stale');
   await releaseJobs(ctx, tx, launcher, `launcher ${launcher.id} lost: no heartbeat or poll for ${silent} s`);
   tx.emit('launcher.stale', { launcher: launcher.id });

@@ -143,8 +143,9 @@ export class SqliteStore extends MemoryStore {
     changes.jobSeq = seqs.j ?? 0;
     changes.sessionSeq = seqs.s ?? 0;
     for (const l of this.#all(LAUNCHERS, 'SELECT * FROM launchers')) {
-      // a launcher gets a whole heartbeat timeout to come back after a restart
-      const row: LauncherRow = { ...l, lastSeen: now, staleAt: l.status === 'stale' ? now : null };
+      // a launcher gets a whole heartbeat timeout to come back after a restart; a stale one keeps
+      // its last heartbeat and the time it went stale (it is forgotten an hour after that)
+      const row: LauncherRow = l.status === 'stale' ? { ...l, staleAt: l.staleAt ?? now } : { ...l, lastSeen: now, staleAt: null };
       changes.launchers.set(row.id, { kind: 'insert', before: undefined, after: row, patch: row });
     }
     // a job has completed_at exactly when its status is terminal (context.ts, transition)
