@@ -88,6 +88,8 @@ const REFUSAL_HINTS: Readonly<Record<number, string>> = {
   403: "this token's role may not do that (see the roles in docs/operations.md)",
 };
 
+const AGENT_REFUSAL_HINT = "a job's agent token acts only on its own session and the sessions below it (docs/operations.md, Agent tokens)";
+
 function apiFailure(err: AgentqApiError, exitCode: CliExitCode): CliFailureInfo {
   const error: CliError = { code: err.code, message: err.message };
   if (err.details) error.details = err.details;
@@ -116,7 +118,9 @@ export function toCliFailure(err: unknown): CliFailureInfo {
       const failure = apiFailure(err, CliExitCodes.usage_error);
       // the client's AgentqAuthError says who refused already
       const refused = err instanceof AgentqAuthError ? err.message : `the coordinator refused the request: ${err.message}`;
-      failure.error.message = `${refused}; ${REFUSAL_HINTS[err.status]}`;
+      // an agent token (inside a job) is refused for its scope, not for a role
+      const agent = err.status === 403 && typeof err.details?.['agent_session_name'] === 'string';
+      failure.error.message = `${refused}; ${agent ? AGENT_REFUSAL_HINT : REFUSAL_HINTS[err.status]}`;
       return failure;
     }
     if (err.code === 'job_not_found') return apiFailure(err, CliExitCodes.not_found);

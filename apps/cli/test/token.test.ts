@@ -98,6 +98,14 @@ describe('a coordinator that refuses the request (401/403)', () => {
     assert.match(forbidden.error.message, /refused the request: role reader may not POST \/jobs; this token's role/);
     assert.deepEqual(forbidden.error.details, { role: 'reader' });
 
+    // an agent token inside a job is refused for its scope: no word of roles
+    const agent = toCliFailure(
+      new AgentqAuthError(403, 'forbidden', 'an agent token may not call GET /launchers', { agent_session_name: 'lead', session_name: 'lead' }),
+    );
+    assert.equal(agent.exitCode, 2);
+    assert.doesNotMatch(agent.error.message, /role/, agent.error.message);
+    assert.match(agent.error.message, /agent token acts only on its own session and the sessions below it/);
+
     // the client's own refusal error says once who refused
     const unknown = toCliFailure(new AgentqAuthError(401, 'unauthorized', 'the token is not valid'));
     assert.equal(

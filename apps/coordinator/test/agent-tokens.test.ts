@@ -176,6 +176,7 @@ test('every route the app registers that agent tokens may not call answers an ag
     const res = await call(a.c.url, token, route.method as 'GET' | 'POST' | 'DELETE', path, route.method === 'GET' || route.method === 'DELETE' ? undefined : {});
     assert.equal(res.status, 403, `${route.method} ${route.url}: ${JSON.stringify(res.body)}`);
     assert.equal(res.body.error.code, 'forbidden');
+    assert.equal(res.body.error.details?.agent_session_name, 'boss', 'it says an agent token was refused, as a scope refusal does');
   }
 });
 

@@ -158,6 +158,7 @@ export function installAuth(app: FastifyInstance, o: AuthOptions): Auth {
       req.principal = { kind: 'agent', ...agent };
       if (!agentRuleOf(req.method, req.routeOptions.url ?? '')) {
         throw refuse(req, reply, 'forbidden', `an agent token may not call ${req.method} ${req.routeOptions.url}`, 'agent token', {
+          agent_session_name: agent.sessionName,
           session_name: agent.sessionName,
         });
       }
