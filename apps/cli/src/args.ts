@@ -45,6 +45,15 @@ export function intArg(min: number, max: number): (text: string) => number {
   };
 }
 
+/** An amount of US dollars, over 0 and at most `max` (`--budget 2.50`). */
+export function usdArg(max: number): (text: string) => number {
+  return (text) => {
+    const n = /^\d+(\.\d+)?$/.test(text.trim()) ? Number(text.trim()) : NaN;
+    if (!(n > 0 && n <= max)) throw new InvalidArgumentError(`it must be a number of US dollars over 0 and at most ${max}.`);
+    return n;
+  };
+}
+
 /** A repeatable `key=value` option (`--require gpu=a100 --require zone=eu`), gathered in a record. */
 export function keyValueArg(text: string, previous: Record<string, string> | undefined): Record<string, string> {
   const eq = text.indexOf('=');

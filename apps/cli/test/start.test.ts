@@ -98,6 +98,22 @@ describe('agentq start: what the job asks for', () => {
     assert.match(text.stdout, /waiting\s+no online launcher has gpu=a100/);
   });
 
+  it('--budget sets the tree budget of a new session and --max-cost the turn\'s ceiling; both in dollars', async (t) => {
+    const c = await coordinator(t);
+    const requests = recordCalls(c.core, 'createJob') as CreateJobRequest[];
+    const r = await cli(c.url, ['start', 'lead', '-p', 'x', '--budget', '2.50', '--max-cost', '0.5', '--json']);
+    assert.equal(r.code, 0, r.stdout);
+    assert.deepEqual([requests[0]?.budget_usd, requests[0]?.max_cost_usd], [2.5, 0.5]);
+    assert.equal((await c.client.getSession('lead')).budget_usd, 2.5);
+    assert.equal((await cli(c.url, ['resume', 'lead', '-p', 'y', '--max-cost', '1', '--json'])).code, 0);
+    assert.equal(requests[1]?.max_cost_usd, 1);
+    for (const bad of ['0', '-1', 'lots', '1e9']) {
+      assert.match(usageMessage(await cli(c.url, ['start', 'b', '-p', 'x', '--budget', bad, '--json'])), /US dollars/, bad);
+    }
+    // a budget belongs to the session a start creates
+    assert.match(usageMessage(await cli(c.url, ['resume', 'lead', '-p', 'y', '--budget', '1', '--json'])), /budget/);
+  });
+
   it('--timeout none asks for no timeout (timeout_ms: null), overriding the coordinator default', async (t) => {
     const c = await coordinator(t);
     const requests = recordCalls(c.core, 'createJob') as CreateJobRequest[];

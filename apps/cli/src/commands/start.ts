@@ -1,6 +1,6 @@
 import { exitCodeForStatus, type CreateJobRequest, type Job, type JobType } from '@agentq/protocol';
 import { Option, type Command } from 'commander';
-import { keyValueArg, timeoutArg, timeoutMs, type Timeout } from '../args.js';
+import { keyValueArg, timeoutArg, timeoutMs, usdArg, type Timeout } from '../args.js';
 import type { CommandContext, CommandResult } from '../context.js';
 import { describeJob } from '../descriptor.js';
 import { followOutput } from '../follow.js';
@@ -19,6 +19,8 @@ interface StartOptions {
   /** a name, false for --no-parent, undefined when neither was given */
   parent?: string | false;
   require?: Record<string, string>;
+  maxCost?: number;
+  budget?: number;
   timeout?: Timeout;
   wait?: boolean;
   waitTimeout?: Timeout;
@@ -47,6 +49,7 @@ function jobOptions(cmd: Command): Command {
         'the job ends as timed_out after this long (exit 7); none: no timeout',
       ).argParser(timeoutArg(1)),
     )
+    .addOption(new Option('--max-cost <usd>', "the turn's cost ceiling in US dollars (max_cost_usd)").argParser(usdArg(1e6)))
     .option('--wait', 'block until the job is terminal; exit with its outcome')
     .addOption(
       new Option(
@@ -69,6 +72,12 @@ export function registerStart(program: Command, act: Act): void {
       'parent session, resumed with the outcome when this job ends (default: $AGENTQ_SESSION_NAME)',
     )
     .option('--no-parent', 'no parent, even inside a job that has $AGENTQ_SESSION_NAME set')
+    .addOption(
+      new Option(
+        '--budget <usd>',
+        'the budget of the tree this session roots, in US dollars: its child jobs are refused once it is spent (budget_usd)',
+      ).argParser(usdArg(1e6)),
+    )
     .addHelpText('after', commandHelpAfter(WAIT_NOTES))
     .action(act((ctx, cmd) => createJob('start_session', ctx, cmd)));
 
@@ -111,6 +120,8 @@ async function createJob(type: JobType, ctx: CommandContext, cmd: Command): Prom
   const jobTimeout = timeoutMs(o.timeout);
   if (jobTimeout !== undefined) body.timeout_ms = jobTimeout;
   if (o.require !== undefined) body.requires = o.require;
+  if (o.maxCost !== undefined) body.max_cost_usd = o.maxCost;
+  if (o.budget !== undefined) body.budget_usd = o.budget;
 
   if (!wait) {
     const created = await ctx.client.createJob(body, { signal: ctx.signal });
