@@ -69,6 +69,9 @@ test('a known path with a method it does not take is 405 with Allow; an unknown 
     assert.equal(r.headers.allow, allowed.join(', '), `${method} ${path}`);
   }
   assertStandard(await send(c.url, 'DELETE', '/jobs/a/b/c/d'), 404, 'route_not_found');
+  // a route that takes GET but has nothing there (a static file that does not exist) is 404
+  assertStandard(await send(c.url, 'GET', '/docs/static/nope.js'), 404, 'route_not_found');
+  assertStandard(await send(c.url, 'GET', '/assets/nope.js'), 404, 'route_not_found');
   assertStandard(await send(c.url, 'GET', '/jobs/x/nothing'), 404, 'route_not_found');
 });
 

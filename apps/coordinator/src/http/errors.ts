@@ -135,7 +135,10 @@ export function installErrorHandling(app: FastifyInstance): void {
     const path = req.url.split('?')[0]!;
     const allowed = new Set<string>();
     for (const { pattern, methods } of routes.values()) if (pattern.test(path)) for (const m of methods) allowed.add(m);
-    if (allowed.size === 0) return reply.code(404).send(body('route_not_found', `no route ${req.method} ${path}`));
+    // a route of this method that found nothing (a file @fastify/static does not have) is a 404 too
+    if (allowed.size === 0 || allowed.has(req.method)) {
+      return reply.code(404).send(body('route_not_found', `no route ${req.method} ${path}`));
+    }
     const allow = [...allowed].sort();
     return reply
       .code(ErrorCodes.method_not_allowed)
