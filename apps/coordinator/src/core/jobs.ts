@@ -194,8 +194,8 @@ async function finish(ctx: CoreContext, tx: Tx, job: JobRow): Promise<void> {
   const session = (await tx.session(job.sessionName))!;
   // a start that ended while no launcher held it (never claimed, or given back to the queue
   // after a lapsed claim or a restart, whose launcher was refused at `started`), or that its
-  // launcher ended before it started (a project_dir missing on that host, an executor that could
-  // not be spawned) without naming a conversation: there is none anywhere to continue
+  // launcher refused before running it (a project_dir missing on that host, or outside its
+  // roots) without naming a conversation: there is none anywhere to continue
   const neverStarted =
     job.type === 'start_session' &&
     job.status !== 'completed' &&
