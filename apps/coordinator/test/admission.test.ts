@@ -147,6 +147,7 @@ test('one session holds at most 4 prompts of MAX_PROMPT_BYTES in messages for it
     [details.session_name, details.pending_messages, details.pending_message_bytes, details.retry_after_seconds],
     ['busy', 6, 30 * KIB, 7],
   );
+  assert.equal(c.core.admission.refused, 1, 'counted in agentq_requests_refused_total{reason="queue_full"}');
   // another session is not held back by this one
   const other = await start(client, 'other', 'p');
   await l.take();

@@ -1,6 +1,12 @@
 import type { CreateJobRequest } from '@agentq/protocol';
 import { CoordinatorError } from './errors.js';
+import type { SessionRow } from './rows.js';
 import type { Store } from './store/store.js';
+
+/** The most messages one session may hold for its next turn. */
+export const MAX_SESSION_MESSAGES = 1000;
+/** The most bytes of messages one session may hold, in prompts of MAX_PROMPT_BYTES. */
+export const SESSION_MESSAGE_PROMPTS = 4;
 
 /**
  * Memory-aware admission of new jobs (MAX_QUEUED_BYTES). Every pending job's prompt is held in
@@ -20,6 +26,8 @@ export class Admission {
     /** UTF-8 bytes of pending prompts */
     readonly maxQueuedBytes: number,
     private readonly retryAfterSeconds: number,
+    /** MAX_PROMPT_BYTES: what one session's messages are bounded by */
+    private readonly maxPromptBytes: number,
   ) {}
 
   /**
@@ -33,9 +41,31 @@ export class Admission {
     this.#admit(incoming, 'prompts');
   }
 
-  /** Refuse a message to a session (`text`) the same way: it waits in memory for the session's next turn. */
-  checkMessage(text: string): void {
-    this.#admit(Buffer.byteLength(text, 'utf8'), 'message');
+  /**
+   * Refuse a message to `session` the same way: it waits in memory for the session's next turn.
+   * One session holds at most MAX_SESSION_MESSAGES of them, or SESSION_MESSAGE_PROMPTS prompts'
+   * worth: a client sending faster than the session works is told to wait before its list (which
+   * is rewritten with every message) grows without bound.
+   */
+  checkMessage(session: SessionRow, text: string): void {
+    const bytes = Buffer.byteLength(text, 'utf8');
+    const held = session.messages.reduce((n, m) => n + Buffer.byteLength(m.text, 'utf8'), 0);
+    const maxBytes = SESSION_MESSAGE_PROMPTS * this.maxPromptBytes;
+    if (session.messages.length >= MAX_SESSION_MESSAGES || held + bytes > maxBytes) {
+      this.refused++;
+      throw new CoordinatorError(
+        'queue_full',
+        `session ${session.name} holds ${session.messages.length} messages (${held} bytes) for its next turn; the most it holds is ` +
+          `${MAX_SESSION_MESSAGES} messages and ${maxBytes} bytes. Retry after ${this.retryAfterSeconds} s, once its next turn has taken them`,
+        {
+          session_name: session.name,
+          pending_messages: session.messages.length,
+          pending_message_bytes: held,
+          retry_after_seconds: this.retryAfterSeconds,
+        },
+      );
+    }
+    this.#admit(bytes, 'message');
   }
 
   #admit(incoming: number, what: string): void {

@@ -100,7 +100,7 @@ export class Coordinator {
     this.events = new EventLog(config.eventReplaySize, log, config.eventReplayBytes);
     // a durable store numbers on after a restart: a Last-Event-ID from before it is a gap, not news
     if (store.lastEventId !== undefined) this.events.continueAfter(store.lastEventId);
-    this.admission = new Admission(store, queuedBytesLimit(config), config.overloadRetryAfterSeconds);
+    this.admission = new Admission(store, queuedBytesLimit(config), config.overloadRetryAfterSeconds, config.maxPromptBytes);
     this.answers = new AnswersInFlight(config.maxAnswerBytes, answerBytesInFlightLimit(config));
     this.#dispatcher = new Dispatcher(
       (launcherId, capacity) => store.transaction(async (tx) => answerPoll(this.#ctx, tx, await tx.launcher(launcherId), capacity)),
@@ -224,7 +224,7 @@ export class Coordinator {
 
   async sendMessage(name: string, text: string, o: Actor = {}): Promise<SendMessageResponse> {
     const { message, jobId } = await this.#ctx.store.transaction((tx) =>
-      sessions.sendMessage(this.#ctx, tx, name, text, o.actor ?? null, (t) => this.admission.checkMessage(t)),
+      sessions.sendMessage(this.#ctx, tx, name, text, o.actor ?? null, (s, t) => this.admission.checkMessage(s, t)),
     );
     return { session_name: name, outcome: 'queued', message_id: message.message_id, job_id: jobId };
   }

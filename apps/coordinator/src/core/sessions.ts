@@ -181,14 +181,9 @@ export async function stopSession(ctx: CoreContext, tx: Tx, name: string, by: st
   return answers;
 }
 
-/** The most messages one session may hold for its next turn. */
-export const MAX_SESSION_MESSAGES = 1000;
-/** The most bytes of messages one session may hold, in prompts of MAX_PROMPT_BYTES: each is rewritten with every message added. */
-export const SESSION_MESSAGE_PROMPTS = 4;
-
 /**
  * Queue a message for the session's next turn; delivered now if it is idle. `admit` refuses it
- * when the queue holds too much already (admission.ts: MAX_QUEUED_BYTES).
+ * when the session or the queue holds too much already (admission.ts).
  */
 export async function sendMessage(
   ctx: CoreContext,
@@ -196,7 +191,7 @@ export async function sendMessage(
   name: string,
   text: string,
   by: string | null,
-  admit: (text: string) => void = () => undefined,
+  admit: (session: SessionRow, text: string) => void = () => undefined,
 ): Promise<{ message: SessionMessage; jobId: string | null }> {
   const message: SessionMessage = { message_id: newId('msg_'), text, created_at: iso(tx.now), created_by: by };
   // as it will appear in the prompt (escaped), with room left for a child's outcome beside it
@@ -208,30 +203,11 @@ export async function sendMessage(
   const s = await mustSession(tx, name);
   if (!s.acceptsInput) throw sessionClosed(s);
   await checkBudget(tx, s);
-  checkRoom(ctx, s, text);
-  admit(text);
+  admit(s, text);
   // an explicit message is new input: it goes even if deliveries were held after a stop
   await tx.updateSession(name, { messages: [...s.messages, message], deliveriesHeld: false, updatedAt: tx.now });
   const job = await deliver(ctx, tx, name);
   tx.emit('session.updated', { session: name });
   txLog(ctx, tx).info({ session_name: name, message_id: message.message_id, job_id: job?.id }, 'message queued');
   return { message, jobId: job?.id ?? null };
-}
-
-/**
- * A busy session (or one whose deliveries wait) holds its messages until its next turn: a client
- * sending faster than the session works is told to wait (503 queue_full, Retry-After) before the
- * list grows without bound.
- */
-function checkRoom(ctx: CoreContext, s: SessionRow, text: string): void {
-  const held = s.messages.reduce((n, m) => n + Buffer.byteLength(m.text, 'utf8'), 0);
-  const maxBytes = SESSION_MESSAGE_PROMPTS * ctx.config.maxPromptBytes;
-  if (s.messages.length < MAX_SESSION_MESSAGES && held + Buffer.byteLength(text, 'utf8') <= maxBytes) return;
-  const retry = ctx.config.overloadRetryAfterSeconds;
-  throw new CoordinatorError(
-    'queue_full',
-    `session ${s.name} holds ${s.messages.length} messages (${held} bytes) for its next turn; the most it holds is ${MAX_SESSION_MESSAGES} messages ` +
-      `and ${maxBytes} bytes. Retry after ${retry} s, once its next turn has taken them`,
-    { session_name: s.name, pending_messages: s.messages.length, pending_message_bytes: held, retry_after_seconds: retry },
-  );
 }
