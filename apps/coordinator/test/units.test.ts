@@ -1,8 +1,11 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ConfigError, DEFAULT_CONFIG, loadConfig } from '../src/config.js';
+import { systemClock } from '../src/core/clock.js';
 import { DeadlineHeap } from '../src/core/deadline-heap.js';
 import { ReadyQueue, type QueueLinks } from '../src/core/ready-queue.js';
+import { MemoryStore } from '../src/core/store/memory-store.js';
+import { recordingLogger } from './helpers.js';
 
 interface Item extends QueueLinks<Item> {
   name: string;
@@ -78,4 +81,20 @@ test('loadConfig stops on a bad value with a message naming the variable', () =>
       JSON.stringify(env),
     );
   }
+});
+
+test('a step after a commit that throws is logged: the transaction stands and the other steps run', async () => {
+  const { log, lines } = recordingLogger();
+  const store = new MemoryStore({ clock: systemClock, log, outputMaxBytes: 1024 });
+  const ran: string[] = [];
+  const answer = await store.transaction(async (tx) => {
+    tx.afterCommit(() => {
+      throw new Error('a broken log line');
+    });
+    tx.afterCommit(() => ran.push('second'));
+    return 'committed';
+  });
+  assert.equal(answer, 'committed');
+  assert.deepEqual(ran, ['second']);
+  assert.ok(lines.some((l) => l.includes('after-commit step failed') && l.includes('a broken log line')));
 });

@@ -92,7 +92,8 @@ async function bindSession(ctx: CoreContext, tx: Tx, job: JobRow, launcher: Laun
   if (launcher.portable || launcher.hostId === null) {
     if (launcher.executorType === null) return;
     await tx.updateSession(session.name, { affinity: { hostId: null, hostname: null, executorType: launcher.executorType, workingDir: null } });
-    ctx.log.info({ session_name: session.name, launcher_id: launcher.id, executor_type: launcher.executorType }, 'session bound to its executor type');
+    txLog(ctx, tx).info({ session_name: session.name, launcher_id: launcher.id, executor_type: launcher.executorType }, 'session bound to its executor type');
+    tx.emit('session.updated', { session: session.name });
     return;
   }
   const dir = workingDir ?? job.projectDir ?? launcher.roots[0] ?? null;

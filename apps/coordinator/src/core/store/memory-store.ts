@@ -6,6 +6,7 @@ import type { Clock } from '../clock.js';
 import { OutputBuffer } from '../output-buffer.js';
 import { holdsNoInput, type JobRow, type LauncherRow, type SessionRow } from '../rows.js';
 import { toWireLauncher, type SessionExtras } from '../wire.js';
+import { runAfterCommit } from './after-commit.js';
 import { hintsOf, type ChangeSet } from './changes.js';
 import { jobEvent, sessionEvent, type EventExtras } from './lazy-events.js';
 import { MemoryState, type StateLoader } from './memory-state.js';
@@ -76,7 +77,7 @@ export class MemoryStore implements Store {
       const onDisk = this.settled();
       if (onDisk) await onDisk;
     }
-    for (const f of tx.committed) f();
+    runAfterCommit(tx.committed, this.options.log);
     return result;
   }
 

@@ -3,6 +3,7 @@ import type { LifecycleEvent } from '@agentq/protocol';
 import pg from 'pg';
 import type { Logger } from 'pino';
 import type { Clock } from '../clock.js';
+import { runAfterCommit } from './after-commit.js';
 import { hintsOf } from './changes.js';
 import { encodeEvents, encodeHints, hasHints, type CommitFeed, type EventDraft } from './pg-feed.js';
 import { eventDrafts } from './pg-queries.js';
@@ -69,7 +70,7 @@ export class PgTransactions {
         release(false);
         // listeners (dispatch, waits, SSE) see it before the caller does, as with a local store
         if (entry && logged) await this.#o.feed.committed(logged.id, entry.commit(logged.first));
-        for (const f of tx.committed) f();
+        runAfterCommit(tx.committed, this.#o.log);
         return result;
       } catch (err) {
         if (released) throw err;
