@@ -40,6 +40,18 @@ test('one coordinator per SQLite file also through a symbolic link to it', async
   );
 });
 
+test('a symbolic link to a database not created yet locks the file it will be: the first start through it, the next by its name', async (t) => {
+  const dir = tempDir(t);
+  const path = join(dir, 'agentq.db');
+  symlinkSync(path, join(dir, 'link.db')); // dangling until the first open creates agentq.db
+  const first = await SqliteStore.open(join(dir, 'link.db'), options);
+  t.after(() => first.close());
+  await assert.rejects(
+    SqliteStore.open(path, options),
+    (e: Error) => e instanceof ConfigError && e.variable === 'DATABASE_URL' && /in use by another coordinator/.test(e.message),
+  );
+});
+
 test('the store never checkpoints on its own connection; the thread copies the WAL into the file, and a quiet pass lets a grown WAL start over', async (t) => {
   const path = join(tempDir(t), 'agentq.db');
   // a pass after every megabyte, and a quiet one once the WAL holds 64 pages or more

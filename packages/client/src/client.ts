@@ -428,7 +428,9 @@ export class AgentqClient {
         }
         const wait = err instanceof AgentqApiError && (err.status === 429 || err.status === 503) ? err.retryAfterMs : undefined;
         if (wait === undefined || waits++ >= this.#overloadRetries || wait > this.#maxRetryAfterMs) throw err;
-        if (method !== 'GET' && o.readOnly !== true && (err as AgentqApiError).code.startsWith('http_')) throw err;
+        // (a create with an Idempotency-Key is safe to send again: the coordinator made it once at most)
+        const safe = method === 'GET' || o.readOnly === true || o.headers?.['idempotency-key'] !== undefined;
+        if (!safe && (err as AgentqApiError).code.startsWith('http_')) throw err;
         try {
           await delay(wait, o.signal);
         } catch {

@@ -100,6 +100,17 @@ test("a change refused with a proxy's 503 (no agentq error code) is not sent aga
   assert.equal(proxy.seen.length, 1, 'the message went once');
   await client.health().catch(() => undefined);
   assert.equal(proxy.seen.length, 1 + 3, 'a read is tried again (overloadRetries: 2)');
+
+  // a create carries its Idempotency-Key: a proxy's 429 is waited out and the create sent again, with the same key
+  const limiter = await server(t, (_req, res) => {
+    res.writeHead(429, { 'content-type': 'text/html', 'retry-after': '0' });
+    res.end('<html>Too Many Requests</html>');
+  });
+  const creator = new AgentqClient({ url: limiter.url, createRetries: 0 });
+  t.after(() => creator.close());
+  await assert.rejects(creator.createJob({ type: 'start_session', session_name: 's', prompt: 'p' }), /429/);
+  assert.equal(limiter.seen.length, 3, 'sent again overloadRetries (2) times');
+  assert.equal(new Set(limiter.seen.map((h) => h['idempotency-key'])).size, 1, 'with one key');
 });
 
 test('Retry-After is delay-seconds or an HTTP date', () => {

@@ -1,4 +1,5 @@
-import { realpathSync } from 'node:fs';
+import { readlinkSync, realpathSync } from 'node:fs';
+import { basename, dirname, join, resolve } from 'node:path';
 import Database, { type Database as Db, type Statement } from 'better-sqlite3';
 import { isTerminal, type JobStatus } from '@agentq/protocol';
 import { ConfigError } from '../../config.js';
@@ -655,10 +656,13 @@ function refuseForeign(db: Db, path: string): void {
   );
 }
 
-/** A write refused for want of room (a full disk, a file over its size limit). */
+/**
+ * An open refused for want of room: a full disk, or the WAL's shared-memory index (`-shm`) that
+ * could not be made (SQLITE_IOERR_SHM*). Other I/O errors are what they say.
+ */
 function noRoom(err: unknown): boolean {
   const code = ((err as { cause?: { code?: unknown } }).cause?.code ?? '') as string;
-  return code === 'SQLITE_FULL' || code.startsWith('SQLITE_IOERR');
+  return code === 'SQLITE_FULL' || code.startsWith('SQLITE_IOERR_SHM');
 }
 
 /**
@@ -685,13 +689,30 @@ function lockFile(path: string): Db {
   }
 }
 
-/** `path` with symbolic links resolved (as it is when it does not exist yet). */
+/**
+ * `path` with symbolic links resolved, also a link whose target does not exist yet (the database
+ * a first start will create there): the lock must be the same for every name of the file.
+ */
 function realFile(path: string): string {
-  try {
-    return realpathSync(path);
-  } catch {
-    return path;
+  for (let hops = 0; hops < 40; hops++) {
+    try {
+      return realpathSync(path);
+    } catch {
+      let target: string;
+      try {
+        target = readlinkSync(path);
+      } catch {
+        // not a link (not there yet): its directory may still be reached through links
+        try {
+          return join(realpathSync(dirname(path)), basename(path));
+        } catch {
+          return path;
+        }
+      }
+      path = resolve(dirname(path), target);
+    }
   }
+  return path;
 }
 
 const PAGE = 4096;
