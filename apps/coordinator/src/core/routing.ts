@@ -32,8 +32,10 @@ export function isInside(dir: string, root: string): boolean {
 /** The route of a job about to be offered, given its session (affinity comes from there). */
 export function routeOf(job: JobRow, session: SessionRow): Route {
   const requires = job.requires && Object.keys(job.requires).length > 0 ? job.requires : null;
-  const dir = session.affinity?.workingDir ?? (job.projectDir === null ? null : normalizeDir(job.projectDir));
-  return { requires, dir, affinity: session.affinity };
+  // a session bound to a host runs in its directory there; a portable one where its job says
+  const a = session.affinity;
+  const dir = a && a.hostId !== null ? a.workingDir : job.projectDir === null ? null : normalizeDir(job.projectDir);
+  return { requires, dir, affinity: a };
 }
 
 /** A stable key for a route: equal routes, equal keys. */
