@@ -1,6 +1,6 @@
 import type { CreateJobRequest } from '@agentq/protocol';
 import { CoordinatorError } from './errors.js';
-import type { SessionRow } from './rows.js';
+import { queuedMessageBytes, type SessionRow } from './rows.js';
 import type { Store } from './store/store.js';
 
 /** The most messages one session may hold for its next turn. */
@@ -49,7 +49,7 @@ export class Admission {
    */
   checkMessage(session: SessionRow, text: string): void {
     const bytes = Buffer.byteLength(text, 'utf8');
-    const held = session.messages.reduce((n, m) => n + Buffer.byteLength(m.text, 'utf8'), 0);
+    const held = queuedMessageBytes(session.messages);
     const maxBytes = SESSION_MESSAGE_PROMPTS * this.maxPromptBytes;
     if (session.messages.length >= MAX_SESSION_MESSAGES || held + bytes > maxBytes) {
       this.refused++;

@@ -1,6 +1,6 @@
 import type { Job } from '@agentq/protocol';
 import type { CoreContext } from './context.js';
-import { routeFromKey, unservedReason } from './routing.js';
+import { namingHost, routeFromKey, unservedReason } from './routing.js';
 import type { JobRow } from './rows.js';
 import { toWireJob } from './wire.js';
 
@@ -30,11 +30,8 @@ export async function pendingReasons(ctx: CoreContext, jobs: readonly JobRow[]):
       continue;
     }
     const route = routeFromKey(job.routeKey);
-    if (route.affinity) {
-      const session = await store.getSession(job.sessionName);
-      route.affinity.hostname = session?.affinity?.hostname ?? null;
-    }
-    const why = unservedReason(route, online);
+    const session = route.affinity ? await store.getSession(job.sessionName) : undefined;
+    const why = unservedReason(namingHost(route, session), online);
     if (why) out.set(job.id, why);
   }
   return out;

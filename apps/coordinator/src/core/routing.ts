@@ -59,6 +59,15 @@ export function routeFromKey(key: string): Route {
   };
 }
 
+/**
+ * `route` with its affinity's hostname read from `session` (a route key holds the host id only):
+ * what unservedReason names the host by.
+ */
+export function namingHost(route: Route, session: SessionRow | undefined): Route {
+  if (!route.affinity) return route;
+  return { ...route, affinity: { ...route.affinity, hostname: session?.affinity?.hostname ?? null } };
+}
+
 /** Whether `launcher` may take jobs of `route` (it must also be online: the caller checks). */
 export function serves(launcher: LauncherRow, route: Route): boolean {
   if (route.requires) {

@@ -185,3 +185,10 @@ export const treeSpent = (root: SessionRow | undefined): boolean => root?.budget
  */
 export const holdsNoInput = (s: SessionRow, root: SessionRow | undefined): boolean =>
   (s.callbacks.length === 0 && s.messages.length === 0) || !s.acceptsInput || (s.parentName !== null && treeSpent(root));
+
+/** The UTF-8 bytes of queued messages' texts (what MAX_QUEUED_BYTES counts of them). */
+export function queuedMessageBytes(messages: readonly SessionMessage[]): number {
+  let n = 0;
+  for (const m of messages) n += Buffer.byteLength(m.text, 'utf8');
+  return n;
+}

@@ -2,7 +2,7 @@ import { isTerminal } from '@agentq/protocol';
 import type { CoreContext } from './context.js';
 import { end, endPending, requestStop, requeue, stoppedStatus } from './jobs.js';
 import { loseLauncher, STALE_LAUNCHER_KEEP_MS } from './launchers.js';
-import { isServed, routeFromKey, unservedReason } from './routing.js';
+import { isServed, namingHost, routeFromKey, unservedReason } from './routing.js';
 import { holdsNoInput } from './rows.js';
 import type { Tx } from './store/store.js';
 
@@ -117,9 +117,8 @@ export class Sweeper {
           const current = await tx.job(job.id);
           if (current?.status !== 'pending' || current.readySince === null) return;
           // the key holds the session's host id only: name the host as pending_reason does
-          const a = route.affinity;
-          const hostname = a ? ((await tx.session(current.sessionName))?.affinity?.hostname ?? null) : null;
-          const reason = unservedReason(a ? { ...route, affinity: { ...a, hostname } } : route, online) ?? 'no online launcher matches';
+          const session = route.affinity ? await tx.session(current.sessionName) : undefined;
+          const reason = unservedReason(namingHost(route, session), online) ?? 'no online launcher matches';
           await end(this.ctx, tx, current, 'failed', {
             error: `no launcher could take it within ${config.scheduleTimeoutSeconds} s: ${reason}`,
             errorCode: 'no_matching_launcher',

@@ -1,6 +1,6 @@
-import { isTerminal, type JobStatus, type SessionMessage } from '@agentq/protocol';
+import { isTerminal, type JobStatus } from '@agentq/protocol';
 import { DeadlineHeap } from '../deadline-heap.js';
-import { isActive, type IdempotencyRow, type JobRow, type LauncherRow, type SessionRow } from '../rows.js';
+import { isActive, queuedMessageBytes, type IdempotencyRow, type JobRow, type LauncherRow, type SessionRow } from '../rows.js';
 import type { SessionExtras } from '../wire.js';
 import type { ChangeSet, RowChange } from './changes.js';
 import { ReadyIndex } from './ready-index.js';
@@ -432,11 +432,4 @@ export class MemoryState {
       bytes -= sizeOf(s);
     }
   }
-}
-
-/** The UTF-8 bytes of queued messages' texts (what MAX_QUEUED_BYTES counts of them). */
-export function queuedMessageBytes(messages: readonly SessionMessage[]): number {
-  let n = 0;
-  for (const m of messages) n += Buffer.byteLength(m.text, 'utf8');
-  return n;
 }
