@@ -5,7 +5,7 @@ import { AgentqClient } from '@agentq/client';
 import { request } from 'undici';
 import { ConfigError, loadConfig } from '../src/config.js';
 import { queuedBytesLimit } from '../src/limits.js';
-import { fakeLauncher, rejectsWith, resume, start, startTest } from './helpers.js';
+import { busySession, fakeLauncher, rejectsWith, resume, start, startTest } from './helpers.js';
 
 // issue 11, item 1: a flood of large prompts must not take the heap; admission is memory-aware
 
@@ -110,10 +110,7 @@ test('MAX_QUEUED_BYTES defaults to a quarter of the heap limit and is read from 
 test('messages to a busy session count against MAX_QUEUED_BYTES and are refused past it; delivered, they free their bytes', async (t) => {
   const { c } = await startTest(t, { maxQueuedBytes: 16 * KIB, overloadRetryAfterSeconds: 7 });
   const client = noRetryClient(t, c.url);
-  const l = await fakeLauncher(client);
-  const own = await start(client, 'busy', 'p');
-  await l.take();
-  await l.started(own.job_id);
+  const { l, own } = await busySession(client, 'busy', 'p');
   // the session is busy: messages wait in it, held in memory until its next turn
   for (let i = 0; i < 3; i++) assert.equal((await client.sendMessage('busy', { text: prompt(4 * KIB, 'm') })).outcome, 'queued');
   assert.equal(c.core.store.pendingMessageBytes?.(), 12 * KIB);
@@ -136,10 +133,7 @@ test('one session holds at most 4 prompts of MAX_PROMPT_BYTES in messages for it
   const maxPromptBytes = 8 * KIB;
   const { c } = await startTest(t, { maxPromptBytes, overloadRetryAfterSeconds: 7 });
   const client = noRetryClient(t, c.url);
-  const l = await fakeLauncher(client);
-  const own = await start(client, 'busy', 'p');
-  await l.take();
-  await l.started(own.job_id);
+  const { l } = await busySession(client, 'busy', 'p');
   const text = prompt(5 * KIB, 'm');
   for (let i = 0; i < 6; i++) await client.sendMessage('busy', { text }); // 30 KiB of 32
   const details = await rejectsWith(client.sendMessage('busy', { text }), 503, 'queue_full');

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { Job } from '@agentq/protocol';
-import { fakeLauncher, start, startTest } from './helpers.js';
+import { busySession, start, startTest } from './helpers.js';
 
 // issue 11, item 12: a delivery resume prompt never passes MAX_PROMPT_BYTES, and says what was cut
 
@@ -9,10 +9,7 @@ const MIB = 1024 * 1024;
 
 test('five children with 2 MB results: one resume of at most MAX_PROMPT_BYTES, each result cut with a way to read it whole', async (t) => {
   const { client } = await startTest(t);
-  const l = await fakeLauncher(client);
-  const own = await start(client, 'parent');
-  await l.take();
-  await l.started(own.job_id); // busy: the outcomes queue up
+  const { l, own } = await busySession(client, 'parent'); // busy: the outcomes queue up
   const children: Job[] = [];
   for (let i = 0; i < 5; i++) {
     const child = await start(client, `child-${i}`, 'work', { parent_session_name: 'parent' });
@@ -43,10 +40,7 @@ test('five children with 2 MB results: one resume of at most MAX_PROMPT_BYTES, e
 test('more outcomes than fit: the first go now, the others in the next delivery; none is lost', async (t) => {
   const maxPromptBytes = 8 * 1024;
   const { client } = await startTest(t, { maxPromptBytes });
-  const l = await fakeLauncher(client);
-  const own = await start(client, 'boss', 'p');
-  await l.take();
-  await l.started(own.job_id);
+  const { l, own } = await busySession(client, 'boss', 'p');
   const children: string[] = [];
   for (let i = 0; i < 30; i++) {
     const child = await start(client, `worker-${i}`, 'p', { parent_session_name: 'boss' });

@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import type { AgentqClient } from '@agentq/client';
 import type { Job } from '@agentq/protocol';
 import { ManualClock } from '../src/core/clock.js';
-import { fakeLauncher, resume, start, startTest, type FakeLauncher } from './helpers.js';
+import { busySession, fakeLauncher, type FakeLauncher, resume, start, startTest } from './helpers.js';
 
 /** Start `name` and run its first job to completion, so the session is idle. */
 async function idleSession(client: AgentqClient, l: FakeLauncher, name: string): Promise<Job> {
@@ -52,10 +52,7 @@ test('a child that completes while its parent is idle resumes the parent at once
 
 test('children that end while the parent is busy are queued, then delivered as one aggregated resume', async (t) => {
   const { client } = await startTest(t);
-  const l = await fakeLauncher(client);
-  const own = await start(client, 'boss');
-  await l.take();
-  await l.started(own.job_id);
+  const { l, own } = await busySession(client, 'boss');
   const c1 = await start(client, 'helper-1', 'a', { parent_session_name: 'boss' });
   const c2 = await start(client, 'helper-2', 'b', { parent_session_name: 'boss' });
   assert.equal((await l.take()).job_id, c1.job_id);

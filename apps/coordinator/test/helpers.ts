@@ -105,6 +105,15 @@ export type FakeLauncher = Awaited<ReturnType<typeof fakeLauncher>>;
 export const start = (client: AgentqClient, session_name: string, prompt = `do ${session_name}`, extra = {}) =>
   client.createJob({ type: 'start_session', session_name, prompt, ...extra });
 
+/** A session whose first job a fresh fake launcher took and started: busy, so input for it waits. */
+export async function busySession(client: AgentqClient, name: string, prompt?: string): Promise<{ l: FakeLauncher; own: Job }> {
+  const l = await fakeLauncher(client);
+  const own = await start(client, name, prompt);
+  await l.take();
+  await l.started(own.job_id);
+  return { l, own };
+}
+
 export const resume = (client: AgentqClient, session_name: string, prompt = `more ${session_name}`, extra = {}) =>
   client.createJob({ type: 'resume_session', session_name, prompt, ...extra });
 

@@ -4,7 +4,7 @@ import { request } from 'undici';
 import { maxMessageBytes } from '../src/core/callbacks.js';
 import { ManualClock } from '../src/core/clock.js';
 import { startAuthTest } from './auth-helpers.js';
-import { fakeLauncher, rejectsWith, start, startTest } from './helpers.js';
+import { busySession, fakeLauncher, rejectsWith, start, startTest } from './helpers.js';
 
 /*
  * `POST /sessions/{name}/messages` (docs/sessions.md, "Messages"): queued for the session's next
@@ -41,10 +41,7 @@ test('a message to an idle session is delivered now: one resume job carrying it'
 
 test('messages to a busy session wait, and go with its next turn together with child outcomes: one resume', async (t) => {
   const { client } = await startTest(t);
-  const l = await fakeLauncher(client);
-  const own = await start(client, 'boss');
-  await l.take();
-  await l.started(own.job_id);
+  const { l, own } = await busySession(client, 'boss');
   const child = await start(client, 'helper', 'look', { parent_session_name: 'boss' });
   await l.take();
 
@@ -156,10 +153,7 @@ for (const kid of ['kid', '&'.repeat(200)]) {
   test(`a message is bounded as it appears in the prompt (escaped), leaving room for a child outcome: both arrive whole (a child named ${kid.slice(0, 5)}…)`, async (t) => {
     const maxPromptBytes = 8 * 1024;
     const { client } = await startTest(t, { maxPromptBytes });
-    const l = await fakeLauncher(client);
-    const own = await start(client, 'boss', 'p');
-    await l.take();
-    await l.started(own.job_id);
+    const { l, own } = await busySession(client, 'boss', 'p');
     const child = await start(client, kid, 'p', { parent_session_name: 'boss' });
     await l.take();
     await l.completed(child.job_id, 'THE-RESULT');
