@@ -9,6 +9,12 @@ import { Launcher } from './launcher.js';
  * Exit codes: 0 after a clean shutdown or deregistration, 1 on a fatal error or a forced exit,
  * 2 on a bad option.
  */
+/**
+ * Where the log goes: stdout, written asynchronously (a stdout that does not drain never blocks
+ * the launcher). Ended before the process exits: see `exit`.
+ */
+const logDestination = pino.destination({ dest: 1, sync: false });
+
 async function main(): Promise<number> {
   let loaded;
   try {
@@ -25,7 +31,7 @@ async function main(): Promise<number> {
     return 0;
   }
   const { config } = loaded;
-  const log = pino({ name: 'agentq-launcher', level: config.logLevel });
+  const log = pino({ name: 'agentq-launcher', level: config.logLevel }, logDestination);
   const launcher = new Launcher(config, { log, version: packageVersion() });
 
   let signals = 0;
@@ -38,7 +44,7 @@ async function main(): Promise<number> {
     }
     log.warn({ signal }, 'second signal; killing executors and exiting now');
     launcher.forceKill();
-    process.exit(1);
+    exit(1);
   };
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
@@ -62,10 +68,24 @@ function packageVersion(): string | undefined {
   }
 }
 
-main().then(
-  (code) => process.exit(code),
-  (err: unknown) => {
-    process.stderr.write(`agentq-launcher: ${String(err)}\n`);
-    process.exit(1);
-  },
-);
+/**
+ * Exit once the log is written out. At process.exit pino writes what is still queued
+ * synchronously, and retries a failed write for ever (sonic-boom 4): with stdout a broken pipe
+ * (`agentq-launcher | head`, a log shipper that died) the launcher never exited. So the log is
+ * ended first: it closes once written, or fails with the EPIPE, after which pino writes nothing
+ * more (its exit flush included). A stdout that does not drain gets EXIT_LOG_FLUSH_MS.
+ */
+function exit(code: number): void {
+  process.exitCode = code;
+  const done = () => process.exit(code);
+  logDestination.once('close', done);
+  logDestination.once('error', done);
+  setTimeout(done, EXIT_LOG_FLUSH_MS).unref();
+  logDestination.end();
+}
+const EXIT_LOG_FLUSH_MS = 2_000;
+
+main().then(exit, (err: unknown) => {
+  process.stderr.write(`agentq-launcher: ${String(err)}\n`);
+  exit(1);
+});

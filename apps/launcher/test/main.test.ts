@@ -95,3 +95,14 @@ test('a bad environment variable exits 2 naming the variable', async (t) => {
   assert.deepEqual(await l.exited, { code: 2, signal: null });
   assert.match(l.stderr(), /AGENTQ_EXECUTOR: unknown executor "no-such-executor"/);
 });
+
+test('SIGTERM after whatever reads its log went away (stdout a broken pipe): the launcher still exits', async (t) => {
+  const { c } = await coordinator(t);
+  await c.close(); // a port nobody listens on any more
+  const l = spawnLauncher(t, ['--url', c.url, '--executor', 'demo']);
+  await l.logged(/coordinator unreachable/);
+  // `agentq-launcher | head`, or a log shipper that died: every later write fails with EPIPE
+  l.child.stdout!.destroy();
+  l.child.kill('SIGTERM');
+  assert.deepEqual(await l.exited, { code: 0, signal: null });
+});
