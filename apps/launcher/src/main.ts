@@ -5,16 +5,16 @@ import { ConfigError, helpText, loadConfig } from './config.js';
 import { Launcher } from './launcher.js';
 
 /**
- * The launcher process: the only place that reads process.argv/env, handles signals and exits.
- * Exit codes: 0 after a clean shutdown or deregistration, 1 on a fatal error or a forced exit,
- * 2 on a bad option.
- */
-/**
  * Where the log goes: stdout, written asynchronously (a stdout that does not drain never blocks
  * the launcher). Ended before the process exits: see `exit`.
  */
 const logDestination = pino.destination({ dest: 1, sync: false });
 
+/**
+ * The launcher process: the only place that reads process.argv/env, handles signals and exits.
+ * Exit codes: 0 after a clean shutdown or deregistration, 1 on a fatal error or a forced exit,
+ * 2 on a bad option.
+ */
 async function main(): Promise<number> {
   let loaded;
   try {
