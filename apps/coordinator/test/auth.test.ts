@@ -141,6 +141,17 @@ test('a removed launcher\'s credential answers 401 launcher_unknown (register ag
   assert.equal(await again.poll(0), null);
 });
 
+test('a registration replaces only launchers registered with the same token', async (t) => {
+  const a = await startAuthTest(t);
+  const host = { hostname: 'box', host_id: 'h_shared-host-id' };
+  const mine = await a.as.launcher.register(host);
+  const admins = await a.as.admin.register(host);
+  const reg = await a.as.launcher.register({ ...host, replaces: [mine.launcher_id, admins.launcher_id] });
+  assert.deepEqual(reg.replaced, [mine.launcher_id]);
+  const left = (await a.as.admin.listLaunchers()).launchers.map((l) => l.launcher_id).sort();
+  assert.deepEqual(left, [admins.launcher_id, reg.launcher_id].sort());
+});
+
 test('registration answers a launcher_token only when authentication is on', async (t) => {
   const open = await startTest(t);
   const reg = await open.client.register({ hostname: 'h' });

@@ -221,3 +221,34 @@ test('GET /health reports queue depth and launcher counts', async (t) => {
   assert.equal(h.launchers.online, 1);
   assert.equal(h.launchers.stale, 0);
 });
+
+test('a launcher restarted on its host replaces its earlier life: the old one is removed, its jobs released at once', async (t) => {
+  const { client } = await startTest(t);
+  const host = { hostname: 'box', executor_type: 'test', host_id: 'h_restarting-host' };
+  const old = await client.register(host);
+  const other = await client.register({ ...host, hostname: 'other', host_id: 'h_another-host' });
+  await start(client, 'was-running');
+  await start(client, 'was-claimed');
+  const running = (await client.poll(old.launcher_id, { holdSeconds: 1 }))!.job!;
+  await client.reportStarted(running.job_id, { launcher_id: old.launcher_id });
+  const claimed = (await client.poll(old.launcher_id, { holdSeconds: 1 }))!.job!;
+
+  const unknown = 'lnch_000000000000';
+  const reg = await client.register({ ...host, replaces: [old.launcher_id, other.launcher_id, unknown] });
+  assert.deepEqual(reg.replaced, [old.launcher_id], 'only a launcher of the same host; unknown ids are no error');
+
+  const ids = (await client.listLaunchers()).launchers.map((l) => l.launcher_id).sort();
+  assert.deepEqual(ids, [other.launcher_id, reg.launcher_id].sort());
+  const r = await client.getJob(running.job_id);
+  assert.equal(r.status, 'interrupted');
+  assert.equal(r.error_code, 'launcher_lost');
+  assert.match(r.error ?? '', new RegExp(`replaced by ${reg.launcher_id}`));
+  assert.equal((await client.getJob(claimed.job_id)).status, 'pending', 'a job that never started goes back to the queue');
+  await rejectsWith(client.heartbeat({ launcher_id: old.launcher_id }), 401, 'launcher_unknown');
+
+  const again = await client.register({ ...host, replaces: [old.launcher_id] });
+  assert.deepEqual(again.replaced, [], 'a replacement sent again (a lost answer) replaces nothing more');
+  assert.equal((await client.register(host)).replaced, undefined, 'no replaces, no replaced');
+  const bad = await rejectsWith(client.register({ ...host, replaces: ['not-a-launcher'] }), 400, 'validation_failed');
+  assert.match(String(bad.field), /replaces/);
+});

@@ -45,7 +45,8 @@ export type LauncherExit = 'deregistered' | 'shutdown';
  *   run ─► end leftovers ─► lifeline ─► register ─► poll loop ───► drain ─► report drain ─► deregister self ─► done
  *                                                   heartbeat loop ──────────────────────┘
  *   drain: wait for running jobs (up to --shutdown-grace on shutdown), then interrupt them
- *   end leftovers: executors a launcher that died (with its lifeline) left running are ended first
+ *   end leftovers: executors a launcher that died (with its lifeline) left running are ended first,
+ *                  and the launchers that died are named at registration (`replaces`)
  */
 export class Launcher {
   readonly config: LauncherConfig;
@@ -101,7 +102,10 @@ export class Launcher {
         project_roots: config.projectRoots,
         ...(this.#hostId ? { host_id: this.#hostId } : {}),
         portable_sessions: config.portableSessions ?? config.executor.portableSessions,
+        // earlier lives of this launcher (found in the state directory): gone, jobs and all
+        ...(this.#lifeline?.predecessors.length ? { replaces: [...this.#lifeline.predecessors] } : {}),
       }),
+      onRegistered: (res) => this.#lifeline?.registered(res.launcher_id),
     });
     // reports go out in batches on report-and-poll requests (POST /launcher/sync)
     const channel = new SyncChannel({ client: this.client, onAnswer: (res) => this.#poller.answered(res) });
@@ -187,8 +191,13 @@ export class Launcher {
     const { config } = this;
     try {
       this.#hostId = loadHostId(config.stateDir);
-      await endLeftovers(config.stateDir, { log: this.#log, killGraceMs: config.killGraceMs });
-      this.#lifeline = new Lifeline({ stateDir: config.stateDir, killGraceMs: config.killGraceMs, log: this.#log });
+      const leftovers = await endLeftovers(config.stateDir, { log: this.#log, killGraceMs: config.killGraceMs });
+      this.#lifeline = new Lifeline({
+        stateDir: config.stateDir,
+        killGraceMs: config.killGraceMs,
+        log: this.#log,
+        predecessors: leftovers.launcherIds,
+      });
       try {
         await this.#registration.register(AbortSignal.any([this.#exit.signal, this.#stopPolling.signal]));
       } catch (err) {

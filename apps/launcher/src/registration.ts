@@ -20,6 +20,7 @@ export class Registration {
   readonly #body: () => RegisterLauncherRequest;
   readonly #retry: BackoffOptions | undefined;
   readonly #token: string | undefined;
+  readonly #onRegistered: ((res: RegisterLauncherResponse) => void) | undefined;
   #current: RegisterLauncherResponse | undefined;
   #renewal: Renewal | undefined;
   #retired = false;
@@ -33,6 +34,8 @@ export class Registration {
     retry?: BackoffOptions;
     /** the registration token (launcher role); later calls use the answered launcher_token */
     token?: string;
+    /** told of every successful registration, before register() resolves */
+    onRegistered?: (res: RegisterLauncherResponse) => void;
   }) {
     this.#client = deps.client;
     this.#log = deps.log;
@@ -40,6 +43,7 @@ export class Registration {
     this.#body = deps.body;
     this.#retry = deps.retry;
     this.#token = deps.token;
+    this.#onRegistered = deps.onRegistered;
   }
 
   /** The current launcher id; undefined before the first registration succeeded. */
@@ -70,7 +74,8 @@ export class Registration {
       if (signal.aborted) throw toError(signal.reason);
       try {
         // always with the registration token: an old launcher credential cannot register
-        const res = await this.#client.register(this.#body(), { signal, ...(this.#token ? { token: this.#token } : {}) });
+        const body = this.#body();
+        const res = await this.#client.register(body, { signal, ...(this.#token ? { token: this.#token } : {}) });
         this.#connectivity.ok();
         const previous = this.#current?.launcher_id;
         this.#current = res;
@@ -80,9 +85,11 @@ export class Registration {
             previous_launcher_id: previous,
             poll_timeout_seconds: res.poll_timeout_seconds,
             heartbeat_interval_seconds: res.heartbeat_interval_seconds,
+            ...(body.replaces ? { replaces: body.replaces, replaced: res.replaced ?? [] } : {}),
           },
           previous ? 'registered again under a new id' : 'registered',
         );
+        this.#onRegistered?.(res);
         return res;
       } catch (err) {
         const e = toError(err);

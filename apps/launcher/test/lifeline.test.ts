@@ -1,13 +1,25 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { alive, captureLog, controlServer, coordinator, fixture, gone, launcher, script, tempDir } from './helpers.js';
 import { spawnLauncher } from './spawn-launcher.js';
 import { bootId, startTimeOf } from '../src/lifeline/proc.js';
+import { loadHostId } from '../src/state-dir.js';
 
 const records = (stateDir: string) => readdirSync(join(stateDir, 'processes')).filter((n) => n.endsWith('.json'));
+/** The one record in the state directory (undefined when there is none, or while it is rewritten). */
+function recordOf(stateDir: string): { groups: unknown[]; launcher_ids?: string[] } | undefined {
+  const [name, ...more] = records(stateDir);
+  assert.equal(more.length, 0, 'one record');
+  if (name === undefined) return undefined;
+  try {
+    return JSON.parse(readFileSync(join(stateDir, 'processes', name), 'utf8')) as { groups: unknown[]; launcher_ids?: string[] };
+  } catch {
+    return undefined;
+  }
+}
 
 test('executors die with a launcher killed by SIGKILL (the lifeline), including one that ignores SIGTERM', async (t) => {
   const { c, client } = await coordinator(t);
@@ -35,8 +47,34 @@ test('executors die with a launcher killed by SIGKILL (the lifeline), including 
     await gone(h.pid, `executor of ${h.job_id}`);
     await gone(-h.pid, `process group of ${h.job_id}`);
   }
-  // the reaper deleted the record once it had ended them
-  await waitUntil(() => records(stateDir).length === 0);
+  // the reaper emptied the record once it had ended them: it names only the launcher that is gone
+  await waitUntil(() => recordOf(stateDir)?.groups.length === 0);
+  assert.deepEqual(recordOf(stateDir)?.launcher_ids, [(await client.listLaunchers()).launchers[0]?.launcher_id]);
+});
+
+test('a launcher restarted after a SIGKILL replaces its earlier life: its running job ends interrupted at once, not at the heartbeat timeout', async (t) => {
+  const { c, client } = await coordinator(t, { heartbeatTimeoutSeconds: 600 });
+  const control = await controlServer(t);
+  const stateDir = join(tempDir(t), 'state');
+  const args = ['--url', c.url, '--executor', fixture('executor.js'), '--kill-grace', '0.3'];
+  const first = spawnLauncher(t, args, { AGENTQ_STATE_DIR: stateDir });
+  const oldId = String((await first.logged(/launcher ready/))['launcher_id']);
+  const job = await client.createJob({ type: 'start_session', session_name: 'replaced', prompt: script([{ hello: true }, { await: true }], control) });
+  const hello = await control.next();
+  first.child.kill('SIGKILL');
+  await first.exited;
+  await gone(-hello.pid, 'the executor, ended by the reaper');
+
+  const second = spawnLauncher(t, args, { AGENTQ_STATE_DIR: stateDir });
+  const registered = await second.logged(/^registered$/);
+  assert.deepEqual(registered['replaced'], [oldId]);
+  const ended = await client.getJob(job.job_id);
+  assert.equal(ended.status, 'interrupted');
+  assert.match(ended.error ?? '', /replaced by lnch_/);
+  const launchers = (await client.listLaunchers()).launchers.map((l) => l.launcher_id);
+  assert.deepEqual(launchers, [registered['launcher_id']], 'the old launcher is gone from the list');
+  await second.logged(/launcher ready/);
+  assert.deepEqual(recordOf(stateDir)?.launcher_ids, [registered['launcher_id']], "only the new launcher's record is left");
 });
 
 test('a restarted launcher ends the executors its previous life left running (lifeline reaper gone too)', async (t) => {
@@ -74,6 +112,32 @@ test('a restarted launcher ends the executors its previous life left running (li
   for (const h of hellos) await gone(-h.pid, `process group of ${h.job_id}`);
   await second.logged(/launcher ready/);
   assert.equal(records(stateDir).length, 1, "only the new launcher's record is left");
+});
+
+test('the launchers a dead launcher had yet to replace are handed on: the next launcher replaces them too (another boot included)', async (t) => {
+  const { client, c } = await coordinator(t, { heartbeatTimeoutSeconds: 600 });
+  const stateDir = tempDir(t);
+  const hostId = loadHostId(stateDir);
+  const body = { hostname: 'box', executor_type: 'test', host_id: hostId };
+  const [earlier, previous] = [await client.register(body), await client.register(body)];
+  // the record of a launcher from before a reboot: registered as `previous`, it died before it
+  // could tell the coordinator about `earlier`
+  mkdirSync(join(stateDir, 'processes'), { recursive: true });
+  writeFileSync(
+    join(stateDir, 'processes', '4000000-deadbeef.json'),
+    JSON.stringify({
+      version: 1,
+      boot_id: 'another-boot',
+      launcher: { pid: 4_000_000, start_time: '1' },
+      groups: [],
+      launcher_ids: [previous.launcher_id],
+      predecessors: [earlier.launcher_id],
+    }),
+  );
+  const l = spawnLauncher(t, ['--url', c.url, '--executor', fixture('executor.js')], { AGENTQ_STATE_DIR: stateDir });
+  const registered = await l.logged(/^registered$/);
+  assert.deepEqual(registered['replaced'], [earlier.launcher_id, previous.launcher_id]);
+  assert.deepEqual((await client.listLaunchers()).launchers.map((x) => x.launcher_id), [registered['launcher_id']]);
 });
 
 test('leftovers are checked against their recorded start time: a reused process id is never signalled', async (t) => {

@@ -2,6 +2,9 @@ import { Type, type Static } from '@sinclair/typebox';
 import { CostUsd, IdParam, Labels, LauncherId, Nullable, Timestamp, Usage } from './common.js';
 import { Job, JobErrorCode, MAX_OUTPUT_OFFSET } from './jobs.js';
 
+/** At most this many launchers in a registration's `replaces`. */
+export const MAX_REPLACES = 64;
+
 export const RegisterLauncherRequest = Type.Object(
   {
     hostname: Type.Optional(Type.String({ maxLength: 255 })),
@@ -25,6 +28,14 @@ export const RegisterLauncherRequest = Type.Object(
     portable_sessions: Type.Optional(
       Type.Boolean({ description: "true when the executor's sessions can resume on any host (no session affinity)" }),
     ),
+    replaces: Type.Optional(
+      Type.Array(LauncherId, {
+        maxItems: MAX_REPLACES,
+        description:
+          'launchers of earlier lives of this launcher (same host_id, registered with the same token) that are gone: ' +
+          'removed at once, their claimed jobs back to the queue, their running jobs interrupted',
+      }),
+    ),
   },
   { additionalProperties: false },
 );
@@ -39,6 +50,8 @@ export const RegisterLauncherResponse = Type.Object({
   claim_lease_seconds: Type.Number(),
   /** the launcher's own credential: the bearer token of every later launcher call (when auth is on) */
   launcher_token: Type.Optional(Type.String()),
+  /** the launchers of `replaces` that were removed (those unknown, or of another host or token, are not) */
+  replaced: Type.Optional(Type.Array(LauncherId)),
 });
 export type RegisterLauncherResponse = Static<typeof RegisterLauncherResponse>;
 

@@ -238,7 +238,7 @@ export class Coordinator {
     o: { createdBy?: string | null; tokenHash?: string | null } = {},
   ): Promise<RegisterLauncherResponse & { launcher_id: string }> {
     const { config, store } = this.#ctx;
-    const row = await store.transaction((tx) =>
+    const { row, replaced } = await store.transaction((tx) =>
       launchers.register(this.#ctx, tx, req, { createdBy: o.createdBy ?? null, tokenHash: o.tokenHash ?? null }),
     );
     return {
@@ -247,6 +247,7 @@ export class Coordinator {
       poll_timeout_seconds: config.pollTimeoutSeconds,
       heartbeat_interval_seconds: config.heartbeatIntervalSeconds,
       claim_lease_seconds: config.claimLeaseSeconds,
+      ...(req.replaces ? { replaced } : {}),
     };
   }
 

@@ -20,7 +20,7 @@ export async function register(
   tx: Tx,
   req: RegisterLauncherRequest,
   o: { createdBy: string | null; tokenHash: string | null },
-): Promise<LauncherRow> {
+): Promise<{ row: LauncherRow; replaced: string[] }> {
   let id = newId('lnch_');
   while (await tx.launcher(id)) id = newId('lnch_');
   const { labels, roots, hostId, executorType } = launcherIdentity(req);
@@ -45,7 +45,33 @@ export async function register(
   await tx.insertLauncher(row);
   txLog(ctx, tx).info({ launcher_id: id, hostname: row.hostname, labels, roots, created_by: o.createdBy }, 'launcher registered');
   tx.emit('launcher.registered', { launcher: id });
-  return row;
+  const replaced = await replacePredecessors(ctx, tx, row, req.replaces ?? []);
+  return { row, replaced };
+}
+
+/**
+ * A launcher restarted on its host names the launchers of its earlier lives (`replaces`): they
+ * are gone, and so are their executors (the lifeline ended them), so their jobs are released now
+ * rather than at the heartbeat timeout. Only a launcher of the same host identity registered with
+ * the same token can be replaced; others named are left alone (logged), as are unknown ids
+ * (already forgotten).
+ */
+async function replacePredecessors(ctx: CoreContext, tx: Tx, row: LauncherRow, ids: readonly string[]): Promise<string[]> {
+  const replaced: string[] = [];
+  for (const id of new Set(ids)) {
+    const old = await tx.launcher(id);
+    if (!old || old.id === row.id) continue;
+    if (old.hostId === null || old.hostId !== row.hostId || old.createdBy !== row.createdBy) {
+      txLog(ctx, tx).warn(
+        { launcher_id: row.id, replaces: old.id },
+        'not replacing a launcher of another host or registered with another token',
+      );
+      continue;
+    }
+    await removeLauncher(ctx, tx, old, `it was replaced by ${row.id}, restarted on the same host`);
+    replaced.push(old.id);
+  }
+  return replaced;
 }
 
 /** Heartbeat: the jobs of this launcher that are stopping (a safety net for a lost poll answer). */

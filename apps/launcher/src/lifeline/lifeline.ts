@@ -29,11 +29,22 @@ export class Lifeline {
   #reaperStarted = 0;
   #closed = false;
 
-  constructor(o: { stateDir: string; killGraceMs: number; log: Logger }) {
+  constructor(o: { stateDir: string; killGraceMs: number; log: Logger; predecessors?: readonly string[] }) {
     this.#log = o.log;
     this.#killGraceMs = o.killGraceMs;
-    this.#record = new ProcessRecord(o.stateDir);
+    this.#record = new ProcessRecord(o.stateDir, o.predecessors);
     this.#startReaper();
+  }
+
+  /** The launchers of earlier lives the coordinator has yet to be told about (`replaces`). */
+  get predecessors(): readonly string[] {
+    return this.#record.predecessors;
+  }
+
+  /** Registered (again) as `launcherId`: recorded, so that the next launcher can replace it. */
+  registered(launcherId: string): void {
+    if (this.#closed) return;
+    this.#updateRecord(() => this.#record.registered(launcherId));
   }
 
   /** The reaper's pid (for operators and tests). */
@@ -70,8 +81,9 @@ export class Lifeline {
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
-    this.#reaper?.stdin?.end();
+    // the record first: a reaper that finds it at the pipe's end takes the launcher for dead
     this.#record.delete();
+    this.#reaper?.stdin?.end();
   }
 
   #send(msg: unknown): void {

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-import { rmSync } from 'node:fs';
+import { readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { endGroups, type Group } from './proc.js';
 
@@ -8,8 +8,8 @@ import { endGroups, type Group } from './proc.js';
  * a pipe to its stdin. The launcher writes one JSON line per executor process group it starts
  * (`{"watch":{"pgid":..,"start_time":..}}`) and ends (`{"forget":pgid}`). When the pipe closes,
  * the launcher is gone, however it died (SIGKILL included): the reaper ends every group still
- * watched (SIGTERM, then SIGKILL after the grace period in argv[2]), deletes the launcher's
- * record (argv[3]) and exits.
+ * watched (SIGTERM, then SIGKILL after the grace period in argv[2]), settles the launcher's
+ * record (argv[3]: see settleRecord) and exits.
  *
  * It ignores SIGINT, SIGTERM and SIGHUP: a service manager's stop signal reaches every process of
  * the service, and the launcher is then draining its jobs on purpose; the reaper must only act
@@ -33,7 +33,27 @@ lines.on('line', (line) => {
 });
 lines.once('close', () => {
   void endGroups([...watched.values()], Number.isFinite(graceMs) ? graceMs : 10_000).finally(() => {
-    if (recordPath) rmSync(recordPath, { force: true });
+    if (recordPath) settleRecord(recordPath);
     process.exit(0);
   });
 });
+
+/**
+ * The launcher died: its groups are ended, so the record keeps only who it was (its launcher
+ * ids), for the next launcher to tell the coordinator (`replaces`). A record naming no launcher
+ * is deleted; one already gone (the launcher deleted it as it ended cleanly) stays gone.
+ */
+function settleRecord(path: string): void {
+  try {
+    const record = JSON.parse(readFileSync(path, 'utf8')) as { launcher_ids?: unknown; predecessors?: unknown };
+    const named = (list: unknown) => Array.isArray(list) && list.length > 0;
+    if (!named(record.launcher_ids) && !named(record.predecessors)) {
+      rmSync(path, { force: true });
+      return;
+    }
+    writeFileSync(`${path}.tmp`, JSON.stringify({ ...record, groups: [] }), { mode: 0o600 });
+    renameSync(`${path}.tmp`, path);
+  } catch {
+    // unreadable or gone: nothing of it is left to keep
+  }
+}
