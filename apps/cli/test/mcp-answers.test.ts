@@ -36,6 +36,20 @@ describe('agentq mcp: bounded answers', () => {
     assert.doesNotMatch(stopped.text, /big-child-09/);
   });
 
+  it('stop with tree: true stops the sessions under it and names their sessions; tree without session_name is refused', async (t) => {
+    const c = await coordinator(t);
+    await c.client.createJob({ type: 'start_session', session_name: 'top', prompt: 'p' });
+    const kid = await c.client.createJob({ type: 'start_session', session_name: 'kid', prompt: 'p', parent_session_name: 'top' });
+    const mcp = await mcpClient(t, { AGENTQ_URL: c.url });
+    const stopped = await callTool(mcp, 'stop', { session_name: 'top', tree: true });
+    assert.equal(stopped.isError, false, stopped.text);
+    assert.match(stopped.text, new RegExp(`job ${kid.job_id} \\(session "kid"\\) stopped`));
+    assert.equal(stopped.data.stopped_count, 2);
+    const refused = await callTool(mcp, 'stop', { job_id: kid.job_id, tree: true });
+    assert.equal(refused.isError, true);
+    assert.match(refused.text, /tree goes with session_name/);
+  });
+
   it('stop of a session with many jobs queued names the first 50 and counts them all', async (t) => {
     const c = await coordinator(t);
     await c.client.createJob({ type: 'start_session', session_name: 'busy', prompt: 'p' });

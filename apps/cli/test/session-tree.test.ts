@@ -196,6 +196,21 @@ describe('agentq session stop', () => {
     assert.equal(envelope<Failure>(again, CliFailure).error.code, 'session_idle');
   });
 
+  it('--tree stops the sessions under it too, with a SESSION column', async (t) => {
+    const c = await coordinator(t);
+    const boss = await c.client.createJob({ type: 'start_session', session_name: 'boss', prompt: 'delegate' });
+    await c.launcher.claimAndStart();
+    await c.launcher.complete(boss.job_id, 'delegated');
+    const kid = await c.client.createJob({ type: 'start_session', session_name: 'kid', prompt: 'do it', parent_session_name: 'boss' });
+    const alone = await cli(c.url, ['session', 'stop', 'boss']);
+    assert.equal(alone.code, 2, 'boss itself is idle');
+    const r = await cli(c.url, ['session', 'stop', 'boss', '--tree']);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /^SESSION +JOB +OUTCOME +STATUS$/m);
+    assert.match(r.stdout, new RegExp(`^kid +${kid.job_id} +stopped +stopped$`, 'm'));
+    assert.equal((await c.client.getSession('boss')).callback_job_id, null, 'boss is not woken by its stopped child');
+  });
+
   it('an unknown session is exit 5; no session name is a usage error', async (t) => {
     const c = await coordinator(t);
     const r = await cli(c.url, ['session', 'stop', 'ghost']);

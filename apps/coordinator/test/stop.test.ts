@@ -132,9 +132,9 @@ test('POST /sessions/{name}/stop stops the active job and the queued ones', asyn
   const answer = await client.stopSession('busy-bee');
   assert.equal(answer.session_name, 'busy-bee');
   const byId = new Map(answer.stopped.map((s) => [s.job_id, s]));
-  assert.deepEqual(byId.get(active.job_id), { job_id: active.job_id, outcome: 'stopping', status: 'stopping' });
-  assert.deepEqual(byId.get(queued1.job_id), { job_id: queued1.job_id, outcome: 'stopped', status: 'stopped' });
-  assert.deepEqual(byId.get(queued2.job_id), { job_id: queued2.job_id, outcome: 'stopped', status: 'stopped' });
+  assert.deepEqual(byId.get(active.job_id), { job_id: active.job_id, outcome: 'stopping', status: 'stopping', session_name: 'busy-bee' });
+  assert.deepEqual(byId.get(queued1.job_id), { job_id: queued1.job_id, outcome: 'stopped', status: 'stopped', session_name: 'busy-bee' });
+  assert.deepEqual(byId.get(queued2.job_id), { job_id: queued2.job_id, outcome: 'stopped', status: 'stopped', session_name: 'busy-bee' });
   assert.equal(answer.stopped.length, 3);
   assert.deepEqual(await l.poll(), { stop_jobs: [active.job_id] });
   await l.stopped(active.job_id);
@@ -218,4 +218,84 @@ test('a stopped parent whose turn finished before the kill (completed or failed)
     assert.equal(p.status, 'idle');
     assert.deepEqual(p.pending_callbacks.map((n) => n.job_id), [child.job_id], `${end}: the outcome is kept for later`);
   }
+});
+
+/** lead (its own turn over, waiting) ─┬─ c1 (running) ── g1 (running)
+ *                                      └─ c2 (queued behind c2's running turn) */
+async function tree(client: Parameters<typeof start>[0]) {
+  const l = await fakeLauncher(client);
+  const lead = await start(client, 'lead');
+  await l.take();
+  await l.started(lead.job_id);
+  const c1 = await start(client, 'c1', 'x', { parent_session_name: 'lead' });
+  const c2 = await start(client, 'c2', 'y', { parent_session_name: 'lead' });
+  const g1 = await start(client, 'g1', 'z', { parent_session_name: 'c1' });
+  for (const job of [c1, c2, g1]) {
+    assert.equal((await l.take()).job_id, job.job_id);
+    await l.started(job.job_id);
+  }
+  await l.completed(lead.job_id, 'started my helpers');
+  const c2queued = await resume(client, 'c2', 'and then');
+  return { l, lead, c1, c2, g1, c2queued };
+}
+
+test('POST /sessions/{name}/stop?tree=true stops every session under it, and none of them is resumed by its stopped children', async (t) => {
+  const { client } = await startTest(t);
+  const { l, c1, c2, g1, c2queued } = await tree(client);
+
+  const answer = await client.stopSession('lead', { tree: true });
+  assert.equal(answer.session_name, 'lead');
+  const got = answer.stopped.map((s) => [s.session_name, s.job_id, s.outcome]).sort();
+  const want = [
+    ['c1', c1.job_id, 'stopping'],
+    ['c2', c2.job_id, 'stopping'],
+    ['c2', c2queued.job_id, 'stopped'],
+    ['g1', g1.job_id, 'stopping'],
+  ].sort();
+  assert.deepEqual(got, want);
+  // the launcher ends them; their outcomes climb the tree, and wake nobody
+  for (const job of [g1, c1, c2]) await l.stopped(job.job_id);
+  for (const name of ['lead', 'c1', 'c2', 'g1']) {
+    const s = await client.getSession(name);
+    assert.equal(s.status, 'idle', `${name} stays stopped`);
+    assert.equal(s.callback_job_id, null, `${name}: no callback resume`);
+  }
+  assert.deepEqual((await client.getSession('lead')).pending_callbacks.map((n) => n.job_id).sort(), [c1.job_id, c2.job_id, c2queued.job_id].sort());
+  assert.deepEqual((await client.getSession('c1')).pending_callbacks.map((n) => n.job_id), [g1.job_id]);
+  assert.equal(await l.poll(), null, 'nothing to run');
+
+  // new input wakes one session, with what its children reported
+  const sent = await client.sendMessage('lead', { text: 'go on' });
+  assert.ok(sent.job_id);
+  assert.deepEqual(((await client.getJob(sent.job_id)).callback_of ?? []).sort(), [c1.job_id, c2.job_id, c2queued.job_id].sort());
+  assert.equal((await client.getSession('c1')).callback_job_id, null, 'c1 still waits for its own input');
+});
+
+test('a tree stop: 409 session_idle when nothing under it runs, 404 for an unknown session, 400 for a bad tree value', async (t) => {
+  const { client } = await startTest(t);
+  const l = await fakeLauncher(client);
+  const lead = await start(client, 'quiet');
+  await l.take();
+  const child = await start(client, 'quiet-child', 'x', { parent_session_name: 'quiet' });
+  await l.completed(lead.job_id);
+  await l.take();
+  await l.completed(child.job_id);
+  const delivery = (await client.getSession('quiet')).callback_job_id!;
+  await l.take();
+  await l.completed(delivery);
+  const details = await rejectsWith(client.stopSession('quiet', { tree: true }), 409, 'session_idle');
+  assert.equal(details.session_name, 'quiet');
+  await rejectsWith(client.stopSession('nobody', { tree: true }), 404, 'session_not_found');
+  const res = await fetch(`${client.url}/sessions/quiet/stop?tree=yes`, { method: 'POST' });
+  assert.equal(res.status, 400);
+  assert.match(JSON.stringify(await res.json()), /tree/);
+});
+
+test('stopping one child does not keep its parent from hearing of it: only a stopped parent holds stopped outcomes', async (t) => {
+  const { client } = await startTest(t);
+  const { l, c2 } = await tree(client);
+  await client.stopSession('c2');
+  await l.stopped(c2.job_id);
+  const lead = await client.getSession('lead');
+  assert.ok(lead.callback_job_id, 'the idle parent is told at once');
 });

@@ -263,8 +263,10 @@ export class AgentqClient {
   getSession(name: string, o?: CallOptions): Promise<Session> {
     return this.#json('GET', `/sessions/${enc(name)}`, o);
   }
-  stopSession(name: string, o?: CallOptions): Promise<StopSessionResponse> {
-    return this.#json('POST', `/sessions/${enc(name)}/stop`, o);
+  /** Stop the session's jobs; `tree`: and those of every session under it, which stays stopped. */
+  stopSession(name: string, o: CallOptions & { tree?: boolean } = {}): Promise<StopSessionResponse> {
+    const { tree, ...call } = o;
+    return this.#json('POST', `/sessions/${enc(name)}/stop`, { ...(tree ? { query: { tree: 'true' } } : {}), ...call });
   }
   /** Queue a message for the session's next turn (a resume job at once when it is idle). */
   sendMessage(name: string, body: SendMessageRequest, o?: CallOptions): Promise<SendMessageResponse> {

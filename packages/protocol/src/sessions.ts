@@ -94,9 +94,28 @@ export type SessionList = Static<typeof SessionList>;
 
 export const SessionNameParams = Type.Object({ session_name: IdParam });
 
+export const StopSessionQuery = Type.Object({
+  tree: Type.Optional(
+    Type.Union([Type.Literal('true'), Type.Literal('false')], {
+      description:
+        'true: stop the session and every session under it (children, their children, ...), and hold what their ' +
+        'children report so that none of them is resumed by it: the whole tree stays stopped until given new input',
+    }),
+  ),
+});
+export type StopSessionQuery = Static<typeof StopSessionQuery>;
+
 export const StopSessionResponse = Type.Object({
   session_name: Type.String(),
-  stopped: Type.Array(Type.Object({ job_id: JobId, outcome: StopOutcome, status: JobStatus })),
+  stopped: Type.Array(
+    Type.Object({
+      job_id: JobId,
+      outcome: StopOutcome,
+      status: JobStatus,
+      /** the job's session: the one named, or (tree=true) one under it */
+      session_name: Type.String(),
+    }),
+  ),
 });
 export type StopSessionResponse = Static<typeof StopSessionResponse>;
 

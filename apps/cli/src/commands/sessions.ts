@@ -46,21 +46,22 @@ export function registerSessions(program: Command, act: Act): void {
     .command('stop')
     .summary('stop everything a session is doing (its active job and pending ones)')
     .argument('<session>', 'the session')
+    .option('--tree', 'also stop every session under it (children, theirs, ...); they stay stopped until given new input')
     .addHelpText(
       'after',
       commandHelpAfter(
-        'Exits 0 when jobs were stopped, 2 when the session is idle (session_idle),\n5 when it does not exist.',
+        'Exits 0 when jobs were stopped, 2 when the session (with --tree: the whole tree) is idle\n(session_idle), 5 when it does not exist.',
       ),
     )
     .action(
       act(async (ctx, cmd) => {
         const [name] = cmd.processedArgs as [string];
-        const data = await notFoundOn('session_not_found', ctx.client.stopSession(name, { signal: ctx.signal }));
+        const { tree } = cmd.opts<{ tree?: boolean }>();
+        const data = await notFoundOn('session_not_found', ctx.client.stopSession(name, { signal: ctx.signal, ...(tree ? { tree } : {}) }));
         const text = () =>
-          table(
-            ['JOB', 'OUTCOME', 'STATUS'],
-            data.stopped.map((s) => [s.job_id, s.outcome, s.status]),
-          );
+          tree
+            ? table(['SESSION', 'JOB', 'OUTCOME', 'STATUS'], data.stopped.map((s) => [s.session_name, s.job_id, s.outcome, s.status]))
+            : table(['JOB', 'OUTCOME', 'STATUS'], data.stopped.map((s) => [s.job_id, s.outcome, s.status]));
         return { data, exitCode: 0, text };
       }),
     );

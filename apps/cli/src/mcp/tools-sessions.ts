@@ -176,17 +176,21 @@ export function registerSessionTools(add: AddTool, { client, caller }: ToolConte
       title: 'Stop a job or a child session',
       description:
         'Stop one job (job_id), or everything a session is doing (session_name: its queued jobs end at once, its running job is stopped ' +
-        'by its launcher). Give exactly one. A stopped child still resumes its parent, with status stopped. To stop your own turn, just end it.',
+        'by its launcher). Give exactly one. A stopped child still resumes its parent, with status stopped. With tree: true, the session ' +
+        'and every session under it stop, and stay stopped (none is resumed by its stopped children) until given new input. ' +
+        'To stop your own turn, just end it.',
       inputSchema: {
         job_id: z.string().min(1).max(200).optional().describe('the job to stop'),
         session_name: SessionName.optional().describe('the session to stop (e.g. a child of yours)'),
+        tree: z.boolean().optional().describe('with session_name: also stop every session under it (its children, theirs, ...)'),
       },
       annotations: { destructiveHint: true, idempotentHint: true },
     },
-    async ({ job_id, session_name }, signal) => {
+    async ({ job_id, session_name, tree }, signal) => {
       if ((job_id === undefined) === (session_name === undefined)) {
         throw new ToolError('validation_failed', 'give exactly one of job_id and session_name');
       }
+      if (tree && session_name === undefined) throw new ToolError('validation_failed', 'tree goes with session_name', { field: 'tree' });
       if ((job_id !== undefined && job_id === caller.jobId) || (session_name !== undefined && session_name === own)) {
         throw new ToolError('validation_failed', 'that is your own turn: to stop it, end your turn', { job_id: caller.jobId, session_name: own });
       }
@@ -195,10 +199,10 @@ export function registerSessionTools(add: AddTool, { client, caller }: ToolConte
         const what = { stopped: 'stopped', stopping: 'stopping (its launcher is ending it)', already_completed: `already over (${r.status})` }[r.outcome];
         return { message: `Job ${r.job_id}: ${what}.`, data: { job_id: r.job_id, outcome: r.outcome, status: r.status, job: jobView(r.job) } };
       }
-      const r = await client.stopSession(session_name!, { signal });
+      const r = await client.stopSession(session_name!, { signal, ...(tree ? { tree } : {}) });
       // a session may have many jobs queued: the answer names the first ones and counts them all
       const stopped = r.stopped.slice(0, STOPPED_MAX);
-      const lines = stopped.map((s) => `job ${s.job_id} ${s.outcome}`);
+      const lines = stopped.map((s) => `job ${s.job_id}${s.session_name === r.session_name ? '' : ` (session "${s.session_name}")`} ${s.outcome}`);
       const more = r.stopped.length > stopped.length ? ` and ${r.stopped.length - stopped.length} more job(s)` : '';
       const session = sessionView(await client.getSession(r.session_name, { signal }));
       return {

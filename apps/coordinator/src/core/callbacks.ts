@@ -144,7 +144,9 @@ export async function childEnded(ctx: CoreContext, tx: Tx, job: JobRow): Promise
   if (!parent) return;
   await tx.updateSession(parent.name, {
     callbacks: [...parent.callbacks, notificationOf(job, tx.now)],
-    deliveriesHeld: false,
+    // held deliveries go with the next child outcome, but not with one of a child stopped by
+    // request: a stopped tree (or a stopped parent) is not woken by its stopped children
+    deliveriesHeld: job.stopReason === 'requested' ? parent.deliveriesHeld : false,
     updatedAt: tx.now,
   });
   await deliver(ctx, tx, parent.name);

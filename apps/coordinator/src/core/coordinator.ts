@@ -56,6 +56,9 @@ export interface CoordinatorDeps {
 }
 
 /** Who asks: the token's name (null when auth is off). */
+/** Reads of a session tree while stopping it: a child started meanwhile is found by the next. */
+const TREE_STOP_PASSES = 3;
+
 export interface Actor {
   actor?: string | null;
 }
@@ -217,9 +220,39 @@ export class Coordinator {
   }
 
   /** Stop everything the session is doing: its queued jobs, then its active one. */
-  async stopSession(name: string, o: Actor = {}): Promise<StopSessionResponse> {
-    const answers = await this.#ctx.store.transaction((tx) => sessions.stopSession(this.#ctx, tx, name, o.actor ?? null));
-    return { session_name: name, stopped: answers.map((a) => ({ job_id: a.job.id, outcome: a.outcome, status: a.job.status })) };
+  async stopSession(name: string, o: Actor & { tree?: boolean } = {}): Promise<StopSessionResponse> {
+    const by = o.actor ?? null;
+    const stopped: StopSessionResponse['stopped'] = [];
+    const add = (answers: ReadonlyArray<sessions.StopAnswer & { sessionName: string }>) => {
+      for (const a of answers) stopped.push({ job_id: a.job.id, outcome: a.outcome, status: a.job.status, session_name: a.sessionName });
+    };
+    if (!o.tree) {
+      const answers = await this.#ctx.store.transaction((tx) => sessions.stopSession(this.#ctx, tx, name, by));
+      add(answers.map((a) => ({ ...a, sessionName: name })));
+      return { session_name: name, stopped };
+    }
+    // The tree is read before the transaction, so a child started meanwhile (by a turn not yet
+    // stopped) is missed: read it again after each pass and stop what is new, until nothing is.
+    const seen = new Set<string>();
+    for (let pass = 0; pass < TREE_STOP_PASSES; pass++) {
+      const fresh = (await this.#sessionTree(name)).filter((n) => !seen.has(n));
+      if (fresh.length === 0) break;
+      // the first pass answers 404 or 409 session_idle for the tree as a whole
+      add(await this.#ctx.store.transaction((tx) => sessions.stopTree(this.#ctx, tx, fresh, by, pass === 0)));
+      for (const n of fresh) seen.add(n);
+    }
+    return { session_name: name, stopped };
+  }
+
+  /** The session and every session under it, parents before children (unknown: just the name). */
+  async #sessionTree(root: string): Promise<string[]> {
+    const { store } = this.#ctx;
+    const names = new Set([root]);
+    for (const name of names) {
+      const s = await store.getSession(name);
+      if (s) for (const child of (await store.sessionExtras(s)).children) names.add(child);
+    }
+    return [...names];
   }
 
   async sendMessage(name: string, text: string, o: Actor = {}): Promise<SendMessageResponse> {

@@ -167,19 +167,56 @@ export async function stopJob(
 /** Stop everything the session is doing: its queued jobs (newest first), then its active one. */
 export async function stopSession(ctx: CoreContext, tx: Tx, name: string, by: string | null): Promise<StopAnswer[]> {
   await mustSession(tx, name);
+  const answers = await stopJobsOf(ctx, tx, name, by);
+  if (answers.length === 0) throw sessionIdle(name);
+  return answers;
+}
+
+/**
+ * Stop a session tree: `names` are the session and the sessions under it, parents before their
+ * children. Every one of them holds its deliveries first (the idle ones too: a parent waiting for
+ * its children), so the outcomes of the children stopped here wait in `pending_callbacks` instead
+ * of resuming their parents; then each one's jobs are stopped. `idleIsError`: nothing to stop is
+ * 409 `session_idle` (the first pass), else an empty answer (sessions found by a later pass).
+ */
+export async function stopTree(
+  ctx: CoreContext,
+  tx: Tx,
+  names: readonly string[],
+  by: string | null,
+  idleIsError: boolean,
+): Promise<Array<StopAnswer & { sessionName: string }>> {
+  if (idleIsError) await mustSession(tx, names[0]!);
+  const present: string[] = [];
+  for (const name of names) {
+    const s = await tx.session(name);
+    if (!s) continue; // removed by retention since it was listed
+    present.push(name);
+    if (!s.deliveriesHeld) await tx.updateSession(name, { deliveriesHeld: true });
+  }
+  const answers: Array<StopAnswer & { sessionName: string }> = [];
+  for (const name of present) {
+    for (const a of await stopJobsOf(ctx, tx, name, by)) answers.push({ ...a, sessionName: name });
+  }
+  if (answers.length === 0 && idleIsError) throw sessionIdle(names[0]!);
+  if (answers.length > 0) txLog(ctx, tx).info({ session_name: names[0], sessions: present.length, jobs: answers.length }, 'session tree stopped');
+  return answers;
+}
+
+async function stopJobsOf(ctx: CoreContext, tx: Tx, name: string, by: string | null): Promise<StopAnswer[]> {
   const targets = (await tx.pendingJobsOf(name)).reverse();
   const active = await tx.activeJobOf(name);
   if (active) targets.push(active);
-  if (targets.length === 0) {
-    throw new CoordinatorError('session_idle', `session ${name} is idle: it has no job to stop`, {
-      session_name: name,
-      current_status: 'idle',
-    });
-  }
   const answers: StopAnswer[] = [];
   for (const job of targets) answers.push(await stopJob(ctx, tx, job.id, 'requested', by));
   return answers;
 }
+
+const sessionIdle = (name: string) =>
+  new CoordinatorError('session_idle', `session ${name} is idle: it has no job to stop`, {
+    session_name: name,
+    current_status: 'idle',
+  });
 
 /**
  * Queue a message for the session's next turn; delivered now if it is idle. `admit` refuses it

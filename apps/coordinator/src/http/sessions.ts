@@ -6,6 +6,7 @@ import {
   Session,
   SessionList,
   SessionNameParams,
+  StopSessionQuery,
   StopSessionResponse,
 } from '@agentq/protocol';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
@@ -30,14 +31,16 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = a
       schema: {
         operationId: 'stopSession',
         tags: ['sessions'],
-        summary: "Stop a session's active and pending jobs",
+        summary: "Stop a session's active and pending jobs (tree=true: and those of every session under it)",
         params: SessionNameParams,
-        response: { 200: StopSessionResponse, 401: ErrorBody, 403: ErrorBody, 404: ErrorBody, 409: ErrorBody },
+        querystring: StopSessionQuery,
+        response: { 200: StopSessionResponse, 400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 404: ErrorBody, 409: ErrorBody },
       },
     },
     async (req) => {
-      const answer = await core.stopSession(req.params.session_name, { actor: actorOf(req) });
-      req.log.info({ session_name: answer.session_name, stopped: answer.stopped.length, stopped_by: actorOf(req) }, 'session stop requested');
+      const tree = req.query.tree === 'true';
+      const answer = await core.stopSession(req.params.session_name, { actor: actorOf(req), tree });
+      req.log.info({ session_name: answer.session_name, tree, stopped: answer.stopped.length, stopped_by: actorOf(req) }, 'session stop requested');
       return answer;
     },
   );
