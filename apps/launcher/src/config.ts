@@ -9,6 +9,9 @@ import { builtinLabels, checkLabels, parseLabels } from './labels.js';
 import { resolveProjectRoots } from './project-roots.js';
 import { defaultStateDir } from './state-dir.js';
 
+/** A number as people write one on a command line: digits, maybe a fraction, maybe a sign. */
+const DECIMAL = /^[+-]?\d+(\.\d+)?$/;
+
 /**
  * Launcher configuration: every option has a flag and an environment variable; the flag wins.
  * Loaded once by `loadConfig(argv, env)`; a bad value throws ConfigError naming the option.
@@ -298,8 +301,9 @@ export function loadConfig(
   const num = (flag: Flag, def: number, check: (n: number) => boolean, what: string): number => {
     const r = raw(flag);
     if (!r) return def;
-    const n = Number(r.text);
-    if (r.text === '' || !Number.isFinite(n) || !check(n)) {
+    // decimal only: Number() would also take "0x10", "1e3" and " 5"
+    const n = DECIMAL.test(r.text) ? Number(r.text) : NaN;
+    if (!Number.isFinite(n) || !check(n)) {
       throw new ConfigError(r.from, `expected ${what}, got ${JSON.stringify(r.text)}`);
     }
     return n;
@@ -357,6 +361,11 @@ export function loadConfig(
   }
 
   const hostname = str('hostname', osHostname());
+  // sent at registration (at most 255 characters); a long one may still need --label hostname=
+  const hostnameRaw = raw('hostname');
+  if (hostnameRaw && (hostname.length === 0 || hostname.length > 255 || /\p{Cc}/u.test(hostname))) {
+    throw new ConfigError(hostnameRaw.from, `expected a host name of 1 to 255 characters without control characters, got ${JSON.stringify(hostname)}`);
+  }
   const labels = attempt('label', () => parseLabels(list('label')));
   attempt('label', () => checkLabels({ ...builtinLabels({ hostname, executor: executor.name }), ...labels }));
 
