@@ -10,6 +10,7 @@ import { createLogger } from '../src/app.js';
 import { loadConfig, type CoordinatorConfig } from '../src/config.js';
 import { ManualClock } from '../src/core/clock.js';
 import { LOGGED_PROMPT_CHARS } from '../src/core/store/pg-feed.js';
+import { PG_MIGRATIONS, PG_SCHEMA_VERSION } from '../src/core/store/pg-schema.js';
 import { startCoordinator, type RunningCoordinator } from '../src/start.js';
 import { called, eventJob, fakeLauncher, openEvents, parked, recordingLogger, start, watching } from './helpers.js';
 import { freshDatabaseUrl } from './pg-server.js';
@@ -412,4 +413,29 @@ test('the control connection asks PostgreSQL to notice a silent peer within seco
   const line = lines.map((l) => JSON.parse(l) as { msg: string; settings?: Record<string, string> }).find((l) => l.msg === 'PostgreSQL control connection keepalive set');
   // as the server reads them back off this TCP connection's socket (s, s, probes, ms); without them, the OS defaults: 7200 s idle, 9 probes 75 s apart, no user timeout
   assert.deepEqual(line?.settings, { tcp_keepalives_idle: '10', tcp_keepalives_interval: '5', tcp_keepalives_count: '3', tcp_user_timeout: '30000' });
+});
+
+test('a database of the first schema version is brought up to date; a session keeps what its start required', async (t) => {
+  const url = await freshDatabaseUrl(t);
+  if (url === null) return;
+  const db = new pg.Client({ connectionString: url });
+  await db.connect();
+  try {
+    await db.query(PG_MIGRATIONS[0]!);
+    await db.query('CREATE TABLE agentq_schema (version integer NOT NULL); INSERT INTO agentq_schema (version) VALUES (1)');
+  } finally {
+    await db.end();
+  }
+  const c = await startCoordinator({ databaseUrl: url, ...HOLD });
+  const client = new AgentqClient({ url: c.url });
+  t.after(async () => {
+    await client.destroy();
+    await c.close();
+  });
+  await start(client, 'routed', 'p', { requires: { zone: 'eu' } });
+  assert.deepEqual((await client.getSession('routed')).requires, { zone: 'eu' });
+  const check = new pg.Client({ connectionString: url });
+  await check.connect();
+  t.after(() => check.end());
+  assert.equal((await check.query('SELECT version FROM agentq_schema')).rows[0].version, PG_SCHEMA_VERSION);
 });

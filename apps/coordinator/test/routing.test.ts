@@ -150,6 +150,37 @@ test('a session of a portable executor resumes on any host, but only with its ex
   assert.equal((await client.poll(other.launcher_id, { holdSeconds: 1 }))?.job?.job_id, again.job_id);
 });
 
+test("a session's later jobs (resumes, callback deliveries) require what its start required, unless they say otherwise", async (t) => {
+  const { client } = await startTest(t, { pollTimeoutSeconds: 0.05 });
+  const portable = { executor_type: 'demo', portable_sessions: true };
+  const eu = await client.register({ ...portable, hostname: 'eu', host_id: 'HOSTHOSTEU', labels: { zone: 'eu' } });
+  const us = await client.register({ ...portable, hostname: 'us', host_id: 'HOSTHOSTUS', labels: { zone: 'us' } });
+  const take = async (launcherId: string, jobId: string) => {
+    assert.equal((await client.poll(launcherId, { holdSeconds: 1 }))?.job?.job_id, jobId);
+    await client.reportCompleted(jobId, { launcher_id: launcherId, status: 'success', result: 'ok', executor_session_id: 'demo-1' });
+  };
+  await take(eu.launcher_id, (await start(client, 'eu-only', 'p', { requires: { zone: 'eu' } })).job_id);
+  assert.deepEqual((await client.getSession('eu-only')).requires, { zone: 'eu' });
+
+  // a resume that says nothing: still zone=eu, so the us launcher is not given it
+  const again = await resume(client, 'eu-only', 'again');
+  assert.deepEqual((await client.getJob(again.job_id)).requires, { zone: 'eu' });
+  assert.equal(await client.poll(us.launcher_id, { holdSeconds: 0.05 }), null);
+  await take(eu.launcher_id, again.job_id);
+
+  // a child's outcome delivered to it: also zone=eu
+  const child = await start(client, 'child', 'c', { parent_session_name: 'eu-only' });
+  await take(us.launcher_id, child.job_id);
+  const delivery = (await client.getSession('eu-only')).callback_job_id!;
+  assert.deepEqual((await client.getJob(delivery)).requires, { zone: 'eu' });
+  await take(eu.launcher_id, delivery);
+
+  // a resume may ask otherwise: {} is no requirement
+  const anywhere = await resume(client, 'eu-only', 'anywhere', { requires: {} });
+  assert.equal((await client.getJob(anywhere.job_id)).requires, null);
+  await take(us.launcher_id, anywhere.job_id);
+});
+
 test('a resume whose host stays offline fails after JOB_SCHEDULE_TIMEOUT naming the host as its pending_reason did', async (t) => {
   const clock = new ManualClock();
   const { c, client } = await startTest(t, { scheduleTimeoutSeconds: 30, heartbeatTimeoutSeconds: 86_400, sweepIntervalMs: 600_000 }, { clock });

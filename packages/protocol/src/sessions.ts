@@ -1,5 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox';
-import { CostUsd, IdParam, JobId, Nullable, Timestamp, Usage } from './common.js';
+import { CostUsd, IdParam, JobId, Labels, Nullable, Timestamp, Usage } from './common.js';
 import { JobStatus, StopOutcome } from './jobs.js';
 
 /** How deep a parent chain may go: a root session is depth 0. */
@@ -75,6 +75,8 @@ export const Session = Type.Object({
   tree_cost_usd: CostUsd,
   /** the tree budget (set on a root session), null = none */
   budget_usd: Nullable(CostUsd),
+  /** the labels its start job required: its later jobs require them too, unless they say otherwise */
+  requires: Nullable(Labels),
 });
 export type Session = Static<typeof Session>;
 

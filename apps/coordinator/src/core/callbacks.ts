@@ -172,7 +172,7 @@ export async function deliver(ctx: CoreContext, tx: Tx, sessionName: string): Pr
     agentName: s.agentName,
     projectDir: s.projectDir,
     timeoutMs: ctx.config.defaultJobTimeoutMs,
-    requires: null,
+    requires: s.requires,
     maxCostUsd: null,
     createdBy: null,
     callbackOf: notifications.length > 0 ? notifications.map((n) => n.job_id) : null,

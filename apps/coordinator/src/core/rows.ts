@@ -120,6 +120,8 @@ export interface SessionRow {
   readonly treeUsage: Usage;
   readonly treeCostUsd: number;
   readonly budgetUsd: number | null;
+  /** the start job's `requires` (null: none): the default of the session's later jobs */
+  readonly requires: Labels | null;
 }
 
 export interface LauncherRow {

@@ -67,7 +67,8 @@ export async function createJob(ctx: CoreContext, tx: Tx, req: CreateJobRequest,
     projectDir: req.project_dir ?? session.projectDir,
     // absent: the configured default; null: explicitly no timeout
     timeoutMs: req.timeout_ms === undefined ? ctx.config.defaultJobTimeoutMs : req.timeout_ms,
-    requires: req.requires ?? null,
+    // absent: what the session's start required; {} or null: nothing
+    requires: req.requires === undefined ? session.requires : req.requires,
     maxCostUsd: req.max_cost_usd ?? null,
     createdBy: actor,
     callbackOf: null,
@@ -127,6 +128,7 @@ async function newSession(tx: Tx, req: CreateJobRequest, parent: SessionRow | nu
     treeUsage: ZERO_USAGE,
     treeCostUsd: 0,
     budgetUsd: req.budget_usd ?? null,
+    requires: req.requires && Object.keys(req.requires).length > 0 ? req.requires : null,
   };
   await tx.insertSession(row);
   tx.emit('session.created', { session: row.name });

@@ -84,6 +84,7 @@ export function toWireSession(s: SessionRow, x: SessionExtras): Session {
     tree_usage: s.treeUsage,
     tree_cost_usd: s.treeCostUsd,
     budget_usd: s.budgetUsd,
+    requires: s.requires,
   };
 }
 

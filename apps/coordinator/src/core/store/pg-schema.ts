@@ -149,6 +149,10 @@ export const PG_MIGRATIONS: readonly string[] = [
   CREATE INDEX commit_log_by_event ON commit_log (last_event_id);
   CREATE INDEX commit_log_by_age ON commit_log (at);
   `,
+  // 2: a session's required labels, the default of its later jobs (resumes, deliveries)
+  `
+  ALTER TABLE sessions ADD COLUMN requires text;
+  `,
 ];
 
 export const PG_SCHEMA_VERSION = PG_MIGRATIONS.length;

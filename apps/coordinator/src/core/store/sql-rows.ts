@@ -102,6 +102,7 @@ export const SESSIONS: Table<SessionRow> = {
     ['treeUsage', 'json'],
     ['treeCostUsd', 'plain'],
     ['budgetUsd', 'plain'],
+    ['requires', 'json'],
   ],
 };
 

@@ -143,6 +143,10 @@ export const MIGRATIONS: readonly string[] = [
   DROP INDEX sessions_by_parent;
   CREATE INDEX sessions_by_parent ON sessions (parent_name, seq) WHERE parent_name IS NOT NULL;
   `,
+  // 6: a session's required labels, the default of its later jobs (resumes, deliveries)
+  `
+  ALTER TABLE sessions ADD COLUMN requires TEXT;
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;
