@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { test } from 'node:test';
 import { request } from 'undici';
-import { countTurns, rejectsWith, start, startTest } from './helpers.js';
+import { busySession, countTurns, rejectsWith, start, startTest } from './helpers.js';
 import { metricValue, noRetryClient, rawStream, seen, untilMetric } from './limits-helpers.js';
 import { createServer, type ServerResponse } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
@@ -80,6 +80,40 @@ test('job events leave the prompt out unless ?include=prompt, and each event is 
   assert.equal(withPrompt.prompt, 'the prompt text');
   assert.equal(withPrompt.prompt_omitted, undefined);
   assert.equal((await client.getJob(job.job_id)).prompt, 'the prompt text', 'the prompt is fetched by id');
+});
+
+test('session events leave out the texts a session has queued (messages, child outcomes) unless ?include=prompt', async (t) => {
+  const { c, client } = await startTest(t);
+  const { l } = await busySession(client, 'inbox');
+  const child = await start(client, 'inbox-child', 'c', { parent_session_name: 'inbox' });
+  await l.take();
+  await l.completed(child.job_id, 'the child result');
+  const lean = await rawStream(t, c.port);
+  const full = await rawStream(t, c.port, '?include=prompt');
+  const sent = await client.sendMessage('inbox', { text: 'the message text' });
+
+  const lastSession = (text: string) => {
+    const blocks = text.split('\n\n').filter((b) => b.includes('event: session.updated'));
+    return JSON.parse(blocks.at(-1)!.split('\n').find((l) => l.startsWith('data: '))!.slice(6)) as { session: Record<string, unknown> };
+  };
+  await Promise.all([lean, full].map((s) => seen(s, 'event: session.updated')));
+  const { session: leanSession } = lastSession(lean.text());
+  assert.equal(leanSession.pending_texts_omitted, true);
+  assert.deepEqual(
+    leanSession.pending_messages,
+    [{ message_id: sent.message_id, created_at: (leanSession.pending_messages as Array<{ created_at: string }>)[0]!.created_at, created_by: null }],
+    'the message, without its text',
+  );
+  const [outcome] = leanSession.pending_callbacks as Array<Record<string, unknown>>;
+  assert.equal(outcome!.job_id, child.job_id);
+  assert.equal('result' in outcome!, false, 'the outcome, without its result');
+  assert.doesNotMatch(lean.text(), /the message text|the child result/);
+
+  const { session: fullSession } = lastSession(full.text());
+  assert.equal(fullSession.pending_texts_omitted, undefined);
+  assert.equal((fullSession.pending_messages as Array<{ text: string }>)[0]!.text, 'the message text');
+  assert.equal((fullSession.pending_callbacks as Array<{ result: string }>)[0]!.result, 'the child result');
+  assert.equal((await client.getSession('inbox')).pending_messages[0]!.text, 'the message text', 'the session has them');
 });
 
 test('past SSE_MAX_BUFFERED_BYTES across streams the slowest stream is cut first; the others keep going', { timeout: 120_000 }, async (t) => {

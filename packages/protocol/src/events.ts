@@ -1,8 +1,8 @@
 import { Type, type Static } from '@sinclair/typebox';
-import { Timestamp } from './common.js';
+import { Nullable, Timestamp } from './common.js';
 import { Job } from './jobs.js';
 import { Launcher } from './launchers.js';
-import { Session } from './sessions.js';
+import { CallbackNotification, Session, SessionMessage } from './sessions.js';
 
 /** Lifecycle event names, as sent on `GET /events` (SSE `event:` field). */
 export const JobEventTypes = [
@@ -42,10 +42,32 @@ export const EventJob = Type.Composite([
 ]);
 export type EventJob = Static<typeof EventJob>;
 
+/**
+ * A session as carried by an event: the whole session, except that the texts it has queued for
+ * its next turn (each pending message's `text`, each pending outcome's `result` and `error`) are
+ * left out, and `pending_texts_omitted: true` set, unless the stream was opened with
+ * `?include=prompt`. They are the next turn's prompt, and every message or outcome queued sends
+ * the session again: with them, 1,000 messages would stream the first one 1,000 times.
+ */
+export const EventSession = Type.Composite([
+  Type.Omit(Session, ['pending_messages', 'pending_callbacks']),
+  Type.Object({
+    pending_messages: Type.Array(Type.Composite([Type.Omit(SessionMessage, ['text']), Type.Object({ text: Type.Optional(Type.String()) })])),
+    pending_callbacks: Type.Array(
+      Type.Composite([
+        Type.Omit(CallbackNotification, ['result', 'error']),
+        Type.Object({ result: Type.Optional(Nullable(Type.String())), error: Type.Optional(Nullable(Type.String())) }),
+      ]),
+    ),
+    pending_texts_omitted: Type.Optional(Type.Literal(true)),
+  }),
+]);
+export type EventSession = Static<typeof EventSession>;
+
 /** The `data:` of one SSE message. `id` is also the SSE `id:` (use it as Last-Event-ID). */
 export const LifecycleEvent = Type.Union([
   Type.Object({ id: Type.Integer(), type: Type.Union(JobEventTypes.map((x) => Type.Literal(x))), at: Timestamp, job: EventJob }),
-  Type.Object({ id: Type.Integer(), type: Type.Union(SessionEventTypes.map((x) => Type.Literal(x))), at: Timestamp, session: Session }),
+  Type.Object({ id: Type.Integer(), type: Type.Union(SessionEventTypes.map((x) => Type.Literal(x))), at: Timestamp, session: EventSession }),
   Type.Object({ id: Type.Integer(), type: Type.Union(LauncherEventTypes.map((x) => Type.Literal(x))), at: Timestamp, launcher: Launcher }),
 ]);
 export type LifecycleEvent = Static<typeof LifecycleEvent>;
@@ -60,7 +82,10 @@ export type StreamGap = Static<typeof StreamGap>;
 export const EventsQuery = Type.Object(
   {
     include: Type.Optional(
-      Type.Literal('prompt', { description: 'send job prompts in events (left out by default; fetch a job by id instead)' }),
+      Type.Literal('prompt', {
+        description:
+          'send job prompts, and the texts sessions have queued (pending messages and outcomes), in events (left out by default; fetch the job or session instead)',
+      }),
     ),
   },
   { additionalProperties: false },

@@ -34,9 +34,32 @@ export function eventSize(e: LifecycleEvent): number {
     const s = e.session;
     n += (s.last_result?.length ?? 0) + (s.last_error?.length ?? 0);
     for (const c of s.pending_callbacks) n += 256 + (c.result?.length ?? 0) + (c.error?.length ?? 0);
-    for (const m of s.pending_messages) n += 256 + m.text.length;
+    for (const m of s.pending_messages) n += 256 + (m.text?.length ?? 0);
   }
   return n;
+}
+
+/**
+ * The event as sent by default: a job without its prompt, a session without the texts it has
+ * queued (EventSession); `event` itself when there is nothing to leave out.
+ */
+function leanOf(event: LifecycleEvent): LifecycleEvent {
+  if ('job' in event) {
+    const { prompt: _prompt, ...job } = event.job;
+    return { ...event, job: { ...job, prompt_omitted: true } };
+  }
+  if (!('session' in event)) return event;
+  const s = event.session;
+  if (s.pending_messages.length === 0 && s.pending_callbacks.length === 0) return event;
+  return {
+    ...event,
+    session: {
+      ...s,
+      pending_messages: s.pending_messages.map(({ text: _text, ...m }) => m),
+      pending_callbacks: s.pending_callbacks.map(({ result: _result, error: _error, ...n }) => n),
+      pending_texts_omitted: true,
+    },
+  };
 }
 
 /**
@@ -134,10 +157,9 @@ export class EventLog {
       id: event.id,
       full: () => (c.full ??= frame(event, event)),
       lean: () => {
-        if (!('job' in event)) return (c.full ??= frame(event, event));
         if (c.lean !== undefined) return c.lean;
-        const { prompt: _prompt, ...job } = event.job;
-        return (c.lean = frame(event, { ...event, job: { ...job, prompt_omitted: true } }));
+        const lean = leanOf(event);
+        return lean === event ? (c.full ??= frame(event, event)) : (c.lean = frame(event, lean));
       },
     };
   }
