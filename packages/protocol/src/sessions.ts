@@ -96,15 +96,18 @@ export type SessionList = Static<typeof SessionList>;
 
 export const SessionNameParams = Type.Object({ session_name: IdParam });
 
-export const StopSessionQuery = Type.Object({
-  tree: Type.Optional(
-    Type.Union([Type.Literal('true'), Type.Literal('false')], {
-      description:
-        'true: stop the session and every session under it (children, their children, ...), and hold what their ' +
-        'children report so that none of them is resumed by it: the whole tree stays stopped until given new input',
-    }),
-  ),
-});
+export const StopSessionQuery = Type.Object(
+  {
+    tree: Type.Optional(
+      Type.Union([Type.Literal('true'), Type.Literal('false')], {
+        description:
+          'true: stop the session and every session under it (children, their children, ...), and hold what their ' +
+          'children report so that none of them is resumed by it: the whole tree stays stopped until given new input',
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
 export type StopSessionQuery = Static<typeof StopSessionQuery>;
 
 export const StopSessionResponse = Type.Object({
