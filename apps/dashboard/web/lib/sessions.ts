@@ -1,7 +1,13 @@
-import type { Session } from '@agentq/protocol';
+import type { EventSession } from '@agentq/protocol';
 
 /** Sessions deleted by retention that the page remembers (the oldest are forgotten first). */
 const MAX_GONE = 10_000;
+
+/**
+ * A session as the page keeps it: from an answer (`Session`) or an event, which leaves out the
+ * texts it has queued (`EventSession`); the page shows only how many there are.
+ */
+type Session = EventSession;
 
 /**
  * The sessions a page has, by name, from the API's answers and the event stream. One mutable map

@@ -1,4 +1,4 @@
-import type { JobList, Session, SessionList } from '@agentq/protocol';
+import type { EventSession as Session, JobList, SessionList } from '@agentq/protocol';
 import { useCallback, useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { ApiError, describeError } from '../lib/api.js';
 import { useEventBatches, useNow, useResync, useServices } from '../lib/context.js';
