@@ -235,6 +235,15 @@ test('the example Grafana dashboard (docs/grafana-dashboard.json) queries only m
     const base = name.replace(/_(bucket|sum|count)$/, '');
     assert.ok(families.has(name) || families.get(base)?.type === 'histogram', `${name} is exported`);
   }
+  // coordinators of one database all report these for the whole deployment (docs/operations.md,
+  // "Several coordinators"): summed over instances, two coordinators would show twice the queue
+  const deploymentWide = ['agentq_jobs', 'agentq_queue_depth', 'agentq_pending_jobs', 'agentq_launchers', 'agentq_jobs_created_total', 'agentq_jobs_ended_total', 'agentq_callbacks_delivered_total'];
+  for (const expr of exprs) {
+    for (const m of expr.matchAll(/\b(agentq_[a-z0-9_]+)\{/g)) {
+      if (!deploymentWide.includes(m[1]!)) continue;
+      assert.match(expr.slice(0, m.index), /max without \(instance\) \((rate\()?$/, `${m[1]} is taken once per deployment, not summed over coordinators: ${expr}`);
+    }
+  }
 });
 
 test('agentq_queue_depth is one unlabelled value, 0 when the queue is empty; pending jobs are broken down by what they wait for, not by route', async (t) => {
