@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ManualClock } from '@agentq/coordinator';
 import type { Page } from 'playwright-core';
-import { fakeLauncher, fileBrowser, live, openDashboard } from './harness.js';
+import { fakeLauncher, fileBrowser, live, openDashboard, startServer } from './harness.js';
 
 // The jobs list while jobs change under it: what the page shows must match what the API has.
 
@@ -138,4 +138,33 @@ test('paging skips no job either when jobs created at the same instant come into
   await page.getByRole('button', { name: 'older →' }).click();
   await page.locator(`tr[data-job-id="${ids[0]}"]`).waitFor();
   assert.deepEqual(await rowIds(page), range(7, 0));
+});
+
+test('after a restart of an in-memory coordinator that has already passed the page\'s last event id, the list shows the new jobs only', { skip }, async (t) => {
+  const first = await startServer();
+  const port = new URL(first.url).port;
+  const context = await browser().newContext();
+  t.after(() => context.close());
+  const page = await context.newPage();
+  const old = await first.client.createJobs(['old-a', 'old-b'].map((session_name) => ({ type: 'start_session' as const, session_name, prompt: 'p' })));
+  await page.goto(`${first.url}/#/jobs`);
+  await live(page);
+  await page.locator(`tr[data-job-id="${old[1]!.job_id}"]`).waitFor();
+
+  // the page reconnects only once the new process has numbered more events than the old one did
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  await page.route(/\/events$/, async (route) => {
+    await released;
+    await route.continue();
+  });
+  await first.close();
+  await page.locator('[data-stream-state="retrying"]').waitFor();
+  const second = await startServer({ config: { port: Number(port) } });
+  t.after(() => second.close());
+  const fresh = await second.client.createJobs(['new-a', 'new-b', 'new-c'].map((session_name) => ({ type: 'start_session' as const, session_name, prompt: 'p' })));
+  release();
+  await live(page);
+  await page.locator(`tr[data-job-id="${fresh[0]!.job_id}"]`).waitFor();
+  assert.deepEqual((await rowIds(page)).sort(), fresh.map((j) => j.job_id).sort());
 });

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { EventsQuery, LifecycleEvent, StreamGap } from '@agentq/protocol';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
@@ -53,6 +54,10 @@ export const eventRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator; clients
 ) => {
   // Streams never end by themselves: close them so the server can shut down.
   app.addHook('preClose', async () => clients.endAll());
+  // names this process in the stream's opening comment: a client that reconnects to another
+  // process (a restart, another coordinator) knows that what it holds may be stale, even when the
+  // numbering of a memory store started afresh and has already passed its Last-Event-ID
+  const processId = randomBytes(6).toString('hex');
   app.get('/events', { schema: eventsSchema }, async (req, reply) => {
     // HEAD: what a stream would start with, and no stream (it would never end)
     if (req.method === 'HEAD') return reply.code(200).headers(STREAM_HEADERS).send('' as never);
@@ -65,7 +70,7 @@ export const eventRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator; clients
     reply.hijack();
     const res = reply.raw;
     res.writeHead(200, { ...STREAM_HEADERS, connection: 'keep-alive' });
-    res.write(`retry: 2000\n: connected, last event id ${core.events.lastId}\n\n`);
+    res.write(`retry: 2000\n: connected, last event id ${core.events.lastId}, coordinator ${processId}\n\n`);
     // events are sent once each, in id order: the replay first, then what came in meanwhile
     let sentId = 0;
     let held: LifecycleEvent[] | undefined = [];

@@ -48,6 +48,8 @@ export class EventStream {
   #connectedOnce = false;
   /** the newest event the coordinator had when the page first connected (see isHistory) */
   #historyUpTo = 0;
+  /** the coordinator process of the last connection, as its opening comment names it */
+  #coordinator: string | undefined;
   #queue: ViewEvent[] = [];
   #scheduled = false;
   #resyncWanted = false;
@@ -128,23 +130,27 @@ export class EventStream {
         const firstConnection = !this.#connectedOnce;
         this.#connectedOnce = true;
         const parser = createParser({
-          // the coordinator opens with `: connected, last event id N`
+          // the coordinator opens with `: connected, last event id N, coordinator P`
           onComment: (comment) => {
-            const m = /last event id (\d+)/.exec(comment);
+            const m = /last event id (\d+)(?:, coordinator (\S+))?/.exec(comment);
             if (m === null) return;
+            const previous = this.#coordinator;
+            this.#coordinator = m[2];
             if (firstConnection) {
               this.#historyUpTo = Number(m[1]);
               return;
             }
-            if (Number(m[1]) < Number(this.#lastId)) {
-              // numbering went back: a new coordinator process (memory only), whose state the
-              // page has never seen; its events are numbered from here on (and none is history:
-              // the views read everything again)
-              this.#lastId = m[1]!;
-              this.#historyUpTo = 0;
-              this.#resyncWanted = true;
-              this.#schedule();
-            }
+            const wentBack = Number(m[1]) < Number(this.#lastId);
+            if (!wentBack && m[2] === previous) return;
+            if (wentBack) this.#lastId = m[1]!;
+            // numbering went back, or another coordinator process answers: a memory store's
+            // restart numbers events afresh, and may have passed the page's Last-Event-ID before
+            // it reconnected (its replay would then skip the new process's first events, and
+            // nothing tells of the jobs the old one held). None of its events is history, and
+            // the views read everything again.
+            this.#historyUpTo = 0;
+            this.#resyncWanted = true;
+            this.#schedule();
           },
           onEvent: (m) => {
             if (m.id !== undefined) this.#lastId = m.id;
