@@ -1,5 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
+import { redactDatabaseUrl } from './core/store/database-url.js';
 import { explain } from './schema-errors.js';
 
 /**
@@ -248,7 +249,7 @@ export function loadConfig(
   if (!/^(memory:|sqlite:.+|postgres(ql)?:\/\/.+)$/.test(config.databaseUrl as string)) {
     throw new ConfigError(
       'DATABASE_URL',
-      `expected sqlite:<path>, memory: or postgres://…, got ${JSON.stringify(config.databaseUrl)}`,
+      `expected sqlite:<path>, memory: or postgres://…, got ${JSON.stringify(redactDatabaseUrl(config.databaseUrl as string))}`,
     );
   }
   if ((config.httpHeadersTimeoutMs as number) > (config.httpRequestTimeoutMs as number)) {

@@ -4,6 +4,7 @@ import { parseArgs } from 'node:util';
 import { setFlagsFromString } from 'node:v8';
 import { buildApp, createLogger } from './app.js';
 import { CONFIG_ENV_VARS, ConfigError, loadConfig } from './config.js';
+import { redactDatabaseUrl } from './core/store/database-url.js';
 import { stdoutDestination } from './log-destination.js';
 
 /**
@@ -133,17 +134,12 @@ async function main(): Promise<void> {
       host: config.host,
       port,
       url: `${config.tlsCertFile !== null ? 'https' : 'http'}://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`,
-      database: redactUrl(config.databaseUrl),
+      database: redactDatabaseUrl(config.databaseUrl),
       auth: app.auth.enabled ? 'tokens' : config.authDisabled ? 'disabled' : 'open (loopback only)',
       heap_growth_percent: heapGrowth,
     },
     'coordinator ready',
   );
-}
-
-/** A database URL without its password, for logs. */
-function redactUrl(url: string): string {
-  return url.replace(/(\/\/[^:/@]+:)[^@]*@/, '$1***@');
 }
 
 main().catch((err: unknown) => {

@@ -63,6 +63,27 @@ test('which set-ups may start open: loopback, or AUTH_DISABLED=true said on purp
   assert.throws(() => checkExposure(loadConfig({ HOST: '0.0.0.0' })), (e: Error) => e instanceof ConfigError && e.variable === 'AUTH_TOKENS_FILE');
 });
 
+test('the password of DATABASE_URL never reaches the output: with an @ in it, with no user, in the query, or in a URL refused', async (t) => {
+  // port 1: nothing listens there, so the start fails at once and says which database it tried
+  const urls = [
+    ['postgres://agentq:pa@ss-one@127.0.0.1:1/agentq', 'pa@ss-one', 'postgres://agentq:***@127.0.0.1:1/agentq'],
+    ['postgres://:pass-two@127.0.0.1:1/agentq', 'pass-two', 'postgres://:***@127.0.0.1:1/agentq'],
+    ['postgres://agentq@127.0.0.1:1/agentq?sslmode=disable&password=pass-three', 'pass-three', 'postgres://agentq@127.0.0.1:1/agentq?sslmode=disable&password=***'],
+  ] as const;
+  for (const [url, password, shown] of urls) {
+    const p = spawnCoordinator(t, { DATABASE_URL: url });
+    assert.equal(await exitOf(p.child), 1);
+    const output = `${JSON.stringify(p.lines)}\n${p.stderr()}`;
+    assert.ok(output.includes(`cannot open the PostgreSQL database ${shown}:`), output);
+    assert.ok(!output.includes(password) && !output.includes(password.split('@').pop()!), `the password of ${url} is in the output: ${output}`);
+  }
+  // a scheme the coordinator does not know: the configuration error quotes the URL, not its password
+  const typo = spawnCoordinator(t, { DATABASE_URL: 'postgresql+pg://agentq:pass-four@db/agentq' });
+  assert.equal(await exitOf(typo.child), 2);
+  assert.match(typo.stderr(), /DATABASE_URL: expected .*got "postgresql\+pg:\/\/agentq:\*\*\*@db\/agentq"/);
+  assert.ok(!typo.stderr().includes('pass-four'));
+});
+
 test('SIGHUP re-reads the token file: a token added works, a token removed stops working; a bad file keeps the tokens', async (t) => {
   const dir = tempDir(t);
   const file = join(dir, 'tokens');

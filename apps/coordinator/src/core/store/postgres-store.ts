@@ -6,6 +6,7 @@ import type { Logger } from 'pino';
 import type { Clock } from '../clock.js';
 import type { JobRow, LauncherRow, SessionRow } from '../rows.js';
 import type { SessionExtras } from '../wire.js';
+import { redactDatabaseUrl } from './database-url.js';
 import { PgControl } from './pg-control.js';
 import { CommitFeed, type LogRow } from './pg-feed.js';
 import { PgOutput } from './pg-output.js';
@@ -44,9 +45,6 @@ const LOG_KEEP_MS = 10 * 60 * 1000;
 /** A launcher's last sign of life is written at most this often per launcher and coordinator. */
 const TOUCH_EVERY_MS = 1000;
 const TERMINAL = [...TERMINAL_STATUSES];
-
-/** A database URL without its password, for logs and errors. */
-export const redact = (url: string): string => url.replace(/(\/\/[^:/@]+:)[^@]*@/, '$1***@');
 
 /**
  * All state in PostgreSQL (DATABASE_URL=postgres://…), shared by any number of coordinators
@@ -105,13 +103,13 @@ export class PostgresStore implements Store {
         if (!where?.schema) throw new Error('no schema to create tables in: create it, or fix search_path (?options=-c search_path=NAME)');
         namespace = `${where.db}.${where.schema}`;
         const from = await migratePg(client, `agentq:migrate:${namespace}`);
-        o.log.info({ database: redact(url), schema: where.schema, from_version: from }, 'PostgreSQL store opened');
+        o.log.info({ database: redactDatabaseUrl(url), schema: where.schema, from_version: from }, 'PostgreSQL store opened');
       } finally {
         client.release();
       }
     } catch (err) {
       await pool.end().catch(() => undefined);
-      throw new Error(`cannot open the PostgreSQL database ${redact(url)}: ${(err as Error).message}`, { cause: err });
+      throw new Error(`cannot open the PostgreSQL database ${redactDatabaseUrl(url)}: ${(err as Error).message}`, { cause: err });
     }
     const [head] = await rowsOf<{ commit_id: number; event_id: number }>(pool, 'SELECT commit_id, event_id FROM commit_head');
     const store = new PostgresStore(pool, config, namespace, head!, o);
@@ -119,7 +117,7 @@ export class PostgresStore implements Store {
       await store.#control.start();
     } catch (err) {
       await store.close();
-      throw new Error(`cannot listen on the PostgreSQL database ${redact(url)}: ${(err as Error).message}`, { cause: err });
+      throw new Error(`cannot listen on the PostgreSQL database ${redactDatabaseUrl(url)}: ${(err as Error).message}`, { cause: err });
     }
     return store;
   }
