@@ -84,6 +84,27 @@ test('the password of DATABASE_URL never reaches the output: with an @ in it, wi
   assert.ok(!typo.stderr().includes('pass-four'));
 });
 
+test('the SQLite database a first start makes, with its WAL and shared-memory index, is readable by its owner only', async (t) => {
+  const dir = tempDir(t);
+  const path = join(dir, 'agentq.db');
+  // a file that exists keeps its mode: the operator chose it
+  const chosen = join(dir, 'chosen.db');
+  writeFileSync(chosen, '', { mode: 0o640 });
+  for (const [file, expected] of [[path, 0o600], [chosen, 0o640]] as const) {
+    const p = spawnCoordinator(t, { DATABASE_URL: `sqlite:${file}` });
+    const url = String((await p.waitFor((l) => l.msg === 'coordinator ready')).url);
+    const client = new AgentqClient({ url });
+    t.after(() => client.close());
+    // a prompt is written: the WAL holds it
+    await client.createJob({ type: 'start_session', session_name: 'private', prompt: 'a prompt for token holders only' });
+    for (const f of [file, `${file}-wal`, `${file}-shm`]) {
+      assert.equal((statSync(f).mode & 0o777).toString(8), expected.toString(8), `mode of ${f}`);
+    }
+    p.child.kill('SIGTERM');
+    assert.equal(await exitOf(p.child), 0);
+  }
+});
+
 test('SIGHUP re-reads the token file: a token added works, a token removed stops working; a bad file keeps the tokens', async (t) => {
   const dir = tempDir(t);
   const file = join(dir, 'tokens');

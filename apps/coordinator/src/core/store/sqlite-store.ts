@@ -1,4 +1,4 @@
-import { readlinkSync, realpathSync } from 'node:fs';
+import { closeSync, openSync, readlinkSync, realpathSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import Database, { type Database as Db, type Statement } from 'better-sqlite3';
 import { isTerminal, type JobStatus } from '@agentq/protocol';
@@ -619,6 +619,7 @@ function closedError(): CoordinatorError {
  * memory instead of the shared `-shm` file (no other connection can read the file then).
  */
 function openDatabase(path: string, exclusive: boolean): Db {
+  createPrivately(path);
   const db = new Database(path);
   try {
     db.pragma('busy_timeout = 1000');
@@ -638,6 +639,22 @@ function openDatabase(path: string, exclusive: boolean): Db {
     db.close();
     if (err instanceof ConfigError) throw err;
     throw new Error(`cannot open ${path}: not a database, or not writable (${String(err)})`, { cause: err });
+  }
+}
+
+/**
+ * A database the first start makes is readable and writable by its owner only (0600): it holds
+ * every prompt, result and output, which the API shows only to a token holder, and SQLite gives
+ * its `-wal` and `-shm` files the mode of the database. An existing file keeps its mode (an
+ * operator may have chosen another); a file that cannot be made here is left to SQLite, which
+ * says why.
+ */
+function createPrivately(path: string): void {
+  try {
+    // 'a' creates the file (through a symbolic link too) and never truncates or re-modes one
+    closeSync(openSync(path, 'a', 0o600));
+  } catch {
+    // SQLite's own open reports it
   }
 }
 
