@@ -82,7 +82,7 @@ export async function waitForJobs(
     const judged = jobs.filter((j) => counts(j.job_id));
     const done =
       jobs.length > 0 && (mode === 'any' ? judged.length === 0 || judged.some((j) => j.terminal) : jobs.every((j) => j.terminal));
-    return { done, jobs, notFound: unique.filter((id) => notFound.has(id) && !latest.has(id)) };
+    return { done, jobs, notFound: unique.filter((id) => notFound.has(id)) };
   };
   let first = true;
   for (;;) {
@@ -101,7 +101,12 @@ export async function waitForJobs(
       throw err;
     }
     for (const job of res.jobs) latest.set(job.job_id, job);
-    for (const id of res.notFound) notFound.add(id);
+    for (const id of res.notFound) {
+      // a job known earlier and gone now (history retention deleted it, or a coordinator with a
+      // memory store restarted): not found from now on, not "still running" as its last snapshot
+      notFound.add(id);
+      latest.delete(id);
+    }
     if (first && mode === 'any' && o.includeTerminal === false) {
       counted = new Set(res.jobs.filter((j) => !j.terminal).map((j) => j.job_id));
     }
@@ -141,7 +146,9 @@ async function waitRound(
     const res = await reconnect.call(() => client.waitJobs({ job_ids: [...group], mode, timeout_ms: holdMs(), ...body }, { signal: s }), s);
     // snapshots that did not fit in the answer (MAX_ANSWER_BYTES) are read one by one
     const omitted = await reconnect.call(() => readEach(client, res.omitted ?? [], s), s);
-    return { jobs: [...res.jobs, ...omitted], notFound: res.not_found, done: res.done };
+    const read = new Set(omitted.map((j) => j.job_id));
+    const gone = (res.omitted ?? []).filter((id) => !read.has(id));
+    return { jobs: [...res.jobs, ...omitted], notFound: [...res.not_found, ...gone], done: res.done };
   };
   if (ids.length <= MAX_WAIT_JOB_IDS) return poll(ids, hold, signal);
 

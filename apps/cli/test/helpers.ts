@@ -22,9 +22,10 @@ export interface TestCoordinator {
   /**
    * Stop the coordinator the way a restart does (parked waits answered with their snapshot, the
    * server closed), keep its port down until a client has tried it and been cut off, then start
-   * it again on the same port with the same state.
+   * it again on the same port with the same state (`forget`: with none, as a coordinator with a
+   * memory store comes back).
    */
-  restart(): Promise<void>;
+  restart(o?: { forget?: boolean }): Promise<void>;
   /** stop it for good (it is also stopped when the test ends) */
   stop(): Promise<void>;
 }
@@ -44,10 +45,10 @@ export async function coordinator(t: TestContext, overrides: Parameters<typeof s
     core: c.core,
     client,
     launcher: new FakeLauncher(client),
-    restart: async () => {
+    restart: async (o = {}) => {
       await c.close();
       await downUntilTried(c.port);
-      c = await startCoordinator({ ...config, port: c.port }, { core: c.core });
+      c = await startCoordinator({ ...config, port: c.port }, o.forget ? {} : { core: c.core });
     },
     stop: () => c.close(),
   };

@@ -67,6 +67,32 @@ describe('a coordinator restart during a wait', () => {
     assert.equal(data.output, 'before\nafter\n');
   });
 
+  it('agentq wait: a job gone across the restart (memory store) is not found (exit 5), not still running', async (t) => {
+    const c = await coordinator(t);
+    const job = await c.client.createJob({ type: 'start_session', session_name: 'a', prompt: 'x' });
+    const parked = whenCalled(c.core, 'waitJobs', (_ids: string[], timeoutMs: number) => timeoutMs > 0);
+    const waiting = cli(c.url, ['wait', job.job_id, '--timeout', '2m', '--json']);
+    await parked;
+    await c.restart({ forget: true });
+    const r = await waiting;
+    assert.equal(r.code, 5, r.stdout + r.stderr);
+    const failure = envelope<Failure>(r, CliFailure);
+    assert.equal(failure.error.code, 'job_not_found');
+    assert.deepEqual(failure.error.details, { job_ids: [job.job_id] });
+  });
+
+  it('agentq wait --all: a job gone across the restart is named with the unknown ids, in argument order', async (t) => {
+    const c = await coordinator(t);
+    const gone = await c.client.createJob({ type: 'start_session', session_name: 'a', prompt: 'x' });
+    const parked = whenCalled(c.core, 'waitJobs', (_ids: string[], timeoutMs: number) => timeoutMs > 0);
+    const waiting = cli(c.url, ['wait', gone.job_id, 'job_0123456789ab', '--all', '--timeout', '2m', '--json']);
+    await parked;
+    await c.restart({ forget: true });
+    const r = await waiting;
+    assert.equal(r.code, 5, r.stdout + r.stderr);
+    assert.deepEqual(envelope<Failure>(r, CliFailure).error.details, { job_ids: [gone.job_id, 'job_0123456789ab'] });
+  });
+
   it('a coordinator that is not back by the deadline: exit 1, coordinator_unreachable', async (t) => {
     const c = await coordinator(t);
     const job = await c.client.createJob({ type: 'start_session', session_name: 'a', prompt: 'x' });
