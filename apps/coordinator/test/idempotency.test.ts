@@ -6,9 +6,10 @@ import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { AgentqClient } from '@agentq/client';
 import type { Job } from '@agentq/protocol';
+import { ManualClock } from '../src/core/clock.js';
 import { startCoordinator } from '../src/start.js';
 import { startAuthTest } from './auth-helpers.js';
-import { rejectsWith, startTest } from './helpers.js';
+import { fakeLauncher, rejectsWith, start, startTest } from './helpers.js';
 
 /* `Idempotency-Key` on `POST /jobs`, and the client that sends one and retries a lost answer. */
 
@@ -44,6 +45,29 @@ test('the same key and body sent several times at once: one job, the others repl
     assert.equal(new Set(copies.map((a) => a.json['job_id'])).size, 1);
   }
   assert.equal((await client.listJobs({ limit: 1000 })).jobs.length, keys.length);
+});
+
+test('the same key after history retention deleted its job: 404 job_not_found, not a second run of the request', async (t) => {
+  const clock = new ManualClock();
+  const retention = 60_000; // shorter than the key's 24 h
+  const { c, client } = await startTest(t, { jobRetentionMs: retention, heartbeatTimeoutSeconds: 86_400, sweepIntervalMs: 600_000 }, { clock });
+  const l = await fakeLauncher(client);
+  await start(client, 'r');
+  await l.completed((await l.take()).job_id);
+  const resume = { type: 'resume_session' as const, session_name: 'r', prompt: 'once only' };
+  const first = await post(c.url, resume, 'key-evicted');
+  assert.equal(first.status, 201);
+  await l.completed((await l.take()).job_id, 'ran once');
+  clock.advance(retention);
+  await c.core.sweep();
+  await rejectsWith(client.getJob(first.json['job_id'] as string), 404, 'job_not_found');
+
+  const again = await post(c.url, resume, 'key-evicted');
+  assert.equal(again.status, 404, JSON.stringify(again.json));
+  const error = again.json['error'] as { code: string; details: Record<string, unknown> };
+  assert.equal(error.code, 'job_not_found');
+  assert.deepEqual(error.details, { job_id: first.json['job_id'], idempotency_key: 'key-evicted' });
+  assert.deepEqual((await client.listJobs()).jobs, [], 'nothing was created');
 });
 
 test('the same key with another body is 409 idempotency_key_reused, naming the first job', async (t) => {

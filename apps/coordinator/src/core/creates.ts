@@ -38,6 +38,13 @@ export function createOne(
         }
         const first = await tx.job(seen.jobIds[0]!);
         if (first) return { job: first, created: false };
+        // its job ended and history retention deleted it since (JOB_RETENTION_MS under the key's
+        // 24 h): creating it again would run the same request twice, which the key is there to prevent
+        throw new CoordinatorError(
+          'job_not_found',
+          `the job this Idempotency-Key created, ${seen.jobIds[0]}, has ended and been deleted by history retention; send the create with a new key to run it again`,
+          { job_id: seen.jobIds[0], idempotency_key: idempotencyKey },
+        );
       }
       await admission.check([req]);
       let job: JobRow;
