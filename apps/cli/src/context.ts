@@ -1,3 +1,4 @@
+import { resolve } from 'node:path';
 import { AgentqClient, splitUrls, toError } from '@agentq/client';
 import { UsageError } from './errors.js';
 
@@ -40,6 +41,8 @@ export interface CommandContext {
   url: string;
   /** the URL came from `--url`, so follow-up commands must repeat it */
   urlFromFlag: boolean;
+  /** the CA file given by `--ca-file` (absolute), which follow-up commands must repeat too */
+  caFileFromFlag: string | undefined;
   signal: AbortSignal | undefined;
   now: () => number;
 }
@@ -60,6 +63,7 @@ export class RunContext implements CommandContext {
   readonly json: boolean;
   readonly url: string;
   readonly urlFromFlag: boolean;
+  readonly caFileFromFlag: string | undefined;
   readonly signal: AbortSignal | undefined;
   readonly now: () => number;
   readonly #token: string | undefined;
@@ -74,6 +78,8 @@ export class RunContext implements CommandContext {
     this.urlFromFlag = options.url !== undefined;
     this.#token = options.token ?? (io.env.AGENTQ_TOKEN || undefined);
     this.#caFile = options.caFile ?? (io.env.AGENTQ_CA_FILE || undefined);
+    // absolute, so that a follow-up command run from another directory finds it
+    this.caFileFromFlag = options.caFile === undefined ? undefined : resolve(options.caFile);
     this.signal = io.signal;
     this.now = io.now ?? Date.now;
   }

@@ -8,7 +8,7 @@ import type { CommandContext } from './context.js';
 export const POLL_INTERVAL_MS = 5_000;
 
 /** The async-job descriptor: the job plus the commands that follow it up. */
-export function describeJob(job: Job, ctx: Pick<CommandContext, 'json' | 'url' | 'urlFromFlag'>): JobDescriptor {
+export function describeJob(job: Job, ctx: Pick<CommandContext, 'json' | 'url' | 'urlFromFlag' | 'caFileFromFlag'>): JobDescriptor {
   const follow = (verb: string) => ['agentq', verb, job.job_id, ...followUpFlags(ctx)].join(' ');
   return {
     ...job,
@@ -23,11 +23,14 @@ export function describeJob(job: Job, ctx: Pick<CommandContext, 'json' | 'url' |
 
 /**
  * Flags a follow-up command must repeat to reach the same coordinator and answer the same way:
- * `--url` when it was given as a flag (AGENTQ_URL carries over by itself), `--json` when used.
+ * `--url` and `--ca-file` when they were given as flags (AGENTQ_URL and AGENTQ_CA_FILE carry
+ * over by themselves), `--json` when used. Never `--token`: the descriptor is printed, and a
+ * secret does not belong in it.
  */
-function followUpFlags(ctx: Pick<CommandContext, 'json' | 'url' | 'urlFromFlag'>): string[] {
+function followUpFlags(ctx: Pick<CommandContext, 'json' | 'url' | 'urlFromFlag' | 'caFileFromFlag'>): string[] {
   const flags: string[] = [];
   if (ctx.urlFromFlag) flags.push('--url', shellQuote(ctx.url));
+  if (ctx.caFileFromFlag !== undefined) flags.push('--ca-file', shellQuote(ctx.caFileFromFlag));
   if (ctx.json) flags.push('--json');
   return flags;
 }

@@ -3,14 +3,18 @@
  * command returns the full descriptor, and `status` exits with the job's state.
  */
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, it } from 'node:test';
+import selfsigned from 'selfsigned';
 import { CliCommandData, CliEnvelope, CliFailure, type CliEnvelope as Envelope, type JobDescriptor } from '@agentq/protocol';
 import { cli, coordinator, deadUrl, envelope } from './helpers.js';
 
 type DescriptorEnvelope = Extract<Envelope<JobDescriptor>, { ok: true }>;
 const DescriptorSchema = CliEnvelope(CliCommandData.status);
 
-async function startJob(url: string, session: string, extra: string[] = []): Promise<JobDescriptor> {
+async function startJob(url: string | undefined, session: string, extra: string[] = []): Promise<JobDescriptor> {
   const r = await cli(url, ['start', session, '-p', 'do the thing', '--json', ...extra]);
   assert.equal(r.code, 0, r.stdout + r.stderr);
   return envelope<DescriptorEnvelope>(r, DescriptorSchema).data;
@@ -39,6 +43,32 @@ describe('the async job protocol: descriptor and exit codes', () => {
     assert.equal(d.agent_name, 'coder');
     assert.ok(Date.parse(d.created_at) > 0);
     assert.equal(d.exit_code, 3);
+  });
+
+  it('the follow-up commands repeat --url and --ca-file given as flags, and work as printed', async (t) => {
+    const dir = mkdtempSync(join(tmpdir(), 'agentq-cli-tls-'));
+    t.after(() => rmSync(dir, { recursive: true, force: true }));
+    const pems = await selfsigned.generate([{ name: 'commonName', value: 'agentq test coordinator' }], {
+      keyType: 'ec',
+      algorithm: 'sha256',
+      extensions: [
+        { name: 'basicConstraints', cA: true },
+        { name: 'subjectAltName', altNames: [{ type: 7, ip: '127.0.0.1' }] },
+      ],
+    });
+    const ca = join(dir, 'ca file.pem');
+    writeFileSync(ca, pems.cert);
+    writeFileSync(join(dir, 'key.pem'), pems.private);
+    const { url } = await coordinator(t, { tlsCertFile: ca, tlsKeyFile: join(dir, 'key.pem') });
+    assert.match(url, /^https:/);
+    const d = await startJob(undefined, 'alpha', ['--url', url, '--ca-file', ca]);
+    assert.equal(d.status_command, `agentq status ${d.job_id} --url ${url} --ca-file '${ca}' --json`);
+    for (const command of [d.status_command, d.wait_command.replace(' --json', ' --timeout 0 --json')]) {
+      // the printed command, split as a shell would (the path is quoted for its space)
+      const args = command.match(/'[^']*'|\S+/g)!.slice(1).map((w) => w.replace(/^'(.*)'$/, '$1'));
+      const r = await cli(undefined, args);
+      assert.equal(r.code, 3, `${command}: ${r.stdout}${r.stderr}`);
+    }
   });
 
   it('status exits 3 right after start, 3 while running, then 0 once completed', async (t) => {

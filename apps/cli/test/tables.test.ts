@@ -103,7 +103,7 @@ describe('agentq status text', () => {
     duration_api_ms: null,
     max_cost_usd: null,
   } satisfies Job;
-  const ctx = { json: false, url: 'http://127.0.0.1:8765', urlFromFlag: false };
+  const ctx = { json: false, url: 'http://127.0.0.1:8765', urlFromFlag: false, caFileFromFlag: undefined };
 
   it('says why a pending job waits, and what it requires', () => {
     const text = renderDescriptor(describeJob(job, ctx), Date.now());
