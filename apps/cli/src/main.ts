@@ -1,9 +1,13 @@
 #!/usr/bin/env node
+import { setMaxListeners } from 'node:events';
 import { InterruptedError } from './errors.js';
 import { run } from './run.js';
 
 // The only place that touches the process: argv, env, streams, signals and the exit code.
 const controller = new AbortController();
+// every request of the run listens to it (until its answer is read): `cancel` of many ids, or a
+// wait on more than 1000 jobs, has more than Node's default 10 at once, which is no leak
+setMaxListeners(0, controller.signal);
 let interrupts = 0;
 const onSignal = () => {
   // first Ctrl-C: stop waiting (the job keeps running) and print the last snapshot; second: now

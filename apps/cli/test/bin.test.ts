@@ -4,7 +4,7 @@ import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { CliCommandData, CliEnvelope, CliFailure, type JobDescriptor } from '@agentq/protocol';
+import { CliCommandData, CliEnvelope, CliFailure, type CancelResults, type JobDescriptor } from '@agentq/protocol';
 import { coordinator, deadUrl, envelope, type CliRun } from './helpers.js';
 
 const BIN = fileURLToPath(new URL('../src/main.js', import.meta.url));
@@ -64,6 +64,23 @@ describe('the agentq bin', () => {
     const done = await agentq(args, env);
     assert.equal(done.code, 0);
     assert.equal(envelope<{ ok: true; data: JobDescriptor }>(done, CliEnvelope(CliCommandData.status)).data.result, 'hi');
+  });
+
+  it('cancel of many ids on a coordinator with few connections (MAX_CONNECTIONS): every id gets its outcome', async (t) => {
+    const c = await coordinator(t, { maxConnections: 16 });
+    const jobs = await c.client.createJobs(
+      Array.from({ length: 40 }, (_, i) => ({ type: 'start_session' as const, session_name: `s${i}`, prompt: 'x' })),
+    );
+    const unknown = Array.from({ length: 300 }, (_, i) => `job_${i.toString(16).padStart(12, '0')}`);
+    const ids = [...jobs.map((j) => j.job_id), ...unknown];
+    const r = await agentq(['cancel', ...ids, '--json'], { AGENTQ_URL: c.url });
+    assert.equal(r.code, 5, r.stdout + r.stderr);
+    const data = envelope<{ ok: true; data: CancelResults }>(r, CliEnvelope(CliCommandData.cancel)).data;
+    assert.deepEqual(
+      data.results.map((x) => [x.job_id, x.outcome]),
+      ids.map((id, i) => [id, i < jobs.length ? 'cancelled' : 'not_found']),
+    );
+    assert.equal(r.stderr, '');
   });
 
   it('wait in a child process ends when the job does', async (t) => {
