@@ -150,7 +150,7 @@ test('agentq mcp: get_status, wait_for_jobs, get_output, send_message and stop a
   assert.equal(neither.data.error.code, 'validation_failed');
   const stopping = await callTool(mcp, 'stop', { session_name: 'slow' });
   assert.equal(stopping.isError, false, stopping.text);
-  assert.deepEqual(stopping.data.stopped, [{ job_id: slow.job_id, outcome: 'stopping', status: 'stopping' }]);
+  assert.deepEqual(stopping.data.stopped, [{ job_id: slow.job_id, outcome: 'stopping', status: 'stopping', session_name: 'slow' }]);
   const all = await callTool(mcp, 'wait_for_jobs', { job_ids: [slow.job_id, 'job_000000000000'], mode: 'all', timeout_ms: 50_000 });
   assert.equal(all.data.done, true);
   assert.deepEqual(all.data.terminal, [slow.job_id]);
