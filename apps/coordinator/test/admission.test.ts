@@ -104,7 +104,7 @@ test('MAX_QUEUED_BYTES defaults to a quarter of the heap limit and is read from 
   assert.equal(queuedBytesLimit(loadConfig({})), Math.floor(getHeapStatistics().heap_size_limit / 4));
   assert.equal(queuedBytesLimit(loadConfig({ MAX_QUEUED_BYTES: '5000000' })), 5_000_000);
   assert.throws(() => loadConfig({ MAX_QUEUED_BYTES: '0' }), (e: Error) => e instanceof ConfigError && e.variable === 'MAX_QUEUED_BYTES');
-  assert.throws(() => loadConfig({ MAX_QUEUED_BYTES: 'lots' }), /MAX_QUEUED_BYTES: expected a number/);
+  assert.throws(() => loadConfig({ MAX_QUEUED_BYTES: 'lots' }), /MAX_QUEUED_BYTES: expected a decimal number/);
 });
 
 test('messages to a busy session count against MAX_QUEUED_BYTES and are refused past it; delivered, they free their bytes', async (t) => {

@@ -66,6 +66,8 @@ test('loadConfig stops on a bad value with a message naming the variable', () =>
   const bad: Array<[Record<string, string>, string]> = [
     [{ PORT: 'eighty' }, 'PORT'],
     [{ PORT: '70000' }, 'PORT'],
+    [{ PORT: '0x1F90' }, 'PORT'],
+    [{ MAX_PROMPT_BYTES: '1e6' }, 'MAX_PROMPT_BYTES'],
     [{ LAUNCHER_POLL_TIMEOUT: '-1' }, 'LAUNCHER_POLL_TIMEOUT'],
     [{ LOG_LEVEL: 'loud' }, 'LOG_LEVEL'],
     [{ HEAP_GROWTH_PERCENT: '-5' }, 'HEAP_GROWTH_PERCENT'],
