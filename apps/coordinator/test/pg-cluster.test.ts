@@ -128,3 +128,26 @@ test('when the coordinator running the sweeper is SIGKILLed, another takes the s
   const ended = await client.waitJob(job.job_id, 60_000);
   assert.equal(ended.status, 'timed_out');
 });
+
+test('when the coordinator running the sweeper is paused (SIGSTOP), another takes the sweeper lock and sweeps', { timeout: 180_000 }, async (t) => {
+  const nodes = await cluster(t, 2);
+  if (!nodes) return;
+  const leads = (l: LogLine) => l.msg === 'this coordinator now runs the sweeper (advisory lock taken)';
+  const leader = await Promise.race(nodes.map(async (n) => (await n.waitFor(leads), n)));
+  const other = nodes.find((n) => n !== leader)!;
+
+  // a paused process keeps its connections open (its kernel acknowledges every packet): the
+  // server ends its control session once it has sent nothing for a while, which frees the lock
+  leader.child.kill('SIGSTOP');
+  t.after(() => leader.child.kill('SIGCONT'));
+  await other.waitFor(leads);
+  const client = clientOf(t, other.url);
+  const job = await client.createJob({ type: 'start_session', session_name: 'timed', prompt: 'x', timeout_ms: 200 });
+  assert.equal((await client.waitJob(job.job_id, 60_000)).status, 'timed_out');
+
+  // resumed, the old leader learns that its session (and the lock) is gone, and connects again
+  leader.child.kill('SIGCONT');
+  await leader.waitFor((l) => l.msg === 'PostgreSQL control connection restored');
+  assert.ok(leader.lines.some((l) => l.msg === 'sweeper lock lost with the control connection'));
+  assert.equal(leader.lines.filter(leads).length, 1, 'it did not take the lock again: the other holds it');
+});

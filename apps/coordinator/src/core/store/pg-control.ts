@@ -10,13 +10,24 @@ import type { Logger } from 'pino';
  * after about 25 s of silence (10 s idle, then 3 probes 5 s apart) or 30 s of data it sent
  * without an acknowledgement; the coordinator probes its end after 10 s idle too. (Ignored by
  * PostgreSQL on a Unix socket, where a dead peer is seen at once.)
+ *
+ * A coordinator process that is paused (SIGSTOP, `docker pause`, a debugger) or whose event loop
+ * is stuck is no dead peer: its kernel still acknowledges every packet. `idle_session_timeout`
+ * (PostgreSQL 14 and later) ends a session that sent no query for 30 s, and the connection sends
+ * one every PING_MS while its process runs: a coordinator that stopped running loses the lock
+ * (and stops holding back the server's notification queue) within 30 s. Settings the server
+ * does not know (older versions) are left out.
  */
 export const CONTROL_KEEPALIVE = {
   tcp_keepalives_idle: 10,
   tcp_keepalives_interval: 5,
   tcp_keepalives_count: 3,
   tcp_user_timeout: 30_000,
+  idle_session_timeout: 30_000,
 } as const;
+
+/** How often the control connection sends a query while its process runs (see CONTROL_KEEPALIVE). */
+export const PING_MS = 5_000;
 
 export interface ControlHandlers {
   /** NOTIFY on the commits channel: log entry `id` is committed */
@@ -39,6 +50,7 @@ export class PgControl {
   #closed = false;
   #attempt = 0;
   #timer: NodeJS.Timeout | undefined;
+  #ping: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly config: pg.ClientConfig,
@@ -74,12 +86,13 @@ export class PgControl {
       await client.connect();
       const settings = Object.entries(CONTROL_KEEPALIVE);
       await client.query(
-        `SELECT set_config(name, value, false) FROM (VALUES ${settings.map((_, i) => `($${2 * i + 1}, $${2 * i + 2})`).join(', ')}) AS s(name, value)`,
+        `SELECT set_config(name, value, false) FROM (VALUES ${settings.map((_, i) => `($${2 * i + 1}, $${2 * i + 2})`).join(', ')}) AS s(name, value)
+         WHERE name IN (SELECT name FROM pg_settings)`,
         settings.flatMap(([name, value]) => [name, String(value)]),
       );
       // read back as in force on this socket (SHOW's view: the server reads the socket's options)
-      const { rows } = await client.query<{ name: string; setting: string }>(
-        'SELECT name, current_setting(name) AS setting FROM unnest($1::text[]) AS name',
+      const { rows } = await client.query<{ name: string; setting: string | null }>(
+        'SELECT name, current_setting(name, true) AS setting FROM unnest($1::text[]) AS name',
         [settings.map(([name]) => name)],
       );
       this.log.debug({ settings: Object.fromEntries(rows.map((r) => [r.name, r.setting])) }, 'PostgreSQL control connection keepalive set');
@@ -95,6 +108,11 @@ export class PgControl {
       return;
     }
     this.#client = client;
+    // a sign that this process runs (idle_session_timeout ends the session of one that does not)
+    clearInterval(this.#ping);
+    this.#ping = setInterval(() => {
+      if (this.#client === client) client.query('SELECT 1').catch(() => undefined); // a failure also ends the connection: #lost
+    }, PING_MS).unref();
     if (this.#attempt > 0) this.log.info({ attempts: this.#attempt }, 'PostgreSQL control connection restored');
     this.#attempt = 0;
     this.handlers.connected();
@@ -103,6 +121,7 @@ export class PgControl {
   #lost(client: pg.Client, err: Error): void {
     if (this.#client !== client) return;
     this.#client = undefined;
+    clearInterval(this.#ping);
     if (this.#leader) this.log.warn('sweeper lock lost with the control connection');
     this.#leader = false;
     client.removeAllListeners('end');
@@ -131,7 +150,17 @@ export class PgControl {
   async sweeperLease(): Promise<boolean> {
     const client = this.#client;
     if (!client) return false;
-    if (this.#leader) return true;
+    if (this.#leader) {
+      // still ours only if the session is: after a pause (SIGSTOP) the server may have ended it
+      // (idle_session_timeout) and another coordinator taken the lock, which this one has not
+      // read yet. A query on the connection finds out.
+      try {
+        await client.query('SELECT 1');
+      } catch {
+        return false;
+      }
+      return this.#client === client && this.#leader;
+    }
     try {
       const { rows } = await client.query<{ ok: boolean }>('SELECT pg_try_advisory_lock(hashtext($1)) AS ok', [this.sweeperKey]);
       if (this.#client !== client) return false;
@@ -146,6 +175,7 @@ export class PgControl {
   async close(): Promise<void> {
     this.#closed = true;
     clearTimeout(this.#timer);
+    clearInterval(this.#ping);
     const client = this.#client;
     this.#client = undefined;
     this.#leader = false;
