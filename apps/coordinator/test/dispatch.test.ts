@@ -169,3 +169,34 @@ test('stop requests and the deregistration notice in an answer that was not deli
   await removed;
   assert.equal((await client.listLaunchers()).launchers.some((x) => x.launcher_id === idle.id), false);
 });
+
+test("a parked launcher's capacity counts only against the routes it serves: jobs of another route wake the launchers that serve them", async (t) => {
+  // the poll of a launcher that never comes is held for the whole hold time (60 s): a job left
+  // unoffered shows as a poll answered 204 instead of with it, at the hold's end
+  const { client, c } = await startTest(t, { pollTimeoutSeconds: 60 });
+  const reg = async (hostname: string, labels: Record<string, string>) =>
+    (await client.register({ hostname, executor_type: 'test', labels })).launcher_id;
+  // parked in this order: the big launcher serving zone=x waited longest
+  const big = await reg('big', { zone: 'x' });
+  const gpu1 = await reg('gpu-1', { gpu: '1' });
+  const gpu2 = await reg('gpu-2', { gpu: '1' });
+  const polls = [];
+  for (const [id, capacity] of [[big, 4], [gpu1, 1], [gpu2, 1]] as const) {
+    const isParked = parked(c.core, id);
+    polls.push(client.poll(id, { holdSeconds: 60, capacity, batch: true }));
+    await isParked;
+  }
+  // one commit makes 1 zone=x job and 3 gpu=1 jobs ready: the big launcher's capacity of 4
+  // covers none of the gpu jobs, so both gpu launchers must be woken
+  const [zone, g1, g2] = await client.createJobs([
+    { type: 'start_session', session_name: 'zone', prompt: 'z', requires: { zone: 'x' } },
+    { type: 'start_session', session_name: 'g1', prompt: 'g', requires: { gpu: '1' } },
+    { type: 'start_session', session_name: 'g2', prompt: 'g', requires: { gpu: '1' } },
+    { type: 'start_session', session_name: 'g3', prompt: 'g', requires: { gpu: '1' } },
+  ]);
+  const answers = await Promise.all(polls);
+  assert.deepEqual(
+    answers.map((a) => a?.jobs?.map((j) => j.job_id)),
+    [[zone!.job_id], [g1!.job_id], [g2!.job_id]],
+  );
+});

@@ -112,19 +112,25 @@ export class Dispatcher {
       if (first) this.#service(first);
     }
     if (commit.readyKeys.size === 0) return;
-    const routes = [...commit.readyKeys].map((k) => this.#route(k));
     // parked polls, longest waiting first, until their capacities cover the jobs that became
-    // ready and every route has one of them (a poll that serves one route does not cover another)
-    let wanted = commit.readyCount;
-    const uncovered = new Set(routes);
+    // ready, route by route: a poll's capacity counts only against the routes it serves, so a
+    // launcher that takes one route's jobs does not leave another route's jobs unoffered while a
+    // launcher that serves them stays parked
+    const wanted = new Map<Route, number>();
+    for (const [key, count] of commit.readyKeys) wanted.set(this.#route(key), count);
     for (const waiter of this.#waiters) {
-      if (wanted <= 0 && uncovered.size === 0) break;
+      if (wanted.size === 0) break;
       if (waiter.busy || waiter.capacity === 0 || waiter.signal.aborted) continue;
-      const served = routes.filter((r) => serves(waiter.launcher, r));
+      const served = [...wanted.keys()].filter((r) => serves(waiter.launcher, r));
       if (served.length === 0) continue;
-      if (wanted <= 0 && !served.some((r) => uncovered.has(r))) continue;
-      wanted -= waiter.capacity;
-      for (const r of served) uncovered.delete(r);
+      let capacity = waiter.capacity;
+      for (const r of served) {
+        const left = wanted.get(r)! - capacity;
+        capacity = Math.max(0, -left);
+        if (left > 0) wanted.set(r, left);
+        else wanted.delete(r);
+        if (capacity === 0) break;
+      }
       this.#service(waiter);
     }
   }

@@ -67,8 +67,7 @@ export function record<T>(
 /** The hints a committed change set gives the core's reactions (events are added by the store). */
 export function hintsOf(changes: ChangeSet): Omit<Commit, 'events'> {
   const commit: Omit<Commit, 'events'> = {
-    readyKeys: new Set(),
-    readyCount: 0,
+    readyKeys: new Map(),
     launchersToWake: new Set(),
     ended: new Set(),
     launchersChanged: false,
@@ -78,8 +77,7 @@ export function hintsOf(changes: ChangeSet): Omit<Commit, 'events'> {
     const b = c.before;
     if (!a) continue;
     if (a.readySince !== null && a.routeKey !== null && (b?.readySince ?? null) === null) {
-      commit.readyKeys.add(a.routeKey);
-      commit.readyCount++;
+      countReady(commit.readyKeys, a.routeKey);
     }
     if (a.stopPending && !b?.stopPending && a.launcherId !== null) commit.launchersToWake.add(a.launcherId);
     if (isTerminal(a.status) && (!b || !isTerminal(b.status))) commit.ended.add(a.id);
@@ -88,8 +86,7 @@ export function hintsOf(changes: ChangeSet): Omit<Commit, 'events'> {
   for (const [id, key] of changes.offered) {
     const c = changes.jobs.get(id);
     if (c && (c.after?.readySince ?? null) === null) continue;
-    commit.readyKeys.add(key);
-    commit.readyCount++;
+    countReady(commit.readyKeys, key);
   }
   for (const c of changes.launchers.values()) {
     if (c.kind !== 'update' || c.before.status !== c.after.status) commit.launchersChanged = true;
@@ -97,6 +94,11 @@ export function hintsOf(changes: ChangeSet): Omit<Commit, 'events'> {
     else if (c.after.status === 'deregistering' && c.before?.status !== 'deregistering') commit.launchersToWake.add(c.after.id);
   }
   return commit;
+}
+
+/** One more job of route `key` became ready. */
+export function countReady(readyKeys: Map<string, number>, key: string): void {
+  readyKeys.set(key, (readyKeys.get(key) ?? 0) + 1);
 }
 
 /** The change set that undoes `c` once `c` has been applied (a group of commits that could not be written). */

@@ -19,7 +19,9 @@ export function hasHints(h: Hints): boolean {
 }
 
 export function encodeHints(h: Hints): string {
-  return JSON.stringify({ r: [...h.readyKeys], n: h.readyCount, w: [...h.launchersToWake], e: [...h.ended], l: h.launchersChanged });
+  // `c`: how many jobs of each key in `r`; `n`, their sum, is what coordinators before it read
+  const counts = [...h.readyKeys.values()];
+  return JSON.stringify({ r: [...h.readyKeys.keys()], c: counts, n: counts.reduce((a, b) => a + b, 0), w: [...h.launchersToWake], e: [...h.ended], l: h.launchersChanged });
 }
 
 /**
@@ -73,11 +75,11 @@ export async function decodeEvents(columns: readonly string[], prompts: PromptRe
 
 /** A commit as the log holds it: events numbered from `first_event_id`, and the hints. */
 export function decodeCommit(row: LogRow, drafts: readonly EventDraft[]): Commit {
-  const h = JSON.parse(row.hints) as { r: string[]; n: number; w: string[]; e: string[]; l: boolean };
+  const h = JSON.parse(row.hints) as { r: string[]; c?: number[]; n: number; w: string[]; e: string[]; l: boolean };
   return {
     events: drafts.map((d, i) => ({ ...d, id: row.first_event_id + i }) as LifecycleEvent),
-    readyKeys: new Set(h.r),
-    readyCount: h.n,
+    // an entry of an older coordinator has the sum only: any key may hold all of them
+    readyKeys: new Map(h.r.map((key, i) => [key, h.c?.[i] ?? h.n])),
     launchersToWake: new Set(h.w),
     ended: new Set(h.e),
     launchersChanged: h.l,

@@ -4,7 +4,7 @@ import pg from 'pg';
 import type { Logger } from 'pino';
 import type { Clock } from '../clock.js';
 import { runAfterCommit } from './after-commit.js';
-import { hintsOf } from './changes.js';
+import { countReady, hintsOf } from './changes.js';
 import { encodeEvents, encodeHints, hasHints, type CommitFeed, type EventDraft } from './pg-feed.js';
 import { eventDrafts } from './pg-queries.js';
 import { isConnectionError, isRetryable, isUniqueViolation, sqlLiteral, unavailable } from './pg-sql.js';
@@ -126,10 +126,7 @@ export class PgTransactions {
   async #entryOf(client: pg.PoolClient, tx: PgTx): Promise<{ log: LogDraft; commit: (firstEventId: number) => Commit } | undefined> {
     const changes = tx.changes();
     const hints = hintsOf(changes);
-    for (const key of tx.lockedReady(false)) {
-      hints.readyKeys.add(key);
-      hints.readyCount++;
-    }
+    for (const key of tx.lockedReady(false)) countReady(hints.readyKeys, key);
     const drafts = changes.events.length > 0 ? await eventDrafts(client, changes, tx.cached(), tx.now) : [];
     if (drafts.length === 0 && !hasHints(hints)) return undefined;
     return {
@@ -171,9 +168,10 @@ export class PgTransactions {
   #rolledBack(tx: PgTx): void {
     const ready = tx.lockedReady(true);
     if (ready.length === 0 || this.#o.closed()) return;
+    const readyKeys = new Map<string, number>();
+    for (const key of ready) countReady(readyKeys, key);
     const hints = {
-      readyKeys: new Set(ready),
-      readyCount: ready.length,
+      readyKeys,
       launchersToWake: new Set<string>(),
       ended: new Set<string>(),
       launchersChanged: false,

@@ -71,9 +71,8 @@ export interface Tx {
 /** What a committed transaction changed, for the core's reactions. */
 export interface Commit {
   events: LifecycleEvent[];
-  /** route keys of jobs that became ready, and how many did */
-  readyKeys: Set<string>;
-  readyCount: number;
+  /** route keys of jobs that became ready, each with how many of its jobs did */
+  readyKeys: Map<string, number>;
   /** launchers with a stop to be told, or a deregistration notice (or that were removed) */
   launchersToWake: Set<string>;
   /** jobs that reached a terminal status */
