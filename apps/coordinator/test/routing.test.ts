@@ -65,6 +65,21 @@ test('unservedReason() names what is missing', () => {
   assert.equal(unservedReason({ requires: null, dir: '/srv', affinity: away }, online), 'session lives on host build-9, which is offline');
   assert.equal(unservedReason({ requires: null, dir: null, affinity: null }, []), 'no launcher is online');
   assert.equal(unservedReason({ requires: null, dir: '/srv/x', affinity: null }, online), null);
+  // each part is checked against the launchers that pass the parts before it
+  assert.equal(
+    unservedReason({ requires: { zone: 'eu' }, dir: '/srv/x', affinity: null }, online),
+    'no online launcher with zone=eu serves /srv/x',
+  );
+  const home = { hostId: 'host-1', hostname: 'h1', executorType: 'claude-code', workingDir: '/srv' };
+  assert.equal(
+    unservedReason({ requires: { zone: 'eu' }, dir: '/srv', affinity: home }, online),
+    'session lives on host h1, where no online launcher has zone=eu',
+  );
+  const portable = { hostId: null, hostname: null, executorType: 'claude-code', workingDir: null };
+  assert.equal(
+    unservedReason({ requires: { zone: 'eu' }, dir: null, affinity: portable }, [launcherRow({}), launcherRow({ executorType: 'demo', labels: { zone: 'eu' } })]),
+    'session runs on claude-code launchers, and none online has zone=eu',
+  );
 });
 
 test("the original launcher's fields count: hostname and executor_type are labels, project_dir its one root", () => {
@@ -201,4 +216,29 @@ test('a resume whose host stays offline fails after JOB_SCHEDULE_TIMEOUT naming 
   assert.equal(failed.status, 'failed');
   assert.equal(failed.error_code, 'no_matching_launcher');
   assert.equal(failed.error, 'no launcher could take it within 30 s: session lives on host build-1, which is offline');
+});
+
+test("pending_reason names what the session's host lacks, not a directory other launchers serve, and the schedule timeout's error says the same", async (t) => {
+  const clock = new ManualClock();
+  const { c, client } = await startTest(t, { scheduleTimeoutSeconds: 30, heartbeatTimeoutSeconds: 86_400, sweepIntervalMs: 600_000 }, { clock });
+  const host = { hostname: 'build-1', executor_type: 'claude-code', host_id: 'h_BUILDONE', project_roots: ['/srv'] };
+  const home = await client.register({ ...host, labels: { gpu: 'a100' } });
+  const job = await start(client, 's', 'go', { requires: { gpu: 'a100' } });
+  assert.equal((await client.poll(home.launcher_id, { holdSeconds: 1 }))?.job?.job_id, job.job_id);
+  await client.reportStarted(job.job_id, { launcher_id: home.launcher_id, working_dir: '/srv', executor_session_id: 'x' });
+  await client.reportCompleted(job.job_id, { launcher_id: home.launcher_id, status: 'success', result: 'ok' });
+  // the host comes back without the label; another host has it, and both serve /srv
+  await client.deleteLauncher(home.launcher_id, { self: true });
+  await client.register(host);
+  await client.register({ ...host, hostname: 'build-2', host_id: 'h_BUILDTWO', labels: { gpu: 'a100' } });
+
+  const again = await resume(client, 's');
+  const why = 'session lives on host build-1, where no online launcher has gpu=a100';
+  assert.equal((await client.getJob(again.job_id)).pending_reason, why);
+  await c.core.sweep();
+  clock.advance(30_000);
+  await c.core.sweep();
+  const failed = await client.getJob(again.job_id);
+  assert.equal(failed.error_code, 'no_matching_launcher');
+  assert.equal(failed.error, `no launcher could take it within 30 s: ${why}`);
 });

@@ -95,32 +95,44 @@ export function isServed(route: Route, online: readonly LauncherRow[]): boolean 
   return online.some((l) => serves(l, route));
 }
 
-/** Why no launcher in `online` serves `route`, or null when one does. */
+/**
+ * Why no launcher in `online` serves `route`, or null when one does. Each part of the route is
+ * checked against the launchers that pass the parts before it (the session's host and executor,
+ * then the labels, then the directory), so the reason names what those launchers lack: a label
+ * that only launchers of another host have, or a root that only launchers without the labels
+ * have, is still missing.
+ */
 export function unservedReason(route: Route, online: readonly LauncherRow[]): string | null {
   if (isServed(route, online)) return null;
   if (online.length === 0) return 'no launcher is online';
+  let pool = online;
+  let lacking = (what: string) => `no online launcher ${what}`;
   const a = route.affinity;
   if (a && a.hostId === null) {
-    if (!online.some((l) => l.executorType === a.executorType)) return `session runs on ${a.executorType} launchers, and none is online`;
+    pool = online.filter((l) => l.executorType === a.executorType);
+    if (pool.length === 0) return `session runs on ${a.executorType} launchers, and none is online`;
+    lacking = (what) => `session runs on ${a.executorType} launchers, and none online ${what}`;
   } else if (a) {
     const onHost = online.filter((l) => l.hostId === a.hostId);
     const host = a.hostname ?? a.hostId;
     if (onHost.length === 0) return `session lives on host ${host}, which is offline`;
     const sameExecutor = onHost.filter((l) => a.executorType === null || l.executorType === a.executorType);
     if (sameExecutor.length === 0) return `session lives on host ${host}, which has no online ${a.executorType} launcher`;
-    if (a.workingDir !== null && !sameExecutor.some((l) => servesDir(l, a.workingDir!))) {
-      return `session lives in ${a.workingDir} on host ${host}, which no online launcher there serves`;
-    }
+    pool = a.workingDir === null ? sameExecutor : sameExecutor.filter((l) => servesDir(l, a.workingDir!));
+    if (pool.length === 0) return `session lives in ${a.workingDir} on host ${host}, which no online launcher there serves`;
+    lacking = (what) => `session lives on host ${host}, where no online launcher ${what}`;
   }
   if (route.requires) {
-    for (const [k, v] of Object.entries(route.requires)) {
-      if (!online.some((l) => l.labels[k] === v)) return `no online launcher has ${k}=${v}`;
+    const required = Object.entries(route.requires);
+    for (const [k, v] of required) {
+      if (!pool.some((l) => l.labels[k] === v)) return lacking(`has ${k}=${v}`);
     }
-    if (!online.some((l) => Object.entries(route.requires!).every(([k, v]) => l.labels[k] === v))) {
-      return `no online launcher has all of ${Object.entries(route.requires).map(([k, v]) => `${k}=${v}`).join(', ')}`;
-    }
+    const all = required.map(([k, v]) => `${k}=${v}`).join(', ');
+    pool = pool.filter((l) => required.every(([k, v]) => l.labels[k] === v));
+    if (pool.length === 0) return lacking(`has all of ${all}`);
+    if (route.dir !== null && !pool.some((l) => servesDir(l, route.dir!))) return lacking(`with ${all} serves ${route.dir}`);
   }
-  if (route.dir !== null) return `no online launcher serves ${route.dir}`;
+  if (route.dir !== null && !pool.some((l) => servesDir(l, route.dir!))) return lacking(`serves ${route.dir}`);
   return 'no online launcher matches';
 }
 
