@@ -63,6 +63,11 @@ test('unservedReason() names what is missing', () => {
   assert.equal(unservedReason({ requires: null, dir: '/elsewhere', affinity: null }, online), 'no online launcher serves /elsewhere');
   const away = { hostId: 'host-9', hostname: 'build-9', executorType: 'claude-code', workingDir: '/srv' };
   assert.equal(unservedReason({ requires: null, dir: '/srv', affinity: away }, online), 'session lives on host build-9, which is offline');
+  // a launcher with the host's name but another host identity (restarted without its state directory)
+  assert.equal(
+    unservedReason({ requires: null, dir: '/srv', affinity: away }, [...online, launcherRow({ id: 'lnch_000000000003', hostname: 'build-9', hostId: 'host-new' })]),
+    'session lives on host build-9 (host_id host-9), which is offline; the online launcher named build-9 is another host (another host-id in its state directory)',
+  );
   assert.equal(unservedReason({ requires: null, dir: null, affinity: null }, []), 'no launcher is online');
   assert.equal(unservedReason({ requires: null, dir: '/srv/x', affinity: null }, online), null);
   // each part is checked against the launchers that pass the parts before it

@@ -115,7 +115,14 @@ export function unservedReason(route: Route, online: readonly LauncherRow[]): st
   } else if (a) {
     const onHost = online.filter((l) => l.hostId === a.hostId);
     const host = a.hostname ?? a.hostId;
-    if (onHost.length === 0) return `session lives on host ${host}, which is offline`;
+    if (onHost.length === 0) {
+      // a launcher restarted without its state directory (a new container, another --state-dir)
+      // has its old name but a new host identity: say so, or the host looks online
+      if (a.hostname !== null && online.some((l) => l.hostname === a.hostname)) {
+        return `session lives on host ${host} (host_id ${a.hostId}), which is offline; the online launcher named ${host} is another host (another host-id in its state directory)`;
+      }
+      return `session lives on host ${host}, which is offline`;
+    }
     const sameExecutor = onHost.filter((l) => a.executorType === null || l.executorType === a.executorType);
     if (sameExecutor.length === 0) return `session lives on host ${host}, which has no online ${a.executorType} launcher`;
     pool = a.workingDir === null ? sameExecutor : sameExecutor.filter((l) => servesDir(l, a.workingDir!));
