@@ -194,9 +194,9 @@ test("a parked launcher's capacity counts only against the routes it serves: job
     { type: 'start_session', session_name: 'g2', prompt: 'g', requires: { gpu: '1' } },
     { type: 'start_session', session_name: 'g3', prompt: 'g', requires: { gpu: '1' } },
   ]);
-  const answers = await Promise.all(polls);
-  assert.deepEqual(
-    answers.map((a) => a?.jobs?.map((j) => j.job_id)),
-    [[zone!.job_id], [g1!.job_id], [g2!.job_id]],
-  );
+  const [bigGot, ...gpuGot] = (await Promise.all(polls)).map((a) => a?.jobs?.map((j) => j.job_id));
+  assert.deepEqual(bigGot, [zone!.job_id]);
+  // one each (on PostgreSQL the two claims race, so either may get either)
+  assert.deepEqual(gpuGot.map((ids) => ids?.length), [1, 1]);
+  assert.deepEqual(gpuGot.flat().sort(), [g1!.job_id, g2!.job_id].sort());
 });

@@ -412,7 +412,7 @@ test('the control connection asks PostgreSQL to notice a silent peer within seco
   t.after(() => node.close());
   const line = lines.map((l) => JSON.parse(l) as { msg: string; settings?: Record<string, string> }).find((l) => l.msg === 'PostgreSQL control connection keepalive set');
   // as the server reads them back off this TCP connection's socket (s, s, probes, ms); without them, the OS defaults: 7200 s idle, 9 probes 75 s apart, no user timeout
-  assert.deepEqual(line?.settings, { tcp_keepalives_idle: '10', tcp_keepalives_interval: '5', tcp_keepalives_count: '3', tcp_user_timeout: '30000' });
+  assert.deepEqual(line?.settings, { tcp_keepalives_idle: '10', tcp_keepalives_interval: '5', tcp_keepalives_count: '3', tcp_user_timeout: '30000', idle_session_timeout: '30s' });
 });
 
 test('a database of the first schema version is brought up to date; a session keeps what its start required', async (t) => {
