@@ -116,6 +116,28 @@ test('session events leave out the texts a session has queued (messages, child o
   assert.equal((await client.getSession('inbox')).pending_messages[0]!.text, 'the message text', 'the session has them');
 });
 
+test('a replay larger than half of what a stream may leave unread starts with stream.gap: the client is not cut for it again and again', { timeout: 120_000 }, async (t) => {
+  const { c, client } = await startTest(t, { eventReplayBytes: 64 * MIB });
+  const first = c.core.events.lastId;
+  // 20 job.created events of 1 MiB prompts (with ?include=prompt): more than the 16 MiB a stream may leave unread
+  const big = 'p'.repeat(MIB - 100);
+  for (let i = 0; i < 20; i++) await start(client, `big-${i}`, big);
+  const newest = c.core.events.lastId;
+  const s = await rawStream(t, c.port, '?include=prompt', first);
+  await seen(s, `id: ${newest}\n`);
+  const text = s.text();
+  const gap = /event: stream\.gap\ndata: (.*)\n/.exec(text);
+  assert.ok(gap, 'the oldest part of the replay is a gap');
+  const oldest = (JSON.parse(gap[1]!) as { oldest_available_id: number }).oldest_available_id;
+  assert.ok(oldest > first + 1 && oldest <= newest, `gap up to ${oldest}`);
+  const ids = [...text.matchAll(/^id: (\d+)$/gm)].map((m) => Number(m[1]));
+  assert.deepEqual(ids, Array.from({ length: newest - oldest + 1 }, (_, i) => oldest + i), 'then every event from there on');
+  // still open: a new event comes
+  await start(client, 'after');
+  await seen(s, 'session_name":"after"');
+  assert.equal(await metricValue(c.url, 'agentq_sse_clients_cut_total', { reason: 'client_unread' }), 0);
+});
+
 test('past SSE_MAX_BUFFERED_BYTES across streams the slowest stream is cut first; the others keep going', { timeout: 120_000 }, async (t) => {
   const cap = 40 * MIB;
   // a per-stream cap (8 x MAX_PROMPT_BYTES = 64 MiB) above the total: only the total can cut here

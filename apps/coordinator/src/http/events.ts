@@ -48,6 +48,26 @@ const STREAM_HEADERS = {
  * window it first gets a `stream.gap` event. The open streams and what they buffer are bounded
  * by `clients` (sse-clients.ts).
  */
+/**
+ * The newest part of a replay that takes at most `maxBytes`; what is older is a gap. Sent at once,
+ * a replay larger than a stream may leave unread (SseClients) would cut the client it is for, and
+ * the client, reconnecting with a slightly newer Last-Event-ID, would be cut again and again.
+ */
+export function fitReplay(
+  replay: { events: LifecycleEvent[]; gap: boolean; oldestId: number },
+  frame: (e: LifecycleEvent) => Buffer,
+  maxBytes: number,
+): { events: LifecycleEvent[]; gap: boolean; oldestId: number } {
+  let start = replay.events.length;
+  for (let bytes = 0; start > 0; start--) {
+    bytes += frame(replay.events[start - 1]!).length;
+    if (bytes > maxBytes) break;
+  }
+  if (start === 0) return replay;
+  const events = replay.events.slice(start);
+  return { events, gap: true, oldestId: events[0]?.id ?? replay.events.at(-1)!.id + 1 };
+}
+
 export const eventRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator; clients: SseClients; keepaliveMs: number }> = async (
   app,
   { core, clients, keepaliveMs },
@@ -102,7 +122,8 @@ export const eventRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator; clients
         `event: stream.gap\ndata: ${JSON.stringify({ type: 'stream.gap', oldest_available_id: oldestId })}\n\n`;
       try {
         // a shared store may read older events from the database: the live ones wait in `held`
-        const { events, gap, oldestId } = fresh ? { events: [], gap: true, oldestId: core.events.lastId + 1 } : await core.replayEvents(lastId);
+        const replay = fresh ? { events: [], gap: true, oldestId: core.events.lastId + 1 } : await core.replayEvents(lastId);
+        const { events, gap, oldestId } = fitReplay(replay, frame, clients.limits.maxUnreadPerClient / 2);
         if (gap) client.send(gapFrame(oldestId));
         for (const e of events) sendEvent(e);
       } catch (err) {
