@@ -439,3 +439,18 @@ test('a database of the first schema version is brought up to date; a session ke
   t.after(() => check.end());
   assert.equal((await check.query('SELECT version FROM agentq_schema')).rows[0].version, PG_SCHEMA_VERSION);
 });
+
+test('a replay from the commit log reads at most EVENT_REPLAY_BYTES of it: older events are a stream.gap', async (t) => {
+  const set = await coordinators(t, 1, { eventReplaySize: 5, eventReplayBytes: 100_000 });
+  if (!set) return;
+  const [client] = set.clients as [AgentqClient];
+  // 40 commits of about 3 KB each (prompts that short are kept in the log itself): 120 KB
+  for (let i = 0; i < 40; i++) await start(client, `heavy-${i}`, 'x'.repeat(3000));
+  const newest = set.nodes[0]!.core.events.lastId;
+  const events = openEvents(t, set.nodes[0]!.url, 0);
+  const [gap, ...rest] = await events.until((m) => Number(m.id) === newest);
+  assert.equal(gap!.event, 'stream.gap', 'the oldest part is a gap');
+  const oldest = (JSON.parse(gap!.data) as { oldest_available_id: number }).oldest_available_id;
+  assert.ok(oldest > 1, `the replay starts at ${oldest}`);
+  assert.deepEqual(rest.map((m) => Number(m.id)), Array.from({ length: newest - oldest + 1 }, (_, i) => oldest + i));
+});

@@ -400,7 +400,8 @@ export class Coordinator {
     const { store, config } = this.#ctx;
     if (!held.gap || !store.eventsSince) return held;
     const before = held.oldestId;
-    const older = await store.eventsSince(afterId, before, Math.max(config.eventReplaySize, 1000));
+    // as much as the replay window may hold in memory (EVENT_REPLAY_BYTES), older is a gap
+    const older = await store.eventsSince(afterId, before, Math.max(config.eventReplaySize, 1000), config.eventReplayBytes);
     const oldestId = older[0]?.id ?? before;
     return { events: [...older, ...held.events], gap: afterId + 1 < oldestId, oldestId };
   }

@@ -136,12 +136,23 @@ export async function promptsOf(db: Queryable, jobIds: string[]): Promise<Map<st
 }
 
 /** Events with afterId < id < beforeId still in the commit log, oldest first (the newest `limit` commits). */
-export async function logEvents(db: Queryable, afterId: number, beforeId: number, limit: number): Promise<LifecycleEvent[]> {
+export async function logEvents(
+  db: Queryable,
+  afterId: number,
+  beforeId: number,
+  limit: number,
+  maxBytes = Number.MAX_SAFE_INTEGER,
+): Promise<LifecycleEvent[]> {
+  // newest first, while the logged events read so far take at most maxBytes (octet_length of a
+  // stored value is read from its header; prompts read from the jobs table are not counted)
   const rows = await rowsOf<{ first_event_id: number; events: string }>(
     db,
-    `SELECT first_event_id, events FROM commit_log
-     WHERE last_event_id > $1 AND first_event_id < $2 AND last_event_id >= first_event_id ORDER BY id DESC LIMIT $3`,
-    [afterId, beforeId, limit],
+    `SELECT first_event_id, events FROM (
+       SELECT id, first_event_id, events, sum(octet_length(events)) OVER (ORDER BY id DESC) - octet_length(events) AS before
+       FROM commit_log
+       WHERE last_event_id > $1 AND first_event_id < $2 AND last_event_id >= first_event_id ORDER BY id DESC LIMIT $3
+     ) newest WHERE before < $4 ORDER BY id DESC`,
+    [afterId, beforeId, limit, maxBytes],
   );
   rows.reverse();
   const decoded = await decodeEvents(

@@ -393,8 +393,8 @@ export class PostgresStore implements Store {
     );
   }
 
-  async eventsSince(afterId: number, beforeId: number, limit: number): Promise<LifecycleEvent[]> {
-    return logEvents(this.#pool, afterId, beforeId, limit).catch((err: unknown) => {
+  async eventsSince(afterId: number, beforeId: number, limit: number, maxBytes: number): Promise<LifecycleEvent[]> {
+    return logEvents(this.#pool, afterId, beforeId, limit, maxBytes).catch((err: unknown) => {
       throw isConnectionError(err) ? unavailable(err) : err;
     });
   }

@@ -247,8 +247,12 @@ export interface Store {
    * it if free. At most one coordinator holds it; another takes over when its holder dies.
    */
   sweeperLease?(): Promise<boolean>;
-  /** committed events with afterId < id < beforeId still kept, oldest first (SSE replay) */
-  eventsSince?(afterId: number, beforeId: number, limit: number): Promise<LifecycleEvent[]>;
+  /**
+   * Committed events with afterId < id < beforeId still kept, oldest first (SSE replay): the
+   * newest of them, from at most `limit` commits whose logged events take at most `maxBytes`
+   * (the newest commit always).
+   */
+  eventsSince?(afterId: number, beforeId: number, limit: number, maxBytes: number): Promise<LifecycleEvent[]>;
   /** forget old committed events (retention, by the sweeper) */
   purgeEvents?(now: number): Promise<void>;
 
