@@ -195,3 +195,25 @@ test('a stale launcher stays as it was across a restart on SQLite: its last hear
   assert.deepEqual((await client.listLaunchers()).launchers, [], 'forgotten an hour after it went stale');
   await rejectsWith(client.deleteLauncher(l.id), 404, 'launcher_not_found');
 });
+
+test('a heartbeat tells a launcher to stop the jobs it runs that are no longer its own (ended while it was out of touch, or unknown)', async (t) => {
+  const clock = new ManualClock();
+  const { client, c } = await startTest(t, timing, { clock });
+  const l = await fakeLauncher(client);
+  const lost = await start(client, 'lost-touch');
+  await l.take();
+  await l.started(lost.job_id);
+  clock.advance(31_000);
+  await c.core.sweep();
+  assert.equal((await client.getJob(lost.job_id)).status, 'interrupted');
+
+  // it comes back under a new id, its executor still running the interrupted job, and takes a new one
+  const again = await fakeLauncher(client);
+  const fresh = await start(client, 'fresh');
+  await again.take();
+  await again.started(fresh.job_id);
+  const unknown = 'job_000000000000';
+  const answer = await client.heartbeat({ launcher_id: again.id, running_jobs: [lost.job_id, fresh.job_id, unknown] });
+  assert.deepEqual(answer.stop_jobs.sort(), [lost.job_id, unknown].sort(), 'not the job it holds');
+  assert.equal((await client.getJob(fresh.job_id)).status, 'running');
+});

@@ -299,3 +299,28 @@ test('stopping one child does not keep its parent from hearing of it: only a sto
   const lead = await client.getSession('lead');
   assert.ok(lead.callback_job_id, 'the idle parent is told at once');
 });
+
+test('a parent whose callback resume failed hears of its next child, also one stopped by request: it was not stopped', async (t) => {
+  const { client } = await startTest(t);
+  const l = await fakeLauncher(client);
+  const own = await start(client, 'waiter');
+  await l.take();
+  const c1 = await start(client, 'w-c1', 'x', { parent_session_name: 'waiter' });
+  const c2 = await start(client, 'w-c2', 'y', { parent_session_name: 'waiter' });
+  await l.completed(own.job_id, 'started my helpers');
+  assert.equal((await l.take()).job_id, c1.job_id);
+  assert.equal((await l.take()).job_id, c2.job_id);
+  await l.started(c2.job_id);
+  await l.completed(c1.job_id, 'c1 result');
+  // the delivery of c1's outcome fails: it is kept, for the next child outcome to take along
+  const delivery = (await client.getSession('waiter')).callback_job_id!;
+  assert.equal((await l.take()).job_id, delivery);
+  await l.failed(delivery, 'crashed');
+  assert.deepEqual((await client.getSession('waiter')).pending_callbacks.map((n) => n.job_id), [c1.job_id]);
+  // someone stops the other child: the parent, which nobody stopped, is told of both
+  await client.stopJob(c2.job_id);
+  await l.stopped(c2.job_id);
+  const p = await client.getSession('waiter');
+  assert.ok(p.callback_job_id, 'the parent is resumed with both outcomes');
+  assert.deepEqual(((await client.getJob(p.callback_job_id)).callback_of ?? []).sort(), [c1.job_id, c2.job_id].sort());
+});

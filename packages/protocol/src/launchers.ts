@@ -113,7 +113,10 @@ export type HeartbeatRequest = Static<typeof HeartbeatRequest>;
 
 export const HeartbeatResponse = Type.Object({
   ok: Type.Literal(true),
-  /** jobs of this launcher that are `stopping`: a safety net for a lost poll answer */
+  /**
+   * jobs of this launcher that are `stopping` (a safety net for a lost poll answer), and jobs of
+   * `running_jobs` it does not hold any more (ended, requeued, another launcher's, unknown)
+   */
   stop_jobs: Type.Array(Type.String()),
 });
 export type HeartbeatResponse = Static<typeof HeartbeatResponse>;

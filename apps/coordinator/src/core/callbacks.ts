@@ -144,9 +144,9 @@ export async function childEnded(ctx: CoreContext, tx: Tx, job: JobRow): Promise
   if (!parent) return;
   await tx.updateSession(parent.name, {
     callbacks: [...parent.callbacks, notificationOf(job, tx.now)],
-    // held deliveries go with the next child outcome, but not with one of a child stopped by
-    // request: a stopped tree (or a stopped parent) is not woken by its stopped children
-    deliveriesHeld: job.stopReason === 'requested' ? parent.deliveriesHeld : false,
+    // held deliveries go with the next child outcome, but not with one of a child stopped with
+    // its whole tree: a stopped tree is not woken by its stopped children
+    deliveriesHeld: job.stopReason === 'tree' ? parent.deliveriesHeld : false,
     updatedAt: tx.now,
   });
   await deliver(ctx, tx, parent.name);
@@ -199,7 +199,7 @@ export async function jobEnded(ctx: CoreContext, tx: Tx, sessionName: string, jo
     // The session's own turn ended: held deliveries may go again, unless someone asked to stop
     // it (a stopped session is not resumed at once; they wait like a failed delivery) — also
     // when the turn ended completed or failed before the stop reached its executor.
-    const stopped = job.stopReason === 'requested';
+    const stopped = job.stopReason === 'requested' || job.stopReason === 'tree';
     if (s.deliveriesHeld !== stopped) await tx.updateSession(s.name, { deliveriesHeld: stopped });
     return;
   }

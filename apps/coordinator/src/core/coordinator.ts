@@ -329,7 +329,7 @@ export class Coordinator {
   }
 
   async heartbeat(req: HeartbeatRequest): Promise<HeartbeatResponse> {
-    const stop_jobs = await this.#ctx.store.transaction((tx) => launchers.heartbeatStops(tx, req.launcher_id));
+    const stop_jobs = await this.#ctx.store.transaction((tx) => launchers.heartbeatStops(tx, req.launcher_id, req.running_jobs));
     await this.#ctx.store.touchLauncher(req.launcher_id, this.#ctx.clock.now());
     return { ok: true, stop_jobs };
   }

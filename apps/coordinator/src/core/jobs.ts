@@ -1,10 +1,10 @@
-import { type JobStatus, type JobType, type Labels, type StopReason } from '@agentq/protocol';
+import type { JobStatus, JobType, Labels } from '@agentq/protocol';
 import { fitting, jobTextSize } from './answer-budget.js';
 import * as callbacks from './callbacks.js';
 import { transition, txLog, type CoreContext } from './context.js';
 import { newId } from './ids.js';
 import { routeKey, routeOf } from './routing.js';
-import { addUsage, type JobRow, type LauncherRow, type SessionRow } from './rows.js';
+import { addUsage, type JobRow, type LauncherRow, type SessionRow, type StopCause } from './rows.js';
 import type { Tx } from './store/store.js';
 
 /*
@@ -132,7 +132,7 @@ export async function requeue(ctx: CoreContext, tx: Tx, job: JobRow, why: string
 }
 
 /** Ask the launcher holding the job to stop it (told on its next poll, or at once if parked). */
-export async function requestStop(ctx: CoreContext, tx: Tx, job: JobRow, reason: StopReason, by: string | null): Promise<JobRow> {
+export async function requestStop(ctx: CoreContext, tx: Tx, job: JobRow, reason: StopCause, by: string | null): Promise<JobRow> {
   const row = await tx.updateJob(job.id, {
     ...transition(job, 'stopping', tx.now),
     stopRequestedAt: tx.now,
@@ -146,7 +146,7 @@ export async function requestStop(ctx: CoreContext, tx: Tx, job: JobRow, reason:
 }
 
 /** How a stopped job ends: `timed_out` when the stop was its timeout, else `stopped`. */
-export const stoppedStatus = (reason: StopReason | null): 'stopped' | 'timed_out' =>
+export const stoppedStatus = (reason: StopCause | null): 'stopped' | 'timed_out' =>
   reason === 'timeout' ? 'timed_out' : 'stopped';
 
 /** A pending job ends without running (stopped or timed out). */
@@ -154,7 +154,7 @@ export async function endPending(
   ctx: CoreContext,
   tx: Tx,
   job: JobRow,
-  reason: StopReason,
+  reason: StopCause,
   by: string | null,
 ): Promise<JobRow> {
   const row = await tx.updateJob(job.id, {

@@ -74,10 +74,21 @@ async function replacePredecessors(ctx: CoreContext, tx: Tx, row: LauncherRow, i
   return replaced;
 }
 
-/** Heartbeat: the jobs of this launcher that are stopping (a safety net for a lost poll answer). */
-export async function heartbeatStops(tx: Tx, launcherId: string): Promise<string[]> {
+/**
+ * Heartbeat: the jobs the launcher must stop. Those of its jobs that are stopping (a safety net
+ * for a lost poll answer), and those it says it runs (`running`) that are not its jobs any more:
+ * ended while it was out of touch (interrupted when it went stale, timed out), given back to the
+ * queue or to another launcher, or deleted. Their next report would be refused and end them, but
+ * an executor that prints nothing reports nothing, and would go on working on its session while
+ * another turn of that session runs.
+ */
+export async function heartbeatStops(tx: Tx, launcherId: string, running: readonly string[] = []): Promise<string[]> {
   await liveLauncher(tx, launcherId);
-  return (await tx.activeJobsOfLauncher(launcherId)).filter((j) => j.status === 'stopping').map((j) => j.id);
+  const active = await tx.activeJobsOfLauncher(launcherId);
+  const stops = new Set(active.filter((j) => j.status === 'stopping').map((j) => j.id));
+  const held = new Set(active.map((j) => j.id));
+  for (const id of running) if (!held.has(id)) stops.add(id);
+  return [...stops];
 }
 
 /**

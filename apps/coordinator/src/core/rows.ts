@@ -9,6 +9,13 @@ import type {
   Usage,
 } from '@agentq/protocol';
 
+/**
+ * Why a job was asked to stop: the wire's StopReason, or `tree` — a stop of its session's whole
+ * tree (POST /sessions/{name}/stop?tree=true), `requested` on the wire. Its outcome does not wake
+ * a parent that holds its deliveries (callbacks.ts), as an outcome of a child stopped alone does.
+ */
+export type StopCause = StopReason | 'tree';
+
 /*
  * The rows the store keeps: plain data, one interface per entity. A committed row is never
  * mutated; a change makes a new row (`{ ...row, ...patch }`), so a reader holding a row always
@@ -57,7 +64,7 @@ export interface JobRow {
   readonly completedAt: number | null;
   readonly updatedAt: number;
   readonly stopRequestedAt: number | null;
-  readonly stopReason: StopReason | null;
+  readonly stopReason: StopCause | null;
   readonly stoppedBy: string | null;
   /** a stop its launcher has not been told about yet (through a poll answer) */
   readonly stopPending: boolean;

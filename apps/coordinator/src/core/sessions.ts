@@ -4,7 +4,6 @@ import {
   type CreateJobRequest,
   type SessionMessage,
   type StopOutcome,
-  type StopReason,
 } from '@agentq/protocol';
 import { budgetExceeded } from './budget.js';
 import { deliver, maxMessageBytes, messageBytes } from './callbacks.js';
@@ -13,7 +12,7 @@ import { iso } from './clock.js';
 import { CoordinatorError, validation } from './errors.js';
 import { newId } from './ids.js';
 import { endPending, enqueue, requestStop } from './jobs.js';
-import { ZERO_USAGE, type JobRow, type SessionRow } from './rows.js';
+import { ZERO_USAGE, type JobRow, type SessionRow, type StopCause } from './rows.js';
 import type { Tx } from './store/store.js';
 
 /*
@@ -156,7 +155,7 @@ export async function stopJob(
   ctx: CoreContext,
   tx: Tx,
   jobId: string,
-  reason: StopReason,
+  reason: StopCause,
   by: string | null,
 ): Promise<StopAnswer> {
   const job = await mustJob(tx, jobId);
@@ -198,19 +197,19 @@ export async function stopTree(
   }
   const answers: Array<StopAnswer & { sessionName: string }> = [];
   for (const name of present) {
-    for (const a of await stopJobsOf(ctx, tx, name, by)) answers.push({ ...a, sessionName: name });
+    for (const a of await stopJobsOf(ctx, tx, name, by, 'tree')) answers.push({ ...a, sessionName: name });
   }
   if (answers.length === 0 && idleIsError) throw sessionIdle(names[0]!);
   if (answers.length > 0) txLog(ctx, tx).info({ session_name: names[0], sessions: present.length, jobs: answers.length }, 'session tree stopped');
   return answers;
 }
 
-async function stopJobsOf(ctx: CoreContext, tx: Tx, name: string, by: string | null): Promise<StopAnswer[]> {
+async function stopJobsOf(ctx: CoreContext, tx: Tx, name: string, by: string | null, reason: StopCause = 'requested'): Promise<StopAnswer[]> {
   const targets = (await tx.pendingJobsOf(name)).reverse();
   const active = await tx.activeJobOf(name);
   if (active) targets.push(active);
   const answers: StopAnswer[] = [];
-  for (const job of targets) answers.push(await stopJob(ctx, tx, job.id, 'requested', by));
+  for (const job of targets) answers.push(await stopJob(ctx, tx, job.id, reason, by));
   return answers;
 }
 

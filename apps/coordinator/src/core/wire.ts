@@ -25,7 +25,8 @@ export function toWireJob(job: JobRow, pendingReason: string | null = null): Job
     updated_at: iso(job.updatedAt),
     timeout_ms: job.timeoutMs,
     stop_requested_at: isoOrNull(job.stopRequestedAt),
-    stop_reason: job.stopReason,
+    // a tree stop is a stop by request (rows.ts, StopCause)
+    stop_reason: job.stopReason === 'tree' ? 'requested' : job.stopReason,
     executor_session_id: job.executorSessionId,
     callback_of: job.callbackOf ? [...job.callbackOf] : null,
     attempts: job.attempts,
