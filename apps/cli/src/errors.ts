@@ -74,6 +74,7 @@ const REJECTED_CODES: ReadonlySet<string> = new Set([
   'parent_session_not_found',
   'session_idle',
   'session_closed',
+  'parent_stopping',
   'depth_exceeded',
   'budget_exceeded',
   'idempotency_key_reused',

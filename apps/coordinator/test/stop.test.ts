@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { fakeLauncher, parked, rejectsWith, resume, start, startTest } from './helpers.js';
+import { busySession, fakeLauncher, parked, rejectsWith, resume, start, startTest } from './helpers.js';
 
 test('stopping a pending job ends it as stopped at once; no launcher ever gets it', async (t) => {
   const { client } = await startTest(t);
@@ -323,4 +323,16 @@ test('a parent whose callback resume failed hears of its next child, also one st
   const p = await client.getSession('waiter');
   assert.ok(p.callback_job_id, 'the parent is resumed with both outcomes');
   assert.deepEqual(((await client.getJob(p.callback_job_id)).callback_of ?? []).sort(), [c1.job_id, c2.job_id].sort());
+});
+
+test('a session whose turn is being stopped starts no child: 409 parent_stopping, until the turn has ended', async (t) => {
+  const { client } = await startTest(t);
+  const { l, own } = await busySession(client, 'dying');
+  await client.stopSession('dying', { tree: true });
+  const details = await rejectsWith(start(client, 'late-child', 'x', { parent_session_name: 'dying' }), 409, 'parent_stopping');
+  assert.equal(details.parent_session_name, 'dying');
+  assert.equal(details.current_status, 'stopping');
+  await rejectsWith(client.createJobs([{ type: 'start_session', session_name: 'late-child', prompt: 'x', parent_session_name: 'dying' }]), 409, 'parent_stopping');
+  await l.stopped(own.job_id);
+  assert.equal((await start(client, 'late-child', 'x', { parent_session_name: 'dying' })).status, 'pending', 'once it has ended, it may');
 });

@@ -37,6 +37,8 @@ export const ErrorCodes = {
   session_exists: 409,
   session_idle: 409,
   session_closed: 409,
+  /** a child for a session whose turn is being stopped */
+  parent_stopping: 409,
   idempotency_key_reused: 409,
   payload_too_large: 413,
   unsupported_media_type: 415,

@@ -42,6 +42,17 @@ export async function createJob(ctx: CoreContext, tx: Tx, req: CreateJobRequest,
       });
     }
     const parent = parentName === null ? null : await parentSession(tx, parentName);
+    // a turn being stopped (by request, with its tree, or by its timeout) starts nothing more:
+    // its child would run on after it, out of reach of the stop
+    const parentTurn = parent ? await tx.activeJobOf(parent.name) : undefined;
+    if (parent && parentTurn?.status === 'stopping') {
+      throw new CoordinatorError('parent_stopping', `session ${parent.name} is being stopped (job ${parentTurn.id}): it starts no child now`, {
+        field: 'parent_session_name',
+        parent_session_name: parent.name,
+        job_id: parentTurn.id,
+        current_status: 'stopping',
+      });
+    }
     if (parent && req.budget_usd != null) {
       throw validation('budget_usd', 'only a root session (one without a parent) has a budget; its children share it');
     }
