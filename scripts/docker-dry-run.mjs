@@ -28,7 +28,7 @@ const root = fileURLToPath(new URL('..', import.meta.url));
 const scratch = mkdtempSync(join(tmpdir(), 'agentq-docker-'));
 const say = (line) => console.log(`docker-dry-run: ${line}`);
 // however it ends, the scratch folder goes
-process.on('exit', () => rmSync(scratch, { recursive: true, force: true }));
+process.on('exit', () => rmSync(scratch, { recursive: true, force: true, maxRetries: 5 }));
 for (const signal of ['SIGINT', 'SIGTERM']) process.once(signal, () => process.exit(130));
 /**
  * The environment a RUN line sees: this machine's PATH (without the node_modules/.bin folders of

@@ -47,7 +47,7 @@ describe('the async job protocol: descriptor and exit codes', () => {
 
   it('the follow-up commands repeat --url and --ca-file given as flags, and work as printed', async (t) => {
     const dir = mkdtempSync(join(tmpdir(), 'agentq-cli-tls-'));
-    t.after(() => rmSync(dir, { recursive: true, force: true }));
+    t.after(() => rmSync(dir, { recursive: true, force: true, maxRetries: 5 }));
     const pems = await selfsigned.generate([{ name: 'commonName', value: 'agentq test coordinator' }], {
       keyType: 'ec',
       algorithm: 'sha256',

@@ -55,7 +55,7 @@ export async function coordinatorAndLauncher(
   t.after(async () => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     await exited;
-    rmSync(state, { recursive: true, force: true });
+    rmSync(state, { recursive: true, force: true, maxRetries: 5 });
     await client.close();
     await c.close();
   });

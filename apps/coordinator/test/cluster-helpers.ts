@@ -35,7 +35,7 @@ export function clientOf(t: TestContext, url: string): AgentqClient {
 
 export function tempDir(t: TestContext): string {
   const dir = mkdtempSync(join(tmpdir(), 'agentq-cluster-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  t.after(() => rmSync(dir, { recursive: true, force: true, maxRetries: 5 }));
   return dir;
 }
 

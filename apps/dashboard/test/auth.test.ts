@@ -16,7 +16,7 @@ const SECRETS = { reader: randomBytes(24).toString('base64url'), client: randomB
 
 function tokenFile(t: TestContext): string {
   const dir = mkdtempSync(join(tmpdir(), 'agentq-dashboard-auth-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  t.after(() => rmSync(dir, { recursive: true, force: true, maxRetries: 5 }));
   const file = join(dir, 'tokens');
   const line = (role: keyof typeof SECRETS) => `${role}-token ${role} ${createHash('sha256').update(SECRETS[role]).digest('hex')}`;
   writeFileSync(file, ['# dashboard test', line('reader'), line('client'), line('launcher'), ''].join('\n'));

@@ -82,7 +82,7 @@ export async function coordinator(
 
 export function tempDir(t: TestContext): string {
   const dir = mkdtempSync(join(tmpdir(), 'agentq-launcher-test-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  t.after(() => rmSync(dir, { recursive: true, force: true, maxRetries: 5 }));
   return dir;
 }
 
@@ -125,7 +125,7 @@ export async function launcher(
   t.after(async () => {
     l.forceKill();
     await done;
-    if (ownState) rmSync(ownState, { recursive: true, force: true });
+    if (ownState) rmSync(ownState, { recursive: true, force: true, maxRetries: 5 });
   });
   const id = await l.registered;
   return { launcher: l, id, done };

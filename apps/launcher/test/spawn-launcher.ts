@@ -32,7 +32,7 @@ export function spawnLauncher(t: TestContext, args: string[], env: Record<string
   t.after(async () => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     await exited;
-    rmSync(ownState, { recursive: true, force: true });
+    rmSync(ownState, { recursive: true, force: true, maxRetries: 5 });
   });
   const lines: Array<Record<string, unknown>> = [];
   const waiters: Array<{ msg: RegExp; resolve: (l: Record<string, unknown>) => void }> = [];

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-import { readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { endGroups, type Group } from './proc.js';
 
@@ -39,20 +39,18 @@ lines.once('close', () => {
 });
 
 /**
- * The launcher died: its groups are ended, so the record keeps only who it was (its launcher
- * ids), for the next launcher to tell the coordinator (`replaces`). A record naming no launcher
- * is deleted; one already gone (the launcher deleted it as it ended cleanly) stays gone.
+ * The launcher died and its groups are ended. A record that names who the launcher was (its
+ * launcher ids) is left for the next launcher to tell the coordinator (`replaces`); the groups
+ * it lists are gone, and a later launcher signals a group only while it is still the one
+ * recorded (its leader's start time). It is left as it is, not rewritten: the reaper makes no
+ * new file in a state directory someone may be deleting. A record naming no launcher is
+ * deleted; one already gone (the launcher deleted it as it ended cleanly) stays gone.
  */
 function settleRecord(path: string): void {
   try {
     const record = JSON.parse(readFileSync(path, 'utf8')) as { launcher_ids?: unknown; predecessors?: unknown };
     const named = (list: unknown) => Array.isArray(list) && list.length > 0;
-    if (!named(record.launcher_ids) && !named(record.predecessors)) {
-      rmSync(path, { force: true });
-      return;
-    }
-    writeFileSync(`${path}.tmp`, JSON.stringify({ ...record, groups: [] }), { mode: 0o600 });
-    renameSync(`${path}.tmp`, path);
+    if (!named(record.launcher_ids) && !named(record.predecessors)) rmSync(path, { force: true });
   } catch {
     // unreadable or gone: nothing of it is left to keep
   }
