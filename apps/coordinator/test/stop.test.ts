@@ -336,3 +336,13 @@ test('a session whose turn is being stopped starts no child: 409 parent_stopping
   await l.stopped(own.job_id);
   assert.equal((await start(client, 'late-child', 'x', { parent_session_name: 'dying' })).status, 'pending', 'once it has ended, it may');
 });
+
+test('a tree stop of a child already stopping by request: its outcome does not wake the stopped tree either', async (t) => {
+  const { client } = await startTest(t);
+  const { l, c1 } = await tree(client);
+  await client.stopSession('c1');
+  await client.stopSession('lead', { tree: true });
+  await l.stopped(c1.job_id);
+  assert.equal((await client.getSession('lead')).callback_job_id, null, 'lead stays stopped');
+  assert.equal((await client.getJob(c1.job_id)).stop_reason, 'requested', 'on the wire, a stop by request');
+});

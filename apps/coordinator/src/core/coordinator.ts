@@ -55,10 +55,10 @@ export interface CoordinatorDeps {
   logger?: Logger;
 }
 
-/** Who asks: the token's name (null when auth is off). */
 /** Reads of a session tree while stopping it: a child started meanwhile is found by the next. */
 const TREE_STOP_PASSES = 3;
 
+/** Who asks: the token's name (null when auth is off). */
 export interface Actor {
   actor?: string | null;
 }

@@ -171,7 +171,11 @@ export async function stopJob(
 ): Promise<StopAnswer> {
   const job = await mustJob(tx, jobId);
   if (isTerminal(job.status)) return { job, outcome: 'already_completed' };
-  if (job.status === 'stopping') return { job, outcome: 'stopping' };
+  if (job.status === 'stopping') {
+    // already stopping by request, now with its tree: its outcome must not wake the tree either
+    if (reason === 'tree' && job.stopReason === 'requested') return { job: await tx.updateJob(job.id, { stopReason: 'tree' }), outcome: 'stopping' };
+    return { job, outcome: 'stopping' };
+  }
   if (job.status === 'pending') return { job: await endPending(ctx, tx, job, reason, by), outcome: 'stopped' };
   return { job: await requestStop(ctx, tx, job, reason, by), outcome: 'stopping' };
 }
