@@ -1,10 +1,8 @@
+import { parseDecimal } from '@agentq/protocol';
 import { Type, type Static } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 import { redactDatabaseUrl } from './core/store/database-url.js';
 import { explain } from './schema-errors.js';
-
-/** A number as written in an environment variable: digits, maybe a fraction, maybe a sign. */
-const DECIMAL = /^[+-]?\d+(\.\d+)?$/;
 
 /**
  * Coordinator configuration. Loaded once by `loadConfig(env)` from environment variables,
@@ -231,8 +229,7 @@ export function loadConfig(
     else if (kind === 'boolean') config[key] = parseBoolean(name, raw);
     else if (kind === 'nullable-number' && ['none', 'null', '0'].includes(raw.trim().toLowerCase())) config[key] = null;
     else {
-      // decimal only: Number() would also take "0x10", "1e3" and "0b1"
-      const n = DECIMAL.test(raw.trim()) ? Number(raw) : NaN;
+      const n = parseDecimal(raw.trim());
       if (!Number.isFinite(n)) throw new ConfigError(name, `expected a decimal number, got ${JSON.stringify(raw)}`);
       config[key] = kind === 'days' ? Math.round(n * DAY_MS) : n;
     }

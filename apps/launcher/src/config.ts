@@ -3,14 +3,11 @@ import { hostname as osHostname } from 'node:os';
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { splitUrls } from '@agentq/client';
-import type { Labels } from '@agentq/protocol';
+import { parseDecimal, type Labels } from '@agentq/protocol';
 import { resolveExecutor, type ExecutorSpec } from './executors/index.js';
 import { builtinLabels, checkLabels, parseLabels } from './labels.js';
 import { resolveProjectRoots } from './project-roots.js';
 import { defaultStateDir } from './state-dir.js';
-
-/** A number as people write one on a command line: digits, maybe a fraction, maybe a sign. */
-const DECIMAL = /^[+-]?\d+(\.\d+)?$/;
 
 /**
  * Launcher configuration: every option has a flag and an environment variable; the flag wins.
@@ -301,8 +298,7 @@ export function loadConfig(
   const num = (flag: Flag, def: number, check: (n: number) => boolean, what: string): number => {
     const r = raw(flag);
     if (!r) return def;
-    // decimal only: Number() would also take "0x10", "1e3" and " 5"
-    const n = DECIMAL.test(r.text) ? Number(r.text) : NaN;
+    const n = parseDecimal(r.text);
     if (!Number.isFinite(n) || !check(n)) {
       throw new ConfigError(r.from, `expected ${what}, got ${JSON.stringify(r.text)}`);
     }

@@ -26,6 +26,15 @@ export const IdParam = Type.String({ minLength: 1, maxLength: 200 });
 export const Ok = Type.Object({ ok: Type.Literal(true) });
 export type Ok = Static<typeof Ok>;
 
+/**
+ * `text` as a number when it is written as a plain decimal (digits, maybe a fraction, maybe a
+ * sign), else NaN: `Number()` would also take "0x10", "1e3", "0b1" and " 5". For numbers people
+ * write in flags and environment variables (the launcher's and the coordinator's configuration).
+ */
+export function parseDecimal(text: string): number {
+  return /^[+-]?\d+(\.\d+)?$/.test(text) ? Number(text) : NaN;
+}
+
 /** Querystring booleans arrive as text. */
 export const BoolString = Type.Union([Type.Literal('true'), Type.Literal('false')]);
 
