@@ -1,5 +1,6 @@
 import type { AgentqClient } from '@agentq/client';
 import type { CliSessionTree, Job } from '@agentq/protocol';
+import { limiter } from './limiter.js';
 import { ago, dash, formatCost, formatUsage, hasUsage, jobKind } from './render.js';
 import { truncate } from './table.js';
 
@@ -16,28 +17,10 @@ export function fetchSessionTree(client: AgentqClient, name: string, signal?: Ab
 }
 
 /**
- * Requests in flight at once for one tree: a session may have hundreds of children, and every
- * request on the one signal adds abort listeners to it (two: the client's and undici's; past 10,
- * Node prints a MaxListenersExceededWarning on stderr), besides flooding the coordinator.
+ * Requests in flight at once for one tree: a session may have hundreds of children, and the
+ * coordinator is not to be flooded with their requests.
  */
 const TREE_REQUESTS = 4;
-
-function limiter(max: number): <T>(fn: () => Promise<T>) => Promise<T> {
-  let active = 0;
-  const queue: Array<() => void> = [];
-  return async (fn) => {
-    // a finished request hands its place straight to the next waiting one
-    if (active >= max) await new Promise<void>((resolve) => queue.push(resolve));
-    else active++;
-    try {
-      return await fn();
-    } finally {
-      const next = queue.shift();
-      if (next) next();
-      else active--;
-    }
-  };
-}
 
 async function fetchNode(
   client: AgentqClient,

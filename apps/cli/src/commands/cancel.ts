@@ -9,6 +9,7 @@ import {
 import type { Command } from 'commander';
 import type { CommandContext } from '../context.js';
 import { commandHelpAfter } from '../help.js';
+import { limiter } from '../limiter.js';
 import type { Act } from '../program.js';
 import { table } from '../render.js';
 
@@ -33,7 +34,8 @@ export function registerCancel(program: Command, act: Act): void {
     .action(
       act(async (ctx, cmd) => {
         const [ids] = cmd.processedArgs as [string[]];
-        const results = await inTurns([...new Set(ids)], (id) => cancelOne(ctx, id));
+        const limit = limiter(CANCEL_CONCURRENCY);
+        const results = await Promise.all([...new Set(ids)].map((id) => limit(() => cancelOne(ctx, id))));
         const data: CancelResults = { results };
         const exitCode = results.some((r) => r.outcome === 'not_found') ? CliExitCodes.not_found : CliExitCodes.ok;
         return {
@@ -55,20 +57,6 @@ export function registerCancel(program: Command, act: Act): void {
  * command would fail half done, without its report.
  */
 const CANCEL_CONCURRENCY = 8;
-
-/** `fn` of each item, at most CANCEL_CONCURRENCY at a time; the answers in the items' order. */
-async function inTurns<T, R>(items: readonly T[], fn: (item: T) => Promise<R>): Promise<R[]> {
-  const out: R[] = new Array<R>(items.length);
-  let next = 0;
-  const worker = async () => {
-    while (next < items.length) {
-      const i = next++;
-      out[i] = await fn(items[i]!);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(CANCEL_CONCURRENCY, items.length) }, worker));
-  return out;
-}
 
 async function cancelOne(ctx: CommandContext, jobId: string): Promise<CancelResult> {
   try {
