@@ -129,6 +129,8 @@ export function unservedReason(route: Route, online: readonly LauncherRow[]): st
     if (pool.length === 0) return `session lives in ${a.workingDir} on host ${host}, which no online launcher there serves`;
     lacking = (what) => `session lives on host ${host}, where no online launcher ${what}`;
   }
+  // the launchers left, as the directory's reason names them
+  let which = '';
   if (route.requires) {
     const required = Object.entries(route.requires);
     for (const [k, v] of required) {
@@ -137,9 +139,9 @@ export function unservedReason(route: Route, online: readonly LauncherRow[]): st
     const all = required.map(([k, v]) => `${k}=${v}`).join(', ');
     pool = pool.filter((l) => required.every(([k, v]) => l.labels[k] === v));
     if (pool.length === 0) return lacking(`has all of ${all}`);
-    if (route.dir !== null && !pool.some((l) => servesDir(l, route.dir!))) return lacking(`with ${all} serves ${route.dir}`);
+    which = `with ${all} `;
   }
-  if (route.dir !== null && !pool.some((l) => servesDir(l, route.dir!))) return lacking(`serves ${route.dir}`);
+  if (route.dir !== null && !pool.some((l) => servesDir(l, route.dir!))) return lacking(`${which}serves ${route.dir}`);
   return 'no online launcher matches';
 }
 

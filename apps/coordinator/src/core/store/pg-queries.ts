@@ -141,7 +141,7 @@ export async function logEvents(
   afterId: number,
   beforeId: number,
   limit: number,
-  maxBytes = Number.MAX_SAFE_INTEGER,
+  maxBytes: number,
 ): Promise<LifecycleEvent[]> {
   // newest first, while the logged events read so far take at most maxBytes (octet_length of a
   // stored value is read from its header; prompts read from the jobs table are not counted)
