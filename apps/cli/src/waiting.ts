@@ -22,6 +22,31 @@ export interface WaitOptions {
 
 const aborted = (signal: AbortSignal | undefined) => signal?.aborted === true;
 
+/**
+ * How long an interrupted wait may spend reading the jobs once more. Its last snapshot is from
+ * the last answer, which may be long ago (a long-poll answers only when a job ends): a job shown
+ * `pending` may have been running for minutes. A coordinator that does not answer that fast
+ * leaves the last snapshot as it is.
+ */
+export const FRESH_READ_MS = 2_000;
+
+/** The jobs as they are now, for a wait cut short by its signal; the snapshots given where they cannot be read. */
+async function reread(client: AgentqClient, jobs: readonly Job[]): Promise<Job[]> {
+  const active = jobs.filter((j) => !j.terminal).map((j) => j.job_id);
+  if (active.length === 0) return [...jobs];
+  const now = new Map<string, Job>();
+  const signal = AbortSignal.timeout(FRESH_READ_MS);
+  try {
+    for (let i = 0; i < active.length; i += MAX_WAIT_JOB_IDS) {
+      const res = await client.waitJobs({ job_ids: active.slice(i, i + MAX_WAIT_JOB_IDS), mode: 'all', timeout_ms: 0 }, { signal });
+      for (const job of [...res.jobs, ...(await readEach(client, res.omitted ?? [], signal))]) now.set(job.job_id, job);
+    }
+  } catch {
+    // unreachable, slow or refused: the snapshots already held are all there is
+  }
+  return jobs.map((j) => now.get(j.job_id) ?? j);
+}
+
 /** Wait for one job to turn terminal; returns the last snapshot (terminal or not). */
 export async function waitForJob(
   client: AgentqClient,
@@ -34,12 +59,14 @@ export async function waitForJob(
   const hold = () => Math.min(Math.max(0, deadline - o.now()), MAX_SERVER_WAIT_MS);
   let job = initial;
   for (;;) {
-    if (job && (job.terminal || o.now() >= deadline || aborted(o.signal))) return job;
+    if (job && aborted(o.signal)) return (await reread(client, [job]))[0]!;
+    if (job && (job.terminal || o.now() >= deadline)) return job;
     try {
       job = await reconnect.call(() => client.waitJob(jobId, hold(), { signal: o.signal }));
     } catch (err) {
-      if (aborted(o.signal) && job) return job;
-      throw err;
+      // interrupted: the next turn reads the job once more and ends
+      if (!aborted(o.signal) || !job) throw err;
+      continue;
     }
     o.onSnapshot?.([job]);
   }
@@ -89,7 +116,11 @@ export async function waitForJobs(
     // an ended job stays ended: later calls watch the others (and those without a snapshot yet)
     const watched = unique.filter((id) => !notFound.has(id) && !latest.get(id)?.terminal && counts(id));
     const now = outcome();
-    if (!first && (now.done || watched.length === 0 || o.now() >= deadline || aborted(o.signal))) return now;
+    if (!first && aborted(o.signal)) {
+      for (const job of await reread(client, [...latest.values()])) latest.set(job.job_id, job);
+      return outcome();
+    }
+    if (!first && (now.done || watched.length === 0 || o.now() >= deadline)) return now;
     // the first call only takes a snapshot: it finds unknown ids and already-terminal jobs at once
     const holdFirst = first;
     const hold = () => (holdFirst ? 0 : Math.min(Math.max(0, deadline - o.now()), MAX_SERVER_WAIT_MS));
@@ -97,8 +128,9 @@ export async function waitForJobs(
     try {
       res = await waitRound(client, watched, mode, hold, reconnect, o.signal);
     } catch (err) {
-      if (aborted(o.signal) && latest.size > 0) return outcome();
-      throw err;
+      // interrupted: the next turn reads the jobs once more and ends
+      if (!aborted(o.signal) || latest.size === 0) throw err;
+      continue;
     }
     for (const job of res.jobs) latest.set(job.job_id, job);
     for (const id of res.notFound) {

@@ -12,7 +12,8 @@ import {
   type CreateJobRequest,
   type JobDescriptor,
 } from '@agentq/protocol';
-import { cli, coordinator, envelope, recordCalls, type CliRun } from './helpers.js';
+import { InterruptedError } from '../src/index.js';
+import { cli, coordinator, envelope, recordCalls, whenCalled, type CliRun } from './helpers.js';
 
 const DescriptorSchema = CliEnvelope(CliCommandData.start);
 const descriptor = (r: CliRun) => envelope<{ ok: true; data: JobDescriptor }>(r, DescriptorSchema).data;
@@ -209,5 +210,21 @@ describe('agentq start --follow', () => {
     const d = descriptor(r);
     assert.equal(d.terminal, false);
     assert.equal((await c.client.getJob(d.job_id)).terminal, false);
+  });
+});
+
+describe('agentq start --wait, interrupted', () => {
+  it('Ctrl-C reads the job once more: one that started during the wait is shown running, not pending', async (t) => {
+    const c = await coordinator(t);
+    const parked = whenCalled(c.core, 'waitJob', (_id: string, timeoutMs: number) => timeoutMs > 0);
+    const interrupt = new AbortController();
+    const waiting = cli(c.url, ['start', 'alpha', '-p', 'go', '--wait', '--json'], { signal: interrupt.signal });
+    await parked;
+    // the long-poll answers only when the job ends: its last snapshot is the pending one
+    await c.launcher.claimAndStart();
+    interrupt.abort(new InterruptedError());
+    const r = await waiting;
+    assert.equal(r.code, 3, r.stdout + r.stderr);
+    assert.equal(descriptor(r).status, 'running');
   });
 });

@@ -179,6 +179,27 @@ describe('agentq wait', () => {
     assert.equal(envelope<Failure>(r, CliFailure).error.code, 'interrupted');
   });
 
+  it('Ctrl-C reads the jobs once more: one that started during the wait is shown running, one that ended as ended', async (t) => {
+    const c = await coordinator(t);
+    const [a, b] = (await createJobs(c, 2)) as [string, string];
+    const parked = whenCalled(c.core, 'waitJobs', (_ids: string[], timeoutMs: number) => timeoutMs > 0);
+    const interrupt = new AbortController();
+    const waiting = cli(c.url, ['wait', a, b, '--all', '--json'], { signal: interrupt.signal });
+    await parked;
+    const started = await c.launcher.claimAndStart();
+    const other = started.job_id === a ? b : a;
+    await c.client.stopJob(other);
+    interrupt.abort(new InterruptedError());
+    const r = await waiting;
+    assert.equal(r.code, 3, r.stdout + r.stderr);
+    const data = waitData(r);
+    assert.equal(data.done, false);
+    assert.deepEqual(
+      Object.fromEntries(data.jobs.map((j) => [j.job_id, j.status])),
+      { [started.job_id]: 'running', [other]: 'stopped' },
+    );
+  });
+
   it('more than 1000 ids: one long-poll per 1000, at once; the first job to end in any group ends the wait', async (t) => {
     const c = await coordinator(t);
     const bodies = (from: number, n: number) =>
