@@ -200,3 +200,29 @@ test("a parked launcher's capacity counts only against the routes it serves: job
   assert.deepEqual(gpuGot.map((ids) => ids?.length), [1, 1]);
   assert.deepEqual(gpuGot.flat().sort(), [g1!.job_id, g2!.job_id].sort());
 });
+
+test('a parked launcher serving several routes takes the oldest of their jobs: a launcher skipped for the route it was counted against is tried again', async (t) => {
+  // as above, a job left unoffered shows as a poll answered 204 at the end of its 60 s hold
+  const { client, c } = await startTest(t, { pollTimeoutSeconds: 60 });
+  const reg = async (hostname: string, labels: Record<string, string>) =>
+    (await client.register({ hostname, executor_type: 'test', labels })).launcher_id;
+  // waited longest: a launcher serving both routes, with 2 slots; then one serving gpu=1 only
+  const both = await reg('both', { gpu: '1', zone: 'x' });
+  const gpu = await reg('gpu', { gpu: '1' });
+  const polls = [];
+  for (const [id, capacity] of [[both, 2], [gpu, 1]] as const) {
+    const isParked = parked(c.core, id);
+    polls.push(client.poll(id, { holdSeconds: 60, capacity, batch: true }));
+    await isParked;
+  }
+  // one commit makes gpu, zone, gpu ready: the first launcher's 2 slots are counted against the
+  // 2 gpu jobs (the first route of the commit), but it takes the 2 oldest jobs it may: gpu and zone
+  const [g1, z, g2] = await client.createJobs([
+    { type: 'start_session', session_name: 'g1', prompt: 'g', requires: { gpu: '1' } },
+    { type: 'start_session', session_name: 'z', prompt: 'z', requires: { zone: 'x' } },
+    { type: 'start_session', session_name: 'g2', prompt: 'g', requires: { gpu: '1' } },
+  ]);
+  const got = (await Promise.all(polls)).map((a) => a?.jobs?.map((j) => j.job_id) ?? []);
+  assert.deepEqual(got.flat().sort(), [g1!.job_id, z!.job_id, g2!.job_id].sort());
+  assert.deepEqual(got[1], [g2!.job_id]);
+});

@@ -118,11 +118,27 @@ export class Dispatcher {
     // launcher that serves them stays parked
     const wanted = new Map<Route, number>();
     for (const [key, count] of commit.readyKeys) wanted.set(this.#route(key), count);
+    // A poll that serves several of the routes is counted against them in map order, but its claim
+    // takes the oldest jobs of all of them: it may take a job another poll was skipped for (one
+    // serving only the route it was counted against), and leave that route's job ready while the
+    // skipped poll stays parked for its whole hold. Such skipped polls are tried once more when
+    // the services of this commit have answered, at most as many as those polls' capacity.
+    let unsure = 0;
+    const uncertain = new Set<Route>();
+    const skipped: Waiter[] = [];
+    const started: Promise<void>[] = [];
     for (const waiter of this.#waiters) {
-      if (wanted.size === 0) break;
+      if (wanted.size === 0 && skipped.length >= unsure) break;
       if (waiter.busy || waiter.capacity === 0 || waiter.signal.aborted) continue;
       const served = [...wanted.keys()].filter((r) => serves(waiter.launcher, r));
-      if (served.length === 0) continue;
+      if (served.length === 0) {
+        if (skipped.length < unsure && [...uncertain].some((r) => serves(waiter.launcher, r))) skipped.push(waiter);
+        continue;
+      }
+      if (served.length > 1) {
+        unsure += waiter.capacity;
+        for (const r of served) uncertain.add(r);
+      }
       let capacity = waiter.capacity;
       for (const r of served) {
         const left = wanted.get(r)! - capacity;
@@ -131,7 +147,12 @@ export class Dispatcher {
         else wanted.delete(r);
         if (capacity === 0) break;
       }
-      this.#service(waiter);
+      started.push(this.#service(waiter));
+    }
+    if (skipped.length > 0) {
+      void Promise.all(started).then(() => {
+        for (const waiter of skipped) if (!waiter.settled) this.#service(waiter);
+      });
     }
   }
 
@@ -149,8 +170,9 @@ export class Dispatcher {
     return this.#inflight.size === 0 ? Promise.resolve() : Promise.all([...this.#inflight]).then(() => undefined);
   }
 
-  #service(waiter: Waiter): void {
-    if (waiter.busy || waiter.settled) return;
+  /** Answer the poll if its service transaction finds something; resolves when that has run. */
+  #service(waiter: Waiter): Promise<void> {
+    if (waiter.busy || waiter.settled) return Promise.resolve();
     waiter.busy = true;
     const running: Promise<void> = this.serve(waiter.launcher.id, waiter.capacity).then(
       (answer) => {
@@ -170,6 +192,7 @@ export class Dispatcher {
     );
     this.#inflight.add(running);
     void running.finally(() => this.#inflight.delete(running));
+    return running;
   }
 
   /** Answer every parked poll with 204: the server is closing. */
