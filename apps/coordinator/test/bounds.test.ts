@@ -100,6 +100,37 @@ test('an output offset past 2^40 and a timeout past 30 days are refused, naming 
   assert.equal(tail.body.error.details.field, 'offset');
 });
 
+test("a batch ending past 2^40 is refused: every next_offset a reader is given is an offset it may ask for", async (t) => {
+  const { c, client } = await startTest(t);
+  const l = await fakeLauncher(client);
+  const job = await start(client, 'edge');
+  await l.take();
+  await l.started(job.job_id);
+  const max = 2 ** 40;
+  // the offset itself is within bounds, its last byte is not
+  const past = await raw(c.url, 'POST', `/launcher/jobs/${job.job_id}/output`, JSON.stringify({ launcher_id: l.id, offset: max, data: 'xy' }));
+  assert.equal(past.status, 400);
+  assert.equal(past.body.error.details.field, 'data');
+  const synced = await raw(
+    c.url,
+    'POST',
+    '/launcher/sync',
+    JSON.stringify({ launcher_id: l.id, capacity: 0, reports: [{ job_id: job.job_id, kind: 'output', offset: max - 1, data: 'é' }] }),
+  );
+  assert.equal(synced.status, 200);
+  assert.equal(synced.body.results[0].ok, false);
+  assert.equal(synced.body.results[0].error.details.field, 'data');
+  assert.equal((await client.getJob(job.job_id)).output_bytes, 0, 'nothing was recorded');
+
+  // up to the bound itself is taken, and its end can be read from
+  await client.reportOutput(job.job_id, { launcher_id: l.id, offset: max - 2, data: 'é' });
+  const out = await client.getOutput(job.job_id);
+  assert.equal(out.next_offset, max);
+  const next = await raw(c.url, 'GET', `/jobs/${job.job_id}/output?offset=${out.next_offset}`);
+  assert.equal(next.status, 200);
+  assert.equal(next.body.output, '');
+});
+
 test('every number a client or launcher can send has a lower and an upper bound (OpenAPI document)', async (t) => {
   const { c } = await startTest(t);
   const doc = (await raw(c.url, 'GET', '/openapi.json')).body;

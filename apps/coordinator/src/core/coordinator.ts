@@ -1,4 +1,5 @@
 import {
+  MAX_OUTPUT_OFFSET,
   type CreateJobRequest,
   type Health,
   type HeartbeatRequest,
@@ -32,6 +33,7 @@ import { AnswersInFlight, type AnswerHold } from './answer-budget.js';
 import { answerPoll, releaseUndelivered, undoAnswer } from './claims.js';
 import { systemClock, type Clock } from './clock.js';
 import { liveLauncher, type CoreContext } from './context.js';
+import { validation } from './errors.js';
 import * as creates from './creates.js';
 import { Dispatcher } from './dispatcher.js';
 import { EventLog } from './event-log.js';
@@ -341,6 +343,11 @@ export class Coordinator {
 
   async appendOutput(jobId: string, launcherId: string, offset: number, data: string): Promise<void> {
     const { store, clock } = this.#ctx;
+    // the stream's end is a reader's next offset: past MAX_OUTPUT_OFFSET, GET .../output would
+    // refuse the next_offset it answered
+    if (offset + Buffer.byteLength(data, 'utf8') > MAX_OUTPUT_OFFSET) {
+      throw validation('data', `ends past byte ${MAX_OUTPUT_OFFSET} of the job's output (offset ${offset}), the most a job's output may hold`);
+    }
     await store.transaction((tx) => heldJob(tx, launcherId, jobId));
     await store.appendOutput(jobId, offset, data);
     await store.touchLauncher(launcherId, clock.now());
