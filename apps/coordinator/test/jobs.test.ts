@@ -47,6 +47,20 @@ test('GET /jobs/{id} returns every field of the original data model, null where 
   assert.equal(job.prompt, 'do fields');
 });
 
+test("an empty agent_name or project_dir is none, as the seed's dashboard sends them from empty form fields; a resume keeps the session's", async (t) => {
+  const { client, c } = await startTest(t);
+  const res = await post(c.url, JSON.stringify({ type: 'start_session', session_name: 'form', prompt: 'p', agent_name: '', project_dir: '' }));
+  assert.equal(res.status, 201, JSON.stringify(res.body));
+  const job = res.body as unknown as { agent_name: string | null; project_dir: string | null };
+  assert.equal(job.agent_name, null);
+  assert.equal(job.project_dir, null);
+
+  await client.createJob({ type: 'start_session', session_name: 'kept', prompt: 'p', agent_name: 'researcher', project_dir: '/srv/app' });
+  const resumed = await client.createJob({ type: 'resume_session', session_name: 'kept', prompt: 'again', agent_name: '', project_dir: '' });
+  assert.equal(resumed.agent_name, 'researcher');
+  assert.equal(resumed.project_dir, '/srv/app');
+});
+
 test('GET /jobs/{id} of an unknown id is 404 job_not_found with the error body', async (t) => {
   const { client } = await startTest(t);
   const details = await rejectsWith(client.getJob('job_000000000000'), 404, 'job_not_found');

@@ -123,8 +123,9 @@ export const CreateJobRequest = Type.Object(
     type: JobType,
     session_name: SessionName,
     prompt: Type.String({ minLength: 1 }),
-    agent_name: Type.Optional(Nullable(Type.String({ minLength: 1, maxLength: 200 }))),
-    project_dir: Type.Optional(Nullable(Type.String({ minLength: 1, maxLength: 4096 }))),
+    // "" is accepted as none: the seed's dashboard sends `project_dir: projectDir` from a form field
+    agent_name: Type.Optional(Nullable(Type.String({ maxLength: 200, description: 'empty or null: none (a resume keeps the session\'s)' }))),
+    project_dir: Type.Optional(Nullable(Type.String({ maxLength: 4096, description: 'empty or null: none (a resume keeps the session\'s)' }))),
     parent_session_name: Type.Optional(Nullable(SessionName)),
     timeout_ms: Type.Optional(Nullable(Type.Integer({ minimum: 1, maximum: MAX_TIMEOUT_MS }))),
     requires: Type.Optional(Nullable(Labels)),

@@ -73,8 +73,8 @@ export async function createJob(ctx: CoreContext, tx: Tx, req: CreateJobRequest,
   return enqueue(ctx, tx, session, {
     type: req.type,
     prompt: req.prompt,
-    agentName: req.agent_name ?? session.agentName,
-    projectDir: req.project_dir ?? session.projectDir,
+    agentName: orNone(req.agent_name) ?? session.agentName,
+    projectDir: orNone(req.project_dir) ?? session.projectDir,
     // absent: the configured default; null: explicitly no timeout
     timeoutMs: req.timeout_ms === undefined ? ctx.config.defaultJobTimeoutMs : req.timeout_ms,
     // absent: what the session's start required; {} or null: nothing
@@ -85,6 +85,9 @@ export async function createJob(ctx: CoreContext, tx: Tx, req: CreateJobRequest,
     messageIds: null,
   });
 }
+
+/** An optional text field of a create: "" is none, as null is (a form's empty field). */
+const orNone = (value: string | null | undefined): string | null | undefined => (value === '' ? null : value);
 
 async function parentSession(tx: Tx, parentName: string): Promise<SessionRow> {
   const parent = await tx.session(parentName);
@@ -114,8 +117,8 @@ async function newSession(tx: Tx, req: CreateJobRequest, parent: SessionRow | nu
   const row: SessionRow = {
     seq: await tx.nextSessionSeq(),
     name: req.session_name,
-    agentName: req.agent_name ?? null,
-    projectDir: req.project_dir ?? null,
+    agentName: orNone(req.agent_name) ?? null,
+    projectDir: orNone(req.project_dir) ?? null,
     parentName: parent?.name ?? null,
     rootName: parent?.rootName ?? req.session_name,
     depth: parent ? parent.depth + 1 : 0,
