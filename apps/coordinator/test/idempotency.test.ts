@@ -15,8 +15,8 @@ import { fakeLauncher, rejectsWith, start, startTest } from './helpers.js';
 
 const body = (session_name: string, prompt = 'p') => ({ type: 'start_session' as const, session_name, prompt });
 
-async function post(url: string, payload: unknown, key?: string): Promise<{ status: number; json: Record<string, unknown> }> {
-  const res = await fetch(`${url}/jobs`, {
+async function post(url: string, payload: unknown, key?: string, path = '/jobs'): Promise<{ status: number; json: Record<string, unknown> }> {
+  const res = await fetch(`${url}${path}`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', ...(key === undefined ? {} : { 'idempotency-key': key }) },
     body: JSON.stringify(payload),
@@ -84,6 +84,28 @@ test('the same key with another body is 409 idempotency_key_reused, naming the f
   assert.equal((await post(c.url, body('k'))).status, 409);
 });
 
+test('POST /jobs/batch: the same key and jobs twice create them once (200 with the same jobs); other jobs, or a key used for one job, are 409', async (t) => {
+  const { c, client } = await startTest(t);
+  await client.createJob(body('busy'));
+  // resumes: without the key, every copy of the batch would queue two more turns
+  const resumes = { jobs: [1, 2].map((i) => ({ type: 'resume_session' as const, session_name: 'busy', prompt: `turn ${i}` })) };
+  const first = await post(c.url, resumes, 'batch-1', '/jobs/batch');
+  assert.equal(first.status, 201, JSON.stringify(first.json));
+  const again = await post(c.url, resumes, 'batch-1', '/jobs/batch');
+  assert.equal(again.status, 200, JSON.stringify(again.json));
+  const ids = (r: typeof first) => (r.json['jobs'] as Job[]).map((j) => j.job_id);
+  assert.deepEqual(ids(again), ids(first));
+  assert.equal((await client.listJobs({ session_name: 'busy' })).jobs.length, 3);
+
+  const other = await post(c.url, { jobs: resumes.jobs.slice(1) }, 'batch-1', '/jobs/batch');
+  assert.equal(other.status, 409);
+  assert.equal((other.json['error'] as { code: string }).code, 'idempotency_key_reused');
+  assert.equal((await post(c.url, body('single'), 'one-job')).status, 201);
+  const reused = await post(c.url, { jobs: [body('single')] }, 'one-job', '/jobs/batch');
+  assert.equal(reused.status, 409);
+  assert.equal((reused.json['error'] as { code: string }).code, 'idempotency_key_reused');
+});
+
 test('a malformed Idempotency-Key is 400 naming the header', async (t) => {
   const { c } = await startTest(t);
   for (const key of ['x'.repeat(201), 'has space']) {
@@ -124,7 +146,7 @@ test('a key survives a restart on the same SQLite file', async (t) => {
  * A proxy that forwards `POST /jobs` to the coordinator but, for the first `drops` of them, closes
  * the client's connection instead of passing the answer on: the job was created, the answer lost.
  */
-async function droppingProxy(t: TestContext, target: string, drops: number) {
+async function droppingProxy(t: TestContext, target: string, drops: number, path = '/jobs') {
   const upstream = new URL(target);
   const keys: (string | undefined)[] = [];
   let dropped = 0;
@@ -132,8 +154,8 @@ async function droppingProxy(t: TestContext, target: string, drops: number) {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
-      const drop = req.method === 'POST' && req.url === '/jobs' && dropped < drops;
-      if (req.url === '/jobs') keys.push(header(req.headers, 'idempotency-key'));
+      const drop = req.method === 'POST' && req.url === path && dropped < drops;
+      if (req.url === path) keys.push(header(req.headers, 'idempotency-key'));
       const out = request({ host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: req.headers }, (up) => {
         if (drop) {
           dropped++;
@@ -178,6 +200,20 @@ test('the client retries a create whose answer was lost, with the same key: exac
   // another call is another logical create: a new key
   await viaProxy.createJob(body('next'));
   assert.notEqual(px.keys[3], px.keys[0]);
+});
+
+test('the client retries a batch whose answer was lost, with the same key: the jobs exist once', async (t) => {
+  const { c, client } = await startTest(t);
+  await client.createJob(body('many'));
+  const px = await droppingProxy(t, c.url, 1, '/jobs/batch');
+  const viaProxy = new AgentqClient({ url: px.url, createRetryBackoff: { baseMs: 5, maxMs: 20 } });
+  t.after(() => viaProxy.close());
+  const jobs = await viaProxy.createJobs([1, 2, 3].map((i) => ({ type: 'resume_session' as const, session_name: 'many', prompt: `turn ${i}` })));
+  assert.equal(px.dropped(), 1);
+  assert.equal(px.keys.length, 2, 'sent twice');
+  assert.ok(px.keys[0] && px.keys[1] === px.keys[0], `one key for both attempts: ${px.keys.join(', ')}`);
+  const listed = (await client.listJobs({ session_name: 'many' })).jobs.filter((j) => j.type === 'resume_session');
+  assert.deepEqual(listed.map((j) => j.job_id).sort(), jobs.map((j) => j.job_id).sort());
 });
 
 test('the client gives up after its retries, with the connection error', async (t) => {

@@ -199,11 +199,21 @@ export class AgentqClient {
    * coordinator then answers the job the first attempt created, so a lost answer never makes a
    * second job.
    */
-  async createJob(body: CreateJobRequest, o: CreateJobOptions = {}): Promise<Job> {
+  createJob(body: CreateJobRequest, o: CreateJobOptions = {}): Promise<Job> {
+    return this.#create<Job>('/jobs', body, o);
+  }
+  /**
+   * Create up to 1,000 jobs in one request, all or none (`POST /jobs/batch`); answered in order.
+   * With an Idempotency-Key and retries on a lost answer, as createJob.
+   */
+  async createJobs(bodies: readonly CreateJobRequest[], o: CreateJobOptions = {}): Promise<Job[]> {
+    return (await this.#create<CreateJobsResponse>('/jobs/batch', { jobs: bodies }, o)).jobs;
+  }
+  async #create<T>(path: string, body: unknown, o: CreateJobOptions): Promise<T> {
     const { idempotencyKey = randomUUID(), ...call } = o;
     for (let attempt = 0; ; attempt++) {
       try {
-        return await this.#json<Job>('POST', '/jobs', { body, headers: { 'idempotency-key': idempotencyKey }, ...call });
+        return await this.#json<T>('POST', path, { body, headers: { 'idempotency-key': idempotencyKey }, ...call });
       } catch (err) {
         if (call.signal?.aborted || attempt >= this.#createRetries || !answerLost(err)) throw err;
         try {
@@ -213,14 +223,6 @@ export class AgentqClient {
         }
       }
     }
-  }
-  /**
-   * Create up to 1,000 jobs in one request, all or none (`POST /jobs/batch`); answered in order.
-   * Not retried: a batch has no Idempotency-Key, so a lost answer is for the caller to check.
-   */
-  async createJobs(bodies: readonly CreateJobRequest[], o?: CallOptions): Promise<Job[]> {
-    const res = await this.#json<CreateJobsResponse>('POST', '/jobs/batch', { body: { jobs: bodies }, ...o });
-    return res.jobs;
   }
   getJob(jobId: string, o?: CallOptions): Promise<Job> {
     return this.#json('GET', `/jobs/${enc(jobId)}`, o);

@@ -154,9 +154,15 @@ export class Coordinator {
     return { job: await wireJob(this.#ctx, job), created: row.created };
   }
 
-  /** Create many jobs, all or none (`POST /jobs/batch`); a refusal names the failing index. */
-  async createJobs(reqs: readonly CreateJobRequest[], o: Actor = {}): Promise<Job[]> {
-    const created = await creates.createMany(this.#ctx, this.admission, reqs, o.actor ?? null);
+  /**
+   * Create many jobs, all or none (`POST /jobs/batch`); a refusal names the failing index. With an
+   * Idempotency-Key, as createJob: the same key and jobs return the jobs the first request created.
+   */
+  async createJobs(
+    reqs: readonly CreateJobRequest[],
+    o: Actor & { idempotencyKey?: string } = {},
+  ): Promise<{ jobs: Job[]; created: boolean }> {
+    const { jobs: created, created: isNew } = await creates.createMany(this.#ctx, this.admission, reqs, o.actor ?? null, o.idempotencyKey);
     // as for one job: answer with what each became, re-reading only the ones parked launchers took
     await this.#dispatcher.settled();
     const now = new Map((await this.#ctx.store.jobBriefs(created.map((r) => r.id))).map((b) => [b.id, b.status]));
@@ -164,7 +170,7 @@ export class Coordinator {
       created.map(async (r) => (now.get(r.id) === r.status ? r : ((await this.#ctx.store.getJob(r.id)) ?? r))),
     );
     const reasons = await pendingReasons(this.#ctx, rows);
-    return rows.map((r) => toWireJob(r, reasons.get(r.id) ?? null));
+    return { jobs: rows.map((r) => toWireJob(r, reasons.get(r.id) ?? null)), created: isNew };
   }
 
   async getJob(jobId: string): Promise<Job> {

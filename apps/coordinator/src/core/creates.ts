@@ -4,6 +4,7 @@ import type { Admission } from './admission.js';
 import type { CoreContext } from './context.js';
 import { CoordinatorError } from './errors.js';
 import type { JobRow } from './rows.js';
+import type { Tx } from './store/store.js';
 import * as sessions from './sessions.js';
 
 /*
@@ -16,85 +17,116 @@ import * as sessions from './sessions.js';
  * sweeper.ts) return the job the first request created (`created: false`); a different body with
  * the key is refused.
  */
-export function createOne(
+export async function createOne(
   ctx: CoreContext,
   admission: Admission,
   req: CreateJobRequest,
   actor: string | null,
   idempotencyKey?: string,
 ): Promise<{ job: JobRow; created: boolean }> {
-  return ctx.store.transaction(async (tx) => {
-    if (idempotencyKey !== undefined) {
-      // keys are per token (a key has no spaces: the header's pattern)
-      const key = `${actor ?? '-'} ${idempotencyKey}`;
-      const hash = requestHash(req);
-      const seen = await tx.idempotency(key);
-      if (seen) {
-        if (seen.requestHash !== hash) {
-          throw new CoordinatorError('idempotency_key_reused', 'this Idempotency-Key was used with a different request body', {
-            idempotency_key: idempotencyKey,
-            job_id: seen.jobIds[0],
-          });
-        }
-        const first = await tx.job(seen.jobIds[0]!);
-        if (first) return { job: first, created: false };
-        // its job ended and history retention deleted it since (JOB_RETENTION_MS under the key's
-        // 24 h): creating it again would run the same request twice, which the key is there to prevent
-        throw new CoordinatorError(
-          'job_not_found',
-          `the job this Idempotency-Key created, ${seen.jobIds[0]}, has ended and been deleted by history retention; send the create with a new key to run it again`,
-          { job_id: seen.jobIds[0], idempotency_key: idempotencyKey },
-        );
-      }
+  const { jobs, created } = await ctx.store.transaction((tx) =>
+    once(tx, actor, idempotencyKey, req, async () => {
       await admission.check([req]);
-      let job: JobRow;
-      try {
-        job = await sessions.createJob(ctx, tx, req, actor);
-      } catch (err) {
-        // the same request, sent again (to another coordinator, or on another of its pool's
-        // connections) while this one ran, may have committed its session and key since the key
-        // was read above (PostgreSQL reads each statement afresh): then this is its replay
-        if (!(err instanceof CoordinatorError) || err.code !== 'session_exists') throw err;
-        const now = await tx.idempotency(key);
-        const first = now?.requestHash === hash ? await tx.job(now.jobIds[0]!) : undefined;
-        if (!first) throw err;
-        return { job: first, created: false };
-      }
-      await tx.putIdempotency({ key, requestHash: hash, jobIds: [job.id], createdAt: tx.now });
-      return { job, created: true };
-    }
-    await admission.check([req]);
-    return { job: await sessions.createJob(ctx, tx, req, actor), created: true };
-  });
+      return [await sessions.createJob(ctx, tx, req, actor)];
+    }),
+  );
+  return { job: jobs[0]!, created };
 }
 
-/** Create many jobs, all or none; a refusal names the failing index. */
+/**
+ * Create many jobs, all or none; a refusal names the failing index. An Idempotency-Key works as
+ * for one job: the same key and jobs answer the jobs the first request created.
+ */
 export function createMany(
   ctx: CoreContext,
   admission: Admission,
   reqs: readonly CreateJobRequest[],
   actor: string | null,
-): Promise<JobRow[]> {
-  return ctx.store.transaction(async (tx) => {
-    await admission.check(reqs);
-    const out: JobRow[] = [];
-    for (const [i, req] of reqs.entries()) {
-      try {
-        out.push(await sessions.createJob(ctx, tx, req, actor));
-      } catch (err) {
-        if (err instanceof CoordinatorError) {
-          const field = typeof err.details?.field === 'string' ? `jobs[${i}].${err.details.field}` : `jobs[${i}]`;
-          throw new CoordinatorError(err.code, `jobs[${i}]: ${err.message}`, { ...err.details, index: i, field });
+  idempotencyKey?: string,
+): Promise<{ jobs: JobRow[]; created: boolean }> {
+  return ctx.store.transaction((tx) =>
+    // hashed as the request body, so a key first used for one job is reused, not replayed, here
+    once(tx, actor, idempotencyKey, { jobs: reqs }, async () => {
+      await admission.check(reqs);
+      const out: JobRow[] = [];
+      for (const [i, req] of reqs.entries()) {
+        try {
+          out.push(await sessions.createJob(ctx, tx, req, actor));
+        } catch (err) {
+          if (err instanceof CoordinatorError) {
+            const field = typeof err.details?.field === 'string' ? `jobs[${i}].${err.details.field}` : `jobs[${i}]`;
+            throw new CoordinatorError(err.code, `jobs[${i}]: ${err.message}`, { ...err.details, index: i, field });
+          }
+          throw err;
         }
-        throw err;
       }
+      return out;
+    }),
+  );
+}
+
+/**
+ * Run `create` once per Idempotency-Key (none: every time). A key seen with the same body answers
+ * the jobs it created (`created: false`); with another body, 409 idempotency_key_reused.
+ */
+async function once(
+  tx: Tx,
+  actor: string | null,
+  idempotencyKey: string | undefined,
+  body: unknown,
+  create: () => Promise<JobRow[]>,
+): Promise<{ jobs: JobRow[]; created: boolean }> {
+  if (idempotencyKey === undefined) return { jobs: await create(), created: true };
+  // keys are per token (a key has no spaces: the header's pattern)
+  const key = `${actor ?? '-'} ${idempotencyKey}`;
+  const hash = requestHash(body);
+  const seen = await tx.idempotency(key);
+  if (seen) {
+    if (seen.requestHash !== hash) {
+      throw new CoordinatorError('idempotency_key_reused', 'this Idempotency-Key was used with a different request body', {
+        idempotency_key: idempotencyKey,
+        job_id: seen.jobIds[0],
+      });
     }
-    return out;
-  });
+    return { jobs: await replayed(tx, seen.jobIds, idempotencyKey), created: false };
+  }
+  let jobs: JobRow[];
+  try {
+    jobs = await create();
+  } catch (err) {
+    // the same request, sent again (to another coordinator, or on another of its pool's
+    // connections) while this one ran, may have committed its session and key since the key
+    // was read above (PostgreSQL reads each statement afresh): then this is its replay
+    if (!(err instanceof CoordinatorError) || err.code !== 'session_exists') throw err;
+    const now = await tx.idempotency(key);
+    if (now?.requestHash !== hash) throw err;
+    return { jobs: await replayed(tx, now.jobIds, idempotencyKey), created: false };
+  }
+  await tx.putIdempotency({ key, requestHash: hash, jobIds: jobs.map((j) => j.id), createdAt: tx.now });
+  return { jobs, created: true };
+}
+
+/** The jobs a key created, read again for its replay. */
+async function replayed(tx: Tx, ids: readonly string[], idempotencyKey: string): Promise<JobRow[]> {
+  const jobs: JobRow[] = [];
+  for (const id of ids) {
+    const job = await tx.job(id);
+    // it ended and history retention deleted it since (JOB_RETENTION_MS under the key's 24 h):
+    // creating it again would run the same request twice, which the key is there to prevent
+    if (!job) {
+      throw new CoordinatorError(
+        'job_not_found',
+        `the job this Idempotency-Key created, ${id}, has ended and been deleted by history retention; send the create with a new key to run it again`,
+        { job_id: id, idempotency_key: idempotencyKey },
+      );
+    }
+    jobs.push(job);
+  }
+  return jobs;
 }
 
 /** A stable hash of a create request, to compare a retried Idempotency-Key's body. */
-function requestHash(req: CreateJobRequest): string {
+function requestHash(body: unknown): string {
   const sorted = (v: unknown): unknown =>
     v && typeof v === 'object' && !Array.isArray(v)
       ? Object.fromEntries(
@@ -103,5 +135,5 @@ function requestHash(req: CreateJobRequest): string {
             .map((k) => [k, sorted((v as Record<string, unknown>)[k])]),
         )
       : v;
-  return createHash('sha256').update(JSON.stringify(sorted(req))).digest('hex');
+  return createHash('sha256').update(JSON.stringify(sorted(body))).digest('hex');
 }

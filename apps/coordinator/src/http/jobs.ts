@@ -25,7 +25,7 @@ import { clientGone, untilClosed } from './abort.js';
 import { actorOf } from './auth/plugin.js';
 import { plainJson } from './plain-json.js';
 
-/** `Idempotency-Key`: a retried create with the same key and body returns the first job. */
+/** `Idempotency-Key`: a retried create with the same key and body returns the first job (or jobs). */
 const IdempotencyHeaders = Type.Object({
   'idempotency-key': Type.Optional(Type.String({ minLength: 1, maxLength: 200, pattern: '^[\\x21-\\x7e]+$' })),
 });
@@ -82,11 +82,30 @@ export const jobRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = async
         tags: ['jobs'],
         summary: 'Create up to 1,000 jobs, all or none',
         body: CreateJobsRequest,
-        response: { 201: CreateJobsResponse, 400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 404: ErrorBody, 409: ErrorBody, 422: ErrorBody, 429: ErrorBody },
+        headers: IdempotencyHeaders,
+        response: {
+          200: CreateJobsResponse,
+          201: CreateJobsResponse,
+          400: ErrorBody,
+          401: ErrorBody,
+          403: ErrorBody,
+          404: ErrorBody,
+          409: ErrorBody,
+          422: ErrorBody,
+          429: ErrorBody,
+        },
       },
     },
     async (req, reply) => {
-      const jobs = await core.createJobs(req.body.jobs, { actor: actorOf(req) });
+      const key = req.headers['idempotency-key'];
+      const { jobs, created } = await core.createJobs(req.body.jobs, {
+        actor: actorOf(req),
+        ...(key !== undefined ? { idempotencyKey: key } : {}),
+      });
+      if (!created) {
+        req.log.info({ jobs: jobs.length }, 'jobs create replayed (batch, Idempotency-Key)');
+        return reply.code(200).send({ jobs });
+      }
       req.log.info({ jobs: jobs.length }, 'jobs created (batch)');
       return reply.code(201).send({ jobs });
     },
