@@ -94,6 +94,28 @@ test('a session that can take no more input: 409 session_closed, for messages an
   assert.equal((await client.sendMessage('ran', { text: 'try again' })).outcome, 'queued');
 });
 
+test('a session closed by its start ending before it ran ends the resumes queued behind that start: none runs', async (t) => {
+  const clock = new ManualClock();
+  const { client, c } = await startTest(t, {}, { clock });
+  // sent while the start waited: accepted, queued behind it
+  const first = await start(client, 'early', 'begin', { timeout_ms: 1_000 });
+  const queued = await client.createJob({ type: 'resume_session', session_name: 'early', prompt: 'and then' });
+  assert.equal(queued.status, 'pending');
+  clock.advance(1_000);
+  await c.core.sweep(); // the start times out before any launcher took it: the session closes
+  assert.equal((await client.getJob(first.job_id)).status, 'timed_out');
+  const s = await client.getSession('early');
+  assert.equal(s.accepts_input, false);
+  assert.equal(s.status, 'idle');
+  const ended = await client.getJob(queued.job_id);
+  assert.equal(ended.status, 'failed');
+  assert.equal(ended.error_code, 'session_closed');
+  // a launcher that comes now finds nothing of that session to run
+  const l = await fakeLauncher(client);
+  const other = await start(client, 'other');
+  assert.equal((await l.take()).job_id, other.job_id);
+});
+
 test('a start given back to the queue (its claim lapsed) and then stopped while pending closes its session: it never ran either', async (t) => {
   const clock = new ManualClock();
   const { client, c } = await startTest(t, { claimLeaseSeconds: 20, heartbeatIntervalSeconds: 10, heartbeatTimeoutSeconds: 120 }, { clock });

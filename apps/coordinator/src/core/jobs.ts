@@ -222,6 +222,16 @@ async function finish(ctx: CoreContext, tx: Tx, job: JobRow): Promise<void> {
 
   await callbacks.jobEnded(ctx, tx, session.name, job);
   if (job.parentSessionName !== null) await callbacks.childEnded(ctx, tx, job);
+  // the resumes queued behind that start (sent while it waited) have no conversation to
+  // continue either: they end now, as a resume sent from now on is refused (session_closed)
+  if (neverStarted) {
+    for (const queued of await tx.pendingJobsOf(session.name)) {
+      await end(ctx, tx, queued, 'failed', {
+        error: `session ${session.name} is closed: its start job ${job.id} ended ${job.status} before any launcher ran it, so there is no conversation to continue`,
+        errorCode: 'session_closed',
+      });
+    }
+  }
   await offerNext(tx, session.name);
   await callbacks.deliver(ctx, tx, session.name);
   tx.emit('session.updated', { session: session.name });
