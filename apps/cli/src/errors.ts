@@ -52,7 +52,9 @@ const NEXT_STEPS: Readonly<Record<string, string>> = {
   coordinator_unreachable: 'is the coordinator running? (npm start, or --url / AGENTQ_URL)',
 };
 
-export function nextStep(code: string): string | undefined {
+export function nextStep(code: string, details?: Record<string, unknown>): string | undefined {
+  // a closed session cannot be resumed either: the coordinator's message says to pick another name
+  if (code === 'session_exists' && details?.['current_status'] === 'closed') return undefined;
   return NEXT_STEPS[code];
 }
 

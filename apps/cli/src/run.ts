@@ -79,7 +79,7 @@ function fail(io: CliIo, json: boolean, err: unknown): number {
     if (err instanceof UsageError) {
       io.stderr.write(`Run 'agentq ${err.command ? `${err.command} ` : ''}--help' for usage.\n`);
     }
-    const hint = nextStep(error.code);
+    const hint = nextStep(error.code, error.details);
     if (hint) io.stderr.write(`${hint}\n`);
   }
   return exitCode;

@@ -81,6 +81,19 @@ test('a session that can take no more input: 409 session_closed, for messages an
   assert.equal(d.current_status, 'closed');
   assert.equal(d.session_name, 'never');
   await rejectsWith(client.createJob({ type: 'resume_session', session_name: 'never', prompt: 'again' }), 409, 'session_closed');
+  // starting it again is refused too, and says so: not "use a resume_session job", which is
+  // refused as closed (a client would go from one 409 to the other)
+  try {
+    await start(client, 'never');
+    assert.fail('a start of a closed session name was accepted');
+  } catch (err) {
+    const e = err as { status?: number; code?: string; details?: Record<string, unknown>; message: string };
+    assert.equal(e.status, 409);
+    assert.equal(e.code, 'session_exists');
+    assert.equal(e.details?.current_status, 'closed');
+    assert.doesNotMatch(e.message, /resume_session/);
+    assert.match(e.message, /another name/);
+  }
   d = await rejectsWith(client.sendMessage('nobody', { text: 'hello?' }), 404, 'session_not_found');
   assert.equal(d.session_name, 'nobody');
 

@@ -54,7 +54,9 @@ export function failure(err: unknown, data: Record<string, unknown> = {}): CallT
   } else {
     error = { code: 'internal_error', message: toError(err).message };
   }
-  const hint = HINTS[error.code];
+  // a closed session cannot be resumed either: the coordinator's message says what to do
+  const closed = error.code === 'session_exists' && error.details?.['current_status'] === 'closed';
+  const hint = closed ? undefined : HINTS[error.code];
   const message = `${error.message} (${error.code})${hint ? `\n${hint}` : ''}`;
   return { isError: true, content: [{ type: 'text', text: message }], structuredContent: { message, ...data, error } };
 }

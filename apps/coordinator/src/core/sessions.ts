@@ -36,6 +36,16 @@ export async function createJob(ctx: CoreContext, tx: Tx, req: CreateJobRequest,
     // could ever reach /sessions/.. to read or stop it
     if (name === '.' || name === '..') throw validation('session_name', `cannot be "${name}": a URL cannot name it`);
     if (session) {
+      // a closed session cannot be continued either: pointing at resume_session would send the
+      // client from one 409 to the other
+      if (!session.acceptsInput) {
+        throw new CoordinatorError(
+          'session_exists',
+          `session ${name} already exists, closed: its start job ended before any launcher ran it, and it takes no more input. ` +
+            'Start a session with another name (this one is free again once history retention removes the closed session)',
+          { session_name: name, current_status: 'closed' },
+        );
+      }
       throw new CoordinatorError('session_exists', `session ${name} already exists; use a resume_session job to continue it`, {
         session_name: name,
         current_status: (await isBusy(tx, name)) ? 'busy' : 'idle',
@@ -155,7 +165,7 @@ async function newSession(tx: Tx, req: CreateJobRequest, parent: SessionRow | nu
 const sessionClosed = (s: SessionRow) =>
   new CoordinatorError(
     'session_closed',
-    `session ${s.name} can no longer take input: its start job ended ${s.lastJobStatus ?? 'early'} before any launcher ran it, so there is no conversation to continue`,
+    `session ${s.name} can no longer take input: its start job ended before any launcher ran it, so there is no conversation to continue`,
     { session_name: s.name, current_status: 'closed' },
   );
 
