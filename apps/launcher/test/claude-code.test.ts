@@ -158,6 +158,14 @@ test('claude-code executor: an error_* result fails the job even when claude exi
   assert.equal(done.error, 'claude reported error_max_turns: reached the maximum number of turns (2) (exit code 1)');
 });
 
+test("claude-code executor: a claude that ends without a result fails the job with claude's last stderr lines", async (t) => {
+  const { client } = await setup(t);
+  const job = await client.createJob({ type: 'start_session', session_name: 'refused-option', prompt: 'BAD_OPTION' });
+  const done = await settled(client, job.job_id);
+  assert.equal(done.status, 'failed');
+  assert.equal(done.error, "claude exited with code 1 without a result; stderr:\nerror: unknown option '--bogus' (exit code 1)");
+});
+
 test('claude-code executor: "No conversation found" on resume fails with session_not_on_host', async (t) => {
   const { client, px } = await setup(t);
   const first = await client.createJob({ type: 'start_session', session_name: 'elsewhere', prompt: 'hello' });

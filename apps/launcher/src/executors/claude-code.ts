@@ -62,6 +62,8 @@ async function runClaude(
   let result: ClaudeResult | undefined;
   let lastSession: string | undefined;
   let noConversation = false;
+  /** claude's last stderr lines: why it ended, when it ends without a result */
+  const stderrTail: string[] = [];
   const session = (id: unknown) => {
     if (typeof id === 'string' && id !== '' && id !== lastSession) {
       lastSession = id;
@@ -72,6 +74,10 @@ async function runClaude(
   // one failure that needs a code: a resumed session this host does not have
   createInterface({ input: child.stderr, crlfDelay: Infinity }).on('line', (line) => {
     if (o.resuming !== undefined && NO_CONVERSATION.test(line)) noConversation = true;
+    if (line.trim() !== '') {
+      stderrTail.push(line.length > STDERR_LINE_CHARS ? `${line.slice(0, STDERR_LINE_CHARS)}…` : line);
+      if (stderrTail.length > STDERR_TAIL_LINES) stderrTail.shift();
+    }
     process.stderr.write(`${line}\n`);
   });
   createInterface({ input: child.stdout, crlfDelay: Infinity }).on('line', (line) => {
@@ -133,8 +139,15 @@ async function runClaude(
     if (code !== 0) process.stderr.write(`claude exited with ${signal ?? `code ${code}`} after a successful result\n`);
     return;
   }
-  throw new Error(signal ? `claude was killed by ${signal}` : `claude exited with code ${code} without a result`);
+  // the error event is the job's error, so the launcher adds no stderr of its own: claude's last
+  // lines (a refused option, a missing login...) say why it ended
+  const how = signal ? `claude was killed by ${signal}` : `claude exited with code ${code} without a result`;
+  throw new Error(stderrTail.length > 0 ? `${how}; stderr:\n${stderrTail.join('\n')}` : how);
 }
+
+/** How much of claude's stderr the error of a turn without a result quotes. */
+const STDERR_TAIL_LINES = 20;
+const STDERR_LINE_CHARS = 1000;
 
 /** What went wrong, if anything: the session a resume found missing (`resuming`), or an error result. */
 function failureOf(result: ClaudeResult | undefined, resuming: string | undefined): ExecutorError | undefined {
