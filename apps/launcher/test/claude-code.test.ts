@@ -243,6 +243,19 @@ test('claude-code executor: a claude that never exits after an error result is k
   for (const call of claude.calls()) await gone(call.pid, 'the hung claude');
 });
 
+test('claude-code executor: a claude that answers without an init line and hangs leaves no MCP config behind once killed', async (t) => {
+  const { client, claude } = await setup(t, {}, {}, 300);
+  // claude 2.x answers a resume it cannot do with a result and no init line; the exit grace then
+  // ends the turn with SIGKILL, which gives the executor no chance to clean up at exit
+  const job = await client.createJob({ type: 'start_session', session_name: 'no-init', prompt: 'NO_CONVERSATION_RESULT HANG_AFTER_RESULT' });
+  const done = await settled(client, job.job_id);
+  assert.equal(done.status, 'failed');
+  const [call] = claude.calls();
+  await gone(call!.pid, 'the hung claude');
+  const mcpArg = call!.args.find((a) => a.startsWith('--mcp-config='))!;
+  assert.equal(existsSync(mcpArg.slice('--mcp-config='.length)), false, 'the config file (it may hold the job token) was removed');
+});
+
 test('claude-code executor: the per-job agent token hook reaches the MCP server as AGENTQ_TOKEN', async (t) => {
   const { client, claude } = await setup(t, {}, { agentToken: (job) => `token-for-${job.job_id}` });
   const job = await client.createJob({ type: 'start_session', session_name: 'scoped', prompt: 'hi' });

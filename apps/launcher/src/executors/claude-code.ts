@@ -98,6 +98,10 @@ async function runClaude(
         for (const text of assistantText(msg)) emit({ type: 'output', text });
         break;
       case 'result': {
+        // a claude that answers has read its config, init line or not (claude 2.x answers a resume
+        // it cannot do with a result alone); remove it now, before the events that start the
+        // launcher's exit grace, whose end (SIGKILL) leaves no chance to clean up at exit
+        o.onStarted();
         result = readResult(msg);
         // only an error result can say the session is missing: a successful answer may quote the
         // words (a callback resume carries a child's session_not_on_host error, and the model
