@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
 import { StringDecoder } from 'node:string_decoder';
+import type { TObject } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 import { ExecutorEvent, type ExecutorInvocation } from '@agentq/protocol';
 import { toError } from '@agentq/client';
@@ -33,6 +34,8 @@ export interface ExecutorProcessOptions {
   pipeDrainMs?: number;
   onEvent: (event: ExecutorEvent) => void;
   onStderrLine?: (line: string) => void;
+  /** an event was read without optional fields that were not valid (see parseEventLine) */
+  onFieldsDropped?: (type: string, fields: string[]) => void;
   /** called for every chunk the executor writes to stdout or stderr (the watchdog's sign of life) */
   onActivity?: () => void;
 }
@@ -85,7 +88,7 @@ export class ExecutorProcess {
     let stderrTail = '';
     const stdoutLines = new LineSplitter(
       (line) => {
-        const event = parseEventLine(line);
+        const event = parseEventLine(line, options.onFieldsDropped);
         if (event) options.onEvent(event);
       },
       () =>
@@ -215,8 +218,14 @@ export class ExecutorProcess {
   }
 }
 
-/** Decode one stdout line: a valid event, `output` for anything else, null for unknown event types. */
-export function parseEventLine(line: string): ExecutorEvent | null {
+/**
+ * Decode one stdout line: a valid event, `output` for anything else, null for unknown event types.
+ * An event whose own fields are valid but whose optional ones are not (`"cost_usd": null`, a
+ * `usage` without its four counts, an error `code` off the pattern) is still that event, without
+ * them: the answer of a turn must not be printed as output and lost for a cost it could not
+ * give. The fields left out go to `onDropped`.
+ */
+export function parseEventLine(line: string, onDropped?: (type: string, fields: string[]) => void): ExecutorEvent | null {
   const trimmed = line.trimStart();
   if (trimmed.startsWith('{')) {
     let value: unknown;
@@ -229,8 +238,29 @@ export function parseEventLine(line: string): ExecutorEvent | null {
     const type = (value as { type?: unknown }).type;
     // a newer executor may emit event types this launcher does not know: skip them, don't print them
     if (typeof type === 'string' && !KNOWN_EVENT_TYPES.has(type)) return null;
+    const salvaged = typeof type === 'string' ? withoutInvalidOptionals(type, value as Record<string, unknown>) : undefined;
+    if (salvaged) {
+      onDropped?.(type as string, salvaged.dropped);
+      return salvaged.event;
+    }
   }
   return { type: 'output', text: `${line}\n` };
+}
+
+/** The event without its invalid optional fields, if its required ones are valid. */
+function withoutInvalidOptionals(type: string, value: Record<string, unknown>): { event: ExecutorEvent; dropped: string[] } | undefined {
+  const member = (ExecutorEvent.anyOf as TObject[]).find((m) => (m.properties['type'] as { const?: unknown }).const === type);
+  if (!member) return undefined;
+  const required = new Set(member.required ?? []);
+  const event: Record<string, unknown> = {};
+  const dropped: string[] = [];
+  for (const [field, schema] of Object.entries(member.properties)) {
+    if (!(field in value)) continue;
+    if (Value.Check(schema, value[field])) event[field] = value[field];
+    else if (required.has(field)) return undefined;
+    else dropped.push(field);
+  }
+  return Value.Check(ExecutorEvent, event) ? { event, dropped } : undefined;
 }
 
 /**

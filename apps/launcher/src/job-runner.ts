@@ -235,6 +235,8 @@ export class JobRunner {
       onActivity: () => watchdog.activity(),
       onEvent: (event) => this.#onEvent(event, outcome),
       onStderrLine: (line) => this.#log.debug({ stderr: line }, 'executor stderr'),
+      onFieldsDropped: (type, fields) =>
+        this.#log.warn({ event: type, fields }, 'executor event fields that are not valid left out'),
     });
     this.#process = proc;
     const pid = proc.pid;

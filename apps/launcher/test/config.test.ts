@@ -109,4 +109,11 @@ test('executor stdout lines: events, plain text as output, unknown event types s
   assert.deepEqual(parseEventLine('{not json'), { type: 'output', text: '{not json\n' });
   assert.deepEqual(parseEventLine('{"type":"output"}'), { type: 'output', text: '{"type":"output"}\n' });
   assert.equal(parseEventLine('{"type":"progress","pct":5}'), null);
+  const dropped: Array<[string, string[]]> = [];
+  assert.deepEqual(
+    parseEventLine('{"type":"result","text":"x","cost_usd":null,"num_turns":1}', (type, fields) => dropped.push([type, fields])),
+    { type: 'result', text: 'x', num_turns: 1 },
+  );
+  assert.deepEqual(dropped, [['result', ['cost_usd']]]);
+  assert.deepEqual(parseEventLine('{"type":"error","message":7,"code":"x"}'), { type: 'output', text: '{"type":"error","message":7,"code":"x"}\n' });
 });

@@ -67,6 +67,46 @@ test("an executor's error event becomes the failure message", async (t) => {
   assert.match(done.error ?? '', /^model quota exceeded/);
 });
 
+test('a result or error event with invalid optional fields still counts, without them: its answer is not printed as output and lost', async (t) => {
+  const { c, client } = await coordinator(t);
+  await launcher(t, c.url);
+  const [nulls, partial, code] = await client.createJobs([
+    // what a Python executor writes for costs it does not know: json.dumps(None)
+    {
+      type: 'start_session',
+      session_name: 'null-cost',
+      prompt: script([{ event: { type: 'result', text: 'the answer', cost_usd: null, usage: null, num_turns: 2 } }]),
+    },
+    // a usage with two of its four counts
+    {
+      type: 'start_session',
+      session_name: 'partial-usage',
+      prompt: script([{ event: { type: 'result', text: 'the answer', usage: { input_tokens: 10, output_tokens: 5 }, cost_usd: 0.5 } }]),
+    },
+    // an error code off the pattern
+    {
+      type: 'start_session',
+      session_name: 'bad-code',
+      prompt: script([{ event: { type: 'error', message: 'quota exhausted', code: 'QuotaExhausted' } }, { exit: 1 }]),
+    },
+  ]);
+  const n = await settled(client, nulls!.job_id);
+  assert.equal(n.status, 'completed');
+  assert.equal(n.result, 'the answer');
+  assert.equal(n.num_turns, 2);
+  assert.equal(n.cost_usd, null);
+  assert.equal(await outputOf(client, nulls!.job_id), '');
+  const p = await settled(client, partial!.job_id);
+  assert.equal(p.result, 'the answer');
+  assert.equal(p.cost_usd, 0.5);
+  assert.equal(p.usage, null);
+  const e = await settled(client, code!.job_id);
+  assert.equal(e.status, 'failed');
+  assert.equal(e.error, 'quota exhausted (exit code 1)');
+  assert.equal(e.error_code, null);
+  assert.equal(await outputOf(client, code!.job_id), '');
+});
+
 test('an executor that crashes mid-output: the output so far is kept and the job fails with the signal', async (t) => {
   const { c, client } = await coordinator(t);
   await launcher(t, c.url);
