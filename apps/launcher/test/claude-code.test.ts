@@ -14,6 +14,7 @@ interface ClaudeCall {
   prompt: string;
   cwd: string;
   pid: number;
+  left_child_pid?: number;
   mcpConfig: { mcpServers: Record<string, { type: string; command: string; args: string[]; env: Record<string, string> }> } | null;
 }
 
@@ -164,6 +165,25 @@ test("claude-code executor: a claude that ends without a result fails the job wi
   const done = await settled(client, job.job_id);
   assert.equal(done.status, 'failed');
   assert.equal(done.error, "claude exited with code 1 without a result; stderr:\nerror: unknown option '--bogus' (exit code 1)");
+});
+
+test('claude-code executor: a claude that exits leaving a process that holds its stdout and stderr still ends the turn', async (t) => {
+  const { c, client } = await coordinator(t);
+  const claude = fakeClaude(t);
+  // the idle timeout would end the job too, but as executor_idle, and only after 30 minutes by default
+  await launcher(
+    t,
+    c.url,
+    { executor: resolveExecutor('claude-code', process.cwd()), passEnv: ['FAKE_CLAUDE_LOG'], idleTimeoutMs: 60_000 },
+    { env: { ...process.env, PATH: claude.path, FAKE_CLAUDE_LOG: claude.log } },
+  );
+  const job = await client.createJob({ type: 'start_session', session_name: 'left-child', prompt: 'LEAVE_CHILD BAD_OPTION' });
+  const done = await settled(client, job.job_id);
+  assert.equal(done.status, 'failed');
+  assert.equal(done.error_code, null);
+  assert.equal(done.error, "claude exited with code 1 without a result; stderr:\nerror: unknown option '--bogus' (exit code 1)");
+  const [call] = claude.calls();
+  await gone(call!.left_child_pid!, 'the process claude left behind');
 });
 
 test('claude-code executor: "No conversation found" on resume fails with session_not_on_host', async (t) => {

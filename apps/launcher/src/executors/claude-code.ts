@@ -135,6 +135,16 @@ async function runClaude(
       ),
     );
     child.once('close', (c, s) => resolve([c, s]));
+    // 'close' waits for every holder of claude's stdout and stderr, and a process claude left
+    // running (a tool, an MCP server) may hold them for ever: the turn would end only at the
+    // launcher's idle timeout. What is in the pipes is read within the bound, then they are closed.
+    child.once('exit', (c, s) => {
+      setTimeout(() => {
+        child.stdout.destroy();
+        child.stderr.destroy();
+        resolve([c, s]);
+      }, PIPE_DRAIN_MS).unref();
+    });
   });
 
   const failure = failureOf(result, noConversation ? o.resuming : undefined);
@@ -148,6 +158,9 @@ async function runClaude(
   const how = signal ? `claude was killed by ${signal}` : `claude exited with code ${code} without a result`;
   throw new Error(stderrTail.length > 0 ? `${how}; stderr:\n${stderrTail.join('\n')}` : how);
 }
+
+/** After claude exits, how long its stdout and stderr may stay open (as the launcher's PIPE_DRAIN_MS). */
+const PIPE_DRAIN_MS = 2_000;
 
 /** How much of claude's stderr the error of a turn without a result quotes. */
 const STDERR_TAIL_LINES = 20;
