@@ -86,6 +86,8 @@ export class ExecutorProcess {
     this.pid = child.pid;
 
     let stderrTail = '';
+    // a character split between two reads must not become two U+FFFD in the job's error
+    const stderrDecoder = new StringDecoder('utf8');
     const stdoutLines = new LineSplitter(
       (line) => {
         const event = parseEventLine(line, options.onFieldsDropped);
@@ -108,7 +110,7 @@ export class ExecutorProcess {
     child.stderr!.on('data', (chunk: Buffer) => {
       options.onActivity?.();
       stderrLines.push(chunk);
-      stderrTail = (stderrTail + chunk.toString('utf8')).slice(-STDERR_TAIL_BYTES);
+      stderrTail = keepTail(stderrTail + stderrDecoder.write(chunk));
     });
     // an executor that exits without reading stdin makes our write fail with EPIPE: not an error
     child.stdin!.on('error', () => {});
@@ -160,6 +162,7 @@ export class ExecutorProcess {
         }
         stdoutLines.end();
         stderrLines.end();
+        stderrTail = keepTail(stderrTail + stderrDecoder.end());
         resolve({ code, signal, stderrTail: tailLines(stderrTail), spawnError, pipesAbandoned });
       };
     });
@@ -356,9 +359,17 @@ export class LineSplitter {
   }
 }
 
+/** The last STDERR_TAIL_BYTES characters, not starting with the second half of a surrogate pair. */
+function keepTail(text: string): string {
+  if (text.length <= STDERR_TAIL_BYTES) return text;
+  const tail = text.slice(-STDERR_TAIL_BYTES);
+  const first = tail.charCodeAt(0);
+  return first >= 0xdc00 && first <= 0xdfff ? tail.slice(1) : tail;
+}
+
 function tailLines(text: string, maxLines = 20): string {
   const lines = text.replace(/\s+$/, '').split('\n');
-  // the first line of a byte-cut tail is usually a fragment
-  if (text.length >= STDERR_TAIL_BYTES && lines.length > 1) lines.shift();
+  // the first line of a cut tail (keepTail) is usually a fragment
+  if (text.length >= STDERR_TAIL_BYTES - 1 && lines.length > 1) lines.shift();
   return lines.slice(-maxLines).join('\n');
 }

@@ -54,6 +54,27 @@ test('a job that fails is reported failed with the exit code and the tail of std
   assert.equal(await outputOf(client, job.job_id), 'working\n');
 });
 
+test('a character of the stderr tail split between two reads arrives whole in the failure message', async (t) => {
+  const { c, client } = await coordinator(t);
+  await launcher(t, c.url);
+  const line = Buffer.from('Fehler: Datei übergroß\n');
+  const cut = line.indexOf(Buffer.from('ü')) + 1; // between the two bytes of ü
+  const job = await client.createJob({
+    type: 'start_session',
+    session_name: 'split-stderr',
+    prompt: script([
+      { stderrBytes: line.subarray(0, cut).toString('base64') },
+      // the launcher reads the first part on its own (the outcome does not depend on it)
+      { sleep: 200 },
+      { stderrBytes: line.subarray(cut).toString('base64') },
+      { exit: 2 },
+    ]),
+  });
+  const done = await settled(client, job.job_id);
+  assert.equal(done.status, 'failed');
+  assert.equal(done.error, 'executor exited with code 2; stderr:\nFehler: Datei übergroß');
+});
+
 test("an executor's error event becomes the failure message", async (t) => {
   const { c, client } = await coordinator(t);
   await launcher(t, c.url);
