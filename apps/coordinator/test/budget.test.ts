@@ -86,3 +86,30 @@ test('a spent tree takes no new child work by message, nor deliveries of outcome
   const sent = await client.sendMessage('lead', { text: 'wrap up' });
   assert.match(sent.message_id, /^msg_/);
 });
+
+test('child jobs queued before their tree spent its budget do not run: a launcher taking them ends them failed (budget_exceeded), and takes the next job instead', async (t) => {
+  const { client } = await startTest(t);
+  const l = await fakeLauncher(client);
+  const root = await client.createJob({ type: 'start_session', session_name: 'lead', prompt: 'plan', budget_usd: 1 });
+  assert.equal((await l.take()).job_id, root.job_id);
+  await l.started(root.job_id);
+  const child = (name: string) => client.createJob({ type: 'start_session', session_name: name, prompt: 'work', parent_session_name: 'lead' });
+  const spender = await child('spender');
+  assert.equal((await l.take()).job_id, spender.job_id);
+  await l.started(spender.job_id);
+  // queued while the tree was under budget (the launchers are busy, say)
+  const waiting = await child('waiting');
+  const other = await client.createJob({ type: 'start_session', session_name: 'elsewhere', prompt: 'unrelated' });
+  await client.reportCompleted(spender.job_id, { launcher_id: l.id, status: 'success', result: 'done', cost_usd: 1.5 });
+
+  // one slot: the spent tree's child does not take it, the next ready job does
+  assert.equal((await l.take()).job_id, other.job_id);
+  const ended = await client.getJob(waiting.job_id);
+  assert.equal(ended.status, 'failed');
+  assert.equal(ended.error_code, 'budget_exceeded');
+  assert.equal(ended.launcher_id, null, 'never handed to a launcher');
+  assert.match(ended.error ?? '', /session tree lead has spent/);
+  // the root (busy with its own turn) hears of it, as of any child that ended
+  const lead = await client.getSession('lead');
+  assert.deepEqual(lead.pending_callbacks.map((c) => c.child_session_name).sort(), ['spender', 'waiting']);
+});

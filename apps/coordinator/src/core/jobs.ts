@@ -1,5 +1,6 @@
 import type { JobStatus, JobType, Labels } from '@agentq/protocol';
 import { fitting, jobTextSize } from './answer-budget.js';
+import { budgetExceeded } from './budget.js';
 import * as callbacks from './callbacks.js';
 import { transition, txLog, type CoreContext } from './context.js';
 import { newId } from './ids.js';
@@ -97,31 +98,46 @@ export async function offerNext(tx: Tx, sessionName: string): Promise<void> {
 
 /** Claim up to `max` ready jobs for `launcher`, oldest first among those it may take. */
 export async function claim(ctx: CoreContext, tx: Tx, launcher: LauncherRow, max: number): Promise<JobRow[]> {
-  const ready = await tx.readyJobsFor(launcher, max, ctx.config.maxAnswerBytes);
-  // one answer carries at most MAX_ANSWER_BYTES of prompts (the first job always): a launcher
-  // asking for 1,000 slots over 1 MiB prompts would be handed a 1 GiB answer, built in one turn
-  // of the event loop. It takes the rest at its next poll; those left here stay ready.
-  ready.length = fitting(ready, ctx.config.maxAnswerBytes, jobTextSize).count;
   const claimed: JobRow[] = [];
-  for (const job of ready) {
-    const session = (await tx.session(job.sessionName))!;
-    const row = await tx.updateJob(job.id, {
-      ...transition(job, 'claimed', tx.now),
-      launcherId: launcher.id,
-      claimedAt: tx.now,
-      attempts: job.attempts + 1,
-      readySince: null,
-      routeKey: null,
-      executorSessionId: job.type === 'resume_session' ? session.executorSessionId : job.executorSessionId,
-      // a job of a session bound to a host runs where the session lives (docs/routing.md)
-      projectDir: session.affinity?.workingDir ?? job.projectDir ?? null,
-    });
-    txLog(ctx, tx).debug({ job_id: job.id, launcher_id: launcher.id }, 'job claimed');
-    tx.emit('job.claimed', { job: job.id });
-    claimed.push(row);
+  for (;;) {
+    const ready = await tx.readyJobsFor(launcher, max - claimed.length, ctx.config.maxAnswerBytes);
+    // one answer carries at most MAX_ANSWER_BYTES of prompts (the first job always): a launcher
+    // asking for 1,000 slots over 1 MiB prompts would be handed a 1 GiB answer, built in one turn
+    // of the event loop. It takes the rest at its next poll; those left here stay ready.
+    const room = ctx.config.maxAnswerBytes - claimedBytes(claimed);
+    const fit = fitting(ready, room, jobTextSize);
+    ready.length = claimed.length > 0 && fit.size > room ? 0 : fit.count;
+    let refused = 0;
+    for (const job of ready) {
+      const session = (await tx.session(job.sessionName))!;
+      // queued before its tree spent its budget: it does not run now (new jobs are refused)
+      const spent = await budgetExceeded(tx, session);
+      if (spent) {
+        await end(ctx, tx, job, 'failed', { error: `${spent.message}: this job, queued before, was not run`, errorCode: 'budget_exceeded' });
+        refused++;
+        continue;
+      }
+      const row = await tx.updateJob(job.id, {
+        ...transition(job, 'claimed', tx.now),
+        launcherId: launcher.id,
+        claimedAt: tx.now,
+        attempts: job.attempts + 1,
+        readySince: null,
+        routeKey: null,
+        executorSessionId: job.type === 'resume_session' ? session.executorSessionId : job.executorSessionId,
+        // a job of a session bound to a host runs where the session lives (docs/routing.md)
+        projectDir: session.affinity?.workingDir ?? job.projectDir ?? null,
+      });
+      txLog(ctx, tx).debug({ job_id: job.id, launcher_id: launcher.id }, 'job claimed');
+      tx.emit('job.claimed', { job: job.id });
+      claimed.push(row);
+    }
+    // the places of jobs that ended instead go to the next ready ones (ended jobs are ready no more)
+    if (refused === 0 || claimed.length >= max || ready.length === 0) return claimed;
   }
-  return claimed;
 }
+
+const claimedBytes = (jobs: readonly JobRow[]) => jobs.reduce((n, j) => n + jobTextSize(j), 0);
 
 /** A claimed job that never started goes back to its creation-order place in the queue. */
 export async function requeue(ctx: CoreContext, tx: Tx, job: JobRow, why: string): Promise<void> {
