@@ -42,6 +42,21 @@ test('a tree that has spent its budget_usd refuses new child jobs (422 budget_ex
   assert.equal(resume.type, 'resume_session');
 });
 
+test('a budget spent exactly in amounts that do not add up exactly in floating point is spent (0.7 + 0.2 + 0.1 of 1)', async (t) => {
+  const { client } = await startTest(t);
+  const l = await fakeLauncher(client);
+  const root = await client.createJob({ type: 'start_session', session_name: 'lead', prompt: 'plan', budget_usd: 1 });
+  assert.equal((await l.take()).job_id, root.job_id);
+  await l.started(root.job_id);
+  for (const [i, cost] of [0.7, 0.2, 0.1].entries()) {
+    const job = await client.createJob({ type: 'start_session', session_name: `c${i}`, prompt: 'work', parent_session_name: 'lead' });
+    assert.equal((await l.take()).job_id, job.job_id);
+    await l.started(job.job_id);
+    await client.reportCompleted(job.job_id, { launcher_id: l.id, status: 'success', result: 'done', cost_usd: cost });
+  }
+  await rejectsWith(client.createJob({ type: 'start_session', session_name: 'c3', prompt: 'more', parent_session_name: 'lead' }), 422, 'budget_exceeded');
+});
+
 test('budget_usd belongs to a root start: on a child or a resume it is a 400 naming the field', async (t) => {
   const { client } = await startTest(t);
   await client.createJob({ type: 'start_session', session_name: 'top', prompt: 'p' });

@@ -183,8 +183,14 @@ export function addUsage(a: Usage, b: Usage | null): Usage {
 export const ACTIVE_STATUSES: ReadonlySet<JobStatus> = new Set(['claimed', 'running', 'stopping']);
 export const isActive = (status: JobStatus): boolean => ACTIVE_STATUSES.has(status);
 
-/** Whether a session tree has spent its root's budget: its child sessions take no new work (budget.ts). */
-export const treeSpent = (root: SessionRow | undefined): boolean => root?.budgetUsd != null && root.treeCostUsd >= root.budgetUsd;
+/**
+ * Whether a session tree has spent its root's budget: its child sessions take no new work
+ * (budget.ts). Costs add up in binary floating point (0.7 + 0.2 + 0.1 is 0.9999999999999999): a
+ * tree within a billionth of a dollar of its budget has spent it.
+ */
+export const treeSpent = (root: SessionRow | undefined): boolean =>
+  root?.budgetUsd != null && root.treeCostUsd >= root.budgetUsd - COST_EPSILON_USD;
+const COST_EPSILON_USD = 1e-9;
 
 /**
  * Whether a session holds no input that a delivery may still take: no queued child outcomes or
