@@ -62,7 +62,18 @@ test('a known path with a method it does not take is 405 with Allow; an unknown 
     ['POST', '/health', ['GET', 'HEAD']],
     ['GET', '/launcher/register', ['POST']],
     ['OPTIONS', '/sessions/alpha/stop', ['POST']],
+    // paths of routes of their own, which another route's parameter would match too
+    ['GET', '/jobs/wait', ['POST']],
+    ['GET', '/jobs/batch', ['POST']],
+    ['HEAD', '/jobs/wait', ['POST']],
   ] as const) {
+    if (method === 'HEAD') {
+      const head = await request(`${c.url}${path}`, { method });
+      await head.body.dump();
+      assert.equal(head.statusCode, 405, path);
+      assert.equal(head.headers.allow, allowed.join(', '), path);
+      continue;
+    }
     const r = await send(c.url, method, path);
     assertStandard(r, 405, 'method_not_allowed');
     assert.deepEqual(r.body.error.details, { allowed }, `${method} ${path}`);

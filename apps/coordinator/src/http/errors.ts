@@ -131,6 +131,22 @@ export function installErrorHandling(app: FastifyInstance): void {
     if (!entry) routes.set(route.url, (entry = { pattern: routePattern(route.url), methods: new Set() }));
     for (const m of [route.method].flat()) entry.methods.add(m);
   });
+  const notAllowed = (reply: FastifyReply, path: string, method: string, allowed: Iterable<string>) => {
+    const allow = [...allowed].sort();
+    return reply
+      .code(ErrorCodes.method_not_allowed)
+      .header('allow', allow.join(', '))
+      .send(body('method_not_allowed', `${path} does not take ${method}; it takes ${allow.join(', ')}`, { allowed: allow }));
+  };
+  // a path named by a route of its own that takes other methods (`GET /jobs/wait`) is that route,
+  // not the parameter of another one (`GET /jobs/{job_id}` with job_id "wait": 404 job_not_found)
+  app.addHook('onRequest', (req, reply, done) => {
+    const url = req.routeOptions.url;
+    if (url === undefined || !url.includes(':')) return done();
+    const own = routes.get(req.url.split('?')[0]!);
+    if (own === undefined || own.methods.has(req.method)) return done();
+    notAllowed(reply, req.url.split('?')[0]!, req.method, own.methods);
+  });
   app.setNotFoundHandler((req, reply) => {
     const path = req.url.split('?')[0]!;
     const allowed = new Set<string>();
@@ -139,11 +155,7 @@ export function installErrorHandling(app: FastifyInstance): void {
     if (allowed.size === 0 || allowed.has(req.method)) {
       return reply.code(404).send(body('route_not_found', `no route ${req.method} ${path}`));
     }
-    const allow = [...allowed].sort();
-    return reply
-      .code(ErrorCodes.method_not_allowed)
-      .header('allow', allow.join(', '))
-      .send(body('method_not_allowed', `${path} does not take ${req.method}; it takes ${allow.join(', ')}`, { allowed: allow }));
+    return notAllowed(reply, path, req.method, allowed);
   });
 }
 
