@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -8,8 +8,9 @@ import { ManualClock } from '../src/core/clock.js';
 import { startCoordinator } from '../src/start.js';
 import { hashSecret, parseTokenFile, TokenFileError, TokenStore } from '../src/http/auth/tokens.js';
 import { MemoryLauncherCredentials, launcherIdOf } from '../src/http/auth/launcher-credentials.js';
-import { credentialedLauncher, startAuthTest, tempDir, tokenFileText } from './auth-helpers.js';
+import { credentialedLauncher, newSecret, startAuthTest, tempDir, tokenFileText } from './auth-helpers.js';
 import { rejectsWith, startTest } from './helpers.js';
+import { freshDatabaseUrl } from './pg-server.js';
 
 const job = { type: 'start_session' as const, prompt: 'p' };
 
@@ -150,6 +151,52 @@ test('a registration replaces only launchers registered with the same token', as
   assert.deepEqual(reg.replaced, [mine.launcher_id]);
   const left = (await a.as.admin.listLaunchers()).launchers.map((l) => l.launcher_id).sort();
   assert.deepEqual(left, [admins.launcher_id, reg.launcher_id].sort());
+});
+
+test('a host identity is bound to the launcher token that registered it first: another one is 403 host_bound until the first is revoked; kept across a restart', async (t) => {
+  // a store that keeps it: SQLite, or PostgreSQL under AGENTQ_TEST_STORE=postgres
+  const databaseUrl =
+    process.env.AGENTQ_TEST_STORE === 'postgres' ? (await freshDatabaseUrl(t))! : `sqlite:${join(tempDir(t), 'agentq.db')}`;
+  const a = await startAuthTest(t, { databaseUrl });
+  const original = readFileSync(a.file, 'utf8');
+  const second = newSecret();
+  const withSecond = (text: string) => `${text}${tokenFileText([{ name: 'launcher-2', role: 'launcher', secret: second }])}`;
+  writeFileSync(a.file, withSecond(original));
+  a.c.app.auth.reload();
+  const other = a.withToken(second);
+
+  const box = { hostname: 'box', host_id: 'h_box00001', executor_type: 'test' };
+  await a.as.launcher.register(box);
+  const refused = await rejectsWith(other.register(box), 403, 'host_bound');
+  assert.deepEqual(refused, { host_id: 'h_box00001', bound_to: 'launcher-token' });
+  // a launcher that sends no host_id (the seed's) is its hostname's host: bound the same way
+  await a.as.launcher.register({ hostname: 'seedbox' });
+  await rejectsWith(other.register({ hostname: 'seedbox' }), 403, 'host_bound');
+  // another host is its own; the same token again is fine; an admin acts for any launcher
+  await other.register({ ...box, host_id: 'h_other0001' });
+  await a.as.launcher.register(box);
+  await a.as.admin.register(box);
+  assert.equal((await a.as.reader.listLaunchers()).launchers.filter((l) => l.host_id === 'h_box00001').length, 3);
+
+  // the first token revoked: the host may be registered with another, and is bound to it from then on
+  const lines = original.split('\n');
+  writeFileSync(a.file, withSecond(lines.filter((l) => !l.startsWith('launcher-token ')).join('\n')));
+  a.c.app.auth.reload();
+  await other.register(box);
+  writeFileSync(a.file, withSecond(original));
+  a.c.app.auth.reload();
+  await rejectsWith(a.as.launcher.register(box), 403, 'host_bound');
+  await a.c.close();
+
+  const again = await startCoordinator({ databaseUrl, authTokensFile: a.file, logLevel: 'silent', host: '127.0.0.1', port: 0 });
+  t.after(() => again.close());
+  const res = await fetch(`${again.url}/launcher/register`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${a.secrets.launcher}`, 'content-type': 'application/json' },
+    body: JSON.stringify(box),
+  });
+  assert.equal(res.status, 403);
+  assert.deepEqual(((await res.json()) as { error: { details: unknown } }).error.details, { host_id: 'h_box00001', bound_to: 'launcher-2' });
 });
 
 test('registration answers a launcher_token only when authentication is on', async (t) => {

@@ -95,10 +95,9 @@ export class Registration {
         const e = toError(err);
         if (signal.aborted) throw e;
         if (e instanceof AgentqAuthError) {
-          throw new RegistrationError(
-            `registration refused: ${e.message}. Set AGENTQ_TOKEN (or --token-file) to a token with the launcher role`,
-            { cause: e },
-          );
+          // host_bound: the token is fine, but its host belongs to another (the message says which)
+          const hint = e.code === 'host_bound' ? '' : '. Set AGENTQ_TOKEN (or --token-file) to a token with the launcher role';
+          throw new RegistrationError(`registration refused: ${e.message}${hint}`, { cause: e });
         }
         if (!isRetryable(e)) throw new RegistrationError(`registration refused: ${e.message}`, { cause: e });
         this.#connectivity.failed(e, 'register');

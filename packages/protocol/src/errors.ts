@@ -24,6 +24,8 @@ export const ErrorCodes = {
   unauthorized: 401,
   launcher_unknown: 401,
   forbidden: 403,
+  /** a launcher registering a host identity bound to another (valid) token */
+  host_bound: 403,
   request_timeout: 408,
   job_not_found: 404,
   session_not_found: 404,

@@ -276,11 +276,11 @@ export class Coordinator {
 
   async register(
     req: RegisterLauncherRequest,
-    o: { createdBy?: string | null; tokenHash?: string | null } = {},
+    o: { createdBy?: string | null; tokenHash?: string | null; binder?: launchers.HostBinder | undefined } = {},
   ): Promise<RegisterLauncherResponse & { launcher_id: string }> {
     const { config, store } = this.#ctx;
     const { row, replaced } = await store.transaction((tx) =>
-      launchers.register(this.#ctx, tx, req, { createdBy: o.createdBy ?? null, tokenHash: o.tokenHash ?? null }),
+      launchers.register(this.#ctx, tx, req, { createdBy: o.createdBy ?? null, tokenHash: o.tokenHash ?? null, binder: o.binder }),
     );
     return {
       launcher_id: row.id,

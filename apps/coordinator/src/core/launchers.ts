@@ -15,15 +15,25 @@ import type { Tx } from './store/store.js';
 /** How long a stale launcher stays listed (status `stale`) before it is forgotten. */
 export const STALE_LAUNCHER_KEEP_MS = 60 * 60 * 1000;
 
+/**
+ * The token a registration came with, for binding its host identity (authentication on, a
+ * `launcher`-role token): `valid` says whether a token name is still in force.
+ */
+export interface HostBinder {
+  readonly tokenName: string;
+  valid(tokenName: string): boolean;
+}
+
 export async function register(
   ctx: CoreContext,
   tx: Tx,
   req: RegisterLauncherRequest,
-  o: { createdBy: string | null; tokenHash: string | null },
+  o: { createdBy: string | null; tokenHash: string | null; binder?: HostBinder | undefined },
 ): Promise<{ row: LauncherRow; replaced: string[] }> {
+  const { labels, roots, hostId, executorType } = launcherIdentity(req);
+  if (o.binder && hostId !== null) await bindHost(ctx, tx, hostId, o.binder);
   let id = newId('lnch_');
   while (await tx.launcher(id)) id = newId('lnch_');
-  const { labels, roots, hostId, executorType } = launcherIdentity(req);
   const row: LauncherRow = {
     id,
     hostname: req.hostname ?? null,
@@ -47,6 +57,27 @@ export async function register(
   tx.emit('launcher.registered', { launcher: id });
   const replaced = await replacePredecessors(ctx, tx, row, req.replaces ?? []);
   return { row, replaced };
+}
+
+/**
+ * A host identity is bound to the first token that registers a launcher with it: a holder of
+ * another launcher token cannot register as that host, and so be handed its sessions' resumes and
+ * the jobs routed to it. The binding moves to another token once its token is revoked (no longer
+ * in the token file); rotating a token's secret under the same name keeps it.
+ */
+async function bindHost(ctx: CoreContext, tx: Tx, hostId: string, binder: HostBinder): Promise<void> {
+  const bound = await tx.hostBinding(hostId);
+  if (bound?.tokenName === binder.tokenName) return;
+  if (bound && binder.valid(bound.tokenName)) {
+    txLog(ctx, tx).warn({ host_id: hostId, token_name: binder.tokenName, bound_to: bound.tokenName }, 'launcher refused: its host is bound to another token');
+    throw new CoordinatorError(
+      'host_bound',
+      `host_id ${hostId} is bound to the token ${bound.tokenName}, which registered it first: register this host's launchers with that token, or revoke it (remove it from AUTH_TOKENS_FILE and send SIGHUP) to bind the host to another`,
+      { host_id: hostId, bound_to: bound.tokenName },
+    );
+  }
+  if (bound) txLog(ctx, tx).info({ host_id: hostId, token_name: binder.tokenName, bound_to: bound.tokenName }, 'host bound to another token: its token was revoked');
+  await tx.putHostBinding({ hostId, tokenName: binder.tokenName, boundAt: tx.now });
 }
 
 /**

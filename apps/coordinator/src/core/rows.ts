@@ -155,6 +155,17 @@ export interface LauncherRow {
   readonly tokenHash: string | null;
 }
 
+/**
+ * A host identity bound to the token that first registered a launcher with it (authentication
+ * on): launchers of that host may only register with that token while it is valid (launchers.ts).
+ */
+export interface HostBindingRow {
+  readonly hostId: string;
+  /** the token's name in AUTH_TOKENS_FILE */
+  readonly tokenName: string;
+  readonly boundAt: number;
+}
+
 /** An `Idempotency-Key` seen on `POST /jobs`: the body's hash and the job it created. */
 export interface IdempotencyRow {
   readonly key: string;

@@ -40,7 +40,7 @@ export const launcherRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = 
       },
     },
     async (req) => {
-      const answer = await core.register(req.body ?? {}, { createdBy: actorOf(req) });
+      const answer = await core.register(req.body ?? {}, { createdBy: actorOf(req), binder: app.auth.hostBinder(req.principal) });
       // the launcher's own credential: every later call of this launcher carries it (auth on)
       const launcher_token = await app.auth.launcherTokenFor(answer.launcher_id, req.principal);
       return launcher_token === undefined ? answer : { ...answer, launcher_token };

@@ -1,5 +1,5 @@
 import { isTerminal, type EventType } from '@agentq/protocol';
-import type { IdempotencyRow, JobRow, LauncherRow, SessionRow } from '../rows.js';
+import type { HostBindingRow, IdempotencyRow, JobRow, LauncherRow, SessionRow } from '../rows.js';
 import type { Commit, EntityRef } from './store.js';
 
 /*
@@ -18,6 +18,7 @@ export interface ChangeSet {
   sessions: Map<string, RowChange<SessionRow>>;
   launchers: Map<string, RowChange<LauncherRow>>;
   idempotency: IdempotencyRow[];
+  hostBindings: HostBindingRow[];
   events: { type: EventType; ref: EntityRef }[];
   jobSeq: number;
   sessionSeq: number;
@@ -30,7 +31,7 @@ export interface ChangeSet {
 }
 
 export function emptyChangeSet(jobSeq: number, sessionSeq: number): ChangeSet {
-  return { jobs: new Map(), sessions: new Map(), launchers: new Map(), idempotency: [], events: [], jobSeq, sessionSeq, offered: new Map() };
+  return { jobs: new Map(), sessions: new Map(), launchers: new Map(), idempotency: [], hostBindings: [], events: [], jobSeq, sessionSeq, offered: new Map() };
 }
 
 /** Record that `key`'s row becomes `after` (undefined: deleted); `patch` is what changed. */

@@ -1,6 +1,6 @@
 import { isTerminal, type JobStatus } from '@agentq/protocol';
 import { DeadlineHeap } from '../deadline-heap.js';
-import { isActive, queuedMessageBytes, type IdempotencyRow, type JobRow, type LauncherRow, type SessionRow } from '../rows.js';
+import { isActive, queuedMessageBytes, type HostBindingRow, type IdempotencyRow, type JobRow, type LauncherRow, type SessionRow } from '../rows.js';
 import type { SessionExtras } from '../wire.js';
 import type { ChangeSet, RowChange } from './changes.js';
 import { ReadyIndex } from './ready-index.js';
@@ -11,6 +11,7 @@ export interface StateLoader {
   job(id: string): JobRow | undefined;
   session(name: string): SessionRow | undefined;
   idempotency(key: string): IdempotencyRow | undefined;
+  hostBinding(hostId: string): HostBindingRow | undefined;
 }
 
 /** An append-only list of (seq, key) in seq order, with lazy removal; for newest-first paging. */
@@ -83,6 +84,8 @@ export class MemoryState {
   readonly sessions = new Map<string, SessionRow>();
   readonly launchers = new Map<string, LauncherRow>();
   readonly idempotency = new Map<string, IdempotencyRow>();
+  /** host bindings (the SQLite store reads them from its file instead: `loader`) */
+  readonly hostBindings = new Map<string, HostBindingRow>();
 
   readonly ready = new ReadyIndex();
   readonly deadlines = new DeadlineHeap<string>();
@@ -150,6 +153,10 @@ export class MemoryState {
     return this.idempotency.get(key) ?? this.loader?.idempotency(key);
   }
 
+  hostBinding(hostId: string): HostBindingRow | undefined {
+    return this.hostBindings.get(hostId) ?? this.loader?.hostBinding(hostId);
+  }
+
   /** Apply a committed change set to the rows and every index. */
   apply(changes: ChangeSet): void {
     this.jobSeq = Math.max(this.jobSeq, changes.jobSeq);
@@ -158,6 +165,7 @@ export class MemoryState {
     for (const [id, c] of changes.jobs) this.#applyJob(id, c);
     for (const [id, c] of changes.launchers) this.#applyLauncher(id, c);
     for (const row of changes.idempotency) this.idempotency.set(row.key, row);
+    for (const row of changes.hostBindings) this.hostBindings.set(row.hostId, row);
   }
 
   /** Replace one field set of a committed row outside a transaction (output length, sign of life). */

@@ -101,7 +101,7 @@ export class MemoryStore implements Store {
   }
 
   #commit(changes: ChangeSet, now: number): Commit | undefined {
-    if (changes.jobs.size + changes.sessions.size + changes.launchers.size + changes.idempotency.length === 0) {
+    if (changes.jobs.size + changes.sessions.size + changes.launchers.size + changes.idempotency.length + changes.hostBindings.length === 0) {
       if (changes.events.length === 0) return undefined;
     }
     const firstEventId = this.state.lastEventId + 1;

@@ -1,6 +1,6 @@
 import type { EventType } from '@agentq/protocol';
 import { CoordinatorError } from '../errors.js';
-import { isActive, type IdempotencyRow, type JobRow, type LauncherRow, type SessionRow } from '../rows.js';
+import { isActive, type HostBindingRow, type IdempotencyRow, type JobRow, type LauncherRow, type SessionRow } from '../rows.js';
 import { emptyChangeSet, record, type ChangeSet } from './changes.js';
 import type { MemoryState } from './memory-state.js';
 import type { EntityRef, Tx } from './store.js';
@@ -127,6 +127,10 @@ export class MemoryTx implements Tx {
     return this.#changes.idempotency.find((r) => r.key === key) ?? this.#state.idempotencyRow(key);
   }
 
+  async hostBinding(hostId: string): Promise<HostBindingRow | undefined> {
+    return this.#changes.hostBindings.findLast((r) => r.hostId === hostId) ?? this.#state.hostBinding(hostId);
+  }
+
   // --- writes ------------------------------------------------------------------------------
 
   async nextJobSeq(): Promise<number> {
@@ -191,6 +195,10 @@ export class MemoryTx implements Tx {
 
   async putIdempotency(row: IdempotencyRow): Promise<void> {
     this.#changes.idempotency.push(row);
+  }
+
+  async putHostBinding(row: HostBindingRow): Promise<void> {
+    this.#changes.hostBindings.push(row);
   }
 
   emit(type: EventType, ref: EntityRef): void {

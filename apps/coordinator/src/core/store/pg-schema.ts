@@ -153,6 +153,14 @@ export const PG_MIGRATIONS: readonly string[] = [
   `
   ALTER TABLE sessions ADD COLUMN requires text;
   `,
+  // 3: host identities bound to the token that first registered them (launchers.ts)
+  `
+  CREATE TABLE host_bindings (
+    host_id text PRIMARY KEY,
+    token_name text NOT NULL,
+    bound_at bigint NOT NULL
+  );
+  `,
 ];
 
 export const PG_SCHEMA_VERSION = PG_MIGRATIONS.length;

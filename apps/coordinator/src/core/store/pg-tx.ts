@@ -3,10 +3,10 @@ import { isTerminal, type EventType } from '@agentq/protocol';
 import type { PoolClient, QueryResultRow } from 'pg';
 import { CoordinatorError } from '../errors.js';
 import { routeFromKey, serves } from '../routing.js';
-import { isActive, type IdempotencyRow, type JobRow, type LauncherRow, type SessionRow } from '../rows.js';
+import { isActive, type HostBindingRow, type IdempotencyRow, type JobRow, type LauncherRow, type SessionRow } from '../rows.js';
 import { emptyChangeSet, record, type ChangeSet } from './changes.js';
 import { insertSql, JOB_TEXT_BYTES, lookupOfNul, updateSql } from './pg-sql.js';
-import { decode, IDEMPOTENCY, JOBS, LAUNCHERS, SESSIONS, type Table } from './sql-rows.js';
+import { decode, HOST_BINDINGS, IDEMPOTENCY, JOBS, LAUNCHERS, SESSIONS, type Table } from './sql-rows.js';
 import type { EntityRef, Tx } from './store.js';
 
 const missing = (what: string) => new CoordinatorError('internal_error', `transaction: ${what} is missing`);
@@ -65,6 +65,8 @@ export class PgTx implements Tx {
   readonly #peeked = new Map<string, SessionRow>();
   /** Idempotency-Keys read here and found (a put replaces them) */
   readonly #idempotencyFound = new Set<string>();
+  /** host bindings read here and found (a put replaces them) */
+  readonly #bindingsFound = new Set<string>();
 
   constructor(
     db: PoolClient,
@@ -276,6 +278,13 @@ export class PgTx implements Tx {
     return { ...decode(IDEMPOTENCY, raw), key };
   }
 
+  async hostBinding(hostId: string): Promise<HostBindingRow | undefined> {
+    const [raw] = await this.#rows('SELECT * FROM host_bindings WHERE host_id = $1', [hostId]);
+    if (!raw) return undefined;
+    this.#bindingsFound.add(hostId);
+    return decode(HOST_BINDINGS, raw);
+  }
+
   // --- writes ------------------------------------------------------------------------------
 
   async nextJobSeq(): Promise<number> {
@@ -360,6 +369,18 @@ export class PgTx implements Tx {
       await this.#exec(insertSql(IDEMPOTENCY, stored));
     }
     this.#changes.idempotency.push(row);
+  }
+
+  async putHostBinding(row: HostBindingRow): Promise<void> {
+    if (this.#bindingsFound.has(row.hostId)) {
+      await this.#exec(updateSql(HOST_BINDINGS, row.hostId, row));
+    } else {
+      // another coordinator bound the host meanwhile: unique violation, and the store runs this
+      // transaction again, which then finds that binding
+      await this.#exec(insertSql(HOST_BINDINGS, row));
+      this.#bindingsFound.add(row.hostId);
+    }
+    this.#changes.hostBindings.push(row);
   }
 
   emit(type: EventType, ref: EntityRef): void {

@@ -1,4 +1,4 @@
-import type { IdempotencyRow, JobRow, LauncherRow, SessionRow } from '../rows.js';
+import type { HostBindingRow, IdempotencyRow, JobRow, LauncherRow, SessionRow } from '../rows.js';
 
 /*
  * How rows map to SQL columns (SQLite and PostgreSQL alike): one entry per field, its column
@@ -137,6 +137,16 @@ export const IDEMPOTENCY: Table<IdempotencyRow> = {
     ['requestHash', 'plain'],
     ['jobIds', 'json'],
     ['createdAt', 'plain'],
+  ],
+};
+
+export const HOST_BINDINGS: Table<HostBindingRow> = {
+  name: 'host_bindings',
+  key: 'hostId',
+  fields: [
+    ['hostId', 'plain'],
+    ['tokenName', 'plain'],
+    ['boundAt', 'plain'],
   ],
 };
 

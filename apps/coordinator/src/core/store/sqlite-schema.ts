@@ -147,6 +147,14 @@ export const MIGRATIONS: readonly string[] = [
   `
   ALTER TABLE sessions ADD COLUMN requires TEXT;
   `,
+  // 7: host identities bound to the token that first registered them (launchers.ts)
+  `
+  CREATE TABLE host_bindings (
+    host_id TEXT PRIMARY KEY,
+    token_name TEXT NOT NULL,
+    bound_at INTEGER NOT NULL
+  ) STRICT;
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

@@ -15,7 +15,7 @@ import { Checkpointer, FALLBACK_AUTOCHECKPOINT, type CheckpointPacing } from './
 import { CommitGroups } from './sqlite-group.js';
 import { placeholders, SqliteWriter } from './sqlite-writes.js';
 import { migrate } from './sqlite-schema.js';
-import { decode, IDEMPOTENCY, JOBS, LAUNCHERS, SESSIONS, type Table } from './sql-rows.js';
+import { decode, HOST_BINDINGS, IDEMPOTENCY, JOBS, LAUNCHERS, SESSIONS, type Table } from './sql-rows.js';
 import type { Commit, JobBrief, ListJobsFilter, ListPage, ListSessionsFilter } from './store.js';
 
 export interface SqliteStoreOptions extends MemoryStoreOptions {
@@ -100,6 +100,7 @@ export class SqliteStore extends MemoryStore {
       job: (id: string) => this.#jobs(`${SELECT_JOBS} WHERE jobs.id = ?`, id)[0],
       session: (name: string) => this.#one(SESSIONS, 'SELECT * FROM sessions WHERE name = ?', name),
       idempotency: (key: string) => this.#one(IDEMPOTENCY, 'SELECT * FROM idempotency WHERE key = ?', key),
+      hostBinding: (hostId: string) => this.#one(HOST_BINDINGS, 'SELECT * FROM host_bindings WHERE host_id = ?', hostId),
     };
     super(o, { fullHistory: false, loader });
     this.#db = db;
@@ -200,6 +201,7 @@ export class SqliteStore extends MemoryStore {
       const inverse = inverseOf(changes);
       this.state.apply(inverse);
       for (const row of changes.idempotency) this.state.idempotency.delete(row.key);
+      for (const row of changes.hostBindings) this.state.hostBindings.delete(row.hostId);
       // jobs ready again (an undone claim): parked polls hear of them as of a commit
       this.deliver({ events: [], ...hintsOf(inverse) });
     },

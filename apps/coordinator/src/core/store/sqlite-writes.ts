@@ -2,7 +2,7 @@ import type { Statement } from 'better-sqlite3';
 import type { JobRow } from '../rows.js';
 import type { ChangeSet, RowChange } from './changes.js';
 import { DELETE_PROMPT, PUT_PROMPT } from './sqlite-prompts.js';
-import { column, encode, IDEMPOTENCY, JOBS, LAUNCHERS, SESSIONS, type Table } from './sql-rows.js';
+import { column, encode, HOST_BINDINGS, IDEMPOTENCY, JOBS, LAUNCHERS, SESSIONS, type Table } from './sql-rows.js';
 
 /** `?, ?, ...`: n parameters */
 export const placeholders = (n: number) => Array.from({ length: n }, () => '?').join(', ');
@@ -38,6 +38,7 @@ export class SqliteWriter {
     if (deletedSession > 0) this.#seqFloor('session_seq_floor', deletedSession);
     for (const c of changes.launchers.values()) this.#write(LAUNCHERS, c);
     for (const row of changes.idempotency) this.#insert(IDEMPOTENCY, row, 'INSERT OR REPLACE');
+    for (const row of changes.hostBindings) this.#insert(HOST_BINDINGS, row, 'INSERT OR REPLACE');
     if (eventIdCeiling !== undefined) {
       this.#stmt("INSERT INTO meta (key, value) VALUES ('last_event_id', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value").run(
         String(eventIdCeiling),

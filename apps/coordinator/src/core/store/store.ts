@@ -1,5 +1,5 @@
 import type { EventType, JobStatus, LifecycleEvent } from '@agentq/protocol';
-import type { IdempotencyRow, JobRow, LauncherRow, SessionRow } from '../rows.js';
+import type { HostBindingRow, IdempotencyRow, JobRow, LauncherRow, SessionRow } from '../rows.js';
 import type { SessionExtras } from '../wire.js';
 
 /*
@@ -41,6 +41,8 @@ export interface Tx {
    */
   readyJobsFor(launcher: LauncherRow, max: number, maxBytes: number): Promise<JobRow[]>;
   idempotency(key: string): Promise<IdempotencyRow | undefined>;
+  /** the token a host identity is bound to, if any */
+  hostBinding(hostId: string): Promise<HostBindingRow | undefined>;
 
   // --- writes ---
   nextJobSeq(): Promise<number>;
@@ -53,6 +55,8 @@ export interface Tx {
   updateLauncher(id: string, patch: Partial<LauncherRow>): Promise<LauncherRow>;
   deleteLauncher(id: string): Promise<void>;
   putIdempotency(row: IdempotencyRow): Promise<void>;
+  /** bind a host identity (again: a binding read in this transaction is replaced) */
+  putHostBinding(row: HostBindingRow): Promise<void>;
   /** history retention: the job's events still carry its last version */
   deleteJob(id: string): Promise<void>;
   deleteSession(name: string): Promise<void>;

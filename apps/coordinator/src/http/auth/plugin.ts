@@ -2,6 +2,7 @@ import type { Role } from '@agentq/protocol';
 import type { FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from 'fastify';
 import { agentTokenJobId } from '../../core/agent-tokens.js';
 import { CoordinatorError, launcherUnknown } from '../../core/errors.js';
+import type { HostBinder } from '../../core/launchers.js';
 import { agentRuleOf, checkAgentScope, type ScopeLookup } from './agent-scope.js';
 import { launcherIdOf, type LauncherCredentials } from './launcher-credentials.js';
 import { foreignTo } from './local-origin.js';
@@ -50,6 +51,11 @@ export interface Auth {
   readonly routes: readonly RegisteredRoute[];
   /** the credential answered to a registration (undefined while authentication is off) */
   launcherTokenFor(launcherId: string, principal: Principal): Promise<string | undefined>;
+  /**
+   * What binds the host identity of a registration to its token: a `launcher`-role token's name
+   * and whether another name is still in force as one. Undefined for anyone else (auth off, admin).
+   */
+  hostBinder(principal: Principal): HostBinder | undefined;
   /**
    * Re-read the token file (SIGHUP); throws when the file is unusable, keeping the current tokens.
    * The open requests of a token it removes (or gives another role) are cut: event streams, waits
@@ -219,6 +225,11 @@ export function installAuth(app: FastifyInstance, o: AuthOptions): Auth {
     async launcherTokenFor(launcherId, principal) {
       if (!enabled) return undefined;
       return o.credentials.issue(launcherId, principal.kind === 'token' ? principal.name : null);
+    },
+    hostBinder(principal) {
+      const tokens = o.tokens;
+      if (!tokens || principal.kind !== 'token' || principal.role !== 'launcher') return undefined;
+      return { tokenName: principal.name, valid: (name) => tokens.hasNamed(name, 'launcher') };
     },
     reload() {
       const tokens = o.tokens;

@@ -97,6 +97,11 @@ export class TokenStore {
     return { added, removed, count: next.length };
   }
 
+  /** Whether a token of this name is in force with this role. */
+  hasNamed(name: string, role: Role): boolean {
+    return this.#entries.some((e) => e.name === name && e.role === role);
+  }
+
   /** Whether `entry` (from an earlier `verify`) is still in force with the same role. */
   holds(entry: TokenEntry): boolean {
     return this.#entries.some((e) => e.role === entry.role && e.hash.equals(entry.hash));
