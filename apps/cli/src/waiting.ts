@@ -18,6 +18,13 @@ export interface WaitOptions {
   now: () => number;
   /** called with every snapshot the coordinator answers */
   onSnapshot?: (jobs: readonly Job[]) => void;
+  /**
+   * With `timeoutMs`: every call must be answered within this long past the wait's deadline. A
+   * coordinator that takes calls but does not answer them (paused, or cut off by the network) is
+   * then given up on by the deadline and this grace, instead of the client's long-poll slack
+   * (30 s) past each call's hold: the MCP tool's caller gives up on it soon after (docs/mcp.md).
+   */
+  answerGraceMs?: number;
 }
 
 const aborted = (signal: AbortSignal | undefined) => signal?.aborted === true;
@@ -98,6 +105,8 @@ export async function waitForJobs(
 ): Promise<WaitManyOutcome> {
   const deadline = o.timeoutMs === undefined ? Infinity : o.now() + o.timeoutMs;
   const reconnect = new Reconnecting({ deadline, now: o.now, signal: o.signal });
+  const answerBy = (): CallLimit =>
+    o.answerGraceMs === undefined || deadline === Infinity ? {} : { headersTimeoutMs: Math.max(0, deadline - o.now()) + o.answerGraceMs };
   const unique = [...new Set(ids)];
   const latest = new Map<string, Job>();
   const notFound = new Set<string>();
@@ -126,7 +135,7 @@ export async function waitForJobs(
     const hold = () => (holdFirst ? 0 : Math.min(Math.max(0, deadline - o.now()), MAX_SERVER_WAIT_MS));
     let res: RoundAnswer;
     try {
-      res = await waitRound(client, watched, mode, hold, reconnect, o.signal);
+      res = await waitRound(client, watched, mode, hold, reconnect, o.signal, answerBy);
     } catch (err) {
       // interrupted: the next turn reads the jobs once more and ends
       if (!aborted(o.signal) || latest.size === 0) throw err;
@@ -146,6 +155,9 @@ export async function waitForJobs(
     o.onSnapshot?.(res.jobs);
   }
 }
+
+/** How long a call of a wait may take to be answered (unset: the client's own bound). */
+type CallLimit = { headersTimeoutMs?: number };
 
 /** What one round of a wait answered. */
 interface RoundAnswer {
@@ -168,6 +180,7 @@ async function waitRound(
   hold: () => number,
   reconnect: Reconnecting,
   signal: AbortSignal | undefined,
+  answerBy: () => CallLimit,
 ): Promise<RoundAnswer> {
   const poll = async (group: readonly string[], holdMs: () => number, s: AbortSignal | undefined): Promise<RoundAnswer> => {
     // any: the server's any-wait only watches jobs still active when a call arrives, so a job
@@ -175,9 +188,12 @@ async function waitRound(
     // coordinator restarted) would be missed; include_terminal makes such a job end the next
     // call at once
     const body = mode === 'any' ? { include_terminal: true } : {};
-    const res = await reconnect.call(() => client.waitJobs({ job_ids: [...group], mode, timeout_ms: holdMs(), ...body }, { signal: s }), s);
+    const res = await reconnect.call(
+      () => client.waitJobs({ job_ids: [...group], mode, timeout_ms: holdMs(), ...body }, { signal: s, ...answerBy() }),
+      s,
+    );
     // snapshots that did not fit in the answer (MAX_ANSWER_BYTES) are read one by one
-    const omitted = await reconnect.call(() => readEach(client, res.omitted ?? [], s), s);
+    const omitted = await reconnect.call(() => readEach(client, res.omitted ?? [], s, answerBy()), s);
     const read = new Set(omitted.map((j) => j.job_id));
     const gone = (res.omitted ?? []).filter((id) => !read.has(id));
     return { jobs: [...res.jobs, ...omitted], notFound: [...res.not_found, ...gone], done: res.done };
@@ -217,12 +233,17 @@ async function waitRound(
 }
 
 /** `GET /jobs/{id}` for each id, a few at a time; an id gone meanwhile (evicted) is skipped. */
-export async function readEach(client: AgentqClient, ids: readonly string[], signal: AbortSignal | undefined): Promise<Job[]> {
+export async function readEach(
+  client: AgentqClient,
+  ids: readonly string[],
+  signal: AbortSignal | undefined,
+  limit: CallLimit = {},
+): Promise<Job[]> {
   const out: Job[] = [];
   for (let i = 0; i < ids.length; i += 4) {
     const got = await Promise.all(
       ids.slice(i, i + 4).map((id) =>
-        client.getJob(id, { signal }).catch((err: unknown) => {
+        client.getJob(id, { signal, ...limit }).catch((err: unknown) => {
           if ((err as { status?: number }).status === 404) return null;
           throw err;
         }),

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
+import { createServer, type Socket } from 'node:net';
+import { describe, it, type TestContext } from 'node:test';
 import { coordinator, deadUrl, whenCalled } from './helpers.js';
 import { callTool, mcpClient, runAgentq } from './mcp-helpers.js';
 
@@ -56,6 +57,41 @@ describe('agentq mcp: a coordinator restart during wait_for_jobs', () => {
     assert.equal(r.data.done, true, r.text);
     assert.deepEqual(r.data.terminal, [job.job_id]);
     assert.match(r.text, /^Done: 1 of 1 job\(s\) have ended\./);
+  });
+});
+
+/** A "coordinator" that takes connections and requests but never answers (paused, or cut off by the network). */
+async function silentCoordinator(t: TestContext): Promise<string> {
+  const sockets = new Set<Socket>();
+  const server = createServer((socket) => {
+    sockets.add(socket);
+    socket.resume();
+    socket.on('close', () => sockets.delete(socket));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.after(async () => {
+    for (const s of sockets) s.destroy();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  });
+  const address = server.address();
+  if (address === null || typeof address === 'string') throw new Error('no port');
+  return `http://127.0.0.1:${address.port}`;
+}
+
+describe('agentq mcp: a coordinator that does not answer', () => {
+  it('ends wait_for_jobs and get_output with wait_ms soon after their time, before the client gives up', async (t) => {
+    const mcp = await mcpClient(t, { AGENTQ_URL: await silentCoordinator(t) });
+    // the client gives up 15 s after the wait's own time (the SDK's client: 60 s, 10 s past the
+    // longest wait); the client library's long-poll slack alone is 30 s past it
+    const client = { timeout: 1_000 + 15_000 };
+    const [wait, output] = await Promise.all([
+      callTool(mcp, 'wait_for_jobs', { job_ids: ['job_0123456789ab'], timeout_ms: 1_000 }, client),
+      callTool(mcp, 'get_output', { job_id: 'job_0123456789ab', offset: 0, wait_ms: 1_000 }, client),
+    ]);
+    for (const r of [wait, output]) {
+      assert.equal(r.isError, true, r.text);
+      assert.equal(r.data.error.code, 'coordinator_unreachable', r.text);
+    }
   });
 });
 

@@ -107,8 +107,14 @@ export interface ToolAnswer {
   data: Record<string, any>;
 }
 
-export async function callTool(client: Client, name: string, args: Record<string, unknown> = {}): Promise<ToolAnswer> {
-  const r = (await client.callTool({ name, arguments: args })) as CallToolResult;
+/** `options.timeout`: how long the client waits for the answer (the SDK's default: 60 s) */
+export async function callTool(
+  client: Client,
+  name: string,
+  args: Record<string, unknown> = {},
+  options: { timeout?: number } = {},
+): Promise<ToolAnswer> {
+  const r = (await client.callTool({ name, arguments: args }, undefined, options)) as CallToolResult;
   const text = r.content.map((c) => (c.type === 'text' ? c.text : '')).join('');
   return { isError: r.isError === true, text, data: (r.structuredContent ?? {}) as Record<string, any> };
 }

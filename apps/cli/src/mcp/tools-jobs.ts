@@ -12,6 +12,12 @@ import { describeJob, describeSession, joined, jobView, sessionView } from './vi
  */
 export const MAX_WAIT_MS = 50_000;
 export const DEFAULT_WAIT_MS = 30_000;
+/**
+ * How long past the end of a wait a tool call still waits for the coordinator's answer. A
+ * coordinator that takes calls but does not answer them (paused, or cut off by the network) is
+ * given up on then, so a wait answers within MAX_WAIT_MS and this, before the client gives up.
+ */
+export const ANSWER_GRACE_MS = 5_000;
 /** get_output: the most bytes one call returns, and the default. */
 export const OUTPUT_MAX_BYTES = 64 * 1024;
 export const OUTPUT_DEFAULT_BYTES = 16 * 1024;
@@ -77,7 +83,13 @@ export function registerJobTools(add: AddTool, { client }: ToolContext): void {
       // the CLI's wait: a snapshot, then long-polls until the time is up; a coordinator that
       // restarts meanwhile (it answers parked waits early, then is away) is waited out, and
       // reported unreachable only if it is not back in time
-      const r = await waitForJobs(client, job_ids, mode, { timeoutMs: timeout_ms, signal, now: Date.now, includeTerminal: include_terminal });
+      const r = await waitForJobs(client, job_ids, mode, {
+        timeoutMs: timeout_ms,
+        signal,
+        now: Date.now,
+        includeTerminal: include_terminal,
+        answerGraceMs: ANSWER_GRACE_MS,
+      });
       const share = Math.floor(WAIT_RESULTS_BYTES / Math.max(1, r.jobs.length));
       const jobs = r.jobs.map((j) => jobView(j, share));
       const terminal = jobs.filter((j) => j.terminal).map((j) => j.job_id);
@@ -123,7 +135,8 @@ export function registerJobTools(add: AddTool, { client }: ToolContext): void {
         offset === undefined
           ? { tail_bytes: tail_bytes ?? OUTPUT_DEFAULT_BYTES, limit_bytes, wait_ms }
           : { offset, limit_bytes: limit_bytes ?? OUTPUT_DEFAULT_BYTES, tail_bytes, wait_ms };
-      const out = await client.getOutput(job_id, query, { signal });
+      // answered within wait_ms and a grace, not the client's long-poll slack (see ANSWER_GRACE_MS)
+      const out = await client.getOutput(job_id, query, { signal, headersTimeoutMs: (wait_ms ?? 0) + ANSWER_GRACE_MS });
       const dropped = out.truncated ? '; older output was dropped by the coordinator' : '';
       const head =
         `Output of job ${out.job_id} (${out.status}): bytes ${out.offset}-${out.next_offset} of ${out.total_bytes}${dropped}. ` +
