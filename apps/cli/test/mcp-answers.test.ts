@@ -76,6 +76,23 @@ describe('agentq mcp: bounded answers', () => {
     assert.match(status.text, /Last error: executor exited with code 1: API key revoked/);
   });
 
+  it("list_children cuts each child's last result on a character, never inside one (no lone surrogate for the model's API)", async (t) => {
+    const c = await coordinator(t);
+    await c.client.createJob({ type: 'start_session', session_name: 'parent', prompt: 'p' });
+    await c.launcher.complete((await c.launcher.claimAndStart()).job_id);
+    await c.client.createJob({ type: 'start_session', session_name: 'kid', parent_session_name: 'parent', prompt: 'p' });
+    const kid = await c.launcher.claimAndStart();
+    assert.equal(kid.session_name, 'kid');
+    // the emoji (two UTF-16 code units) straddles the 200th code unit, where the line is cut
+    await c.launcher.complete(kid.job_id, `${'a'.repeat(199)}😀 and more after it`);
+    const mcp = await mcpClient(t, { AGENTQ_URL: c.url });
+    const list = await callTool(mcp, 'list_children', { session_name: 'parent' });
+    assert.equal(list.isError, false, list.text);
+    // a lone surrogate does not survive UTF-8 (it becomes U+FFFD)
+    assert.equal(Buffer.from(list.text, 'utf8').toString('utf8'), list.text, `the text has a lone surrogate: ${JSON.stringify(list.text.slice(-40))}`);
+    assert.match(list.text, new RegExp(`- "kid": idle, last job completed: a{199}…`));
+  });
+
   it('wait_for_jobs: the results of all the jobs share 64 KiB, however many jobs there are', async (t) => {
     const c = await coordinator(t);
     const created = await c.client.createJobs(Array.from({ length: 100 }, (_, i) => ({ type: 'start_session' as const, session_name: `w${i}`, prompt: 'p' })));

@@ -4,7 +4,7 @@ import type { Job } from '@agentq/protocol';
 import { z } from 'zod';
 import { ToolError } from './answers.js';
 import type { AddTool, Caller, ToolContext } from './server.js';
-import { describeSession, joined, jobView, sessionView } from './views.js';
+import { brief, describeSession, joined, jobView, sessionView } from './views.js';
 
 /* The tools that create work and address sessions: start, resume, message, list children, stop. */
 
@@ -158,8 +158,8 @@ export function registerSessionTools(add: AddTool, { client, caller }: ToolConte
       const sessions = list.sessions.map((s) => sessionView(s, 2048));
       const lines = sessions.map((s) => {
         const last = s.last_result ?? s.last_error;
-        const brief = last === null ? '' : `: ${last.length > 200 ? `${last.slice(0, 200)}…` : last}`;
-        return `- "${s.session_name}": ${s.status}${s.active_job_id ? ` (job ${s.active_job_id})` : ''}, last job ${s.last_job_status ?? 'none'}${brief}`;
+        const said = last === null ? '' : `: ${brief(last, 200)}`;
+        return `- "${s.session_name}": ${s.status}${s.active_job_id ? ` (job ${s.active_job_id})` : ''}, last job ${s.last_job_status ?? 'none'}${said}`;
       });
       const head = sessions.length === 0 ? `Session "${parent}" has no children${args.status ? ` that are ${args.status}` : ''}.` : `Children of "${parent}":`;
       const more = list.next_cursor ? `\nMore: call again with cursor "${list.next_cursor}".` : '';

@@ -32,6 +32,18 @@ export function cutUtf8(s: string, maxBytes: number): string {
   return buf.subarray(0, end).toString('utf8');
 }
 
+/**
+ * The first `maxUnits` UTF-16 code units of `s` and `…` when it is longer, never cutting a
+ * surrogate pair in two: a lone surrogate is not Unicode, and a model's API may refuse the whole
+ * request that carries it.
+ */
+export function brief(s: string, maxUnits: number): string {
+  if (s.length <= maxUnits) return s;
+  const high = s.charCodeAt(maxUnits - 1);
+  const end = high >= 0xd800 && high <= 0xdbff ? maxUnits - 1 : maxUnits;
+  return `${s.slice(0, end)}…`;
+}
+
 export function bounded(text: string | null, maxBytes: number): Bounded {
   if (text === null) return { text: null };
   const full = Buffer.byteLength(text, 'utf8');
