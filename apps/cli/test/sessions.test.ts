@@ -20,11 +20,12 @@ describe('agentq start / resume', () => {
     assert.equal(envelope<Failure>(again, CliFailure).error.code, 'session_exists');
   });
 
-  it('start of a closed session: session_exists that says to pick another name, without the resume hint', async (t) => {
+  it('start of a closed session under another parent: session_exists that says to pick another name, without the resume hint', async (t) => {
     const c = await coordinator(t);
+    await c.client.createJob({ type: 'start_session', session_name: 'boss', prompt: 'lead' });
     const first = await c.client.createJob({ type: 'start_session', session_name: 'gone', prompt: 'one' });
     await c.client.stopJob(first.job_id); // stopped before any launcher ran it: closed
-    const again = await cli(c.url, ['start', 'gone', '-p', 'two']);
+    const again = await cli(c.url, ['start', 'gone', '-p', 'two', '--parent', 'boss']);
     assert.equal(again.code, 2);
     assert.match(again.stderr, /\(session_exists\)/);
     assert.match(again.stderr, /another name/);

@@ -81,11 +81,12 @@ test('a session that can take no more input: 409 session_closed, for messages an
   assert.equal(d.current_status, 'closed');
   assert.equal(d.session_name, 'never');
   await rejectsWith(client.createJob({ type: 'resume_session', session_name: 'never', prompt: 'again' }), 409, 'session_closed');
-  // starting it again is refused too, and says so: not "use a resume_session job", which is
-  // refused as closed (a client would go from one 409 to the other)
+  // starting it under another parent is refused, and says how: not "use a resume_session job",
+  // which is refused as closed (a client would go from one 409 to the other)
+  const boss = await start(client, 'boss');
   try {
-    await start(client, 'never');
-    assert.fail('a start of a closed session name was accepted');
+    await client.createJob({ type: 'start_session', session_name: 'never', prompt: 'again', parent_session_name: 'boss' });
+    assert.fail('a start of a closed session under another parent was accepted');
   } catch (err) {
     const e = err as { status?: number; code?: string; details?: Record<string, unknown>; message: string };
     assert.equal(e.status, 409);
@@ -94,6 +95,7 @@ test('a session that can take no more input: 409 session_closed, for messages an
     assert.doesNotMatch(e.message, /resume_session/);
     assert.match(e.message, /another name/);
   }
+  await client.stopJob(boss.job_id);
   d = await rejectsWith(client.sendMessage('nobody', { text: 'hello?' }), 404, 'session_not_found');
   assert.equal(d.session_name, 'nobody');
 
@@ -105,6 +107,29 @@ test('a session that can take no more input: 409 session_closed, for messages an
   await l.failed(ran.job_id, 'crashed');
   assert.equal((await client.getSession('ran')).accepts_input, true);
   assert.equal((await client.sendMessage('ran', { text: 'try again' })).outcome, 'queued');
+});
+
+test('a closed session may be started again under its parent: it takes input again, and the message it held is delivered after the new start', async (t) => {
+  const { client } = await startTest(t);
+  const first = await client.createJob({ type: 'start_session', session_name: 'retry', prompt: 'one', requires: { zone: 'nowhere' } });
+  await client.stopJob(first.job_id); // stopped before any launcher ran it: closed
+  assert.equal((await client.getSession('retry')).accepts_input, false);
+
+  const again = await client.createJob({ type: 'start_session', session_name: 'retry', prompt: 'two', agent_name: 'helper' });
+  const session = await client.getSession('retry');
+  assert.equal(session.accepts_input, true);
+  assert.equal(session.agent_name, 'helper');
+  assert.equal(session.requires, null, 'what the new start asks for replaces the first');
+  assert.deepEqual(session.job_ids, [first.job_id, again.job_id]);
+  assert.equal((await client.sendMessage('retry', { text: 'and then this' })).outcome, 'queued');
+
+  const l = await fakeLauncher(client);
+  assert.equal((await l.take()).job_id, again.job_id);
+  await l.started(again.job_id);
+  await l.completed(again.job_id);
+  const delivery = await l.take();
+  assert.equal(delivery.type, 'resume_session');
+  assert.match(delivery.prompt, /and then this/);
 });
 
 test('a session closed by its start ending before it ran ends the resumes queued behind that start: none runs', async (t) => {

@@ -35,15 +35,17 @@ export async function createJob(ctx: CoreContext, tx: Tx, req: CreateJobRequest,
     // browsers and fetch() resolve `.` and `..` in a URL (even percent-encoded): no dashboard
     // could ever reach /sessions/.. to read or stop it
     if (name === '.' || name === '..') throw validation('session_name', `cannot be "${name}": a URL cannot name it`);
-    if (session) {
-      // a closed session cannot be continued either: pointing at resume_session would send the
-      // client from one 409 to the other
+    // a closed session (its start never ran: there is no conversation) may be started again, under
+    // the same parent; a resume could not continue it, so pointing there would send the client
+    // from one 409 to the other
+    const reopening = session !== undefined && !session.acceptsInput && parentName === session.parentName;
+    if (session && !reopening) {
       if (!session.acceptsInput) {
         throw new CoordinatorError(
           'session_exists',
-          `session ${name} already exists, closed: its start job ended before any launcher ran it, and it takes no more input. ` +
-            'Start a session with another name (this one is free again once history retention removes the closed session)',
-          { session_name: name, current_status: 'closed' },
+          `session ${name} already exists, closed: its start job ended before any launcher ran it. ` +
+            `Start it again under its parent (parent_session_name ${session.parentName ?? 'none'}), or start a session with another name`,
+          { session_name: name, current_status: 'closed', parent_session_name: session.parentName },
         );
       }
       throw new CoordinatorError('session_exists', `session ${name} already exists; use a resume_session job to continue it`, {
@@ -66,7 +68,7 @@ export async function createJob(ctx: CoreContext, tx: Tx, req: CreateJobRequest,
     if (parent && req.budget_usd != null) {
       throw validation('budget_usd', 'only a root session (one without a parent) has a budget; its children share it');
     }
-    session = await newSession(tx, req, parent, actor);
+    session = reopening ? await reopen(tx, session!, req) : await newSession(tx, req, parent, actor);
   } else {
     if (!session) {
       throw new CoordinatorError('session_not_found', `session ${name} not found; start it with a start_session job`, {
@@ -159,6 +161,27 @@ async function newSession(tx: Tx, req: CreateJobRequest, parent: SessionRow | nu
     await tx.updateSession(parent.name, { updatedAt: tx.now });
     tx.emit('session.updated', { session: parent.name });
   }
+  return row;
+}
+
+/**
+ * A closed session started again: what its new start asks for replaces what the first one asked
+ * for. Its history stays (the start that never ran, outcomes and messages it held: they are
+ * delivered once the new start has run, as for any session).
+ */
+async function reopen(tx: Tx, session: SessionRow, req: CreateJobRequest): Promise<SessionRow> {
+  const row = await tx.updateSession(session.name, {
+    acceptsInput: true,
+    agentName: orNone(req.agent_name) ?? null,
+    projectDir: orNone(req.project_dir) ?? null,
+    requires: req.requires && Object.keys(req.requires).length > 0 ? req.requires : null,
+    budgetUsd: req.budget_usd ?? null,
+    affinity: null,
+    deliveriesHeld: false,
+    lastError: null,
+    updatedAt: tx.now,
+  });
+  tx.emit('session.updated', { session: session.name });
   return row;
 }
 
