@@ -5,6 +5,7 @@ import Database from 'better-sqlite3';
 import { AgentqClient, AgentqApiError } from '@agentq/client';
 import type { Job } from '@agentq/protocol';
 import { ConfigError, loadConfig } from '../src/config.js';
+import { ManualClock } from '../src/core/clock.js';
 import { Coordinator } from '../src/core/coordinator.js';
 import { migrate, SCHEMA_VERSION } from '../src/core/store/sqlite-schema.js';
 import { rejectsWith, resume, start } from './helpers.js';
@@ -272,6 +273,28 @@ test('a database of other software at DATABASE_URL is refused and left as it was
     assert.equal(check.pragma('user_version', { simple: true }), version);
     check.close();
   }
+});
+
+test('JOB_SCHEDULE_TIMEOUT goes on counting across a restart: it is neither started over nor cut short', async (t) => {
+  const url = tempDatabase(t);
+  const clock = new ManualClock();
+  const config = loadConfig({}, { databaseUrl: url, logLevel: 'silent', scheduleTimeoutSeconds: 30 });
+  let core = await Coordinator.open(config, { clock });
+  t.after(() => core.shutdown());
+  const { job } = await core.createJob({ type: 'start_session', session_name: 'gpu', prompt: 'x', requires: { gpu: 'a100' } });
+  await core.sweep(); // the route is unserved from now on
+  clock.advance(20_000);
+  await core.sweep();
+  await core.shutdown();
+
+  core = await Coordinator.open(config, { clock });
+  await core.sweep();
+  assert.equal((await core.getJob(job.job_id)).status, 'pending', 'not cut short: 20 s of 30 have passed');
+  clock.advance(10_000);
+  await core.sweep();
+  const failed = await core.getJob(job.job_id);
+  assert.equal(failed.status, 'failed', '30 s after the route was first seen unserved, restart or not');
+  assert.equal(failed.error_code, 'no_matching_launcher');
 });
 
 const ZERO = { input_tokens: 0, output_tokens: 0, cache_read_input_tokens: 0, cache_creation_input_tokens: 0 };

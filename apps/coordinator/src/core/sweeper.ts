@@ -16,8 +16,15 @@ const HISTORY_BATCH = 1000;
  * call it after moving a ManualClock. Each change is its own transaction.
  */
 export class Sweeper {
-  /** route key -> when the sweeper first saw no online launcher able to take its jobs */
+  /**
+   * route key -> when the sweeper first saw no online launcher able to take its jobs; read from a
+   * durable store at the first sweep and written back when it changes, so a restart goes on
+   * counting JOB_SCHEDULE_TIMEOUT instead of starting it over
+   */
   readonly #unservedSince = new Map<string, number>();
+  #unservedLoaded = false;
+  /** `#unservedSince` as the store last kept it */
+  #unservedKept = '{}';
 
   constructor(
     private readonly ctx: CoreContext,
@@ -99,6 +106,11 @@ export class Sweeper {
     const { store, config } = this.ctx;
     const timeoutMs = config.scheduleTimeoutSeconds * 1000;
     if (timeoutMs === 0) return;
+    if (!this.#unservedLoaded && store.unservedSince) {
+      for (const [key, since] of await store.unservedSince()) this.#unservedSince.set(key, since);
+      this.#unservedKept = JSON.stringify(Object.fromEntries(this.#unservedSince));
+    }
+    this.#unservedLoaded = true;
     const online = (await store.listLaunchers()).filter((l) => l.status === 'online');
     const seen = new Set<string>();
     for (const bucket of await store.readyBuckets()) {
@@ -127,6 +139,11 @@ export class Sweeper {
       }
     }
     for (const key of this.#unservedSince.keys()) if (!seen.has(key)) this.#unservedSince.delete(key);
+    const kept = JSON.stringify(Object.fromEntries(this.#unservedSince));
+    if (store.keepUnservedSince && kept !== this.#unservedKept) {
+      await store.keepUnservedSince(this.#unservedSince);
+      this.#unservedKept = kept;
+    }
   }
 
   /**

@@ -449,6 +449,23 @@ export class SqliteStore extends MemoryStore {
     });
   }
 
+  async unservedSince(): Promise<Map<string, number>> {
+    const raw = this.#stmt("SELECT value FROM meta WHERE key = 'unserved_since'").pluck().get() as string | undefined;
+    return new Map(Object.entries(raw === undefined ? {} : (JSON.parse(raw) as Record<string, number>)));
+  }
+
+  keepUnservedSince(routes: ReadonlyMap<string, number>): Promise<void> {
+    return this.#unlockedWrite(async () => {
+      try {
+        this.#stmt("INSERT INTO meta (key, value) VALUES ('unserved_since', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value").run(
+          JSON.stringify(Object.fromEntries(routes)),
+        );
+      } catch (err) {
+        throw this.#groups.failed(err);
+      }
+    });
+  }
+
   // --- output ----------------------------------------------------------------------------------
 
   override appendOutput(jobId: string, offset: number, data: string): Promise<number> {

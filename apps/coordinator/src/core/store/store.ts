@@ -242,6 +242,14 @@ export interface Store {
   purgeIdempotency(before: number): Promise<void>;
   /** let go of memory held for history (the durable stores keep a bounded hot window) */
   trimCache(): void;
+  /**
+   * The sweeper's record of routes no online launcher serves, and since when (JOB_SCHEDULE_TIMEOUT
+   * counts from it): kept by a durable store so a restart does not start the timeout over.
+   * Absent: kept in memory only.
+   */
+  unservedSince?(): Promise<Map<string, number>>;
+  /** replace that record */
+  keepUnservedSince?(routes: ReadonlyMap<string, number>): Promise<void>;
 
   // --- shared stores (several coordinators): optional, absent = one coordinator ---
   /** the last event id committed when the store opened: event numbering continues after it */
