@@ -1,6 +1,10 @@
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { randomInt } from 'node:crypto';
+import { chmodSync, chownSync, readdirSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import { AgentqClient, AgentqApiError } from '@agentq/client';
 import type { Job } from '@agentq/protocol';
@@ -295,6 +299,28 @@ test('JOB_SCHEDULE_TIMEOUT goes on counting across a restart: it is neither star
   const failed = await core.getJob(job.job_id);
   assert.equal(failed.status, 'failed', '30 s after the route was first seen unserved, restart or not');
   assert.equal(failed.error_code, 'no_matching_launcher');
+});
+
+test('a database file the coordinator may not write is refused at start, naming DATABASE_URL', async (t) => {
+  const url = tempDatabase(t);
+  const path = url.slice('sqlite:'.length);
+  const made = await spawnCoordinator(t, { DATABASE_URL: url });
+  await made.kill();
+  chmodSync(path, 0o444);
+  // root writes whatever the mode says: run the coordinator as nobody then
+  const asNobody = process.getuid?.() === 0;
+  if (asNobody) {
+    chownSync(dirname(path), 65534, 65534);
+    for (const f of readdirSync(dirname(path))) chownSync(join(dirname(path), f), 65534, 65534);
+  }
+  const run = spawnSync(process.execPath, [fileURLToPath(new URL('../src/main.js', import.meta.url))], {
+    env: { ...process.env, PORT: '0', LOG_LEVEL: 'info', DATABASE_URL: url },
+    encoding: 'utf8',
+    timeout: 30_000,
+    ...(asNobody ? { uid: 65534, gid: 65534 } : {}),
+  });
+  assert.equal(run.status, 2, `exits as for a configuration error, not ready: ${run.stdout}`);
+  assert.match(run.stderr, /DATABASE_URL: cannot open .* read-only/);
 });
 
 const ZERO = { input_tokens: 0, output_tokens: 0, cache_read_input_tokens: 0, cache_creation_input_tokens: 0 };

@@ -653,6 +653,7 @@ function openDatabase(path: string, exclusive: boolean): Db {
     db.pragma(`wal_autocheckpoint = ${exclusive ? FALLBACK_AUTOCHECKPOINT : 0}`);
     // the WAL file is cut back to this when it starts over (else it stays at its largest)
     db.pragma(`journal_size_limit = ${64 * 1024 * 1024}`);
+    refuseReadOnly(db, path);
     return db;
   } catch (err) {
     db.close();
@@ -690,6 +691,29 @@ function refuseForeign(db: Db, path: string): void {
     'DATABASE_URL',
     `cannot open ${path}: not an agentq database (schema version ${version}, tables ${objects.slice(0, 5).join(', ') || 'none'}); give agentq a file of its own, e.g. DATABASE_URL=sqlite:./data/agentq.db`,
   );
+}
+
+/**
+ * A file this process may read but not write (its mode, its owner, a read-only mount) is refused
+ * at start: SQLite opens it read-only without a word, and every change would be 503 for ever.
+ * A change to the header, rolled back, finds out without writing (a full disk still opens: the
+ * change never reaches the file).
+ */
+function refuseReadOnly(db: Db, path: string): void {
+  const version = db.pragma('user_version', { simple: true }) as number;
+  try {
+    db.exec('BEGIN IMMEDIATE');
+    db.pragma(`user_version = ${version}`);
+  } catch (err) {
+    const code = String((err as { code?: unknown }).code ?? '');
+    if (!code.startsWith('SQLITE_READONLY')) throw err;
+    throw new ConfigError(
+      'DATABASE_URL',
+      `cannot open ${path}: the database is read-only for this process (${code}); give the coordinator's user write access to the file and its directory`,
+    );
+  } finally {
+    if (db.inTransaction) db.exec('ROLLBACK');
+  }
 }
 
 /**
