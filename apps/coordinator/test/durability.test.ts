@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { randomInt } from 'node:crypto';
-import { chmodSync, chownSync, readdirSync } from 'node:fs';
+import { chmodSync, chownSync, readdirSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -321,6 +321,28 @@ test('a database file the coordinator may not write is refused at start, naming 
   });
   assert.equal(run.status, 2, `exits as for a configuration error, not ready: ${run.stdout}`);
   assert.match(run.stderr, /DATABASE_URL: cannot open .* read-only/);
+});
+
+test('a database whose directory the coordinator may not write is refused at start, naming DATABASE_URL and the lock file', async (t) => {
+  const url = tempDatabase(t);
+  const path = url.slice('sqlite:'.length);
+  const made = await spawnCoordinator(t, { DATABASE_URL: url });
+  await made.kill();
+  rmSync(`${path}-lock`);
+  const asNobody = process.getuid?.() === 0;
+  if (asNobody) {
+    for (const f of readdirSync(dirname(path))) chownSync(join(dirname(path), f), 65534, 65534);
+  }
+  chmodSync(dirname(path), 0o555);
+  const run = spawnSync(process.execPath, [fileURLToPath(new URL('../src/main.js', import.meta.url))], {
+    env: { ...process.env, PORT: '0', LOG_LEVEL: 'info', DATABASE_URL: url },
+    encoding: 'utf8',
+    timeout: 30_000,
+    ...(asNobody ? { uid: 65534, gid: 65534 } : {}),
+  });
+  chmodSync(dirname(path), 0o700); // the temporary directory can be removed again
+  assert.equal(run.status, 2, `exits as for a configuration error: ${run.stderr}`);
+  assert.match(run.stderr, /DATABASE_URL: cannot open .*: its lock file .*-lock cannot be opened/);
 });
 
 const ZERO = { input_tokens: 0, output_tokens: 0, cache_read_input_tokens: 0, cache_creation_input_tokens: 0 };

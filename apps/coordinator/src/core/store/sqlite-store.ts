@@ -733,7 +733,18 @@ function noRoom(err: unknown): boolean {
  */
 function lockFile(path: string): Db {
   // the file itself, not the name it was given: a symbolic link to it is the same file
-  const guard = new Database(`${realFile(path)}-lock`, { timeout: 0 });
+  const lock = `${realFile(path)}-lock`;
+  let guard: Db;
+  try {
+    guard = new Database(lock, { timeout: 0 });
+  } catch (err) {
+    // not another coordinator: the directory does not let this process make the file
+    const refusal = new ConfigError(
+      'DATABASE_URL',
+      `cannot open ${path}: its lock file ${lock} cannot be opened (${String(err)}); give the coordinator's user write access to the directory`,
+    );
+    throw Object.assign(refusal, { cause: err });
+  }
   try {
     guard.pragma('locking_mode = EXCLUSIVE');
     guard.exec('BEGIN EXCLUSIVE; COMMIT');
