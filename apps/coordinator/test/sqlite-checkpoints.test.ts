@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { copyFileSync, symlinkSync } from 'node:fs';
+import { copyFileSync, linkSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import Database from 'better-sqlite3';
@@ -38,6 +38,20 @@ test('one coordinator per SQLite file also through a symbolic link to it', async
     SqliteStore.open(join(dir, 'link.db'), options),
     (e: Error) => e instanceof ConfigError && e.variable === 'DATABASE_URL' && /in use by another coordinator/.test(e.message),
   );
+});
+
+test('a database file with a second hard link is refused, under either name: neither lock would see the other', async (t) => {
+  const dir = tempDir(t);
+  const path = join(dir, 'agentq.db');
+  await (await SqliteStore.open(path, options)).close();
+  linkSync(path, join(dir, 'other.db'));
+  for (const name of [path, join(dir, 'other.db')]) {
+    await assert.rejects(
+      SqliteStore.open(name, options),
+      (e: Error) => e instanceof ConfigError && e.variable === 'DATABASE_URL' && /has 2 hard links/.test(e.message),
+      name,
+    );
+  }
 });
 
 test('a symbolic link to a database not created yet locks the file it will be: the first start through it, the next by its name', async (t) => {

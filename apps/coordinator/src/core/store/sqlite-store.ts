@@ -1,4 +1,4 @@
-import { closeSync, openSync, readlinkSync, realpathSync } from 'node:fs';
+import { closeSync, openSync, readlinkSync, realpathSync, statSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import Database, { type Database as Db, type Statement } from 'better-sqlite3';
 import { isTerminal, type JobStatus } from '@agentq/protocol';
@@ -733,7 +733,9 @@ function noRoom(err: unknown): boolean {
  */
 function lockFile(path: string): Db {
   // the file itself, not the name it was given: a symbolic link to it is the same file
-  const lock = `${realFile(path)}-lock`;
+  const file = realFile(path);
+  refuseHardLinks(path, file);
+  const lock = `${file}-lock`;
   let guard: Db;
   try {
     guard = new Database(lock, { timeout: 0 });
@@ -757,6 +759,27 @@ function lockFile(path: string): Db {
       `cannot open ${path}: it is in use by another coordinator (${String(err)}); give this one a database of its own, e.g. DATABASE_URL=sqlite:./data/second.db`,
     );
     throw Object.assign(refusal, { cause: err });
+  }
+}
+
+/**
+ * A database file with several hard links is refused: the lock file, the WAL and its index are
+ * named after the path, so a coordinator on each name would write the one file through a WAL of its
+ * own (SQLite's own warning: "multiple links to the same file" corrupt it), and neither lock
+ * would see the other.
+ */
+function refuseHardLinks(path: string, file: string): void {
+  let links: number;
+  try {
+    links = statSync(file).nlink;
+  } catch {
+    return; // not there yet: the first start makes it
+  }
+  if (links > 1) {
+    throw new ConfigError(
+      'DATABASE_URL',
+      `cannot open ${path}: the file has ${links} hard links, and SQLite corrupts a database written through more than one name; remove the other links (a symbolic link is fine)`,
+    );
   }
 }
 
