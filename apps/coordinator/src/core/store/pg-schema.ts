@@ -1,4 +1,5 @@
 import type { PoolClient } from 'pg';
+import { ConfigError } from '../../config.js';
 
 /*
  * The PostgreSQL schema, as numbered migrations (the SQLite schema's twin, in PostgreSQL types:
@@ -179,7 +180,9 @@ export async function migratePg(client: PoolClient, lockKey: string): Promise<nu
     const from = rows[0]?.version ?? 0;
     if (rows.length === 0) await client.query('INSERT INTO agentq_schema (version) VALUES (0)');
     if (from > PG_SCHEMA_VERSION) {
-      throw new Error(
+      // the set-up's mistake, said as a configuration error (exit 2), not a crash
+      throw new ConfigError(
+        'DATABASE_URL',
         `the database is at schema version ${from}, newer than this coordinator knows (${PG_SCHEMA_VERSION}); upgrade agentq`,
       );
     }

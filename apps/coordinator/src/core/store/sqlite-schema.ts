@@ -1,4 +1,5 @@
 import type { Database } from 'better-sqlite3';
+import { ConfigError } from '../../config.js';
 
 /*
  * The SQLite schema, as numbered migrations. `PRAGMA user_version` says how many have run; every
@@ -163,7 +164,8 @@ export const SCHEMA_VERSION = MIGRATIONS.length;
 export function migrate(db: Database, upTo = SCHEMA_VERSION): number {
   const from = db.pragma('user_version', { simple: true }) as number;
   if (from > SCHEMA_VERSION) {
-    throw new Error(`the database is at schema version ${from}, newer than this coordinator knows (${SCHEMA_VERSION}); upgrade agentq`);
+    // the set-up's mistake, said as a configuration error (exit 2), not a crash
+    throw new ConfigError('DATABASE_URL', `the database is at schema version ${from}, newer than this coordinator knows (${SCHEMA_VERSION}); upgrade agentq`);
   }
   for (let v = from; v < upTo; v++) {
     db.transaction(() => {
