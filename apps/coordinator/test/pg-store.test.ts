@@ -158,6 +158,27 @@ test('one sweeper at a time: the first coordinator takes the lock; when it close
   assert.equal(await B.core.store.sweeperLease!(), true);
 });
 
+test('JOB_SCHEDULE_TIMEOUT goes on counting when another coordinator takes over the sweeping', async (t) => {
+  const clock = new ManualClock();
+  const set = await coordinators(t, 2, { scheduleTimeoutSeconds: 30 }, { clock });
+  if (!set) return;
+  const [A, B] = set.nodes as [RunningCoordinator, RunningCoordinator];
+  const job = await set.clients[0]!.createJob({ type: 'start_session', session_name: 'gpu', prompt: 'x', requires: { gpu: 'a100' } });
+  await A.core.sweep(); // the sweeper: the route is unserved from now on
+  clock.advance(20_000);
+  await B.core.sweep(); // not the sweeper: it keeps nothing
+  await A.core.sweep();
+  await A.close();
+
+  await B.core.sweep(); // takes over, and goes on from what A kept
+  assert.equal((await B.core.getJob(job.job_id)).status, 'pending', 'not cut short: 20 s of 30 have passed');
+  clock.advance(10_000);
+  await B.core.sweep();
+  const failed = await B.core.getJob(job.job_id);
+  assert.equal(failed.status, 'failed', '30 s after the route was first seen unserved, whoever sweeps');
+  assert.equal(failed.error_code, 'no_matching_launcher');
+});
+
 test('a poll parked on B keeps its launcher alive while A sweeps; a silent one goes stale', async (t) => {
   const clock = new ManualClock();
   const timing = { heartbeatIntervalSeconds: 10, heartbeatTimeoutSeconds: 30 };

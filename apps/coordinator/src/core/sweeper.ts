@@ -38,7 +38,11 @@ export class Sweeper {
     for (const id of this.parkedLaunchers()) await store.touchLauncher(id, now);
     // several coordinators on one store: exactly one sweeps (the others only keep their parked
     // launchers alive, above)
-    if (store.sweeperLease && !(await store.sweeperLease())) return;
+    if (store.sweeperLease && !(await store.sweeperLease())) {
+      // another coordinator sweeps now: should this one sweep again, it reads what that one kept
+      this.#unservedLoaded = false;
+      return;
+    }
     await this.#launchers(now);
     await this.#leases(now);
     await this.#timeouts(now);
@@ -107,6 +111,7 @@ export class Sweeper {
     const timeoutMs = config.scheduleTimeoutSeconds * 1000;
     if (timeoutMs === 0) return;
     if (!this.#unservedLoaded && store.unservedSince) {
+      this.#unservedSince.clear();
       for (const [key, since] of await store.unservedSince()) this.#unservedSince.set(key, since);
       this.#unservedKept = JSON.stringify(Object.fromEntries(this.#unservedSince));
     }

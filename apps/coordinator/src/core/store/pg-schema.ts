@@ -154,12 +154,17 @@ export const PG_MIGRATIONS: readonly string[] = [
   `
   ALTER TABLE sessions ADD COLUMN requires text;
   `,
-  // 3: host identities bound to the token that first registered them (launchers.ts)
+  // 3: host identities bound to the token that first registered them (launchers.ts), and what
+  // the sweeping coordinator keeps for the next one (routes no launcher serves, and since when)
   `
   CREATE TABLE host_bindings (
     host_id text PRIMARY KEY,
     token_name text NOT NULL,
     bound_at bigint NOT NULL
+  );
+  CREATE TABLE meta (
+    key text PRIMARY KEY,
+    value text NOT NULL
   );
   `,
 ];

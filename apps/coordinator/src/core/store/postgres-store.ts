@@ -348,6 +348,18 @@ export class PostgresStore implements Store {
     return this.#control.sweeperLease();
   }
 
+  async unservedSince(): Promise<Map<string, number>> {
+    const [row] = await this.#rows<{ value: string }>("SELECT value FROM meta WHERE key = 'unserved_since'");
+    return new Map(Object.entries(row ? (JSON.parse(row.value) as Record<string, number>) : {}));
+  }
+
+  async keepUnservedSince(routes: ReadonlyMap<string, number>): Promise<void> {
+    await this.#rows(
+      "INSERT INTO meta (key, value) VALUES ('unserved_since', $1) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+      [JSON.stringify(Object.fromEntries(routes))],
+    );
+  }
+
   async dueTimeouts(now: number): Promise<string[]> {
     const rows = await this.#rows<{ id: string }>(
       `SELECT id FROM jobs WHERE timeout_ms IS NOT NULL AND completed_at IS NULL AND created_at + timeout_ms <= $1 AND status <> 'stopping'

@@ -244,7 +244,8 @@ export interface Store {
   trimCache(): void;
   /**
    * The sweeper's record of routes no online launcher serves, and since when (JOB_SCHEDULE_TIMEOUT
-   * counts from it): kept by a durable store so a restart does not start the timeout over.
+   * counts from it): kept by a durable store so a restart (or, on PostgreSQL, another coordinator
+   * taking over the sweeping) does not start the timeout over.
    * Absent: kept in memory only.
    */
   unservedSince?(): Promise<Map<string, number>>;
