@@ -214,7 +214,7 @@ export class Reporter {
     if (before === 0 && q.droppedOutputBytes > 0) {
       this.#o.log.warn(
         { job_id: jobId, max_queued_output_bytes: max },
-        'coordinator not answering and too much output queued: dropping the oldest output of the job',
+        'more output queued than the coordinator has taken (it is slow or not answering): dropping the oldest output of the job',
       );
     }
   }
