@@ -1,4 +1,4 @@
-import { parseDecimal } from '@agentq/protocol';
+import { MAX_TIMEOUT_MS, parseDecimal } from '@agentq/protocol';
 import { Type, type Static } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 import { redactDatabaseUrl } from './core/store/database-url.js';
@@ -28,7 +28,8 @@ export const ConfigSchema = Type.Object({
    */
   maxPromptBytes: Type.Integer({ minimum: 4096, maximum: 64 * 1024 * 1024 }),
   /** default per-job timeout; null = none */
-  defaultJobTimeoutMs: Type.Union([Type.Integer({ minimum: 1 }), Type.Null()]),
+  // at most what a job may ask for itself (timeout_ms of POST /jobs)
+  defaultJobTimeoutMs: Type.Union([Type.Integer({ minimum: 1, maximum: MAX_TIMEOUT_MS }), Type.Null()]),
   /** output bytes kept per job (oldest dropped) */
   outputMaxBytes: Type.Integer({ minimum: 1, maximum: 1024 * 1024 * 1024 }),
   /** default size of `GET /jobs/{id}/output` */

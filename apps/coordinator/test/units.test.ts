@@ -72,6 +72,8 @@ test('loadConfig stops on a bad value with a message naming the variable', () =>
     [{ LOG_LEVEL: 'loud' }, 'LOG_LEVEL'],
     [{ HEAP_GROWTH_PERCENT: '-5' }, 'HEAP_GROWTH_PERCENT'],
     [{ HEAP_GROWTH_PERCENT: '2.5' }, 'HEAP_GROWTH_PERCENT'],
+    // more than a job may ask for itself (30 days)
+    [{ JOB_DEFAULT_TIMEOUT_MS: '2592000001' }, 'JOB_DEFAULT_TIMEOUT_MS'],
     // under 4 KiB a delivery resume has no room for a message of the parent's
     [{ MAX_PROMPT_BYTES: '2048' }, 'MAX_PROMPT_BYTES'],
     [{ LAUNCHER_HEARTBEAT_TIMEOUT: '30', LAUNCHER_HEARTBEAT_INTERVAL: '60' }, 'LAUNCHER_HEARTBEAT_TIMEOUT'],
