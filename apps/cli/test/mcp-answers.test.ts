@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { CreateJobRequest } from '@agentq/protocol';
-import { coordinator } from './helpers.js';
+import { beforeEachCall, coordinator } from './helpers.js';
 import { callTool, mcpClient } from './mcp-helpers.js';
 
 /*
@@ -48,6 +48,20 @@ describe('agentq mcp: bounded answers', () => {
     const refused = await callTool(mcp, 'stop', { job_id: kid.job_id, tree: true });
     assert.equal(refused.isError, true);
     assert.match(refused.text, /tree goes with session_name/);
+  });
+
+  it('stop of a session whose state cannot be read afterwards still says it stopped (it did)', async (t) => {
+    const c = await coordinator(t);
+    const job = await c.client.createJob({ type: 'start_session', session_name: 'gone-quiet', prompt: 'p' });
+    const mcp = await mcpClient(t, { AGENTQ_URL: c.url });
+    beforeEachCall(c.core, 'getSession', async () => {
+      throw Object.assign(new Error('the store is unavailable'), { statusCode: 503 });
+    });
+    const stopped = await callTool(mcp, 'stop', { session_name: 'gone-quiet' });
+    assert.equal(stopped.isError, false, stopped.text);
+    assert.match(stopped.text, /Stopping session "gone-quiet": job \w+ stopped\. \(Its state could not be read just now/);
+    assert.equal(stopped.data.session, null);
+    assert.equal((await c.client.getJob(job.job_id)).status, 'stopped');
   });
 
   it('stop of a session with many jobs queued names the first 50 and counts them all', async (t) => {

@@ -204,11 +204,19 @@ export function registerSessionTools(add: AddTool, { client, caller }: ToolConte
       const stopped = r.stopped.slice(0, STOPPED_MAX);
       const lines = stopped.map((s) => `job ${s.job_id}${s.session_name === r.session_name ? '' : ` (session "${s.session_name}")`} ${s.outcome}`);
       const more = r.stopped.length > stopped.length ? ` and ${r.stopped.length - stopped.length} more job(s)` : '';
-      const session = sessionView(await client.getSession(r.session_name, { signal }));
+      const message = `Stopping session "${r.session_name}": ${lines.join(', ')}${more}.`;
+      // the stop is done: a session that cannot be read just now does not make it a failure
+      const read = await client.getSession(r.session_name, { signal }).then(sessionView, () => undefined);
+      if (!read) {
+        return {
+          message: `${message} (Its state could not be read just now: get_status reads it.)`,
+          data: { session_name: r.session_name, stopped, stopped_count: r.stopped.length, session: null },
+        };
+      }
       return {
-        message: `Stopping session "${r.session_name}": ${lines.join(', ')}${more}.`,
-        details: joined(describeSession(session)),
-        data: { session_name: r.session_name, stopped, stopped_count: r.stopped.length, session },
+        message,
+        details: joined(describeSession(read)),
+        data: { session_name: r.session_name, stopped, stopped_count: r.stopped.length, session: read },
       };
     },
   );
