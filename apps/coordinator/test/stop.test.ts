@@ -346,3 +346,20 @@ test('a tree stop of a child already stopping by request: its outcome does not w
   assert.equal((await client.getSession('lead')).callback_job_id, null, 'lead stays stopped');
   assert.equal((await client.getJob(c1.job_id)).stop_reason, 'requested', 'on the wire, a stop by request');
 });
+
+test('a tree stop that ends many children of one parent sends one session.updated for the parent, not one per child', async (t) => {
+  const { client, c } = await startTest(t);
+  await start(client, 'root');
+  await client.createJobs(Array.from({ length: 50 }, (_, i) => ({ type: 'start_session' as const, session_name: `kid-${i}`, prompt: 'p', parent_session_name: 'root' })));
+  const updates: number[] = [];
+  const off = c.core.events.subscribe((e) => {
+    if (e.type === 'session.updated' && e.session.session_name === 'root') updates.push(e.id);
+  });
+  t.after(off);
+  const r = await client.stopSession('root', { tree: true });
+  assert.equal(r.stopped.length, 51);
+  // every event carries the session as committed: the 51 updates of one transaction are one
+  assert.equal(updates.length, 1, JSON.stringify(updates));
+  const root = await client.getSession('root');
+  assert.equal(root.pending_callbacks.length, 50, 'the outcomes are all there, held');
+});

@@ -34,6 +34,21 @@ export function emptyChangeSet(jobSeq: number, sessionSeq: number): ChangeSet {
   return { jobs: new Map(), sessions: new Map(), launchers: new Map(), idempotency: [], hostBindings: [], events: [], jobSeq, sessionSeq, offered: new Map() };
 }
 
+/**
+ * A transaction's events, without the `session.updated` events of a session that a later one of
+ * the same transaction repeats: every event carries its entity as committed, so those are the same
+ * event. A transaction that ends 20,000 children of one parent (a tree stop) emits one for the
+ * parent, not 20,000 copies of it, each weighed and sent to every event stream.
+ */
+export function compactEvents(events: ChangeSet['events']): ChangeSet['events'] {
+  const last = new Map<string, number>();
+  events.forEach((e, i) => {
+    if (e.type === 'session.updated' && 'session' in e.ref) last.set(e.ref.session, i);
+  });
+  if (last.size === events.filter((e) => e.type === 'session.updated').length) return events;
+  return events.filter((e, i) => !(e.type === 'session.updated' && 'session' in e.ref && last.get(e.ref.session) !== i));
+}
+
 /** Record that `key`'s row becomes `after` (undefined: deleted); `patch` is what changed. */
 export function record<T>(
   map: Map<string, RowChange<T>>,

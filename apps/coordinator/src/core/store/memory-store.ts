@@ -7,7 +7,7 @@ import { OutputBuffer } from '../output-buffer.js';
 import { holdsNoInput, type JobRow, type LauncherRow, type SessionRow } from '../rows.js';
 import { toWireLauncher, type SessionExtras } from '../wire.js';
 import { runAfterCommit } from './after-commit.js';
-import { hintsOf, type ChangeSet } from './changes.js';
+import { compactEvents, hintsOf, type ChangeSet } from './changes.js';
 import { jobEvent, sessionEvent, type EventExtras } from './lazy-events.js';
 import { MemoryState, type StateLoader } from './memory-state.js';
 import { MemoryTx } from './memory-tx.js';
@@ -101,6 +101,7 @@ export class MemoryStore implements Store {
   }
 
   #commit(changes: ChangeSet, now: number): Commit | undefined {
+    changes.events = compactEvents(changes.events);
     if (changes.jobs.size + changes.sessions.size + changes.launchers.size + changes.idempotency.length + changes.hostBindings.length === 0) {
       if (changes.events.length === 0) return undefined;
     }

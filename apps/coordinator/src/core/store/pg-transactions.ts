@@ -4,7 +4,7 @@ import pg from 'pg';
 import type { Logger } from 'pino';
 import type { Clock } from '../clock.js';
 import { runAfterCommit } from './after-commit.js';
-import { countReady, hintsOf } from './changes.js';
+import { compactEvents, countReady, hintsOf } from './changes.js';
 import { encodeEvents, encodeHints, hasHints, type CommitFeed, type EventDraft } from './pg-feed.js';
 import { eventDrafts } from './pg-queries.js';
 import { isConnectionError, isRetryable, isUniqueViolation, sqlLiteral, unavailable } from './pg-sql.js';
@@ -125,6 +125,7 @@ export class PgTransactions {
   /** The commit log entry of a transaction (events and hints), if others must react to it. */
   async #entryOf(client: pg.PoolClient, tx: PgTx): Promise<{ log: LogDraft; commit: (firstEventId: number) => Commit } | undefined> {
     const changes = tx.changes();
+    changes.events = compactEvents(changes.events);
     const hints = hintsOf(changes);
     for (const key of tx.lockedReady(false)) countReady(hints.readyKeys, key);
     const drafts = changes.events.length > 0 ? await eventDrafts(client, changes, tx.cached(), tx.now) : [];
