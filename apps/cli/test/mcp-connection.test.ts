@@ -1,8 +1,10 @@
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { createServer, type Socket } from 'node:net';
 import { describe, it, type TestContext } from 'node:test';
 import { coordinator, deadUrl, whenCalled } from './helpers.js';
-import { callTool, mcpClient, runAgentq } from './mcp-helpers.js';
+import { CLI_BIN, callTool, mcpClient, runAgentq } from './mcp-helpers.js';
 
 /*
  * How `agentq mcp` reaches the coordinator: the URL it is given (a comma list too, as a launcher
@@ -38,6 +40,37 @@ describe('agentq mcp: the coordinator URL', () => {
     assert.equal(r.code, 2, r.stderr);
     assert.match(r.stderr, /^agentq: cannot read the CA file \/nonexistent\/ca\.pem/);
     assert.equal(r.stdout, '', 'nothing on the protocol stream');
+  });
+});
+
+describe('agentq mcp: input the SDK does not answer', () => {
+  it('says so on stderr: a line that is not JSON-RPC is skipped; a message past the 10 MB buffer ends the server with exit 1', async (t) => {
+    const c = await coordinator(t);
+    const child = spawn(process.execPath, [CLI_BIN, 'mcp'], { env: { PATH: process.env['PATH'] ?? '', AGENTQ_URL: c.url }, stdio: ['pipe', 'pipe', 'pipe'] });
+    t.after(() => child.kill('SIGKILL'));
+    let stderr = '';
+    const said = (what: RegExp) =>
+      new Promise<void>((resolve) => {
+        const check = () => what.test(stderr) && resolve();
+        child.stderr.setEncoding('utf8').on('data', (s: string) => {
+          stderr += s;
+          check();
+        });
+        check();
+      });
+    const exited = once(child, 'exit');
+    child.stdout.resume();
+    // the server stops reading once its buffer overflows: the rest of the write finds no reader
+    child.stdin.on('error', () => {});
+    const skipped = said(/agentq mcp: .*JSON/);
+    child.stdin.write('this is not json\n');
+    await skipped;
+    assert.equal(child.exitCode, null, 'still serving');
+    child.stdin.write(Buffer.alloc(11 * 1024 * 1024, 'x'));
+    const [code] = (await exited) as [number | null];
+    assert.equal(code, 1, stderr);
+    assert.match(stderr, /agentq mcp: ReadBuffer exceeded maximum size/);
+    assert.match(stderr, /the MCP connection failed/);
   });
 });
 

@@ -49,6 +49,7 @@ export function registerMcp(program: Command, act: Act): void {
           await serveStdio({ client, caller }, cliVersion(), {
             input: process.stdin,
             output: process.stdout,
+            errors: process.stderr,
             ...(ctx.signal ? { signal: ctx.signal } : {}),
           });
         } finally {

@@ -79,15 +79,26 @@ export function createMcpServer(ctx: ToolContext, version: string): McpServer {
 export async function serveStdio(
   ctx: ToolContext,
   version: string,
-  o: { input: Readable; output: Writable; signal?: AbortSignal },
+  o: { input: Readable; output: Writable; errors?: Writable; signal?: AbortSignal },
 ): Promise<void> {
   const server = createMcpServer(ctx, version);
   const transport = new StdioServerTransport(o.input, o.output);
   const closed = new Promise<void>((resolve) => {
     transport.onclose = () => resolve();
   });
+  // what the SDK does not answer (a line that is not JSON-RPC, a message over its 10 MB buffer)
+  // would otherwise pass without a word: said on stderr, which is not the protocol's stream
+  let lastError: Error | undefined;
+  server.server.onerror = (err) => {
+    lastError = err;
+    o.errors?.write(`agentq mcp: ${err.message}\n`);
+  };
   await server.connect(transport);
-  const close = () => void server.close().catch(() => {});
+  let closing = false;
+  const close = () => {
+    closing = true;
+    void server.close().catch(() => {});
+  };
   o.input.once('end', close);
   o.input.once('close', close);
   o.signal?.addEventListener('abort', close, { once: true });
@@ -96,4 +107,7 @@ export async function serveStdio(
   o.input.off('end', close);
   o.input.off('close', close);
   o.signal?.removeEventListener('abort', close);
+  // the transport gave up by itself (its read buffer overflowed): the client is still there, and
+  // every call in flight is lost, so this is a failure, not the end of the session
+  if (!closing) throw new Error(`the MCP connection failed${lastError ? `: ${lastError.message}` : ''}`);
 }
