@@ -116,6 +116,8 @@ test('child jobs queued before their tree spent its budget do not run: a launche
   const waiting = await child('waiting');
   const other = await client.createJob({ type: 'start_session', session_name: 'elsewhere', prompt: 'unrelated' });
   await client.reportCompleted(spender.job_id, { launcher_id: l.id, status: 'success', result: 'done', cost_usd: 1.5 });
+  // until a launcher would take it, it says why it will not run
+  assert.match((await client.getJob(waiting.job_id)).pending_reason ?? '', /^session tree lead has spent its budget: this job will not run/);
 
   // one slot: the spent tree's child does not take it, the next ready job does
   assert.equal((await l.take()).job_id, other.job_id);

@@ -1,7 +1,7 @@
 import type { Job } from '@agentq/protocol';
 import type { CoreContext } from './context.js';
 import { namingHost, routeFromKey, unservedReason } from './routing.js';
-import type { JobRow } from './rows.js';
+import { treeSpent, type JobRow } from './rows.js';
 import { toWireJob } from './wire.js';
 
 /** A job as clients see it, with why it is still waiting when it is pending. */
@@ -30,7 +30,13 @@ export async function pendingReasons(ctx: CoreContext, jobs: readonly JobRow[]):
       continue;
     }
     const route = routeFromKey(job.routeKey);
-    const session = route.affinity ? await store.getSession(job.sessionName) : undefined;
+    const session = route.affinity || job.parentSessionName !== null ? await store.getSession(job.sessionName) : undefined;
+    // a child of a tree that spent its budget since the job was queued: it will not run (jobs.ts claim)
+    const root = session && session.parentName !== null ? await store.getSession(session.rootName) : undefined;
+    if (treeSpent(root)) {
+      out.set(job.id, `session tree ${root!.name} has spent its budget: this job will not run (a launcher that would take it ends it, failed budget_exceeded)`);
+      continue;
+    }
     const why = unservedReason(namingHost(route, session), online);
     if (why) out.set(job.id, why);
   }
