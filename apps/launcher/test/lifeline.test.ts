@@ -139,6 +139,44 @@ test('the launchers a dead launcher had yet to replace are handed on: the next l
   assert.deepEqual((await client.listLaunchers()).launchers.map((x) => x.launcher_id), [registered['launcher_id']]);
 });
 
+test('a record of another PID namespace (another container sharing the state directory) is left alone: neither replaced nor signalled', async (t) => {
+  const { client, c } = await coordinator(t, { heartbeatTimeoutSeconds: 600 });
+  const stateDir = tempDir(t);
+  const hostId = loadHostId(stateDir);
+  const body = { hostname: 'box', executor_type: 'test', host_id: hostId };
+  const [other, beforeReboot] = [await client.register(body), await client.register(body)];
+  // a group of our own, recorded by the other container under a pid that means nothing here
+  const group = spawn('sleep', ['600'], { detached: true, stdio: 'ignore' });
+  t.after(() => {
+    if (group.pid && alive(group.pid)) process.kill(group.pid, 'SIGKILL');
+  });
+  mkdirSync(join(stateDir, 'processes'), { recursive: true });
+  const record = (name: string, bootIdOf: string, launcherId: string) =>
+    writeFileSync(
+      join(stateDir, 'processes', name),
+      JSON.stringify({
+        version: 1,
+        boot_id: bootIdOf,
+        pid_ns: 'pid:[1]',
+        // pid 1 of its namespace: here, a process that runs with another start time
+        launcher: { pid: 1, start_time: 'its-own' },
+        groups: [{ pgid: group.pid, start_time: startTimeOf(group.pid!), job_id: 'job_00000000000c' }],
+        launcher_ids: [launcherId],
+      }),
+    );
+  record('1-aaaaaaaa.json', bootId(), other.launcher_id);
+  // one of another boot is gone whatever its namespace: replaced (its groups are long gone)
+  record('1-bbbbbbbb.json', 'another-boot', beforeReboot.launcher_id);
+  const l = spawnLauncher(t, ['--url', c.url, '--executor', fixture('executor.js')], { AGENTQ_STATE_DIR: stateDir });
+  const registered = await l.logged(/^registered$/);
+  assert.deepEqual(registered['replaced'], [beforeReboot.launcher_id]);
+  const listed = (await client.listLaunchers()).launchers.map((x) => x.launcher_id).sort();
+  assert.deepEqual(listed, [other.launcher_id, registered['launcher_id']].sort());
+  assert.ok(alive(group.pid!), 'the other container\'s executor is not signalled');
+  assert.ok(existsSync(join(stateDir, 'processes', '1-aaaaaaaa.json')), 'its record stays');
+  assert.equal(existsSync(join(stateDir, 'processes', '1-bbbbbbbb.json')), false);
+});
+
 test('leftovers are checked against their recorded start time: a reused process id is never signalled', async (t) => {
   const { c } = await coordinator(t);
   const stateDir = tempDir(t);

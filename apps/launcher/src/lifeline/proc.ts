@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 
 /**
  * Process identity checks for the lifeline. A pid alone is not an identity: once a process is
@@ -60,6 +60,20 @@ function isZombie(pid: number): boolean {
 }
 
 /** Changes at every boot: start times of one boot mean nothing after the next. */
+/**
+ * This process's PID namespace (Linux: `pid:[4026531836]`), null where there is none to read.
+ * Two containers mounting one state directory each number their processes afresh: a pid in a
+ * record from another namespace says nothing about the process it was in this one.
+ */
+export function pidNamespace(): string | null {
+  if (!hasProc) return null;
+  try {
+    return readlinkSync('/proc/self/ns/pid');
+  } catch {
+    return null;
+  }
+}
+
 export function bootId(): string {
   if (hasProc) {
     try {

@@ -3,7 +3,7 @@ import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { MAX_REPLACES } from '@agentq/protocol';
-import { bootId, endGroups, isRunning, startTimeOf, type Group } from './proc.js';
+import { bootId, endGroups, isRunning, pidNamespace, startTimeOf, type Group } from './proc.js';
 
 /** One executor process group a launcher started, as recorded in its state directory. */
 export interface RecordedGroup extends Group {
@@ -13,6 +13,8 @@ export interface RecordedGroup extends Group {
 interface RecordFile {
   version: 1;
   boot_id: string;
+  /** the PID namespace its pids belong to (absent in records of earlier versions: this one's) */
+  pid_ns?: string | null;
   /** the launcher process that wrote the record */
   launcher: { pid: number; start_time: string | null };
   groups: RecordedGroup[];
@@ -49,6 +51,7 @@ export class ProcessRecord {
   readonly #groups = new Map<number, RecordedGroup>();
   readonly #launcher = { pid: process.pid, start_time: startTimeOf(process.pid) };
   readonly #bootId = bootId();
+  readonly #pidNs = pidNamespace();
   #launcherIds: string[] = [];
   #predecessors: string[];
 
@@ -97,6 +100,7 @@ export class ProcessRecord {
     const body: RecordFile = {
       version: 1,
       boot_id: this.#bootId,
+      pid_ns: this.#pidNs,
       launcher: this.#launcher,
       groups: this.groups,
       launcher_ids: this.#launcherIds,
@@ -111,7 +115,8 @@ export class ProcessRecord {
 /**
  * End the executors of launchers that died without ending them: every record in the state
  * directory whose launcher is no longer running (same pid and start time) is a leftover of a
- * previous life. Its groups get SIGTERM, SIGKILL after `killGraceMs`, and only while they are
+ * previous life. A record of another PID namespace of this boot (another container sharing the
+ * directory) is left alone: its pids mean nothing here. Its groups get SIGTERM, SIGKILL after `killGraceMs`, and only while they are
  * still the groups that were recorded (see isSameGroup); records of launchers still running
  * (another launcher sharing the directory) are left alone. Resolves with what was ended and the
  * ids the dead launchers had at the coordinator (for `replaces`); their records are deleted.
@@ -125,6 +130,7 @@ export async function endLeftovers(stateDir: string, o: { log: Logger; killGrace
     return { ended: [], launcherIds: [] };
   }
   const boot = bootId();
+  const ns = pidNamespace();
   const dead: Array<{ path: string; record: RecordFile }> = [];
   for (const name of names) {
     const path = join(dir, name);
@@ -137,6 +143,11 @@ export async function endLeftovers(stateDir: string, o: { log: Logger; killGrace
       continue;
     }
     const owner = record.launcher;
+    // a launcher of another PID namespace (another container mounting this directory): its pid
+    // means nothing here, so whether it runs cannot be told; it is left alone (its groups are not
+    // signalled, nor is it replaced) unless the machine has rebooted since
+    const foreign = record.boot_id === boot && (record.pid_ns ?? ns) !== ns;
+    if (foreign) continue;
     const running = record.boot_id === boot && isRunning(owner.pid, owner.start_time);
     if (!running) dead.push({ path, record });
   }
