@@ -54,6 +54,12 @@ export interface LauncherConfig {
    * executors.
    */
   token?: string | undefined;
+  /**
+   * The file `token` was read from (--token-file / AGENTQ_TOKEN_FILE), if it was: read again at
+   * every registration, so that a launcher registering again (the coordinator lost its state,
+   * or marked it stale) uses the token the file holds then, rotated or not.
+   */
+  tokenFile?: string | undefined;
   /** PEM CA certificate to trust for an https:// coordinator (self-signed deployments) */
   caFile?: string | undefined;
 }
@@ -206,7 +212,7 @@ export const OPTIONS = [
     kind: 'string',
     arg: 'FILE',
     def: 'none (or the token itself in AGENTQ_TOKEN)',
-    help: 'file holding the launcher-role token to register with',
+    help: 'file holding the launcher-role token to register with (read again at every registration)',
   },
   {
     flag: 'ca-file',
@@ -371,7 +377,7 @@ export function loadConfig(
     }
   }
 
-  const token = readToken(raw('token-file'), env['AGENTQ_TOKEN'], cwd);
+  const { token, tokenFile } = readToken(raw('token-file'), env['AGENTQ_TOKEN'], cwd);
   const caRaw = raw('ca-file');
   const caFile = caRaw ? resolve(cwd, caRaw.text) : undefined;
   if (caRaw && caFile) {
@@ -404,26 +410,38 @@ export function loadConfig(
       idleTimeoutMs: Math.round(num('idle-timeout', 1800, seconds, 'seconds from 0 to 86400') * 1000),
       exitGraceMs: Math.round(num('exit-grace', 10, seconds, 'seconds from 0 to 86400') * 1000),
       token,
+      tokenFile,
       caFile,
     },
   };
 }
 
 /** The registration token: --token-file wins over AGENTQ_TOKEN, which wins over AGENTQ_TOKEN_FILE. */
-function readToken(file: { text: string; from: string } | undefined, fromEnv: string | undefined, cwd: string): string | undefined {
+function readToken(
+  file: { text: string; from: string } | undefined,
+  fromEnv: string | undefined,
+  cwd: string,
+): { token: string | undefined; tokenFile?: string } {
   const direct = fromEnv?.trim();
   if (file && (file.from.startsWith('--') || !direct)) {
     const path = resolve(cwd, file.text);
-    let text: string;
     try {
-      text = readFileSync(path, 'utf8').trim();
+      return { token: readTokenFile(path), tokenFile: path };
     } catch (err) {
-      throw new ConfigError(file.from, `cannot read the token file ${path}: ${(err as Error).message}`);
+      throw new ConfigError(file.from, (err as Error).message);
     }
-    if (text === '' || /\s/.test(text)) {
-      throw new ConfigError(file.from, `${path} must hold the token alone (one line, no spaces)`);
-    }
-    return text;
   }
-  return direct || undefined;
+  return { token: direct || undefined };
+}
+
+/** The token a token file holds; throws saying what is wrong with the file. */
+export function readTokenFile(path: string): string {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8').trim();
+  } catch (err) {
+    throw new Error(`cannot read the token file ${path}: ${(err as Error).message}`);
+  }
+  if (text === '' || /\s/.test(text)) throw new Error(`${path} must hold the token alone (one line, no spaces)`);
+  return text;
 }

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type { Job } from '@agentq/protocol';
 import { AgentqClient, toError, type BackoffOptions } from '@agentq/client';
-import type { LauncherConfig } from './config.js';
+import { readTokenFile, type LauncherConfig } from './config.js';
 import { Connectivity, describe } from './connectivity.js';
 import { runHeartbeat } from './heartbeat.js';
 import { JobRunner } from './job-runner.js';
@@ -90,7 +90,7 @@ export class Launcher {
       log: this.#log,
       connectivity: this.#connectivity,
       retry: deps.retry,
-      ...(config.token ? { token: config.token } : {}),
+      token: this.#registrationToken(),
       body: () => ({
         hostname: config.hostname,
         project_dir: config.projectDir,
@@ -142,6 +142,27 @@ export class Launcher {
         for (const [jobId, token] of Object.entries(tokens)) this.#agentTokens.set(jobId, token);
       },
     });
+  }
+
+  /**
+   * The token each registration is made with: the one given, or what the token file holds at that
+   * moment (a launcher registering again after a token rotation uses the new one). A file that
+   * cannot be read then leaves the token read before.
+   */
+  #registrationToken(): () => string | undefined {
+    const { tokenFile } = this.config;
+    let token = this.config.token;
+    if (!tokenFile) return () => token;
+    return () => {
+      try {
+        const now = readTokenFile(tokenFile);
+        if (now !== token && token !== undefined) this.#log.info({ path: tokenFile }, 'the token file holds another token now; registering with it');
+        token = now;
+      } catch (err) {
+        this.#log.warn({ err: toError(err).message }, 'cannot read the token file again; registering with the token it held before');
+      }
+      return token;
+    };
   }
 
   /** This host's stable identity (undefined until run() has loaded it from the state directory). */

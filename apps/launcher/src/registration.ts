@@ -19,7 +19,9 @@ export class Registration {
   readonly #connectivity: Connectivity;
   readonly #body: () => RegisterLauncherRequest;
   readonly #retry: BackoffOptions | undefined;
-  readonly #token: string | undefined;
+  readonly #tokenSource: (() => string | undefined) | undefined;
+  /** the registration token of the latest attempt */
+  #token: string | undefined;
   readonly #onRegistered: ((res: RegisterLauncherResponse) => void) | undefined;
   #current: RegisterLauncherResponse | undefined;
   #renewal: Renewal | undefined;
@@ -32,8 +34,11 @@ export class Registration {
     /** what to register with; asked at each registration (the host identity is loaded at start) */
     body: () => RegisterLauncherRequest;
     retry?: BackoffOptions;
-    /** the registration token (launcher role); later calls use the answered launcher_token */
-    token?: string;
+    /**
+     * The registration token (launcher role), asked at each registration (a token file is read
+     * again: it may have been rotated since); later calls use the answered launcher_token.
+     */
+    token?: () => string | undefined;
     /** told of every successful registration, before register() resolves */
     onRegistered?: (res: RegisterLauncherResponse) => void;
   }) {
@@ -42,7 +47,7 @@ export class Registration {
     this.#connectivity = deps.connectivity;
     this.#body = deps.body;
     this.#retry = deps.retry;
-    this.#token = deps.token;
+    this.#tokenSource = deps.token;
     this.#onRegistered = deps.onRegistered;
   }
 
@@ -75,6 +80,7 @@ export class Registration {
       try {
         // always with the registration token: an old launcher credential cannot register
         const body = this.#body();
+        this.#token = this.#tokenSource?.();
         const res = await this.#client.register(body, { signal, ...(this.#token ? { token: this.#token } : {}) });
         this.#connectivity.ok();
         const previous = this.#current?.launcher_id;

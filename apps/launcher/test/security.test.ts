@@ -208,3 +208,26 @@ test('credentials are kept in the database: a restart keeps the launcher id and 
   const job = await client3.createJob({ type: 'start_session', session_name: 'after-restart', prompt: script([{ event: { type: 'result', text: 'ok' } }]) });
   assert.equal((await settled(client3, job.job_id)).result, 'ok');
 });
+
+test('a launcher registering again uses the token its token file holds now: a token rotated while it ran is not refused', async (t) => {
+  const dir = tempDir(t);
+  const tokens = writeTokens(dir, ['client', 'launcher']);
+  const c = await startCoordinator({ ...COORDINATOR_OPTIONS, authTokensFile: tokens.file });
+  const l = spawnLauncher(t, ['--url', c.url, '--executor', fixture('executor.js'), '--token-file', tokens.secretFile('launcher'), '--state-dir', join(dir, 'state')], {});
+  await l.logged(/launcher ready/);
+
+  // the operator rotates the launcher token (a new secret under the same name, in both files)
+  // and the coordinator comes back without its state: the launcher must register again
+  const rotated = writeTokens(dir, ['client', 'launcher']);
+  assert.notEqual(rotated.secrets.launcher, tokens.secrets.launcher);
+  await c.close();
+  const c2 = await startCoordinator({ ...COORDINATOR_OPTIONS, authTokensFile: rotated.file, port: c.port });
+  t.after(() => c2.close());
+  const outcome = await Promise.race([l.logged(/registered again under a new id/).then(() => 'registered'), l.exited.then(() => 'exited')]);
+  assert.equal(outcome, 'registered', l.lines.join('\n'));
+  const client = new AgentqClient({ url: c2.url, token: rotated.secrets.client });
+  t.after(() => client.close());
+  const job = await client.createJob({ type: 'start_session', session_name: 'after-rotation', prompt: script([{ event: { type: 'result', text: 'ok' } }]) });
+  assert.equal((await settled(client, job.job_id)).result, 'ok');
+  assert.ok(!l.lines.some((x) => x.includes(rotated.secrets.launcher!) || x.includes(tokens.secrets.launcher!)), 'no token in the log');
+});
