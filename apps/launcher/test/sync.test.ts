@@ -4,7 +4,7 @@ import { pino } from 'pino';
 import { AgentqApiError, AgentqClient } from '@agentq/client';
 import type { SyncRequest, SyncResponse } from '@agentq/protocol';
 import { SyncChannel } from '../src/sync-channel.js';
-import { controlServer, coordinator, launcher, script, settled } from './helpers.js';
+import { captureLog, controlServer, coordinator, launcher, script, settled } from './helpers.js';
 import { proxy } from './proxy.js';
 
 /*
@@ -126,4 +126,24 @@ test('a launcher deregistered while reports are in flight stops polling and does
   assert.equal(await l.run(), 'deregistered');
   assert.equal(l.launcherId, id, 'no new registration');
   assert.equal((await client.listLaunchers()).launchers.length, 0);
+});
+
+test('a stop request reaches a deregistered launcher that lets its jobs finish, on the answer to its next report (not at its next heartbeat)', { timeout: 30_000 }, async (t) => {
+  // heartbeats far apart: only a report's answer can bring the stop in time
+  const { c, client } = await coordinator(t, { heartbeatIntervalSeconds: 3600, heartbeatTimeoutSeconds: 7200 });
+  const control = await controlServer(t);
+  const capture = captureLog();
+  const { launcher: l, id } = await launcher(t, c.url, { killGraceMs: 300 }, { log: capture.log });
+  const job = await client.createJob({
+    type: 'start_session',
+    session_name: 'drained',
+    prompt: script([{ hello: true }, { await: true }, { say: 'still working' }, { await: true }], control),
+  });
+  const hello = await control.next();
+  await client.deleteLauncher(id);
+  await capture.waitFor((line) => line['msg'] === 'deregistered by the coordinator');
+  assert.equal((await client.stopJob(job.job_id)).status, 'stopping');
+  hello.release(); // it prints: the output report's answer carries the stop
+  assert.equal((await settled(client, job.job_id)).status, 'stopped');
+  assert.equal(await l.run(), 'deregistered');
 });

@@ -7,8 +7,8 @@ import type { Tx } from './store/store.js';
 import { toWireJob } from './wire.js';
 
 /*
- * What a poll is answered with, in one transaction: the deregistration notice, else the stop
- * requests its launcher has not been told yet, and (with capacity) the oldest jobs it may take.
+ * What a poll is answered with, in one transaction: the stop requests its launcher has not been
+ * told yet, and the deregistration notice, else (with capacity) the oldest jobs it may take.
  */
 
 export async function answerPoll(
@@ -18,14 +18,17 @@ export async function answerPoll(
   capacity: number,
 ): Promise<PollResponse | null> {
   // a launcher that is gone (removed while its poll was parked) is told it is deregistered
-  if (!launcher || launcher.status === 'deregistering') return { deregistered: true };
+  if (!launcher) return { deregistered: true };
   if (launcher.status === 'stale') return null;
   const answer: PollResponse = {};
+  // a deregistering launcher lets its running jobs finish: a stop of one of them must still reach
+  // it, on the answers to its reports (it no longer polls; its heartbeat is the safety net)
   const stops = await tx.pendingStopsOf(launcher.id);
   if (stops.length > 0) {
     for (const job of stops) await tx.updateJob(job.id, { stopPending: false });
     answer.stop_jobs = stops.map((j) => j.id);
   }
+  if (launcher.status === 'deregistering') return { ...answer, deregistered: true };
   if (capacity > 0) {
     const jobs = await claim(ctx, tx, launcher, capacity);
     if (jobs.length > 0) {
