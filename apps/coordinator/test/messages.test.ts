@@ -70,6 +70,68 @@ test('messages to a busy session wait, and go with its next turn together with c
   assert.deepEqual((await client.listJobs({ session_name: 'boss', terminal: 'false' })).jobs.map((j) => j.job_id), [delivery.job_id]);
 });
 
+test('a message sent while the turn is being stopped goes when the stopped turn ends; the child outcomes held by the stop go with it', async (t) => {
+  const { client } = await startTest(t);
+  const { l, own } = await busySession(client, 'boss');
+  const child = await start(client, 'helper', 'look', { parent_session_name: 'boss' });
+  assert.equal((await l.take()).job_id, child.job_id);
+  await l.completed(child.job_id, 'found it');
+  assert.equal((await client.stopJob(own.job_id)).outcome, 'stopping');
+  // stop, then say what to do instead: the message is new input for the next turn
+  const sent = await client.sendMessage('boss', { text: 'do this instead' });
+  assert.equal(sent.job_id, null, 'busy: it waits for the stopped turn to end');
+  await l.stopped(own.job_id);
+
+  const after = await client.getSession('boss');
+  assert.ok(after.callback_job_id, 'the message is delivered, not held with the outcomes the stop held');
+  assert.deepEqual(after.pending_messages, []);
+  assert.deepEqual(after.pending_callbacks, []);
+  const delivery = await client.getJob(after.callback_job_id);
+  assert.deepEqual(delivery.message_ids, [sent.message_id]);
+  assert.deepEqual(delivery.callback_of, [child.job_id]);
+});
+
+test('a message sent before the stop is held with the child outcomes: a stopped session is not resumed at once', async (t) => {
+  const { client } = await startTest(t);
+  const { l, own } = await busySession(client, 'boss');
+  const sent = await client.sendMessage('boss', { text: 'later' });
+  await client.stopJob(own.job_id);
+  await l.stopped(own.job_id);
+  const after = await client.getSession('boss');
+  assert.equal(after.callback_job_id, null);
+  assert.deepEqual(after.pending_messages.map((m) => m.message_id), [sent.message_id]);
+});
+
+test('a message sent while a delivery runs goes at once when that delivery fails, with the outcomes it carried', async (t) => {
+  const { client } = await startTest(t);
+  const l = await fakeLauncher(client);
+  const first = await start(client, 'boss');
+  await l.take();
+  await l.completed(first.job_id, 'ready');
+  const child = await start(client, 'helper', 'look', { parent_session_name: 'boss' });
+  assert.equal((await l.take()).job_id, child.job_id);
+  await l.completed(child.job_id, 'found it');
+  const d1 = await l.take();
+  assert.deepEqual(d1.callback_of, [child.job_id]);
+  await l.started(d1.job_id);
+  const sent = await client.sendMessage('boss', { text: 'and then this' });
+  assert.equal(sent.job_id, null);
+  await l.failed(d1.job_id, 'rate limited');
+
+  const after = await client.getSession('boss');
+  assert.ok(after.callback_job_id, 'the message is not held by the failure of a delivery it was not part of');
+  const d2 = await client.getJob(after.callback_job_id);
+  assert.deepEqual(d2.message_ids, [sent.message_id]);
+  assert.deepEqual(d2.callback_of, [child.job_id], 'the outcome the failed delivery carried goes again, once');
+  // that one fails too, with no new input: held now (no loop)
+  assert.equal((await l.take()).job_id, d2.job_id);
+  await l.failed(d2.job_id, 'rate limited');
+  const held = await client.getSession('boss');
+  assert.equal(held.callback_job_id, null);
+  assert.deepEqual(held.pending_messages.map((m) => m.message_id), [sent.message_id]);
+  assert.deepEqual(held.pending_callbacks.map((n) => n.job_id), [child.job_id]);
+});
+
 test('a session that can take no more input: 409 session_closed, for messages and resumes alike; unknown sessions are 404', async (t) => {
   const { client } = await startTest(t);
   // its start job ends before any launcher took it (stopped while pending)

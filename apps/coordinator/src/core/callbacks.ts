@@ -2,7 +2,7 @@ import type { CallbackNotification, SessionMessage } from '@agentq/protocol';
 import { budgetExceeded } from './budget.js';
 import { isBusy, txLog, type CoreContext } from './context.js';
 import { enqueue } from './jobs.js';
-import type { JobRow } from './rows.js';
+import type { JobRow, SessionRow } from './rows.js';
 import type { Tx } from './store/store.js';
 import { notificationOf } from './wire.js';
 
@@ -192,14 +192,18 @@ export async function deliver(ctx: CoreContext, tx: Tx, sessionName: string): Pr
   return job;
 }
 
+/** Whether a message waiting on the session was sent at `since` (epoch ms) or later. */
+const messagedSince = (s: SessionRow, since: number): boolean => s.messages.some((m) => Date.parse(m.created_at) >= since);
+
 /** One of the session's jobs ended: if it was a delivery that did not complete, keep what it carried. */
 export async function jobEnded(ctx: CoreContext, tx: Tx, sessionName: string, job: JobRow): Promise<void> {
   const s = (await tx.session(sessionName))!;
   if (s.deliveryJobId !== job.id) {
     // The session's own turn ended: held deliveries may go again, unless someone asked to stop
     // it (a stopped session is not resumed at once; they wait like a failed delivery) — also
-    // when the turn ended completed or failed before the stop reached its executor.
-    const stopped = job.stopReason === 'requested' || job.stopReason === 'tree';
+    // when the turn ended completed or failed before the stop reached its executor. A message
+    // sent since the stop was asked for is new input for the next turn: it goes all the same.
+    const stopped = (job.stopReason === 'requested' || job.stopReason === 'tree') && !messagedSince(s, job.stopRequestedAt ?? job.createdAt);
     if (s.deliveriesHeld !== stopped) await tx.updateSession(s.name, { deliveriesHeld: stopped });
     return;
   }
@@ -213,7 +217,9 @@ export async function jobEnded(ctx: CoreContext, tx: Tx, sessionName: string, jo
     inFlight: null,
     callbacks: [...carried.callbacks, ...s.callbacks],
     messages: [...carried.messages, ...s.messages],
-    deliveriesHeld: true,
+    // not re-sent at once (a session whose every turn fails would loop), unless a message was
+    // sent while this delivery was on its way: new input goes with the next turn, as always
+    deliveriesHeld: !messagedSince(s, job.createdAt),
   });
   txLog(ctx, tx).warn({ job_id: job.id, session_name: s.name }, 'delivery failed; notifications and messages kept');
 }
