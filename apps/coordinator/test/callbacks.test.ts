@@ -216,6 +216,33 @@ test('a stopped callback resume keeps its notifications too', async (t) => {
   assert.deepEqual(s.pending_callbacks.map((n) => n.job_id), [child.job_id]);
 });
 
+test('a callback resume that completes before the stop of its session reaches it does not resume the session again at once', async (t) => {
+  const { client } = await startTest(t);
+  const l = await fakeLauncher(client);
+  await idleSession(client, l, 'p');
+  const c1 = await start(client, 'c1', 'x', { parent_session_name: 'p' });
+  const c2 = await start(client, 'c2', 'y', { parent_session_name: 'p' });
+  await l.take();
+  await l.take();
+  await l.completed(c1.job_id, 'one');
+  const cb = await l.take();
+  assert.deepEqual(cb.callback_of, [c1.job_id]);
+  await l.started(cb.job_id);
+  await l.completed(c2.job_id, 'two');
+  await client.stopSession('p');
+  // the turn finished just as the stop was on its way
+  await l.completed(cb.job_id, 'noted');
+
+  const s = await client.getSession('p');
+  assert.equal(s.status, 'idle', 'a session someone stopped is not resumed at once by its children');
+  assert.equal(s.callback_job_id, null);
+  assert.deepEqual(s.pending_callbacks.map((n) => n.job_id), [c2.job_id]);
+  // new input releases it: the outcome goes with the message
+  const sent = await client.sendMessage('p', { text: 'go on' });
+  assert.ok(sent.job_id);
+  assert.deepEqual((await client.getJob(sent.job_id)).callback_of, [c2.job_id]);
+});
+
 test('a child interrupted by the loss of its launcher reaches the parent as interrupted', async (t) => {
   const clock = new ManualClock();
   const { client, c } = await startTest(t, { heartbeatIntervalSeconds: 10, heartbeatTimeoutSeconds: 30 }, { clock });

@@ -132,6 +132,26 @@ test('a message sent while a delivery runs goes at once when that delivery fails
   assert.deepEqual(held.pending_callbacks.map((n) => n.job_id), [child.job_id]);
 });
 
+test('a message sent while a delivery runs, which is then stopped, waits with what it carried: the stop holds both', async (t) => {
+  const { client } = await startTest(t);
+  const l = await fakeLauncher(client);
+  const first = await start(client, 'boss');
+  await l.take();
+  await l.completed(first.job_id, 'ready');
+  const child = await start(client, 'helper', 'look', { parent_session_name: 'boss' });
+  await l.take();
+  await l.completed(child.job_id, 'found it');
+  const d1 = await l.take();
+  await l.started(d1.job_id);
+  const sent = await client.sendMessage('boss', { text: 'and then this' });
+  await client.stopJob(d1.job_id);
+  await l.stopped(d1.job_id);
+  const after = await client.getSession('boss');
+  assert.equal(after.callback_job_id, null);
+  assert.deepEqual(after.pending_messages.map((m) => m.message_id), [sent.message_id]);
+  assert.deepEqual(after.pending_callbacks.map((n) => n.job_id), [child.job_id]);
+});
+
 test('a session that can take no more input: 409 session_closed, for messages and resumes alike; unknown sessions are 404', async (t) => {
   const { client } = await startTest(t);
   // its start job ends before any launcher took it (stopped while pending)

@@ -195,21 +195,27 @@ export async function deliver(ctx: CoreContext, tx: Tx, sessionName: string): Pr
 /** Whether a message waiting on the session was sent at `since` (epoch ms) or later. */
 const messagedSince = (s: SessionRow, since: number): boolean => s.messages.some((m) => Date.parse(m.created_at) >= since);
 
-/** One of the session's jobs ended: if it was a delivery that did not complete, keep what it carried. */
+/**
+ * One of the session's jobs ended: if it was a delivery that did not complete, keep what it
+ * carried. Held deliveries (docs/sessions.md) wait for new input after a job someone asked to
+ * stop — any turn of the session, a delivery too, also one that ended completed or failed before
+ * the stop reached its executor — and after a delivery that did not complete (a session whose
+ * every turn fails would loop). A message sent since (the stop was asked for, or the delivery was
+ * queued) is such new input: it goes with the next turn all the same.
+ */
 export async function jobEnded(ctx: CoreContext, tx: Tx, sessionName: string, job: JobRow): Promise<void> {
   const s = (await tx.session(sessionName))!;
+  const byRequest = job.stopReason === 'requested' || job.stopReason === 'tree';
+  const newInput = messagedSince(s, byRequest ? (job.stopRequestedAt ?? job.createdAt) : job.createdAt);
   if (s.deliveryJobId !== job.id) {
-    // The session's own turn ended: held deliveries may go again, unless someone asked to stop
-    // it (a stopped session is not resumed at once; they wait like a failed delivery) — also
-    // when the turn ended completed or failed before the stop reached its executor. A message
-    // sent since the stop was asked for is new input for the next turn: it goes all the same.
-    const stopped = (job.stopReason === 'requested' || job.stopReason === 'tree') && !messagedSince(s, job.stopRequestedAt ?? job.createdAt);
-    if (s.deliveriesHeld !== stopped) await tx.updateSession(s.name, { deliveriesHeld: stopped });
+    // the session's own turn ended: held deliveries may go again, unless it was stopped
+    const held = byRequest && !newInput;
+    if (s.deliveriesHeld !== held) await tx.updateSession(s.name, { deliveriesHeld: held });
     return;
   }
   const carried = s.inFlight ?? { callbacks: [], messages: [] };
   if (job.status === 'completed') {
-    await tx.updateSession(s.name, { deliveryJobId: null, inFlight: null });
+    await tx.updateSession(s.name, { deliveryJobId: null, inFlight: null, ...(byRequest ? { deliveriesHeld: !newInput } : {}) });
     return;
   }
   await tx.updateSession(s.name, {
@@ -217,9 +223,7 @@ export async function jobEnded(ctx: CoreContext, tx: Tx, sessionName: string, jo
     inFlight: null,
     callbacks: [...carried.callbacks, ...s.callbacks],
     messages: [...carried.messages, ...s.messages],
-    // not re-sent at once (a session whose every turn fails would loop), unless a message was
-    // sent while this delivery was on its way: new input goes with the next turn, as always
-    deliveriesHeld: !messagedSince(s, job.createdAt),
+    deliveriesHeld: !newInput,
   });
   txLog(ctx, tx).warn({ job_id: job.id, session_name: s.name }, 'delivery failed; notifications and messages kept');
 }
