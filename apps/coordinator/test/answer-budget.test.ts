@@ -238,6 +238,30 @@ test('GET /sessions: a page ends once the last results it carries pass MAX_ANSWE
   assert.deepEqual(pages, [['d', 'c', 'b'], ['a']]);
 });
 
+test('GET /sessions: the child outcomes and messages a session holds count as well as its last result', async (t) => {
+  const { client } = await startTest(t, { maxAnswerBytes: BUDGET, ...storeOnFile(t) });
+  const launcher = await fakeLauncher(client);
+  for (const n of ['a', 'b', 'c', 'd']) {
+    const own = await start(client, n, 'p');
+    await launcher.take();
+    await launcher.started(own.job_id);
+    // busy: what comes for it waits on the session, whole
+    if (n === 'a' || n === 'c') {
+      const kid = await start(client, `${n}-kid`, 'p', { parent_session_name: n });
+      await launcher.take();
+      await launcher.completed(kid.job_id, big(n));
+    } else {
+      await client.sendMessage(n, { text: big(n) });
+    }
+  }
+  // the busy ones: the parents, each holding 20,000 characters
+  const pages = await pagesOf(async (cursor) => {
+    const p = await client.listSessions({ limit: 100, status: 'busy', ...(cursor !== undefined ? { cursor } : {}) });
+    return { items: p.sessions.map((s) => s.session_name), next_cursor: p.next_cursor };
+  });
+  assert.deepEqual(pages, [['d', 'c', 'b'], ['a']]);
+});
+
 test('GET /sessions on a store read from a file or a server: the rows past the budget are not read', async (t) => {
   const onFile = storeOnFile(t);
   const { c, client } = await startTest(t, { maxAnswerBytes: BUDGET, ...onFile });

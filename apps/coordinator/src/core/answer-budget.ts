@@ -107,6 +107,14 @@ export class AnswersInFlight {
 
 export const jobTextSize = (j: JobRow): number => j.prompt.length + (j.result?.length ?? 0) + (j.error?.length ?? 0);
 
-/** A session's text: its last result and error, and its list of job ids. */
-export const sessionTextSize = (s: SessionRow, x: SessionExtras): number =>
-  (s.lastResult?.length ?? 0) + (s.lastError?.length ?? 0) + x.jobIds.length * 24;
+/**
+ * A session's text: its last result and error, the results and errors of the child outcomes and
+ * the texts of the messages it holds (`pending_callbacks`, `pending_messages`: a busy parent may
+ * hold many), and its list of job ids.
+ */
+export function sessionTextSize(s: SessionRow, x: SessionExtras): number {
+  let n = (s.lastResult?.length ?? 0) + (s.lastError?.length ?? 0) + x.jobIds.length * 24;
+  for (const c of s.callbacks) n += (c.result?.length ?? 0) + (c.error?.length ?? 0);
+  for (const m of s.messages) n += m.text.length;
+  return n;
+}

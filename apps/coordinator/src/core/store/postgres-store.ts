@@ -250,7 +250,7 @@ export class PostgresStore implements Store {
     if (f.status !== undefined) {
       where.push(`${f.status === 'busy' ? '' : 'NOT '}EXISTS (SELECT 1 FROM jobs j WHERE j.session_name = s.name AND j.completed_at IS NULL)`);
     }
-    return this.#page(SESSIONS, 'sessions s', 'coalesce(octet_length(last_result), 0) + coalesce(octet_length(last_error), 0)', where, args, f);
+    return this.#page(SESSIONS, 'sessions s', 'coalesce(octet_length(last_result), 0) + coalesce(octet_length(last_error), 0) + octet_length(callbacks) + octet_length(messages)', where, args, f);
   }
 
   /**

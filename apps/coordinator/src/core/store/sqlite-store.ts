@@ -377,7 +377,8 @@ export class SqliteStore extends MemoryStore {
     let cut = false;
     let before = f.before ?? Number.MAX_SAFE_INTEGER;
     const page = Math.max(f.limit, 100);
-    const size = `${bytes('last_result')} + ${bytes('last_error')} AS size`;
+    // with the outcomes and messages it holds (their JSON: a little more than their texts)
+    const size = `${bytes('last_result')} + ${bytes('last_error')} + ${bytes('callbacks')} + ${bytes('messages')} AS size`;
     scan: for (;;) {
       const rows = (
         f.parent === undefined
