@@ -201,7 +201,7 @@ export const isActive = (status: JobStatus): boolean => ACTIVE_STATUSES.has(stat
  */
 export const treeSpent = (root: SessionRow | undefined): boolean =>
   root?.budgetUsd != null && root.treeCostUsd >= root.budgetUsd - COST_EPSILON_USD;
-const COST_EPSILON_USD = 1e-9;
+export const COST_EPSILON_USD = 1e-9;
 
 /**
  * Whether a session holds no input that a delivery may still take: no queued child outcomes or

@@ -4,7 +4,7 @@ import { TERMINAL_STATUSES, type JobStatus, type LifecycleEvent } from '@agentq/
 import pg from 'pg';
 import type { Logger } from 'pino';
 import type { Clock } from '../clock.js';
-import type { JobRow, LauncherRow, SessionRow } from '../rows.js';
+import { COST_EPSILON_USD, type JobRow, type LauncherRow, type SessionRow } from '../rows.js';
 import type { SessionExtras } from '../wire.js';
 import { redactDatabaseUrl } from './database-url.js';
 import { PgControl } from './pg-control.js';
@@ -384,7 +384,7 @@ export class PostgresStore implements Store {
     );
     const sessions = await this.#rows<{ name: string }>(
       `SELECT name FROM sessions s WHERE updated_at <= $1 AND ((callbacks = '[]' AND messages = '[]') OR NOT accepts_input
-             OR (s.parent_name IS NOT NULL AND EXISTS (SELECT 1 FROM sessions r WHERE r.name = s.root_name AND r.budget_usd IS NOT NULL AND r.tree_cost_usd >= r.budget_usd))) AND delivery_job_id IS NULL
+             OR (s.parent_name IS NOT NULL AND EXISTS (SELECT 1 FROM sessions r WHERE r.name = s.root_name AND r.budget_usd IS NOT NULL AND r.tree_cost_usd >= r.budget_usd - ${COST_EPSILON_USD}))) AND delivery_job_id IS NULL
          AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.session_name = s.name)
          AND NOT EXISTS (SELECT 1 FROM sessions c WHERE c.parent_name = s.name)
        ORDER BY updated_at LIMIT $2`,

@@ -6,7 +6,7 @@ import { ConfigError } from '../../config.js';
 import { jobTextSize } from '../answer-budget.js';
 import { CoordinatorError } from '../errors.js';
 import { OutputBuffer } from '../output-buffer.js';
-import type { JobRow, LauncherRow, SessionRow } from '../rows.js';
+import { COST_EPSILON_USD, type JobRow, type LauncherRow, type SessionRow } from '../rows.js';
 import type { SessionExtras } from '../wire.js';
 import { emptyChangeSet, hintsOf, inverseOf, type ChangeSet } from './changes.js';
 import { MemoryStore, type MemoryStoreOptions } from './memory-store.js';
@@ -428,7 +428,7 @@ export class SqliteStore extends MemoryStore {
     const sessions = (
       this.#stmt(
         `SELECT name FROM sessions s WHERE updated_at <= ? AND ((callbacks = '[]' AND messages = '[]') OR accepts_input = 0
-             OR (s.parent_name IS NOT NULL AND EXISTS (SELECT 1 FROM sessions r WHERE r.name = s.root_name AND r.budget_usd IS NOT NULL AND r.tree_cost_usd >= r.budget_usd))) AND delivery_job_id IS NULL
+             OR (s.parent_name IS NOT NULL AND EXISTS (SELECT 1 FROM sessions r WHERE r.name = s.root_name AND r.budget_usd IS NOT NULL AND r.tree_cost_usd >= r.budget_usd - ${COST_EPSILON_USD}))) AND delivery_job_id IS NULL
            AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.session_name = s.name)
            AND NOT EXISTS (SELECT 1 FROM sessions c WHERE c.parent_name = s.name)
          ORDER BY updated_at LIMIT ?`,
