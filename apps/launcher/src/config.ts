@@ -314,11 +314,19 @@ export function loadConfig(
   const urls = splitUrls(str('url', 'http://127.0.0.1:8765'));
   if (urls.length === 0) throw new ConfigError(raw('url')?.from ?? '--url', 'expected an http(s) URL, got nothing');
   for (const url of urls) {
+    let u: URL;
     try {
-      const u = new URL(url);
+      u = new URL(url);
       if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new Error('not http(s)');
     } catch {
       throw new ConfigError(raw('url')?.from ?? '--url', `expected an http(s) URL, got ${JSON.stringify(url)}`);
+    }
+    // the client sends every path from the root: a prefix would be dropped, and the pool refuses it
+    if (u.pathname !== '/' || u.search !== '' || u.hash !== '') {
+      throw new ConfigError(
+        raw('url')?.from ?? '--url',
+        `expected a URL with no path or query (e.g. http://host:8765), got ${JSON.stringify(url)}`,
+      );
     }
   }
 

@@ -19,3 +19,11 @@ test('every URL of the list must be http(s): the error names the option', () => 
   assert.throws(() => load([], { AGENTQ_URL: 'http://a:1,not a url' }), (e: unknown) => e instanceof ConfigError && /AGENTQ_URL/.test(e.message));
   assert.throws(() => load(['--url', ' , ']), ConfigError);
 });
+
+test('a coordinator URL with a path or query is a configuration error naming the option, not a crash at registration', () => {
+  const names = (from: string) => (e: unknown) => e instanceof ConfigError && e.message.includes(from) && /no path or query/.test(e.message);
+  assert.throws(() => load(['--url', 'http://a:8765/agentq']), names('--url'));
+  assert.throws(() => load(['--url', 'http://a:1,http://b:2/api']), names('--url'));
+  assert.throws(() => load([], { AGENTQ_URL: 'http://a:8765?x=1' }), names('AGENTQ_URL'));
+  assert.throws(() => load([], { AGENTQ_URL: 'http://a:8765#top' }), names('AGENTQ_URL'));
+});
