@@ -125,7 +125,8 @@ export function renderRoleTable(): string {
     return [method, `\`${path}\``, ...cells, own, a.summary];
   });
   for (const prefix of PUBLIC_PREFIXES) {
-    rows.push(['GET', `\`${prefix}\`, \`${prefix}/*\``, ...Roles.map(() => 'public'), 'public', 'API reference']);
+    const summary = accessOf('GET', `${prefix}/`)?.summary ?? '';
+    rows.push(['GET', `\`${prefix}\`, \`${prefix}/*\``, ...Roles.map(() => 'public'), 'public', summary]);
   }
   const line = (cells: string[]) => `| ${cells.join(' | ')} |`;
   return [line(head), line(head.map(() => '---')), ...rows.map(line)].join('\n');
