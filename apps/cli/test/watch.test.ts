@@ -21,6 +21,22 @@ function events(r: CliRun): LifecycleEvent[] {
 }
 
 describe('agentq watch', () => {
+  it('--type with a name that is no event type or group is a usage error (exit 2), not a watch that prints nothing for ever', async (t) => {
+    const c = await coordinator(t);
+    for (const type of ['job.complete', 'bogus', 'job,jobs', ',']) {
+      const r = await cli(c.url, ['watch', '--type', type, '--count', '1']);
+      assert.equal(r.code, 2, `${type}: ${r.stderr}`);
+      assert.match(r.stderr, /--type/);
+    }
+    const json = await cli(c.url, ['watch', '--type', 'job.complete', '--json']);
+    assert.equal(json.code, 2);
+    assert.equal(envelope<Failure>(json, CliFailure).error.code, 'usage_error');
+    // groups, the group.* form and every event type are accepted
+    await c.client.createJob({ type: 'start_session', session_name: 'alpha', prompt: 'x' });
+    const ok = await cli(c.url, ['watch', '--since', '0', '--type', 'job.*,session,launcher.stale', '--count', '2']);
+    assert.equal(ok.code, 0, ok.stderr);
+  });
+
   it('--since replays what happened; --count ends it; --json is one envelope per event', async (t) => {
     const c = await coordinator(t);
     const job = await c.client.createJob({ type: 'start_session', session_name: 'alpha', prompt: 'x' });

@@ -1,6 +1,12 @@
 import { AgentqApiError, AgentqConnectionError, backoffDelay, delay } from '@agentq/client';
-import type { LifecycleEvent, StreamGap } from '@agentq/protocol';
-import { Option, type Command } from 'commander';
+import {
+  JobEventTypes,
+  LauncherEventTypes,
+  SessionEventTypes,
+  type LifecycleEvent,
+  type StreamGap,
+} from '@agentq/protocol';
+import { InvalidArgumentError, Option, type Command } from 'commander';
 import { intArg, listArg } from '../args.js';
 import type { CommandContext, CommandResult } from '../context.js';
 import type { Act } from '../program.js';
@@ -33,7 +39,7 @@ export function registerWatch(program: Command, act: Act): void {
       new Option(
         '--type <types>',
         'only these event types or groups, comma-separated (e.g. job.completed,launcher)',
-      ).argParser(listArg),
+      ).argParser(typesArg),
     )
     .option('--session <name>', 'only events of this session and its jobs')
     .option('--job <job_id>', 'only events of this job')
@@ -48,6 +54,27 @@ export function registerWatch(program: Command, act: Act): void {
     )
     .addHelpText('after', NOTES)
     .action(act(watch));
+}
+
+const EVENT_GROUPS = ['job', 'session', 'launcher'] as const;
+const EVENT_TYPES: readonly string[] = [...JobEventTypes, ...SessionEventTypes, ...LauncherEventTypes];
+
+/**
+ * `--type`: event types and groups (`job`, or `job.*`). A name that is neither is a usage error:
+ * a typo (`job.complete`) would otherwise match nothing, and watch would print nothing for ever.
+ */
+function typesArg(text: string): string[] {
+  const types = listArg(text);
+  if (types.length === 0) throw new InvalidArgumentError('name at least one event type or group.');
+  for (const t of types) {
+    const group = t.replace(/\.\*$/, '');
+    if (!EVENT_TYPES.includes(t) && !(EVENT_GROUPS as readonly string[]).includes(group)) {
+      throw new InvalidArgumentError(
+        `'${t}' is not an event type: use a group (${EVENT_GROUPS.join(', ')}) or one of ${EVENT_TYPES.join(', ')}.`,
+      );
+    }
+  }
+  return types;
 }
 
 /** Does `type` belong to one of the selected types or groups (`job` = every `job.*`)? */
