@@ -162,7 +162,12 @@ test('a session that can take no more input: 409 session_closed, for messages an
   let d = await rejectsWith(client.sendMessage('never', { text: 'hello?' }), 409, 'session_closed');
   assert.equal(d.current_status, 'closed');
   assert.equal(d.session_name, 'never');
-  await rejectsWith(client.createJob({ type: 'resume_session', session_name: 'never', prompt: 'again' }), 409, 'session_closed');
+  // the refusal says what does work: a start of the same name under the same parent opens it again
+  await assert.rejects(client.createJob({ type: 'resume_session', session_name: 'never', prompt: 'again' }), (err: Error & { code?: string }) => {
+    assert.equal(err.code, 'session_closed');
+    assert.match(err.message, /start_session of this name \(parent_session_name none\)/);
+    return true;
+  });
   // starting it under another parent is refused, and says how: not "use a resume_session job",
   // which is refused as closed (a client would go from one 409 to the other)
   const boss = await start(client, 'boss');

@@ -188,7 +188,8 @@ async function reopen(tx: Tx, session: SessionRow, req: CreateJobRequest): Promi
 const sessionClosed = (s: SessionRow) =>
   new CoordinatorError(
     'session_closed',
-    `session ${s.name} can no longer take input: its start job ended before any launcher ran it, so there is no conversation to continue`,
+    `session ${s.name} can no longer take input: its start job ended before any launcher ran it, so there is no conversation to continue. ` +
+      `Start it again with a start_session of this name (parent_session_name ${s.parentName ?? 'none'})`,
     { session_name: s.name, current_status: 'closed' },
   );
 
