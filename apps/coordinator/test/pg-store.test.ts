@@ -475,3 +475,39 @@ test('a replay from the commit log reads at most EVENT_REPLAY_BYTES of it: older
   assert.ok(oldest > 1, `the replay starts at ${oldest}`);
   assert.deepEqual(rest.map((m) => Number(m.id)), Array.from({ length: newest - oldest + 1 }, (_, i) => oldest + i));
 });
+
+// migration 3 as 281e2d1 shipped it; builds from ffa68d7 on added the meta table to it in place
+for (const [made, withMeta] of [['281e2d1 (no meta)', false], ['ffa68d7 (with meta)', true]] as const) {
+  test(`a database at schema version 3 as ${made} made it is brought up to date: the sweeper keeps JOB_SCHEDULE_TIMEOUT in meta`, async (t) => {
+    const url = await freshDatabaseUrl(t);
+    if (url === null) return;
+    const db = new pg.Client({ connectionString: url });
+    await db.connect();
+    try {
+      await db.query(PG_MIGRATIONS[0]!);
+      await db.query(PG_MIGRATIONS[1]!);
+      await db.query('CREATE TABLE host_bindings (host_id text PRIMARY KEY, token_name text NOT NULL, bound_at bigint NOT NULL)');
+      if (withMeta) await db.query('CREATE TABLE meta (key text PRIMARY KEY, value text NOT NULL)');
+      await db.query('CREATE TABLE agentq_schema (version integer NOT NULL); INSERT INTO agentq_schema (version) VALUES (3)');
+    } finally {
+      await db.end();
+    }
+    const clock = new ManualClock();
+    const c = await startCoordinator({ databaseUrl: url, ...HOLD, scheduleTimeoutSeconds: 30 }, { clock });
+    const client = new AgentqClient({ url: c.url });
+    t.after(async () => {
+      await client.destroy();
+      await c.close();
+    });
+    const job = await start(client, 'gpu', 'x', { requires: { gpu: 'a100' } });
+    // a sweep that cannot keep the route's unserved time stops there: no timeout, no retention
+    await c.core.sweep();
+    clock.advance(30_000);
+    await c.core.sweep();
+    assert.equal((await client.getJob(job.job_id)).error_code, 'no_matching_launcher');
+    const check = new pg.Client({ connectionString: url });
+    await check.connect();
+    t.after(() => check.end());
+    assert.equal((await check.query('SELECT version FROM agentq_schema')).rows[0].version, PG_SCHEMA_VERSION);
+  });
+}

@@ -154,15 +154,19 @@ export const PG_MIGRATIONS: readonly string[] = [
   `
   ALTER TABLE sessions ADD COLUMN requires text;
   `,
-  // 3: host identities bound to the token that first registered them (launchers.ts), and what
-  // the sweeping coordinator keeps for the next one (routes no launcher serves, and since when)
+  // 3: host identities bound to the token that first registered them (launchers.ts)
   `
   CREATE TABLE host_bindings (
     host_id text PRIMARY KEY,
     token_name text NOT NULL,
     bound_at bigint NOT NULL
   );
-  CREATE TABLE meta (
+  `,
+  // 4: what the sweeping coordinator keeps for the next one (routes no launcher serves, and since
+  // when). IF NOT EXISTS: builds between ffa68d7 and this migration made it in migration 3, which a
+  // database they migrated does not run again
+  `
+  CREATE TABLE IF NOT EXISTS meta (
     key text PRIMARY KEY,
     value text NOT NULL
   );
