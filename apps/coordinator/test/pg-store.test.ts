@@ -511,3 +511,42 @@ for (const [made, withMeta] of [['281e2d1 (no meta)', false], ['ffa68d7 (with me
     assert.equal((await check.query('SELECT version FROM agentq_schema')).rows[0].version, PG_SCHEMA_VERSION);
   });
 }
+
+test("a claim of a child session's job takes no lock on its root session: a transaction holding the root does not hold up the poll", async (t) => {
+  const set = await coordinators(t, 1);
+  if (!set) return;
+  const [client] = set.clients as [AgentqClient];
+  const l = await fakeLauncher(client);
+  const root = await start(client, 'root', 'lead', { budget_usd: 10 });
+  assert.equal((await l.take()).job_id, root.job_id);
+  await l.started(root.job_id);
+  const child = await start(client, 'child', 'work', { parent_session_name: 'root' });
+
+  // another transaction holds the root session (as a report of a child's cost does, adding it to
+  // the tree's sums): a claim reads the root only to check the budget, and must not wait for it
+  const holder = new pg.Client({ connectionString: set.url });
+  await holder.connect();
+  t.after(() => holder.end());
+  await holder.query('BEGIN');
+  await holder.query("SELECT 1 FROM sessions WHERE name = 'root' FOR UPDATE");
+  let released = false;
+  const release = async () => {
+    if (released) return;
+    released = true;
+    await holder.query('ROLLBACK');
+  };
+  t.after(release);
+  const waitsForLock = (async () => {
+    for (;;) {
+      const { rows } = await holder.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()");
+      if (rows[0].n > 0) return 'waited for a lock' as const;
+      if (released) return 'released' as const;
+      await new Promise((r) => setImmediate(r));
+    }
+  })();
+  const took = l.take().then((job) => job.job_id);
+  const first = await Promise.race([took, waitsForLock]);
+  await release();
+  assert.equal(first, child.job_id, 'the claim waited for the lock on the root session');
+  await waitsForLock;
+});

@@ -7,9 +7,10 @@ import type { Tx } from './store/store.js';
  * has the budget; its children share it): any new job of the child, a message or a delivery of
  * its own children's outcomes. A root session itself is never refused.
  */
-export async function budgetExceeded(tx: Tx, session: SessionRow): Promise<CoordinatorError | null> {
+export async function budgetExceeded(tx: Tx, session: SessionRow, o: { unlocked?: boolean } = {}): Promise<CoordinatorError | null> {
   if (session.parentName === null) return null;
-  const root = await tx.session(session.rootName);
+  // unlocked: a claim, which must not wait for the root (every child's cost report locks it)
+  const root = o.unlocked ? await tx.peekSession(session.rootName) : await tx.session(session.rootName);
   if (!root || !treeSpent(root)) return null;
   return new CoordinatorError(
     'budget_exceeded',

@@ -111,7 +111,8 @@ export async function claim(ctx: CoreContext, tx: Tx, launcher: LauncherRow, max
     for (const job of ready) {
       const session = (await tx.session(job.sessionName))!;
       // queued before its tree spent its budget: it does not run now (new jobs are refused)
-      const spent = await budgetExceeded(tx, session);
+      // without a lock on the root: a claim waits for no lock (store/pg-tx.ts)
+      const spent = await budgetExceeded(tx, session, { unlocked: true });
       if (spent) {
         await end(ctx, tx, job, 'failed', { error: `${spent.message}: this job, queued before, was not run`, errorCode: 'budget_exceeded' });
         refused++;

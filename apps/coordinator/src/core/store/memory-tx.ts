@@ -58,6 +58,10 @@ export class MemoryTx implements Tx {
     return c ? c.after : this.#state.session(name);
   }
 
+  peekSession(name: string): Promise<SessionRow | undefined> {
+    return this.session(name);
+  }
+
   async launcher(id: string): Promise<LauncherRow | undefined> {
     const c = this.#changes.launchers.get(id);
     return c ? c.after : this.#state.launchers.get(id);

@@ -43,7 +43,10 @@ export type ServesCache = Map<string, Map<string, boolean>>;
  * - readyJobsFor locks only jobs, with SKIP LOCKED (it never waits), and the sessions of the jobs
  *   it returns are read without a lock: what a claim reads from a session (executor session id,
  *   affinity) changes only while the session has an active job, which a session with a ready job
- *   has not. So a claim never waits for a lock and can take part in no deadlock;
+ *   has not; nor does it lock the root session of a child job, whose budget it checks
+ *   (peekSession). So a claim never waits for a lock and can take part in no deadlock, unless
+ *   it finds a tree's budget spent: ending that job locks its session after the job (rare; the
+ *   store runs a deadlock again);
  * - launchers are locked before sessions by polls and reports; the rare transactions that lock
  *   in another order (a sweep ending a job whose launcher polls at that moment) can deadlock,
  *   and the store runs them again.
@@ -166,6 +169,14 @@ export class PgTx implements Tx {
     const row = decode(SESSIONS, raw);
     this.#peeked.set(name, row);
     return row;
+  }
+
+  async peekSession(name: string): Promise<SessionRow | undefined> {
+    const held = this.#sessions.get(name) ?? this.#peeked.get(name);
+    if (held) return held;
+    // not kept in #peeked: a later session(name) must lock it
+    const [raw] = await this.#rows('SELECT * FROM sessions WHERE name = $1', [name]);
+    return raw ? decode(SESSIONS, raw) : undefined;
   }
 
   async launcher(id: string): Promise<LauncherRow | undefined> {

@@ -24,6 +24,12 @@ export interface Tx {
   // --- reads (a row read here is locked for the rest of the transaction, where that matters) ---
   job(id: string): Promise<JobRow | undefined>;
   session(name: string): Promise<SessionRow | undefined>;
+  /**
+   * A session without a lock (PostgreSQL): as last committed, or as this transaction holds it. For
+   * a check a row a moment old cannot make wrong (a claim reading a tree's budget); a later
+   * `session` of the same name still locks it.
+   */
+  peekSession(name: string): Promise<SessionRow | undefined>;
   launcher(id: string): Promise<LauncherRow | undefined>;
   /** the session's claimed, running or stopping job */
   activeJobOf(sessionName: string): Promise<JobRow | undefined>;
