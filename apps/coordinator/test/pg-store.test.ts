@@ -550,3 +550,56 @@ test("a claim of a child session's job takes no lock on its root session: a tran
   assert.equal(first, child.job_id, 'the claim waited for the lock on the root session');
   await waitsForLock;
 });
+
+test("a claim that ends a job of a spent tree records its outcome on the parent as the parent is then, not as the claim first read it: a sibling's outcome committed meanwhile is kept", async (t) => {
+  const url = await freshDatabaseUrl(t);
+  if (url === null) return;
+  const node = await startCoordinator({ databaseUrl: url, ...HOLD });
+  const client = new AgentqClient({ url: node.url });
+  t.after(async () => {
+    await client.destroy();
+    await node.close();
+  });
+  const l = await fakeLauncher(client, 'one');
+  // the sibling runs on another launcher: its report must not wait for the poll's lock on 'one'
+  const other = await fakeLauncher(client, 'two');
+  const done = (job_id: string, cost_usd = 0, by = l) => client.reportCompleted(job_id, { launcher_id: by.id, status: 'success', result: 'ok', cost_usd });
+  const runChild = async (name: string, by = l) => {
+    const job = await start(client, name, 'work', { parent_session_name: 'root' });
+    assert.equal((await by.take()).job_id, job.job_id);
+    await by.started(job.job_id);
+    return job;
+  };
+  const root = await start(client, 'root', 'lead', { budget_usd: 1 });
+  assert.equal((await l.take()).job_id, root.job_id);
+  await l.started(root.job_id);
+  await done(root.job_id);
+  const sibling = await runChild('sibling', other);
+  const spender = await runChild('spender');
+  // a child's outcome queues the root's delivery (ready); then a child is queued behind it
+  await done((await runChild('first')).job_id);
+  const queued = await start(client, 'late', 'work', { parent_session_name: 'root' });
+  await done(spender.job_id, 1); // the tree has spent its budget: 'late' must not run
+
+  // the claim takes the root's delivery (reading the root without a lock) and then ends 'late';
+  // it is held at the lock on 'late' while the sibling's outcome is added to the root
+  const holder = new pg.Client({ connectionString: url });
+  await holder.connect();
+  t.after(() => holder.end());
+  await holder.query('BEGIN');
+  await holder.query("SELECT 1 FROM sessions WHERE name = 'late' FOR UPDATE");
+  // the root's delivery runs where the root lives: the launcher of host 'one'
+  const polled = l.poll({ capacity: 2, batch: true });
+  for (;;) {
+    const { rows } = await holder.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()");
+    if (rows[0].n > 0) break;
+    await new Promise((r) => setImmediate(r));
+  }
+  await done(sibling.job_id, 0, other);
+  await holder.query('ROLLBACK');
+  const answer = await polled;
+  assert.equal(answer?.jobs?.length, 1);
+  assert.equal((await client.getJob(queued.job_id)).error_code, 'budget_exceeded');
+  const held = (await client.getSession('root')).pending_callbacks.map((c) => c.child_session_name).sort();
+  assert.deepEqual(held, ['late', 'sibling', 'spender']);
+});

@@ -329,7 +329,18 @@ export class PgTx implements Tx {
     this.#jobs.delete(id);
   }
 
+  /**
+   * A transaction that writes sessions (a claim that ends a job of a spent tree) reads every
+   * session locked from then on: a row it peeked may be older than a commit made since (a
+   * sibling's outcome added to the parent), and a patch made from it would undo that commit.
+   */
+  #stopPeeking(): void {
+    this.#peeked.clear();
+    this.#claimSessions.clear();
+  }
+
   async insertSession(row: SessionRow): Promise<void> {
+    this.#stopPeeking();
     await this.#exec(insertSql(SESSIONS, row));
     record(this.#changes.sessions, row.name, undefined, row, row);
     this.#sessions.set(row.name, row);
@@ -337,12 +348,14 @@ export class PgTx implements Tx {
   }
 
   async updateSession(name: string, patch: Partial<SessionRow>): Promise<SessionRow> {
+    this.#stopPeeking();
     const current = await this.#lockSession(name);
     if (!current) throw missing(`session ${name}`);
     return this.#update(SESSIONS, this.#sessions, this.#changes.sessions, name, current, patch);
   }
 
   async deleteSession(name: string): Promise<void> {
+    this.#stopPeeking();
     const current = await this.#lockSession(name);
     if (!current) return;
     await this.#rows('DELETE FROM sessions WHERE name = $1', [name]);
