@@ -67,6 +67,8 @@ export class Launcher {
   #registered: ((id: string) => void) | undefined;
   #hostId: string | undefined;
   #lifeline: Lifeline | undefined;
+  /** the coordinator knows this launcher is gone (it deregistered itself, or was deregistered) */
+  #left = false;
   /** per-job agent tokens from poll answers, until the job's runner is done */
   readonly #agentTokens = new Map<string, string>();
   /** resolves with the launcher id once the first registration succeeded */
@@ -279,8 +281,10 @@ export class Launcher {
     } finally {
       this.#stopPolling.abort(new Error('launcher exiting'));
       this.#exit.abort(new Error('launcher exiting'));
-      // every executor has ended by now (drained, interrupted or force-killed)
-      this.#lifeline?.close();
+      // every executor has ended by now (drained, interrupted or force-killed); the record is
+      // kept for the next launcher unless the coordinator knows this one is gone
+      const nothingToTell = this.#registration.id === undefined && !this.#lifeline?.predecessors.length;
+      this.#lifeline?.close({ left: this.#left || nothingToTell });
       await this.client.destroy().catch(() => {});
     }
   }
@@ -322,9 +326,11 @@ export class Launcher {
     if (!id) return;
     try {
       await this.client.deleteLauncher(id, { self: true, signal: AbortSignal.timeout(5_000) });
+      this.#left = true;
       this.#log.info({ launcher_id: id }, 'deregistered');
     } catch (err) {
       // after a deregistration notice the coordinator may have forgotten us already
+      if (exit === 'deregistered') this.#left = true;
       const level = exit === 'deregistered' ? 'debug' : 'warn';
       this.#log[level]({ launcher_id: id, err: describe(toError(err)) }, 'could not deregister');
     }

@@ -4,6 +4,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { alive, captureLog, controlServer, coordinator, fixture, gone, launcher, script, tempDir } from './helpers.js';
+import { proxy } from './proxy.js';
 import { spawnLauncher } from './spawn-launcher.js';
 import { bootId, startTimeOf } from '../src/lifeline/proc.js';
 import { loadHostId } from '../src/state-dir.js';
@@ -74,6 +75,39 @@ test('a launcher restarted after a SIGKILL replaces its earlier life: its runnin
   assert.deepEqual(launchers, [registered['launcher_id']], 'the old launcher is gone from the list');
   await second.logged(/launcher ready/);
   assert.deepEqual(recordOf(stateDir)?.launcher_ids, [registered['launcher_id']], "only the new launcher's record is left");
+});
+
+test('a launcher that could not deregister itself keeps its record: the next one replaces it at once, not at the heartbeat timeout', async (t) => {
+  const { c, client } = await coordinator(t, { heartbeatTimeoutSeconds: 600 });
+  // its self-deregistration is refused (the coordinator failing, or a proxy in front of it)
+  const p = await proxy(t, c.url, (req) => (req.method === 'DELETE' ? { status: 500, code: 'internal_error' } : false));
+  const stateDir = join(tempDir(t), 'state');
+  const first = spawnLauncher(t, ['--url', p.url, '--executor', 'demo'], { AGENTQ_STATE_DIR: stateDir });
+  const oldId = String((await first.logged(/launcher ready/))['launcher_id']);
+  first.child.kill('SIGTERM');
+  await first.logged(/could not deregister/);
+  assert.deepEqual(await first.exited, { code: 0, signal: null });
+  assert.equal((await client.listLaunchers()).launchers[0]?.launcher_id, oldId, 'the coordinator still lists it');
+
+  const second = spawnLauncher(t, ['--url', c.url, '--executor', 'demo'], { AGENTQ_STATE_DIR: stateDir });
+  const registered = await second.logged(/^registered$/);
+  assert.deepEqual(registered['replaced'], [oldId]);
+  const launchers = (await client.listLaunchers()).launchers.map((l) => l.launcher_id);
+  assert.deepEqual(launchers, [registered['launcher_id']], 'the old launcher is gone from the list');
+});
+
+test('a launcher that deregistered itself leaves no record: the next one replaces nobody', async (t) => {
+  const { c } = await coordinator(t);
+  const stateDir = join(tempDir(t), 'state');
+  const args = ['--url', c.url, '--executor', 'demo'];
+  const first = spawnLauncher(t, args, { AGENTQ_STATE_DIR: stateDir });
+  await first.logged(/launcher ready/);
+  first.child.kill('SIGTERM');
+  assert.deepEqual(await first.exited, { code: 0, signal: null });
+  assert.equal(records(stateDir).length, 0, 'the record is deleted');
+  const second = spawnLauncher(t, args, { AGENTQ_STATE_DIR: stateDir });
+  const registered = await second.logged(/^registered$/);
+  assert.equal(registered['replaced'], undefined);
 });
 
 test('a restarted launcher ends the executors its previous life left running (lifeline reaper gone too)', async (t) => {

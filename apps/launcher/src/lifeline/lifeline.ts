@@ -77,12 +77,19 @@ export class Lifeline {
     }
   }
 
-  /** The launcher is ending cleanly: close the pipe (the reaper exits) and delete the record. */
-  close(): void {
+  /**
+   * The launcher is ending: close the pipe (the reaper exits). Its executors have ended. The
+   * record is deleted when the coordinator knows the launcher is gone (`left`: it deregistered);
+   * otherwise (a forced exit, a fatal error, a coordinator that did not answer the
+   * deregistration) it is kept, and the reaper keeps it as it keeps a killed launcher's, so that
+   * the next launcher started with the state directory names this one in `replaces` and its jobs
+   * end at once rather than at the heartbeat timeout.
+   */
+  close(o: { left: boolean } = { left: true }): void {
     if (this.#closed) return;
     this.#closed = true;
     // the record first: a reaper that finds it at the pipe's end takes the launcher for dead
-    this.#record.delete();
+    if (o.left) this.#record.delete();
     this.#reaper?.stdin?.end();
   }
 
