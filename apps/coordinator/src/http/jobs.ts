@@ -30,6 +30,9 @@ const IdempotencyHeaders = Type.Object({
   'idempotency-key': Type.Optional(Type.String({ minLength: 1, maxLength: 200, pattern: '^[\\x21-\\x7e]+$' })),
 });
 
+/** What a create may be refused with (`POST /jobs`, `POST /jobs/batch`). */
+const CREATE_ERRORS = { 400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 404: ErrorBody, 409: ErrorBody, 422: ErrorBody, 429: ErrorBody } as const;
+
 /** Jobs API: create, read, list, wait, stop, output. */
 export const jobRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = async (app, { core }) => {
   app.post(
@@ -45,13 +48,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = async
         response: {
           200: Job,
           201: Job,
-          400: ErrorBody,
-          401: ErrorBody,
-          403: ErrorBody,
-          404: ErrorBody,
-          409: ErrorBody,
-          422: ErrorBody,
-          429: ErrorBody,
+          ...CREATE_ERRORS,
         },
       },
     },
@@ -86,13 +83,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = async
         response: {
           200: CreateJobsResponse,
           201: CreateJobsResponse,
-          400: ErrorBody,
-          401: ErrorBody,
-          403: ErrorBody,
-          404: ErrorBody,
-          409: ErrorBody,
-          422: ErrorBody,
-          429: ErrorBody,
+          ...CREATE_ERRORS,
         },
       },
     },
