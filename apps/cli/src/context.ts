@@ -143,6 +143,12 @@ function checkOneUrl(url: string): void {
   } catch {
     throw new UsageError(`coordinator URL '${url}' is not a URL`);
   }
+  // never sent (the token goes in a header), and printed back in messages and follow-up commands
+  if (parsed.username !== '' || parsed.password !== '') {
+    throw new UsageError(
+      `coordinator URL '${parsed.protocol}//***@${parsed.host}' carries a user name or password, which agentq does not send: give the token with --token or AGENTQ_TOKEN`,
+    );
+  }
   if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
     throw new UsageError(`coordinator URL '${url}' must be http:// or https://`);
   }

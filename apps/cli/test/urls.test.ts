@@ -21,6 +21,13 @@ describe('--url with several coordinators (a comma list)', () => {
     assert.equal(event.data.job?.job_id, job.job_id);
   });
 
+  it('refuses a URL with a user name or password (never sent), without printing the password', async () => {
+    const r = await cli(undefined, ['--url', 'http://ops:s3cret@127.0.0.1:1', 'health']);
+    assert.equal(r.code, 2, r.stderr);
+    assert.match(r.stderr, /carries a user name or password, which agentq does not send: give the token with --token or AGENTQ_TOKEN/);
+    assert.doesNotMatch(r.stderr + r.stdout, /s3cret/);
+  });
+
   it('refuses a list with an item that is not http(s)', async () => {
     const r = await cli(undefined, ['--url', 'http://127.0.0.1:1,ftp://x', 'list']);
     assert.equal(r.code, 2);

@@ -321,6 +321,13 @@ export function loadConfig(
     } catch {
       throw new ConfigError(raw('url')?.from ?? '--url', `expected an http(s) URL, got ${JSON.stringify(url)}`);
     }
+    // never sent (the token goes in a header), and it would be logged with the URL
+    if (u.username !== '' || u.password !== '') {
+      throw new ConfigError(
+        raw('url')?.from ?? '--url',
+        `expected a URL without a user name or password (the token goes in --token-file or AGENTQ_TOKEN), got ${u.protocol}//***@${u.host}`,
+      );
+    }
     // the client sends every path from the root: a prefix would be dropped, and the pool refuses it
     if (u.pathname !== '/' || u.search !== '' || u.hash !== '') {
       throw new ConfigError(

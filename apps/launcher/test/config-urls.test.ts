@@ -20,6 +20,13 @@ test('every URL of the list must be http(s): the error names the option', () => 
   assert.throws(() => load(['--url', ' , ']), ConfigError);
 });
 
+test('a coordinator URL with a user name or password is a configuration error naming the option, without the password', () => {
+  assert.throws(
+    () => load(['--url', 'http://ops:s3cret@a:8765']),
+    (e: unknown) => e instanceof ConfigError && /--url/.test(e.message) && /without a user name or password/.test(e.message) && !/s3cret/.test(e.message),
+  );
+});
+
 test('a coordinator URL with a path or query is a configuration error naming the option, not a crash at registration', () => {
   const names = (from: string) => (e: unknown) => e instanceof ConfigError && e.message.includes(from) && /no path or query/.test(e.message);
   assert.throws(() => load(['--url', 'http://a:8765/agentq']), names('--url'));
