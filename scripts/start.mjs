@@ -5,8 +5,9 @@
 // coordinator. A second Ctrl+C forces both to exit.
 //
 // Environment: PORT (default 8765; 0 picks a free port) and HOST (default 127.0.0.1) for the
-// coordinator; AGENTQ_EXECUTOR to run another executor (e.g. claude-code); LOG_LEVEL to show
-// less or more; LOG_FORMAT=json for the raw pino lines.
+// coordinator; AGENTQ_EXECUTOR to run another executor (e.g. claude-code) and AGENTQ_MAX_JOBS
+// how many jobs at once (default 2); LOG_LEVEL to show less or more; LOG_FORMAT=json for the raw
+// pino lines; NO_COLOR for plain text on a terminal.
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { createInterface } from 'node:readline';
@@ -196,7 +197,8 @@ starting = false;
 if (stopping) await new Promise(() => {}); // Ctrl+C while starting: stop() exits
 
 const url = `http://${host.includes(':') ? `[${host}]` : host}:${boundPort}`;
-run('launcher', LAUNCHER, ['--url', url, '--executor', executor, '--max-jobs', '2'], { AGENTQ_LOG_LEVEL: childLevel });
+// AGENTQ_MAX_JOBS, like any launcher variable, reaches the launcher (its flag would override it)
+run('launcher', LAUNCHER, ['--url', url, '--executor', executor], { AGENTQ_MAX_JOBS: process.env.AGENTQ_MAX_JOBS || '2', AGENTQ_LOG_LEVEL: childLevel });
 
 const body = JSON.stringify({ type: 'start_session', session_name: BANNER_SESSION, prompt: 'Say hi' });
 const cli = url === DEFAULT_URL ? 'npx agentq' : `AGENTQ_URL=${url} npx agentq`;

@@ -86,7 +86,8 @@ function agentq(args: string[], env: Record<string, string>): Promise<CliRun> {
 
 describe('quick start', () => {
   it("the README's `npx agentq start` works right after the banner's curl example", async (t) => {
-    const started = npmStart(t, { PORT: '0' });
+    // the launcher takes AGENTQ_MAX_JOBS as a launcher started by hand does (default 2)
+    const started = npmStart(t, { PORT: '0', AGENTQ_MAX_JOBS: '3' });
     const banner = await until(started, 'Ctrl+C stops both.');
     assert.match(banner, /agentq is running/);
     const url = /API +(http:\/\/\S+)/.exec(banner)?.[1] as string;
@@ -110,6 +111,8 @@ describe('quick start', () => {
     assert.equal(r.code, 0, `${line}\n${r.stdout}${r.stderr}`);
     assert.match(r.stdout, /completed/);
     assert.match(r.stdout, /Demo agent received/);
+    const { launchers } = (await (await fetch(`${url}/launchers`)).json()) as { launchers: Array<{ max_jobs: number | null }> };
+    assert.deepEqual(launchers.map((l) => l.max_jobs), [3]);
 
     // Ctrl+C stops both, cleanly
     started.child.kill('SIGINT');
