@@ -232,6 +232,9 @@ test('a session closed by its start ending before it ran ends the resumes queued
   const s = await client.getSession('early');
   assert.equal(s.accepts_input, false);
   assert.equal(s.status, 'idle');
+  // its summary tells why it closed: the start's end, not the resume's
+  assert.equal(s.last_job_status, 'timed_out');
+  assert.match(s.last_error ?? '', /timed out/);
   const ended = await client.getJob(queued.job_id);
   assert.equal(ended.status, 'failed');
   assert.equal(ended.error_code, 'session_closed');

@@ -242,12 +242,16 @@ async function finish(ctx: CoreContext, tx: Tx, job: JobRow): Promise<void> {
   // the resumes queued behind that start (sent while it waited) have no conversation to
   // continue either: they end now, as a resume sent from now on is refused (session_closed)
   if (neverStarted) {
-    for (const queued of await tx.pendingJobsOf(session.name)) {
-      await end(ctx, tx, queued, 'failed', {
+    const queued = await tx.pendingJobsOf(session.name);
+    for (const resume of queued) {
+      await end(ctx, tx, resume, 'failed', {
         error: `session ${session.name} is closed: its start job ${job.id} ended ${job.status} before any launcher ran it, so there is no conversation to continue`,
         errorCode: 'session_closed',
       });
     }
+    // the session's summary tells why it closed (the start's status and error), not the last of
+    // the resumes that closing ended
+    if (queued.length > 0) await tx.updateSession(session.name, { lastJobStatus: job.status, lastError: job.error });
   }
   await offerNext(tx, session.name);
   await callbacks.deliver(ctx, tx, session.name);
