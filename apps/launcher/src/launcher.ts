@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type { Job } from '@agentq/protocol';
 import { AgentqClient, toError, type BackoffOptions } from '@agentq/client';
-import { readTokenFile, type LauncherConfig } from './config.js';
+import { ConfigError, readTokenFile, type LauncherConfig } from './config.js';
 import { Connectivity, describe } from './connectivity.js';
 import { runHeartbeat } from './heartbeat.js';
 import { JobRunner } from './job-runner.js';
@@ -213,14 +213,23 @@ export class Launcher {
   async #run(): Promise<LauncherExit> {
     const { config } = this;
     try {
-      this.#hostId = loadHostId(config.stateDir);
-      const leftovers = await endLeftovers(config.stateDir, { log: this.#log, killGraceMs: config.killGraceMs });
-      this.#lifeline = new Lifeline({
-        stateDir: config.stateDir,
-        killGraceMs: config.killGraceMs,
-        log: this.#log,
-        predecessors: leftovers.launcherIds,
-      });
+      try {
+        this.#hostId = loadHostId(config.stateDir);
+        const leftovers = await endLeftovers(config.stateDir, { log: this.#log, killGraceMs: config.killGraceMs });
+        this.#lifeline = new Lifeline({
+          stateDir: config.stateDir,
+          killGraceMs: config.killGraceMs,
+          log: this.#log,
+          predecessors: leftovers.launcherIds,
+        });
+      } catch (err) {
+        // a directory it may not write, a file where the directory should be, a broken host-id:
+        // the set-up's mistake, said as one (exit 2), naming the option
+        throw new ConfigError(
+          '--state-dir / AGENTQ_STATE_DIR',
+          `${config.stateDir} cannot be used as the launcher's state directory: ${toError(err).message}`,
+        );
+      }
       try {
         await this.#registration.register(AbortSignal.any([this.#exit.signal, this.#stopPolling.signal]));
       } catch (err) {

@@ -53,8 +53,13 @@ async function main(): Promise<number> {
     await launcher.run();
     return 0;
   } catch (err) {
-    log.fatal({ err }, 'launcher failed');
     launcher.forceKill();
+    if (err instanceof ConfigError) {
+      log.fatal({ option: err.option }, err.message);
+      process.stderr.write(`agentq-launcher: ${err.message}\n`);
+      return 2;
+    }
+    log.fatal({ err }, 'launcher failed');
     return 1;
   }
 }

@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { controlServer, coordinator, fixture, gone, script, settled } from './helpers.js';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { controlServer, coordinator, fixture, gone, script, settled, tempDir } from './helpers.js';
 import { spawnLauncher } from './spawn-launcher.js';
 
 test('SIGTERM with a running job: no new jobs, the running one may finish within the grace period, exit 0', async (t) => {
@@ -94,6 +96,23 @@ test('a bad environment variable exits 2 naming the variable', async (t) => {
   const l = spawnLauncher(t, [], { AGENTQ_EXECUTOR: 'no-such-executor' });
   assert.deepEqual(await l.exited, { code: 2, signal: null });
   assert.match(l.stderr(), /AGENTQ_EXECUTOR: unknown executor "no-such-executor"/);
+});
+
+test('a state directory that cannot be used (a file where it should be, a broken host-id) exits 2 naming --state-dir, with no stack trace', async (t) => {
+  const { c } = await coordinator(t);
+  const dir = tempDir(t);
+  const file = join(dir, 'not-a-dir');
+  writeFileSync(file, 'x');
+  const broken = join(dir, 'broken');
+  const { mkdirSync } = await import('node:fs');
+  mkdirSync(broken);
+  writeFileSync(join(broken, 'host-id'), 'no good\n');
+  for (const stateDir of [file, broken]) {
+    const l = spawnLauncher(t, ['--url', c.url, '--executor', fixture('executor.js')], { AGENTQ_STATE_DIR: stateDir });
+    assert.deepEqual(await l.exited, { code: 2, signal: null }, l.stderr());
+    assert.match(l.stderr(), new RegExp(`^agentq-launcher: --state-dir / AGENTQ_STATE_DIR: ${stateDir} cannot be used as the launcher's state directory: `, 'm'));
+    assert.doesNotMatch(l.stderr(), /\n\s+at /, 'no stack trace');
+  }
 });
 
 test('SIGTERM after whatever reads its log went away (stdout a broken pipe): the launcher still exits', async (t) => {
