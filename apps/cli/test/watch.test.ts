@@ -49,6 +49,16 @@ describe('agentq watch', () => {
     assert.ok(created && 'job' in created && created.job.job_id === job.job_id);
   });
 
+  it('--count counts events, not the notice of a gap before them', async (t) => {
+    // a replay window of 2: the first of the 3 events is missed, and a gap notice comes first
+    const c = await coordinator(t, { eventReplaySize: 2 });
+    await c.client.createJob({ type: 'start_session', session_name: 'alpha', prompt: 'x' });
+    await c.client.createJob({ type: 'start_session', session_name: 'beta', prompt: 'x' });
+    const r = await cli(c.url, ['watch', '--since', '0', '--count', '1', '--json']);
+    assert.equal(r.code, 0, r.stderr);
+    assert.deepEqual(events(r).map((e) => e.type), ['stream.gap', 'job.created']);
+  });
+
   it('prints live events as lines for people, filtered by type and session', async (t) => {
     const c = await coordinator(t);
     const other = await c.client.createJob({ type: 'start_session', session_name: 'other', prompt: 'x' });

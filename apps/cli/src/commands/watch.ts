@@ -151,7 +151,8 @@ async function watch(ctx: CommandContext, cmd: Command): Promise<CommandResult> 
           if (!matches(event, o)) continue;
           if (ctx.json) writeJson(ctx.io, { ok: true, data: event });
           else ctx.io.stdout.write(`${renderEvent(event)}\n`);
-          if (o.count !== undefined && ++printed >= o.count) stop.abort();
+          // a gap notice is about the stream, not an event: it does not count
+          if (o.count !== undefined && event.type !== 'stream.gap' && ++printed >= o.count) stop.abort();
           if (stop.signal.aborted) break;
         }
       } catch (err) {
