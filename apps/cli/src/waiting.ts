@@ -41,17 +41,17 @@ export const FRESH_READ_MS = 2_000;
 async function reread(client: AgentqClient, jobs: readonly Job[]): Promise<Job[]> {
   const active = jobs.filter((j) => !j.terminal).map((j) => j.job_id);
   if (active.length === 0) return [...jobs];
-  const now = new Map<string, Job>();
   const signal = AbortSignal.timeout(FRESH_READ_MS);
+  // one round that holds nothing; a coordinator that does not answer is not waited for
+  const once = new Reconnecting({ deadline: 0, now: Date.now, signal });
   try {
-    for (let i = 0; i < active.length; i += MAX_WAIT_JOB_IDS) {
-      const res = await client.waitJobs({ job_ids: active.slice(i, i + MAX_WAIT_JOB_IDS), mode: 'all', timeout_ms: 0 }, { signal });
-      for (const job of [...res.jobs, ...(await readEach(client, res.omitted ?? [], signal))]) now.set(job.job_id, job);
-    }
+    const { jobs: now } = await waitRound(client, active, 'all', () => 0, once, signal, () => ({}));
+    const byId = new Map(now.map((j) => [j.job_id, j]));
+    return jobs.map((j) => byId.get(j.job_id) ?? j);
   } catch {
     // unreachable, slow or refused: the snapshots already held are all there is
+    return [...jobs];
   }
-  return jobs.map((j) => now.get(j.job_id) ?? j);
 }
 
 /** Wait for one job to turn terminal; returns the last snapshot (terminal or not). */
