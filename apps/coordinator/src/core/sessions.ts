@@ -129,8 +129,7 @@ async function newSession(tx: Tx, req: CreateJobRequest, parent: SessionRow | nu
   const row: SessionRow = {
     seq: await tx.nextSessionSeq(),
     name: req.session_name,
-    agentName: orNone(req.agent_name) ?? null,
-    projectDir: orNone(req.project_dir) ?? null,
+    ...askedByStart(req),
     parentName: parent?.name ?? null,
     rootName: parent?.rootName ?? req.session_name,
     depth: parent ? parent.depth + 1 : 0,
@@ -152,8 +151,6 @@ async function newSession(tx: Tx, req: CreateJobRequest, parent: SessionRow | nu
     costUsd: 0,
     treeUsage: ZERO_USAGE,
     treeCostUsd: 0,
-    budgetUsd: req.budget_usd ?? null,
-    requires: req.requires && Object.keys(req.requires).length > 0 ? req.requires : null,
   };
   await tx.insertSession(row);
   tx.emit('session.created', { session: row.name });
@@ -164,6 +161,14 @@ async function newSession(tx: Tx, req: CreateJobRequest, parent: SessionRow | nu
   return row;
 }
 
+/** What a session keeps of the `start_session` that starts it (or starts it again). */
+const askedByStart = (req: CreateJobRequest): Pick<SessionRow, 'agentName' | 'projectDir' | 'requires' | 'budgetUsd'> => ({
+  agentName: orNone(req.agent_name) ?? null,
+  projectDir: orNone(req.project_dir) ?? null,
+  requires: req.requires && Object.keys(req.requires).length > 0 ? req.requires : null,
+  budgetUsd: req.budget_usd ?? null,
+});
+
 /**
  * A closed session started again: what its new start asks for replaces what the first one asked
  * for. Its history stays (the start that never ran, outcomes and messages it held: they are
@@ -172,10 +177,7 @@ async function newSession(tx: Tx, req: CreateJobRequest, parent: SessionRow | nu
 async function reopen(tx: Tx, session: SessionRow, req: CreateJobRequest): Promise<SessionRow> {
   const row = await tx.updateSession(session.name, {
     acceptsInput: true,
-    agentName: orNone(req.agent_name) ?? null,
-    projectDir: orNone(req.project_dir) ?? null,
-    requires: req.requires && Object.keys(req.requires).length > 0 ? req.requires : null,
-    budgetUsd: req.budget_usd ?? null,
+    ...askedByStart(req),
     affinity: null,
     deliveriesHeld: false,
     lastError: null,
