@@ -42,10 +42,14 @@ export function emptyChangeSet(jobSeq: number, sessionSeq: number): ChangeSet {
  */
 export function compactEvents(events: ChangeSet['events']): ChangeSet['events'] {
   const last = new Map<string, number>();
+  let updates = 0;
   events.forEach((e, i) => {
-    if (e.type === 'session.updated' && 'session' in e.ref) last.set(e.ref.session, i);
+    if (e.type !== 'session.updated' || !('session' in e.ref)) return;
+    last.set(e.ref.session, i);
+    updates++;
   });
-  if (last.size === events.filter((e) => e.type === 'session.updated').length) return events;
+  // every commit comes here: one with no repeat is returned as it is, after a single pass
+  if (last.size === updates) return events;
   return events.filter((e, i) => !(e.type === 'session.updated' && 'session' in e.ref && last.get(e.ref.session) !== i));
 }
 
