@@ -23,8 +23,8 @@ export class Sweeper {
    */
   readonly #unservedSince = new Map<string, number>();
   #unservedLoaded = false;
-  /** `#unservedSince` as the store last kept it */
-  #unservedKept = '{}';
+  /** `#unservedSince` has changed since the store last kept it */
+  #unservedChanged = false;
 
   constructor(
     private readonly ctx: CoreContext,
@@ -113,7 +113,7 @@ export class Sweeper {
     if (!this.#unservedLoaded && store.unservedSince) {
       this.#unservedSince.clear();
       for (const [key, since] of await store.unservedSince()) this.#unservedSince.set(key, since);
-      this.#unservedKept = JSON.stringify(Object.fromEntries(this.#unservedSince));
+      this.#unservedChanged = false;
     }
     this.#unservedLoaded = true;
     const online = (await store.listLaunchers()).filter((l) => l.status === 'online');
@@ -122,11 +122,14 @@ export class Sweeper {
       seen.add(bucket.key);
       const route = routeFromKey(bucket.key);
       if (isServed(route, online)) {
-        this.#unservedSince.delete(bucket.key);
+        if (this.#unservedSince.delete(bucket.key)) this.#unservedChanged = true;
         continue;
       }
       let since = this.#unservedSince.get(bucket.key);
-      if (since === undefined) this.#unservedSince.set(bucket.key, (since = now));
+      if (since === undefined) {
+        this.#unservedSince.set(bucket.key, (since = now));
+        this.#unservedChanged = true;
+      }
       if (now - Math.max(since, bucket.headReadySince) < timeoutMs) continue;
       for (const job of await store.readyJobsIn(bucket.key, HISTORY_BATCH)) {
         if (now - Math.max(since, job.readySince ?? now) < timeoutMs) continue;
@@ -143,11 +146,15 @@ export class Sweeper {
         });
       }
     }
-    for (const key of this.#unservedSince.keys()) if (!seen.has(key)) this.#unservedSince.delete(key);
-    const kept = JSON.stringify(Object.fromEntries(this.#unservedSince));
-    if (store.keepUnservedSince && kept !== this.#unservedKept) {
+    for (const key of this.#unservedSince.keys()) {
+      if (seen.has(key)) continue;
+      this.#unservedSince.delete(key);
+      this.#unservedChanged = true;
+    }
+    // written when it changed, not encoded at every sweep to find out
+    if (store.keepUnservedSince && this.#unservedChanged) {
       await store.keepUnservedSince(this.#unservedSince);
-      this.#unservedKept = kept;
+      this.#unservedChanged = false;
     }
   }
 
