@@ -1,5 +1,5 @@
 import { resolve } from 'node:path';
-import { AgentqClient, splitUrls, toError } from '@agentq/client';
+import { AgentqClient, coordinatorUrlProblem, splitUrls, toError, withoutCredentials } from '@agentq/client';
 import { UsageError } from './errors.js';
 
 /** A place to write text: process.stdout / process.stderr, or a buffer in tests. */
@@ -137,23 +137,16 @@ function checkUrl(value: string): void {
 }
 
 function checkOneUrl(url: string): void {
-  let parsed: URL;
-  try {
-    parsed = new URL(url);
-  } catch {
-    throw new UsageError(`coordinator URL '${url}' is not a URL`);
-  }
-  // never sent (the token goes in a header), and printed back in messages and follow-up commands
-  if (parsed.username !== '' || parsed.password !== '') {
-    throw new UsageError(
-      `coordinator URL '${parsed.protocol}//***@${parsed.host}' carries a user name or password, which agentq does not send: give the token with --token or AGENTQ_TOKEN`,
-    );
-  }
-  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
-    throw new UsageError(`coordinator URL '${url}' must be http:// or https://`);
-  }
-  // the client sends every path from the root: a prefix would be dropped, not used
-  if (parsed.pathname !== '/' || parsed.search !== '' || parsed.hash !== '') {
-    throw new UsageError(`coordinator URL '${url}' must have no path or query (e.g. http://host:8765)`);
+  switch (coordinatorUrlProblem(url)) {
+    case 'not_a_url':
+      throw new UsageError(`coordinator URL '${url}' is not a URL`);
+    case 'not_http':
+      throw new UsageError(`coordinator URL '${url}' must be http:// or https://`);
+    case 'credentials':
+      throw new UsageError(
+        `coordinator URL '${withoutCredentials(url)}' carries a user name or password, which agentq does not send: give the token with --token or AGENTQ_TOKEN`,
+      );
+    case 'path':
+      throw new UsageError(`coordinator URL '${url}' must have no path or query (e.g. http://host:8765)`);
   }
 }

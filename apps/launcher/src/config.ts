@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { hostname as osHostname } from 'node:os';
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { splitUrls } from '@agentq/client';
+import { coordinatorUrlProblem, splitUrls, withoutCredentials } from '@agentq/client';
 import { parseDecimal, type Labels } from '@agentq/protocol';
 import { resolveExecutor, type ExecutorSpec } from './executors/index.js';
 import { builtinLabels, checkLabels, parseLabels } from './labels.js';
@@ -313,27 +313,20 @@ export function loadConfig(
 
   const urls = splitUrls(str('url', 'http://127.0.0.1:8765'));
   if (urls.length === 0) throw new ConfigError(raw('url')?.from ?? '--url', 'expected an http(s) URL, got nothing');
+  const urlFrom = raw('url')?.from ?? '--url';
   for (const url of urls) {
-    let u: URL;
-    try {
-      u = new URL(url);
-      if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new Error('not http(s)');
-    } catch {
-      throw new ConfigError(raw('url')?.from ?? '--url', `expected an http(s) URL, got ${JSON.stringify(url)}`);
-    }
-    // never sent (the token goes in a header), and it would be logged with the URL
-    if (u.username !== '' || u.password !== '') {
-      throw new ConfigError(
-        raw('url')?.from ?? '--url',
-        `expected a URL without a user name or password (the token goes in --token-file or AGENTQ_TOKEN), got ${u.protocol}//***@${u.host}`,
-      );
-    }
-    // the client sends every path from the root: a prefix would be dropped, and the pool refuses it
-    if (u.pathname !== '/' || u.search !== '' || u.hash !== '') {
-      throw new ConfigError(
-        raw('url')?.from ?? '--url',
-        `expected a URL with no path or query (e.g. http://host:8765), got ${JSON.stringify(url)}`,
-      );
+    switch (coordinatorUrlProblem(url)) {
+      case 'not_a_url':
+      case 'not_http':
+        throw new ConfigError(urlFrom, `expected an http(s) URL, got ${JSON.stringify(url)}`);
+      case 'credentials':
+        throw new ConfigError(
+          urlFrom,
+          `expected a URL without a user name or password (the token goes in --token-file or AGENTQ_TOKEN), got ${withoutCredentials(url)}`,
+        );
+      case 'path':
+        // a prefix would be dropped, and the pool refuses it
+        throw new ConfigError(urlFrom, `expected a URL with no path or query (e.g. http://host:8765), got ${JSON.stringify(url)}`);
     }
   }
 

@@ -31,6 +31,31 @@ export function splitUrls(value: string): string[] {
   return value.split(',').map(trimUrl).filter(Boolean);
 }
 
+/**
+ * What keeps `url` from being a coordinator's address, if anything (null: nothing), checked in
+ * this order: not a URL; not http(s); a user name or password (never sent: the token goes in a
+ * header, and it would be printed back with the URL); a path, query or fragment (every request
+ * goes from the root: a prefix would be dropped). Each caller says it in its own words.
+ */
+export function coordinatorUrlProblem(url: string): 'not_a_url' | 'not_http' | 'credentials' | 'path' | null {
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    return 'not_a_url';
+  }
+  if (u.protocol !== 'http:' && u.protocol !== 'https:') return 'not_http';
+  if (u.username !== '' || u.password !== '') return 'credentials';
+  if (u.pathname !== '/' || u.search !== '' || u.hash !== '') return 'path';
+  return null;
+}
+
+/** `url` as it may be printed: a user name and password are left out. */
+export function withoutCredentials(url: string): string {
+  const u = new URL(url);
+  return `${u.protocol}//***@${u.host}`;
+}
+
 /** Codes of failures before any request reached a server: sending it elsewhere is always safe. */
 const NEVER_SENT = new Set([
   'ECONNREFUSED',
