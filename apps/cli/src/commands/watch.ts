@@ -67,8 +67,7 @@ function typesArg(text: string): string[] {
   const types = listArg(text);
   if (types.length === 0) throw new InvalidArgumentError('name at least one event type or group.');
   for (const t of types) {
-    const group = t.replace(/\.\*$/, '');
-    if (!EVENT_TYPES.includes(t) && !(EVENT_GROUPS as readonly string[]).includes(group)) {
+    if (!EVENT_TYPES.includes(t) && !(EVENT_GROUPS as readonly string[]).includes(groupOf(t))) {
       throw new InvalidArgumentError(
         `'${t}' is not an event type: use a group (${EVENT_GROUPS.join(', ')}) or one of ${EVENT_TYPES.join(', ')}.`,
       );
@@ -77,10 +76,13 @@ function typesArg(text: string): string[] {
   return types;
 }
 
+/** A selection as a group or type name: `job.*` is the group `job`. */
+const groupOf = (selected: string): string => selected.replace(/\.\*$/, '');
+
 /** Does `type` belong to one of the selected types or groups (`job` = every `job.*`)? */
 function typeMatches(type: string, selected: readonly string[]): boolean {
   return selected.some((s) => {
-    const group = s.replace(/\.\*$/, '');
+    const group = groupOf(s);
     return type === group || type.startsWith(`${group}.`);
   });
 }

@@ -143,9 +143,10 @@ export function installErrorHandling(app: FastifyInstance): void {
   app.addHook('onRequest', (req, reply, done) => {
     const url = req.routeOptions.url;
     if (url === undefined || !url.includes(':')) return done();
-    const own = routes.get(req.url.split('?')[0]!);
+    const path = req.url.split('?')[0]!;
+    const own = routes.get(path);
     if (own === undefined || own.methods.has(req.method)) return done();
-    notAllowed(reply, req.url.split('?')[0]!, req.method, own.methods);
+    notAllowed(reply, path, req.method, own.methods);
   });
   app.setNotFoundHandler((req, reply) => {
     const path = req.url.split('?')[0]!;
