@@ -102,8 +102,8 @@ test('a message sent before the stop is held with the child outcomes: a stopped 
   assert.deepEqual(after.pending_messages.map((m) => m.message_id), [sent.message_id]);
 });
 
-test('a message sent while a delivery runs goes at once when that delivery fails, with the outcomes it carried', async (t) => {
-  const { client } = await startTest(t);
+/** Session `boss`, idle after its start, whose child's outcome is being delivered to it (`d1` runs). */
+async function deliveryRunning(client: Parameters<typeof fakeLauncher>[0]) {
   const l = await fakeLauncher(client);
   const first = await start(client, 'boss');
   await l.take();
@@ -114,6 +114,12 @@ test('a message sent while a delivery runs goes at once when that delivery fails
   const d1 = await l.take();
   assert.deepEqual(d1.callback_of, [child.job_id]);
   await l.started(d1.job_id);
+  return { l, child, d1 };
+}
+
+test('a message sent while a delivery runs goes at once when that delivery fails, with the outcomes it carried', async (t) => {
+  const { client } = await startTest(t);
+  const { l, child, d1 } = await deliveryRunning(client);
   const sent = await client.sendMessage('boss', { text: 'and then this' });
   assert.equal(sent.job_id, null);
   await l.failed(d1.job_id, 'rate limited');
@@ -134,15 +140,7 @@ test('a message sent while a delivery runs goes at once when that delivery fails
 
 test('a message sent while a delivery runs, which is then stopped, waits with what it carried: the stop holds both', async (t) => {
   const { client } = await startTest(t);
-  const l = await fakeLauncher(client);
-  const first = await start(client, 'boss');
-  await l.take();
-  await l.completed(first.job_id, 'ready');
-  const child = await start(client, 'helper', 'look', { parent_session_name: 'boss' });
-  await l.take();
-  await l.completed(child.job_id, 'found it');
-  const d1 = await l.take();
-  await l.started(d1.job_id);
+  const { l, child, d1 } = await deliveryRunning(client);
   const sent = await client.sendMessage('boss', { text: 'and then this' });
   await client.stopJob(d1.job_id);
   await l.stopped(d1.job_id);
