@@ -170,22 +170,35 @@ test('stop requests and the deregistration notice in an answer that was not deli
   assert.equal((await client.listLaunchers()).launchers.some((x) => x.launcher_id === idle.id), false);
 });
 
-test("a parked launcher's capacity counts only against the routes it serves: jobs of another route wake the launchers that serve them", async (t) => {
-  // the poll of a launcher that never comes is held for the whole hold time (60 s): a job left
-  // unoffered shows as a poll answered 204 instead of with it, at the hold's end
-  const { client, c } = await startTest(t, { pollTimeoutSeconds: 60 });
-  const reg = async (hostname: string, labels: Record<string, string>) =>
-    (await client.register({ hostname, executor_type: 'test', labels })).launcher_id;
-  // parked in this order: the big launcher serving zone=x waited longest
-  const big = await reg('big', { zone: 'x' });
-  const gpu1 = await reg('gpu-1', { gpu: '1' });
-  const gpu2 = await reg('gpu-2', { gpu: '1' });
+/**
+ * Launchers with these labels and slots, each with a batch poll held 60 s, parked in this order
+ * (the first waited longest). Resolves with their polls.
+ */
+async function parkLabelled(
+  client: Awaited<ReturnType<typeof startTest>>['client'],
+  c: Awaited<ReturnType<typeof startTest>>['c'],
+  launchers: ReadonlyArray<readonly [hostname: string, labels: Record<string, string>, capacity: number]>,
+) {
   const polls = [];
-  for (const [id, capacity] of [[big, 4], [gpu1, 1], [gpu2, 1]] as const) {
+  for (const [hostname, labels, capacity] of launchers) {
+    const id = (await client.register({ hostname, executor_type: 'test', labels })).launcher_id;
     const isParked = parked(c.core, id);
     polls.push(client.poll(id, { holdSeconds: 60, capacity, batch: true }));
     await isParked;
   }
+  return polls;
+}
+
+test("a parked launcher's capacity counts only against the routes it serves: jobs of another route wake the launchers that serve them", async (t) => {
+  // the poll of a launcher that never comes is held for the whole hold time (60 s): a job left
+  // unoffered shows as a poll answered 204 instead of with it, at the hold's end
+  const { client, c } = await startTest(t, { pollTimeoutSeconds: 60 });
+  // parked in this order: the big launcher serving zone=x waited longest
+  const polls = await parkLabelled(client, c, [
+    ['big', { zone: 'x' }, 4],
+    ['gpu-1', { gpu: '1' }, 1],
+    ['gpu-2', { gpu: '1' }, 1],
+  ]);
   // one commit makes 1 zone=x job and 3 gpu=1 jobs ready: the big launcher's capacity of 4
   // covers none of the gpu jobs, so both gpu launchers must be woken
   const [zone, g1, g2] = await client.createJobs([
@@ -204,17 +217,11 @@ test("a parked launcher's capacity counts only against the routes it serves: job
 test('a parked launcher serving several routes takes the oldest of their jobs: a launcher skipped for the route it was counted against is tried again', async (t) => {
   // as above, a job left unoffered shows as a poll answered 204 at the end of its 60 s hold
   const { client, c } = await startTest(t, { pollTimeoutSeconds: 60 });
-  const reg = async (hostname: string, labels: Record<string, string>) =>
-    (await client.register({ hostname, executor_type: 'test', labels })).launcher_id;
   // waited longest: a launcher serving both routes, with 2 slots; then one serving gpu=1 only
-  const both = await reg('both', { gpu: '1', zone: 'x' });
-  const gpu = await reg('gpu', { gpu: '1' });
-  const polls = [];
-  for (const [id, capacity] of [[both, 2], [gpu, 1]] as const) {
-    const isParked = parked(c.core, id);
-    polls.push(client.poll(id, { holdSeconds: 60, capacity, batch: true }));
-    await isParked;
-  }
+  const polls = await parkLabelled(client, c, [
+    ['both', { gpu: '1', zone: 'x' }, 2],
+    ['gpu', { gpu: '1' }, 1],
+  ]);
   // one commit makes gpu, zone, gpu ready: the first launcher's 2 slots are counted against the
   // 2 gpu jobs (the first route of the commit), but it takes the 2 oldest jobs it may: gpu and zone
   const [g1, z, g2] = await client.createJobs([
