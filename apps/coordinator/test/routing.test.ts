@@ -223,6 +223,38 @@ test('a resume whose host stays offline fails after JOB_SCHEDULE_TIMEOUT naming 
   assert.equal(failed.error, 'no launcher could take it within 30 s: session lives on host build-1, which is offline');
 });
 
+test('a delivery waits for its offline host past JOB_SCHEDULE_TIMEOUT and goes when the host is back', async (t) => {
+  const clock = new ManualClock();
+  const { c, client } = await startTest(t, { scheduleTimeoutSeconds: 30, heartbeatTimeoutSeconds: 86_400, sweepIntervalMs: 600_000 }, { clock });
+  const host = { hostname: 'build-1', executor_type: 'claude-code', host_id: 'h_PARENTHOST', project_roots: ['/srv'] };
+  const run = async (launcherId: string, jobId: string, sessionId: string) => {
+    assert.equal((await client.poll(launcherId, { holdSeconds: 1 }))?.job?.job_id, jobId);
+    await client.reportStarted(jobId, { launcher_id: launcherId, working_dir: '/srv', executor_session_id: sessionId });
+    await client.reportCompleted(jobId, { launcher_id: launcherId, status: 'success', result: `done ${sessionId}` });
+  };
+  const home = await client.register(host);
+  await run(home.launcher_id, (await start(client, 'lead')).job_id, 'lead-1');
+  const other = await client.register({ ...host, hostname: 'build-2', host_id: 'h_CHILDHOST' });
+  const child = await start(client, 'helper', 'c', { parent_session_name: 'lead' });
+  await client.deleteLauncher(home.launcher_id, { self: true }); // the parent's host goes away
+  await run(other.launcher_id, child.job_id, 'helper-1');
+
+  const delivery = (await client.getSession('lead')).callback_job_id!;
+  assert.equal((await client.getJob(delivery)).pending_reason, 'session lives on host build-1, which is offline');
+  await c.core.sweep(); // the route is unserved from now on
+  clock.advance(31_000);
+  await c.core.sweep();
+  const waiting = await client.getJob(delivery);
+  assert.equal(waiting.status, 'pending', 'no client waits on a delivery: it is not failed no_matching_launcher');
+  assert.equal(waiting.pending_reason, 'session lives on host build-1, which is offline');
+
+  // the host comes back: it is handed the delivery, which carries the child's outcome
+  const back = await client.register(host);
+  const handed = await client.poll(back.launcher_id, { holdSeconds: 1 });
+  assert.equal(handed?.job?.job_id, delivery);
+  assert.match(handed!.job!.prompt, /<result>done helper-1<\/result>/);
+});
+
 test("pending_reason names what the session's host lacks, not a directory other launchers serve, and the schedule timeout's error says the same", async (t) => {
   const clock = new ManualClock();
   const { c, client } = await startTest(t, { scheduleTimeoutSeconds: 30, heartbeatTimeoutSeconds: 86_400, sweepIntervalMs: 600_000 }, { clock });

@@ -191,6 +191,9 @@ export function addUsage(a: Usage, b: Usage | null): Usage {
   };
 }
 
+/** A resume the coordinator queued to deliver child outcomes or messages (callbacks.ts), not one a client sent. */
+export const isDelivery = (job: JobRow): boolean => job.callbackOf !== null || job.messageIds !== null;
+
 export const ACTIVE_STATUSES: ReadonlySet<JobStatus> = new Set(['claimed', 'running', 'stopping']);
 export const isActive = (status: JobStatus): boolean => ACTIVE_STATUSES.has(status);
 

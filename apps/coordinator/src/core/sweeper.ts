@@ -3,7 +3,7 @@ import type { CoreContext } from './context.js';
 import { end, endPending, requestStop, requeue, stoppedStatus } from './jobs.js';
 import { loseLauncher, STALE_LAUNCHER_KEEP_MS } from './launchers.js';
 import { isServed, namingHost, routeFromKey, unservedReason } from './routing.js';
-import { holdsNoInput } from './rows.js';
+import { holdsNoInput, isDelivery } from './rows.js';
 import type { Tx } from './store/store.js';
 
 /** Idempotency-Keys are honoured for this long. */
@@ -105,7 +105,11 @@ export class Sweeper {
     }
   }
 
-  /** Ready jobs that no online launcher could take for JOB_SCHEDULE_TIMEOUT seconds fail. */
+  /**
+   * Ready jobs that no online launcher could take for JOB_SCHEDULE_TIMEOUT seconds fail; not
+   * deliveries: no client waits on them, and failed they would leave the outcomes they carry
+   * waiting for new input after the session's host came back. They wait for the host.
+   */
   async #unmatched(now: number): Promise<void> {
     const { store, config } = this.ctx;
     const timeoutMs = config.scheduleTimeoutSeconds * 1000;
@@ -132,7 +136,7 @@ export class Sweeper {
       }
       if (now - Math.max(since, bucket.headReadySince) < timeoutMs) continue;
       for (const job of await store.readyJobsIn(bucket.key, HISTORY_BATCH)) {
-        if (now - Math.max(since, job.readySince ?? now) < timeoutMs) continue;
+        if (isDelivery(job) || now - Math.max(since, job.readySince ?? now) < timeoutMs) continue;
         await store.transaction(async (tx) => {
           const current = await tx.job(job.id);
           if (current?.status !== 'pending' || current.readySince === null) return;
