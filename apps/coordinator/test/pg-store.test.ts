@@ -603,3 +603,28 @@ test("a claim that ends a job of a spent tree records its outcome on the parent 
   const held = (await client.getSession('root')).pending_callbacks.map((c) => c.child_session_name).sort();
   assert.deepEqual(held, ['late', 'sibling', 'spender']);
 });
+
+test("a tree stop writes the parent's held outcomes once, not once per child that ended", async (t) => {
+  const set = await coordinators(t, 1);
+  if (!set) return;
+  const [client] = set.clients as [AgentqClient];
+  const CHILDREN = 40;
+  await start(client, 'root');
+  for (let i = 0; i < CHILDREN; i++) await start(client, `child-${i}`, 'c', { parent_session_name: 'root' });
+  // the statements that write a session's held outcomes while the tree is stopped (every pool
+  // client is a pg.Client); each wrote the whole list, growing with every child
+  const writes: string[] = [];
+  const query = pg.Client.prototype.query;
+  pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
+    const text = typeof args[0] === 'string' ? args[0] : (args[0] as { text?: string } | undefined)?.text;
+    if (text?.startsWith('UPDATE sessions') && text.includes(' callbacks = ')) writes.push(text);
+    return (query as (...a: unknown[]) => unknown).apply(this, args);
+  } as typeof query;
+  try {
+    await client.stopSession('root', { tree: true });
+  } finally {
+    pg.Client.prototype.query = query;
+  }
+  assert.equal((await client.getSession('root')).pending_callbacks.length, CHILDREN, 'every child outcome is kept on the parent');
+  assert.equal(writes.length, 1);
+});

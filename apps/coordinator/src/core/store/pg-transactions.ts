@@ -62,6 +62,7 @@ export class PgTransactions {
         await client.query('BEGIN');
         tx = new PgTx(client, this.#o.clock.now(), this.#o.serves);
         const result = await fn(tx);
+        await tx.flush();
         const entry = await this.#entryOf(client, tx);
         commitSent = true;
         const logged = await this.#commit(client, entry?.log);

@@ -51,6 +51,9 @@ export type ServesCache = Map<string, Map<string, boolean>>;
  *   in another order (a sweep ending a job whose launcher polls at that moment) can deadlock,
  *   and the store runs them again.
  */
+/** A statement that reads or writes the sessions table (see PgTx.#unwritten). */
+const SESSIONS_TABLE = /\bsessions\b/;
+
 export class PgTx implements Tx {
   readonly #db: PoolClient;
   readonly #serves: ServesCache;
@@ -70,6 +73,12 @@ export class PgTx implements Tx {
   readonly #idempotencyFound = new Set<string>();
   /** host bindings read here and found (a put replaces them) */
   readonly #bindingsFound = new Set<string>();
+  /**
+   * Session changes not written yet, by name: written before the next statement that reads or
+   * writes sessions, and before the commit (`flush`). A parent that takes the outcomes of 20,000
+   * children stopped with its tree is one UPDATE, not one per child of a list growing each time.
+   */
+  readonly #unwritten = new Map<string, Partial<SessionRow>>();
 
   constructor(
     db: PoolClient,
@@ -81,12 +90,20 @@ export class PgTx implements Tx {
   }
 
   async #rows<R extends QueryResultRow = Record<string, unknown>>(text: string, values: unknown[]): Promise<R[]> {
+    if (this.#unwritten.size > 0 && SESSIONS_TABLE.test(text)) await this.flush();
     if (lookupOfNul(text, values)) return [];
     return (await this.#db.query<R>({ name: statementName(text), text, values })).rows;
   }
 
   async #exec(q: { text: string; values: unknown[] } | null): Promise<void> {
     if (q) await this.#rows(q.text, q.values);
+  }
+
+  /** Write the session changes held back (see #unwritten). */
+  async flush(): Promise<void> {
+    const writes = [...this.#unwritten];
+    this.#unwritten.clear();
+    for (const [name, patch] of writes) await this.#exec(updateSql(SESSIONS, name, patch));
   }
 
   changes(): ChangeSet {
@@ -351,7 +368,11 @@ export class PgTx implements Tx {
     this.#stopPeeking();
     const current = await this.#lockSession(name);
     if (!current) throw missing(`session ${name}`);
-    return this.#update(SESSIONS, this.#sessions, this.#changes.sessions, name, current, patch);
+    const next = { ...current, ...patch };
+    this.#unwritten.set(name, { ...this.#unwritten.get(name), ...patch });
+    record(this.#changes.sessions, name, current, next, patch);
+    this.#sessions.set(name, next);
+    return next;
   }
 
   async deleteSession(name: string): Promise<void> {
