@@ -138,12 +138,31 @@ export function renderDeliveryPrompt(
   return { prompt: cutUtf8(parts.join('\n'), maxBytes), messages, notifications: included };
 }
 
+/**
+ * Lists of held outcomes a transaction made itself: not committed, seen by no one else, so the
+ * next child of the same transaction appends in place. A tree stop ends every child of a parent
+ * in one transaction; copying the list for each would be quadratic.
+ */
+const listsOf = new WeakMap<Tx, WeakSet<readonly CallbackNotification[]>>();
+
+function withOutcome(tx: Tx, list: readonly CallbackNotification[], n: CallbackNotification): readonly CallbackNotification[] {
+  let own = listsOf.get(tx);
+  if (own?.has(list)) {
+    (list as CallbackNotification[]).push(n);
+    return list;
+  }
+  const copy = [...list, n];
+  if (!own) listsOf.set(tx, (own = new WeakSet()));
+  own.add(copy);
+  return copy;
+}
+
 /** A child's job ended: queue its outcome on the parent and deliver if the parent is free. */
 export async function childEnded(ctx: CoreContext, tx: Tx, job: JobRow): Promise<void> {
   const parent = job.parentSessionName === null ? undefined : await tx.session(job.parentSessionName);
   if (!parent) return;
   await tx.updateSession(parent.name, {
-    callbacks: [...parent.callbacks, notificationOf(job, tx.now)],
+    callbacks: withOutcome(tx, parent.callbacks, notificationOf(job, tx.now)),
     // held deliveries go with the next child outcome, but not with one of a child stopped with
     // its whole tree: a stopped tree is not woken by its stopped children
     deliveriesHeld: job.stopReason === 'tree' ? parent.deliveriesHeld : false,
