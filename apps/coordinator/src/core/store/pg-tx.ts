@@ -307,7 +307,11 @@ export class PgTx implements Tx {
   }
 
   async hostBinding(hostId: string): Promise<HostBindingRow | undefined> {
-    const [raw] = await this.#rows('SELECT * FROM host_bindings WHERE host_id = $1', [hostId]);
+    // locked: a registration that moves the binding off a revoked token must not overwrite the
+    // binding another coordinator's registration just moved (both read the revoked one, both
+    // wrote: two tokens would each think they hold the host). Locked, the second reads the first's
+    // binding once it commits, and is refused
+    const [raw] = await this.#rows('SELECT * FROM host_bindings WHERE host_id = $1 FOR UPDATE', [hostId]);
     if (!raw) return undefined;
     this.#bindingsFound.add(hostId);
     return decode(HOST_BINDINGS, raw);

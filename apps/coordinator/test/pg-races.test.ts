@@ -1,0 +1,81 @@
+import assert from 'node:assert/strict';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { test, type TestContext } from 'node:test';
+import pg from 'pg';
+import { newSecret, tokenFileText } from './auth-helpers.js';
+import { SLOW, tempDir } from './cluster-helpers.js';
+import { spawnCoordinatorProcess, type CoordinatorProcess } from './coordinator-process.js';
+import { freshDatabaseUrl } from './pg-server.js';
+
+/*
+ * Races between real coordinator processes on one PostgreSQL database, made certain instead of
+ * likely: the test holds a row lock of its own, lets the coordinators' transactions pile up behind
+ * it (PostgreSQL says when they wait: pg_locks), then lets them go at once.
+ */
+
+/** A connection of the test's own to the database, closed when the test ends. */
+async function connect(t: TestContext, url: string): Promise<pg.Client> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  t.after(() => client.end());
+  return client;
+}
+
+/** Resolves once `n` coordinator connections wait for a lock (PostgreSQL's own view of it). */
+async function lockWaiters(db: pg.Client, n: number): Promise<void> {
+  for (;;) {
+    const { rows } = await db.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM pg_stat_activity a JOIN pg_locks l ON l.pid = a.pid
+       WHERE a.application_name = 'agentq-coordinator' AND NOT l.granted`,
+    );
+    if (rows[0]!.n >= n) return;
+    await sleep(20); // PostgreSQL announces no lock wait: ask again
+  }
+}
+
+async function register(c: CoordinatorProcess, secret: string, body: object): Promise<{ status: number; body: { error?: { code: string } } }> {
+  const res = await fetch(`${c.url}/launcher/register`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  return { status: res.status, body: (await res.json()) as { error?: { code: string } } };
+}
+
+test('a host whose token was revoked is bound again to one token only, though two register it at once on two coordinators', async (t) => {
+  const url = await freshDatabaseUrl(t);
+  if (url === null) return;
+  const file = join(tempDir(t), 'tokens');
+  const secrets = { first: newSecret(), second: newSecret(), third: newSecret() };
+  const line = (name: keyof typeof secrets) => ({ name, role: 'launcher' as const, secret: secrets[name] });
+  writeFileSync(file, tokenFileText([line('first')]));
+  const [A, B] = await Promise.all([0, 1].map(() => spawnCoordinatorProcess(t, { DATABASE_URL: url, AUTH_TOKENS_FILE: file, ...SLOW })));
+  const box = { hostname: 'box', host_id: 'h_box00001', executor_type: 'test' };
+  assert.equal((await register(A!, secrets.first, box)).status, 200);
+
+  // `first` revoked, two new launcher tokens, on both coordinators
+  writeFileSync(file, tokenFileText([line('second'), line('third')]));
+  for (const c of [A!, B!]) {
+    const reloaded = c.waitFor((l) => l.msg === 'token file reloaded');
+    c.child.kill('SIGHUP');
+    await reloaded;
+  }
+
+  // both registrations read the binding (to `first`, revoked) before either writes it
+  const db = await connect(t, url);
+  await db.query('BEGIN');
+  await db.query('SELECT * FROM host_bindings WHERE host_id = $1 FOR UPDATE', [box.host_id]);
+  const answers = Promise.all([register(A!, secrets.second, box), register(B!, secrets.third, box)]);
+  await lockWaiters(db, 2);
+  await db.query('COMMIT');
+
+  const [second, third] = await answers;
+  const statuses = [second.status, third.status].sort();
+  assert.deepEqual(statuses, [200, 403], `one is bound, the other refused: ${JSON.stringify([second.body, third.body])}`);
+  const refused = second.status === 403 ? second : third;
+  assert.equal(refused.body.error?.code, 'host_bound');
+  const { rows } = await db.query<{ token_name: string }>('SELECT token_name FROM host_bindings WHERE host_id = $1', [box.host_id]);
+  assert.equal(rows[0]!.token_name, second.status === 200 ? 'second' : 'third');
+});
