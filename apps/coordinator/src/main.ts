@@ -68,6 +68,11 @@ function applyHeapGrowth(percent: number): number | 'node flag' | 'v8 default' {
 /** The coordinator process: the only place that listens and calls process.exit. */
 async function main(): Promise<void> {
   handleArguments(process.argv.slice(2));
+  // a SIGHUP while the coordinator starts (waiting for another one to migrate the database, say)
+  // must not end it, as Node's default would: it is answered once the coordinator is built
+  let reload: (() => void) | undefined;
+  let reloadAsked = false;
+  process.on('SIGHUP', () => (reload ? reload() : (reloadAsked = true)));
   let config;
   let app;
   let logger;
@@ -112,10 +117,11 @@ async function main(): Promise<void> {
   process.on('SIGINT', () => shutdown('SIGINT'));
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   // re-read AUTH_TOKENS_FILE (and the TLS certificate): add or remove tokens without a restart
-  process.on('SIGHUP', () => {
+  reload = () => {
     logger.info({ signal: 'SIGHUP' }, 'reloading the token file and certificate');
     app.reloadSecrets();
-  });
+  };
+  if (reloadAsked) reload();
 
   try {
     // a deep accept queue (the kernel caps it at net.core.somaxconn): a burst of connections

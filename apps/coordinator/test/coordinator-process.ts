@@ -46,12 +46,18 @@ export interface CoordinatorProcess {
  * free port, configured by `env`; resolves once it logged `coordinator ready` (so LOG_LEVEL must
  * be info or lower). Killed when the test ends.
  */
-export async function spawnCoordinatorProcess(t: TestContext, env: Record<string, string>): Promise<CoordinatorProcess> {
+export async function spawnCoordinatorProcess(
+  t: TestContext,
+  env: Record<string, string>,
+  /** called with the process as soon as it is spawned (to signal it while it starts) */
+  spawned?: (child: ChildProcess) => void,
+): Promise<CoordinatorProcess> {
   const child = spawn(process.execPath, [MAIN], {
     env: { PATH: process.env.PATH ?? '', HOST: '127.0.0.1', PORT: '0', LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   killOnExit(child);
+  spawned?.(child);
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   t.after(async () => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');

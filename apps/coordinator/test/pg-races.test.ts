@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import type { ChildProcess } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -78,4 +79,28 @@ test('a host whose token was revoked is bound again to one token only, though tw
   assert.equal(refused.body.error?.code, 'host_bound');
   const { rows } = await db.query<{ token_name: string }>('SELECT token_name FROM host_bindings WHERE host_id = $1', [box.host_id]);
   assert.equal(rows[0]!.token_name, second.status === 200 ? 'second' : 'third');
+});
+
+test('a SIGHUP while the coordinator waits for the database to be migrated is answered once it is ready, and does not end it', async (t) => {
+  const url = await freshDatabaseUrl(t);
+  if (url === null) return;
+  const file = join(tempDir(t), 'tokens');
+  const secret = newSecret();
+  writeFileSync(file, tokenFileText([{ name: 'first', role: 'launcher', secret: newSecret() }]));
+  // another coordinator migrating: the test holds the migration lock
+  const db = await connect(t, url);
+  const { rows } = await db.query<{ db: string; schema: string }>('SELECT current_database() AS db, current_schema() AS schema');
+  await db.query('BEGIN');
+  await db.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`agentq:migrate:${rows[0]!.db}.${rows[0]!.schema}`]);
+  let child: ChildProcess | undefined;
+  const starting = spawnCoordinatorProcess(t, { DATABASE_URL: url, AUTH_TOKENS_FILE: file, ...SLOW }, (c) => (child = c));
+  await lockWaiters(db, 1);
+  // the operator adds a token and says so while the coordinator still waits
+  writeFileSync(file, tokenFileText([{ name: 'second', role: 'launcher', secret }]));
+  const exited = new Promise((resolve) => child!.once('exit', resolve));
+  child!.kill('SIGHUP');
+  await db.query('COMMIT');
+  const c = await Promise.race([starting, exited.then((code) => assert.fail(`the coordinator ended (${String(code)})`))]);
+  await c.waitFor((l) => l.msg === 'token file reloaded');
+  assert.equal((await register(c, secret, { hostname: 'box', host_id: 'h_box00002', executor_type: 'test' })).status, 200);
 });
