@@ -172,8 +172,8 @@ test('a host identity is bound to the launcher token that registered it first: a
   // a launcher that sends no host_id (the seed's) is its hostname's host: bound the same way
   await a.as.launcher.register({ hostname: 'seedbox' });
   await rejectsWith(other.register({ hostname: 'seedbox' }), 403, 'host_bound');
-  // another host is its own; the same token again is fine; an admin acts for any launcher
-  await other.register({ ...box, host_id: 'h_other0001' });
+  // another host (its own host_id and name) is its own; the same token again is fine; an admin acts for any launcher
+  await other.register({ ...box, hostname: 'box-2', host_id: 'h_other0001' });
   await a.as.launcher.register(box);
   await a.as.admin.register(box);
   assert.equal((await a.as.reader.listLaunchers()).launchers.filter((l) => l.host_id === 'h_box00001').length, 3);
@@ -197,6 +197,25 @@ test('a host identity is bound to the launcher token that registered it first: a
   });
   assert.equal(res.status, 403);
   assert.deepEqual(((await res.json()) as { error: { details: unknown } }).error.details, { host_id: 'h_box00001', bound_to: 'launcher-2' });
+});
+
+test("a launcher token cannot take another host's name: the hostname label jobs require is bound like the host_id", async (t) => {
+  const a = await startAuthTest(t);
+  const second = newSecret();
+  writeFileSync(a.file, `${readFileSync(a.file, 'utf8')}${tokenFileText([{ name: 'launcher-2', role: 'launcher', secret: second }])}`);
+  a.c.app.auth.reload();
+  const other = a.withToken(second);
+
+  await a.as.launcher.register({ hostname: 'gpu-1', host_id: 'h_gpu10001', executor_type: 'test' });
+  // its own host_id, the other host's name (as the hostname field or as the label)
+  const refused = await rejectsWith(other.register({ hostname: 'gpu-1', host_id: 'h_other001', executor_type: 'test' }), 403, 'host_bound');
+  assert.deepEqual(refused, { host_id: 'hostname:gpu-1', bound_to: 'launcher-token' });
+  await rejectsWith(other.register({ hostname: 'box-2', host_id: 'h_other001', labels: { hostname: 'gpu-1' } }), 403, 'host_bound');
+  // under its own name it registers; the first token registers more launchers of gpu-1
+  await other.register({ hostname: 'box-2', host_id: 'h_other001', executor_type: 'test' });
+  await a.as.launcher.register({ hostname: 'gpu-1', host_id: 'h_gpu10001', executor_type: 'test' });
+  const gpu1 = (await a.as.reader.listLaunchers()).launchers.filter((l) => l.labels.hostname === 'gpu-1');
+  assert.deepEqual(gpu1.map((l) => l.created_by), ['launcher-token', 'launcher-token']);
 });
 
 test('registration answers a launcher_token only when authentication is on', async (t) => {

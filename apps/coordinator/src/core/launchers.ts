@@ -31,7 +31,7 @@ export async function register(
   o: { createdBy: string | null; tokenHash: string | null; binder?: HostBinder | undefined },
 ): Promise<{ row: LauncherRow; replaced: string[] }> {
   const { labels, roots, hostId, executorType } = launcherIdentity(req);
-  if (o.binder && hostId !== null) await bindHost(ctx, tx, hostId, o.binder);
+  if (o.binder) for (const identity of hostIdentities(hostId, labels)) await bindHost(ctx, tx, identity, o.binder);
   let id = newId('lnch_');
   while (await tx.launcher(id)) id = newId('lnch_');
   const row: LauncherRow = {
@@ -60,6 +60,20 @@ export async function register(
 }
 
 /**
+ * What a registration claims to be, each bound to a token: its host identity (`host_id`, or
+ * `hostname:NAME` for a launcher that sends none) and its host name, the `hostname` label, as
+ * `hostname:NAME` too. The name counts on its own: jobs are routed to a host by it
+ * (`requires: {hostname: …}`), and a launcher sending its own `host_id` with another host's name
+ * would otherwise be handed them.
+ */
+function hostIdentities(hostId: string | null, labels: Readonly<Record<string, string>>): string[] {
+  const ids = new Set<string>();
+  if (hostId !== null) ids.add(hostId);
+  if (labels.hostname !== undefined) ids.add(`hostname:${labels.hostname}`);
+  return [...ids];
+}
+
+/**
  * A host identity is bound to the first token that registers a launcher with it: a holder of
  * another launcher token cannot register as that host, and so be handed its sessions' resumes and
  * the jobs routed to it. The binding moves to another token once its token is revoked (no longer
@@ -70,9 +84,10 @@ async function bindHost(ctx: CoreContext, tx: Tx, hostId: string, binder: HostBi
   if (bound?.tokenName === binder.tokenName) return;
   if (bound && binder.valid(bound.tokenName)) {
     txLog(ctx, tx).warn({ host_id: hostId, token_name: binder.tokenName, bound_to: bound.tokenName }, 'launcher refused: its host is bound to another token');
+    const what = hostId.startsWith('hostname:') ? `the host name ${hostId.slice('hostname:'.length)}` : `host_id ${hostId}`;
     throw new CoordinatorError(
       'host_bound',
-      `host_id ${hostId} is bound to the token ${bound.tokenName}, which registered it first: register this host's launchers with that token, or revoke it (remove it from AUTH_TOKENS_FILE and send SIGHUP) to bind the host to another`,
+      `${what} is bound to the token ${bound.tokenName}, which registered it first: register this host's launchers with that token, or revoke it (remove it from AUTH_TOKENS_FILE and send SIGHUP) to bind the host to another`,
       { host_id: hostId, bound_to: bound.tokenName },
     );
   }
