@@ -213,6 +213,33 @@ test('an agent token stops working when its job ends, and when its claim is undo
   await rejectsWith(a.withToken(`agt_${next.job_id}.${'A'.repeat(43)}`).getJob(next.job_id), 401, 'unauthorized');
 });
 
+test("a turn being stopped starts nothing through its agent token: no resume of a child, no grandchild, no message, so a tree stop holds", async (t) => {
+  const { a, root, agent, launcher } = await setup(t);
+  await launcher.client.reportStarted(root.job_id, { launcher_id: launcher.id });
+  // a child that ran and is idle now
+  const child = await agent.createJob({ type: 'start_session', session_name: 'worker', parent_session_name: 'boss', prompt: 'work' });
+  await launcher.claim(child.job_id);
+  await launcher.client.reportCompleted(child.job_id, { launcher_id: launcher.id, result: 'done' });
+
+  await a.as.client.stopSession('boss', { tree: true });
+  assert.equal((await a.as.reader.getJob(root.job_id)).status, 'stopping');
+  // the dying turn, until its executor is gone, still holds a valid token: it may read, not start
+  assert.equal((await agent.getSession('worker')).session_name, 'worker');
+  const details = await rejectsWith(agent.createJob({ type: 'resume_session', session_name: 'worker', prompt: 'again' }), 409, 'parent_stopping');
+  assert.deepEqual(details, { parent_session_name: 'boss', job_id: root.job_id, current_status: 'stopping' });
+  await rejectsWith(agent.createJob({ type: 'start_session', session_name: 'late', parent_session_name: 'worker', prompt: 'x' }), 409, 'parent_stopping');
+  await rejectsWith(agent.createJobs([{ type: 'resume_session', session_name: 'worker', prompt: 'again' }]), 409, 'parent_stopping');
+  await rejectsWith(agent.sendMessage('worker', { text: 'again' }), 409, 'parent_stopping');
+  await launcher.client.reportStopped(root.job_id, { launcher_id: launcher.id });
+  assert.deepEqual(
+    (await a.as.reader.listJobs({ session_name: 'worker' })).jobs.map((j) => j.job_id),
+    [child.job_id],
+    'the stopped tree stays stopped',
+  );
+  // a client's new input still wakes it
+  assert.equal((await a.as.client.sendMessage('worker', { text: 'go on' })).outcome, 'queued');
+});
+
 test('the sync answer carries agent tokens too; on SQLite a token survives a coordinator restart (its hash is in the jobs table)', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'agentq-agent-db-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));

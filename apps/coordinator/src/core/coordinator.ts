@@ -63,6 +63,11 @@ const TREE_STOP_PASSES = 3;
 /** Who asks: the token's name (null when auth is off). */
 export interface Actor {
   actor?: string | null;
+  /**
+   * For an agent token: the job of the turn that asks. A turn being stopped (or ended) may not
+   * start jobs or send messages (sessions.checkTurnGoesOn).
+   */
+  turn?: string | undefined;
 }
 
 /**
@@ -147,7 +152,7 @@ export class Coordinator {
    * first request created (`created: false`); a different body with the key is refused.
    */
   async createJob(req: CreateJobRequest, o: Actor & { idempotencyKey?: string } = {}): Promise<{ job: Job; created: boolean }> {
-    const row = await creates.createOne(this.#ctx, this.admission, req, o.actor ?? null, o.idempotencyKey);
+    const row = await creates.createOne(this.#ctx, this.admission, req, o.actor ?? null, o.idempotencyKey, o.turn);
     // a launcher parked now takes the job at once: answer with what it became (`claimed`)
     await this.#dispatcher.settled();
     const job = (await this.#ctx.store.getJob(row.job.id)) ?? row.job;
@@ -162,7 +167,7 @@ export class Coordinator {
     reqs: readonly CreateJobRequest[],
     o: Actor & { idempotencyKey?: string } = {},
   ): Promise<{ jobs: Job[]; created: boolean }> {
-    const { jobs: created, created: isNew } = await creates.createMany(this.#ctx, this.admission, reqs, o.actor ?? null, o.idempotencyKey);
+    const { jobs: created, created: isNew } = await creates.createMany(this.#ctx, this.admission, reqs, o.actor ?? null, o.idempotencyKey, o.turn);
     // as for one job: answer with what each became, re-reading only the ones parked launchers took
     await this.#dispatcher.settled();
     const now = new Map((await this.#ctx.store.jobBriefs(created.map((r) => r.id))).map((b) => [b.id, b.status]));
@@ -264,9 +269,10 @@ export class Coordinator {
   }
 
   async sendMessage(name: string, text: string, o: Actor = {}): Promise<SendMessageResponse> {
-    const { message, jobId } = await this.#ctx.store.transaction((tx) =>
-      sessions.sendMessage(this.#ctx, tx, name, text, o.actor ?? null, (s, t) => this.admission.checkMessage(s, t)),
-    );
+    const { message, jobId } = await this.#ctx.store.transaction(async (tx) => {
+      if (o.turn !== undefined) await sessions.checkTurnGoesOn(tx, o.turn);
+      return sessions.sendMessage(this.#ctx, tx, name, text, o.actor ?? null, (s, t) => this.admission.checkMessage(s, t));
+    });
     return { session_name: name, outcome: 'queued', message_id: message.message_id, job_id: jobId };
   }
 

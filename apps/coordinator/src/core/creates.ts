@@ -23,9 +23,11 @@ export async function createOne(
   req: CreateJobRequest,
   actor: string | null,
   idempotencyKey?: string,
+  turn?: string,
 ): Promise<{ job: JobRow; created: boolean }> {
   const { jobs, created } = await ctx.store.transaction((tx) =>
     once(tx, actor, idempotencyKey, req, async () => {
+      if (turn !== undefined) await sessions.checkTurnGoesOn(tx, turn);
       await admission.check([req]);
       return [await sessions.createJob(ctx, tx, req, actor)];
     }),
@@ -43,10 +45,12 @@ export function createMany(
   reqs: readonly CreateJobRequest[],
   actor: string | null,
   idempotencyKey?: string,
+  turn?: string,
 ): Promise<{ jobs: JobRow[]; created: boolean }> {
   return ctx.store.transaction((tx) =>
     // hashed as the request body, so a key first used for one job is reused, not replayed, here
     once(tx, actor, idempotencyKey, { jobs: reqs }, async () => {
+      if (turn !== undefined) await sessions.checkTurnGoesOn(tx, turn);
       await admission.check(reqs);
       const out: JobRow[] = [];
       for (const [i, req] of reqs.entries()) {

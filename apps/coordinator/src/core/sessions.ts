@@ -98,6 +98,24 @@ export async function createJob(ctx: CoreContext, tx: Tx, req: CreateJobRequest,
   });
 }
 
+/**
+ * An agent's turn (the job whose agent token asks) that is being stopped (its job `stopping`: a
+ * stop, a tree stop, its timeout), or has ended, starts nothing more: no child (not even below a
+ * child that is not stopping), no resume of a session below it, no message to one. What it
+ * started would run on after it, out of reach of the stop: a tree stop holds the deliveries of
+ * the sessions under it, and the dying turn would wake them again.
+ */
+export async function checkTurnGoesOn(tx: Tx, turnJobId: string): Promise<void> {
+  const turn = await tx.job(turnJobId);
+  if (turn && (turn.status === 'claimed' || turn.status === 'running')) return;
+  const session = turn?.sessionName ?? null;
+  throw new CoordinatorError(
+    'parent_stopping',
+    `the turn ${turnJobId} of session ${session ?? '(gone)'} is being stopped or has ended: it starts no job and sends no message now`,
+    { parent_session_name: session, job_id: turnJobId, current_status: turn?.status ?? null },
+  );
+}
+
 /** An optional text field of a create: "" is none, as null is (a form's empty field). */
 const orNone = (value: string | null | undefined): string | null | undefined => (value === '' ? null : value);
 

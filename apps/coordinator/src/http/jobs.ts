@@ -22,7 +22,7 @@ import type { Coordinator } from '../core/coordinator.js';
 import { validation } from '../core/errors.js';
 import { parseCursor } from '../core/reads.js';
 import { clientGone, untilClosed } from './abort.js';
-import { actorOf } from './auth/plugin.js';
+import { actorOf, turnOf } from './auth/plugin.js';
 import { plainJson } from './plain-json.js';
 
 /** `Idempotency-Key`: a retried create with the same key and body returns the first job (or jobs). */
@@ -56,6 +56,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = async
       const key = req.headers['idempotency-key'];
       const { job, created } = await core.createJob(req.body, {
         actor: actorOf(req),
+        turn: turnOf(req),
         ...(key !== undefined ? { idempotencyKey: key } : {}),
       });
       if (!created) {
@@ -91,6 +92,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = async
       const key = req.headers['idempotency-key'];
       const { jobs, created } = await core.createJobs(req.body.jobs, {
         actor: actorOf(req),
+        turn: turnOf(req),
         ...(key !== undefined ? { idempotencyKey: key } : {}),
       });
       if (!created) {

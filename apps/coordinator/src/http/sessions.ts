@@ -12,7 +12,7 @@ import {
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Coordinator } from '../core/coordinator.js';
 import { untilClosed } from './abort.js';
-import { actorOf } from './auth/plugin.js';
+import { actorOf, turnOf } from './auth/plugin.js';
 
 export const sessionRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = async (app, { core }) => {
   app.get(
@@ -57,7 +57,7 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = a
       },
     },
     async (req) => {
-      const answer = await core.sendMessage(req.params.session_name, req.body.text, { actor: actorOf(req) });
+      const answer = await core.sendMessage(req.params.session_name, req.body.text, { actor: actorOf(req), turn: turnOf(req) });
       req.log.info({ session_name: answer.session_name, message_id: answer.message_id, job_id: answer.job_id }, 'message queued');
       return answer;
     },

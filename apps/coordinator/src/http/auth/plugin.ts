@@ -73,6 +73,12 @@ export function actorOf(req: FastifyRequest): string | null {
   return p.kind === 'token' ? p.name : p.kind === 'agent' ? `agent:${p.jobId}` : null;
 }
 
+/** The job of the agent token's turn that asks (undefined for any other caller): see Actor.turn. */
+export function turnOf(req: FastifyRequest): string | undefined {
+  const p = req.principal;
+  return p.kind === 'agent' ? p.jobId : undefined;
+}
+
 /**
  * Whether the caller may report on a job held by `holder` (null: no launcher holds it). A
  * launcher may report only on its own jobs; tokens (admin) are not bound to a launcher. For
