@@ -5,6 +5,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { test, type TestContext } from 'node:test';
 import type { CompletedReport, ExecutorInvocation, FailedReport } from '@agentq/protocol';
+import { claudeArgs } from '../src/executors/claude-args.js';
 import { resolveExecutor, type LauncherDeps } from '../src/index.js';
 import { coordinator, fixture, gone, launcher, outputOf, settled, tempDir } from './helpers.js';
 import { proxy } from './proxy.js';
@@ -87,7 +88,7 @@ test('claude-code executor: start, then resume with the stored session id; usage
   assert.equal(calls.length, 2);
   const mcpArg = calls[0]!.args[4]!;
   assert.match(mcpArg, /^--mcp-config=\/.+\.json$/);
-  assert.deepEqual(calls[0]!.args, [...BASE_ARGS, mcpArg, '--allowedTools=mcp__agentq', '--agent', 'researcher']);
+  assert.deepEqual(calls[0]!.args, [...BASE_ARGS, mcpArg, '--allowedTools=mcp__agentq', '--agent=researcher']);
   assert.equal(calls[0]!.prompt, 'Summarise the README');
   // the resume job inherits the session's agent; claude keeps it on resume anyway, passing it is harmless
   assert.deepEqual(calls[1]!.args.filter((a) => !a.startsWith('--mcp-config=')), [
@@ -95,8 +96,7 @@ test('claude-code executor: start, then resume with the stored session id; usage
     '--allowedTools=mcp__agentq',
     '--resume',
     sessionId,
-    '--agent',
-    'researcher',
+    '--agent=researcher',
   ]);
   assert.equal(calls[1]!.prompt, 'Now shorter');
 
@@ -350,4 +350,20 @@ test('demo executor: streams a few lines and quotes the prompt', async (t) => {
   assert.equal(done.result, 'Demo agent received: "Say hi"');
   assert.match(await outputOf(client, job.job_id), /Starting session "demo"[\s\S]*Writing the answer/);
   assert.match(done.executor_session_id ?? '', /^demo-/);
+});
+
+test("an agent name is one argument of claude's, never an option of its own, whatever it starts with", () => {
+  const inv: ExecutorInvocation = {
+    schema_version: 1,
+    mode: 'start',
+    job_id: 'job_0123456789ab',
+    session_name: 's',
+    prompt: 'p',
+    agent_name: '--dangerously-skip-permissions',
+    project_dir: null,
+    parent_session_name: null,
+    executor_session_id: null,
+  };
+  const args = claudeArgs(inv, { extraArgs: '' });
+  assert.deepEqual(args, [...BASE_ARGS, '--agent=--dangerously-skip-permissions']);
 });
