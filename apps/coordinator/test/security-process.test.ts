@@ -84,7 +84,7 @@ test('the password of DATABASE_URL never reaches the output: with an @ in it, wi
   assert.ok(!typo.stderr().includes('pass-four'));
 });
 
-test('the SQLite database a first start makes, with its WAL and shared-memory index, is readable by its owner only', async (t) => {
+test('the SQLite database a first start makes, with its WAL and shared-memory index, is readable by its owner only; its lock file always', async (t) => {
   const dir = tempDir(t);
   const path = join(dir, 'agentq.db');
   // a file that exists keeps its mode: the operator chose it
@@ -100,6 +100,8 @@ test('the SQLite database a first start makes, with its WAL and shared-memory in
     for (const f of [file, `${file}-wal`, `${file}-shm`]) {
       assert.equal((statSync(f).mode & 0o777).toString(8), expected.toString(8), `mode of ${f}`);
     }
+    // the lock file beside it holds nothing, but a user who may open it can keep coordinators from starting
+    assert.equal((statSync(`${file}-lock`).mode & 0o777).toString(8), '600', 'mode of the lock file');
     p.child.kill('SIGTERM');
     assert.equal(await exitOf(p.child), 0);
   }

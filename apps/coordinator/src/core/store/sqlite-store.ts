@@ -737,6 +737,9 @@ function lockFile(path: string): Db {
   const file = realFile(path);
   refuseHardLinks(path, file);
   const lock = `${file}-lock`;
+  // its owner's only, whatever the database's mode: another user who may read it could hold a
+  // shared lock on it, and no coordinator could start on the database
+  createPrivately(lock);
   let guard: Db;
   try {
     guard = new Database(lock, { timeout: 0 });
