@@ -90,7 +90,9 @@ export const eventRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator; clients
     reply.hijack();
     const res = reply.raw;
     res.writeHead(200, { ...STREAM_HEADERS, connection: 'keep-alive' });
-    res.write(`retry: 2000\n: connected, last event id ${core.events.lastId}, coordinator ${processId}\n\n`);
+    // `keepalive K`: a comment comes at least every K ms, so a client that hears nothing for a few
+    // times K knows the connection is dead (a NAT that forgot it, a sleeping network) and reconnects
+    res.write(`retry: 2000\n: connected, last event id ${core.events.lastId}, coordinator ${processId}, keepalive ${keepaliveMs}\n\n`);
     // events are sent once each, in id order: the replay first, then what came in meanwhile
     let sentId = 0;
     let held: LifecycleEvent[] | undefined = [];

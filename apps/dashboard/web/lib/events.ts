@@ -27,6 +27,10 @@ export type ViewEvent =
 export type Batch = readonly ViewEvent[];
 
 const MAX_BACKOFF_MS = 15_000;
+/** A stream silent this many keepalive intervals is dead, though not closed: reconnect. */
+const KEEPALIVES_MISSED = 3;
+/** the coordinator's keepalive interval until its opening comment says (15 s by default) */
+const DEFAULT_KEEPALIVE_MS = 15_000;
 
 /**
  * The live feed: `GET /events` read with fetch() rather than EventSource, because EventSource
@@ -50,6 +54,8 @@ export class EventStream {
   #historyUpTo = 0;
   /** the coordinator process of the last connection, as its opening comment names it */
   #coordinator: string | undefined;
+  /** how long the stream may be silent before the connection is taken for dead (see #run) */
+  #silenceMs = KEEPALIVES_MISSED * DEFAULT_KEEPALIVE_MS;
   #queue: ViewEvent[] = [];
   #scheduled = false;
   #resyncWanted = false;
@@ -114,10 +120,23 @@ export class EventStream {
     let attempt = 0;
     while (!signal.aborted) {
       this.#setState(attempt === 0 ? 'connecting' : 'retrying');
+      // A connection can die without closing (a NAT or proxy that forgot it, a network that went
+      // to sleep): nothing would ever come again and the page would stay "live". The coordinator
+      // sends a keepalive comment every K ms (its opening comment says K): when nothing at all
+      // has come for a few of them, this connection is given up and the loop reconnects.
+      const connection = new AbortController();
+      const stop = () => connection.abort();
+      signal.addEventListener('abort', stop, { once: true });
+      let watchdog: ReturnType<typeof setTimeout> | undefined;
+      const heard = () => {
+        clearTimeout(watchdog);
+        watchdog = setTimeout(stop, this.#silenceMs);
+      };
+      heard();
       try {
         const res = await fetch('/events', {
           headers: { accept: 'text/event-stream', 'last-event-id': this.#lastId, ...this.#api.headers() },
-          signal,
+          signal: connection.signal,
           cache: 'no-store',
         });
         if (await this.#api.checkAuth(res, false)) {
@@ -130,10 +149,15 @@ export class EventStream {
         const firstConnection = !this.#connectedOnce;
         this.#connectedOnce = true;
         const parser = createParser({
-          // the coordinator opens with `: connected, last event id N, coordinator P`
+          // the coordinator opens with `: connected, last event id N, coordinator P, keepalive K`
           onComment: (comment) => {
-            const m = /last event id (\d+)(?:, coordinator (\S+))?/.exec(comment);
+            const m = /last event id (\d+)(?:, coordinator ([^\s,]+))?/.exec(comment);
             if (m === null) return;
+            const keepalive = /keepalive (\d+)/.exec(comment);
+            if (keepalive !== null && Number(keepalive[1]) > 0) {
+              this.#silenceMs = KEEPALIVES_MISSED * Number(keepalive[1]);
+              heard();
+            }
             const previous = this.#coordinator;
             this.#coordinator = m[2];
             if (firstConnection) {
@@ -171,6 +195,7 @@ export class EventStream {
         for (;;) {
           const { done, value } = await reader.read();
           if (done) break;
+          heard();
           parser.feed(value);
         }
         throw new Error('the event stream ended');
@@ -179,6 +204,9 @@ export class EventStream {
         this.#setState('retrying');
         const backoff = Math.min(MAX_BACKOFF_MS, 500 * 2 ** attempt++) * (0.5 + Math.random() / 2);
         await sleep(backoff, signal);
+      } finally {
+        clearTimeout(watchdog);
+        signal.removeEventListener('abort', stop);
       }
     }
   }
