@@ -74,3 +74,23 @@ test('with auth on, the page asks for a token once; a reader token shows, a clie
   await page.getByTestId('stop').click();
   await page.locator('.job-view[data-status="stopping"]').waitFor();
 });
+
+test('a token pasted with a character no header can carry is refused in the prompt, saying which; the page does not call the coordinator unreachable', { skip }, async (t) => {
+  const { page, url } = await openDashboard(t, browser(), { config: { authTokensFile: tokenFile(t) } });
+  const asClient = new AgentqClient({ url, token: SECRETS.client });
+  t.after(() => asClient.close());
+  const job = await asClient.createJob({ type: 'start_session', session_name: 'pasted', prompt: 'p' });
+
+  // copied from a chat message: a zero-width space came along
+  const prompt = page.getByTestId('token-prompt');
+  await prompt.locator('input[name="token"]').fill(`${SECRETS.reader}\u200b`);
+  await prompt.getByRole('button', { name: 'Use token' }).click();
+  await page.getByTestId('token-error').getByText(`U+200B at character ${SECRETS.reader.length + 1}`).waitFor();
+  assert.equal(await page.evaluate(() => sessionStorage.getItem('agentq.token')), null);
+
+  await prompt.locator('input[name="token"]').fill(SECRETS.reader);
+  await prompt.getByRole('button', { name: 'Use token' }).click();
+  await prompt.waitFor({ state: 'detached' });
+  await live(page);
+  await page.locator(`tr[data-job-id="${job.job_id}"]`).waitFor();
+});

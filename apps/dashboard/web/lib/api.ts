@@ -46,14 +46,18 @@ export class Api {
     private readonly storage: Storage,
     private readonly base = '',
   ) {
-    this.#token = storage.getItem(TOKEN_KEY);
+    const kept = storage.getItem(TOKEN_KEY);
+    this.#token = kept !== null && tokenProblem(kept) === null ? kept : null;
   }
 
   get token(): string | null {
     return this.#token;
   }
 
+  /** Throws when `token` cannot be sent in a header (see tokenProblem): ask for it again. */
   setToken(token: string | null): void {
+    const problem = token === null || token.trim() === '' ? null : tokenProblem(token);
+    if (problem !== null) throw new Error(problem);
     this.#token = token === null || token.trim() === '' ? null : token.trim();
     if (this.#token === null) this.storage.removeItem(TOKEN_KEY);
     else this.storage.setItem(TOKEN_KEY, this.#token);
@@ -118,6 +122,24 @@ export class Api {
   #tell(problem: AuthProblem | null): void {
     for (const l of this.#authListeners) l(problem);
   }
+}
+
+/**
+ * Why `token` (trimmed) cannot be a bearer token, or null. A token is printable ASCII with no
+ * space, as the coordinator reads `Authorization: Bearer <token>`. A character copied along with
+ * it (a zero-width space from a chat message, a typographic quote) would make every call fail in
+ * the browser before it is sent, as if the coordinator were unreachable, and the event stream
+ * retry for ever.
+ */
+export function tokenProblem(token: string): string | null {
+  const t = token.trim();
+  for (let i = 0; i < t.length; i++) {
+    const code = t.codePointAt(i)!;
+    if (code >= 0x21 && code <= 0x7e) continue;
+    const what = code === 0x20 || code === 0x09 ? 'a space' : `U+${code.toString(16).toUpperCase().padStart(4, '0')}`;
+    return `the token has ${what} at character ${i + 1}; a token is printable ASCII with no spaces: paste it again without it`;
+  }
+  return null;
 }
 
 async function toApiError(res: Response): Promise<ApiError> {

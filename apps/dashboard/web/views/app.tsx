@@ -1,5 +1,5 @@
 import { useEffect, useState } from 'preact/hooks';
-import type { AuthProblem } from '../lib/api.js';
+import { tokenProblem, type AuthProblem } from '../lib/api.js';
 import { useServices, useStreamState } from '../lib/context.js';
 import { link, useRoute, type Route } from '../lib/router.js';
 import { JobView } from './job.js';
@@ -103,6 +103,7 @@ function StreamIndicator() {
  */
 function TokenPrompt(props: { problem: AuthProblem | null; hasToken: boolean; onToken: (token: string | null) => void }) {
   const [value, setValue] = useState('');
+  const [invalid, setInvalid] = useState<string | null>(null);
   const { problem } = props;
   const why =
     problem === null
@@ -116,7 +117,9 @@ function TokenPrompt(props: { problem: AuthProblem | null; hasToken: boolean; on
       data-testid="token-prompt"
       onSubmit={(e) => {
         e.preventDefault();
-        props.onToken(value);
+        const why = tokenProblem(value);
+        setInvalid(why);
+        if (why === null) props.onToken(value);
       }}
     >
       <p>
@@ -130,6 +133,7 @@ function TokenPrompt(props: { problem: AuthProblem | null; hasToken: boolean; on
         placeholder="token"
         value={value}
         onInput={(e) => setValue(e.currentTarget.value)}
+        class={invalid === null ? undefined : 'invalid'}
       />
       <button type="submit" class="primary" disabled={value.trim() === ''}>
         Use token
@@ -138,6 +142,11 @@ function TokenPrompt(props: { problem: AuthProblem | null; hasToken: boolean; on
         <button type="button" class="subtle" onClick={() => props.onToken(null)}>
           Forget token
         </button>
+      )}
+      {invalid !== null && (
+        <p class="note error" role="alert" data-testid="token-error">
+          {invalid}
+        </p>
       )}
     </form>
   );
