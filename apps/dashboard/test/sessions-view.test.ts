@@ -98,3 +98,36 @@ test("a session's job list drops evicted jobs and keeps the newest, in creation 
   await page.locator(`[data-session="work"] > .session-jobs li[data-job-id="${next.job_id}"]`).waitFor(); // every event before it is in
   assert.deepEqual(await listedIds(), [next.job_id, ids[11]]);
 });
+
+test('a session holding outcomes and messages after a stop says they are held, not waiting for it to be idle; a closed session offers a new start, not a resume', { skip }, async (t) => {
+  const { page, client } = await openDashboard(t, browser(), { path: '#/sessions' });
+  await live(page);
+  const launcher = await fakeLauncher(client, { max_jobs: 10 });
+  const root = await client.createJob({ type: 'start_session', session_name: 'lead', prompt: 'p' });
+  await launcher.take();
+  await launcher.started(root.job_id);
+  const kid = await client.createJob({ type: 'start_session', session_name: 'helper', parent_session_name: 'lead', prompt: 'p' });
+  await launcher.take();
+  await launcher.started(kid.job_id);
+  await launcher.completed(kid.job_id, 'found it');
+  await client.sendMessage('lead', { text: 'also this' });
+  const note = page.locator('[data-session="lead"] > [data-testid="pending"]');
+  await note.getByText("1 child result and 1 message waiting for this session's current job to end").waitFor();
+
+  // stopped: what it holds waits for its next input (docs/sessions.md), while it is idle
+  await client.stopJob(root.job_id);
+  await launcher.stopRequested(root.job_id);
+  await launcher.stopped(root.job_id);
+  const lead = await client.getSession('lead');
+  assert.deepEqual([lead.status, lead.pending_callbacks.length, lead.pending_messages.length], ['idle', 1, 1]);
+  await note.getByText("1 child result and 1 message held until this session's next input").waitFor();
+
+  // a start stopped before it ran closes its session: no resume, a new start under its parent
+  const never = await client.createJob({ type: 'start_session', session_name: 'never-ran', parent_session_name: 'lead', prompt: 'p' });
+  await client.stopJob(never.job_id);
+  assert.equal((await client.getSession('never-ran')).accepts_input, false);
+  const closed = page.locator('[data-session="never-ran"] > .node-row');
+  await closed.locator('[data-closed="true"]').waitFor();
+  assert.equal(await closed.getByRole('link', { name: 'resume' }).count(), 0);
+  assert.equal(await closed.getByRole('link', { name: 'start again' }).getAttribute('href'), '#/start?type=start_session&session=never-ran&parent=lead');
+});

@@ -59,3 +59,22 @@ export class SessionMap {
     return s.children.some((c) => this.#gone.has(c)) ? { ...s, children: s.children.filter((c) => !this.#gone.has(c)) } : s;
   }
 }
+
+/**
+ * What a session holds for its next turn (child outcomes, messages) and when it goes, or null
+ * when it holds nothing. A busy session gets them when its job ends. An idle one holds them on
+ * purpose: after a stop, a delivery that did not complete, or a spent tree budget, they wait for
+ * its next input; a closed session (`accepts_input: false`) takes none.
+ */
+export function pendingNote(s: Pick<Session, 'status' | 'accepts_input' | 'pending_callbacks' | 'pending_messages'>): string | null {
+  const parts: string[] = [];
+  const results = s.pending_callbacks.length;
+  const messages = s.pending_messages.length;
+  if (results > 0) parts.push(`${results} child result${results > 1 ? 's' : ''}`);
+  if (messages > 0) parts.push(`${messages} message${messages > 1 ? 's' : ''}`);
+  if (parts.length === 0) return null;
+  const what = parts.join(' and ');
+  if (!s.accepts_input) return `${what} held: this session is closed and takes no more input (start it again to deliver them)`;
+  if (s.status === 'busy') return `${what} waiting for this session's current job to end`;
+  return `${what} held until this session's next input (a resume, a message or another child's result)`;
+}

@@ -5,7 +5,7 @@ import { useEventBatches, useNow, useResync, useServices } from '../lib/context.
 import { ago, usageText } from '../lib/format.js';
 import { applyJob, type JobEvent, type JobFilter, type JobPage } from '../lib/jobs.js';
 import { link } from '../lib/router.js';
-import { SessionMap } from '../lib/sessions.js';
+import { pendingNote, SessionMap } from '../lib/sessions.js';
 import { CallbackMark, Empty, ErrorNote, JobLink, StatusBadge } from './common.js';
 
 const PAGE_SIZE = 200;
@@ -183,6 +183,7 @@ function SessionNode({ session: s, all, focus, onLoadChildren, version }: NodePr
     return c ? [c] : [];
   });
   const missing = s.children.length - children.length;
+  const pending = pendingNote(s);
   const hasTree = s.children.length > 0;
   return (
     <li class={`node${focus === s.session_name ? ' focus' : ''}`} data-session={s.session_name}>
@@ -200,6 +201,11 @@ function SessionNode({ session: s, all, focus, onLoadChildren, version }: NodePr
           {s.session_name}
         </a>
         <StatusBadge status={s.status} />
+        {!s.accepts_input && (
+          <span class="badge status-stopped" data-closed="true" title="its start never ran: it takes no more input; start it again">
+            closed
+          </span>
+        )}
         {s.last_job_status && (
           <span class="muted small">
             last job <StatusBadge status={s.last_job_status} />
@@ -221,7 +227,13 @@ function SessionNode({ session: s, all, focus, onLoadChildren, version }: NodePr
           <button type="button" class="link" onClick={() => setShowJobs(!showJobs)}>
             {showJobs ? 'hide jobs' : `jobs (${s.job_ids.length})`}
           </button>
-          <a href={link('/start', { type: 'resume_session', session: s.session_name })}>resume</a>
+          {s.accepts_input ? (
+            <a href={link('/start', { type: 'resume_session', session: s.session_name })}>resume</a>
+          ) : (
+            <a href={link('/start', { type: 'start_session', session: s.session_name, parent: s.parent_session_name ?? undefined })}>
+              start again
+            </a>
+          )}
           <a href={link('/start', { type: 'start_session', parent: s.session_name })}>+ child</a>
         </span>
       </div>
@@ -230,9 +242,9 @@ function SessionNode({ session: s, all, focus, onLoadChildren, version }: NodePr
           ↩ callback <JobLink id={s.callback_job_id} /> is delivering child results to this session
         </p>
       )}
-      {s.pending_callbacks.length > 0 && (
-        <p class="node-note">
-          {s.pending_callbacks.length} child result{s.pending_callbacks.length > 1 ? 's' : ''} waiting for this session to be idle
+      {pending && (
+        <p class="node-note" data-testid="pending">
+          {pending}
         </p>
       )}
       {showJobs && <SessionJobs name={s.session_name} />}
