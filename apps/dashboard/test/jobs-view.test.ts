@@ -168,3 +168,17 @@ test('after a restart of an in-memory coordinator that has already passed the pa
   await page.locator(`tr[data-job-id="${fresh[0]!.job_id}"]`).waitFor();
   assert.deepEqual((await rowIds(page)).sort(), fresh.map((j) => j.job_id).sort());
 });
+
+test('a launcher that registers after the page opened is named by its hostname in the list and offered in the launcher filter', { skip }, async (t) => {
+  const { page, client } = await openDashboard(t, browser());
+  await live(page);
+  const job = await client.createJob({ type: 'start_session', session_name: 'late-launcher', prompt: 'p' });
+  await page.locator(`tr[data-job-id="${job.job_id}"]`).waitFor();
+  const launcher = await fakeLauncher(client, { hostname: 'late-host' });
+  await launcher.take();
+  await launcher.started(job.job_id);
+  const row = page.locator(`tr[data-job-id="${job.job_id}"][data-status="running"]`);
+  await row.waitFor();
+  assert.equal(await row.locator('td').nth(4).innerText(), 'late-host');
+  assert.equal(await page.locator(`select[name="launcher"] option[value="${launcher.id}"]`).innerText(), `late-host (${launcher.id})`);
+});

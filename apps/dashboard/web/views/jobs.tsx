@@ -77,6 +77,19 @@ export function JobsView({ query }: { query: URLSearchParams }) {
   }, [api]);
 
   useEventBatches((batch) => {
+    // launchers that register (or go) after the page read them: the launcher column and filter
+    const changed = batch.flatMap((e) => ('launcher' in e ? [e] : []));
+    if (changed.length > 0) {
+      setLaunchers((list) =>
+        changed.reduce(
+          (out, e) =>
+            e.type === 'launcher.removed'
+              ? out.filter((l) => l.launcher_id !== e.launcher.launcher_id)
+              : [...out.filter((l) => l.launcher_id !== e.launcher.launcher_id), e.launcher],
+          list,
+        ),
+      );
+    }
     const jobs = batch.flatMap((e): JobEvent[] => ('job' in e ? [{ job: e.job, evicted: e.type === 'job.evicted' }] : []));
     if (jobs.length === 0) return;
     if (buffered.current !== null) buffered.current.push(...jobs);
