@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { Api, ApiError, retryAfterMs } from '../web/lib/api.js';
+import { Api, ApiError, describeError, retryAfterMs } from '../web/lib/api.js';
 import { startServer } from './harness.js';
 
 // The page's calls, without a browser: a read the coordinator refuses for now (503 with a short
@@ -81,4 +81,16 @@ test('only a 429 or 503 with a Retry-After (seconds or an HTTP date) of 10 s at 
   assert.equal(retryAfterMs(answer(503, 'Wed, 21 Oct 2026 07:29:00 GMT'), now), undefined, 'a date too far off');
   assert.equal(retryAfterMs(answer(503, 'soon')), undefined);
   assert.equal(retryAfterMs(answer(500, '1')), undefined, 'only 429 and 503');
+});
+
+test("a 403 is explained by the role refused: a reader's, another role's, or the coordinator's own words", () => {
+  const refused = (role: string) =>
+    new ApiError(403, 'forbidden', `a ${role} token may not call POST /jobs`, { role, allowed_roles: ['admin', 'client'] });
+  assert.equal(
+    describeError(refused('reader')),
+    'forbidden: a reader token may not call POST /jobs (a reader token can only look; acting needs a client token)',
+  );
+  assert.equal(describeError(refused('launcher')), 'forbidden: a launcher token may not call POST /jobs (this needs a token of role admin or client)');
+  const scope = new ApiError(403, 'forbidden', 'session x is outside this agent token\'s sessions', { session_name: 'x' });
+  assert.equal(describeError(scope), "forbidden: session x is outside this agent token's sessions");
 });

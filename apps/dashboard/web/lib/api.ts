@@ -173,7 +173,14 @@ function queryString(query?: Query): string {
 /** A readable one-liner for an error caught in a view. */
 export function describeError(err: unknown): string {
   if (err instanceof ApiError) {
-    if (err.status === 403) return `forbidden: ${err.message} (a reader token can only look; acting needs a client token)`;
+    if (err.status === 403) {
+      // a role refused (details.role): a reader may only look; any other refusal says why itself
+      const role = err.details['role'];
+      if (role === 'reader') return `forbidden: ${err.message} (a reader token can only look; acting needs a client token)`;
+      const allowed = err.details['allowed_roles'];
+      if (typeof role === 'string' && Array.isArray(allowed)) return `forbidden: ${err.message} (this needs a token of role ${allowed.join(' or ')})`;
+      return `forbidden: ${err.message}`;
+    }
     return `${err.code}: ${err.message}`;
   }
   return err instanceof Error ? err.message : String(err);
