@@ -628,3 +628,23 @@ test("a tree stop writes the parent's held outcomes once, not once per child tha
   assert.equal((await client.getSession('root')).pending_callbacks.length, CHILDREN, 'every child outcome is kept on the parent');
   assert.equal(writes.length, 1);
 });
+
+test("a coordinator does not read its own commits back from the commit log (their NOTIFY comes back to it too)", async (t) => {
+  const set = await coordinators(t, 1);
+  if (!set) return;
+  const [client] = set.clients as [AgentqClient];
+  await start(client, 'warm-up');
+  const reads: string[] = [];
+  const query = pg.Client.prototype.query;
+  pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
+    const text = typeof args[0] === 'string' ? args[0] : (args[0] as { text?: string } | undefined)?.text;
+    if (text?.includes('FROM commit_log WHERE id >')) reads.push(text);
+    return (query as (...a: unknown[]) => unknown).apply(this, args);
+  } as typeof query;
+  try {
+    for (let i = 0; i < 20; i++) await start(client, `s-${i}`);
+  } finally {
+    pg.Client.prototype.query = query;
+  }
+  assert.equal(reads.length, 0);
+});

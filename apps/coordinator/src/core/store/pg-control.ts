@@ -30,8 +30,8 @@ export const CONTROL_KEEPALIVE = {
 export const PING_MS = 5_000;
 
 export interface ControlHandlers {
-  /** NOTIFY on the commits channel: log entry `id` is committed */
-  commit(id: number): void;
+  /** NOTIFY on the commits channel: log entry `id` is committed, by server process `from` */
+  commit(id: number, from: number): void;
   /** NOTIFY on the output channel: `<stream length> <job id>` (a job has new output) */
   output(payload: string): void;
   /** (re)connected and listening: notifications may have been missed meanwhile */
@@ -77,7 +77,7 @@ export class PgControl {
     client.on('notification', (msg) => {
       if (msg.channel === this.channels.commits) {
         const id = Number(msg.payload);
-        if (Number.isSafeInteger(id)) this.handlers.commit(id);
+        if (Number.isSafeInteger(id)) this.handlers.commit(id, msg.processId);
       } else if (msg.channel === this.channels.output && msg.payload) {
         this.handlers.output(msg.payload);
       }

@@ -95,6 +95,7 @@ export class PostgresStore implements Store {
     // a transaction left open by a bug must not hold its locks for ever
     const pool = new pg.Pool({ ...config, max: o.poolSize ?? 10, idle_in_transaction_session_timeout: 60_000 });
     pool.on('error', (err) => o.log.warn({ err }, 'idle PostgreSQL connection failed'));
+    const backends = poolBackends(pool);
     let namespace: string;
     try {
       const client = await pool.connect();
@@ -112,7 +113,7 @@ export class PostgresStore implements Store {
       throw new Error(`cannot open the PostgreSQL database ${redactDatabaseUrl(url)}: ${(err as Error).message}`, { cause: err });
     }
     const [head] = await rowsOf<{ commit_id: number; event_id: number }>(pool, 'SELECT commit_id, event_id FROM commit_head');
-    const store = new PostgresStore(pool, config, namespace, head!, o);
+    const store = new PostgresStore(pool, config, namespace, head!, o, backends);
     try {
       await store.#control.start();
     } catch (err) {
@@ -128,6 +129,8 @@ export class PostgresStore implements Store {
     namespace: string,
     head: { commit_id: number; event_id: number },
     o: PostgresStoreOptions,
+    /** the server processes of this store's pool: see the control's commit handler */
+    backends: ReadonlySet<number>,
   ) {
     this.#pool = pool;
     this.#o = o;
@@ -162,7 +165,12 @@ export class PostgresStore implements Store {
       this.#channels,
       `agentq:sweeper:${namespace}`,
       {
-        commit: (id) => this.#feed.announce(id),
+        // a commit of this coordinator's own is handed to the feed by its transaction (or, when its
+        // outcome is unknown, announced then): its NOTIFY, which may come first, would only make
+        // the feed read the log for it
+        commit: (id, from) => {
+          if (!backends.has(from)) this.#feed.announce(id);
+        },
         output: (payload) => this.#output.notified(payload),
         connected: () => this.#feed.announce(), // catch up with what was committed meanwhile
       },
@@ -420,4 +428,20 @@ export class PostgresStore implements Store {
     await this.#control.close();
     await this.#pool.end().catch(() => undefined);
   }
+}
+
+/** The process ids of the server sessions of `pool`'s connections, kept up to date. */
+function poolBackends(pool: pg.Pool): ReadonlySet<number> {
+  const pids = new Set<number>();
+  // a client's processID is known once it is connected, which is when the pool says so
+  const pidOf = (client: pg.PoolClient) => (client as unknown as { processID: number | null }).processID;
+  pool.on('connect', (client) => {
+    const pid = pidOf(client);
+    if (pid !== null) pids.add(pid);
+  });
+  pool.on('remove', (client) => {
+    const pid = pidOf(client);
+    if (pid !== null) pids.delete(pid);
+  });
+  return pids;
 }
