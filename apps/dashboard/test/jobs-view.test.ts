@@ -182,3 +182,18 @@ test('a launcher that registers after the page opened is named by its hostname i
   assert.equal(await row.locator('td').nth(4).innerText(), 'late-host');
   assert.equal(await page.locator(`select[name="launcher"] option[value="${launcher.id}"]`).innerText(), `late-host (${launcher.id})`);
 });
+
+test('the page of a job that history retention deletes says so instead of showing it', { skip }, async (t) => {
+  const clock = new ManualClock(Date.now());
+  const { page, client, app, url } = await openDashboard(t, browser(), { config: retention, deps: { clock } });
+  const launcher = await fakeLauncher(client);
+  const job = await client.createJob({ type: 'start_session', session_name: 'soon-gone', prompt: 'p' });
+  await launcher.take();
+  await launcher.completed(job.job_id, 'done');
+  await page.goto(`${url}/#/jobs/${job.job_id}`);
+  await page.locator('.job-view[data-status="completed"]').waitFor();
+  clock.advance(RETENTION_MS);
+  await app.core.sweep();
+  await page.getByText(`Job ${job.job_id} was deleted by history retention`).waitFor();
+  assert.equal(await page.locator('.job-view').count(), 0);
+});

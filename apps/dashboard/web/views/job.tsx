@@ -33,7 +33,10 @@ export function JobView({ id }: { id: string }) {
 
   useEventBatches((batch) => {
     for (const e of batch) {
-      if ('job' in e && e.job.job_id === id) setJob((known) => mergeJob(known ?? undefined, e.job));
+      if (!('job' in e) || e.job.job_id !== id) continue;
+      // history retention deleted it: it leaves the view, as it leaves the lists
+      if (e.type === 'job.evicted') setError(`Job ${id} was deleted by history retention (JOB_HISTORY_DAYS).`);
+      else setJob((known) => mergeJob(known ?? undefined, e.job));
     }
   });
 
