@@ -55,6 +55,11 @@ export interface CommandResult {
   data: unknown;
   exitCode: number;
   text: () => string;
+  /**
+   * `text` is the job's own bytes (`agentq output`), printed as they are, like `cat`. Any other
+   * text has its control characters shown as `\xNN` (printable): it carries the coordinator's data.
+   */
+  raw?: boolean;
 }
 
 /** The context of one run; `close()` releases the client if one was made. */

@@ -6,6 +6,7 @@ import { RunContext, type CliIo, type CommandResult, type GlobalOptions } from '
 import { writeJson } from './envelope.js';
 import { nextStep, toCliFailure, UsageError } from './errors.js';
 import { buildProgram, commandPath } from './program.js';
+import { printable } from './table.js';
 
 /** The version of the `agentq` package (apps/cli/package.json). */
 export function cliVersion(): string {
@@ -75,7 +76,9 @@ function fail(io: CliIo, json: boolean, err: unknown): number {
   if (json) {
     writeJson(io, { ok: false, error });
   } else {
-    io.stderr.write(`agentq: ${error.message}${error.code === 'usage_error' ? '' : ` (${error.code})`}\n`);
+    // the coordinator's message may quote what it was sent (a session name) or a job's error
+    const code = error.code === 'usage_error' ? '' : ` (${printable(error.code)})`;
+    io.stderr.write(`agentq: ${printable(error.message)}${code}\n`);
     if (err instanceof UsageError) {
       io.stderr.write(`Run 'agentq ${err.command ? `${err.command} ` : ''}--help' for usage.\n`);
     }
@@ -91,6 +94,6 @@ function print(io: CliIo, json: boolean, result: CommandResult): void {
     if (result.data !== undefined) writeJson(io, { ok: true, data: result.data });
     return;
   }
-  const text = result.text();
+  const text = result.raw ? result.text() : printable(result.text());
   if (text !== '') io.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
 }

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { Job } from '@agentq/protocol';
 import stringWidth from 'string-width';
-import { describeJob, renderDescriptor, table, truncate } from '../src/index.js';
+import { describeJob, printable, renderDescriptor, table, truncate } from '../src/index.js';
 import { cli, coordinator } from './helpers.js';
 
 /** The display column at which `needle` starts on `line`. */
@@ -125,5 +125,46 @@ describe('agentq status text', () => {
       renderDescriptor(describeJob(done, ctx), Date.now()),
       /^ {2}usage {6}12,000 in · 800 out · cache 300 written · \$0\.0421$/m,
     );
+  });
+});
+
+describe('text for people shows control characters, never sends them to the terminal', () => {
+  // a session name and an error with escape sequences: set the title, clear the screen, erase the line above
+  const name = 'evil\x1b]0;pwned\x07\x1b[2J';
+  const error = 'oops\x1b[1A\x1b[2K\rjob_000000000000  completed';
+  const ESC = '\x1b';
+
+  it('list, status, sessions, watch and refusals show them as \\xNN; output prints the bytes as they are', async (t) => {
+    const c = await coordinator(t);
+    const job = await c.client.createJob({ type: 'start_session', session_name: name, prompt: 'x' });
+    await c.launcher.claimAndStart();
+    await c.launcher.output(job.job_id, 0, 'colour \x1b[31mred\x1b[0m\n');
+    await c.launcher.fail(job.job_id, error);
+
+    const runs = {
+      list: await cli(c.url, ['list', '--all']),
+      status: await cli(c.url, ['status', job.job_id]),
+      sessions: await cli(c.url, ['sessions']),
+      tree: await cli(c.url, ['sessions', name]),
+      watch: await cli(c.url, ['watch', '--since', '0', '--job', job.job_id, '--count', '1']),
+      refused: await cli(c.url, ['start', name, '-p', 'again']),
+    };
+    for (const [what, r] of Object.entries(runs)) {
+      assert.ok(!r.stdout.includes(ESC) && !r.stderr.includes(ESC), `${what} sends no ESC: ${JSON.stringify(r)}`);
+      assert.ok(`${r.stdout}${r.stderr}`.includes('evil\\x1b]0;pwned\\x07\\x1b[2J'), `${what} shows the name`);
+    }
+    assert.equal(runs.status.code, 4);
+    assert.match(runs.status.stdout, /^ {2}error {6}oops\\x1b\[1A\\x1b\[2K\\x0djob_000000000000 {2}completed$/m);
+    assert.equal(runs.refused.code, 2);
+
+    // the job's own output is its bytes, like cat; --json escapes as JSON does
+    const output = await cli(c.url, ['output', job.job_id]);
+    assert.equal(output.stdout, 'colour \x1b[31mred\x1b[0m\n');
+    const json = await cli(c.url, ['status', job.job_id, '--json']);
+    assert.equal((JSON.parse(json.stdout) as { data: Job }).data.session_name, name);
+  });
+
+  it('a CR before a LF goes, tabs and line feeds stay', () => {
+    assert.equal(printable('a\r\nb\tc\rd\x7f\x9b'), 'a\nb\tc\\x0dd\\x7f\\x9b');
   });
 });

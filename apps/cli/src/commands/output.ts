@@ -42,7 +42,7 @@ export function registerOutput(program: Command, act: Act): void {
             }
             return first.output;
           };
-          return { data: first, exitCode: CliExitCodes.ok, text };
+          return { data: first, exitCode: CliExitCodes.ok, text, raw: true };
         }
 
         // Following: in text mode the bytes go to stdout as they come; with --json they are

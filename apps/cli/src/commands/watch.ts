@@ -11,6 +11,7 @@ import { intArg, listArg } from '../args.js';
 import type { CommandContext, CommandResult } from '../context.js';
 import type { Act } from '../program.js';
 import { writeJson } from '../envelope.js';
+import { printable } from '../table.js';
 
 interface WatchOptions {
   type?: string[];
@@ -98,8 +99,12 @@ function matches(e: StreamEvent, o: WatchOptions): boolean {
   return true;
 }
 
-/** One event as a line for people: local time, type, what it is about. */
+/** One event as a line for people: local time, type, what it is about (control characters shown, not sent). */
 export function renderEvent(e: StreamEvent): string {
+  return printable(eventLine(e));
+}
+
+function eventLine(e: StreamEvent): string {
   if (e.type === 'stream.gap') {
     return `(events before #${e.oldest_available_id} were missed: the coordinator no longer has them)`;
   }
