@@ -8,7 +8,7 @@ import {
   type LifecycleEvent,
 } from '@agentq/protocol';
 import { InterruptedError } from '../src/index.js';
-import { cli, coordinator, deadUrl, envelope, type CliRun } from './helpers.js';
+import { cli, coordinator, deadUrl, envelope, whenCalled, type CliRun } from './helpers.js';
 
 const WatchLine = CliEnvelope(CliCommandData.watch);
 
@@ -119,5 +119,33 @@ describe('agentq watch', () => {
     const down = await cli(await deadUrl(), ['watch', '--json']);
     assert.equal(down.code, 1);
     assert.equal(envelope<Failure>(down, CliFailure).error.code, 'coordinator_unreachable');
+  });
+
+  it('a stream lost before any event resumes after the newest event of when it opened: what came meanwhile is printed', async (t) => {
+    const c = await coordinator(t);
+    const opened = whenCalled(c.core.events, 'subscribe', () => true);
+    let onLost!: () => void;
+    const lost = new Promise<void>((resolve) => (onLost = resolve));
+    const watching = cli(c.url, ['watch', '--type', 'job.created', '--count', '1', '--json'], {
+      onStderr: (s) => {
+        if (s.includes('event stream lost')) onLost();
+      },
+    });
+    await opened;
+    const restarting = c.restart();
+    await lost;
+    // made while the coordinator is down and the watch has no stream: only a resume brings it
+    const { job } = await c.core.createJob({ type: 'start_session', session_name: 'meanwhile', prompt: 'x' });
+    await restarting;
+    // the restarted coordinator's own listeners are in place: the next one is the watch's stream
+    await whenCalled(c.core.events, 'subscribe', () => true);
+    // a watch that lost its place prints this one instead (one that resumed has printed the other)
+    await c.client.createJob({ type: 'start_session', session_name: 'after', prompt: 'x' });
+    const r = await watching;
+    assert.equal(r.code, 0, r.stderr);
+    assert.deepEqual(
+      events(r).map((e) => ('job' in e ? e.job.job_id : e.type)),
+      [job.job_id],
+    );
   });
 });

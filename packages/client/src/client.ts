@@ -350,7 +350,14 @@ export class AgentqClient {
    * Job events leave the prompt out (`prompt_omitted: true`) unless `includePrompt` is set.
    */
   async *events(
-    options: { lastEventId?: string | number; signal?: AbortSignal; onOpen?: () => void; includePrompt?: boolean } = {},
+    options: {
+      lastEventId?: string | number;
+      signal?: AbortSignal;
+      onOpen?: () => void;
+      /** each comment line of the stream, e.g. the coordinator's `connected, last event id N, coordinator P` */
+      onComment?: (comment: string) => void;
+      includePrompt?: boolean;
+    } = {},
   ): AsyncGenerator<SseMessage> {
     const headers: Record<string, string> = { accept: 'text/event-stream', ...this.#auth() };
     if (options.lastEventId !== undefined) headers['last-event-id'] = String(options.lastEventId);
@@ -379,7 +386,7 @@ export class AgentqClient {
     }
     options.onOpen?.();
     try {
-      yield* parseSse(res.body);
+      yield* parseSse(res.body, options.onComment);
     } catch (err) {
       if (options.signal?.aborted) return;
       throw this.#wrap(err, url, options.signal);

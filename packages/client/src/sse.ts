@@ -19,8 +19,12 @@ const MAX_BUFFERED_CHARS = 256 * 1024 * 1024;
  * Parse a text/event-stream body into messages. The parsing itself is `eventsource-parser`
  * (line endings, comments, `retry:`, multi-line `data:`); this adds the browser's defaults that
  * the parser leaves to its caller: the `message` event type and the sticky last event id.
+ * Comments go to `onComment` (the coordinator opens with `: connected, last event id N, ...`).
  */
-export async function* parseSse(body: AsyncIterable<Buffer | string>): AsyncGenerator<SseMessage> {
+export async function* parseSse(
+  body: AsyncIterable<Buffer | string>,
+  onComment?: (comment: string) => void,
+): AsyncGenerator<SseMessage> {
   const decoder = new TextDecoder();
   let lastId: string | null = null;
   const ready: SseMessage[] = [];
@@ -31,6 +35,7 @@ export async function* parseSse(body: AsyncIterable<Buffer | string>): AsyncGene
       if (e.id !== undefined) lastId = e.id;
       ready.push({ id: lastId, event: e.event ?? 'message', data: e.data });
     },
+    ...(onComment ? { onComment } : {}),
     onError(err) {
       // unknown fields are ignored, as the SSE format requires; only an overflow is fatal
       if (err.type === 'max-buffer-size-exceeded') failure = err;

@@ -39,6 +39,20 @@ test('comments and retry are skipped, data lines join, the type defaults to mess
   ]);
 });
 
+test('comments go to onComment, in order with the messages', async () => {
+  const seen: string[] = [];
+  const chunks = [': connected, last event id 7, coordinator p1\n\n', 'id: 8\ndata: a\n\n', ': keepalive\n\n'];
+  for await (const m of parseSse(
+    (async function* () {
+      yield* chunks;
+    })(),
+    (comment) => seen.push(`comment ${comment}`),
+  )) {
+    seen.push(`event ${m.id}`);
+  }
+  assert.deepEqual(seen, ['comment connected, last event id 7, coordinator p1', 'event 8', 'comment keepalive']);
+});
+
 test('an event the stream never finished is not delivered', async () => {
   assert.deepEqual(await parse(['event: job.created\ndata: partial']), []);
 });

@@ -151,6 +151,13 @@ async function watch(ctx: CommandContext, cmd: Command): Promise<CommandResult> 
             connected = true;
             attempt = 0;
           },
+          // no event seen yet: resume after the newest one there was when the stream opened, which
+          // the coordinator names as it opens; without an id a reconnect would start from "now",
+          // and what happened while the stream was down would be missed without a word
+          onComment: (comment) => {
+            const opened = /last event id (\d+)/.exec(comment);
+            if (opened && lastId === undefined) lastId = Number(opened[1]);
+          },
         });
         for await (const msg of stream) {
           if (msg.id !== null) lastId = msg.id;
