@@ -16,11 +16,15 @@ const onSignal = () => {
 };
 process.on('SIGINT', onSignal);
 process.on('SIGTERM', onSignal);
-// `agentq watch | head -3`: the reader went away, which is how such a pipe ends, not an error
+// `agentq watch | head -3`: the reader went away, which is how such a pipe ends, not an error;
+// any other failure to write (a full disk) is said in a line, not a stack trace
 process.stdout.on('error', (err: NodeJS.ErrnoException) => {
   if (err.code === 'EPIPE') process.exit(0);
-  throw err;
+  process.stderr.write(`agentq: cannot write the output: ${err.message}\n`);
+  process.exit(1);
 });
+// nobody reads stderr (a closed pipe): the exit code is all that is left to say it
+process.stderr.on('error', () => {});
 
 const code = await run(process.argv.slice(2), {
   env: process.env,

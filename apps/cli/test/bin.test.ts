@@ -1,7 +1,8 @@
 /** The real `agentq` executable, run as a child process (argv, env, stdout, exit code). */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { once } from 'node:events';
+import { openSync, readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { CliCommandData, CliEnvelope, CliFailure, type CancelResults, type JobDescriptor } from '@agentq/protocol';
@@ -39,6 +40,27 @@ describe('the agentq bin', () => {
     const r = await agentq(['wait', '--json']);
     assert.equal(r.code, 2);
     envelope(r, CliFailure);
+  });
+
+  it('stdout that cannot be written (a full disk): exit 1 with one line saying so, not a stack trace', async () => {
+    const full = openSync('/dev/full', 'w');
+    const child = spawn(process.execPath, [BIN, '--help'], { env: { PATH: process.env.PATH ?? '' }, stdio: ['ignore', full, 'pipe'] });
+    let stderr = '';
+    child.stderr!.setEncoding('utf8').on('data', (s: string) => (stderr += s));
+    const [code] = (await once(child, 'close')) as [number];
+    assert.equal(code, 1);
+    assert.equal(stderr, 'agentq: cannot write the output: ENOSPC: no space left on device, write\n');
+  });
+
+  it('stderr that nobody reads: the exit code still says what happened (5: not found)', async (t) => {
+    const { url } = await coordinator(t);
+    const child = spawn(process.execPath, [BIN, 'status', 'job_0123456789ab'], {
+      env: { PATH: process.env.PATH ?? '', AGENTQ_URL: url },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    child.stderr!.destroy(); // the reading end is closed: writing to it fails with EPIPE
+    const [code] = (await once(child, 'close')) as [number];
+    assert.equal(code, 5);
   });
 
   it('unreachable coordinator: exit 1', async () => {
