@@ -1,5 +1,6 @@
 import { resolve } from 'node:path';
-import { AgentqClient, coordinatorUrlProblem, splitUrls, toError, withoutCredentials } from '@agentq/client';
+import { AgentqClient, coordinatorUrlProblem, splitUrls, toError, withoutCredentials, type ClientOptions } from '@agentq/client';
+import { printable } from './table.js';
 import { UsageError } from './errors.js';
 
 /** A place to write text: process.stdout / process.stderr, or a buffer in tests. */
@@ -93,7 +94,16 @@ export class RunContext implements CommandContext {
     // no limit: a run has few requests in flight (mostly one, and the progress event stream), but
     // a wait on more than 1000 jobs parks one long-poll per 1000 at once, and none may queue
     // behind another (waiting.ts)
-    this.#client ??= coordinatorClient({ url: this.url, token: this.#token, caFile: this.#caFile, connections: null });
+    this.#client ??= coordinatorClient({
+      url: this.url,
+      token: this.#token,
+      caFile: this.#caFile,
+      connections: null,
+      // a rate limit may ask for a minute, twice: say why nothing happens meanwhile
+      onRetryWait: ({ ms, error }) => {
+        if (ms >= 1000) this.io.stderr.write(`agentq: ${printable(error.code)}: trying again in ${Math.ceil(ms / 1000)} s, as the coordinator asks\n`);
+      },
+    });
     return this.#client;
   }
 
@@ -113,6 +123,7 @@ export interface ClientSettings {
   caFile: string | undefined;
   /** null: no limit (see ClientOptions) */
   connections: number | null;
+  onRetryWait?: ClientOptions['onRetryWait'];
 }
 
 /**
@@ -125,6 +136,7 @@ export function coordinatorClient(s: ClientSettings): AgentqClient {
     return new AgentqClient({
       url: s.url,
       connections: s.connections,
+      ...(s.onRetryWait === undefined ? {} : { onRetryWait: s.onRetryWait }),
       ...(s.token === undefined ? {} : { token: s.token }),
       ...(s.caFile === undefined ? {} : { caFile: s.caFile }),
     });

@@ -70,3 +70,16 @@ describe('agentq start: a lost answer', () => {
     assert.equal((await c.client.listJobs()).jobs.length, 1);
   });
 });
+
+describe('agentq start against a coordinator that asks it to wait (Retry-After)', () => {
+  it('says on stderr why it is quiet before each wait, then reports the refusal', async (t) => {
+    // a queue full of one prompt: every further create is refused with 503 queue_full, Retry-After: 1
+    const c = await coordinator(t, { maxQueuedBytes: 10, overloadRetryAfterSeconds: 1 });
+    await c.client.createJob({ type: 'start_session', session_name: 'first', prompt: 'ten bytes!' });
+    const r = await cli(c.url, ['start', 'second', '-p', 'more']);
+    assert.notEqual(r.code, 0);
+    const notes = r.stderr.split('\n').filter((l) => l.startsWith('agentq: queue_full: trying again in 1 s'));
+    assert.equal(notes.length, 2, r.stderr);
+    assert.match(r.stderr, /queue holds 10 bytes/);
+  });
+});

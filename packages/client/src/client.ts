@@ -72,6 +72,8 @@ export interface ClientOptions {
   overloadRetries?: number;
   /** the longest Retry-After honoured; a longer one fails the request at once (default 60 s) */
   maxRetryAfterMs?: number;
+  /** told before each such wait (a CLI says why it is quiet: a rate limit may ask for a minute) */
+  onRetryWait?: (wait: { ms: number; error: AgentqApiError }) => void;
   /**
    * How many times `createJob` sends its request again after a lost answer (connection error,
    * 502/503/504), always with the same Idempotency-Key so that the coordinator creates the job
@@ -118,6 +120,7 @@ export class AgentqClient {
   readonly #headersTimeoutMs: number;
   readonly #token: () => string | undefined;
   readonly #overloadRetries: number;
+  readonly #onRetryWait: ClientOptions['onRetryWait'];
   readonly #maxRetryAfterMs: number;
   readonly #createRetries: number;
   readonly #createRetryBackoff: BackoffOptions;
@@ -132,6 +135,7 @@ export class AgentqClient {
     const token = options.token;
     this.#token = typeof token === 'function' ? token : () => token;
     this.#overloadRetries = options.overloadRetries ?? 2;
+    this.#onRetryWait = options.onRetryWait;
     this.#maxRetryAfterMs = options.maxRetryAfterMs ?? 60_000;
     this.#createRetries = options.createRetries ?? 4;
     this.#createRetryBackoff = options.createRetryBackoff ?? { baseMs: 200, maxMs: 5_000 };
@@ -442,6 +446,7 @@ export class AgentqClient {
         // (a create with an Idempotency-Key is safe to send again: the coordinator made it once at most)
         const safe = method === 'GET' || o.readOnly === true || o.headers?.['idempotency-key'] !== undefined;
         if (!safe && (err as AgentqApiError).code.startsWith('http_')) throw err;
+        this.#onRetryWait?.({ ms: wait, error: err as AgentqApiError });
         try {
           await delay(wait, o.signal);
         } catch {
