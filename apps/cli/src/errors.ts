@@ -19,8 +19,8 @@ export class UsageError extends Error {
 export class InterruptedError extends Error {
   override readonly name = 'InterruptedError';
   readonly code = 'interrupted';
-  constructor() {
-    super('interrupted');
+  constructor(message = 'interrupted') {
+    super(message);
   }
 }
 

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { createServer, request } from 'node:http';
 import { describe, it, type TestContext } from 'node:test';
 import { CliCommandData, CliEnvelope, type JobDescriptor } from '@agentq/protocol';
+import { InterruptedError } from '../src/errors.js';
 import { cli, coordinator, envelope } from './helpers.js';
 
 /**
@@ -81,5 +82,28 @@ describe('agentq start against a coordinator that asks it to wait (Retry-After)'
     const notes = r.stderr.split('\n').filter((l) => l.startsWith('agentq: queue_full: trying again in 1 s'));
     assert.equal(notes.length, 2, r.stderr);
     assert.match(r.stderr, /queue holds 10 bytes/);
+  });
+});
+
+describe('agentq start interrupted (Ctrl-C) while its create is on its way', () => {
+  it('says the job may exist and where to look, since the coordinator may have made it', async (t) => {
+    const c = await coordinator(t);
+    const interrupt = new AbortController();
+    let created!: () => void;
+    const made = new Promise<void>((resolve) => (created = resolve));
+    // the coordinator makes the job; the user presses Ctrl-C before its answer is read
+    const original = c.core.createJob.bind(c.core);
+    c.core.createJob = async (...args: Parameters<typeof original>) => {
+      const out = await original(...args);
+      created();
+      interrupt.abort(new InterruptedError());
+      return out;
+    };
+    const run = cli(c.url, ['start', 'maybe', '-p', 'hi'], { signal: interrupt.signal });
+    await made;
+    const r = await run;
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /interrupted before the coordinator answered: the job may have been created all the same \(agentq sessions maybe lists its jobs\)/);
+    assert.equal((await c.client.getSession('maybe')).job_ids.length, 1, 'it was');
   });
 });

@@ -3,6 +3,7 @@ import { Option, type Command } from 'commander';
 import { keyValueArg, timeoutArg, timeoutMs, usdArg, type Timeout } from '../args.js';
 import type { CommandContext, CommandResult } from '../context.js';
 import { describeJob } from '../descriptor.js';
+import { InterruptedError } from '../errors.js';
 import { followOutput } from '../follow.js';
 import { commandHelpAfter } from '../help.js';
 import type { Act } from '../program.js';
@@ -124,7 +125,7 @@ async function createJob(type: JobType, ctx: CommandContext, cmd: Command): Prom
   if (o.budget !== undefined) body.budget_usd = o.budget;
 
   if (!wait) {
-    const created = await ctx.client.createJob(body, { signal: ctx.signal });
+    const created = await create(ctx, body);
     const d = describeJob(created, ctx);
     // exit 0: the job was accepted. Its own state is in the descriptor (terminal: false).
     const headline = `${command === 'start' ? 'started' : 'resumed'} ${d.session_name}: job ${d.job_id}`;
@@ -137,6 +138,21 @@ async function createJob(type: JobType, ctx: CommandContext, cmd: Command): Prom
   return { data: d, exitCode: exitCodeForStatus(job.status), text: () => renderDescriptor(d, ctx.now()) };
 }
 
+/**
+ * Create the job. Interrupted before the answer came, it may have been created all the same (the
+ * request may have reached the coordinator): say where to look rather than just "interrupted".
+ */
+async function create(ctx: CommandContext, body: CreateJobRequest): Promise<Job> {
+  try {
+    return await ctx.client.createJob(body, { signal: ctx.signal });
+  } catch (err) {
+    if (!ctx.signal?.aborted) throw err;
+    throw new InterruptedError(
+      `interrupted before the coordinator answered: the job may have been created all the same (agentq sessions ${body.session_name} lists its jobs)`,
+    );
+  }
+}
+
 /** Create, then wait; on a terminal, progress lines on stderr fed by the event stream. */
 async function waitWithProgress(
   ctx: CommandContext,
@@ -147,7 +163,7 @@ async function waitWithProgress(
   const progress = Progress.start(ctx.io, ctx.client, ctx.now);
   try {
     await progress?.ready;
-    const created = await ctx.client.createJob(body, { signal: ctx.signal });
+    const created = await create(ctx, body);
     progress?.track([created]);
     const job = await waitForJob(ctx.client, created.job_id, created, {
       timeoutMs,
@@ -164,7 +180,7 @@ async function waitWithProgress(
 
 /** Create, then wait while streaming the job's output (instead of drawing progress). */
 async function waitFollowing(ctx: CommandContext, body: CreateJobRequest, timeoutMs: number | undefined): Promise<Job> {
-  const created = await ctx.client.createJob(body, { signal: ctx.signal });
+  const created = await create(ctx, body);
   const sink = ctx.json ? ctx.io.stderr : ctx.io.stdout;
   const stopFollowing = new AbortController();
   const onAbort = () => stopFollowing.abort(ctx.signal?.reason);
