@@ -648,3 +648,29 @@ test("a coordinator does not read its own commits back from the commit log (thei
   }
   assert.equal(reads.length, 0);
 });
+
+test("pending_reason reads the online launchers once, until a commit on any coordinator changes one", async (t) => {
+  const clock = new ManualClock(Date.now());
+  const set = await coordinators(t, 2, {}, { clock });
+  if (!set) return;
+  const [A, B] = set.nodes as [RunningCoordinator, RunningCoordinator];
+  const [a, b] = set.clients as [AgentqClient, AgentqClient];
+  const reads: string[] = [];
+  const query = pg.Client.prototype.query;
+  pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
+    const text = typeof args[0] === 'string' ? args[0] : (args[0] as { text?: string } | undefined)?.text;
+    if (text?.startsWith('SELECT * FROM launchers')) reads.push(text);
+    return (query as (...a: unknown[]) => unknown).apply(this, args);
+  } as typeof query;
+  t.after(() => (pg.Client.prototype.query = query));
+  const jobs: Job[] = [];
+  for (let i = 0; i < 5; i++) jobs.push(await start(a, `gpu-${i}`, 'p', { requires: { gpu: 'a100' } }));
+  assert.equal(reads.length, 1, 'one read for five creates');
+  assert.equal((await a.getJob(jobs[0]!.job_id)).pending_reason, 'no launcher is online');
+
+  // a launcher that can take them registers on B: A hears of it at once
+  const registered = await b.register({ hostname: 'gpu-box', executor_type: 'test', labels: { gpu: 'a100' } });
+  await caughtUp(A, B.core.events.lastId);
+  assert.equal((await a.getJob(jobs[0]!.job_id)).pending_reason, null);
+  assert.ok(registered.launcher_id);
+});

@@ -5,7 +5,7 @@ import { newId } from './ids.js';
 import { end, requeue } from './jobs.js';
 import { launcherIdentity } from './routing.js';
 import type { LauncherRow } from './rows.js';
-import type { Tx } from './store/store.js';
+import type { Store, Tx } from './store/store.js';
 
 /*
  * Launchers: registration, signs of life, deregistration, and what happens to the jobs of one
@@ -13,6 +13,11 @@ import type { Tx } from './store/store.js';
  */
 
 /** How long a stale launcher stays listed (status `stale`) before it is forgotten. */
+/** The launchers whose status is `online`, as the store reads them most cheaply. */
+export async function onlineLaunchers(store: Store): Promise<LauncherRow[]> {
+  return store.onlineLaunchers ? store.onlineLaunchers() : (await store.listLaunchers()).filter((l) => l.status === 'online');
+}
+
 export const STALE_LAUNCHER_KEEP_MS = 60 * 60 * 1000;
 
 /**

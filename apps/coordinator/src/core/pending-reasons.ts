@@ -1,5 +1,6 @@
 import type { Job } from '@agentq/protocol';
 import type { CoreContext } from './context.js';
+import { onlineLaunchers } from './launchers.js';
 import { namingHost, routeFromKey, unservedReason } from './routing.js';
 import { treeSpent, type JobRow } from './rows.js';
 import { toWireJob } from './wire.js';
@@ -15,7 +16,7 @@ export async function pendingReasons(ctx: CoreContext, jobs: readonly JobRow[]):
   const pending = jobs.filter((j) => j.status === 'pending');
   if (pending.length === 0) return out;
   const { store } = ctx;
-  const online = (await store.listLaunchers()).filter((l) => l.status === 'online');
+  const online = await onlineLaunchers(store);
   for (const job of pending) {
     if (job.readySince === null || job.routeKey === null) {
       const session = await store.getSession(job.sessionName);

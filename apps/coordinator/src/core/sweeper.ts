@@ -1,7 +1,7 @@
 import { isTerminal } from '@agentq/protocol';
 import type { CoreContext } from './context.js';
 import { end, endPending, requestStop, requeue, stoppedStatus } from './jobs.js';
-import { loseLauncher, STALE_LAUNCHER_KEEP_MS } from './launchers.js';
+import { loseLauncher, onlineLaunchers, STALE_LAUNCHER_KEEP_MS } from './launchers.js';
 import { isServed, namingHost, routeFromKey, unservedReason } from './routing.js';
 import { holdsNoInput, isDelivery } from './rows.js';
 import type { Tx } from './store/store.js';
@@ -120,7 +120,7 @@ export class Sweeper {
       this.#unservedChanged = false;
     }
     this.#unservedLoaded = true;
-    const online = (await store.listLaunchers()).filter((l) => l.status === 'online');
+    const online = await onlineLaunchers(store);
     const seen = new Set<string>();
     for (const bucket of await store.readyBuckets()) {
       seen.add(bucket.key);

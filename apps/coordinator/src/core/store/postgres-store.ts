@@ -63,6 +63,9 @@ const TERMINAL = [...TERMINAL_STATUSES];
  * - One coordinator sweeps at a time: the one whose control connection holds an advisory lock.
  * - Output: pg-output.ts. Schema and migrations: pg-schema.ts.
  */
+/** How long onlineLaunchers' copy is used at most (a commit that changed a launcher ends it sooner). */
+const ONLINE_COPY_MS = 1000;
+
 export class PostgresStore implements Store {
   readonly kind = 'postgres' as const;
   readonly shared = true;
@@ -80,6 +83,9 @@ export class PostgresStore implements Store {
   readonly #channels: { commits: string; output: string };
   readonly #transactions: PgTransactions;
   readonly #listeners: ((commit: Commit) => void)[] = [];
+  /** onlineLaunchers' copy, and the count of commits that changed a launcher's status */
+  #online: { at: number; rows: LauncherRow[] } | undefined;
+  #launcherChanges = 0;
   readonly #touched = new Map<string, number>();
   #closed = false;
 
@@ -144,6 +150,10 @@ export class PostgresStore implements Store {
         rowsOf<LogRow>(this.#pool, 'SELECT id, first_event_id, events, hints FROM commit_log WHERE id > $1 ORDER BY id LIMIT $2', [afterId, limit]),
       (jobIds) => promptsOf(this.#pool, jobIds),
       (commit) => {
+        if (commit.launchersChanged) {
+          this.#online = undefined;
+          this.#launcherChanges++;
+        }
         for (const listener of this.#listeners) listener(commit);
       },
       o.log,
@@ -229,6 +239,21 @@ export class PostgresStore implements Store {
   }
   async listLaunchers(): Promise<LauncherRow[]> {
     return (await this.#rows('SELECT * FROM launchers ORDER BY registered_at, id')).map((r) => decode(LAUNCHERS, r));
+  }
+
+  /**
+   * The online launchers, read again once a commit (of any coordinator) changed a launcher's
+   * status, or after ONLINE_COPY_MS: a create or a read of a pending job names why it waits from
+   * them, and reading every launcher each time costs as much as the rest of the request.
+   */
+  async onlineLaunchers(): Promise<LauncherRow[]> {
+    const now = this.#o.clock.now();
+    if (this.#online && now - this.#online.at < ONLINE_COPY_MS) return this.#online.rows;
+    const changes = this.#launcherChanges;
+    const rows = (await this.#rows("SELECT * FROM launchers WHERE status = 'online' ORDER BY registered_at, id")).map((r) => decode(LAUNCHERS, r));
+    // kept only if no commit changed a launcher while it was read (the read may predate it)
+    if (changes === this.#launcherChanges) this.#online = { at: now, rows };
+    return rows;
   }
   async activeJobIdsOfLauncher(id: string): Promise<string[]> {
     return (await this.#rows<{ id: string }>(`SELECT id FROM jobs WHERE launcher_id = $1 AND status IN ${ACTIVE} ORDER BY seq`, [id])).map((r) => r.id);

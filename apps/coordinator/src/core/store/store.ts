@@ -198,6 +198,12 @@ export interface Store {
   sessionsExtras(sessions: readonly SessionRow[]): Promise<SessionExtras[]>;
   getLauncher(id: string): Promise<LauncherRow | undefined>;
   listLaunchers(): Promise<LauncherRow[]>;
+  /**
+   * The launchers whose status is `online` (what `pending_reason` and the schedule timeout judge
+   * by), when the store can answer it without reading every launcher (PostgreSQL: a copy kept
+   * until a commit changes a launcher's status). Without it, `listLaunchers` filtered.
+   */
+  onlineLaunchers?(): Promise<LauncherRow[]>;
   activeJobIdsOfLauncher(id: string): Promise<string[]>;
   /** every claimed, running or stopping job */
   activeJobIds(): Promise<string[]>;
