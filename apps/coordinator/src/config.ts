@@ -34,8 +34,12 @@ export const ConfigSchema = Type.Object({
   outputMaxBytes: Type.Integer({ minimum: 1, maximum: 1024 * 1024 * 1024 }),
   /** default size of `GET /jobs/{id}/output` */
   outputPreviewBytes: Type.Integer({ minimum: 1 }),
-  /** terminal jobs older than this are deleted (history); JOB_HISTORY_DAYS or JOB_RETENTION_MS */
-  jobRetentionMs: Type.Integer({ minimum: 1 }),
+  /**
+   * terminal jobs older than this are deleted (history); JOB_HISTORY_DAYS or JOB_RETENTION_MS.
+   * At most 2^53 - 1: the sweeper's cut-off (now minus this) must stay an exact integer, or
+   * PostgreSQL refuses it as a bigint ("-1e+23") and every sweep fails from then on
+   */
+  jobRetentionMs: Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER }),
   /** SSE events kept for Last-Event-ID replay */
   eventReplaySize: Type.Integer({ minimum: 0, maximum: 1_000_000 }),
   /** what the replayed events may hold, roughly (their prompts, results, queued outcomes) */
@@ -217,6 +221,9 @@ export function loadConfig(
   overrides: Partial<CoordinatorConfig> = {},
 ): CoordinatorConfig {
   const config: Record<string, unknown> = { ...DEFAULT_CONFIG };
+  // the variable each key was read from: two variables set one key (JOB_HISTORY_DAYS and
+  // JOB_RETENTION_MS), and an error names the one that was given
+  const source = new Map<string, string>();
   if (env.STATE_FILE !== undefined && env.STATE_FILE.trim() !== '') {
     throw new ConfigError(
       'STATE_FILE',
@@ -226,6 +233,7 @@ export function loadConfig(
   for (const [name, key, kind] of ENV) {
     const raw = env[name];
     if (raw === undefined || raw.trim() === '') continue;
+    source.set(key, name);
     if (kind === 'string') config[key] = raw.trim();
     else if (kind === 'boolean') config[key] = parseBoolean(name, raw);
     else if (kind === 'nullable-number' && ['none', 'null', '0'].includes(raw.trim().toLowerCase())) config[key] = null;
@@ -239,7 +247,7 @@ export function loadConfig(
   for (const error of Value.Errors(ConfigSchema, config)) {
     const { path, message } = explain(error);
     const key = path.replace(/^\//, '');
-    const variable = ENV.find(([, k]) => k === key)?.[0] ?? key;
+    const variable = (key in overrides ? undefined : source.get(key)) ?? ENV.find(([, k]) => k === key)?.[0] ?? key;
     throw new ConfigError(variable, `${message} (got ${JSON.stringify(error.value)})`);
   }
   if ((config.tlsCertFile === null) !== (config.tlsKeyFile === null)) {

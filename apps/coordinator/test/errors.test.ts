@@ -155,6 +155,17 @@ test('configuration errors list the allowed values too (LOG_LEVEL=verbose)', () 
   assert.throws(() => loadConfig({ AUTH_DISABLED: 'true', AUTH_TOKENS_FILE: '/t' }), /AUTH_DISABLED: cannot be true while AUTH_TOKENS_FILE is set/);
 });
 
+test('a history retention too long for an exact cut-off is a configuration error naming the variable that was set', () => {
+  // 1e23 ms was accepted: on PostgreSQL every sweep then failed on the cut-off ("-1e+23" is no
+  // bigint), and with it the purges of Idempotency-Keys and of the commit log that follow it
+  assert.throws(() => loadConfig({ JOB_RETENTION_MS: '100000000000000000000000' }), /^ConfigError: JOB_RETENTION_MS: Expected integer to be less or equal to 9007199254740991/);
+  assert.throws(() => loadConfig({ JOB_HISTORY_DAYS: '200000000000' }), /^ConfigError: JOB_HISTORY_DAYS: Expected integer to be less or equal to 9007199254740991/);
+  // JOB_RETENTION_MS=0 was reported as JOB_HISTORY_DAYS, a variable the operator had not set
+  assert.throws(() => loadConfig({ JOB_RETENTION_MS: '0' }), /^ConfigError: JOB_RETENTION_MS: Expected integer to be greater or equal to 1 \(got 0\)/);
+  assert.throws(() => loadConfig({ JOB_HISTORY_DAYS: '0' }), /^ConfigError: JOB_HISTORY_DAYS: Expected integer to be greater or equal to 1 \(got 0\)/);
+  assert.equal(loadConfig({ JOB_RETENTION_MS: String(Number.MAX_SAFE_INTEGER) }).jobRetentionMs, Number.MAX_SAFE_INTEGER);
+});
+
 test('overloaded (heap above OVERLOAD_MAX_HEAP_BYTES): 503 overloaded with Retry-After, in the standard shape; /health still answers and says so', async (t) => {
   const { c } = await startTest(t, { overloadMaxHeapBytes: 1, overloadSampleIntervalMs: 10, overloadRetryAfterSeconds: 7 });
   // the first samples after start are not acted on (the start itself blocks the event loop):
