@@ -3,8 +3,10 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import Database from 'better-sqlite3';
 import { AgentqApiError, AgentqAuthError } from '@agentq/client';
 import { ManualClock } from '../src/core/clock.js';
+import { migrate } from '../src/core/store/sqlite-schema.js';
 import { startCoordinator } from '../src/start.js';
 import { hashSecret, parseTokenFile, TokenFileError, TokenStore } from '../src/http/auth/tokens.js';
 import { MemoryLauncherCredentials, launcherIdOf } from '../src/http/auth/launcher-credentials.js';
@@ -151,6 +153,30 @@ test('a registration replaces only launchers registered with the same token', as
   assert.deepEqual(reg.replaced, [mine.launcher_id]);
   const left = (await a.as.admin.listLaunchers()).launchers.map((l) => l.launcher_id).sort();
   assert.deepEqual(left, [admins.launcher_id, reg.launcher_id].sort());
+});
+
+test('a launcher registered before host identities were bound (schema 6) holds its host after the upgrade: another launcher token is 403 host_bound', async (t) => {
+  const path = join(tempDir(t), 'agentq.db');
+  const db = new Database(path);
+  migrate(db, 6);
+  // as a coordinator of schema 6 kept it: registered with the token launcher-token, no binding
+  db.prepare(
+    `INSERT INTO launchers (id, hostname, executor_type, registered_at, last_seen, status, labels, roots, host_id, portable, created_by, token_hash)
+     VALUES ('lnch_0ld000000001', 'oldbox', 'test', ?, ?, 'online', ?, '[]', 'h_old00001', 0, 'launcher-token', ?)`,
+  ).run(Date.now(), Date.now(), JSON.stringify({ hostname: 'oldbox', executor: 'test' }), 'a'.repeat(64));
+  db.close();
+  const a = await startAuthTest(t, { databaseUrl: `sqlite:${path}` });
+  const second = newSecret();
+  writeFileSync(a.file, `${readFileSync(a.file, 'utf8')}${tokenFileText([{ name: 'launcher-2', role: 'launcher', secret: second }])}`);
+  a.c.app.auth.reload();
+  const other = a.withToken(second);
+
+  const refused = await rejectsWith(other.register({ hostname: 'box-2', host_id: 'h_old00001', executor_type: 'test' }), 403, 'host_bound');
+  assert.deepEqual(refused, { host_id: 'h_old00001', bound_to: 'launcher-token' });
+  await rejectsWith(other.register({ hostname: 'oldbox', host_id: 'h_other0001', executor_type: 'test' }), 403, 'host_bound');
+  // its own token registers it again (and binds it)
+  await a.as.launcher.register({ hostname: 'oldbox', host_id: 'h_old00001', executor_type: 'test' });
+  await rejectsWith(other.register({ hostname: 'box-2', host_id: 'h_old00001', executor_type: 'test' }), 403, 'host_bound');
 });
 
 test('a host identity is bound to the launcher token that registered it first: another one is 403 host_bound until the first is revoked; kept across a restart', async (t) => {

@@ -4,7 +4,7 @@ import { CoordinatorError } from './errors.js';
 import { newId } from './ids.js';
 import { end, requeue } from './jobs.js';
 import { launcherIdentity } from './routing.js';
-import type { LauncherRow } from './rows.js';
+import type { HostBindingRow, LauncherRow } from './rows.js';
 import type { Store, Tx } from './store/store.js';
 
 /*
@@ -85,7 +85,7 @@ function hostIdentities(hostId: string | null, labels: Readonly<Record<string, s
  * in the token file); rotating a token's secret under the same name keeps it.
  */
 async function bindHost(ctx: CoreContext, tx: Tx, hostId: string, binder: HostBinder): Promise<void> {
-  const bound = await tx.hostBinding(hostId);
+  const bound = (await tx.hostBinding(hostId)) ?? (await registeredBeforeBindings(ctx, hostId, binder));
   if (bound?.tokenName === binder.tokenName) return;
   if (bound && binder.valid(bound.tokenName)) {
     txLog(ctx, tx).warn({ host_id: hostId, token_name: binder.tokenName, bound_to: bound.tokenName }, 'launcher refused: its host is bound to another token');
@@ -98,6 +98,22 @@ async function bindHost(ctx: CoreContext, tx: Tx, hostId: string, binder: HostBi
   }
   if (bound) txLog(ctx, tx).info({ host_id: hostId, token_name: binder.tokenName, bound_to: bound.tokenName }, 'host bound to another token: its token was revoked');
   await tx.putHostBinding({ hostId, tokenName: binder.tokenName, boundAt: tx.now });
+}
+
+/**
+ * A host that no binding names may still have a launcher, registered with a launcher token in
+ * force, from before bindings were kept (a database of SQLite schema 6 or PostgreSQL schema 2 and
+ * earlier: the upgrade makes the table empty, and launchers keep their credentials across it, so
+ * they never register again). That token registered the host first: without this, any other
+ * launcher token could bind a host that is serving, and be handed its sessions' resumes.
+ */
+async function registeredBeforeBindings(ctx: CoreContext, hostId: string, binder: HostBinder): Promise<HostBindingRow | undefined> {
+  for (const l of await ctx.store.listLaunchers()) {
+    const by = l.createdBy;
+    if (by === null || by === binder.tokenName || !binder.valid(by)) continue;
+    if (hostIdentities(l.hostId, l.labels).includes(hostId)) return { hostId, tokenName: by, boundAt: l.registeredAt };
+  }
+  return undefined;
 }
 
 /**
