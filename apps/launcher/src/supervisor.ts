@@ -11,8 +11,14 @@ export interface SupervisorOptions {
   runJob: (job: Job) => JobRunner;
 }
 
-/** Job ids remembered after they ended, so a late stop request for them is not answered twice. */
+/** Job ids remembered after they ended, or after a stop of a job not running here was answered. */
 const RECENTLY_ENDED = 1000;
+
+/** Add `id` to `set`, forgetting the oldest beyond RECENTLY_ENDED. */
+function remember(set: Set<string>, id: string): void {
+  set.add(id);
+  if (set.size > RECENTLY_ENDED) set.delete(set.values().next().value!);
+}
 
 /**
  * The running jobs (the original launcher's JobSupervisor): enforces the concurrency limit, routes stop
@@ -22,6 +28,8 @@ export class Supervisor {
   readonly #o: SupervisorOptions;
   readonly #running = new Map<string, JobRunner>();
   readonly #ended = new Set<string>();
+  /** jobs not running here whose stop was answered with a `stopped` report */
+  readonly #stopAnswered = new Set<string>();
   readonly #listeners = new Set<() => void>();
 
   constructor(options: SupervisorOptions) {
@@ -66,23 +74,25 @@ export class Supervisor {
     this.#emit();
     void runner.done.then(() => {
       this.#running.delete(job.job_id);
-      this.#ended.add(job.job_id);
-      if (this.#ended.size > RECENTLY_ENDED) this.#ended.delete(this.#ended.values().next().value!);
+      remember(this.#ended, job.job_id);
       this.#emit();
     });
   }
 
   /**
-   * The coordinator asked to stop a job. A job this launcher does not run is reported stopped at
-   * once (signal null) so that it does not stay `stopping` forever; one that just ended already
-   * has its final report queued.
+   * The coordinator asked to stop a job. A job this launcher does not run is reported stopped
+   * (signal null), once, so that it does not stay `stopping` for ever. That goes for a job that
+   * ended here too: its `stopped` report queues behind its final one, which the coordinator takes
+   * first (and then refuses the `stopped` as too late) — unless it never got it: a coordinator
+   * restored from a backup taken while the job ran still counts it as running here.
    */
   stop(jobId: string): void {
     const runner = this.#running.get(jobId);
     if (runner) return runner.stop();
-    if (this.#ended.has(jobId)) return;
-    this.#ended.add(jobId);
-    this.#o.log.info({ job_id: jobId }, 'stop requested for a job not running here; reporting it stopped');
+    if (this.#stopAnswered.has(jobId)) return;
+    remember(this.#stopAnswered, jobId);
+    const where = this.#ended.has(jobId) ? 'a job that ended here' : 'a job not running here';
+    this.#o.log.info({ job_id: jobId }, `stop requested for ${where}; reporting it stopped`);
     void this.#o.reporter.send(jobId, { kind: 'stopped', body: { signal: null } }, { last: true });
   }
 

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { copyFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { AgentqClient } from '@agentq/client';
@@ -187,4 +188,51 @@ test('shutdown while the poller is registering again: polling ends, reports drai
   // it deregistered itself (the real coordinator still knew it)
   assert.equal(px.count((url) => url.startsWith(`/launchers/${id}`)), 1);
   assert.equal((await client.listLaunchers()).launchers.some((x) => x.launcher_id === id), false);
+});
+
+test('a job that ended here but that a coordinator restored from a backup counts as running is reported stopped when it is stopped, not left stopping', { timeout: 60_000 }, async (t) => {
+  const dir = tempDir(t);
+  const db = join(dir, 'agentq.db');
+  const databaseUrl = `sqlite:${db}`;
+  const { c } = await coordinator(t, { databaseUrl });
+  const control = await controlServer(t);
+  const { log, waitFor } = captureLog();
+  await launcher(t, c.url, {}, { log });
+  const client = new AgentqClient({ url: c.url });
+  t.after(() => client.close());
+  const job = await client.createJob({
+    type: 'start_session',
+    session_name: 'restored',
+    prompt: script([{ hello: true }, { await: true }, { event: { type: 'result', text: 'done' } }], control),
+  });
+  const hello = await control.next();
+  await waitFor((l) => l['msg'] === 'report delivered' && l['report'] === 'started' && l['job_id'] === job.job_id);
+  // the backup: taken while the job runs (the coordinator stopped for it, so the file is whole)
+  await client.close();
+  await c.close();
+  copyFileSync(db, join(dir, 'backup.db'));
+  const open = async () => {
+    const next = await startCoordinator({ ...COORDINATOR_OPTIONS, port: c.port, databaseUrl });
+    const nextClient = new AgentqClient({ url: next.url });
+    t.after(async () => {
+      await nextClient.close();
+      await next.close().catch(() => {});
+    });
+    return { next, nextClient };
+  };
+  // the job ends, and the coordinator hears of it
+  const second = await open();
+  hello.release();
+  assert.equal((await settled(second.nextClient, job.job_id)).status, 'completed');
+  await second.nextClient.close();
+  await second.next.close();
+
+  // the restore: the coordinator counts the job as running on the launcher, which has ended it
+  for (const suffix of ['-wal', '-shm']) rmSync(db + suffix, { force: true });
+  copyFileSync(join(dir, 'backup.db'), db);
+  const third = await open();
+  assert.equal((await third.nextClient.getJob(job.job_id)).status, 'running');
+  await third.nextClient.stopJob(job.job_id);
+  const stopped = await settled(third.nextClient, job.job_id);
+  assert.equal(stopped.status, 'stopped');
 });
