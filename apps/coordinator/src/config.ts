@@ -215,6 +215,14 @@ export class ConfigError extends Error {
   }
 }
 
+/**
+ * The coordinator cannot start for a reason outside its configuration (its database server
+ * cannot be reached): said in one line, exit 1, where a bug's error gets its stack trace.
+ */
+export class StartupError extends Error {
+  override readonly name = 'StartupError';
+}
+
 /** Read the configuration from `env` (normally process.env), with `overrides` on top. */
 export function loadConfig(
   env: Record<string, string | undefined> = {},

@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { setFlagsFromString } from 'node:v8';
 import { buildApp, createLogger } from './app.js';
-import { CONFIG_ENV_VARS, ConfigError, loadConfig } from './config.js';
+import { CONFIG_ENV_VARS, ConfigError, loadConfig, StartupError } from './config.js';
 import { redactDatabaseUrl } from './core/store/database-url.js';
 import { stdoutDestination } from './log-destination.js';
 
@@ -87,6 +87,10 @@ async function main(): Promise<void> {
     if (err instanceof ConfigError) {
       process.stderr.write(`agentq-coordinator: invalid configuration: ${err.message}\n`);
       process.exit(2);
+    }
+    if (err instanceof StartupError) {
+      process.stderr.write(`agentq-coordinator: ${err.message}\n`);
+      process.exit(1);
     }
     throw err;
   }

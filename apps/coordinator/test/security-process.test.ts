@@ -75,6 +75,7 @@ test('the password of DATABASE_URL never reaches the output: with an @ in it, wi
     assert.equal(await exitOf(p.child), 1);
     const output = `${JSON.stringify(p.lines)}\n${p.stderr()}`;
     assert.ok(output.includes(`cannot open the PostgreSQL database ${shown}:`), output);
+    assert.ok(!p.stderr().includes('    at '), `an unreachable database is said in a line, not a stack trace: ${p.stderr()}`);
     assert.ok(!output.includes(password) && !output.includes(password.split('@').pop()!), `the password of ${url} is in the output: ${output}`);
   }
   // a scheme the coordinator does not know: the configuration error quotes the URL, not its password

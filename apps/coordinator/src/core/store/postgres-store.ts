@@ -3,6 +3,7 @@ import { hostname } from 'node:os';
 import { TERMINAL_STATUSES, type JobStatus, type LifecycleEvent } from '@agentq/protocol';
 import pg from 'pg';
 import type { Logger } from 'pino';
+import { ConfigError, StartupError } from '../../config.js';
 import type { Clock } from '../clock.js';
 import { COST_EPSILON_USD, type JobRow, type LauncherRow, type SessionRow } from '../rows.js';
 import type { SessionExtras } from '../wire.js';
@@ -116,7 +117,8 @@ export class PostgresStore implements Store {
       }
     } catch (err) {
       await pool.end().catch(() => undefined);
-      throw new Error(`cannot open the PostgreSQL database ${redactDatabaseUrl(url)}: ${(err as Error).message}`, { cause: err });
+      if (err instanceof ConfigError) throw err;
+      throw new StartupError(`cannot open the PostgreSQL database ${redactDatabaseUrl(url)}: ${(err as Error).message}`, { cause: err });
     }
     const [head] = await rowsOf<{ commit_id: number; event_id: number }>(pool, 'SELECT commit_id, event_id FROM commit_head');
     const store = new PostgresStore(pool, config, namespace, head!, o, backends);
@@ -124,7 +126,7 @@ export class PostgresStore implements Store {
       await store.#control.start();
     } catch (err) {
       await store.close();
-      throw new Error(`cannot listen on the PostgreSQL database ${redactDatabaseUrl(url)}: ${(err as Error).message}`, { cause: err });
+      throw new StartupError(`cannot listen on the PostgreSQL database ${redactDatabaseUrl(url)}: ${(err as Error).message}`, { cause: err });
     }
     return store;
   }
