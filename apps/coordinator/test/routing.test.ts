@@ -255,6 +255,44 @@ test('a delivery waits for its offline host past JOB_SCHEDULE_TIMEOUT and goes w
   assert.match(handed!.job!.prompt, /<result>done helper-1<\/result>/);
 });
 
+test('a job behind a thousand deliveries waiting for their offline host still fails after JOB_SCHEDULE_TIMEOUT', { timeout: 120_000 }, async (t) => {
+  const clock = new ManualClock();
+  const { c, client } = await startTest(t, { scheduleTimeoutSeconds: 30, heartbeatTimeoutSeconds: 86_400, sweepIntervalMs: 600_000 }, { clock });
+  const host = { hostname: 'build-1', executor_type: 'claude-code', host_id: 'h_MANYSESSIONS', project_roots: ['/srv'], max_jobs: 1000 };
+  const home = await client.register(host);
+  // 1,001 sessions of host build-1 (one more than the sweeper reads of a route at a time)
+  const names = Array.from({ length: 1001 }, (_, i) => `s-${i}`);
+  for (const batch of [names.slice(0, 1000), names.slice(1000)]) {
+    await client.createJobs(batch.map((session_name) => ({ type: 'start_session' as const, session_name, prompt: 'x' })));
+    const { jobs } = await client.sync({ launcher_id: home.launcher_id, capacity: 1000, reports: [] });
+    assert.equal(jobs.length, batch.length);
+    for (const kind of ['started', 'completed'] as const) {
+      const reports = jobs.map((j) => ({
+        job_id: j.job_id,
+        kind,
+        ...(kind === 'started' ? { working_dir: '/srv', executor_session_id: `x-${j.session_name}` } : {}),
+      }));
+      assert.ok((await client.sync({ launcher_id: home.launcher_id, capacity: 0, reports })).results.every((r) => r.ok));
+    }
+  }
+  await client.register({ ...host, hostname: 'build-2', host_id: 'h_OTHERHOST' }); // another host stays
+  await client.deleteLauncher(home.launcher_id, { self: true }); // the host goes away
+  // a message to each of the first 1,000: a delivery each, waiting for the host
+  for (const name of names.slice(0, 1000)) await client.sendMessage(name, { text: 'hello' });
+  // then a client's own resume of the last one, on the same route
+  const mine = await resume(client, 's-1000');
+  assert.equal((await client.getJob(mine.job_id)).pending_reason, 'session lives on host build-1, which is offline');
+
+  await c.core.sweep(); // the route is unserved from now on
+  clock.advance(31_000);
+  await c.core.sweep();
+  const failed = await client.getJob(mine.job_id);
+  assert.equal(failed.status, 'failed', 'the deliveries ahead of it do not hide it from JOB_SCHEDULE_TIMEOUT');
+  assert.equal(failed.error_code, 'no_matching_launcher');
+  const delivery = await client.getJob((await client.getSession('s-0')).callback_job_id!);
+  assert.equal(delivery.status, 'pending', 'the deliveries still wait');
+});
+
 test("pending_reason names what the session's host lacks, not a directory other launchers serve, and the schedule timeout's error says the same", async (t) => {
   const clock = new ManualClock();
   const { c, client } = await startTest(t, { scheduleTimeoutSeconds: 30, heartbeatTimeoutSeconds: 86_400, sweepIntervalMs: 600_000 }, { clock });

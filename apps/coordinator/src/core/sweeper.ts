@@ -3,7 +3,7 @@ import type { CoreContext } from './context.js';
 import { end, endPending, requestStop, requeue, stoppedStatus } from './jobs.js';
 import { loseLauncher, onlineLaunchers, STALE_LAUNCHER_KEEP_MS } from './launchers.js';
 import { isServed, namingHost, routeFromKey, unservedReason } from './routing.js';
-import { holdsNoInput, isDelivery } from './rows.js';
+import { holdsNoInput } from './rows.js';
 import type { Tx } from './store/store.js';
 
 /** Idempotency-Keys are honoured for this long. */
@@ -135,8 +135,9 @@ export class Sweeper {
         this.#unservedChanged = true;
       }
       if (now - Math.max(since, bucket.headReadySince) < timeoutMs) continue;
+      // deliveries are not in it: they wait for their host (however many wait ahead of a job)
       for (const job of await store.readyJobsIn(bucket.key, HISTORY_BATCH)) {
-        if (isDelivery(job) || now - Math.max(since, job.readySince ?? now) < timeoutMs) continue;
+        if (now - Math.max(since, job.readySince ?? now) < timeoutMs) continue;
         await store.transaction(async (tx) => {
           const current = await tx.job(job.id);
           if (current?.status !== 'pending' || current.readySince === null) return;

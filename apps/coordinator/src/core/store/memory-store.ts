@@ -4,7 +4,7 @@ import { jobTextSize } from '../answer-budget.js';
 import { iso } from '../clock.js';
 import type { Clock } from '../clock.js';
 import { OutputBuffer } from '../output-buffer.js';
-import { holdsNoInput, type JobRow, type LauncherRow, type SessionRow } from '../rows.js';
+import { holdsNoInput, isDelivery, type JobRow, type LauncherRow, type SessionRow } from '../rows.js';
 import { toWireLauncher, type SessionExtras } from '../wire.js';
 import { runAfterCommit } from './after-commit.js';
 import { compactEvents, hintsOf, type ChangeSet } from './changes.js';
@@ -211,7 +211,13 @@ export class MemoryStore implements Store {
     return this.state.ready.buckets().map(({ key, size, headReadySince }) => ({ key, size, headReadySince }));
   }
   async readyJobsIn(key: string, limit: number): Promise<JobRow[]> {
-    return this.state.ready.idsIn(key, limit).map((id) => this.state.jobs.get(id)!);
+    const rows: JobRow[] = [];
+    for (const id of this.state.ready.idsIn(key)) {
+      if (rows.length >= limit) break;
+      const job = this.state.jobs.get(id)!;
+      if (!isDelivery(job)) rows.push(job);
+    }
+    return rows;
   }
 
   /** Whether `launcher` could claim something now (the dispatcher's cheap pre-check). */

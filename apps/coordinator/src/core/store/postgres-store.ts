@@ -342,7 +342,11 @@ export class PostgresStore implements Store {
   }
 
   async readyJobsIn(key: string, limit: number): Promise<JobRow[]> {
-    const rows = await this.#rows('SELECT * FROM jobs WHERE ready_since IS NOT NULL AND route_key = $1 ORDER BY seq LIMIT $2', [key, limit]);
+    // not deliveries (rows.isDelivery): they wait for their host
+    const rows = await this.#rows(
+      'SELECT * FROM jobs WHERE ready_since IS NOT NULL AND route_key = $1 AND callback_of IS NULL AND message_ids IS NULL ORDER BY seq LIMIT $2',
+      [key, limit],
+    );
     return rows.map((r) => decode(JOBS, r));
   }
 

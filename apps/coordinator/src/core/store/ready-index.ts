@@ -109,14 +109,10 @@ export class ReadyIndex {
     }));
   }
 
-  idsIn(key: string, limit: number): string[] {
-    const out: string[] = [];
+  /** The ids of one bucket's jobs, oldest first. */
+  *idsIn(key: string): Generator<string> {
     const b = this.#buckets.get(key);
-    if (!b) return out;
-    for (const n of b.queue) {
-      if (out.length >= limit) break;
-      out.push(n.id);
-    }
-    return out;
+    if (!b) return;
+    for (const n of b.queue) yield n.id;
   }
 }

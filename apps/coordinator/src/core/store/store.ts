@@ -223,7 +223,11 @@ export interface Store {
   /** jobs held, by status (history included) */
   countByStatus(): Promise<Partial<Record<JobStatus, number>>>;
   readyBuckets(): Promise<ReadyBucket[]>;
-  /** ready jobs of one bucket, oldest first */
+  /**
+   * Ready jobs of one bucket that JOB_SCHEDULE_TIMEOUT may fail, oldest first: deliveries (they
+   * wait for their host, rows.isDelivery) are left out, so that however many wait at the head of
+   * a bucket, the jobs behind them are reached.
+   */
   readyJobsIn(key: string, limit: number): Promise<JobRow[]>;
 
   /** A sign of life of a launcher (not transactional; may be coarse in a shared store). */
