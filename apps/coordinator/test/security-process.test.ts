@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { readFileSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -106,6 +106,19 @@ test('the SQLite database a first start makes, with its WAL and shared-memory in
     p.child.kill('SIGTERM');
     assert.equal(await exitOf(p.child), 0);
   }
+});
+
+test('a lock file an earlier version left readable by all is made readable by its owner only at start', async (t) => {
+  const dir = tempDir(t);
+  const file = join(dir, 'agentq.db');
+  // as a version before the lock file was made private left it (umask 022)
+  writeFileSync(`${file}-lock`, '', { mode: 0o644 });
+  chmodSync(`${file}-lock`, 0o644);
+  const p = spawnCoordinator(t, { DATABASE_URL: `sqlite:${file}` });
+  await p.waitFor((l) => l.msg === 'coordinator ready');
+  assert.equal((statSync(`${file}-lock`).mode & 0o777).toString(8), '600', 'another user could hold a shared lock on it');
+  p.child.kill('SIGTERM');
+  assert.equal(await exitOf(p.child), 0);
 });
 
 test('SIGHUP re-reads the token file: a token added works, a token removed stops working; a bad file keeps the tokens', async (t) => {

@@ -1,4 +1,4 @@
-import { closeSync, openSync, readlinkSync, realpathSync, statSync } from 'node:fs';
+import { closeSync, fchmodSync, fstatSync, openSync, readlinkSync, realpathSync, statSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import Database, { type Database as Db, type Statement } from 'better-sqlite3';
 import { isTerminal, type JobStatus } from '@agentq/protocol';
@@ -680,6 +680,23 @@ function createPrivately(path: string): void {
 }
 
 /**
+ * The lock file, made or kept readable by its owner only: unlike the database, whose mode an
+ * operator may choose, it holds nothing to share, and one an earlier version left readable by all
+ * (0644) would let any local user keep coordinators from starting.
+ */
+function makeLockPrivate(path: string): void {
+  let fd: number | undefined;
+  try {
+    fd = openSync(path, 'a', 0o600);
+    if (fstatSync(fd).uid === process.getuid?.()) fchmodSync(fd, 0o600);
+  } catch {
+    // opening it as the lock reports it
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
+}
+
+/**
  * Refuse, before anything is written, a database that other software made (DATABASE_URL naming
  * the wrong file): migrations would add agentq's tables to it and turn it to WAL mode. An agentq
  * database is empty before its first migration and has its `jobs` table after it.
@@ -739,7 +756,7 @@ function lockFile(path: string): Db {
   const lock = `${file}-lock`;
   // its owner's only, whatever the database's mode: another user who may read it could hold a
   // shared lock on it, and no coordinator could start on the database
-  createPrivately(lock);
+  makeLockPrivate(lock);
   let guard: Db;
   try {
     guard = new Database(lock, { timeout: 0 });
