@@ -293,6 +293,47 @@ test('a job behind a thousand deliveries waiting for their offline host still fa
   assert.equal(delivery.status, 'pending', 'the deliveries still wait');
 });
 
+test("a delivery's JOB_DEFAULT_TIMEOUT_MS counts from when a launcher takes it, not while it waits for its host", async (t) => {
+  const clock = new ManualClock();
+  const HOUR = 3_600_000;
+  const { c, client } = await startTest(
+    t,
+    { scheduleTimeoutSeconds: 30, defaultJobTimeoutMs: HOUR, heartbeatTimeoutSeconds: 86_400, sweepIntervalMs: 600_000 },
+    { clock },
+  );
+  const host = { hostname: 'build-1', executor_type: 'claude-code', host_id: 'h_PARENTHOST', project_roots: ['/srv'] };
+  const run = async (launcherId: string, jobId: string, sessionId: string) => {
+    assert.equal((await client.poll(launcherId, { holdSeconds: 1 }))?.job?.job_id, jobId);
+    await client.reportStarted(jobId, { launcher_id: launcherId, working_dir: '/srv', executor_session_id: sessionId });
+    await client.reportCompleted(jobId, { launcher_id: launcherId, status: 'success', result: `done ${sessionId}` });
+  };
+  const home = await client.register(host);
+  await run(home.launcher_id, (await start(client, 'lead')).job_id, 'lead-1');
+  const other = await client.register({ ...host, hostname: 'build-2', host_id: 'h_CHILDHOST' });
+  const child = await start(client, 'helper', 'c', { parent_session_name: 'lead' });
+  await client.deleteLauncher(home.launcher_id, { self: true });
+  await run(other.launcher_id, child.job_id, 'helper-1');
+  const delivery = (await client.getSession('lead')).callback_job_id!;
+
+  // the host is away for longer than the timeout: the delivery waits
+  await c.core.sweep();
+  clock.advance(HOUR + 120_000);
+  await c.core.sweep();
+  assert.equal((await client.getJob(delivery)).status, 'pending');
+
+  // back: it is taken, and its hour starts then
+  const back = await client.register(host);
+  assert.equal((await client.poll(back.launcher_id, { holdSeconds: 1 }))?.job?.job_id, delivery);
+  await client.reportStarted(delivery, { launcher_id: back.launcher_id, working_dir: '/srv', executor_session_id: 'lead-1' });
+  assert.equal((await client.getJob(delivery)).timeout_ms, HOUR + HOUR + 120_000);
+  clock.advance(HOUR - 1000);
+  await c.core.sweep();
+  assert.equal((await client.getJob(delivery)).status, 'running');
+  clock.advance(1000);
+  await c.core.sweep();
+  assert.equal((await client.getJob(delivery)).status, 'stopping', 'an hour after it was taken, it is stopped as any job past its timeout');
+});
+
 test("pending_reason names what the session's host lacks, not a directory other launchers serve, and the schedule timeout's error says the same", async (t) => {
   const clock = new ManualClock();
   const { c, client } = await startTest(t, { scheduleTimeoutSeconds: 30, heartbeatTimeoutSeconds: 86_400, sweepIntervalMs: 600_000 }, { clock });

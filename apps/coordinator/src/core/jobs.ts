@@ -5,7 +5,7 @@ import * as callbacks from './callbacks.js';
 import { transition, txLog, type CoreContext } from './context.js';
 import { newId } from './ids.js';
 import { routeKey, routeOf } from './routing.js';
-import { addUsage, type JobRow, type LauncherRow, type SessionRow, type StopCause } from './rows.js';
+import { addUsage, isDelivery, type JobRow, type LauncherRow, type SessionRow, type StopCause } from './rows.js';
 import type { Tx } from './store/store.js';
 
 /*
@@ -125,6 +125,9 @@ export async function claim(ctx: CoreContext, tx: Tx, launcher: LauncherRow, max
         attempts: job.attempts + 1,
         readySince: null,
         routeKey: null,
+        // a delivery's timeout counts from when a launcher takes it: no client waits on it, and it
+        // may have waited for its session's host for hours (docs/routing.md)
+        ...(isDelivery(job) && ctx.config.defaultJobTimeoutMs !== null ? { timeoutMs: tx.now - job.createdAt + ctx.config.defaultJobTimeoutMs } : {}),
         executorSessionId: job.type === 'resume_session' ? session.executorSessionId : job.executorSessionId,
         // a job of a session bound to a host runs where the session lives (docs/routing.md)
         projectDir: session.affinity?.workingDir ?? job.projectDir ?? null,

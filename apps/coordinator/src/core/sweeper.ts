@@ -3,7 +3,7 @@ import type { CoreContext } from './context.js';
 import { end, endPending, requestStop, requeue, stoppedStatus } from './jobs.js';
 import { loseLauncher, onlineLaunchers, STALE_LAUNCHER_KEEP_MS } from './launchers.js';
 import { isServed, namingHost, routeFromKey, unservedReason } from './routing.js';
-import { holdsNoInput } from './rows.js';
+import { holdsNoInput, isDelivery } from './rows.js';
 import type { Tx } from './store/store.js';
 
 /** Idempotency-Keys are honoured for this long. */
@@ -91,16 +91,25 @@ export class Sweeper {
     }
   }
 
-  /** A job past its timeout: a pending one ends now; a running one is asked to stop. */
+  /**
+   * A job past its timeout: a pending one ends now (not a delivery: its time counts from its
+   * claim); a running one is asked to stop.
+   */
   async #timeouts(now: number): Promise<void> {
     const { store } = this.ctx;
     for (const id of await store.dueTimeouts(now)) {
       await store.transaction(async (tx) => {
         const job = await tx.job(id);
         if (!job || isTerminal(job.status)) return;
-        if (job.status === 'pending') await endPending(this.ctx, tx, job, 'timeout', null);
-        // a stop already under way keeps its reason: the request came first, so it ends `stopped`
-        else if (job.status !== 'stopping') await requestStop(this.ctx, tx, job, 'timeout', null);
+        // its deadline may have moved since it was listed (a delivery taken: jobs.ts claim)
+        if (job.timeoutMs === null || job.createdAt + job.timeoutMs > now) return;
+        if (job.status === 'pending') {
+          // a delivery's timeout counts once a launcher takes it: it waits for its session's host
+          if (!isDelivery(job)) await endPending(this.ctx, tx, job, 'timeout', null);
+        } else if (job.status !== 'stopping') {
+          // a stop already under way keeps its reason: the request came first, so it ends `stopped`
+          await requestStop(this.ctx, tx, job, 'timeout', null);
+        }
       });
     }
   }

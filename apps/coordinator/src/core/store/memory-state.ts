@@ -196,6 +196,10 @@ export class MemoryState {
         if (after.timeoutMs !== null) this.deadlines.push(after.createdAt + after.timeoutMs, id);
       }
     }
+    // a new deadline (a delivery's, counted from its claim): the earlier one, once due, is let go
+    if (before && after && !isTerminal(after.status) && after.timeoutMs !== null && after.timeoutMs !== before.timeoutMs) {
+      this.deadlines.push(after.createdAt + after.timeoutMs, id);
+    }
     const wasPending = before?.status === 'pending';
     const isPending = after?.status === 'pending';
     if (wasPending && !isPending) this.#pendingRemove(before!.sessionName, id);

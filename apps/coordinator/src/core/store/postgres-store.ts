@@ -402,6 +402,7 @@ export class PostgresStore implements Store {
   async dueTimeouts(now: number): Promise<string[]> {
     const rows = await this.#rows<{ id: string }>(
       `SELECT id FROM jobs WHERE timeout_ms IS NOT NULL AND completed_at IS NULL AND created_at + timeout_ms <= $1 AND status <> 'stopping'
+       AND NOT (status = 'pending' AND (callback_of IS NOT NULL OR message_ids IS NOT NULL))
        ORDER BY created_at + timeout_ms LIMIT 1000`,
       [now],
     );
