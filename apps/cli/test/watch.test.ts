@@ -9,6 +9,7 @@ import {
 } from '@agentq/protocol';
 import { InterruptedError } from '../src/index.js';
 import { cli, coordinator, deadUrl, envelope, whenCalled, type CliRun } from './helpers.js';
+import { tcpProxy } from './tcp-proxy.js';
 
 const WatchLine = CliEnvelope(CliCommandData.watch);
 
@@ -147,5 +148,29 @@ describe('agentq watch', () => {
       events(r).map((e) => ('job' in e ? e.job.job_id : e.type)),
       [job.job_id],
     );
+  });
+
+  it('a stream whose connection goes silent (frozen, not closed) is given up after three keepalives and resumed', { timeout: 20_000 }, async (t) => {
+    // keepalive every 100 ms (a third of the idle timeout)
+    const c = await coordinator(t, { httpIdleTimeoutMs: 300 });
+    const proxy = await tcpProxy(t, c.url);
+    const first = await c.client.createJob({ type: 'start_session', session_name: 'alpha', prompt: 'x' });
+    let lines = 0;
+    let second: string | undefined;
+    const watching = cli(proxy.url, ['watch', '--since', '0', '--type', 'job.created', '--count', '2', '--json'], {
+      onStdout: (all) => {
+        if (all.split('\n').length - 1 === lines) return;
+        lines = all.split('\n').length - 1;
+        if (lines !== 1) return;
+        // the stream is open and has delivered: the network now forgets its connection
+        proxy.freeze('drop');
+        void c.client.createJob({ type: 'start_session', session_name: 'beta', prompt: 'y' }).then((j) => (second = j.job_id));
+      },
+    });
+    const r = await watching;
+    assert.equal(r.code, 0, r.stderr);
+    const seen = events(r);
+    assert.deepEqual(seen.map((e) => 'job' in e && e.job.job_id), [first.job_id, second]);
+    assert.match(r.stderr, /^agentq: event stream lost; reconnecting after event \d+\n$/);
   });
 });

@@ -105,6 +105,11 @@ const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
 
 type Query = Record<string, string | number | boolean | undefined | null>;
 
+/** An event stream silent this many keepalive intervals is dead, though not closed. */
+const KEEPALIVES_MISSED = 3;
+/** the coordinator's keepalive interval until the stream's opening comment says (15 s at most) */
+const DEFAULT_KEEPALIVE_MS = 15_000;
+
 /** Slack added to a long-poll's announced hold time before the client gives up on headers. */
 const LONG_POLL_SLACK_MS = 30_000;
 
@@ -352,6 +357,8 @@ export class AgentqClient {
    * the server ends the stream. Pass the last seen id to resume after a disconnect. `onOpen` is
    * called once the coordinator has accepted the stream: every event after that moment will come.
    * Job events leave the prompt out (`prompt_omitted: true`) unless `includePrompt` is set.
+   * A stream that carries nothing for three of the coordinator's keepalive intervals (a dead
+   * connection that did not close) fails with an AgentqConnectionError: resume it.
    */
   async *events(
     options: {
@@ -366,13 +373,25 @@ export class AgentqClient {
     const headers: Record<string, string> = { accept: 'text/event-stream', ...this.#auth() };
     if (options.lastEventId !== undefined) headers['last-event-id'] = String(options.lastEventId);
     const url = this.url;
+    // A connection can die without closing (a NAT or proxy that forgot it, a network that went to
+    // sleep): nothing would come again, and a body without a timeout would be waited on for ever.
+    // The coordinator sends a comment at least every K ms (its opening comment says K): a stream
+    // silent for a few of them is given up, as a connection error, so the caller reconnects.
+    const silence = new AbortController();
+    let silenceMs = KEEPALIVES_MISSED * DEFAULT_KEEPALIVE_MS;
+    let watchdog: NodeJS.Timeout | undefined;
+    const listen = () => {
+      clearTimeout(watchdog);
+      watchdog = setTimeout(() => silence.abort(), silenceMs);
+    };
+    const signal = options.signal ? AbortSignal.any([options.signal, silence.signal]) : silence.signal;
     let res;
     try {
       res = await this.#pool(url).request({
         method: 'GET',
         path: options.includePrompt ? '/events?include=prompt' : '/events',
         headers,
-        signal: options.signal,
+        signal,
         headersTimeout: this.#headersTimeoutMs,
         bodyTimeout: 0,
       });
@@ -389,11 +408,39 @@ export class AgentqClient {
       throw apiError(res.statusCode, text, res.headers['retry-after']);
     }
     options.onOpen?.();
+    const body = res.body;
+    // the watchdog runs only while this waits for bytes, not while the caller holds a message
+    const heard = async function* (): AsyncGenerator<Buffer> {
+      listen();
+      for await (const chunk of body) {
+        clearTimeout(watchdog);
+        yield chunk as Buffer;
+        listen();
+      }
+    };
+    const onComment = (comment: string) => {
+      const k = /keepalive (\d+)/.exec(comment);
+      if (k !== null && Number(k[1]) > 0) {
+        silenceMs = KEEPALIVES_MISSED * Number(k[1]);
+        listen();
+      }
+      options.onComment?.(comment);
+    };
     try {
-      yield* parseSse(res.body, options.onComment);
+      yield* parseSse(heard(), onComment);
     } catch (err) {
       if (options.signal?.aborted) return;
+      if (silence.signal.aborted) {
+        const next = this.#endpoints.failed(url);
+        const moved = next === url ? '' : ` (next request goes to ${next})`;
+        throw new AgentqConnectionError(
+          `event stream from ${url} silent for ${silenceMs} ms, ${KEEPALIVES_MISSED} keepalives missed: the connection is dead${moved}`,
+          { cause: err },
+        );
+      }
       throw this.#wrap(err, url, options.signal);
+    } finally {
+      clearTimeout(watchdog);
     }
   }
 
