@@ -4,11 +4,17 @@ import { Reconnecting } from './reconnect.js';
 
 /**
  * Waiting for jobs without polling: each call is one long-poll that the coordinator answers as
- * soon as the job turns terminal. The server holds a call for at most an hour, so a longer (or
+ * soon as the job turns terminal. A call asks to be held for one round at most, so a longer (or
  * unbounded) wait is a loop of calls until the CLI's own deadline. A coordinator that restarts
  * meanwhile does not end the wait: its calls are sent again until it is back (reconnect.ts).
+ *
+ * Why rounds this short (the coordinator would hold a call for an hour): a connection can die
+ * without closing (a NAT or proxy that forgot it, a network that went to sleep), and then only
+ * the call's own time limit (its hold and the client's slack) tells. With hour-long calls, a
+ * job that ended meanwhile was seen an hour late; with rounds, within a round and the slack,
+ * on a new connection (or the next coordinator URL).
  */
-export const MAX_SERVER_WAIT_MS = 3_600_000;
+export const WAIT_ROUND_MS = 30_000;
 
 export interface WaitOptions {
   /** give up after this long; undefined waits until the condition is met */
@@ -19,12 +25,15 @@ export interface WaitOptions {
   /** called with every snapshot the coordinator answers */
   onSnapshot?: (jobs: readonly Job[]) => void;
   /**
-   * With `timeoutMs`: every call must be answered within this long past the wait's deadline. A
-   * coordinator that takes calls but does not answer them (paused, or cut off by the network) is
-   * then given up on by the deadline and this grace, instead of the client's long-poll slack
-   * (30 s) past each call's hold: the MCP tool's caller gives up on it soon after (docs/mcp.md).
+   * Every call must be answered within this long past its hold (a round at most, and no later
+   * than the wait's deadline). A coordinator that takes calls but does not answer them (paused,
+   * or cut off by the network) is then given up on by the deadline and this grace, instead of the
+   * client's long-poll slack (30 s) past each call's hold: the MCP tool's caller gives up on it
+   * soon after (docs/mcp.md).
    */
   answerGraceMs?: number;
+  /** the longest one call is held (default WAIT_ROUND_MS; tests make it short) */
+  roundMs?: number;
 }
 
 const aborted = (signal: AbortSignal | undefined) => signal?.aborted === true;
@@ -63,13 +72,14 @@ export async function waitForJob(
 ): Promise<Job> {
   const deadline = o.timeoutMs === undefined ? Infinity : o.now() + o.timeoutMs;
   const reconnect = new Reconnecting({ deadline, now: o.now, signal: o.signal, reached: initial !== undefined });
-  const hold = () => Math.min(Math.max(0, deadline - o.now()), MAX_SERVER_WAIT_MS);
+  const hold = () => Math.min(Math.max(0, deadline - o.now()), o.roundMs ?? WAIT_ROUND_MS);
+  const answerBy = (): CallLimit => (o.answerGraceMs === undefined ? {} : { headersTimeoutMs: hold() + o.answerGraceMs });
   let job = initial;
   for (;;) {
     if (job && aborted(o.signal)) return (await reread(client, [job]))[0]!;
     if (job && (job.terminal || o.now() >= deadline)) return job;
     try {
-      job = await reconnect.call(() => client.waitJob(jobId, hold(), { signal: o.signal }));
+      job = await reconnect.call(() => client.waitJob(jobId, hold(), { signal: o.signal, ...answerBy() }));
     } catch (err) {
       // interrupted: the next turn reads the job once more and ends
       if (!aborted(o.signal) || !job) throw err;
@@ -105,8 +115,10 @@ export async function waitForJobs(
 ): Promise<WaitManyOutcome> {
   const deadline = o.timeoutMs === undefined ? Infinity : o.now() + o.timeoutMs;
   const reconnect = new Reconnecting({ deadline, now: o.now, signal: o.signal });
+  const roundMs = o.roundMs ?? WAIT_ROUND_MS;
+  // (the first call holds nothing, but may take as long as the others)
   const answerBy = (): CallLimit =>
-    o.answerGraceMs === undefined || deadline === Infinity ? {} : { headersTimeoutMs: Math.max(0, deadline - o.now()) + o.answerGraceMs };
+    o.answerGraceMs === undefined ? {} : { headersTimeoutMs: Math.min(Math.max(0, deadline - o.now()), roundMs) + o.answerGraceMs };
   const unique = [...new Set(ids)];
   const latest = new Map<string, Job>();
   const notFound = new Set<string>();
@@ -132,7 +144,7 @@ export async function waitForJobs(
     if (!first && (now.done || watched.length === 0 || o.now() >= deadline)) return now;
     // the first call only takes a snapshot: it finds unknown ids and already-terminal jobs at once
     const holdFirst = first;
-    const hold = () => (holdFirst ? 0 : Math.min(Math.max(0, deadline - o.now()), MAX_SERVER_WAIT_MS));
+    const hold = () => (holdFirst ? 0 : Math.min(Math.max(0, deadline - o.now()), roundMs));
     let res: RoundAnswer;
     try {
       res = await waitRound(client, watched, mode, hold, reconnect, o.signal, answerBy);

@@ -28,6 +28,8 @@ export interface TcpProxy {
   readonly accepted: number;
   /** resolves once `n` connections in all have been accepted */
   acceptedAtLeast(n: number): Promise<void>;
+  /** resolves once what a client sent on one connection (forwarded or not) matches, e.g. a request line */
+  sentUp(match: RegExp): Promise<void>;
   /**
    * Freeze every open connection: both directions are dropped (or held). Connections made later
    * flow, as after a NAT forgot its table, unless `next` says otherwise.
@@ -60,6 +62,8 @@ export async function tcpProxy(t: TestContext, target: string): Promise<TcpProxy
   let next: Flow = 'flow';
   let accepted = 0;
   const acceptWaiters: Array<{ n: number; resolve: () => void }> = [];
+  const texts: string[] = [];
+  const textWaiters: Array<{ match: RegExp; resolve: () => void }> = [];
   const state = { delayMs: 0 };
 
   const server = createServer((client) => {
@@ -78,6 +82,14 @@ export async function tcpProxy(t: TestContext, target: string): Promise<TcpProxy
       if (state.delayMs > 0) setTimeout(() => out.write(chunk), state.delayMs);
       else out.write(chunk);
     };
+    const text = texts.push('') - 1;
+    client.on('data', (chunk: Buffer) => {
+      texts[text] += chunk.toString('latin1');
+      for (const w of textWaiters.filter((w) => w.match.test(texts[text]!))) {
+        textWaiters.splice(textWaiters.indexOf(w), 1);
+        w.resolve();
+      }
+    });
     const forward = (dir: 'up' | 'down', from: Socket, out: Socket) => {
       from.on('data', (chunk: Buffer) => {
         if (c[dir] === 'drop') return;
@@ -129,6 +141,8 @@ export async function tcpProxy(t: TestContext, target: string): Promise<TcpProxy
     },
     acceptedAtLeast: (n) =>
       new Promise<void>((resolve) => (accepted >= n ? resolve() : acceptWaiters.push({ n, resolve }))),
+    sentUp: (match) =>
+      new Promise<void>((resolve) => (texts.some((x) => match.test(x)) ? resolve() : textWaiters.push({ match, resolve }))),
     freeze(how = 'drop', then = 'flow') {
       for (const { c } of open) c.up = c.down = how;
       next = then;
