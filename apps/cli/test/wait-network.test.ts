@@ -3,7 +3,7 @@ import { describe, it } from 'node:test';
 import { AgentqClient } from '@agentq/client';
 import { waitForJob, waitForJobs } from '../src/waiting.js';
 import { coordinator } from './helpers.js';
-import { tcpProxy } from './tcp-proxy.js';
+import { tcpProxy } from '@agentq/client/test/tcp-proxy';
 
 /*
  * A wait whose connection dies without closing (a NAT or proxy that forgot it): nothing tells the

@@ -9,7 +9,7 @@ import {
 } from '@agentq/protocol';
 import { InterruptedError } from '../src/index.js';
 import { cli, coordinator, deadUrl, envelope, whenCalled, type CliRun } from './helpers.js';
-import { tcpProxy } from './tcp-proxy.js';
+import { tcpProxy } from '@agentq/client/test/tcp-proxy';
 
 const WatchLine = CliEnvelope(CliCommandData.watch);
 

@@ -28,8 +28,12 @@ export interface TcpProxy {
   readonly accepted: number;
   /** resolves once `n` connections in all have been accepted */
   acceptedAtLeast(n: number): Promise<void>;
-  /** resolves once what a client sent on one connection (forwarded or not) matches, e.g. a request line */
-  sentUp(match: RegExp): Promise<void>;
+  /**
+   * Resolves once what a client sent on one connection (forwarded or not) matches, e.g. a request
+   * line; with `times`, once that many matches of a global regex, counted over the connections
+   * accepted from number `from` on (0: the first).
+   */
+  sentUp(match: RegExp, o?: { times?: number; from?: number }): Promise<void>;
   /**
    * Freeze every open connection: both directions are dropped (or held). Connections made later
    * flow, as after a NAT forgot its table, unless `next` says otherwise.
@@ -63,7 +67,9 @@ export async function tcpProxy(t: TestContext, target: string): Promise<TcpProxy
   let accepted = 0;
   const acceptWaiters: Array<{ n: number; resolve: () => void }> = [];
   const texts: string[] = [];
-  const textWaiters: Array<{ match: RegExp; resolve: () => void }> = [];
+  const textWaiters: Array<{ done: () => boolean; resolve: () => void }> = [];
+  const count = (match: RegExp, from: number) =>
+    texts.slice(from).reduce((n, text) => n + (match.global ? (text.match(match)?.length ?? 0) : match.test(text) ? 1 : 0), 0);
   const state = { delayMs: 0 };
 
   const server = createServer((client) => {
@@ -85,7 +91,7 @@ export async function tcpProxy(t: TestContext, target: string): Promise<TcpProxy
     const text = texts.push('') - 1;
     client.on('data', (chunk: Buffer) => {
       texts[text] += chunk.toString('latin1');
-      for (const w of textWaiters.filter((w) => w.match.test(texts[text]!))) {
+      for (const w of textWaiters.filter((w) => w.done())) {
         textWaiters.splice(textWaiters.indexOf(w), 1);
         w.resolve();
       }
@@ -141,8 +147,12 @@ export async function tcpProxy(t: TestContext, target: string): Promise<TcpProxy
     },
     acceptedAtLeast: (n) =>
       new Promise<void>((resolve) => (accepted >= n ? resolve() : acceptWaiters.push({ n, resolve }))),
-    sentUp: (match) =>
-      new Promise<void>((resolve) => (texts.some((x) => match.test(x)) ? resolve() : textWaiters.push({ match, resolve }))),
+    sentUp: (match, o = {}) =>
+      new Promise<void>((resolve) => {
+        const done = () => count(match, o.from ?? 0) >= (o.times ?? 1);
+        if (done()) resolve();
+        else textWaiters.push({ done, resolve });
+      }),
     freeze(how = 'drop', then = 'flow') {
       for (const { c } of open) c.up = c.down = how;
       next = then;
