@@ -12,10 +12,18 @@ export interface HeartbeatOptions {
   log: Logger;
 }
 
+/** The longest a heartbeat waits for its answer: the client's usual bound, or one interval if shorter. */
+const MAX_HEARTBEAT_WAIT_MS = 30_000;
+
 /**
  * Heartbeats every `heartbeat_interval_seconds` (as announced at registration) with the ids of the
  * running jobs. The answer's `stop_jobs` is the safety net for a stop request whose poll answer
  * was lost. A failed heartbeat is retried at the next beat; the poller owns the backoff.
+ *
+ * A heartbeat not answered within one interval is given up: its connection may have died without
+ * closing (a NAT or proxy that forgot it, on a kept-alive connection), and waiting the client's
+ * 30 s on it would hold every later beat back, long enough for the coordinator to call a launcher
+ * stale (LAUNCHER_HEARTBEAT_TIMEOUT need only exceed the interval) and interrupt its jobs.
  */
 export async function runHeartbeat(o: HeartbeatOptions, signal: AbortSignal): Promise<void> {
   const { client, registration, supervisor, connectivity } = o;
@@ -25,7 +33,11 @@ export async function runHeartbeat(o: HeartbeatOptions, signal: AbortSignal): Pr
     if (signal.aborted) return;
     const launcherId = registration.id!;
     try {
-      const res = await client.heartbeat({ launcher_id: launcherId, running_jobs: supervisor.runningIds }, { signal });
+      const wait = Math.min(MAX_HEARTBEAT_WAIT_MS, registration.settings.heartbeat_interval_seconds * 1000);
+      const res = await client.heartbeat(
+        { launcher_id: launcherId, running_jobs: supervisor.runningIds },
+        { signal, headersTimeoutMs: wait },
+      );
       connectivity.ok();
       for (const jobId of res.stop_jobs) supervisor.stop(jobId);
     } catch (err) {
