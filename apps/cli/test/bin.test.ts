@@ -102,7 +102,8 @@ describe('the agentq bin', () => {
       data.results.map((x) => [x.job_id, x.outcome]),
       ids.map((id, i) => [id, i < jobs.length ? 'cancelled' : 'not_found']),
     );
-    assert.equal(r.stderr, '');
+    // nothing but the notes of the waits the coordinator asked for (its connections were full)
+    assert.match(r.stderr, /^(agentq: too_many_clients: trying again in \d+ s, as the coordinator asks\n)*$/);
   });
 
   it('wait in a child process ends when the job does', async (t) => {
