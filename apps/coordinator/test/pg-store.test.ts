@@ -604,6 +604,23 @@ test("a claim that ends a job of a spent tree records its outcome on the parent 
   assert.deepEqual(held, ['late', 'sibling', 'spender']);
 });
 
+/**
+ * The statements the coordinators in this process send that `match` accepts (every pool client is
+ * a pg.Client), from now until `stop()` (or the end of the test).
+ */
+function statements(t: TestContext, match: (text: string) => boolean): string[] & { stop(): void } {
+  const seen = [] as unknown as string[] & { stop(): void };
+  const query = pg.Client.prototype.query;
+  pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
+    const text = typeof args[0] === 'string' ? args[0] : (args[0] as { text?: string } | undefined)?.text;
+    if (text !== undefined && match(text)) seen.push(text);
+    return (query as (...a: unknown[]) => unknown).apply(this, args);
+  } as typeof query;
+  seen.stop = () => (pg.Client.prototype.query = query);
+  t.after(seen.stop);
+  return seen;
+}
+
 test("a tree stop writes the parent's held outcomes once, not once per child that ended", async (t) => {
   const set = await coordinators(t, 1);
   if (!set) return;
@@ -613,18 +630,9 @@ test("a tree stop writes the parent's held outcomes once, not once per child tha
   for (let i = 0; i < CHILDREN; i++) await start(client, `child-${i}`, 'c', { parent_session_name: 'root' });
   // the statements that write a session's held outcomes while the tree is stopped (every pool
   // client is a pg.Client); each wrote the whole list, growing with every child
-  const writes: string[] = [];
-  const query = pg.Client.prototype.query;
-  pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
-    const text = typeof args[0] === 'string' ? args[0] : (args[0] as { text?: string } | undefined)?.text;
-    if (text?.startsWith('UPDATE sessions') && text.includes(' callbacks = ')) writes.push(text);
-    return (query as (...a: unknown[]) => unknown).apply(this, args);
-  } as typeof query;
-  try {
-    await client.stopSession('root', { tree: true });
-  } finally {
-    pg.Client.prototype.query = query;
-  }
+  const writes = statements(t, (text) => text.startsWith('UPDATE sessions') && text.includes(' callbacks = '));
+  await client.stopSession('root', { tree: true });
+  writes.stop();
   assert.equal((await client.getSession('root')).pending_callbacks.length, CHILDREN, 'every child outcome is kept on the parent');
   assert.equal(writes.length, 1);
 });
@@ -634,18 +642,9 @@ test("a coordinator does not read its own commits back from the commit log (thei
   if (!set) return;
   const [client] = set.clients as [AgentqClient];
   await start(client, 'warm-up');
-  const reads: string[] = [];
-  const query = pg.Client.prototype.query;
-  pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
-    const text = typeof args[0] === 'string' ? args[0] : (args[0] as { text?: string } | undefined)?.text;
-    if (text?.includes('FROM commit_log WHERE id >')) reads.push(text);
-    return (query as (...a: unknown[]) => unknown).apply(this, args);
-  } as typeof query;
-  try {
-    for (let i = 0; i < 20; i++) await start(client, `s-${i}`);
-  } finally {
-    pg.Client.prototype.query = query;
-  }
+  const reads = statements(t, (text) => text.includes('FROM commit_log WHERE id >'));
+  for (let i = 0; i < 20; i++) await start(client, `s-${i}`);
+  reads.stop();
   assert.equal(reads.length, 0);
 });
 
@@ -655,14 +654,7 @@ test("pending_reason reads the online launchers once, until a commit on any coor
   if (!set) return;
   const [A, B] = set.nodes as [RunningCoordinator, RunningCoordinator];
   const [a, b] = set.clients as [AgentqClient, AgentqClient];
-  const reads: string[] = [];
-  const query = pg.Client.prototype.query;
-  pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
-    const text = typeof args[0] === 'string' ? args[0] : (args[0] as { text?: string } | undefined)?.text;
-    if (text?.startsWith('SELECT * FROM launchers')) reads.push(text);
-    return (query as (...a: unknown[]) => unknown).apply(this, args);
-  } as typeof query;
-  t.after(() => (pg.Client.prototype.query = query));
+  const reads = statements(t, (text) => text.startsWith('SELECT * FROM launchers'));
   const jobs: Job[] = [];
   for (let i = 0; i < 5; i++) jobs.push(await start(a, `gpu-${i}`, 'p', { requires: { gpu: 'a100' } }));
   assert.equal(reads.length, 1, 'one read for five creates');

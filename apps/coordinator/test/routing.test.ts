@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { LauncherRow } from '../src/core/rows.js';
+import type { AgentqClient } from '@agentq/client';
 import { ManualClock } from '../src/core/clock.js';
 import { launcherIdentity, routeFromKey, routeKey, serves, unservedReason, type Route } from '../src/core/routing.js';
 import { rejectsWith, resume, start, startTest } from './helpers.js';
@@ -223,9 +224,11 @@ test('a resume whose host stays offline fails after JOB_SCHEDULE_TIMEOUT naming 
   assert.equal(failed.error, 'no launcher could take it within 30 s: session lives on host build-1, which is offline');
 });
 
-test('a delivery waits for its offline host past JOB_SCHEDULE_TIMEOUT and goes when the host is back', async (t) => {
-  const clock = new ManualClock();
-  const { c, client } = await startTest(t, { scheduleTimeoutSeconds: 30, heartbeatTimeoutSeconds: 86_400, sweepIntervalMs: 600_000 }, { clock });
+/**
+ * Session `lead` on host build-1 and its child `helper` on build-2; build-1 goes away, then the
+ * child's turn ends (result `done helper-1`): its outcome's delivery waits for build-1.
+ */
+async function deliveryToHostAway(client: AgentqClient) {
   const host = { hostname: 'build-1', executor_type: 'claude-code', host_id: 'h_PARENTHOST', project_roots: ['/srv'] };
   const run = async (launcherId: string, jobId: string, sessionId: string) => {
     assert.equal((await client.poll(launcherId, { holdSeconds: 1 }))?.job?.job_id, jobId);
@@ -238,8 +241,13 @@ test('a delivery waits for its offline host past JOB_SCHEDULE_TIMEOUT and goes w
   const child = await start(client, 'helper', 'c', { parent_session_name: 'lead' });
   await client.deleteLauncher(home.launcher_id, { self: true }); // the parent's host goes away
   await run(other.launcher_id, child.job_id, 'helper-1');
+  return { host, delivery: (await client.getSession('lead')).callback_job_id! };
+}
 
-  const delivery = (await client.getSession('lead')).callback_job_id!;
+test('a delivery waits for its offline host past JOB_SCHEDULE_TIMEOUT and goes when the host is back', async (t) => {
+  const clock = new ManualClock();
+  const { c, client } = await startTest(t, { scheduleTimeoutSeconds: 30, heartbeatTimeoutSeconds: 86_400, sweepIntervalMs: 600_000 }, { clock });
+  const { host, delivery } = await deliveryToHostAway(client);
   assert.equal((await client.getJob(delivery)).pending_reason, 'session lives on host build-1, which is offline');
   await c.core.sweep(); // the route is unserved from now on
   clock.advance(31_000);
@@ -301,19 +309,7 @@ test("a delivery's JOB_DEFAULT_TIMEOUT_MS counts from when a launcher takes it, 
     { scheduleTimeoutSeconds: 30, defaultJobTimeoutMs: HOUR, heartbeatTimeoutSeconds: 86_400, sweepIntervalMs: 600_000 },
     { clock },
   );
-  const host = { hostname: 'build-1', executor_type: 'claude-code', host_id: 'h_PARENTHOST', project_roots: ['/srv'] };
-  const run = async (launcherId: string, jobId: string, sessionId: string) => {
-    assert.equal((await client.poll(launcherId, { holdSeconds: 1 }))?.job?.job_id, jobId);
-    await client.reportStarted(jobId, { launcher_id: launcherId, working_dir: '/srv', executor_session_id: sessionId });
-    await client.reportCompleted(jobId, { launcher_id: launcherId, status: 'success', result: `done ${sessionId}` });
-  };
-  const home = await client.register(host);
-  await run(home.launcher_id, (await start(client, 'lead')).job_id, 'lead-1');
-  const other = await client.register({ ...host, hostname: 'build-2', host_id: 'h_CHILDHOST' });
-  const child = await start(client, 'helper', 'c', { parent_session_name: 'lead' });
-  await client.deleteLauncher(home.launcher_id, { self: true });
-  await run(other.launcher_id, child.job_id, 'helper-1');
-  const delivery = (await client.getSession('lead')).callback_job_id!;
+  const { host, delivery } = await deliveryToHostAway(client);
 
   // the host is away for longer than the timeout: the delivery waits
   await c.core.sweep();
