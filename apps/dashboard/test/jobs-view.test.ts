@@ -197,3 +197,16 @@ test('the page of a job that history retention deletes says so instead of showin
   await page.getByText(`Job ${job.job_id} was deleted by history retention`).waitFor();
   assert.equal(await page.locator('.job-view').count(), 0);
 });
+
+test("the page of a job of a closed session offers to start it again, not a resume the coordinator would refuse", { skip }, async (t) => {
+  const { page, client, url } = await openDashboard(t, browser());
+  const job = await client.createJob({ type: 'start_session', session_name: 'never-ran', prompt: 'p' });
+  await client.stopJob(job.job_id); // stopped while pending: the session is closed
+  assert.equal((await client.getSession('never-ran')).accepts_input, false);
+  await page.goto(`${url}/#/jobs/${job.job_id}`);
+  await page.locator('.job-view[data-status="stopped"]').waitFor();
+  const again = page.getByRole('link', { name: 'Start session again' });
+  await again.waitFor();
+  assert.match((await again.getAttribute('href')) ?? '', /type=start_session/);
+  assert.equal(await page.getByRole('link', { name: 'Resume session' }).count(), 0);
+});

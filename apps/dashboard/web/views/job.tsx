@@ -1,4 +1,4 @@
-import type { Job, JobOutput, StopJobResponse } from '@agentq/protocol';
+import type { Job, JobOutput, Session, StopJobResponse } from '@agentq/protocol';
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, describeError } from '../lib/api.js';
 import { useEventBatches, useNow, useResync, useServices } from '../lib/context.js';
@@ -15,7 +15,20 @@ export function JobView({ id }: { id: string }) {
   const [job, setJob] = useState<Job | null>(null);
   const [error, setError] = useState<string | null>(null);
   const [reload, setReload] = useState(0);
+  /** whether the job's session takes input (false: closed, it can only be started again) */
+  const [acceptsInput, setAcceptsInput] = useState(true);
   const now = useNow(1000);
+  const sessionName = job?.session_name;
+
+  useEffect(() => {
+    if (sessionName === undefined) return;
+    const ac = new AbortController();
+    api.get<Session>(`/sessions/${encodeURIComponent(sessionName)}`, undefined, ac.signal).then(
+      (s) => setAcceptsInput(s.accepts_input),
+      () => setAcceptsInput(true), // not known (gone, or not readable): the start form says what it can
+    );
+    return () => ac.abort();
+  }, [api, sessionName, job?.status, reload]);
 
   useEffect(() => {
     const ac = new AbortController();
@@ -51,9 +64,18 @@ export function JobView({ id }: { id: string }) {
         </h1>
         <div class="actions">
           <StopButton job={job} onStopped={(j) => setJob((known) => mergeJob(known ?? undefined, j))} />
-          <a class="button" href={link('/start', { type: 'resume_session', session: job.session_name })}>
-            Resume session
-          </a>
+          {acceptsInput ? (
+            <a class="button" href={link('/start', { type: 'resume_session', session: job.session_name })}>
+              Resume session
+            </a>
+          ) : (
+            <a
+              class="button"
+              href={link('/start', { type: 'start_session', session: job.session_name, parent: job.parent_session_name ?? undefined })}
+            >
+              Start session again
+            </a>
+          )}
           <a class="button subtle" href={link('/jobs', { session: job.session_name })}>
             Jobs of {job.session_name}
           </a>
