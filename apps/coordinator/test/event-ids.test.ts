@@ -7,7 +7,7 @@ import Database from 'better-sqlite3';
 import { AgentqClient } from '@agentq/client';
 import type { LifecycleEvent } from '@agentq/protocol';
 import { startCoordinator } from '../src/start.js';
-import { start } from './helpers.js';
+import { openEvents, start } from './helpers.js';
 
 /*
  * Events of the SQLite store: ids are reserved in blocks (only the end of the block is written to
@@ -83,4 +83,48 @@ test('a session event read later shows the session as it was at its commit (the 
   assert.deepEqual([early.job_ids, early.children], [[first.job_id], []]);
   const now = await client.getSession('parent');
   assert.deepEqual([now.job_ids, now.children], [[first.job_id, second.job_id], ['child']]);
+});
+
+test('a client that saw the last event before a clean restart of the SQLite store resumes without a gap; after a crash it is told of one', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'agentq-event-resume-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const file = join(dir, 'agentq.db');
+  const config = { databaseUrl: `sqlite:${file}`, sweepIntervalMs: 600_000 };
+  const first = await startCoordinator(config);
+  const client = new AgentqClient({ url: first.url });
+  await start(client, 'before');
+  const seen = first.core.events.lastId;
+  await client.close();
+  await first.close(); // a clean stop: it says which id it used last
+  const stale = (() => {
+    const db = new Database(file, { readonly: true });
+    try {
+      return (db.prepare("SELECT value FROM meta WHERE key = 'last_event_id_used'").get() as { value: string }).value;
+    } finally {
+      db.close();
+    }
+  })();
+
+  const resumeAfterRestart = async (): Promise<string[]> => {
+    const c = await startCoordinator(config);
+    const c2 = new AgentqClient({ url: c.url });
+    try {
+      await start(c2, `after-${c.core.events.lastId}`);
+      const events = openEvents(t, c.url, seen);
+      const first = events.next();
+      await events.opened;
+      return [(await first).event, (await events.next()).event];
+    } finally {
+      await c2.close();
+      await c.close();
+    }
+  };
+  assert.deepEqual(await resumeAfterRestart(), ['session.created', 'job.created'], 'the ids the restart skipped were never used: nothing was missed');
+
+  // a run that used ids and did not stop cleanly (killed) leaves the word of the stop before it,
+  // from an older block of ids: it is not believed, and the client is told of a gap
+  const db = new Database(file);
+  db.prepare("UPDATE meta SET value = ? WHERE key = 'last_event_id_used'").run(stale);
+  db.close();
+  assert.equal((await resumeAfterRestart())[0], 'stream.gap');
 });

@@ -109,7 +109,7 @@ export class Coordinator {
     this.#ctx = { config, store, clock, log };
     this.events = new EventLog(config.eventReplaySize, log, config.eventReplayBytes);
     // a durable store numbers on after a restart: a Last-Event-ID from before it is a gap, not news
-    if (store.lastEventId !== undefined) this.events.continueAfter(store.lastEventId);
+    if (store.lastEventId !== undefined) this.events.continueAfter(store.lastEventId, store.lastEventIdUsed);
     this.admission = new Admission(store, queuedBytesLimit(config), config.overloadRetryAfterSeconds, config.maxPromptBytes);
     this.answers = new AnswersInFlight(config.maxAnswerBytes, answerBytesInFlightLimit(config));
     this.#dispatcher = new Dispatcher(

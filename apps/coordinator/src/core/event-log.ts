@@ -89,10 +89,18 @@ export class EventLog {
     return this.#lastId;
   }
 
-  /** Continue numbering after `lastId` (the store's, after a restart). */
-  continueAfter(lastId: number): void {
+  /**
+   * Continue numbering after `lastId` (the store's, after a restart). `usedUpTo`: the last id
+   * the previous run used, when known; the ids after it up to `lastId` were never used, so a
+   * client resuming from it (or from within them) has missed nothing.
+   */
+  continueAfter(lastId: number, usedUpTo?: number): void {
     this.#lastId = Math.max(this.#lastId, lastId);
+    if (usedUpTo !== undefined && usedUpTo <= lastId) this.#unused = { from: usedUpTo, to: lastId };
   }
+
+  /** ids reserved before a restart and never used (see continueAfter) */
+  #unused: { from: number; to: number } | undefined;
 
   ingest(events: readonly LifecycleEvent[]): void {
     for (const event of events) {
@@ -145,7 +153,9 @@ export class EventLog {
   since(afterId: number): { events: LifecycleEvent[]; gap: boolean; oldestId: number } {
     const ordered = this.#ring.slice(this.#head) as LifecycleEvent[];
     const oldestId = ordered[0]?.id ?? this.#lastId + 1;
-    return { events: ordered.filter((e) => e.id > afterId), gap: afterId + 1 < oldestId, oldestId };
+    // the ids a restart skipped: nothing was sent under them
+    const seen = this.#unused && afterId >= this.#unused.from && afterId <= this.#unused.to ? this.#unused.to : afterId;
+    return { events: ordered.filter((e) => e.id > afterId), gap: seen + 1 < oldestId, oldestId };
   }
 
   /** The SSE frame of `event`, serialised once however many clients get it. */

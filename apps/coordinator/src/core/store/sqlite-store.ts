@@ -31,6 +31,8 @@ export interface SqliteStoreOptions extends MemoryStoreOptions {
 const HOT_BYTES = 64 * 1024 * 1024;
 /** Event ids reserved per write of the reservation (see #eventIdCeiling). */
 const EVENT_ID_BLOCK = 10_000;
+/** `meta` key: the last event id a run used and the end of its block, written when it stops cleanly */
+const LAST_USED_KEY = 'last_event_id_used';
 
 /**
  * The default store: SQLite in WAL mode through better-sqlite3. Dispatch works on the memory
@@ -167,6 +169,12 @@ export class SqliteStore extends MemoryStore {
     const meta = this.#db.prepare("SELECT value FROM meta WHERE key = 'last_event_id'").get() as { value: string } | undefined;
     // the end of the block of event ids the last run had reserved: no id it used is above it
     this.state.lastEventId = this.#eventIdCeiling = Number(meta?.value ?? 0);
+    // the last id it used, if it stopped cleanly: written with the block it was in, and true only
+    // while that block is still the last reserved (a run since that used an id reserved another,
+    // and may have crashed). Read, never written here: a start needs no free space
+    const used = this.#db.prepare(`SELECT value FROM meta WHERE key = '${LAST_USED_KEY}'`).get() as { value: string } | undefined;
+    const [usedId, inBlock] = (used?.value ?? '').split(' ').map(Number);
+    if (inBlock === this.#eventIdCeiling && Number.isSafeInteger(usedId)) this.lastEventIdUsed = usedId;
   }
 
   /**
@@ -187,6 +195,9 @@ export class SqliteStore extends MemoryStore {
   get lastEventId(): number {
     return this.state.lastEventId;
   }
+
+  /** The last event id the previous run used, when it stopped cleanly (Store.lastEventIdUsed). */
+  lastEventIdUsed: number | undefined;
 
   // --- writing through -----------------------------------------------------------------------
 
@@ -613,6 +624,16 @@ export class SqliteStore extends MemoryStore {
     await this.#groups.close();
     await this.#checkpointer.close();
     this.#closed = true;
+    // the last event id used: the next start knows the rest of the reserved block was never sent
+    try {
+      if (this.#db.open) {
+        this.#db
+          .prepare(`INSERT INTO meta (key, value) VALUES ('${LAST_USED_KEY}', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`)
+          .run(`${this.state.lastEventId} ${this.#eventIdCeiling}`);
+      }
+    } catch {
+      // a full disk: the next start counts the reserved block as missed, as after a crash
+    }
     if (this.#db.open) this.#db.close();
     if (this.#guard.open) this.#guard.close();
   }

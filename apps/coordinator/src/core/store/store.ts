@@ -272,6 +272,12 @@ export interface Store {
   /** the last event id committed when the store opened: event numbering continues after it */
   readonly lastEventId?: number;
   /**
+   * The last event id the previous run used, when it is known (SQLite, after a clean stop): the
+   * ids between it and `lastEventId` were reserved but never used, so a client that saw it has
+   * missed nothing.
+   */
+  readonly lastEventIdUsed?: number;
+  /**
    * Whether this coordinator runs the sweeper now: it holds the store's sweeper lock, or takes
    * it if free. At most one coordinator holds it; another takes over when its holder dies.
    */
