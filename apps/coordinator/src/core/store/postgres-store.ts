@@ -64,6 +64,9 @@ const TERMINAL = [...TERMINAL_STATUSES];
  * - One coordinator sweeps at a time: the one whose control connection holds an advisory lock.
  * - Output: pg-output.ts. Schema and migrations: pg-schema.ts.
  */
+/** How long an own commit's NOTIFY is left to its transaction before the log is read for it. */
+const OWN_COMMIT_GRACE_MS = 1000;
+
 /** How long onlineLaunchers' copy is used at most (a commit that changed a launcher ends it sooner). */
 const ONLINE_COPY_MS = 1000;
 
@@ -179,9 +182,13 @@ export class PostgresStore implements Store {
       {
         // a commit of this coordinator's own is handed to the feed by its transaction (or, when its
         // outcome is unknown, announced then): its NOTIFY, which may come first, would only make
-        // the feed read the log for it
+        // the feed read the log for it. Unless it is not delivered a second later: a server process
+        // of this pool that died may have had its id given to another coordinator's connection
         commit: (id, from) => {
-          if (!backends.has(from)) this.#feed.announce(id);
+          if (!backends.has(from)) return this.#feed.announce(id);
+          setTimeout(() => {
+            if (this.#feed.delivered < id) this.#feed.announce(id);
+          }, OWN_COMMIT_GRACE_MS).unref();
         },
         output: (payload) => this.#output.notified(payload),
         connected: () => this.#feed.announce(), // catch up with what was committed meanwhile
