@@ -387,3 +387,14 @@ test('JOBS_RATE_LIMIT_PER_MINUTE is off by default', async (t) => {
   for (let i = 0; i < 30; i++) await a.as.client.createJob({ ...job, session_name: `n${i}` });
   assert.equal((await a.as.client.listJobs({ limit: 100 })).jobs.length, 30);
 });
+
+test('launchers of new hosts registering at once on PostgreSQL are answered, however small the connection pool (the binding check reads in its transaction)', async (t) => {
+  const databaseUrl = await freshDatabaseUrl(t);
+  if (databaseUrl === null) return;
+  // every registration holds a connection for its transaction: a read of the launchers on another
+  // one of the pool waited for a free connection, and with as many registrations as connections
+  // none came (until the pool's 30 s timeout, then 503 for all)
+  const a = await startAuthTest(t, { databaseUrl, databasePoolSize: 2 });
+  const regs = await Promise.all(['n-1', 'n-2'].map((hostname) => a.as.launcher.register({ hostname, host_id: `h_host_${hostname}`, executor_type: 'test' })));
+  assert.equal(regs.length, 2);
+});

@@ -85,7 +85,7 @@ function hostIdentities(hostId: string | null, labels: Readonly<Record<string, s
  * in the token file); rotating a token's secret under the same name keeps it.
  */
 async function bindHost(ctx: CoreContext, tx: Tx, hostId: string, binder: HostBinder): Promise<void> {
-  const bound = (await tx.hostBinding(hostId)) ?? (await registeredBeforeBindings(ctx, hostId, binder));
+  const bound = (await tx.hostBinding(hostId)) ?? (await registeredBeforeBindings(tx, hostId, binder));
   if (bound?.tokenName === binder.tokenName) return;
   if (bound && binder.valid(bound.tokenName)) {
     txLog(ctx, tx).warn({ host_id: hostId, token_name: binder.tokenName, bound_to: bound.tokenName }, 'launcher refused: its host is bound to another token');
@@ -107,8 +107,9 @@ async function bindHost(ctx: CoreContext, tx: Tx, hostId: string, binder: HostBi
  * they never register again). That token registered the host first: without this, any other
  * launcher token could bind a host that is serving, and be handed its sessions' resumes.
  */
-async function registeredBeforeBindings(ctx: CoreContext, hostId: string, binder: HostBinder): Promise<HostBindingRow | undefined> {
-  for (const l of await ctx.store.listLaunchers()) {
+async function registeredBeforeBindings(tx: Tx, hostId: string, binder: HostBinder): Promise<HostBindingRow | undefined> {
+  // on the transaction's connection: a registration holds one, and another may never come
+  for (const l of await tx.launchers()) {
     const by = l.createdBy;
     if (by === null || by === binder.tokenName || !binder.valid(by)) continue;
     if (hostIdentities(l.hostId, l.labels).includes(hostId)) return { hostId, tokenName: by, boundAt: l.registeredAt };

@@ -67,6 +67,15 @@ export class MemoryTx implements Tx {
     return c ? c.after : this.#state.launchers.get(id);
   }
 
+  async launchers(): Promise<LauncherRow[]> {
+    const rows = new Map(this.#state.launchers);
+    for (const [id, c] of this.#changes.launchers) {
+      if (c.after) rows.set(id, c.after);
+      else rows.delete(id);
+    }
+    return [...rows.values()];
+  }
+
   /** Committed candidates plus the candidates among the jobs this transaction touched, as it sees them. */
   #view(committed: Iterable<string>, touched: ReadonlySet<string> | undefined, keep: (job: JobRow) => boolean): JobRow[] {
     const out: JobRow[] = [];

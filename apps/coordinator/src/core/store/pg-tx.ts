@@ -206,6 +206,10 @@ export class PgTx implements Tx {
     return row;
   }
 
+  async launchers(): Promise<LauncherRow[]> {
+    return (await this.#rows('SELECT * FROM launchers ORDER BY registered_at, id', [])).map((r) => decode(LAUNCHERS, r));
+  }
+
   /** The session's non-terminal jobs, oldest first, all locked (after the session). */
   async #live(sessionName: string): Promise<JobRow[]> {
     if (!this.#liveLoaded.has(sessionName)) {

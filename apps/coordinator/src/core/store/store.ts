@@ -31,6 +31,12 @@ export interface Tx {
    */
   peekSession(name: string): Promise<SessionRow | undefined>;
   launcher(id: string): Promise<LauncherRow | undefined>;
+  /**
+   * Every launcher as this transaction sees it, unlocked. Read on the transaction's own
+   * connection: a read through the store would wait for another of the pool (PostgreSQL), and
+   * with every connection held by a transaction doing the same, none would come.
+   */
+  launchers(): Promise<LauncherRow[]>;
   /** the session's claimed, running or stopping job */
   activeJobOf(sessionName: string): Promise<JobRow | undefined>;
   /** the session's pending jobs, oldest first */
