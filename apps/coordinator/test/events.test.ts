@@ -190,3 +190,21 @@ test('a Last-Event-ID that is not an event id is refused with 400 naming the hea
   assert.ok(m.event !== 'stream.gap' && idOf(m) > newest, `no replay and no gap: ${m.event} ${m.id}`);
   await ev.until(isJobEvent('job.created', job.job_id));
 });
+
+test('a consumer that takes its time over the events of the first read is not cut off as a silent stream', opts, async (t) => {
+  // a keepalive every 100 ms: a stream silent for 300 ms is dead to the client
+  const { client, c } = await startTest(t, { httpIdleTimeoutMs: 300 });
+  const first = await start(client, 'one');
+  const stop = new AbortController();
+  t.after(() => stop.abort());
+  // the replay comes with the opening comment (`keepalive 100`), in the same read
+  const replayed = c.core.events.lastId;
+  let later: string | undefined;
+  for await (const m of client.events({ lastEventId: 0, signal: stop.signal })) {
+    // the consumer's own work on an event (here a 1 s long-poll): the stream was not silent, it
+    // was not being read; the watchdog, started by the opening comment, ran meanwhile
+    if (idOf(m) === 1) assert.equal((await client.waitJob(first.job_id, 1000)).status, 'pending');
+    if (idOf(m) === replayed) later = (await start(client, 'two')).job_id;
+    if (m.event === 'job.created' && eventJob(m).job_id === later) break;
+  }
+});

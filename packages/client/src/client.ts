@@ -418,12 +418,12 @@ export class AgentqClient {
         listen();
       }
     };
+    // comments are parsed out of a chunk already read: the watchdog is stopped then, and the
+    // interval announced only applies from the next wait for bytes (starting it here would time
+    // the caller's handling of the messages of that chunk, and cut a stream that is not silent)
     const onComment = (comment: string) => {
       const k = /keepalive (\d+)/.exec(comment);
-      if (k !== null && Number(k[1]) > 0) {
-        silenceMs = KEEPALIVES_MISSED * Number(k[1]);
-        listen();
-      }
+      if (k !== null && Number(k[1]) > 0) silenceMs = KEEPALIVES_MISSED * Number(k[1]);
       options.onComment?.(comment);
     };
     try {
