@@ -23,14 +23,20 @@ const MAX_HEARTBEAT_WAIT_MS = 30_000;
  * A heartbeat not answered within one interval is given up: its connection may have died without
  * closing (a NAT or proxy that forgot it, on a kept-alive connection), and waiting the client's
  * 30 s on it would hold every later beat back, long enough for the coordinator to call a launcher
- * stale (LAUNCHER_HEARTBEAT_TIMEOUT need only exceed the interval) and interrupt its jobs.
+ * stale (LAUNCHER_HEARTBEAT_TIMEOUT need only exceed the interval) and interrupt its jobs. And the
+ * next beat starts one interval after the last one started, not after it was given up: beats stay
+ * an interval apart.
  */
 export async function runHeartbeat(o: HeartbeatOptions, signal: AbortSignal): Promise<void> {
   const { client, registration, supervisor, connectivity } = o;
+  const intervalMs = () => registration.settings.heartbeat_interval_seconds * 1000;
+  // beats start one interval apart, however long the last one took to be answered or given up
+  let next = Date.now() + intervalMs();
   while (!signal.aborted) {
     // delay() rejects when the signal aborts: that is the end of the loop, not an error
-    await delay(registration.settings.heartbeat_interval_seconds * 1000, signal).catch(() => {});
+    await delay(Math.max(0, next - Date.now()), signal).catch(() => {});
     if (signal.aborted) return;
+    next = Date.now() + intervalMs();
     const launcherId = registration.id!;
     try {
       const wait = Math.min(MAX_HEARTBEAT_WAIT_MS, registration.settings.heartbeat_interval_seconds * 1000);
