@@ -328,6 +328,10 @@ test("a delivery's JOB_DEFAULT_TIMEOUT_MS counts from when a launcher takes it, 
   clock.advance(1000);
   await c.core.sweep();
   assert.equal((await client.getJob(delivery)).status, 'stopping', 'an hour after it was taken, it is stopped as any job past its timeout');
+  await client.reportStopped(delivery, { launcher_id: back.launcher_id, signal: 'SIGTERM' });
+  const ended = await client.getJob(delivery);
+  assert.equal(ended.status, 'timed_out');
+  assert.equal(ended.error, `timed out after ${HOUR} ms (executor ended by SIGTERM)`, 'the hour it had once taken, not the time it waited');
 });
 
 test("pending_reason names what the session's host lacks, not a directory other launchers serve, and the schedule timeout's error says the same", async (t) => {

@@ -96,6 +96,13 @@ export async function offerNext(tx: Tx, sessionName: string): Promise<void> {
   await tx.updateJob(head.id, { readySince: tx.now, routeKey: routeKey(routeOf(head, session)) });
 }
 
+/**
+ * A delivery's timeout as a launcher takes it: JOB_DEFAULT_TIMEOUT_MS from now (as it is now: one
+ * turned off since the delivery was queued is off for it too), counted from its creation.
+ */
+const deliveryTimeout = (job: JobRow, now: number, defaultMs: number | null): number | null =>
+  defaultMs === null ? null : now - job.createdAt + defaultMs;
+
 /** Claim up to `max` ready jobs for `launcher`, oldest first among those it may take. */
 export async function claim(ctx: CoreContext, tx: Tx, launcher: LauncherRow, max: number): Promise<JobRow[]> {
   const claimed: JobRow[] = [];
@@ -127,7 +134,7 @@ export async function claim(ctx: CoreContext, tx: Tx, launcher: LauncherRow, max
         routeKey: null,
         // a delivery's timeout counts from when a launcher takes it: no client waits on it, and it
         // may have waited for its session's host for hours (docs/routing.md)
-        ...(isDelivery(job) && ctx.config.defaultJobTimeoutMs !== null ? { timeoutMs: tx.now - job.createdAt + ctx.config.defaultJobTimeoutMs } : {}),
+        ...(isDelivery(job) ? { timeoutMs: deliveryTimeout(job, tx.now, ctx.config.defaultJobTimeoutMs) } : {}),
         executorSessionId: job.type === 'resume_session' ? session.executorSessionId : job.executorSessionId,
         // a job of a session bound to a host runs where the session lives (docs/routing.md)
         projectDir: session.affinity?.workingDir ?? job.projectDir ?? null,

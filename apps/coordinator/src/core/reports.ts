@@ -3,7 +3,7 @@ import { liveLauncher, mustJob, transition, txLog, type CoreContext } from './co
 import { CoordinatorError } from './errors.js';
 import { end, stoppedStatus } from './jobs.js';
 import { normalizeDir } from './routing.js';
-import type { JobRow, LauncherRow } from './rows.js';
+import { isDelivery, type JobRow, type LauncherRow } from './rows.js';
 import type { Tx } from './store/store.js';
 
 /*
@@ -65,8 +65,9 @@ export async function report(ctx: CoreContext, tx: Tx, kind: ReportKind, jobId: 
     await end(ctx, tx, job, 'failed', { error: body.error ?? 'failed', errorCode: body.error_code ?? null, ...accounting(body) });
   } else {
     const how = body.signal ? ` (executor ended by ${body.signal})` : '';
-    const error =
-      body.error ?? (job.stopReason === 'timeout' ? `timed out after ${job.timeoutMs} ms${how}` : `stopped by request${how}`);
+    // a delivery's timeout counts from its claim (jobs.ts claim): say how long it had from there
+    const allowed = isDelivery(job) && job.claimedAt !== null && job.timeoutMs !== null ? job.timeoutMs - (job.claimedAt - job.createdAt) : job.timeoutMs;
+    const error = body.error ?? (job.stopReason === 'timeout' ? `timed out after ${allowed} ms${how}` : `stopped by request${how}`);
     await end(ctx, tx, job, target, { error, ...accounting(body) });
   }
 }
