@@ -29,6 +29,9 @@ const pgText = (s: string): string => s.replaceAll('\u0000', ' ');
 /** Route key -> launcher id -> whether it serves the key (labels and roots never change for an id). */
 export type ServesCache = Map<string, Map<string, boolean>>;
 
+/** A statement that reads or writes the sessions table (see PgTx.#unwritten). */
+const SESSIONS_TABLE = /\bsessions\b/;
+
 /**
  * One transaction on one pooled connection (BEGIN .. COMMIT by the store), at READ COMMITTED.
  * Writes go straight to SQL, so queries see them; the rows this transaction locked are kept
@@ -51,9 +54,6 @@ export type ServesCache = Map<string, Map<string, boolean>>;
  *   in another order (a sweep ending a job whose launcher polls at that moment) can deadlock,
  *   and the store runs them again.
  */
-/** A statement that reads or writes the sessions table (see PgTx.#unwritten). */
-const SESSIONS_TABLE = /\bsessions\b/;
-
 export class PgTx implements Tx {
   readonly #db: PoolClient;
   readonly #serves: ServesCache;
