@@ -59,6 +59,8 @@ interface Pending {
   resolve: (outcome: ReportOutcome) => void;
   /** UTF-8 bytes of an output batch (0 for other reports) */
   bytes: number;
+  /** a refusal as too late (409) is expected: said at info, not warn (SendOptions.mayBeLate) */
+  mayBeLate?: boolean;
 }
 
 interface JobQueue {
@@ -118,7 +120,15 @@ export class Reporter {
    * Queue a report after everything queued before for the job (buffered output included).
    * Resolves when it is acknowledged, refused, or abandoned; never rejects.
    */
-  send(jobId: string, report: Report, options: { last?: boolean } = {}): Promise<ReportOutcome> {
+  send(
+    jobId: string,
+    report: Report,
+    /**
+     * `mayBeLate`: the job may have ended at the coordinator already (a stop answered for a job
+     * that ended here), so a 409 is news to nobody
+     */
+    options: { last?: boolean; mayBeLate?: boolean } = {},
+  ): Promise<ReportOutcome> {
     const conformed = conform(report);
     if (conformed.dropped.length > 0) {
       this.#o.log.warn({ job_id: jobId, report: report.kind, fields: conformed.dropped }, 'report fields outside the protocol\'s bounds left out');
@@ -128,7 +138,7 @@ export class Reporter {
     this.#flushOutput(jobId, q);
     if (options.last) q.closed = true;
     return new Promise<ReportOutcome>((resolve) => {
-      q.items.push({ report, resolve, bytes: 0 });
+      q.items.push({ report, resolve, bytes: 0, ...(options.mayBeLate ? { mayBeLate: true } : {}) });
       void this.#pump(jobId, q);
     });
   }
@@ -227,7 +237,7 @@ export class Reporter {
     try {
       while (q.items.length > 0) {
         const item = q.items[0]!;
-        const outcome = await this.#deliver(jobId, item.report, log);
+        const outcome = await this.#deliver(jobId, item.report, log, item.mayBeLate === true);
         q.items.shift();
         q.queuedOutputBytes -= item.bytes;
         item.resolve(outcome);
@@ -244,7 +254,7 @@ export class Reporter {
     }
   }
 
-  async #deliver(jobId: string, report: Report, log: Logger): Promise<ReportOutcome> {
+  async #deliver(jobId: string, report: Report, log: Logger, mayBeLate = false): Promise<ReportOutcome> {
     const { client, registration, connectivity, signal } = this.#o;
     const transport = this.#o.transport ?? ((id, r, launcherId, s) => sendReport(client, id, r, launcherId, s));
     for (let attempt = 0; ; ) {
@@ -270,7 +280,7 @@ export class Reporter {
           }
           continue;
         }
-        if (!isRetryable(e) && e instanceof AgentqApiError) return this.#refused(jobId, report, log, e);
+        if (!isRetryable(e) && e instanceof AgentqApiError) return this.#refused(jobId, report, log, e, undefined, mayBeLate && e.status === 409);
         connectivity.failed(e, `report ${report.kind}`);
         log.debug({ report: report.kind, attempt, err: describe(e) }, 'report not delivered; will retry');
         await connectivity.backoff(attempt++, signal, this.#o.retry);
@@ -278,11 +288,10 @@ export class Reporter {
     }
   }
 
-  #refused(jobId: string, report: Report, log: Logger, err: AgentqApiError, why?: string): ReportOutcome {
-    log.warn(
-      { report: report.kind, code: err.code, status: err.status, details: err.details, why },
-      'coordinator refused the report; not retrying it',
-    );
+  #refused(jobId: string, report: Report, log: Logger, err: AgentqApiError, why?: string, late = false): ReportOutcome {
+    const fields = { report: report.kind, code: err.code, status: err.status, details: err.details, why };
+    if (late) log.info(fields, 'the job had ended at the coordinator already; report not needed');
+    else log.warn(fields, 'coordinator refused the report; not retrying it');
     this.#o.onRefused?.(jobId, report, err);
     return { ok: false, refused: err };
   }

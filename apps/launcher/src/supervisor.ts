@@ -91,9 +91,9 @@ export class Supervisor {
     if (runner) return runner.stop();
     if (this.#stopAnswered.has(jobId)) return;
     remember(this.#stopAnswered, jobId);
-    const where = this.#ended.has(jobId) ? 'a job that ended here' : 'a job not running here';
-    this.#o.log.info({ job_id: jobId }, `stop requested for ${where}; reporting it stopped`);
-    void this.#o.reporter.send(jobId, { kind: 'stopped', body: { signal: null } }, { last: true });
+    const endedHere = this.#ended.has(jobId);
+    this.#o.log.info({ job_id: jobId }, `stop requested for ${endedHere ? 'a job that ended here' : 'a job not running here'}; reporting it stopped`);
+    void this.#o.reporter.send(jobId, { kind: 'stopped', body: { signal: null } }, { last: true, mayBeLate: endedHere });
   }
 
   /**

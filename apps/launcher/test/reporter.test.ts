@@ -5,6 +5,7 @@ import { AgentqApiError, AgentqConnectionError, type AgentqClient } from '@agent
 import { Connectivity } from '../src/connectivity.js';
 import type { Registration } from '../src/registration.js';
 import { Reporter } from '../src/reporter.js';
+import { captureLog } from './helpers.js';
 
 /**
  * The reporter on its own, against a stand-in client whose answers the test controls. (The
@@ -144,4 +145,27 @@ test('a report waiting for a re-registration when the launcher exits is abandone
   exit.abort(new Error('launcher exiting (test)'));
   const outcome = await completed;
   assert.ok(!outcome.ok && 'abandoned' in outcome, `abandoned, got ${JSON.stringify(outcome)}`);
+});
+
+test("a stop answered for a job that ended here, refused as too late (409), is said at info: it is the expected answer, not a fault", async () => {
+  const { log, lines } = captureLog();
+  const refuse = async () => {
+    throw new AgentqApiError(409, 'invalid_transition', 'job job_0123456789ab is completed (test)');
+  };
+  const client = { reportStopped: refuse } as unknown as AgentqClient;
+  const reporter = new Reporter({
+    client,
+    registration: { id: 'lnch_000000000000' } as Registration,
+    connectivity: new Connectivity(log),
+    log,
+    signal: new AbortController().signal,
+    retry: { baseMs: 5, maxMs: 20 },
+  });
+  const late = await reporter.send('job_0123456789ab', { kind: 'stopped', body: { signal: null } }, { last: true, mayBeLate: true });
+  assert.ok('refused' in late);
+  const other = await reporter.send('job_0123456789ac', { kind: 'stopped', body: { signal: null } }, { last: true });
+  assert.ok('refused' in other);
+  const said = (jobId: string) => lines.filter((l) => l['job_id'] === jobId && l['report'] === 'stopped').map((l) => [l['level'], l['msg']]);
+  assert.deepEqual(said('job_0123456789ab'), [[30, 'the job had ended at the coordinator already; report not needed']]);
+  assert.deepEqual(said('job_0123456789ac'), [[40, 'coordinator refused the report; not retrying it']]);
 });
