@@ -666,3 +666,16 @@ test("pending_reason reads the online launchers once, until a commit on any coor
   assert.equal((await a.getJob(jobs[0]!.job_id)).pending_reason, null);
   assert.ok(registered.launcher_id);
 });
+
+test('a create does not look its new random job id up first: the unique key refuses a repeat, and the transaction runs again', async (t) => {
+  const set = await coordinators(t, 1);
+  if (!set) return;
+  const [client] = set.clients as [AgentqClient];
+  await start(client, 'warm-up');
+  const lookups = statements(t, (text) => text.startsWith('SELECT s.* FROM sessions s JOIN jobs j'));
+  const jobs = [];
+  for (let i = 0; i < 5; i++) jobs.push(await start(client, `s-${i}`));
+  lookups.stop();
+  assert.equal(lookups.length, 0);
+  assert.equal(new Set(jobs.map((j) => j.job_id)).size, 5);
+});

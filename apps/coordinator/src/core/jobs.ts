@@ -76,7 +76,8 @@ export function newJobRow(seq: number, id: string, session: Pick<SessionRow, 'na
 export async function enqueue(ctx: CoreContext, tx: Tx, session: SessionRow, f: NewJobFields): Promise<JobRow> {
   const seq = await tx.nextJobSeq();
   let id = newId('job_');
-  while (await tx.job(id)) id = newId('job_');
+  // 48 random bits: a repeat is rare enough for a store that refuses one to run the transaction again
+  if (!tx.refusesDuplicateJobIds) while (await tx.job(id)) id = newId('job_');
   const row = newJobRow(seq, id, session, tx.now, f);
   await tx.insertJob(row);
   await tx.updateSession(session.name, { updatedAt: tx.now });

@@ -55,6 +55,8 @@ const SESSIONS_TABLE = /\bsessions\b/;
  *   and the store runs them again.
  */
 export class PgTx implements Tx {
+  /** `jobs.id` is unique, and the store runs a transaction that hit a unique key again (pg-transactions.ts) */
+  readonly refusesDuplicateJobIds = true;
   readonly #db: PoolClient;
   readonly #serves: ServesCache;
   readonly #changes: ChangeSet = emptyChangeSet(0, 0);

@@ -20,6 +20,11 @@ export type EntityRef = { job: string } | { session: string } | { launcher: stri
 export interface Tx {
   /** the transaction's clock reading: every timestamp it writes */
   readonly now: number;
+  /**
+   * The store refuses a second job with the same id itself, and runs the transaction again then
+   * (PostgreSQL: a unique key), so a new random id need not be looked up first (a round trip).
+   */
+  readonly refusesDuplicateJobIds?: boolean;
 
   // --- reads (a row read here is locked for the rest of the transaction, where that matters) ---
   job(id: string): Promise<JobRow | undefined>;
