@@ -10,6 +10,7 @@ import { createLogger } from '../src/app.js';
 import { loadConfig, type CoordinatorConfig } from '../src/config.js';
 import { ManualClock } from '../src/core/clock.js';
 import { LOGGED_PROMPT_CHARS } from '../src/core/store/pg-feed.js';
+import { PgOutput } from '../src/core/store/pg-output.js';
 import { PG_MIGRATIONS, PG_SCHEMA_VERSION } from '../src/core/store/pg-schema.js';
 import { startCoordinator, type RunningCoordinator } from '../src/start.js';
 import { called, eventJob, fakeLauncher, openEvents, parked, recordingLogger, start, watching } from './helpers.js';
@@ -678,4 +679,24 @@ test('a create does not look its new random job id up first: the unique key refu
   lookups.stop();
   assert.equal(lookups.length, 0);
   assert.equal(new Set(jobs.map((j) => j.job_id)).size, 5);
+});
+
+test("output that came while a coordinator's LISTEN connection was down wakes its followers once the connection is back (recheck)", async (t) => {
+  const set = await coordinators(t, 1);
+  if (!set) return;
+  const [client] = set.clients as [AgentqClient];
+  const job = await start(client, 'talkative');
+  const pool = new pg.Pool({ connectionString: set.url });
+  t.after(() => pool.end());
+  const output = new PgOutput(pool, 1024 * 1024, 'unused', () => Promise.reject(new Error('not used here')));
+  // a follower that has read 6 bytes waits for more
+  let woken = false;
+  const follower = output.when(job.job_id, new AbortController().signal, 6).then(() => (woken = true));
+  await output.recheck(); // nothing more yet: it goes on waiting
+  assert.equal(woken, false);
+  // another coordinator stores output, and its NOTIFY is lost (this one's LISTEN connection was down)
+  await pool.query('UPDATE jobs SET output_bytes = 13 WHERE id = $1', [job.job_id]);
+  await output.recheck(); // what the store does when its LISTEN connection is back
+  await follower;
+  assert.equal(woken, true);
 });

@@ -106,6 +106,18 @@ export class PgOutput {
     });
   }
 
+  /**
+   * Wake the followers whose job's output grew while this coordinator could not hear of it (its
+   * LISTEN connection was down: the NOTIFYs of that time are lost), from the lengths stored now.
+   */
+  async recheck(): Promise<void> {
+    const ids = [...this.#waiters.keys()];
+    if (ids.length === 0) return;
+    const text = 'SELECT id, output_bytes FROM jobs WHERE id = ANY($1)';
+    const { rows } = await this.pool.query<{ id: string; output_bytes: number }>({ name: statementName(text), text, values: [ids] });
+    for (const r of rows) this.appended(r.id, Number(r.output_bytes));
+  }
+
   /** A NOTIFY of the output channel: `<stream length> <job id>`. */
   notified(payload: string): void {
     const space = payload.indexOf(' ');

@@ -191,7 +191,11 @@ export class PostgresStore implements Store {
           }, OWN_COMMIT_GRACE_MS).unref();
         },
         output: (payload) => this.#output.notified(payload),
-        connected: () => this.#feed.announce(), // catch up with what was committed meanwhile
+        // catch up with what was committed meanwhile, and with output appended meanwhile
+        connected: () => {
+          this.#feed.announce();
+          this.#output.recheck().catch((err: unknown) => o.log.warn({ err }, 'could not read output lengths after reconnecting'));
+        },
       },
       o.log,
     );
