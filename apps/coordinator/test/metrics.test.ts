@@ -81,6 +81,31 @@ test('GET /metrics: counters and histograms move with a real job created, claime
   }
 });
 
+test('GET /metrics: the job counters and run times are exported at 0 for every type and terminal status before any job', async (t) => {
+  // a series that first appears at 1 has no earlier sample: increase() and rate() over it miss
+  // that first job (the first failure after a restart would fire no alert)
+  const { c, client } = await startTest(t);
+  const present = (families: Map<string, Family>, name: string, labels: Record<string, string>, sample = name) =>
+    family(families, name).samples.find((s) => s.name === sample && sameLabels(s.labels, labels))?.value;
+  const fresh = await scrape(c.url);
+  for (const type of ['start_session', 'resume_session']) assert.equal(present(fresh, 'agentq_jobs_created_total', { type }), 0, type);
+  for (const status of ['completed', 'failed', 'stopped', 'interrupted', 'timed_out']) {
+    assert.equal(present(fresh, 'agentq_jobs_ended_total', { status }), 0, status);
+    assert.equal(present(fresh, 'agentq_job_run_seconds', { status }, 'agentq_job_run_seconds_count'), 0, status);
+    assert.equal(present(fresh, 'agentq_job_run_seconds', { status, le: '+Inf' }, 'agentq_job_run_seconds_bucket'), 0, status);
+  }
+
+  const job = await start(client, 'fails');
+  const l = await fakeLauncher(client);
+  await l.take();
+  await l.started(job.job_id);
+  await l.failed(job.job_id, 'boom');
+  const after = await scrape(c.url);
+  assert.equal(present(after, 'agentq_jobs_ended_total', { status: 'failed' }), 1);
+  assert.equal(present(after, 'agentq_jobs_ended_total', { status: 'completed' }), 0);
+  assert.equal(present(after, 'agentq_job_run_seconds', { status: 'failed' }, 'agentq_job_run_seconds_count'), 1);
+});
+
 test('GET /metrics: requests the router refuses (broken percent-encoding, a path segment too long) are timed as unmatched', async (t) => {
   const { c } = await startTest(t);
   for (const path of ['/jobs/%ff', '/sessions/%zz', '/nope/%zz', `/jobs/${'x'.repeat(200 * 9 + 1)}`]) {

@@ -1,4 +1,4 @@
-import { isTerminal, JobStatuses, type EventJob, type LifecycleEvent } from '@agentq/protocol';
+import { isTerminal, JobStatuses, JobTypes, TERMINAL_STATUSES, type EventJob, type LifecycleEvent } from '@agentq/protocol';
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import type { MetricsSource, ScrapeCounts } from './source.js';
 
@@ -74,6 +74,15 @@ export class JobMetrics {
       help: "Child outcomes delivered to their parent session (counted when the callback resume job completes).",
       registers,
     });
+
+    // every series at 0 from the start: a series that first appears at 1 has no sample before
+    // its first event, so increase() and rate() miss that event (the first failure after a
+    // restart would never fire an alert). Types and terminal statuses are fixed sets.
+    for (const type of JobTypes) this.#created.inc({ type }, 0);
+    for (const status of TERMINAL_STATUSES) {
+      this.#endedTotal.inc({ status }, 0);
+      this.#runSeconds.zero({ status });
+    }
 
     this.#unsubscribe = source.subscribe((event) => this.#onEvent(event));
   }
