@@ -271,6 +271,32 @@ test('the example Grafana dashboard (docs/grafana-dashboard.json) queries only m
   }
 });
 
+test('the example Grafana dashboard leaves every waiting request out of its p95 latency panel, output follows included', async (t) => {
+  const { c, client } = await startTest(t);
+  const l = await fakeLauncher(client);
+  const job = await start(client, 'followed');
+  await l.take();
+  await l.started(job.job_id);
+  // what `agentq output --follow` and the web dashboard's job view send: held until new bytes or wait_ms
+  const res = await request(`${c.url}/jobs/${job.job_id}/output?offset=0&wait_ms=50`);
+  assert.equal(res.statusCode, 200);
+  await res.body.dump();
+  const http = family(await scrape(c.url), 'agentq_http_request_duration_seconds');
+  const follow = http.samples.find((s) => s.name.endsWith('_count') && s.labels.method === 'GET' && s.labels.route?.includes('output'));
+  assert.ok(follow, 'the follow read is timed');
+
+  const path = fileURLToPath(new URL('../../../../docs/grafana-dashboard.json', import.meta.url));
+  const dashboard = JSON.parse(readFileSync(path, 'utf8')) as { panels: Array<{ title?: string; targets?: Array<{ expr: string }> }> };
+  const panel = dashboard.panels.find((p) => p.title?.startsWith('Request duration p95'));
+  const expr = panel?.targets?.[0]?.expr ?? '';
+  const left = /route!~"([^"]+)"/.exec(expr)?.[1];
+  assert.ok(left, `the panel leaves waiting routes out: ${expr}`);
+  const leftOut = new RegExp(`^(?:${left})$`); // PromQL regex matchers are anchored
+  for (const route of [follow.labels.route!, '/launcher/jobs', '/launcher/sync', '/jobs/:job_id/wait', '/jobs/wait']) {
+    assert.match(route, leftOut, `${route} waits by design: its p95 is its hold time`);
+  }
+});
+
 test('agentq_queue_depth is one unlabelled value, 0 when the queue is empty; pending jobs are broken down by what they wait for, not by route', async (t) => {
   const { c, client } = await startTest(t);
   const waiting = (families: Map<string, Family>) =>
