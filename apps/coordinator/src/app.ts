@@ -105,8 +105,7 @@ export async function buildApp(config: CoordinatorConfig, deps: AppDeps = {}): P
     sseClients: () => sse.size,
     protection: {
       logLinesDropped,
-      queuedBytes: async () => (await core.store.counts()).pendingBytes,
-      queuedMessageBytes: () => core.store.pendingMessageBytes?.(),
+      ...queuedBytesSource(core.store),
       maxQueuedBytes: core.admission.maxQueuedBytes,
       queueFullRefusals: () => core.admission.refused,
       answers: () => ({ held: core.answers.held, max: core.answers.total, refused: core.answers.refused }),
@@ -303,4 +302,15 @@ declare module 'fastify' {
     /** re-read the token file and the TLS certificate (main.ts calls it on SIGHUP) */
     reloadSecrets(): void;
   }
+}
+
+/**
+ * The queued bytes MAX_QUEUED_BYTES bounds, as admission reads them; none for a store that does
+ * not count them (PostgreSQL: pending prompts stay in the database), whose gauges are left out.
+ */
+function queuedBytesSource(store: Coordinator['store']): { queuedBytes?: { prompts(): number; messages(): number } } {
+  const prompts = store.pendingPromptBytes?.bind(store);
+  if (!prompts) return {};
+  const messages = store.pendingMessageBytes?.bind(store);
+  return { queuedBytes: { prompts, messages: () => messages?.() ?? 0 } };
 }

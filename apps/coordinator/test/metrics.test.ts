@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import { request } from 'undici';
 import { ManualClock } from '../src/core/clock.js';
+import { freshDatabaseUrl } from './pg-server.js';
 import { parsePrometheusText, type Family } from './prometheus-text.js';
 import { eventJob, fakeLauncher, openEvents, parked, rejectsWith, resume, start, startTest, unparked } from './helpers.js';
 
@@ -295,6 +296,24 @@ test('the example Grafana dashboard leaves every waiting request out of its p95 
   for (const route of [follow.labels.route!, '/launcher/jobs', '/launcher/sync', '/jobs/:job_id/wait', '/jobs/wait']) {
     assert.match(route, leftOut, `${route} waits by design: its p95 is its hold time`);
   }
+});
+
+test('GET /metrics: queued prompt bytes are what the pending prompts take; on PostgreSQL, which does not count them, they are not exported as a 0', async (t) => {
+  const counted = await startTest(t);
+  await start(counted.client, 'queued', 'é'.repeat(10));
+  const memory = await scrape(counted.c.url);
+  assert.equal(value(memory, 'agentq_queued_prompt_bytes'), 20);
+  assert.equal(value(memory, 'agentq_queued_message_bytes'), 0);
+
+  const databaseUrl = await freshDatabaseUrl(t);
+  if (databaseUrl === null) return;
+  const pg = await startTest(t, { databaseUrl });
+  await start(pg.client, 'queued', 'é'.repeat(10));
+  const families = await scrape(pg.c.url);
+  assert.equal(value(families, 'agentq_queue_depth'), 1);
+  // a 0 beside a full queue would say there is room; MAX_QUEUED_BYTES is not applied there
+  assert.ok(!families.has('agentq_queued_prompt_bytes'), 'no agentq_queued_prompt_bytes on PostgreSQL');
+  assert.ok(!families.has('agentq_queued_message_bytes'), 'no agentq_queued_message_bytes on PostgreSQL');
 });
 
 test('agentq_queue_depth is one unlabelled value, 0 when the queue is empty; pending jobs are broken down by what they wait for, not by route', async (t) => {

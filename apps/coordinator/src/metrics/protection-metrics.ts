@@ -4,10 +4,12 @@ import { Counter, Gauge, type Registry } from 'prom-client';
 export interface ProtectionSource {
   /** log lines dropped because stdout did not drain */
   logLinesDropped(): number;
-  /** UTF-8 bytes of pending prompts, and the limit (MAX_QUEUED_BYTES) */
-  queuedBytes(): Promise<number | undefined>;
-  /** UTF-8 bytes of the messages sessions hold for their next turn (counted with queuedBytes) */
-  queuedMessageBytes(): number | undefined;
+  /**
+   * UTF-8 bytes of pending prompts and of the messages sessions hold for their next turn, which
+   * MAX_QUEUED_BYTES bounds together; absent for a store that does not count them (PostgreSQL):
+   * their gauges are not exported then, rather than a 0 that says the queue holds nothing
+   */
+  queuedBytes?: { prompts(): number; messages(): number };
   maxQueuedBytes: number;
   /** job creations and messages refused with queue_full */
   queueFullRefusals(): number;
@@ -34,24 +36,25 @@ export function registerProtectionMetrics(registry: Registry, source: Protection
       this.inc(source.logLinesDropped());
     },
   });
-  new Gauge({
-    name: 'agentq_queued_prompt_bytes',
-    help: 'UTF-8 bytes of the prompts of pending jobs (job creation is refused past MAX_QUEUED_BYTES).',
-    registers,
-    async collect() {
-      const bytes = await source.queuedBytes();
-      if (bytes !== undefined) this.set(bytes);
-    },
-  });
-  new Gauge({
-    name: 'agentq_queued_message_bytes',
-    help: 'UTF-8 bytes of the messages sessions hold for their next turn (with agentq_queued_prompt_bytes, under MAX_QUEUED_BYTES).',
-    registers,
-    collect() {
-      const bytes = source.queuedMessageBytes();
-      if (bytes !== undefined) this.set(bytes);
-    },
-  });
+  const queued = source.queuedBytes;
+  if (queued) {
+    new Gauge({
+      name: 'agentq_queued_prompt_bytes',
+      help: 'UTF-8 bytes of the prompts of pending jobs (job creation is refused past MAX_QUEUED_BYTES).',
+      registers,
+      collect() {
+        this.set(queued.prompts());
+      },
+    });
+    new Gauge({
+      name: 'agentq_queued_message_bytes',
+      help: 'UTF-8 bytes of the messages sessions hold for their next turn (with agentq_queued_prompt_bytes, under MAX_QUEUED_BYTES).',
+      registers,
+      collect() {
+        this.set(queued.messages());
+      },
+    });
+  }
   new Gauge({
     name: 'agentq_max_queued_prompt_bytes',
     help: 'MAX_QUEUED_BYTES: the limit on agentq_queued_prompt_bytes and agentq_queued_message_bytes together.',
