@@ -4,6 +4,7 @@ import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
 import { Writable } from 'node:stream';
 import { test, type TestContext } from 'node:test';
 import pg from 'pg';
+import { request } from 'undici';
 import { AgentqApiError, AgentqClient } from '@agentq/client';
 import type { Job } from '@agentq/protocol';
 import { createLogger } from '../src/app.js';
@@ -424,6 +425,43 @@ test('cut off from PostgreSQL: /ready is 503 storage_unavailable, /health stays 
   assert.deepEqual(await a.ready(), { ready: true });
   const again = await a.health();
   assert.deepEqual([again.store, again.queue_depth], ['ok', 1]);
+});
+
+test('cut off from PostgreSQL: GET /metrics still answers with what the process knows, and leaves out the gauges it reads from the store', { timeout: 60_000 }, async (t) => {
+  const direct = await freshDatabaseUrl(t);
+  if (direct === null) return;
+  const proxy = await cuttableProxy(t, direct);
+  const A = await startCoordinator({ databaseUrl: proxy.url, ...HOLD });
+  const a = new AgentqClient({ url: A.url, overloadRetries: 0 });
+  t.after(async () => {
+    await a.destroy();
+    await A.close();
+  });
+  await start(a, 'before-the-cut');
+  const scrape = async () => {
+    const res = await request(`${A.url}/metrics`);
+    return { status: res.statusCode, text: await res.body.text() };
+  };
+  const before = await scrape();
+  assert.equal(before.status, 200);
+  assert.match(before.text, /^agentq_queue_depth 1$/m);
+
+  await proxy.cut();
+  assert.equal((await a.health()).store, 'unavailable');
+  // the moment the event loop, memory and request rates matter most: Prometheus must not lose them
+  const during = await scrape();
+  assert.equal(during.status, 200, during.text);
+  assert.match(during.text, /^nodejs_eventloop_lag_seconds /m);
+  assert.match(during.text, /^agentq_jobs_created_total\{type="start_session"\} 1$/m);
+  assert.match(during.text, /^agentq_http_request_duration_seconds_count\{/m);
+  // no store gauge at all rather than a 0 (or the last value) that says the queue is empty
+  for (const name of ['agentq_queue_depth', 'agentq_pending_jobs', 'agentq_jobs', 'agentq_launchers']) {
+    assert.doesNotMatch(during.text, new RegExp(`^${name}[ {]`, 'm'), name);
+  }
+
+  await proxy.restore();
+  // the pool connects again at the next read
+  assert.match((await scrape()).text, /^agentq_queue_depth 1$/m);
 });
 
 test('the control connection asks PostgreSQL to notice a silent peer within seconds, so a partitioned sweeper frees its lock', async (t) => {

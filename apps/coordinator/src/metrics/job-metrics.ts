@@ -26,7 +26,8 @@ export class JobMetrics {
   readonly #runSeconds: Histogram<'status'>;
   readonly #callbacksDelivered: Counter;
 
-  constructor(registry: Registry, source: MetricsSource, counts: () => Promise<ScrapeCounts>) {
+  /** `storeRegistry` holds the gauge read from the store (CoordinatorMetrics: scraped apart) */
+  constructor(registry: Registry, storeRegistry: Registry, source: MetricsSource, counts: () => Promise<ScrapeCounts>) {
     const registers = [registry];
     this.#created = new Counter({
       name: 'agentq_jobs_created_total',
@@ -44,7 +45,7 @@ export class JobMetrics {
       name: 'agentq_jobs',
       help: 'Jobs the store holds, by status (terminal ones until history retention deletes them).',
       labelNames: ['status'],
-      registers,
+      registers: [storeRegistry],
       async collect() {
         const { jobsByStatus } = await counts();
         for (const status of JobStatuses) this.set({ status }, jobsByStatus[status] ?? 0);

@@ -20,6 +20,12 @@ export interface MetricsOptions {
  */
 export class CoordinatorMetrics {
   readonly registry = new Registry();
+  /**
+   * The gauges read from the store, scraped apart: with the database out of reach a scrape leaves
+   * them out and still answers with the rest (process, event loop, requests, job counters), the
+   * moment those matter most. Left out, not 0: a 0 would say the queue is empty.
+   */
+  readonly #store = new Registry();
   readonly #jobs: JobMetrics;
   readonly #http: Histogram<'method' | 'route' | 'status_code'>;
 
@@ -31,13 +37,14 @@ export class CoordinatorMetrics {
       pending ??= source.counts().finally(() => setImmediate(() => (pending = undefined)));
       return pending;
     };
-    this.#jobs = new JobMetrics(this.registry, source, counts);
+    this.#jobs = new JobMetrics(this.registry, this.#store, source, counts);
+    const storeRegisters = [this.#store];
     // one value, 0 when the queue is empty ("no data" would hide an empty queue from alerts and
     // graphs); the breakdown has a fixed label set, never one series per route (source.ts)
     new Gauge({
       name: 'agentq_queue_depth',
       help: 'Pending jobs.',
-      registers,
+      registers: storeRegisters,
       async collect() {
         this.set((await counts()).queueDepth);
       },
@@ -46,7 +53,7 @@ export class CoordinatorMetrics {
       name: 'agentq_pending_jobs',
       help: 'Pending jobs by what they wait for: free_slot (an online launcher can take them once it has room), matching_launcher (no online launcher can take them), session (their session is busy, or has older jobs queued).',
       labelNames: ['waiting_for'],
-      registers,
+      registers: storeRegisters,
       async collect() {
         const { pendingByWait } = await counts();
         for (const waiting_for of QueueWaits) this.set({ waiting_for }, pendingByWait[waiting_for]);
@@ -56,7 +63,7 @@ export class CoordinatorMetrics {
       name: 'agentq_launchers',
       help: 'Registered launchers by status: online (includes deregistering) or stale (silent too long).',
       labelNames: ['status'],
-      registers,
+      registers: storeRegisters,
       async collect() {
         const { launchers } = await counts();
         this.set({ status: 'online' }, launchers.online);
@@ -66,7 +73,7 @@ export class CoordinatorMetrics {
     new Gauge({
       name: 'agentq_parked_polls',
       help: 'Launcher long-polls (GET /launcher/jobs) parked on the server, waiting for work.',
-      registers,
+      registers: storeRegisters,
       async collect() {
         this.set((await counts()).parkedPolls);
       },
@@ -99,8 +106,9 @@ export class CoordinatorMetrics {
   }
 
   /** The text exposition format, for `GET /metrics`. */
-  exposition(): Promise<string> {
-    return this.registry.metrics();
+  async exposition(): Promise<string> {
+    const [own, store] = await Promise.all([this.registry.metrics(), this.#store.metrics().catch(() => undefined)]);
+    return store === undefined ? own : `${own}\n${store}`;
   }
 
   /** `route` is the route's pattern (`/jobs/:job_id`), never the raw URL: ids would explode the label set. */
