@@ -346,18 +346,26 @@ test('a claim hands out the job as it locked it, not as its statement first saw 
   assert.equal(row!.attempts, 2, 'the claim counted its attempt on top of the one committed before it locked the row');
 });
 
-/** A TCP proxy to the database that can cut every connection and refuse new ones, then let them in again. */
+/**
+ * A TCP proxy to the database that can cut every connection and refuse new ones, then let them in
+ * again; or freeze: connections stay open but nothing goes through any more (a hung host).
+ */
 async function cuttableProxy(t: TestContext, databaseUrl: string) {
   const target = new URL(databaseUrl);
   const sockets = new Set<Socket>();
+  let frozen = false;
   const server = createServer((inbound) => {
+    sockets.add(inbound);
+    inbound.on('close', () => sockets.delete(inbound));
+    inbound.on('error', () => undefined);
+    if (frozen) return; // taken, never answered
     const outbound = connect(Number(target.port || 5432), target.hostname);
-    for (const s of [inbound, outbound]) {
-      sockets.add(s);
-      s.on('close', () => sockets.delete(s));
-      s.on('error', () => undefined);
-    }
-    inbound.pipe(outbound).pipe(inbound);
+    sockets.add(outbound);
+    outbound.on('close', () => sockets.delete(outbound));
+    outbound.on('error', () => undefined);
+    const forward = (from: Socket, to: Socket) => from.on('data', (chunk: Buffer) => void (frozen || to.write(chunk)));
+    forward(inbound, outbound);
+    forward(outbound, inbound);
   });
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');
@@ -379,6 +387,9 @@ async function cuttableProxy(t: TestContext, databaseUrl: string) {
     async restore(): Promise<void> {
       server.listen(port, '127.0.0.1');
       await once(server, 'listening');
+    },
+    freeze(): void {
+      frozen = true;
     },
   };
 }
@@ -737,4 +748,27 @@ test("output that came while a coordinator's LISTEN connection was down wakes it
   await output.recheck(); // what the store does when its LISTEN connection is back
   await follower;
   assert.equal(woken, true);
+});
+
+test('a database that stops answering (a hung host) leaves GET /health and /metrics answering within seconds, the store unavailable', { timeout: 60_000 }, async (t) => {
+  const direct = await freshDatabaseUrl(t);
+  if (direct === null) return;
+  const proxy = await cuttableProxy(t, direct);
+  const A = await startCoordinator({ databaseUrl: proxy.url, ...HOLD });
+  const a = new AgentqClient({ url: A.url, overloadRetries: 0 });
+  t.after(async () => {
+    await a.destroy();
+    await A.close().catch(() => undefined);
+  });
+  await start(a, 'before');
+  assert.equal((await a.health()).store, 'ok');
+  proxy.freeze();
+  // the client's own limit (5 s) is well under the pool's 30 s wait for a connection
+  const h = await a.health({ headersTimeoutMs: 5000 });
+  assert.deepEqual([h.status, h.store, h.queue_depth], ['ok', 'unavailable', null]);
+  const res = await fetch(`${A.url}/metrics`, { signal: AbortSignal.timeout(5000) });
+  assert.equal(res.status, 200);
+  const text = await res.text();
+  assert.match(text, /^process_cpu_seconds_total /m);
+  assert.doesNotMatch(text, /^agentq_queue_depth /m, 'the store-read gauges are left out, not 0');
 });

@@ -3,6 +3,23 @@ import type { ScrapeCounts } from '../metrics/source.js';
 import type { CoreContext } from './context.js';
 import { isServed, routeFromKey } from './routing.js';
 
+/**
+ * How long `/health` and `/metrics` wait for the store. A database that takes connections but
+ * does not answer (a hung host, a partition) would hold them for the pool's 30 s, past any health
+ * probe's timeout (the image's HEALTHCHECK gives 3 s): the store is reported unavailable instead.
+ */
+export const STATUS_STORE_WAIT_MS = 2000;
+
+/** `work`, or a rejection once `ms` have passed (the work goes on, its answer unused). */
+function within<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what}: the store did not answer within ${ms} ms`)), ms);
+  });
+  work.catch(() => undefined); // answered after the time: nobody waits for it any more
+  return Promise.race([work, late]).finally(() => clearTimeout(timer));
+}
+
 /*
  * What the server reports about itself: `GET /health` and the counts `/metrics` reads. Both are
  * read from the store (right whatever coordinator made the change); `parkedPolls` is this
@@ -18,7 +35,7 @@ export async function health(ctx: CoreContext, startedAt: number, parkedPolls: (
   const { store, clock } = ctx;
   const uptime_seconds = Math.round(clock.now() - startedAt) / 1000;
   try {
-    const [counts, launchers] = await Promise.all([store.counts(), store.listLaunchers()]);
+    const [counts, launchers] = await within(Promise.all([store.counts(), store.listLaunchers()]), STATUS_STORE_WAIT_MS, 'health');
     let online = 0;
     let stale = 0;
     for (const l of launchers) {
@@ -50,12 +67,11 @@ export async function health(ctx: CoreContext, startedAt: number, parkedPolls: (
 /** What `/metrics` reads at each scrape (see metrics/source.ts). */
 export async function metricsCounts(ctx: CoreContext, parkedPolls: () => number): Promise<ScrapeCounts> {
   const { store } = ctx;
-  const [counts, jobsByStatus, buckets, launcherRows] = await Promise.all([
-    store.counts(),
-    store.countByStatus(),
-    store.readyBuckets(),
-    store.listLaunchers(),
-  ]);
+  const [counts, jobsByStatus, buckets, launcherRows] = await within(
+    Promise.all([store.counts(), store.countByStatus(), store.readyBuckets(), store.listLaunchers()]),
+    STATUS_STORE_WAIT_MS,
+    'metrics',
+  );
   // ready jobs are bucketed by route: a bucket waits for a free slot when some online launcher
   // serves its route (pending_reason null), else for a matching launcher; the pending jobs that
   // are not ready wait for their session
