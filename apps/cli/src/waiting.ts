@@ -95,6 +95,11 @@ export interface WaitManyOptions extends WaitOptions {
    * only one of the jobs still active at the first snapshot does (the MCP tool's default).
    */
   includeTerminal?: boolean;
+  /**
+   * The coordinator is known to be there (the caller has reached it before): one that cannot be
+   * reached at the first call is away (restarting), and waited for, not reported at once.
+   */
+  reached?: boolean;
 }
 
 export interface WaitManyOutcome {
@@ -114,7 +119,7 @@ export async function waitForJobs(
   o: WaitManyOptions,
 ): Promise<WaitManyOutcome> {
   const deadline = o.timeoutMs === undefined ? Infinity : o.now() + o.timeoutMs;
-  const reconnect = new Reconnecting({ deadline, now: o.now, signal: o.signal });
+  const reconnect = new Reconnecting({ deadline, now: o.now, signal: o.signal, reached: o.reached ?? false });
   const roundMs = o.roundMs ?? WAIT_ROUND_MS;
   // (the first call holds nothing, but may take as long as the others)
   const answerBy = (): CallLimit =>

@@ -23,9 +23,10 @@ export interface TestCoordinator {
    * Stop the coordinator the way a restart does (parked waits answered with their snapshot, the
    * server closed), keep its port down until a client has tried it and been cut off, then start
    * it again on the same port with the same state (`forget`: with none, as a coordinator with a
-   * memory store comes back).
+   * memory store comes back). `whileDown` is called once the port is held down, before any
+   * client has tried it.
    */
-  restart(o?: { forget?: boolean }): Promise<void>;
+  restart(o?: { forget?: boolean; whileDown?: () => void }): Promise<void>;
   /** stop it for good (it is also stopped when the test ends) */
   stop(): Promise<void>;
 }
@@ -47,7 +48,7 @@ export async function coordinator(t: TestContext, overrides: Parameters<typeof s
     launcher: new FakeLauncher(client),
     restart: async (o = {}) => {
       await c.close();
-      await downUntilTried(c.port);
+      await downUntilTried(c.port, o.whileDown);
       c = await startCoordinator({ ...config, port: c.port }, o.forget ? {} : { core: c.core });
     },
     stop: () => c.close(),
@@ -58,7 +59,7 @@ export async function coordinator(t: TestContext, overrides: Parameters<typeof s
  * A port on which a coordinator is down: every connection is accepted and cut at once, until the
  * first one came (a client has seen the outage); then the port is free again.
  */
-async function downUntilTried(port: number): Promise<void> {
+async function downUntilTried(port: number, whileDown?: () => void): Promise<void> {
   const server = createServer();
   const tried = new Promise<void>((resolve) =>
     server.on('connection', (socket) => {
@@ -67,6 +68,7 @@ async function downUntilTried(port: number): Promise<void> {
     }),
   );
   await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
+  whileDown?.();
   await tried;
   await new Promise<void>((resolve) => server.close(() => resolve()));
 }

@@ -91,6 +91,37 @@ describe('agentq mcp: a coordinator restart during wait_for_jobs', () => {
     assert.deepEqual(r.data.terminal, [job.job_id]);
     assert.match(r.text, /^Done: 1 of 1 job\(s\) have ended\./);
   });
+
+  // the coordinator is known to be there: this server has reached it (an earlier tool call), or
+  // it serves an agentq job (its launcher took the job from that coordinator; each turn of an
+  // agent starts a server of its own, whose first call may be a wait)
+  for (const known of ['answered this server', 'gave the job this server serves'] as const) {
+    it(`a wait that begins while the coordinator is away, when it ${known}, waits for it to come back`, async (t) => {
+      const c = await coordinator(t);
+      const job = await c.client.createJob({ type: 'start_session', session_name: 'a', prompt: 'x' });
+      const lead = await c.client.createJob({ type: 'start_session', session_name: 'lead', prompt: 'x' });
+      const mcp =
+        known === 'answered this server'
+          ? await mcpClient(t, { AGENTQ_URL: c.url })
+          : await mcpClient(t, { AGENTQ_URL: c.url, AGENTQ_SESSION_NAME: 'lead', AGENTQ_JOB_ID: lead.job_id });
+      if (known === 'answered this server') {
+        const status = await callTool(mcp, 'get_status', { job_id: job.job_id });
+        assert.equal(status.isError, false, status.text);
+      }
+      let down!: () => void;
+      const isDown = new Promise<void>((resolve) => (down = resolve));
+      const back = c.restart({ whileDown: down });
+      await isDown;
+      // the wait's first call finds the coordinator away (restarting): an outage, not a wrong URL
+      const waiting = callTool(mcp, 'wait_for_jobs', { job_ids: [job.job_id], timeout_ms: 50_000 });
+      await back;
+      await c.client.stopJob(job.job_id);
+      const r = await waiting;
+      assert.equal(r.isError, false, r.text);
+      assert.equal(r.data.done, true, r.text);
+      assert.deepEqual(r.data.terminal, [job.job_id]);
+    });
+  }
 });
 
 /** A "coordinator" that takes connections and requests but never answers (paused, or cut off by the network). */

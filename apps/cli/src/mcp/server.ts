@@ -1,5 +1,5 @@
 import type { Readable, Writable } from 'node:stream';
-import type { AgentqClient } from '@agentq/client';
+import { AgentqApiError, type AgentqClient } from '@agentq/client';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import type { ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
@@ -25,6 +25,16 @@ export interface Caller {
 export interface ToolContext {
   client: AgentqClient;
   caller: Caller;
+}
+
+/** What the tools get: the context, and what the server has learnt of its coordinator. */
+export interface ToolEnv extends ToolContext {
+  /**
+   * Whether the coordinator is known to be there: it has answered a call of this server, or the
+   * server serves an agentq job (whose launcher took the job from it). A wait that then cannot
+   * reach it waits out the outage (a restart) instead of reporting it at once as a wrong URL.
+   */
+  coordinatorReached: () => boolean;
 }
 
 type Shape = Record<string, z.ZodType>;
@@ -55,20 +65,25 @@ function instructions(caller: Caller): string {
 
 export function createMcpServer(ctx: ToolContext, version: string): McpServer {
   const server = new McpServer({ name: SERVER_NAME, version }, { instructions: instructions(ctx.caller) });
+  let reached = ctx.caller.jobId !== undefined;
   const add: AddTool = (name, config, run, onError) => {
     server.registerTool(name, { ...config, annotations: { openWorldHint: false, ...config.annotations } }, (async (
       args: never,
       extra: { signal: AbortSignal },
     ) => {
       try {
-        return success(await run(args, extra.signal));
+        const answer = await run(args, extra.signal);
+        reached = true;
+        return success(answer);
       } catch (err) {
+        if (err instanceof AgentqApiError) reached = true;
         return failure(err, onError?.(err) ?? {});
       }
     }) as never);
   };
-  registerSessionTools(add, ctx);
-  registerJobTools(add, ctx);
+  const env: ToolEnv = { ...ctx, coordinatorReached: () => reached };
+  registerSessionTools(add, env);
+  registerJobTools(add, env);
   return server;
 }
 

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { waitForJobs } from '../waiting.js';
 import { ToolError } from './answers.js';
-import type { AddTool, ToolContext } from './server.js';
+import type { AddTool, ToolEnv } from './server.js';
 import { describeJob, describeSession, joined, jobView, sessionView } from './views.js';
 
 /* The tools that read: a job's or a session's status, waiting for jobs, a job's output. */
@@ -30,7 +30,7 @@ const WAIT_MAX_JOBS = 100;
 
 const JobId = z.string().min(1).max(200);
 
-export function registerJobTools(add: AddTool, { client }: ToolContext): void {
+export function registerJobTools(add: AddTool, { client, coordinatorReached }: ToolEnv): void {
   add(
     'get_status',
     {
@@ -82,8 +82,10 @@ export function registerJobTools(add: AddTool, { client }: ToolContext): void {
     async ({ job_ids, mode = 'any', timeout_ms = DEFAULT_WAIT_MS, include_terminal = false }, signal) => {
       // the CLI's wait: a snapshot, then long-polls until the time is up; a coordinator that
       // restarts meanwhile (it answers parked waits early, then is away) is waited out, and
-      // reported unreachable only if it is not back in time
+      // reported unreachable only if it is not back in time. So is one already away when the
+      // wait begins, once it is known to be there (this server reached it, or serves a job)
       const r = await waitForJobs(client, job_ids, mode, {
+        reached: coordinatorReached(),
         timeoutMs: timeout_ms,
         signal,
         now: Date.now,

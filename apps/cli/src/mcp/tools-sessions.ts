@@ -3,7 +3,7 @@ import { AgentqApiError } from '@agentq/client';
 import type { Job } from '@agentq/protocol';
 import { z } from 'zod';
 import { ToolError } from './answers.js';
-import type { AddTool, Caller, ToolContext } from './server.js';
+import type { AddTool, Caller, ToolEnv } from './server.js';
 import { brief, describeSession, joined, jobView, sessionView } from './views.js';
 
 /* The tools that create work and address sessions: start, resume, message, list children, stop. */
@@ -51,7 +51,7 @@ function newSessionName(parent: string | null): string {
   return name.length <= 200 ? name : `session-${suffix}`;
 }
 
-export function registerSessionTools(add: AddTool, { client, caller }: ToolContext): void {
+export function registerSessionTools(add: AddTool, { client, caller }: ToolEnv): void {
   const own = caller.sessionName;
 
   add(
