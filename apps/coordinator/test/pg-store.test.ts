@@ -438,16 +438,24 @@ test('cut off from PostgreSQL: /ready is 503 storage_unavailable, /health stays 
   assert.deepEqual([again.store, again.queue_depth], ['ok', 1]);
 });
 
-test('cut off from PostgreSQL: GET /metrics still answers with what the process knows, and leaves out the gauges it reads from the store', { timeout: 60_000 }, async (t) => {
+/** A coordinator that reaches a fresh database through cuttableProxy, and a client of it (no retries). */
+async function behindProxy(t: TestContext) {
   const direct = await freshDatabaseUrl(t);
-  if (direct === null) return;
+  if (direct === null) return null;
   const proxy = await cuttableProxy(t, direct);
   const A = await startCoordinator({ databaseUrl: proxy.url, ...HOLD });
   const a = new AgentqClient({ url: A.url, overloadRetries: 0 });
   t.after(async () => {
     await a.destroy();
-    await A.close();
+    await A.close().catch(() => undefined); // a frozen database may refuse the last writes
   });
+  return { proxy, A, a };
+}
+
+test('cut off from PostgreSQL: GET /metrics still answers with what the process knows, and leaves out the gauges it reads from the store', { timeout: 60_000 }, async (t) => {
+  const set = await behindProxy(t);
+  if (!set) return;
+  const { proxy, A, a } = set;
   await start(a, 'before-the-cut');
   const scrape = async () => {
     const res = await request(`${A.url}/metrics`);
@@ -751,15 +759,9 @@ test("output that came while a coordinator's LISTEN connection was down wakes it
 });
 
 test('a database that stops answering (a hung host) leaves GET /health and /metrics answering within seconds, the store unavailable', { timeout: 60_000 }, async (t) => {
-  const direct = await freshDatabaseUrl(t);
-  if (direct === null) return;
-  const proxy = await cuttableProxy(t, direct);
-  const A = await startCoordinator({ databaseUrl: proxy.url, ...HOLD });
-  const a = new AgentqClient({ url: A.url, overloadRetries: 0 });
-  t.after(async () => {
-    await a.destroy();
-    await A.close().catch(() => undefined);
-  });
+  const set = await behindProxy(t);
+  if (!set) return;
+  const { proxy, A, a } = set;
   await start(a, 'before');
   assert.equal((await a.health()).store, 'ok');
   proxy.freeze();
