@@ -191,14 +191,14 @@ export class MemoryState {
         if (!set) this.#sessionJobs.set(after.sessionName, (set = new Set()));
         set.add(id);
       }
-      if (!isTerminal(after.status)) {
-        this.#liveOrder.push(after.seq, id);
-        if (after.timeoutMs !== null) this.deadlines.push(after.createdAt + after.timeoutMs, id);
-      }
+      if (!isTerminal(after.status)) this.#liveOrder.push(after.seq, id);
     }
-    // a new deadline (a delivery's, counted from its claim): the earlier one, once due, is let go
-    if (before && after && !isTerminal(after.status) && after.timeoutMs !== null && after.timeoutMs !== before.timeoutMs) {
-      this.deadlines.push(after.createdAt + after.timeoutMs, id);
+    // a live job's deadline, when it is new, back (an undone group commit turned an ended job back:
+    // a sweep may have taken its deadline while it had ended) or moved (a delivery's, counted from
+    // its claim: the earlier one, once due, is let go; dueTimeouts drops ended jobs)
+    if (after && !isTerminal(after.status) && after.timeoutMs !== null) {
+      const wasLive = before !== undefined && !isTerminal(before.status);
+      if (!wasLive || after.timeoutMs !== before.timeoutMs) this.deadlines.push(after.createdAt + after.timeoutMs, id);
     }
     const wasPending = before?.status === 'pending';
     const isPending = after?.status === 'pending';
@@ -251,8 +251,6 @@ export class MemoryState {
     // only an undone group commit turns an ended job back (sqlite-group.ts); its entry may be gone
     if (before !== undefined && isTerminal(before.status) && after !== undefined && !isTerminal(after.status)) {
       this.#liveOrder.ensure(after.seq, id);
-      // a sweep may have taken its deadline while it had ended (dueTimeouts drops ended jobs)
-      if (after.timeoutMs !== null) this.deadlines.push(after.createdAt + after.timeoutMs, id);
     }
     if (!after) {
       this.jobs.delete(id);
