@@ -36,7 +36,13 @@ export async function register(
   o: { createdBy: string | null; tokenHash: string | null; binder?: HostBinder | undefined },
 ): Promise<{ row: LauncherRow; replaced: string[] }> {
   const { labels, roots, hostId, executorType } = launcherIdentity(req);
-  if (o.binder) for (const identity of hostIdentities(hostId, labels)) await bindHost(ctx, tx, identity, o.binder);
+  if (o.binder) {
+    // read once for all the identities, and only if one has no binding (registeredBeforeBindings);
+    // on the transaction's connection: a registration holds one, and another may never come
+    let read: Promise<LauncherRow[]> | undefined;
+    const launchers = () => (read ??= tx.launchers());
+    for (const identity of hostIdentities(hostId, labels)) await bindHost(ctx, tx, identity, o.binder, launchers);
+  }
   let id = newId('lnch_');
   while (await tx.launcher(id)) id = newId('lnch_');
   const row: LauncherRow = {
@@ -84,8 +90,8 @@ function hostIdentities(hostId: string | null, labels: Readonly<Record<string, s
  * the jobs routed to it. The binding moves to another token once its token is revoked (no longer
  * in the token file); rotating a token's secret under the same name keeps it.
  */
-async function bindHost(ctx: CoreContext, tx: Tx, hostId: string, binder: HostBinder): Promise<void> {
-  const bound = (await tx.hostBinding(hostId)) ?? (await registeredBeforeBindings(tx, hostId, binder));
+async function bindHost(ctx: CoreContext, tx: Tx, hostId: string, binder: HostBinder, launchers: () => Promise<LauncherRow[]>): Promise<void> {
+  const bound = (await tx.hostBinding(hostId)) ?? registeredBeforeBindings(await launchers(), hostId, binder);
   if (bound?.tokenName === binder.tokenName) return;
   if (bound && binder.valid(bound.tokenName)) {
     txLog(ctx, tx).warn({ host_id: hostId, token_name: binder.tokenName, bound_to: bound.tokenName }, 'launcher refused: its host is bound to another token');
@@ -107,9 +113,8 @@ async function bindHost(ctx: CoreContext, tx: Tx, hostId: string, binder: HostBi
  * they never register again). That token registered the host first: without this, any other
  * launcher token could bind a host that is serving, and be handed its sessions' resumes.
  */
-async function registeredBeforeBindings(tx: Tx, hostId: string, binder: HostBinder): Promise<HostBindingRow | undefined> {
-  // on the transaction's connection: a registration holds one, and another may never come
-  for (const l of await tx.launchers()) {
+function registeredBeforeBindings(launchers: readonly LauncherRow[], hostId: string, binder: HostBinder): HostBindingRow | undefined {
+  for (const l of launchers) {
     const by = l.createdBy;
     if (by === null || by === binder.tokenName || !binder.valid(by)) continue;
     if (hostIdentities(l.hostId, l.labels).includes(hostId)) return { hostId, tokenName: by, boundAt: l.registeredAt };
