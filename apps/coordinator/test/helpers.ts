@@ -8,6 +8,7 @@ import type { Job, LifecycleEvent, Session } from '@agentq/protocol';
 import type { Coordinator } from '../src/core/coordinator.js';
 import { newJobRow } from '../src/core/jobs.js';
 import type { JobRow } from '../src/core/rows.js';
+import type { Store } from '../src/core/store/store.js';
 import { startCoordinator, type RunningCoordinator } from '../src/start.js';
 import type { CoordinatorConfig } from '../src/config.js';
 import { createLogger, type AppDeps } from '../src/app.js';
@@ -264,4 +265,22 @@ export function nextEvent(core: { events: { subscribe(l: (e: LifecycleEvent) => 
       resolve(e);
     });
   });
+}
+
+/**
+ * Hold the store's next output appends until `go()`: `reached` resolves when the first one is
+ * called (its launcher's check of the job is done by then: the append is what comes after it).
+ */
+export function holdAppends(store: Pick<Store, 'appendOutput'>): { reached: Promise<void>; go: () => void } {
+  const original = store.appendOutput.bind(store);
+  let reached!: () => void;
+  let go!: () => void;
+  const gate = new Promise<void>((resolve) => (go = resolve));
+  const held = { reached: new Promise<void>((resolve) => (reached = resolve)), go };
+  store.appendOutput = async (...args) => {
+    reached();
+    await gate;
+    return original(...args);
+  };
+  return held;
 }

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { AgentqClient } from '@agentq/client';
-import { called, fakeLauncher, rejectsWith, start, startTest, type FakeLauncher } from './helpers.js';
+import { called, fakeLauncher, holdAppends, rejectsWith, start, startTest, type FakeLauncher } from './helpers.js';
 
 const opts = { timeout: 20_000 };
 const LONG = 300_000;
@@ -186,4 +186,27 @@ test('a parameter of the other way to read is refused with 400 naming it, not ig
   }
   assert.equal((await client.getOutput(job.job_id, { tail_bytes: 2 })).output, 'o\n');
   assert.equal((await client.getOutput(job.job_id, { offset: 0, limit_bytes: 2, wait_ms: 0 })).output, 'he');
+});
+
+test('a batch of a launcher replaced while it was on its way is refused, not stored in the run of the launcher that took the job again', opts, async (t) => {
+  const { c, client } = await startTest(t);
+  const host = { hostname: 'box', executor_type: 'test', host_id: 'h_output-race' };
+  const old = await client.register(host);
+  const job = await start(client, 'moved');
+  assert.equal((await client.poll(old.launcher_id, { holdSeconds: 1 }))?.job?.job_id, job.job_id);
+
+  // the old life's batch passed the check of its job, and is about to be stored
+  const held = holdAppends(c.core.store);
+  const late = client.reportOutput(job.job_id, { launcher_id: old.launcher_id, offset: 0, data: 'from the old life' });
+  late.catch(() => undefined);
+  await held.reached;
+  // meanwhile the launcher restarted: the job goes back to the queue and its new life takes it
+  const fresh = await client.register({ ...host, replaces: [old.launcher_id] });
+  assert.equal((await client.poll(fresh.launcher_id, { holdSeconds: 1 }))?.job?.job_id, job.job_id);
+  held.go();
+
+  await rejectsWith(late, 401, 'launcher_unknown');
+  assert.equal((await client.getOutput(job.job_id)).total_bytes, 0);
+  await client.reportOutput(job.job_id, { launcher_id: fresh.launcher_id, offset: 0, data: 'from the new life' });
+  assert.equal((await client.getOutput(job.job_id)).output, 'from the new life');
 });

@@ -4,10 +4,13 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { test, type TestContext } from 'node:test';
+import type { AgentqClient } from '@agentq/client';
 import pg from 'pg';
+import { startCoordinator } from '../src/start.js';
 import { newSecret, tokenFileText } from './auth-helpers.js';
-import { SLOW, tempDir } from './cluster-helpers.js';
+import { clientOf, SLOW, tempDir } from './cluster-helpers.js';
 import { spawnCoordinatorProcess, type CoordinatorProcess } from './coordinator-process.js';
+import { holdAppends, rejectsWith } from './helpers.js';
 import { freshDatabaseUrl } from './pg-server.js';
 
 /*
@@ -103,4 +106,31 @@ test('a SIGHUP while the coordinator waits for the database to be migrated is an
   const c = await Promise.race([starting, exited.then((code) => assert.fail(`the coordinator ended (${String(code)})`))]);
   await c.waitFor((l) => l.msg === 'token file reloaded');
   assert.equal((await register(c, secret, { hostname: 'box', host_id: 'h_box00002', executor_type: 'test' })).status, 200);
+});
+
+test("an output batch on its way through A when B lets the job go (its launcher replaced) is refused, not stored in the ended job's output", async (t) => {
+  const url = await freshDatabaseUrl(t);
+  if (url === null) return;
+  const [A, B] = await Promise.all([0, 1].map(() => startCoordinator({ databaseUrl: url, pollTimeoutSeconds: 5 })));
+  t.after(() => Promise.all([A!.close(), B!.close()]));
+  const [a, b] = [A!, B!].map((c) => clientOf(t, c.url)) as [AgentqClient, AgentqClient];
+  const host = { hostname: 'box', executor_type: 'test', host_id: 'h_output-race' };
+  const old = await a.register(host);
+  const job = await a.createJob({ type: 'start_session', session_name: 'interrupted', prompt: 'go' });
+  assert.equal((await a.poll(old.launcher_id, { holdSeconds: 1 }))?.job?.job_id, job.job_id);
+  await a.reportStarted(job.job_id, { launcher_id: old.launcher_id });
+
+  // on A, the batch passed the check of its job (held by `old`, running) and is about to be stored
+  const held = holdAppends(A!.core.store);
+  const late = a.reportOutput(job.job_id, { launcher_id: old.launcher_id, offset: 0, data: 'after the end' });
+  late.catch(() => undefined);
+  await held.reached;
+  // on B, the launcher's restart replaces it: the job it ran ends, interrupted (still naming it)
+  await b.register({ ...host, replaces: [old.launcher_id] });
+  const ended = await b.getJob(job.job_id);
+  assert.deepEqual([ended.status, ended.launcher_id], ['interrupted', old.launcher_id]);
+  held.go();
+
+  await rejectsWith(late, 401, 'launcher_unknown');
+  assert.equal((await b.getOutput(job.job_id)).total_bytes, 0);
 });

@@ -360,8 +360,15 @@ export class Coordinator {
     if (offset + Buffer.byteLength(data, 'utf8') > MAX_OUTPUT_OFFSET) {
       throw validation('data', `ends past byte ${MAX_OUTPUT_OFFSET} of the job's output (offset ${offset}), the most a job's output may hold`);
     }
-    await store.transaction((tx) => heldJob(tx, launcherId, jobId));
-    await store.appendOutput(jobId, offset, data);
+    // Checked (for the refusal's reason), then checked again by the store as it stores the batch:
+    // the job may be requeued, or its launcher removed or declared stale, in between (by another
+    // coordinator on a shared database), and a batch stored then would land in the output of
+    // another launcher's run, or of a job that has ended. Refused there, it is checked here again,
+    // which refuses it with the reason. (Each turn of the loop needs the job to move meanwhile.)
+    for (;;) {
+      await store.transaction((tx) => heldJob(tx, launcherId, jobId));
+      if ((await store.appendOutput(jobId, offset, data, launcherId)) !== null) break;
+    }
     await store.touchLauncher(launcherId, clock.now());
   }
 

@@ -237,13 +237,25 @@ export class MemoryStore implements Store {
     return buf;
   }
 
-  async appendOutput(jobId: string, offset: number, data: string): Promise<number> {
+  async appendOutput(jobId: string, offset: number, data: string, holder?: string): Promise<number | null> {
+    if (holder !== undefined && !this.holds(jobId, holder)) return null;
     const buf = this.buffer(jobId);
     const stored = buf.append(offset, data);
     if (stored > 0 || offset > (this.state.jobs.get(jobId)?.outputBytes ?? 0)) {
       this.state.patchJob(jobId, { outputBytes: buf.totalBytes });
     }
     return stored;
+  }
+
+  /**
+   * Whether `launcherId` holds the job and is neither gone nor stale. A job not in memory (history
+   * a durable store let go of, store/sqlite-store.ts) has ended: its holder no longer changes.
+   */
+  protected holds(jobId: string, launcherId: string): boolean {
+    const job = this.state.jobs.get(jobId);
+    if (job !== undefined && job.launcherId !== launcherId) return false;
+    const launcher = this.state.launchers.get(launcherId);
+    return launcher !== undefined && launcher.status !== 'stale';
   }
 
   async readOutput(jobId: string, from: number | null, limit: number): Promise<OutputSlice & OutputInfo> {

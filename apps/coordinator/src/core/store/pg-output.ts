@@ -20,12 +20,24 @@ export class PgOutput {
     private readonly run: <T>(fn: (client: pg.PoolClient) => Promise<T>) => Promise<T>,
   ) {}
 
-  /** Append a batch; returns the number of new bytes stored. */
-  async append(jobId: string, offset: number, data: string): Promise<number> {
+  /**
+   * Append a batch; returns the number of new bytes stored, or null (nothing stored) when
+   * `holder` no longer holds the job, or is gone or stale (Store.appendOutput).
+   */
+  async append(jobId: string, offset: number, data: string, holder?: string): Promise<number | null> {
     const q = (client: pg.PoolClient, text: string, values: unknown[]) => client.query({ name: statementName(text), text, values });
     const stored = await this.run(async (client) => {
-      // the job's row serialises appends to its output (a launcher may retry through another coordinator)
-      const { rows } = await q(client, 'SELECT output_bytes FROM jobs WHERE id = $1 FOR UPDATE', [jobId]);
+      // the job's row serialises appends to its output (a launcher may retry through another
+      // coordinator), and holds off whatever would move the job until the batch is stored
+      const { rows } = await q(client, 'SELECT output_bytes, launcher_id FROM jobs WHERE id = $1 FOR UPDATE', [jobId]);
+      if (holder !== undefined) {
+        if (rows[0]?.launcher_id !== holder) return null;
+        // read once the job is locked, not in the same statement (whose snapshot predates the
+        // lock): a launcher declared stale or removed releases its jobs under their locks, so a
+        // launcher seen live here cannot have let this job go before the batch is stored
+        const live = await q(client, "SELECT 1 FROM launchers WHERE id = $1 AND status <> 'stale'", [holder]);
+        if (live.rows.length === 0) return null;
+      }
       if (rows.length === 0) return { stored: 0, total: 0 };
       let total = Number(rows[0]!.output_bytes);
       const before = total;
@@ -51,6 +63,7 @@ export class PgOutput {
       }
       return { stored: bytes.length, total };
     });
+    if (stored === null) return null;
     if (stored.stored > 0) this.appended(jobId, stored.total);
     return stored.stored;
   }

@@ -380,8 +380,8 @@ export class PostgresStore implements Store {
 
   // --- output ----------------------------------------------------------------------------------
 
-  appendOutput(jobId: string, offset: number, data: string): Promise<number> {
-    return this.#output.append(jobId, offset, data);
+  appendOutput(jobId: string, offset: number, data: string, holder?: string): Promise<number | null> {
+    return this.#output.append(jobId, offset, data, holder);
   }
   readOutput(jobId: string, from: number | null, limit: number): Promise<OutputSlice & OutputInfo> {
     return this.#output.read(jobId, from, limit).catch((err: unknown) => {

@@ -480,14 +480,15 @@ export class SqliteStore extends MemoryStore {
 
   // --- output ----------------------------------------------------------------------------------
 
-  override appendOutput(jobId: string, offset: number, data: string): Promise<number> {
-    return this.#unlockedWrite(() => this.#appendOutput(jobId, offset, data));
+  override appendOutput(jobId: string, offset: number, data: string, holder?: string): Promise<number | null> {
+    return this.#unlockedWrite(() => this.#appendOutput(jobId, offset, data, holder));
   }
 
-  async #appendOutput(jobId: string, offset: number, data: string): Promise<number> {
+  async #appendOutput(jobId: string, offset: number, data: string, holder?: string): Promise<number | null> {
+    if (holder !== undefined && !this.holds(jobId, holder)) return null;
     const buf = this.buffer(jobId);
     const totalBefore = buf.totalBytes;
-    const stored = await super.appendOutput(jobId, offset, data);
+    const stored = (await super.appendOutput(jobId, offset, data))!;
     if (stored === 0 && offset <= totalBefore) return 0;
     // the batch is not kept: forget the buffer (it is read back from the file next time) so the
     // launcher's retry of the same offset is stored rather than taken for a duplicate

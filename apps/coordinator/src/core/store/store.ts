@@ -245,7 +245,13 @@ export interface Store {
   touchLauncher(id: string, now: number): Promise<void>;
 
   // --- output: batches at byte offsets; the newest `outputMaxBytes` per job are kept ---
-  appendOutput(jobId: string, offset: number, data: string): Promise<number>;
+  /**
+   * Store a batch; returns the number of new bytes stored. `holder`: the launcher the batch comes
+   * from, checked as the batch is stored (atomically with it): null, and nothing stored, when that
+   * launcher no longer holds the job or is gone or stale (the caller's earlier check is not
+   * enough: another coordinator may requeue the job, or declare its launcher stale, in between).
+   */
+  appendOutput(jobId: string, offset: number, data: string, holder?: string): Promise<number | null>;
   readOutput(jobId: string, from: number | null, limit: number): Promise<OutputSlice & OutputInfo>;
   /**
    * Resolves when output arrives for the job (or the signal aborts). `after`: the stream length
