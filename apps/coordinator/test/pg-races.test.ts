@@ -134,3 +134,29 @@ test("an output batch on its way through A when B lets the job go (its launcher 
   await rejectsWith(late, 401, 'launcher_unknown');
   assert.equal((await b.getOutput(job.job_id)).total_bytes, 0);
 });
+
+test('a registration sent again through B while its first try is still under way on A (a lost answer) is answered twice, the host bound once to its token', async (t) => {
+  const url = await freshDatabaseUrl(t);
+  if (url === null) return;
+  const file = join(tempDir(t), 'tokens');
+  const secret = newSecret();
+  writeFileSync(file, tokenFileText([{ name: 'first', role: 'launcher', secret }]));
+  const [A, B] = await Promise.all([0, 1].map(() => spawnCoordinatorProcess(t, { DATABASE_URL: url, AUTH_TOKENS_FILE: file, ...SLOW })));
+  const box = { hostname: 'box', host_id: 'h_box00003', executor_type: 'test' };
+
+  // neither finds a binding (there is none to lock): both insert one, and one of them meets the other's
+  const db = await connect(t, url);
+  await db.query('BEGIN');
+  await db.query('LOCK TABLE host_bindings IN EXCLUSIVE MODE');
+  const answers = Promise.all([register(A!, secret, box), register(B!, secret, box)]);
+  await lockWaiters(db, 2);
+  await db.query('COMMIT');
+
+  const [first, again] = await answers;
+  assert.deepEqual([first.status, again.status], [200, 200], JSON.stringify([first.body, again.body]));
+  const { rows } = await db.query<{ host_id: string; token_name: string }>('SELECT host_id, token_name FROM host_bindings ORDER BY host_id');
+  assert.deepEqual(rows, [
+    { host_id: box.host_id, token_name: 'first' },
+    { host_id: 'hostname:box', token_name: 'first' },
+  ]);
+});
