@@ -240,6 +240,34 @@ test("a turn being stopped starts nothing through its agent token: no resume of 
   assert.equal((await a.as.client.sendMessage('worker', { text: 'go on' })).outcome, 'queued');
 });
 
+test('a token checked just before its job was handed out again starts nothing: the new claim is a new turn with a new token', async (t) => {
+  const { a, root, token, agent, launcher, answer } = await setup(t);
+  // the token is checked (the auth reads the job), and then, before the create's own transaction,
+  // the claim is undone and the job handed out again: the interleaving forced at the one read
+  const store = a.c.core.store;
+  const getJob = store.getJob.bind(store);
+  let interleave = false;
+  store.getJob = async (id) => {
+    const row = await getJob(id);
+    if (interleave && id === root.job_id) {
+      interleave = false;
+      await a.c.core.pollAnswerLost(launcher.id, answer);
+      const again = (await launcher.poll()) as PollResponse;
+      assert.notEqual(again.agent_tokens?.[root.job_id], token);
+    }
+    return row;
+  };
+  interleave = true;
+  const details = await rejectsWith(
+    agent.createJob({ type: 'start_session', session_name: 'late', parent_session_name: 'boss', prompt: 'x' }),
+    409,
+    'parent_stopping',
+  );
+  assert.equal(interleave, false, 'the claim was undone between the check of the token and the create');
+  assert.deepEqual(details, { parent_session_name: 'boss', job_id: root.job_id, current_status: 'claimed' });
+  await rejectsWith(a.as.reader.getSession('late'), 404, 'session_not_found');
+});
+
 test('the sync answer carries agent tokens too; on SQLite a token survives a coordinator restart (its hash is in the jobs table)', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'agentq-agent-db-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));

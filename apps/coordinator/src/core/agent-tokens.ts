@@ -19,6 +19,15 @@ const SHAPE = /^agt_(job_[0-9a-f]{12})\.([A-Za-z0-9_-]{20,200})$/;
 
 const sha256 = (s: string): Buffer => createHash('sha256').update(s, 'utf8').digest();
 
+/**
+ * The turn an agent token acts for: its job, and the hash of the token, since a job requeued and
+ * claimed again is a new turn with a new token (the old one must not act for it).
+ */
+export interface Turn {
+  readonly jobId: string;
+  readonly tokenHash: string;
+}
+
 /** The job id an agent token claims to belong to, when it has the shape of one. */
 export function agentTokenJobId(token: string): string | undefined {
   return SHAPE.exec(token)?.[1];

@@ -29,6 +29,7 @@ import type { CoordinatorConfig } from '../config.js';
 import { answerBytesInFlightLimit, queuedBytesLimit } from '../limits.js';
 import type { ScrapeCounts } from '../metrics/source.js';
 import { Admission } from './admission.js';
+import type { Turn } from './agent-tokens.js';
 import { AnswersInFlight, type AnswerHold } from './answer-budget.js';
 import { answerPoll, releaseUndelivered, undoAnswer } from './claims.js';
 import { systemClock, type Clock } from './clock.js';
@@ -64,10 +65,10 @@ const TREE_STOP_PASSES = 3;
 export interface Actor {
   actor?: string | null;
   /**
-   * For an agent token: the job of the turn that asks. A turn being stopped (or ended) may not
-   * start jobs or send messages (sessions.checkTurnGoesOn).
+   * For an agent token: the turn that asks (its job and token). A turn being stopped (or ended)
+   * may not start jobs or send messages (sessions.checkTurnGoesOn).
    */
-  turn?: string | undefined;
+  turn?: Turn | undefined;
 }
 
 /**

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { CreateJobRequest } from '@agentq/protocol';
 import type { Admission } from './admission.js';
+import type { Turn } from './agent-tokens.js';
 import type { CoreContext } from './context.js';
 import { CoordinatorError } from './errors.js';
 import type { JobRow } from './rows.js';
@@ -23,7 +24,7 @@ export async function createOne(
   req: CreateJobRequest,
   actor: string | null,
   idempotencyKey?: string,
-  turn?: string,
+  turn?: Turn,
 ): Promise<{ job: JobRow; created: boolean }> {
   const { jobs, created } = await ctx.store.transaction((tx) =>
     once(tx, actor, idempotencyKey, req, async () => {
@@ -45,7 +46,7 @@ export function createMany(
   reqs: readonly CreateJobRequest[],
   actor: string | null,
   idempotencyKey?: string,
-  turn?: string,
+  turn?: Turn,
 ): Promise<{ jobs: JobRow[]; created: boolean }> {
   return ctx.store.transaction((tx) =>
     // hashed as the request body, so a key first used for one job is reused, not replayed, here

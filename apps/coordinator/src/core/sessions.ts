@@ -5,6 +5,7 @@ import {
   type SessionMessage,
   type StopOutcome,
 } from '@agentq/protocol';
+import type { Turn } from './agent-tokens.js';
 import { budgetExceeded } from './budget.js';
 import { deliver, maxMessageBytes, messageBytes } from './callbacks.js';
 import { isBusy, mustJob, mustSession, txLog, type CoreContext } from './context.js';
@@ -105,14 +106,18 @@ export async function createJob(ctx: CoreContext, tx: Tx, req: CreateJobRequest,
  * started would run on after it, out of reach of the stop: a tree stop holds the deliveries of
  * the sessions under it, and the dying turn would wake them again.
  */
-export async function checkTurnGoesOn(tx: Tx, turnJobId: string): Promise<void> {
-  const turn = await tx.job(turnJobId);
-  if (turn && (turn.status === 'claimed' || turn.status === 'running')) return;
-  const session = turn?.sessionName ?? null;
+export async function checkTurnGoesOn(tx: Tx, turn: Turn): Promise<void> {
+  const job = await tx.job(turn.jobId);
+  // a job requeued and claimed again since the token was checked is a new turn, with a new token
+  const same = job?.agentTokenHash === turn.tokenHash;
+  if (job && same && (job.status === 'claimed' || job.status === 'running')) return;
+  const session = job?.sessionName ?? null;
   throw new CoordinatorError(
     'parent_stopping',
-    `the turn ${turnJobId} of session ${session ?? '(gone)'} is being stopped or has ended: it starts no job and sends no message now`,
-    { parent_session_name: session, job_id: turnJobId, current_status: turn?.status ?? null },
+    same
+      ? `the turn ${turn.jobId} of session ${session ?? '(gone)'} is being stopped or has ended: it starts no job and sends no message now`
+      : `the turn of job ${turn.jobId} this agent token was given for has ended (the job was handed out again): it starts no job and sends no message now`,
+    { parent_session_name: session, job_id: turn.jobId, current_status: job?.status ?? null },
   );
 }
 

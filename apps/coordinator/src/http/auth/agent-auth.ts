@@ -9,7 +9,7 @@ export function agentAuth(store: Store): Pick<AuthOptions, 'verifyAgentToken' | 
       const jobId = agentTokenJobId(token);
       if (jobId === undefined) return undefined;
       const job = verifyAgentToken(token, await store.getJob(jobId));
-      return job ? { jobId: job.id, sessionName: job.sessionName } : undefined;
+      return job ? { jobId: job.id, sessionName: job.sessionName, tokenHash: job.agentTokenHash! } : undefined;
     },
     scope: {
       sessionOfJob: async (jobId) => (await store.getJob(jobId))?.sessionName,

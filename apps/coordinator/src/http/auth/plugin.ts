@@ -1,6 +1,6 @@
 import type { Role } from '@agentq/protocol';
 import type { FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from 'fastify';
-import { agentTokenJobId } from '../../core/agent-tokens.js';
+import { agentTokenJobId, type Turn } from '../../core/agent-tokens.js';
 import { CoordinatorError, launcherUnknown } from '../../core/errors.js';
 import type { HostBinder } from '../../core/launchers.js';
 import { agentRuleOf, checkAgentScope, type ScopeLookup } from './agent-scope.js';
@@ -18,7 +18,7 @@ export type Principal =
   /** a launcher's own credential (`launcher_token`) */
   | { readonly kind: 'launcher'; readonly launcherId: string }
   /** a per-job agent token (`agt_…`): acts on its job's session subtree only (agent-scope.ts) */
-  | { readonly kind: 'agent'; readonly jobId: string; readonly sessionName: string };
+  | { readonly kind: 'agent'; readonly jobId: string; readonly sessionName: string; readonly tokenHash: string };
 
 const ANONYMOUS: Principal = { kind: 'anonymous' };
 
@@ -34,7 +34,7 @@ export interface AuthOptions {
   /** the id of the launcher holding a job (null: none); throws job_not_found for an unknown job */
   jobHolder(jobId: string): Promise<string | null>;
   /** the active job an agent token belongs to (its session), undefined when it is not valid (any more) */
-  verifyAgentToken(token: string): Promise<{ jobId: string; sessionName: string } | undefined>;
+  verifyAgentToken(token: string): Promise<{ jobId: string; sessionName: string; tokenHash: string } | undefined>;
   /** what the agent scope check reads */
   scope: ScopeLookup;
 }
@@ -73,10 +73,10 @@ export function actorOf(req: FastifyRequest): string | null {
   return p.kind === 'token' ? p.name : p.kind === 'agent' ? `agent:${p.jobId}` : null;
 }
 
-/** The job of the agent token's turn that asks (undefined for any other caller): see Actor.turn. */
-export function turnOf(req: FastifyRequest): string | undefined {
+/** The agent token's turn that asks (undefined for any other caller): see Actor.turn. */
+export function turnOf(req: FastifyRequest): Turn | undefined {
   const p = req.principal;
-  return p.kind === 'agent' ? p.jobId : undefined;
+  return p.kind === 'agent' ? { jobId: p.jobId, tokenHash: p.tokenHash } : undefined;
 }
 
 /**
