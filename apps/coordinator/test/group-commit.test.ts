@@ -4,6 +4,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
+import Database from 'better-sqlite3';
 import { AgentqApiError, AgentqClient } from '@agentq/client';
 import type { JobRow } from '../src/core/rows.js';
 import { emptyChangeSet, inverseOf } from '../src/core/store/changes.js';
@@ -41,10 +42,29 @@ function walCommits(dbPath: string): number {
   return commits;
 }
 
+/**
+ * Hold the write-ahead log from starting over while its commits are counted: a checkpoint that
+ * copied every frame back lets the next write start the log from its beginning (the counts would
+ * go down), and the store's checkpointer runs a pass a quarter second after writes, as a slow
+ * machine leaves between two of them. A reader with a snapshot keeps the frames after it in use.
+ */
+function holdWal(t: TestContext, dbPath: string): void {
+  const reader = new Database(dbPath, { readonly: true });
+  reader.exec('BEGIN');
+  reader.prepare('SELECT count(*) FROM jobs').get();
+  t.after(() => {
+    reader.exec('COMMIT');
+    reader.close();
+  });
+}
+
 test('SQLite: each answer leaves after its commit; concurrent requests share commits', async (t) => {
   const path = join(tempDir(t), 'agentq.db');
-  const { client } = await startTest(t, { databaseUrl: `sqlite:${path}`, sweepIntervalMs: 600_000 });
+  const { c, client } = await startTest(t, { databaseUrl: `sqlite:${path}`, sweepIntervalMs: 600_000 });
   await start(client, 'warm-up');
+  holdWal(t, path);
+  // a checkpoint between two counts, as a slow machine has: the log must not start over
+  await (c.core.store as SqliteStore).checkpoints.checkpoint();
 
   // one at a time: each 201 finds its own commit already in the log
   for (let i = 0; i < 5; i++) {
