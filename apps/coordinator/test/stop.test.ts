@@ -363,3 +363,35 @@ test('a tree stop that ends many children of one parent sends one session.update
   const root = await client.getSession('root');
   assert.equal(root.pending_callbacks.length, 50, 'the outcomes are all there, held');
 });
+
+test('a poll of the original shape (no batch=true) gets stop requests alone: the job waiting is not claimed beside them, and its next poll takes it', async (t) => {
+  // launchers of the original API read `deregistered`, then `stop_jobs`, then `job`: a job
+  // claimed in an answer that also carries stop_jobs would be dropped and sit claimed until its lease
+  const { client } = await startTest(t);
+  const l = await fakeLauncher(client);
+  const running = await start(client, 'to-stop');
+  await l.take();
+  await l.started(running.job_id);
+  assert.equal((await client.stopJob(running.job_id)).outcome, 'stopping');
+  const waiting = await start(client, 'next-one');
+
+  assert.deepEqual(await l.poll(), { stop_jobs: [running.job_id] });
+  const still = await client.getJob(waiting.job_id);
+  assert.equal(still.status, 'pending');
+  assert.equal(still.launcher_id, null);
+  assert.equal((await l.take()).job_id, waiting.job_id);
+});
+
+test('a batch poll (batch=true) gets stop requests and jobs in one answer', async (t) => {
+  const { client } = await startTest(t);
+  const l = await fakeLauncher(client);
+  const running = await start(client, 'to-stop');
+  await l.take();
+  await l.started(running.job_id);
+  await client.stopJob(running.job_id);
+  const waiting = await start(client, 'next-one');
+
+  const answer = await l.poll({ capacity: 2, batch: true });
+  assert.deepEqual(answer?.stop_jobs, [running.job_id]);
+  assert.deepEqual(answer?.jobs?.map((j) => j.job_id), [waiting.job_id]);
+});

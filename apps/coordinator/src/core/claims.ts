@@ -9,6 +9,12 @@ import { toWireJob } from './wire.js';
 /*
  * What a poll is answered with, in one transaction: the stop requests its launcher has not been
  * told yet, and the deregistration notice, else (with capacity) the oldest jobs it may take.
+ *
+ * `stopsAlone`: the poll is of the original API's shape (`GET /launcher/jobs` without
+ * `batch=true`), whose answers are one kind each: launchers written for it read `deregistered`,
+ * then `stop_jobs`, and only then `job`. A job given beside stop requests would be dropped by
+ * them, left claimed until its lease expired; so stop requests go alone, and the launcher's next
+ * poll, which follows at once, takes the job.
  */
 
 export async function answerPoll(
@@ -16,6 +22,7 @@ export async function answerPoll(
   tx: Tx,
   launcher: LauncherRow | undefined,
   capacity: number,
+  stopsAlone = false,
 ): Promise<PollResponse | null> {
   // a launcher that is gone (removed while its poll was parked) is told it is deregistered
   if (!launcher) return { deregistered: true };
@@ -29,7 +36,7 @@ export async function answerPoll(
     answer.stop_jobs = stops.map((j) => j.id);
   }
   if (launcher.status === 'deregistering') return { ...answer, deregistered: true };
-  if (capacity > 0) {
+  if (capacity > 0 && !(stopsAlone && answer.stop_jobs)) {
     const jobs = await claim(ctx, tx, launcher, capacity);
     if (jobs.length > 0) {
       answer.jobs = jobs.map((j) => toWireJob(j));

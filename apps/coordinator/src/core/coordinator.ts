@@ -114,7 +114,8 @@ export class Coordinator {
     this.admission = new Admission(store, queuedBytesLimit(config), config.overloadRetryAfterSeconds, config.maxPromptBytes);
     this.answers = new AnswersInFlight(config.maxAnswerBytes, answerBytesInFlightLimit(config));
     this.#dispatcher = new Dispatcher(
-      (launcherId, capacity) => store.transaction(async (tx) => answerPoll(this.#ctx, tx, await tx.launcher(launcherId), capacity)),
+      (launcherId, capacity, stopsAlone) =>
+        store.transaction(async (tx) => answerPoll(this.#ctx, tx, await tx.launcher(launcherId), capacity, stopsAlone)),
       (launcherId, answer) => this.pollAnswerLost(launcherId, answer),
       (err) => log.error({ err }, 'dispatch failed'),
     );
@@ -314,18 +315,19 @@ export class Coordinator {
   /**
    * A launcher asks for work. Answers at once when there is something for it (deregistration,
    * stop requests, or, with capacity, the oldest jobs it may take), else parks until a commit
-   * brings one of those, `pollTimeoutSeconds` pass (null = 204) or `signal` aborts.
+   * brings one of those, `pollTimeoutSeconds` pass (null = 204) or `signal` aborts. `stopsAlone`:
+   * stop requests are answered without jobs (a poll of the original API's shape: claims.ts).
    */
-  async poll(launcherId: string, capacity: number, signal: AbortSignal): Promise<PollResponse | null> {
+  async poll(launcherId: string, capacity: number, signal: AbortSignal, stopsAlone = false): Promise<PollResponse | null> {
     const { store, clock, config } = this.#ctx;
     const epoch = this.#dispatcher.epoch;
     const { launcher, answer } = await store.transaction(async (tx) => {
       const l = await liveLauncher(tx, launcherId);
-      return { launcher: l, answer: await answerPoll(this.#ctx, tx, l, capacity) };
+      return { launcher: l, answer: await answerPoll(this.#ctx, tx, l, capacity, stopsAlone) };
     });
     await store.touchLauncher(launcherId, clock.now());
     if (answer || this.#closed) return answer;
-    return this.#dispatcher.park(launcher, capacity, signal, config.pollTimeoutSeconds * 1000, epoch);
+    return this.#dispatcher.park(launcher, capacity, signal, config.pollTimeoutSeconds * 1000, epoch, stopsAlone);
   }
 
   /** A poll answer could not be written: undo what giving it out did (claims.ts). */

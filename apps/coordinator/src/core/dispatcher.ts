@@ -9,6 +9,8 @@ interface Waiter {
   readonly launcher: LauncherRow;
   /** 0: only stop requests and deregistration may answer it */
   readonly capacity: number;
+  /** stop requests are answered alone, without jobs (a poll of the original shape: claims.ts) */
+  readonly stopsAlone: boolean;
   readonly signal: AbortSignal;
   settled: boolean;
   /** a service transaction for it is running */
@@ -17,7 +19,7 @@ interface Waiter {
 }
 
 /** Runs the transaction that answers a poll: deregistration, stops, claims (claims.ts). */
-export type Serve = (launcherId: string, capacity: number) => Promise<PollResponse | null>;
+export type Serve = (launcherId: string, capacity: number, stopsAlone: boolean) => Promise<PollResponse | null>;
 /** Undo an answer nobody received (claims go back to the queue, stops are told again). */
 export type Undo = (launcherId: string, answer: PollResponse) => Promise<void>;
 
@@ -69,12 +71,20 @@ export class Dispatcher {
    * Park a poll that found nothing, until a commit has something for it, `holdMs` passes (null =
    * 204) or `signal` aborts. `epoch` is this.epoch read before the poll's own attempt.
    */
-  park(launcher: LauncherRow, capacity: number, signal: AbortSignal, holdMs: number, epoch: number): Promise<PollResponse | null> {
+  park(
+    launcher: LauncherRow,
+    capacity: number,
+    signal: AbortSignal,
+    holdMs: number,
+    epoch: number,
+    stopsAlone = false,
+  ): Promise<PollResponse | null> {
     if (this.#closed || signal.aborted) return Promise.resolve(null);
     return new Promise((resolve) => {
       const waiter: Waiter = {
         launcher,
         capacity,
+        stopsAlone,
         signal,
         settled: false,
         busy: false,
@@ -174,7 +184,7 @@ export class Dispatcher {
   #service(waiter: Waiter): Promise<void> {
     if (waiter.busy || waiter.settled) return Promise.resolve();
     waiter.busy = true;
-    const running: Promise<void> = this.serve(waiter.launcher.id, waiter.capacity).then(
+    const running: Promise<void> = this.serve(waiter.launcher.id, waiter.capacity, waiter.stopsAlone).then(
       (answer) => {
         waiter.busy = false;
         if (!answer) return;

@@ -63,9 +63,11 @@ export const launcherRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = 
     },
     async (req, reply) => {
       const { launcher_id, capacity = 1, batch } = req.query;
-      // several jobs per answer only for launchers that read `jobs` (they say batch=true)
+      // several jobs per answer, and jobs beside stop requests, only for launchers that read
+      // `jobs` (they say batch=true); the others get the original API's one kind per answer
       const gone = clientGone(reply);
-      const answer = await core.poll(launcher_id, batch === 'true' ? capacity : Math.min(capacity, 1), gone);
+      const batched = batch === 'true';
+      const answer = await core.poll(launcher_id, batched ? capacity : Math.min(capacity, 1), gone, !batched);
       if (answer === null) return reply.code(204).send(null);
       for (const job of answer.jobs ?? []) req.log.info({ job_id: job.job_id, launcher_id }, 'job handed to launcher');
       if (gone.aborted) {
