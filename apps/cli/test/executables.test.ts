@@ -104,3 +104,21 @@ describe('--help and --version of the servers', () => {
     assert.match(help.stdout, /-V, --version/);
   });
 });
+
+describe('npm install', () => {
+  it('has no install script to ask about: every dependency with one is named in allowScripts, as the README says', async () => {
+    // npm 11.16+ lists the install scripts that allowScripts does not name after every install
+    // (and npm 12 does not run them); the lockfile marks each package that has one
+    const pkg = JSON.parse(await readFile(join(ROOT, 'package.json'), 'utf8')) as { allowScripts?: Record<string, boolean> };
+    const lock = JSON.parse(await readFile(join(ROOT, 'package-lock.json'), 'utf8')) as {
+      packages: Record<string, { hasInstallScript?: boolean }>;
+    };
+    const withScripts = Object.entries(lock.packages)
+      .filter(([, p]) => p.hasInstallScript === true)
+      .map(([path]) => path.slice(path.lastIndexOf('node_modules/') + 'node_modules/'.length));
+    assert.ok(withScripts.includes('better-sqlite3'), 'the lockfile marks install scripts');
+    const unnamed = withScripts.filter((name) => typeof pkg.allowScripts?.[name] !== 'boolean');
+    assert.deepEqual(unnamed, []);
+    assert.equal(pkg.allowScripts?.['better-sqlite3'], true, 'the SQLite addon needs its own');
+  });
+});
