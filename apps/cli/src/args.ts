@@ -75,3 +75,35 @@ export function listArg(text: string): string[] {
     .map((s) => s.trim())
     .filter((s) => s !== '');
 }
+
+/**
+ * A job id, session name or launcher id, as an argument or an option value (`status <job_id>`,
+ * `--session <name>`). An empty one (`agentq wait "$id"` with `id` unset) is a usage error: sent
+ * on, it would come back as the coordinator's `validation_failed` on a field the user never
+ * typed (`job_ids[0]`), and an empty filter (`list --session ""`) would select everything.
+ */
+export function nameArg(what: string): (text: string) => string {
+  return (text) => {
+    if (text.trim() === '') throw new InvalidArgumentError(`it is empty: give ${what}.`);
+    return text;
+  };
+}
+
+/** `nameArg` for a variadic argument (`wait <job_id...>`): commander folds the values one by one. */
+export function namesArg(what: string): (text: string, previous: string[] | undefined) => string[] {
+  const one = nameArg(what);
+  return (text, previous) => [...(previous ?? []), one(text)];
+}
+
+/**
+ * `--token`: an empty one is a usage error, as an empty `--url` or `--ca-file` is. Taken as
+ * "no token" it would hide AGENTQ_TOKEN (the flag wins) and end in a 401 that says to give a
+ * token; `--token "$TOKEN"` with the variable unset is the usual way to get there.
+ * (An empty AGENTQ_TOKEN counts as unset, as every empty AGENTQ_* variable does.)
+ */
+export function tokenArg(text: string): string {
+  if (text.trim() === '') {
+    throw new InvalidArgumentError('it is empty: give the token, or leave --token out to use AGENTQ_TOKEN (or no token).');
+  }
+  return text;
+}

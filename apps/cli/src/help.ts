@@ -8,8 +8,8 @@ import { DEFAULT_URL } from './context.js';
 export const EXIT_CODES_HELP = `Exit codes:
   0  completed (or the command worked: start without --wait, list, cancel, ...)
   1  coordinator unreachable, or internal error
-  2  usage error, or the coordinator refused the request (e.g. session_exists,
-     or a missing/insufficient token)
+  2  usage error (an empty id or --token too), or the coordinator refused the
+     request (e.g. session_exists, or a missing/insufficient token)
   3  still running (not terminal): poll again or use agentq wait
   4  failed (includes interrupted)
   5  job not found (unknown or expired); for send, session stop, sessions <name>
@@ -21,7 +21,7 @@ export const DURATIONS_HELP = `Durations: 500ms, 30s, 5m, 1h, 1h30m, or plain mi
 
 export const ENVIRONMENT_HELP = `Environment:
   AGENTQ_URL               coordinator URL, or a comma list of coordinators (default ${DEFAULT_URL}); --url wins
-  AGENTQ_TOKEN             bearer token; --token wins
+  AGENTQ_TOKEN             bearer token; --token wins (an empty --token is an error)
   AGENTQ_CA_FILE           CA certificate for an https:// coordinator; --ca-file wins
   AGENTQ_SESSION_NAME      set by the launcher inside a job: the default --parent of start`;
 

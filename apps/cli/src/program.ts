@@ -1,4 +1,5 @@
 import { Command, CommanderError, Option } from 'commander';
+import { tokenArg } from './args.js';
 import type { CommandContext, CommandResult } from './context.js';
 import { UsageError } from './errors.js';
 import { MAIN_HELP_AFTER } from './help.js';
@@ -36,7 +37,7 @@ function globalOptions(): Option[] {
       '--json',
       'print exactly one JSON envelope on stdout: {"ok":true,"data":...} or {"ok":false,"error":{...}}',
     ),
-    new Option('--token <token>', 'bearer token for a coordinator with auth on (default: $AGENTQ_TOKEN)'),
+    new Option('--token <token>', 'bearer token for a coordinator with auth on (default: $AGENTQ_TOKEN)').argParser(tokenArg),
     new Option('--ca-file <path>', 'CA certificate (PEM) of an https:// coordinator (default: $AGENTQ_CA_FILE)'),
   ].map((o) => o.helpGroup('Global options:'));
 }

@@ -1,5 +1,8 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, it, type TestContext } from 'node:test';
 import { AgentqApiError, AgentqAuthError } from '@agentq/client';
 import {
@@ -77,6 +80,36 @@ describe('a token that cannot be sent (a typographic quote pasted in, a line bre
         assert.ok(!r.stdout.includes('aq_abc') && !r.stderr.includes('aq_abc'), 'the token is not printed');
       }
     }
+  });
+});
+
+describe('an empty token', () => {
+  it('--token "" is a usage error (exit 2), not "no token" hiding AGENTQ_TOKEN; an empty AGENTQ_TOKEN is unset', async (t: TestContext) => {
+    const dir = await mkdtemp(join(tmpdir(), 'agentq-cli-token-'));
+    t.after(() => rm(dir, { recursive: true, force: true }));
+    const file = join(dir, 'tokens');
+    const secret = 'aq_the-right-one';
+    await writeFile(file, `admin admin ${sha256(secret)}\n`);
+    const { url } = await coordinator(t, { authTokensFile: file });
+
+    // `--token "$TOKEN"` with TOKEN unset: said as such, before anything is sent
+    for (const flag of ['', ' ']) {
+      const r = await cli(url, ['list', '--token', flag, '--json'], { env: { AGENTQ_TOKEN: secret } });
+      assert.equal(r.code, 2, r.stdout);
+      const error = envelope<Failure>(r, CliFailure).error;
+      assert.equal(error.code, 'usage_error', error.message);
+      assert.match(error.message, /--token .* is empty/);
+    }
+    const text = await cli(url, ['status', 'job_0123456789ab', '--token', ''], { env: { AGENTQ_TOKEN: secret } });
+    assert.equal(text.code, 2);
+    assert.match(text.stderr, /^agentq: option '--token <token>' argument '' is invalid\. it is empty/);
+
+    // the variable empty: no token, as every empty AGENTQ_* variable counts as unset
+    const unset = await cli(url, ['list', '--json'], { env: { AGENTQ_TOKEN: '' } });
+    assert.equal(unset.code, 2);
+    assert.equal(envelope<Failure>(unset, CliFailure).error.code, 'unauthorized');
+    const flagWins = await cli(url, ['list', '--json', '--token', secret], { env: { AGENTQ_TOKEN: '' } });
+    assert.equal(flagWins.code, 0, flagWins.stdout);
   });
 });
 

@@ -78,6 +78,39 @@ describe('command line', () => {
     assert.match(await usageError(['list', 'extra']), /too many arguments for 'list'/);
   });
 
+  it('rejects an empty job id, session name or launcher id, naming the argument, before anything is sent', async () => {
+    // `agentq wait "$id"` with id unset: a usage error of the CLI, not the coordinator's
+    // validation_failed on a field the user never typed (job_ids[0]), nor exit 5
+    const empty = /it is empty: give a (job id|session name|launcher id)/;
+    for (const argv of [
+      ['status', ''],
+      ['wait', ''],
+      ['wait', 'job_0123456789ab', ' '],
+      ['cancel', 'job_0123456789ab', ''],
+      ['output', ''],
+      ['sessions', ''],
+      ['session', 'stop', ''],
+      ['send', '', 'hello'],
+      ['launchers', 'rm', ''],
+      ['start', '', '-p', 'x'],
+      ['resume', '', '-p', 'x'],
+      ['start', 'alpha', '-p', 'x', '--parent', ''],
+    ]) {
+      assert.match(await usageError(argv), empty, argv.join(' '));
+    }
+    assert.match(await usageError(['status', '']), /argument 'job_id'/);
+    // an empty filter would select everything: refused too
+    for (const argv of [
+      ['list', '--session', ''],
+      ['list', '--launcher', ''],
+      ['sessions', '--parent', ''],
+      ['watch', '--job', ''],
+      ['watch', '--session', ''],
+    ]) {
+      assert.match(await usageError(argv), /option '--\w+ <\w+>' argument '' is invalid\. it is empty/, argv.join(' '));
+    }
+  });
+
   it('rejects bad durations and numbers', async () => {
     assert.match(await usageError(['start', 'alpha', '-p', 'x', '--timeout', '5x']), /not a duration/);
     assert.match(await usageError(['start', 'alpha', '-p', 'x', '--timeout', '0']), /at least 1ms/);

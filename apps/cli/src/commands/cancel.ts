@@ -7,6 +7,7 @@ import {
   type StopOutcome,
 } from '@agentq/protocol';
 import type { Command } from 'commander';
+import { namesArg } from '../args.js';
 import type { CommandContext } from '../context.js';
 import { commandHelpAfter } from '../help.js';
 import { limiter } from '../limiter.js';
@@ -29,7 +30,7 @@ export function registerCancel(program: Command, act: Act): void {
   program
     .command('cancel')
     .summary('stop jobs; reports cancelled / stopping / already_completed / not_found per id')
-    .argument('<job_id...>', 'the jobs')
+    .argument('<job_id...>', 'the jobs', namesArg('a job id (job_…)'))
     .addHelpText('after', commandHelpAfter('Exits 0 when every id was known, 5 when any was not found.'))
     .action(
       act(async (ctx, cmd) => {

@@ -1,5 +1,6 @@
 import type { Launcher, LauncherList } from '@agentq/protocol';
 import type { Command } from 'commander';
+import { nameArg } from '../args.js';
 import { formatDuration } from '../duration.js';
 import { notFoundOn } from '../errors.js';
 import { commandHelpAfter } from '../help.js';
@@ -20,7 +21,7 @@ export function registerLaunchers(program: Command, act: Act): void {
   launchers
     .command('rm')
     .summary('deregister a launcher: told on its next poll, it finishes or stops its jobs and exits')
-    .argument('<launcher_id>', 'the launcher (lnch_…)')
+    .argument('<launcher_id>', 'the launcher (lnch_…)', nameArg('a launcher id (lnch_…)'))
     .addHelpText(
       'after',
       commandHelpAfter(

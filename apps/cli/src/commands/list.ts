@@ -1,6 +1,6 @@
 import type { ListJobsQuery } from '@agentq/protocol';
 import { Option, type Command } from 'commander';
-import { intArg } from '../args.js';
+import { intArg, nameArg } from '../args.js';
 import type { Act } from '../program.js';
 import { renderJobTable } from '../render.js';
 
@@ -23,8 +23,8 @@ export function registerList(program: Command, act: Act): void {
     .summary('jobs that are not terminal, newest first (--all: every job)')
     .option('-a, --all', 'include terminal jobs')
     .option('--status <s,...>', 'only these statuses (e.g. failed,timed_out); implies --all')
-    .option('--session <name>', 'only jobs of this session')
-    .option('--launcher <id>', 'only jobs of this launcher')
+    .addOption(new Option('--session <name>', 'only jobs of this session').argParser(nameArg('a session name')))
+    .addOption(new Option('--launcher <id>', 'only jobs of this launcher').argParser(nameArg('a launcher id (lnch_…)')))
     .addOption(new Option('--limit <n>', 'page size (1-1000, default 100)').argParser(intArg(1, 1000)))
     .option('--cursor <c>', 'next page (the cursor the previous page printed)')
     .addHelpText('after', "\nTYPE is start, resume, or callback (a resume that delivers child sessions' outcomes).")

@@ -1,6 +1,6 @@
 import { CliExitCodes, exitCodeForStatus, type CliOutput } from '@agentq/protocol';
 import { Option, type Command } from 'commander';
-import { intArg } from '../args.js';
+import { intArg, nameArg } from '../args.js';
 import { followOutput } from '../follow.js';
 import type { Act } from '../program.js';
 
@@ -18,7 +18,7 @@ export function registerOutput(program: Command, act: Act): void {
   program
     .command('output')
     .summary("a bounded preview of a job's output (--follow: stream until terminal)")
-    .argument('<job_id>', 'the job')
+    .argument('<job_id>', 'the job', nameArg('a job id (job_…)'))
     .addOption(
       new Option('--tail <bytes>', 'how many of the last bytes to show (default 16 KiB)').argParser(
         intArg(0, 16 * 1024 * 1024),

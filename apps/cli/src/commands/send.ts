@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { nameArg } from '../args.js';
 import { notFoundOn, UsageError } from '../errors.js';
 import { commandHelpAfter } from '../help.js';
 import type { Act } from '../program.js';
@@ -13,7 +14,7 @@ export function registerSend(program: Command, act: Act): void {
   program
     .command('send')
     .summary('send a message to a session: delivered with its next turn (now, if it is idle)')
-    .argument('<session>', 'the session')
+    .argument('<session>', 'the session', nameArg('a session name'))
     .argument('<text>', 'the message; - reads it from stdin')
     .addHelpText(
       'after',

@@ -1,6 +1,6 @@
 import type { ListSessionsQuery, SessionList } from '@agentq/protocol';
 import { Option, type Command } from 'commander';
-import { intArg } from '../args.js';
+import { intArg, nameArg } from '../args.js';
 import type { CommandContext, CommandResult } from '../context.js';
 import { notFoundOn, UsageError } from '../errors.js';
 import { commandHelpAfter } from '../help.js';
@@ -20,9 +20,9 @@ export function registerSessions(program: Command, act: Act): void {
   program
     .command('sessions')
     .summary('sessions, their state and last outcome; with a name: its tree of jobs and children')
-    .argument('[session]', "show this session's tree: its jobs (callbacks marked), child sessions, usage")
+    .argument('[session]', "show this session's tree: its jobs (callbacks marked), child sessions, usage", nameArg('a session name'))
     .addOption(new Option('--status <status>', 'only sessions in this state').choices(['idle', 'busy']))
-    .option('--parent <session>', 'only children of this session')
+    .addOption(new Option('--parent <session>', 'only children of this session').argParser(nameArg('a session name')))
     .addOption(new Option('--limit <n>', 'page size (1-1000, default 100)').argParser(intArg(1, 1000)))
     .option('--cursor <c>', 'next page (the cursor the previous page printed)')
     .addHelpText('after', commandHelpAfter())
@@ -45,7 +45,7 @@ export function registerSessions(program: Command, act: Act): void {
   session
     .command('stop')
     .summary('stop everything a session is doing (its active job and pending ones)')
-    .argument('<session>', 'the session')
+    .argument('<session>', 'the session', nameArg('a session name'))
     .option('--tree', 'also stop every session under it (children, theirs, ...); they stay stopped until given new input')
     .addHelpText(
       'after',

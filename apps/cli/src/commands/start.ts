@@ -1,6 +1,6 @@
 import { exitCodeForStatus, type CreateJobRequest, type Job, type JobType } from '@agentq/protocol';
 import { Option, type Command } from 'commander';
-import { keyValueArg, timeoutArg, timeoutMs, usdArg, type Timeout } from '../args.js';
+import { keyValueArg, nameArg, timeoutArg, timeoutMs, usdArg, type Timeout } from '../args.js';
 import type { CommandContext, CommandResult } from '../context.js';
 import { describeJob } from '../descriptor.js';
 import { InterruptedError } from '../errors.js';
@@ -66,11 +66,13 @@ export function registerStart(program: Command, act: Act): void {
     program
       .command('start')
       .summary('start a new session with a prompt (prints the job descriptor)')
-      .argument('<session>', 'name of the new session'),
+      .argument('<session>', 'name of the new session', nameArg('a session name')),
   )
-    .option(
-      '--parent <session>',
-      'parent session, resumed with the outcome when this job ends (default: $AGENTQ_SESSION_NAME)',
+    .addOption(
+      new Option(
+        '--parent <session>',
+        'parent session, resumed with the outcome when this job ends (default: $AGENTQ_SESSION_NAME)',
+      ).argParser(nameArg('a session name')),
     )
     .option('--no-parent', 'no parent, even inside a job that has $AGENTQ_SESSION_NAME set')
     .addOption(
@@ -86,9 +88,9 @@ export function registerStart(program: Command, act: Act): void {
     program
       .command('resume')
       .summary('send a new prompt to an existing session')
-      .argument('<session>', 'the session to continue'),
+      .argument('<session>', 'the session to continue', nameArg('a session name')),
   )
-    .option('--parent <session>', 'parent session, told when this job ends')
+    .addOption(new Option('--parent <session>', 'parent session, told when this job ends').argParser(nameArg('a session name')))
     .addHelpText('after', commandHelpAfter(WAIT_NOTES))
     .action(act((ctx, cmd) => createJob('resume_session', ctx, cmd)));
 }

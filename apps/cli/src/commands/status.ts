@@ -1,5 +1,6 @@
 import { exitCodeForStatus } from '@agentq/protocol';
 import type { Command } from 'commander';
+import { nameArg } from '../args.js';
 import { describeJob } from '../descriptor.js';
 import { commandHelpAfter } from '../help.js';
 import type { Act } from '../program.js';
@@ -10,7 +11,7 @@ export function registerStatus(program: Command, act: Act): void {
   program
     .command('status')
     .summary("one snapshot of a job; the exit code is the job's state")
-    .argument('<job_id>', 'the job')
+    .argument('<job_id>', 'the job', nameArg('a job id (job_…)'))
     .addHelpText(
       'after',
       commandHelpAfter(

@@ -7,7 +7,7 @@ import {
   type WaitMode,
 } from '@agentq/protocol';
 import { Option, type Command } from 'commander';
-import { timeoutArg, timeoutMs, type Timeout } from '../args.js';
+import { namesArg, timeoutArg, timeoutMs, type Timeout } from '../args.js';
 import type { CommandContext, CommandResult } from '../context.js';
 import { describeJob } from '../descriptor.js';
 import { formatDuration } from '../duration.js';
@@ -34,7 +34,7 @@ export function registerWait(program: Command, act: Act): void {
     .command('wait')
     .summary('block until the first (or --all) of the jobs is terminal')
     .usage('<job_id...> [--all] [--timeout <duration>]')
-    .argument('<job_id...>', 'the jobs')
+    .argument('<job_id...>', 'the jobs', namesArg('a job id (job_…)'))
     .option('--all', 'wait for every job (default: return when the first one ends)')
     .addOption(
       new Option('--timeout <duration>', 'stop waiting after this long (default and none: no limit); exit 3').argParser(

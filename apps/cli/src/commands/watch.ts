@@ -7,7 +7,7 @@ import {
   type StreamGap,
 } from '@agentq/protocol';
 import { InvalidArgumentError, Option, type Command } from 'commander';
-import { intArg, listArg } from '../args.js';
+import { intArg, listArg, nameArg } from '../args.js';
 import type { CommandContext, CommandResult } from '../context.js';
 import type { Act } from '../program.js';
 import { writeJson } from '../envelope.js';
@@ -42,8 +42,8 @@ export function registerWatch(program: Command, act: Act): void {
         'only these event types or groups, comma-separated (e.g. job.completed,launcher)',
       ).argParser(typesArg),
     )
-    .option('--session <name>', 'only events of this session and its jobs')
-    .option('--job <job_id>', 'only events of this job')
+    .addOption(new Option('--session <name>', 'only events of this session and its jobs').argParser(nameArg('a session name')))
+    .addOption(new Option('--job <job_id>', 'only events of this job').argParser(nameArg('a job id (job_…)')))
     .addOption(
       new Option('--count <n>', 'exit 0 after printing this many events').argParser(intArg(1, Number.MAX_SAFE_INTEGER)),
     )
