@@ -94,3 +94,18 @@ for (const [kind, store] of STORES) {
     await rejectsWith(client.getSession('parent'), 404, 'session_not_found');
   });
 }
+
+// the dashboard's tree pages its roots with it: reading all sessions newest first, a tree with
+// many children filled the first page with children whose parent and siblings were not read
+test('GET /sessions?root=true pages the sessions without a parent only, newest first; not with parent', async (t) => {
+  // the store of AGENTQ_TEST_STORE (memory, sqlite, postgres)
+  const { client } = await startTest(t);
+  await start(client, 'old-root');
+  await start(client, 'boss');
+  for (let i = 0; i < 12; i++) await start(client, `child-${i}`, 'p', { parent_session_name: i < 6 ? 'boss' : `child-${i - 6}` });
+  await start(client, 'new-root');
+
+  assert.deepEqual(await pages(client, { root: 'true', limit: 2 }), [['new-root', 'boss'], ['old-root']]);
+  assert.equal((await pages(client, { root: 'false', limit: 100 })).flat().length, 15, 'false: every session, as without it');
+  await rejectsWith(client.listSessions({ root: 'true', parent: 'boss' }), 400, 'validation_failed');
+});

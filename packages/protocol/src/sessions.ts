@@ -1,5 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox';
-import { CostUsd, IdParam, JobId, Labels, Nullable, Timestamp, Usage } from './common.js';
+import { BoolString, CostUsd, IdParam, JobId, Labels, Nullable, Timestamp, Usage } from './common.js';
 import { JobStatus, StopOutcome } from './jobs.js';
 
 /** How deep a parent chain may go: a root session is depth 0. */
@@ -84,6 +84,8 @@ export const ListSessionsQuery = Type.Object(
   {
     status: Type.Optional(SessionStatus),
     parent: Type.Optional(Type.String({ description: 'only children of this session' })),
+    // true: only sessions without a parent (the roots of the trees), paged as the rest; not with parent
+    root: Type.Optional(BoolString),
     limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 100 })),
     cursor: Type.Optional(Type.String({ maxLength: 200, description: 'next_cursor of the previous page' })),
   },

@@ -110,11 +110,14 @@ export function parseCursor(cursor: string | undefined): number | undefined {
 export async function listSessions(ctx: CoreContext, q: ListSessionsQuery, room: AnswerRoom): Promise<SessionList> {
   const before = parseCursor(q.cursor);
   const limit = q.limit ?? 100;
+  // a root has no parent: both would always be an empty list, surely not what was meant
+  if (q.root === 'true' && q.parent !== undefined) throw validation('root', 'cannot be true with parent: a root has no parent', 'querystring');
   if (room.noRoom()) answersBusy();
   const { rows, cut } = await ctx.store.listSessions({
     limit: limit + 1,
     maxBytes: ctx.config.maxAnswerBytes,
     ...(q.parent !== undefined ? { parent: q.parent } : {}),
+    ...(q.root === 'true' ? { root: true } : {}),
     ...(q.status !== undefined ? { status: q.status } : {}),
     ...(before !== undefined ? { before } : {}),
   });

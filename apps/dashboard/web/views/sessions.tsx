@@ -15,6 +15,24 @@ const CHILDREN_SHOWN = 100;
 /** A session's newest jobs listed under its node. */
 const SESSION_JOBS = 10;
 
+/** What the pages read so far cover: everything, or the sessions down to `oldest`. */
+interface Range {
+  complete: boolean;
+  oldest: string;
+}
+interface Cursors {
+  roots: string | null;
+  all: string | null;
+}
+
+/**
+ * Whether a session created at `createdAt` falls within the pages read. One created at the same
+ * instant as the oldest session read (a batch) may be on the next page: `sameInstant` says
+ * whether to count it (it is, when it was read with that page).
+ */
+const covers = (range: Range, createdAt: string, sameInstant: boolean): boolean =>
+  range.complete || createdAt > range.oldest || (sameInstant && createdAt === range.oldest);
+
 /**
  * Sessions as a tree (parent → children), newest roots first. Each node shows its status, its
  * last job's status, and its usage and cost (its own and its whole subtree's); a node's jobs,
@@ -26,13 +44,17 @@ export function SessionsView({ query }: { query: URLSearchParams }) {
   // one mutable map, re-rendered through `version`
   const [sessions] = useState(() => new SessionMap());
   const [version, setVersion] = useState(0);
-  const [next, setNext] = useState<string | null>(null);
+  // the next pages: of roots (more trees), and of all sessions (what fills the trees in)
+  const [next, setNext] = useState<Cursors>({ roots: null, all: null });
   const [loading, setLoading] = useState(true);
   const [error, setError] = useState<string | null>(null);
   const [shown, setShown] = useState(ROOTS_SHOWN);
-  // what the pages of the main list cover: all sessions, or those down to `oldest` (null: the
-  // first page is not read yet)
-  const listed = useRef<{ complete: boolean; oldest: string } | null>(null);
+  // what the pages read cover: every root (every session), or those down to `oldest` (null: the
+  // first page is not read yet). The trees are paged by their roots (`?root=true`): paged among
+  // all sessions, a tree with many children would fill the first page with them, drawn as roots
+  // (their parent unread) while the real roots waited on later pages. The pages of all sessions,
+  // read beside them, fill the trees in; a node offers to read the children they left out.
+  const listed = useRef<{ roots: Range | null; all: Range | null }>({ roots: null, all: null });
   // sessions that only replayed events name, until the API says whether they still exist
   const unconfirmed = useRef(new Map<string, Session>());
 
@@ -43,8 +65,8 @@ export function SessionsView({ query }: { query: URLSearchParams }) {
    * one comes with "load more sessions").
    */
   const confirm = async () => {
-    const range = listed.current;
-    if (range === null || unconfirmed.current.size === 0) return;
+    const { roots, all } = listed.current;
+    if (roots === null || all === null || unconfirmed.current.size === 0) return;
     const named = [...unconfirmed.current.values()];
     unconfirmed.current.clear();
     for (const s of named) {
@@ -52,7 +74,9 @@ export function SessionsView({ query }: { query: URLSearchParams }) {
         if (sessions.upsert(s)) setVersion((v) => v + 1);
         continue;
       }
-      if (!range.complete && s.created_at < range.oldest) continue;
+      // one created at the same instant (a batch) as the oldest read but not read with it is on
+      // the next page: each of a batch would otherwise be read here one by one
+      if (!covers(s.parent_session_name === null ? roots : all, s.created_at, false)) continue;
       try {
         const found = await api.get<Session>(`/sessions/${encodeURIComponent(s.session_name)}`);
         if (sessions.upsert(found)) setVersion((v) => v + 1);
@@ -62,41 +86,55 @@ export function SessionsView({ query }: { query: URLSearchParams }) {
     }
   };
 
+  /** Read one page: of roots, of all sessions, or of one node's children; its next cursor. */
   const loadPage = useCallback(
-    async (cursor: string | null, filter: { parent?: string } = {}) => {
-      setLoading(true);
-      setError(null);
-      try {
-        const list = await api.get<SessionList>('/sessions', { limit: PAGE_SIZE, cursor, ...filter });
-        for (const s of list.sessions) sessions.upsert(s);
-        // a page of one node's children does not move the main list's cursor
-        if (filter.parent === undefined) {
-          setNext(list.next_cursor);
-          // pages come newest first: a page's last session is the oldest read so far
-          const oldest = list.sessions.at(-1)?.created_at ?? listed.current?.oldest ?? '';
-          listed.current = { complete: list.next_cursor === null, oldest };
-        }
-        setVersion((v) => v + 1);
-        void confirm();
-        return list.next_cursor;
-      } catch (err) {
-        setError(describeError(err));
-        return null;
-      } finally {
-        setLoading(false);
+    async (cursor: string | null, which: 'roots' | 'all' | { parent: string }): Promise<string | null> => {
+      const filter = which === 'roots' ? { root: 'true' } : which === 'all' ? {} : { parent: which.parent };
+      const list = await api.get<SessionList>('/sessions', { limit: PAGE_SIZE, cursor, ...filter });
+      for (const s of list.sessions) sessions.upsert(s);
+      // a page of one node's children moves neither list's cursor
+      if (which === 'roots' || which === 'all') {
+        setNext((n) => ({ ...n, [which]: list.next_cursor }));
+        // pages come newest first: a page's last session is the oldest read so far
+        const oldest = list.sessions.at(-1)?.created_at ?? listed.current[which]?.oldest ?? '';
+        listed.current = { ...listed.current, [which]: { complete: list.next_cursor === null, oldest } };
       }
+      setVersion((v) => v + 1);
+      void confirm();
+      return list.next_cursor;
     },
     [api],
   );
 
+  /** Run reads, with the pager's buttons off and errors shown meanwhile. */
+  const reading = useRef(0);
+  const read = useCallback(async (...reads: Promise<unknown>[]) => {
+    reading.current++;
+    setLoading(true);
+    setError(null);
+    try {
+      await Promise.all(reads);
+    } catch (err) {
+      setError(describeError(err));
+    } finally {
+      if (--reading.current === 0) setLoading(false);
+    }
+  }, []);
+
   const reload = useCallback(() => {
     sessions.clear();
-    listed.current = null;
-    void loadPage(null);
+    listed.current = { roots: null, all: null };
+    void read(loadPage(null, 'roots'), loadPage(null, 'all'));
     if (focus) void api.get<Session>(`/sessions/${encodeURIComponent(focus)}`).then((s) => sessions.upsert(s) && setVersion((v) => v + 1), () => {});
-  }, [loadPage, focus, api]);
+  }, [loadPage, read, focus, api]);
   useEffect(reload, [reload]);
   useResync(reload);
+
+  /** More trees: the next page of roots, and the next of all sessions to fill them in. */
+  const loadMore = () => {
+    const { roots, all } = next;
+    void read(...(roots === null ? [] : [loadPage(roots, 'roots')]), ...(all === null ? [] : [loadPage(all, 'all')]));
+  };
 
   useEventBatches((batch) => {
     let changed = false;
@@ -118,15 +156,20 @@ export function SessionsView({ query }: { query: URLSearchParams }) {
 
   /** Children a node names that are not loaded yet (paging): read them all. */
   const loadChildren = async (parent: string) => {
-    let cursor: string | null = null;
-    do cursor = await loadPage(cursor, { parent });
-    while (cursor !== null);
+    const all = async () => {
+      let cursor: string | null = null;
+      do cursor = await loadPage(cursor, { parent });
+      while (cursor !== null);
+    };
+    await read(all());
   };
 
   const roots = useMemo(() => {
-    const all = [...sessions.all.values()];
-    return all
-      .filter((s) => s.parent_session_name === null || !sessions.all.has(s.parent_session_name))
+    const range = listed.current.roots;
+    return [...sessions.all.values()]
+      .filter((s) => s.parent_session_name === null)
+      // an older root (an update of it came live) belongs on a page not read yet: drawn there
+      .filter((s) => range === null || covers(range, s.created_at, true) || s.session_name === focus)
       .sort((a, b) => (a.created_at < b.created_at ? 1 : a.created_at > b.created_at ? -1 : 0));
   }, [version]);
 
@@ -135,7 +178,7 @@ export function SessionsView({ query }: { query: URLSearchParams }) {
       <header class="view-head">
         <h1>Sessions</h1>
         <span class="muted">
-          {sessions.all.size} loaded{next !== null ? ' (more on the server)' : ''} · {roots.length} trees
+          {sessions.all.size} loaded{next.roots !== null ? ' (more on the server)' : ''} · {roots.length} trees
         </span>
       </header>
       {error && <ErrorNote>{error}</ErrorNote>}
@@ -155,8 +198,8 @@ export function SessionsView({ query }: { query: URLSearchParams }) {
             show {Math.min(ROOTS_SHOWN, roots.length - shown)} more of {roots.length - shown}
           </button>
         )}
-        {next !== null && (
-          <button type="button" disabled={loading} onClick={() => void loadPage(next)}>
+        {next.roots !== null && (
+          <button type="button" disabled={loading} onClick={loadMore}>
             load more sessions
           </button>
         )}

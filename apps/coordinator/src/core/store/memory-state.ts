@@ -394,6 +394,7 @@ export class MemoryState {
       (name) => {
         const s = this.sessions.get(name)!;
         if (f.parent !== undefined && s.parentName !== f.parent) return true;
+        if (f.root === true && s.parentName !== null) return true;
         if (f.status !== undefined && (this.isBusy(name) ? 'busy' : 'idle') !== f.status) return true;
         out.push(s);
         return out.length < f.limit;

@@ -293,6 +293,7 @@ export class PostgresStore implements Store {
     const arg = (v: unknown) => `$${args.push(v)}`;
     if (f.before !== undefined) where.push(`s.seq < ${arg(f.before)}`);
     if (f.parent !== undefined) where.push(`s.parent_name = ${arg(f.parent)}`);
+    if (f.root === true) where.push('s.parent_name IS NULL');
     if (f.status !== undefined) {
       where.push(`${f.status === 'busy' ? '' : 'NOT '}EXISTS (SELECT 1 FROM jobs j WHERE j.session_name = s.name AND j.completed_at IS NULL)`);
     }

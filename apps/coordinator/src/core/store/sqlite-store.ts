@@ -392,9 +392,11 @@ export class SqliteStore extends MemoryStore {
     const size = `${bytes('last_result')} + ${bytes('last_error')} + ${bytes('callbacks')} + ${bytes('messages')} AS size`;
     scan: for (;;) {
       const rows = (
-        f.parent === undefined
-          ? this.#stmt(`SELECT seq, name, ${size} FROM sessions WHERE seq < ? ORDER BY seq DESC LIMIT ?`).all(before, page)
-          : this.#stmt(`SELECT seq, name, ${size} FROM sessions WHERE parent_name = ? AND seq < ? ORDER BY seq DESC LIMIT ?`).all(f.parent, before, page)
+        f.parent !== undefined
+          ? this.#stmt(`SELECT seq, name, ${size} FROM sessions WHERE parent_name = ? AND seq < ? ORDER BY seq DESC LIMIT ?`).all(f.parent, before, page)
+          : f.root === true
+            ? this.#stmt(`SELECT seq, name, ${size} FROM sessions WHERE parent_name IS NULL AND seq < ? ORDER BY seq DESC LIMIT ?`).all(before, page)
+            : this.#stmt(`SELECT seq, name, ${size} FROM sessions WHERE seq < ? ORDER BY seq DESC LIMIT ?`).all(before, page)
       ) as { seq: number; name: string; size: number }[];
       for (const s of rows) {
         if (f.status !== undefined && (this.state.isBusy(s.name) ? 'busy' : 'idle') !== f.status) continue;

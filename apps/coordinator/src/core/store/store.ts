@@ -133,6 +133,8 @@ export interface ListJobsFilter {
 
 export interface ListSessionsFilter {
   parent?: string;
+  /** only sessions without a parent */
+  root?: boolean;
   status?: 'idle' | 'busy';
   limit: number;
   before?: number;

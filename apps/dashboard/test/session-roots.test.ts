@@ -1,0 +1,73 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import type { CreateJobRequest } from '@agentq/protocol';
+import { fileBrowser, live, openDashboard } from './harness.js';
+
+// The sessions view with more sessions than one page (200): the trees are paged by their roots.
+// Read newest first among all sessions, a tree with many children filled the first page with
+// those children, each drawn as a root of its own, and the real roots were not shown at all.
+
+const { skip, browser } = fileBrowser();
+
+/** sessions read per page by the view (web/views/sessions.tsx) */
+const PAGE_SIZE = 200;
+
+const roots = (page: import('playwright-core').Page) =>
+  page.locator('ul.tree > li.node').evaluateAll((nodes) => nodes.map((n) => n.getAttribute('data-session')));
+
+test('with more sessions than a page, the tree shows the real roots, newest first, their children under them', { skip }, async (t) => {
+  const { page, client } = await openDashboard(t, browser(), { path: '#/sessions' });
+  await client.createJob({ type: 'start_session', session_name: 'old-root', prompt: 'p' });
+  await client.createJob({ type: 'start_session', session_name: 'boss', prompt: 'p' });
+  const children: CreateJobRequest[] = Array.from({ length: PAGE_SIZE + 50 }, (_, i) => ({
+    type: 'start_session',
+    session_name: `child-${i}`,
+    prompt: 'p',
+    parent_session_name: 'boss',
+  }));
+  await client.createJobs(children);
+  await page.reload();
+  await live(page);
+
+  await page.locator('ul.tree > li.node[data-session="boss"]').waitFor();
+  assert.deepEqual(await roots(page), ['boss', 'old-root']);
+  // the children read with the first page are under their parent (none of them among the roots),
+  // and the 50 older ones are read from there
+  await page.locator('[data-session="boss"] > ul.children > li.node').first().waitFor();
+  const more = page.locator('[data-session="boss"] > ul.children').getByRole('button', { name: 'load 50 more child sessions' });
+  await more.click();
+  await more.waitFor({ state: 'detached' });
+  await page.locator('[data-session="boss"] > ul.children > [data-session="child-0"]').waitFor();
+  assert.equal(await page.locator('[data-session="boss"] > ul.children > li.node').count(), 100, 'the first 100 children are drawn');
+  assert.match(await page.locator('[data-session="boss"] > ul.children').innerText(), /… 150 more children/);
+  assert.deepEqual(await roots(page), ['boss', 'old-root']);
+
+  // a new root goes on top, live; a new child goes under its parent, not among the roots
+  await client.createJob({ type: 'start_session', session_name: 'new-root', prompt: 'p' });
+  await client.createJob({ type: 'start_session', session_name: 'late-child', prompt: 'p', parent_session_name: 'old-root' });
+  await page.locator('[data-session="old-root"] > ul.children > [data-session="late-child"]').waitFor();
+  assert.deepEqual(await roots(page), ['new-root', 'boss', 'old-root']);
+});
+
+test('roots beyond the first page come with "load more sessions", older than those shown', { skip }, async (t) => {
+  const { page, client } = await openDashboard(t, browser(), { path: '#/sessions' });
+  const bodies: CreateJobRequest[] = Array.from({ length: PAGE_SIZE + 5 }, (_, i) => ({
+    type: 'start_session',
+    session_name: `root-${String(i).padStart(3, '0')}`,
+    prompt: 'p',
+  }));
+  await client.createJobs(bodies);
+  await page.reload();
+  await live(page);
+  const button = page.getByRole('button', { name: 'load more sessions' });
+  await button.waitFor();
+  assert.match(await page.locator('.view-head').innerText(), /200 trees/);
+  await button.click();
+  await button.waitFor({ state: 'detached' });
+  assert.match(await page.locator('.view-head').innerText(), /205 trees/);
+  // drawn 100 at a time, newest first: the last roots come last
+  for (let shown = 100; shown < PAGE_SIZE + 5; shown += 100) await page.getByRole('button', { name: /^show \d+ more of/ }).click();
+  const all = await roots(page);
+  assert.equal(all.length, PAGE_SIZE + 5);
+  assert.deepEqual(all.slice(-2), ['root-001', 'root-000']);
+});
