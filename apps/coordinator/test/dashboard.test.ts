@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -35,12 +35,45 @@ test('the dashboard assets are served with long-lived caching (their names carry
 
 test('paths that are neither a dashboard file nor an API route still answer the JSON 404', async (t) => {
   const { c } = await startTest(t, {}, { dashboardDir: builtDashboard(t) });
-  for (const path of ['/nope', '/assets/missing.js', '/index.html/..%2f..%2fpackage.json']) {
+  for (const path of [
+    '/nope',
+    '/assets/missing.js',
+    '/index.html/..%2f..%2fpackage.json',
+    '/assets/..%2findex.html',
+    '/assets/%2e%2e/%2e%2e/package.json',
+    '/assets/',
+  ]) {
     const res = await fetch(`${c.url}${path}`);
     assert.equal(res.status, 404, path);
     const body = (await res.json()) as { error: { code: string } };
     assert.equal(body.error.code, 'route_not_found', path);
   }
+});
+
+test('a rebuild while the coordinator runs is served at once: the new page and its new assets, not a 404 until a restart', async (t) => {
+  const dir = builtDashboard(t);
+  const { c } = await startTest(t, {}, { dashboardDir: dir });
+  assert.equal((await fetch(`${c.url}/assets/app-ABC.js`)).status, 200);
+
+  // what `npm run build` does: new hashed names, and an index.html that names them
+  rmSync(join(dir, 'assets', 'app-ABC.js'));
+  writeFileSync(join(dir, 'assets', 'app-DEF.js'), 'console.log(2)');
+  writeFileSync(join(dir, 'index.html.tmp'), '<!doctype html><title>agentq</title><script src="/assets/app-DEF.js"></script>');
+  renameSync(join(dir, 'index.html.tmp'), join(dir, 'index.html'));
+
+  for (const path of ['/', '/index.html']) {
+    const page = await fetch(`${c.url}${path}`);
+    assert.equal(page.status, 200, path);
+    assert.equal(page.headers.get('cache-control'), 'no-cache', path);
+    assert.match(await page.text(), /app-DEF\.js/, path);
+  }
+  const asset = await fetch(`${c.url}/assets/app-DEF.js`);
+  assert.equal(asset.status, 200);
+  assert.match(asset.headers.get('cache-control') ?? '', /immutable/);
+  assert.equal(await asset.text(), 'console.log(2)');
+  const gone = await fetch(`${c.url}/assets/app-ABC.js`);
+  assert.equal(gone.status, 404);
+  assert.equal(((await gone.json()) as { error: { code: string } }).error.code, 'route_not_found');
 });
 
 test('without a dashboard build, GET / answers 503 dashboard_not_built telling to run npm run build', async (t) => {

@@ -3,7 +3,7 @@ import { basename, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ErrorCodes, type ErrorBody, type ErrorCode } from '@agentq/protocol';
 import fastifyStatic, { type SetHeadersResponse } from '@fastify/static';
-import type { FastifyPluginAsync } from 'fastify';
+import type { FastifyPluginAsync, RouteHandlerMethod } from 'fastify';
 
 /**
  * Where `npm run build` puts the dashboard (apps/dashboard/dist/public), found from this file:
@@ -42,8 +42,12 @@ function setHeaders(res: SetHeadersResponse, path: string): void {
 
 /**
  * The live web dashboard at `/`: static files only (index.html and /assets/*), no server-side
- * rendering. Exact routes for the files that exist at start (no wildcard route), so every other
- * path still gets the API's JSON 404. Without a build, `/` answers 503 `dashboard_not_built`.
+ * rendering. Every other path still gets the API's JSON 404. Without a build, `/` answers 503
+ * `dashboard_not_built`.
+ *
+ * Files are looked up when asked for, not listed once at start: `npm run build` while the
+ * coordinator runs writes an index.html naming new hashed assets, and routes made at start for
+ * the old names only answered 404 for them, leaving a blank page on the next load until a restart.
  */
 export const dashboardRoutes: FastifyPluginAsync<{ dir: string }> = async (app, { dir }) => {
   if (!existsSync(join(dir, 'index.html'))) {
@@ -60,14 +64,29 @@ export const dashboardRoutes: FastifyPluginAsync<{ dir: string }> = async (app, 
     app.get('/', async (_req, reply) => reply.code(ErrorCodes[code]).send(body));
     return;
   }
+  // reply.sendFile only: the routes below say which files may be asked for
   await app.register(fastifyStatic, {
     root: dir,
-    prefix: '/',
-    wildcard: false,
-    index: ['index.html'],
+    serve: false,
+    index: false,
     cacheControl: false,
     etag: true,
     lastModified: false,
     setHeaders,
   });
+  // read at each request: it names the assets of the build there is now
+  const page: RouteHandlerMethod = (_req, reply) => reply.sendFile('index.html', dir);
+  // not part of the API document
+  const hide = { schema: { hide: true } };
+  app.get('/', hide, page);
+  app.get('/index.html', hide, page);
+  // a file of assets/ by its plain name (the build writes no folders there); any other name, or
+  // one that is not there (an older build's), is the API's JSON 404 like every unknown path
+  const assets = join(dir, 'assets');
+  app.get<{ Params: { file: string } }>('/assets/:file', hide, (req, reply) =>
+    ASSET_NAME.test(req.params.file) ? reply.sendFile(req.params.file, assets) : reply.callNotFound(),
+  );
 };
+
+/** What esbuild writes in assets/: `app-<hash>.js`, `.css`, their `.map`, `.LEGAL.txt`. */
+const ASSET_NAME = /^[A-Za-z0-9_-][A-Za-z0-9._-]*$/;
