@@ -167,6 +167,21 @@ test("claude-code executor: a claude that ends without a result fails the job wi
   assert.equal(done.error, "claude exited with code 1 without a result; stderr:\nerror: unknown option '--bogus' (exit code 1)");
 });
 
+test('claude-code executor: a line claude prints that is longer than an event line may be is output; the turn completes', async (t) => {
+  const { client } = await setup(t);
+  const job = await client.createJob({ type: 'start_session', session_name: 'huge-line', prompt: 'HUGE_LINE' });
+  const done = await settled(client, job.job_id);
+  // it failed with executor_event_too_large: the line went on as one `output` event over 16 MiB
+  assert.equal(done.status, 'completed', `${done.error_code}: ${done.error}`);
+  assert.equal(done.result, 'Answer to: HUGE_LINE');
+  // all of it reached the coordinator, which keeps the newest 1 MiB: the end of the line
+  const output = await client.getOutput(job.job_id, { offset: 0 });
+  const before = 'Working on: HUGE_LINE\n[tool Read] {"file_path":"README.md"}\n';
+  assert.equal(output.total_bytes, before.length + 16 * 1024 * 1024 + 1024 + 1);
+  assert.equal(output.truncated, true);
+  assert.ok(/^x+\n$/.test(output.output), 'what is kept is the end of the line, as it came');
+});
+
 test('claude-code executor: a claude that exits leaving a process that holds its stdout and stderr still ends the turn', async (t) => {
   const { c, client } = await coordinator(t);
   const claude = fakeClaude(t);
