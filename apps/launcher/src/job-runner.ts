@@ -91,7 +91,8 @@ export class JobRunner {
   #outcome: Outcome | undefined;
   /**
    * The executor's answer (its result or error) as it stood when a stop or the shutdown came, if
-   * it had answered by then: that answer stands, and nothing it says once killed changes it.
+   * it had answered by then, or when its exit grace ran out: that answer stands, and nothing it
+   * says once killed changes it.
    */
   #answerBeforeInterruption: Pick<Outcome, 'result' | 'errorMessage' | 'errorCode'> | undefined;
   #interrupted: (() => void) | undefined;
@@ -139,7 +140,8 @@ export class JobRunner {
     if (this.#interruption) return;
     this.#interruption = what;
     const o = this.#outcome;
-    if (o && (o.result !== undefined || o.errorMessage !== undefined)) {
+    // (already taken when the exit grace ran out: the executor is being told to go since)
+    if (!this.#answerBeforeInterruption && o && (o.result !== undefined || o.errorMessage !== undefined)) {
       this.#answerBeforeInterruption = { result: o.result, errorMessage: o.errorMessage, errorCode: o.errorCode };
     }
     this.#interrupted!();
@@ -204,10 +206,15 @@ export class JobRunner {
       onExitGraceOver: () => {
         this.#log.warn(
           { exit_grace_ms: this.#d.exitGraceMs },
-          'executor gave its result but did not exit; killing its process group',
+          'executor gave its result but did not exit; stopping its process group',
         );
         outcome.killedAfterResult = true;
-        this.#process?.killNow();
+        // the answer stands, whatever the executor says once told to go (an error on SIGTERM, say)
+        this.#answerBeforeInterruption = { result: outcome.result, errorMessage: outcome.errorMessage, errorCode: outcome.errorCode };
+        // SIGTERM first, SIGKILL after --kill-grace, as for a stop: an agent CLI may run commands
+        // outside the group (claude runs each Bash command in a session of its own) and end them
+        // only when it is asked to go; SIGKILL would leave them running, out of anyone's reach
+        void this.#process?.terminate();
       },
     });
     this.#watchdog = watchdog;
@@ -355,7 +362,7 @@ export class JobRunner {
     }
     // killed after its result (by the watchdog, a stop or the shutdown): the result stands (it was
     // the end of the turn)
-    const said = ended ? answer! : o;
+    const said = ended || o.killedAfterResult ? (answer ?? o) : o;
     const succeeded = o.killedAfterResult || ended ? said.result !== undefined : exit.code === 0;
     if (succeeded && said.errorMessage === undefined) {
       return this.#report({ kind: 'completed', body: { status: 'success', result: said.result ?? null, ...extra } });

@@ -16,6 +16,7 @@ interface ClaudeCall {
   cwd: string;
   pid: number;
   left_child_pid?: number;
+  tool_pid?: number;
   mcpConfig: { mcpServers: Record<string, { type: string; command: string; args: string[]; env: Record<string, string> }> } | null;
 }
 
@@ -261,6 +262,18 @@ test('claude-code executor: a claude that never exits after its result is killed
   assert.equal(done.result, 'Answer to: HANG_AFTER_RESULT');
   const [call] = claude.calls();
   await gone(call!.pid, 'the hung claude');
+});
+
+test("claude-code executor: a claude that never exits after its result gets SIGTERM, so that it ends the Bash commands it runs outside its process group", async (t) => {
+  const { client, claude } = await setup(t, {}, {}, 300);
+  const job = await client.createJob({ type: 'start_session', session_name: 'hangs-running-a-command', prompt: 'BASH_TOOL HANG_AFTER_RESULT' });
+  const done = await settled(client, job.job_id);
+  assert.equal(done.status, 'completed', done.error ?? '');
+  assert.equal(done.result, 'Answer to: BASH_TOOL HANG_AFTER_RESULT');
+  const [call] = claude.calls();
+  await gone(call!.pid, 'the hung claude');
+  // killed with SIGKILL at once, claude could not end it: it ran on, out of reach of the launcher
+  await gone(call!.tool_pid!, 'the command claude was running');
 });
 
 test('claude-code executor: a claude that never exits after an error result is killed after the exit grace; the job fails', async (t) => {

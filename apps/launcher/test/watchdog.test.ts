@@ -76,6 +76,23 @@ test('an executor that never exits after its result is killed after --exit-grace
   await gone(-pid, "the lingering executor's process group");
 });
 
+test('an executor that lingers past --exit-grace is sent SIGTERM before SIGKILL, and what it says then changes nothing', async (t) => {
+  const { c, client } = await coordinator(t);
+  const { log, waitFor } = captureLog();
+  await launcher(t, c.url, { exitGraceMs: 200 }, { log });
+  // on SIGTERM it says why it ends and exits 143: killed with SIGKILL at once, it could not (nor
+  // could claude end the commands it runs outside its process group)
+  const job = await client.createJob({
+    type: 'start_session',
+    session_name: 'lingers-then-told',
+    prompt: script([{ onTerm: { type: 'error', message: 'terminated by SIGTERM' } }, { event: { type: 'result', text: 'all done' } }, FOREVER]),
+  });
+  const exited = await waitFor((l) => l['msg'] === 'executor exited' && l['job_id'] === job.job_id);
+  assert.deepEqual([exited['code'], exited['signal']], [143, null], 'it had the chance to end on SIGTERM');
+  const done = await settled(client, job.job_id);
+  assert.deepEqual([done.status, done.result, done.error], ['completed', 'all done', null]);
+});
+
 test('an executor that never exits after its error event is killed after --exit-grace; the job fails with the error', async (t) => {
   const { c, client } = await coordinator(t);
   const px = await proxy(t, c.url);

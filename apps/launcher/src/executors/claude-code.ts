@@ -100,7 +100,8 @@ async function runClaude(
       case 'result': {
         // a claude that answers has read its config, init line or not (claude 2.x answers a resume
         // it cannot do with a result alone); remove it now, before the events that start the
-        // launcher's exit grace, whose end (SIGKILL) leaves no chance to clean up at exit
+        // launcher's exit grace, whose end (SIGKILL, if SIGTERM is not enough) may leave no
+        // chance to clean up at exit
         o.onStarted();
         result = readResult(msg);
         // only an error result can say the session is missing: a successful answer may quote the
