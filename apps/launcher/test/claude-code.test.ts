@@ -183,6 +183,18 @@ test('claude-code executor: a line claude prints that is longer than an event li
   assert.ok(/^x+\n$/.test(output.output), 'what is kept is the end of the line, as it came');
 });
 
+test('claude-code executor: the tool calls claude refused for want of permission are in the output', async (t) => {
+  const { client } = await setup(t);
+  const job = await client.createJob({ type: 'start_session', session_name: 'denied', prompt: 'DENIED' });
+  const done = await settled(client, job.job_id);
+  // the turn still ends as claude says: the model carried on without the call
+  assert.equal(done.status, 'completed', done.error ?? '');
+  assert.equal(
+    await outputOf(client, job.job_id),
+    'Working on: DENIED\n[tool Read] {"file_path":"README.md"}\n[permission denied: Write] {"file_path":"notes.md","content":"the notes"}\n',
+  );
+});
+
 test('claude-code executor: a claude that exits leaving a process that holds its stdout and stderr still ends the turn', async (t) => {
   const { c, client } = await coordinator(t);
   const claude = fakeClaude(t);

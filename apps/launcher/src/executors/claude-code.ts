@@ -3,7 +3,7 @@ import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { claudeArgs } from './claude-args.js';
 import { mcpConfig, mcpEnabled, writeMcpConfig } from './claude-mcp.js';
-import { assistantText, NO_CONVERSATION, parseClaudeLine, readResult, type ClaudeResult } from './claude-stream.js';
+import { assistantText, deniedText, NO_CONVERSATION, parseClaudeLine, readResult, type ClaudeResult } from './claude-stream.js';
 import { emit, ExecutorError, readInvocation, runExecutor } from './contract.js';
 
 /**
@@ -104,6 +104,7 @@ async function runClaude(
         // chance to clean up at exit
         o.onStarted();
         result = readResult(msg);
+        for (const text of deniedText(msg)) emit({ type: 'output', text });
         // only an error result can say the session is missing: a successful answer may quote the
         // words (a callback resume carries a child's session_not_on_host error, and the model
         // talks about it), and is an answer all the same

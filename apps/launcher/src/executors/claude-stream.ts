@@ -30,11 +30,31 @@ export function assistantText(msg: ClaudeMessage): string[] {
   for (const block of content as Array<Record<string, unknown>>) {
     if (block['type'] === 'text' && typeof block['text'] === 'string') out.push(`${block['text']}\n`);
     else if (block['type'] === 'tool_use') {
-      const input = JSON.stringify(block['input'] ?? {});
-      out.push(`[tool ${String(block['name'])}] ${input.length > 200 ? `${input.slice(0, 200)}…` : input}\n`);
+      out.push(`[tool ${String(block['name'])}] ${short(JSON.stringify(block['input'] ?? {}))}\n`);
     }
   }
   return out;
+}
+
+/**
+ * The tool calls claude's permission system refused in the turn (the result's
+ * `permission_denials`), one line each: `-p` cannot ask, so a call the settings do not allow is
+ * refused, and the model carries on without it. The output had shown the call as any other.
+ */
+export function deniedText(msg: ClaudeMessage): string[] {
+  const denials = msg['permission_denials'];
+  if (!Array.isArray(denials)) return [];
+  const out: string[] = [];
+  for (const denial of denials as unknown[]) {
+    if (typeof denial !== 'object' || denial === null) continue;
+    const d = denial as Record<string, unknown>;
+    out.push(`[permission denied: ${String(d['tool_name'])}] ${short(JSON.stringify(d['tool_input'] ?? {}))}\n`);
+  }
+  return out;
+}
+
+function short(text: string): string {
+  return text.length > 200 ? `${text.slice(0, 200)}…` : text;
 }
 
 /** What a claude `result` line says. */
