@@ -245,6 +245,26 @@ test('claude-code executor: a resume claude 2.x answers "No conversation found" 
   assert.equal((await client.getSession('cleaned-up')).executor_session_id, sessionId, 'the session keeps its id');
 });
 
+test("claude-code executor: a resumed session keeps its id when claude's lines name an id of the moment and no result follows", async (t) => {
+  const { client, px } = await setup(t);
+  const started = await settled(client, (await client.createJob({ type: 'start_session', session_name: 'tagged', prompt: 'hello' })).job_id);
+  const sessionId = started.executor_session_id;
+  assert.ok(sessionId);
+  // claude 2.1.x on --resume: the init line (and hook lines) may carry an id whose transcript is
+  // never written; the result names the session. A turn that ends before its result must not
+  // leave that id as the session's: every later resume would find no conversation
+  const crashed = await client.createJob({ type: 'resume_session', session_name: 'tagged', prompt: 'INIT_TAG CRASH' });
+  const done = await settled(client, crashed.job_id);
+  assert.equal(done.status, 'failed');
+  const [failed] = px.bodies(`/launcher/jobs/${crashed.job_id}/failed`) as FailedReport[];
+  assert.equal(failed!.executor_session_id, sessionId);
+  assert.equal((await client.getSession('tagged')).executor_session_id, sessionId, 'the session keeps its id');
+  // with a result, the result's id is the session's
+  const answered = await settled(client, (await client.createJob({ type: 'resume_session', session_name: 'tagged', prompt: 'INIT_TAG again' })).job_id);
+  assert.equal(answered.status, 'completed', answered.error ?? '');
+  assert.equal(answered.executor_session_id, sessionId);
+});
+
 test('claude-code executor: a resumed turn whose answer quotes "No conversation found" (a child\'s error, told to its parent) completes', async (t) => {
   const { client } = await setup(t);
   assert.equal((await settled(client, (await client.createJob({ type: 'start_session', session_name: 'lead', prompt: 'plan' })).job_id)).status, 'completed');

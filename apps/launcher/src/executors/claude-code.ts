@@ -64,7 +64,12 @@ async function runClaude(
   let noConversation = false;
   /** claude's last stderr lines: why it ended, when it ends without a result */
   const stderrTail: string[] = [];
-  const session = (id: unknown) => {
+  // A started session's id is passed on from the init line, so that a turn stopped before its
+  // result can still be resumed. A resumed one keeps its id unless the result names another:
+  // claude 2.1.x may put an id of the moment on the lines before the result (the init line, hook
+  // lines) whose transcript it never writes, and a later resume of that id finds nothing
+  const session = (id: unknown, fromResult = false) => {
+    if (o.resuming !== undefined && !fromResult) return;
     if (typeof id === 'string' && id !== '' && id !== lastSession) {
       lastSession = id;
       emit({ type: 'session', session_id: id });
@@ -111,7 +116,7 @@ async function runClaude(
         if (o.resuming !== undefined && result.isError && NO_CONVERSATION.test(`${result.text} ${result.errors}`)) noConversation = true;
         // claude 2.x answers a resume of a session it does not have with a result carrying the id of
         // a fresh session it never saved: passed on, it would replace the session's real id
-        if (!noConversation) session(msg['session_id']);
+        if (!noConversation) session(msg['session_id'], true);
         // at once, not at exit: the launcher's exit grace starts from here; and so does an error
         // result's error, which a claude that hangs after it (killed at the end of the grace)
         // would otherwise never send, leaving the result to stand as a success
