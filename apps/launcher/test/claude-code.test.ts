@@ -7,7 +7,7 @@ import { test, type TestContext } from 'node:test';
 import type { CompletedReport, ExecutorInvocation, FailedReport } from '@agentq/protocol';
 import { claudeArgs } from '../src/executors/claude-args.js';
 import { resolveExecutor, type LauncherDeps } from '../src/index.js';
-import { coordinator, fixture, gone, launcher, outputOf, settled, tempDir } from './helpers.js';
+import { alive, captureLog, coordinator, fixture, gone, launcher, outputOf, settled, tempDir } from './helpers.js';
 import { proxy } from './proxy.js';
 
 interface ClaudeCall {
@@ -193,6 +193,27 @@ test('claude-code executor: the tool calls claude refused for want of permission
     await outputOf(client, job.job_id),
     'Working on: DENIED\n[tool Read] {"file_path":"README.md"}\n[permission denied: Write] {"file_path":"notes.md","content":"the notes"}\n',
   );
+});
+
+test('claude-code executor: a stopped turn ends when claude has exited, not before', async (t) => {
+  const { c, client } = await coordinator(t);
+  const claude = fakeClaude(t);
+  const { log, waitFor } = captureLog();
+  await launcher(
+    t,
+    c.url,
+    { executor: resolveExecutor('claude-code', process.cwd()), passEnv: ['FAKE_CLAUDE_LOG'], killGraceMs: 30_000 },
+    { env: { ...process.env, PATH: claude.path, FAKE_CLAUDE_LOG: claude.log }, log },
+  );
+  const job = await client.createJob({ type: 'start_session', session_name: 'slow-exit', prompt: 'SLOW_EXIT' });
+  await waitFor((l) => l['msg'] === 'executor output' && l['job_id'] === job.job_id);
+  await client.stopJob(job.job_id);
+  const done = await settled(client, job.job_id);
+  assert.equal(done.status, 'stopped');
+  // claude takes a while to go on SIGTERM (its commands, its transcript): the job was stopped,
+  // and its slot free for a resume of the same session, while claude still wrote to it
+  const [call] = claude.calls();
+  assert.equal(alive(call!.pid), false, 'claude has exited');
 });
 
 test('claude-code executor: a claude that exits leaving a process that holds its stdout and stderr still ends the turn', async (t) => {

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { claudeArgs } from './claude-args.js';
 import { mcpConfig, mcpEnabled, writeMcpConfig } from './claude-mcp.js';
@@ -29,10 +29,18 @@ runExecutor(async () => {
   const env = process.env;
   const bin = env['AGENTQ_CLAUDE_BIN'] || 'claude';
   const mcp = mcpEnabled(env) ? writeMcpConfig(mcpConfig(inv, env)) : undefined;
-  // a stop (SIGTERM to the group) must not leave the config behind; then die by the signal as before
+  let claude: ChildProcess | undefined;
+  // A stop is SIGTERM to the whole group, claude included. It must not leave the config behind.
+  // And the turn is over once claude has exited, not before: it ends its Bash commands and writes
+  // its transcript first. Until then this process stays, so the launcher reports the job (and
+  // may run the session's next turn) only after; then it dies by the signal, as a stopped
+  // executor does. The launcher's SIGKILL after --kill-grace bounds the wait. (The signal is not
+  // passed on to claude: it has it already, and a second one may cut its shutdown short.)
   const onTerm = () => {
     mcp?.remove();
-    process.kill(process.pid, 'SIGTERM');
+    const die = () => process.kill(process.pid, 'SIGTERM');
+    if (claude?.pid !== undefined && claude.exitCode === null && claude.signalCode === null) claude.once('exit', die);
+    else die();
   };
   process.once('SIGTERM', onTerm);
   try {
@@ -41,6 +49,7 @@ runExecutor(async () => {
       resuming: inv.mode === 'resume' ? (inv.executor_session_id ?? '') : undefined,
       // claude reads its MCP config when it starts: once it says it is up, the file can go
       onStarted: () => mcp?.remove(),
+      onSpawn: (child) => (claude = child),
     });
   } finally {
     process.removeListener('SIGTERM', onTerm);
@@ -53,9 +62,10 @@ async function runClaude(
   args: string[],
   cwd: string,
   prompt: string,
-  o: { resuming: string | undefined; onStarted: () => void },
+  o: { resuming: string | undefined; onStarted: () => void; onSpawn: (child: ChildProcess) => void },
 ): Promise<void> {
   const child = spawn(bin, args, { cwd, stdio: ['pipe', 'pipe', 'pipe'] });
+  o.onSpawn(child);
   child.stdin.on('error', () => {});
   child.stdin.end(prompt);
 
