@@ -147,11 +147,12 @@ test('undoing a group that ended jobs makes them live again in the lists, also a
   }
   state.apply(ended);
   assert.deepEqual(state.listJobs({ terminal: false, limit: 10 }), []);
+  assert.deepEqual(state.statusCounts(), { completed: 1100 });
 
   state.apply(inverseOf(ended));
   const live = state.listJobs({ terminal: false, limit: 2000 }).map((j) => j.seq);
   assert.deepEqual(live, rows.map((r) => r.seq).reverse(), 'every job once, newest first');
-  assert.deepEqual(state.liveCounts(), { pending: 1100 });
+  assert.deepEqual(state.statusCounts(), { pending: 1100 }, 'the counts undone with the group');
 });
 
 test('a job revived by an undo gets its deadline back, even after a sweep dropped it while the job had ended', () => {

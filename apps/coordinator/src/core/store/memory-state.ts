@@ -111,6 +111,12 @@ export class MemoryState {
   jobSeq = 0;
   sessionSeq = 0;
   lastEventId = 0;
+  /**
+   * Jobs by status, kept by `apply` (every status change, insert and deletion goes through it):
+   * what `/metrics` reads at each scrape, never a walk over history. Counts every job the store
+   * holds, the SQLite store's ended jobs in the file included (`addStatusCounts` at start).
+   */
+  readonly #byStatus = new Map<JobStatus, number>();
 
   // indexes of history, kept only when this is the whole state
   readonly #jobOrder = new SeqList();
@@ -184,6 +190,10 @@ export class MemoryState {
     // committed row meanwhile: then its patch goes on top of that row
     const after =
       c.kind === 'delete' ? undefined : c.kind === 'insert' || before === c.before ? c.after : ({ ...before!, ...c.patch } as JobRow);
+    if (before?.status !== after?.status) {
+      if (before) this.#countStatus(before.status, -1);
+      if (after) this.#countStatus(after.status, 1);
+    }
     if (!before && after) {
       if (this.fullHistory) {
         this.#jobOrder.push(after.seq, id);
@@ -375,15 +385,20 @@ export class MemoryState {
     return out;
   }
 
-  /** How many jobs are in each non-terminal status (every one of them is held in memory). */
-  liveCounts(): Partial<Record<JobStatus, number>> {
+  /** Jobs by status: every job the store holds, history included (statuses with none left out). */
+  statusCounts(): Partial<Record<JobStatus, number>> {
     const out: Partial<Record<JobStatus, number>> = {};
-    if (this.pendingCount > 0) out.pending = this.pendingCount;
-    for (const id of this.active) {
-      const { status } = this.jobs.get(id)!;
-      out[status] = (out[status] ?? 0) + 1;
-    }
+    for (const [status, n] of this.#byStatus) if (n > 0) out[status] = n;
     return out;
+  }
+
+  /** Count jobs that are not applied here (the SQLite store's ended jobs, read from the file at start). */
+  addStatusCounts(counts: Iterable<{ status: JobStatus; n: number }>): void {
+    for (const { status, n } of counts) this.#countStatus(status, n);
+  }
+
+  #countStatus(status: JobStatus, n: number): void {
+    this.#byStatus.set(status, (this.#byStatus.get(status) ?? 0) + n);
   }
 
   listSessions(f: ListSessionsFilter): SessionRow[] {

@@ -203,9 +203,7 @@ export class MemoryStore implements Store {
     return { pending: this.state.pendingCount, active: this.state.active.size, pendingBytes: this.state.pendingBytes };
   }
   async countByStatus(): Promise<Partial<Record<JobStatus, number>>> {
-    const out: Partial<Record<JobStatus, number>> = {};
-    for (const job of this.state.jobs.values()) out[job.status] = (out[job.status] ?? 0) + 1;
-    return out;
+    return this.state.statusCounts();
   }
   async readyBuckets(): Promise<ReadyBucket[]> {
     return this.state.ready.buckets().map(({ key, size, headReadySince }) => ({ key, size, headReadySince }));

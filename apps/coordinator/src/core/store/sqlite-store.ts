@@ -165,6 +165,11 @@ export class SqliteStore extends MemoryStore {
       changes.sessions.set(s.name, { kind: 'insert', before: undefined, after: s, patch: s });
     }
     for (const j of live) changes.jobs.set(j.id, { kind: 'insert', before: undefined, after: j, patch: j });
+    // the ended jobs by status, counted once here (an index-only scan of jobs_ended): from now on
+    // commits and retention keep the counts, and a scrape of /metrics reads them from memory
+    this.state.addStatusCounts(
+      this.#db.prepare('SELECT status, COUNT(*) AS n FROM jobs WHERE completed_at IS NOT NULL GROUP BY status').all() as { status: JobStatus; n: number }[],
+    );
     this.state.apply(changes);
     const meta = this.#db.prepare("SELECT value FROM meta WHERE key = 'last_event_id'").get() as { value: string } | undefined;
     // the end of the block of event ids the last run had reserved: no id it used is above it
@@ -424,14 +429,6 @@ export class SqliteStore extends MemoryStore {
       if (row) out.push(row);
     }
     return { rows: out, cut };
-  }
-
-  override async countByStatus(): Promise<Partial<Record<JobStatus, number>>> {
-    const rows = this.#stmt('SELECT status, COUNT(*) AS n FROM jobs WHERE completed_at IS NOT NULL GROUP BY status').all() as {
-      status: JobStatus;
-      n: number;
-    }[];
-    return { ...this.state.liveCounts(), ...Object.fromEntries(rows.map((r) => [r.status, r.n])) };
   }
 
   override async historyDue(before: number, limit: number): Promise<{ jobs: string[]; sessions: string[] }> {

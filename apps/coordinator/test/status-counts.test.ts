@@ -1,0 +1,161 @@
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test, type TestContext } from 'node:test';
+import Database, { type Statement } from 'better-sqlite3';
+import { JobStatuses, type JobStatus } from '@agentq/protocol';
+import type { AgentqClient } from '@agentq/client';
+import { request } from 'undici';
+import { ManualClock } from '../src/core/clock.js';
+import { freshDatabaseUrl } from './pg-server.js';
+import { parsePrometheusText } from './prometheus-text.js';
+import { fakeLauncher, start, startTest } from './helpers.js';
+
+/*
+ * agentq_jobs (jobs the store holds, by status) is read at every scrape. It must agree with what
+ * GET /jobs lists through every kind of change, and on SQLite it must not cost a count over the
+ * ended jobs of the whole retention period (docs/operations.md, "Metrics").
+ */
+
+/** agentq_jobs by status, scraped over HTTP. */
+async function scrapedCounts(url: string): Promise<Record<JobStatus, number>> {
+  const res = await request(`${url}/metrics`);
+  assert.equal(res.statusCode, 200);
+  const family = parsePrometheusText(await res.body.text()).get('agentq_jobs');
+  assert.ok(family, 'agentq_jobs is exported');
+  const out = Object.fromEntries(JobStatuses.map((s) => [s, 0])) as Record<JobStatus, number>;
+  for (const sample of family.samples) out[sample.labels.status as JobStatus] = sample.value;
+  return out;
+}
+
+/** Every job GET /jobs lists, counted by status (all pages). */
+async function listedCounts(client: AgentqClient): Promise<Record<JobStatus, number>> {
+  const out = Object.fromEntries(JobStatuses.map((s) => [s, 0])) as Record<JobStatus, number>;
+  let cursor: string | undefined;
+  do {
+    const page = await client.listJobs({ limit: 1000, ...(cursor ? { cursor } : {}) });
+    for (const job of page.jobs) out[job.status]++;
+    cursor = page.next_cursor ?? undefined;
+  } while (cursor);
+  return out;
+}
+
+async function agrees(url: string, client: AgentqClient, when: string): Promise<Record<JobStatus, number>> {
+  const listed = await listedCounts(client);
+  assert.deepEqual(await scrapedCounts(url), listed, when);
+  return listed;
+}
+
+/** A database the test can start a coordinator on twice (a restart); none for the memory store. */
+async function durableUrl(t: TestContext): Promise<string | undefined> {
+  if (process.env.AGENTQ_TEST_STORE === 'postgres') {
+    const url = await freshDatabaseUrl(t);
+    if (url === null) throw new Error('PostgreSQL is not available (AGENTQ_TEST_STORE=postgres)');
+    return url;
+  }
+  if (process.env.AGENTQ_TEST_STORE !== 'sqlite') return undefined;
+  const dir = mkdtempSync(join(tmpdir(), 'agentq-counts-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  return `sqlite:${join(dir, 'agentq.db')}`;
+}
+
+test('agentq_jobs agrees with GET /jobs through creation, claims, ends, retention, a hot window of one and a restart', async (t) => {
+  const clock = new ManualClock();
+  const databaseUrl = await durableUrl(t);
+  // a hot window of one ended job: on SQLite the others are read back from the file
+  const config = { jobRetentionMs: 60_000, hotJobs: 1, sweepIntervalMs: 600_000, ...(databaseUrl ? { databaseUrl } : {}) };
+  const first = await startTest(t, config, { clock });
+  let { c, client } = first;
+  const l = await fakeLauncher(client);
+  const ids: Record<string, string> = {};
+  for (const name of ['claimed', 'running', 'completed', 'failed', 'stopped', 'pending']) ids[name] = (await start(client, name)).job_id;
+  assert.deepEqual(
+    { pending: (await agrees(c.url, client, 'created')).pending },
+    { pending: 6 },
+  );
+  // the launcher takes the five oldest; then each goes its way
+  const taken = await l.poll({ capacity: 5, batch: true });
+  assert.equal(taken?.jobs?.length, 5);
+  await l.started(ids.running!);
+  await l.started(ids.completed!);
+  await l.completed(ids.completed!, 'ok');
+  await l.started(ids.failed!);
+  await l.failed(ids.failed!, 'boom');
+  await client.stopJob(ids.stopped!);
+  await l.stopped(ids.stopped!);
+  const ended = await agrees(c.url, client, 'claimed, started, ended');
+  assert.deepEqual(
+    [ended.pending, ended.claimed, ended.running, ended.completed, ended.failed, ended.stopped],
+    [1, 1, 1, 1, 1, 1],
+  );
+  await c.core.sweep(); // trims the hot window on SQLite: the counts stay
+
+  // retention deletes the three ended jobs; one that ends later stays
+  clock.advance(60_000);
+  await l.completed(ids.running!, 'later');
+  await c.core.sweep();
+  const evicted = await agrees(c.url, client, 'after retention');
+  assert.equal(evicted.completed, 1, 'the later one');
+  assert.equal(evicted.failed + evicted.stopped, 0);
+
+  if (databaseUrl === undefined) return; // memory: nothing survives a restart
+  await client.close();
+  await c.close();
+  ({ c, client } = await startTest(t, config, { clock }));
+  await agrees(c.url, client, 'after a restart');
+  // and the counts go on from there
+  await client.stopJob(ids.pending!);
+  const after = await agrees(c.url, client, 'a change after the restart');
+  assert.equal(after.stopped, 1);
+});
+
+/**
+ * Record the SQL of every statement the process runs on any better-sqlite3 connection while
+ * `fn` runs (the coordinator runs in this process; checkpoints run on a thread of their own).
+ */
+async function statementsDuring(fn: () => Promise<void>): Promise<string[]> {
+  const probe = new Database(':memory:');
+  const proto = Object.getPrototypeOf(probe.prepare('SELECT 1')) as Record<string, unknown>;
+  probe.close();
+  const seen: string[] = [];
+  const methods = ['all', 'get', 'run', 'iterate'] as const;
+  const originals = methods.map((m) => proto[m] as (...args: unknown[]) => unknown);
+  methods.forEach((m, i) => {
+    proto[m] = function (this: Statement, ...args: unknown[]) {
+      seen.push(this.source);
+      return originals[i]!.apply(this, args);
+    };
+  });
+  try {
+    await fn();
+  } finally {
+    methods.forEach((m, i) => (proto[m] = originals[i]));
+  }
+  return seen;
+}
+
+test('SQLite: a scrape of /metrics and a GET /health read no job from the database file, however much history it holds', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'agentq-counts-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  // no ended job in memory: counting them from the file would be the only way left
+  const { c, client } = await startTest(t, { databaseUrl: `sqlite:${join(dir, 'agentq.db')}`, hotJobs: 0 });
+  for (const name of ['a', 'b', 'c']) await client.stopJob((await start(client, name)).job_id);
+  await start(client, 'waiting');
+  await c.core.sweep(); // trims the hot window
+
+  let counts: Record<JobStatus, number> | undefined;
+  const statements = await statementsDuring(async () => {
+    counts = await scrapedCounts(c.url);
+    const health = await request(`${c.url}/health`);
+    assert.equal(health.statusCode, 200);
+    assert.equal(((await health.body.json()) as { queue_depth: number }).queue_depth, 1);
+  });
+  assert.equal(counts?.stopped, 3);
+  assert.equal(counts?.pending, 1);
+  assert.deepEqual(
+    statements.filter((sql) => /\bjobs\b/.test(sql)),
+    [],
+    'no statement over the jobs table',
+  );
+});
