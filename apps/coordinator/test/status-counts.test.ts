@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import Database, { type Statement } from 'better-sqlite3';
+import pg from 'pg';
 import { JobStatuses, type JobStatus } from '@agentq/protocol';
 import type { AgentqClient } from '@agentq/client';
 import { request } from 'undici';
@@ -158,4 +159,102 @@ test('SQLite: a scrape of /metrics and a GET /health read no job from the databa
     [],
     'no statement over the jobs table',
   );
+});
+
+/** Record the SQL of every query node-postgres sends from this process while `fn` runs. */
+async function pgStatementsDuring(fn: () => Promise<void>): Promise<string[]> {
+  const proto = pg.Client.prototype as unknown as { query: (...args: unknown[]) => unknown };
+  const original = proto.query;
+  const seen: string[] = [];
+  proto.query = function (this: unknown, ...args: unknown[]) {
+    const q = args[0];
+    seen.push(typeof q === 'string' ? q : String((q as { text?: unknown }).text));
+    return original.apply(this, args);
+  };
+  try {
+    await fn();
+  } finally {
+    proto.query = original;
+  }
+  return seen;
+}
+
+/** A PostgreSQL connection for the test's own reads and writes. */
+async function pgClient(t: TestContext, url: string): Promise<pg.Client> {
+  const db = new pg.Client({ connectionString: url });
+  await db.connect();
+  t.after(() => db.end());
+  return db;
+}
+
+test('PostgreSQL: a scrape reads the jobs by status from the counts the trigger keeps, and every read of jobs it makes is bounded by live or ready jobs', async (t) => {
+  const url = await freshDatabaseUrl(t);
+  if (url === null) return;
+  const { c, client } = await startTest(t, { databaseUrl: url });
+  for (const name of ['a', 'b']) await client.stopJob((await start(client, name)).job_id);
+  await start(client, 'waiting');
+  let counts: Record<JobStatus, number> | undefined;
+  const statements = await pgStatementsDuring(async () => {
+    counts = await scrapedCounts(c.url);
+  });
+  assert.equal(counts?.stopped, 2);
+  assert.equal(counts?.pending, 1);
+  assert.deepEqual(
+    statements.filter((sql) => /\bFROM jobs\b/.test(sql) && !/status IN \('pending', 'claimed', 'running', 'stopping'\)|ready_since IS NOT NULL/.test(sql)),
+    [],
+    'no read over every job',
+  );
+  assert.ok(statements.some((sql) => /\bFROM job_counts\b/.test(sql)), 'the counts are read');
+});
+
+test('PostgreSQL: the sweeper folds the status changes the trigger recorded into the counts; a change committed during the fold waits for the next one', async (t) => {
+  const url = await freshDatabaseUrl(t);
+  if (url === null) return;
+  const { c, client } = await startTest(t, { databaseUrl: url, sweepIntervalMs: 600_000 });
+  const ids: string[] = [];
+  for (const name of ['a', 'b', 'c']) ids.push((await client.stopJob((await start(client, name)).job_id)).job_id);
+  const db = await pgClient(t, url);
+  const changes = async () => Number((await db.query<{ n: string }>('SELECT count(*) AS n FROM job_count_changes')).rows[0]!.n);
+  assert.equal(await changes(), 6, 'three creations and three status changes');
+  const before = await agrees(c.url, client, 'before the fold');
+  await c.core.sweep();
+  assert.equal(await changes(), 0, 'folded');
+  assert.deepEqual(await agrees(c.url, client, 'after the fold'), before);
+
+  // a status change whose transaction is still open while the sweeper folds
+  const other = await pgClient(t, url);
+  await other.query('BEGIN');
+  await other.query("UPDATE jobs SET status = 'failed' WHERE id = $1", [ids[0]]);
+  await c.core.sweep();
+  await other.query('COMMIT');
+  assert.equal(await changes(), 1, 'not seen by that fold');
+  const failed = await agrees(c.url, client, 'committed after the fold');
+  assert.equal(failed.failed, 1);
+  await c.core.sweep();
+  assert.equal(await changes(), 0);
+  assert.deepEqual(await agrees(c.url, client, 'after the next fold'), failed);
+});
+
+test('PostgreSQL: a database at schema version 4 gets its jobs counted by status by the upgrade', async (t) => {
+  const url = await freshDatabaseUrl(t);
+  if (url === null) return;
+  const first = await startTest(t, { databaseUrl: url });
+  const l = await fakeLauncher(first.client);
+  const done = await start(first.client, 'done');
+  const stopped = await start(first.client, 'stopped');
+  await start(first.client, 'waiting');
+  await l.poll({ capacity: 2, batch: true });
+  await l.started(done.job_id);
+  await l.completed(done.job_id, 'ok');
+  await first.client.stopJob(stopped.job_id);
+  const listed = await listedCounts(first.client);
+  await first.client.close();
+  await first.c.close();
+  // back to version 4, as an older build left it
+  const db = await pgClient(t, url);
+  await db.query('DROP TABLE job_counts, job_count_changes; DROP FUNCTION agentq_count_job_status() CASCADE; UPDATE agentq_schema SET version = 4');
+
+  const second = await startTest(t, { databaseUrl: url });
+  assert.deepEqual(await scrapedCounts(second.c.url), listed);
+  assert.deepEqual(await listedCounts(second.client), listed);
 });

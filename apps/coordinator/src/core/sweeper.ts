@@ -50,6 +50,7 @@ export class Sweeper {
     await this.#history(now);
     await store.purgeIdempotency(now - IDEMPOTENCY_TTL_MS);
     await store.purgeEvents?.(now);
+    await store.foldJobCounts?.();
     store.trimCache();
   }
 

@@ -171,6 +171,42 @@ export const PG_MIGRATIONS: readonly string[] = [
     value text NOT NULL
   );
   `,
+  // 5: jobs by status, for /metrics (docs/operations.md, "Metrics"): a scrape sums a few rows
+  // instead of counting every job kept under retention. A row trigger on jobs appends each
+  // insert, deletion and status change to job_count_changes (an insert into a table without an
+  // index: no row is updated, so no lock wait between transactions or coordinators, and a
+  // transaction that changes 20,000 jobs does not update one row 20,000 times); the sweeper folds
+  // them into job_counts (foldJobCounts in postgres-store.ts). A trigger rather than the
+  // coordinator's code: a coordinator of an older version, still running during a rolling
+  // upgrade, is counted too. Writes to jobs are held back while the counts are taken, so they
+  // start exact (writers wait for that count: once, at this upgrade).
+  `
+  LOCK TABLE jobs IN SHARE ROW EXCLUSIVE MODE;
+  CREATE TABLE job_counts (
+    status text PRIMARY KEY,
+    n bigint NOT NULL
+  );
+  CREATE TABLE job_count_changes (
+    was text,
+    became text
+  );
+  INSERT INTO job_counts (status, n) SELECT status, count(*) FROM jobs GROUP BY status;
+  CREATE FUNCTION agentq_count_job_status() RETURNS trigger LANGUAGE plpgsql AS $$
+  BEGIN
+    IF TG_OP = 'INSERT' THEN
+      INSERT INTO job_count_changes (was, became) VALUES (NULL, NEW.status);
+    ELSIF TG_OP = 'DELETE' THEN
+      INSERT INTO job_count_changes (was, became) VALUES (OLD.status, NULL);
+    ELSE
+      INSERT INTO job_count_changes (was, became) VALUES (OLD.status, NEW.status);
+    END IF;
+    RETURN NULL;
+  END
+  $$;
+  CREATE TRIGGER jobs_counted AFTER INSERT OR DELETE ON jobs FOR EACH ROW EXECUTE FUNCTION agentq_count_job_status();
+  CREATE TRIGGER jobs_status_counted AFTER UPDATE OF status ON jobs FOR EACH ROW
+    WHEN (OLD.status IS DISTINCT FROM NEW.status) EXECUTE FUNCTION agentq_count_job_status();
+  `,
 ];
 
 export const PG_SCHEMA_VERSION = PG_MIGRATIONS.length;

@@ -341,9 +341,33 @@ export class PostgresStore implements Store {
     return { pending, active };
   }
 
+  /**
+   * From the counts the trigger keeps (migration 5): job_counts, plus the changes the sweeper has
+   * not folded into it yet (about one sweep interval of them), whatever the history.
+   */
   async countByStatus(): Promise<Partial<Record<JobStatus, number>>> {
-    const rows = await this.#rows<{ status: JobStatus; n: number }>('SELECT status, count(*) AS n FROM jobs GROUP BY status');
+    const rows = await this.#rows<{ status: JobStatus; n: number }>(
+      `SELECT status, sum(n)::bigint AS n FROM (
+         SELECT status, n FROM job_counts
+         UNION ALL SELECT c.status, c.n FROM job_count_changes, LATERAL (VALUES (became, 1), (was, -1)) AS c (status, n)
+       ) AS counted WHERE status IS NOT NULL GROUP BY status HAVING sum(n) <> 0`,
+    );
     return Object.fromEntries(rows.map((r) => [r.status, r.n]));
+  }
+
+  /**
+   * Fold the job status changes the trigger appended into job_counts, in one statement: a change
+   * is either still listed or counted, never both. Changes of transactions not committed yet are
+   * not seen, and wait for the next fold; two folds at once delete each change once (the second
+   * waits for the first), and write job_counts in status order, so they cannot deadlock.
+   */
+  async foldJobCounts(): Promise<void> {
+    await this.#rows(
+      `WITH folded AS (DELETE FROM job_count_changes RETURNING was, became),
+         changes AS (SELECT c.status, c.n FROM folded, LATERAL (VALUES (became, 1), (was, -1)) AS c (status, n) WHERE c.status IS NOT NULL)
+       INSERT INTO job_counts (status, n) SELECT status, sum(n) FROM changes GROUP BY status ORDER BY status
+       ON CONFLICT (status) DO UPDATE SET n = job_counts.n + excluded.n`,
+    );
   }
 
   async readyBuckets(): Promise<ReadyBucket[]> {

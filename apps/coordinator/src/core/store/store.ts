@@ -233,7 +233,11 @@ export interface Store {
   pendingPromptBytes?(): number;
   /** UTF-8 bytes of the messages sessions hold for their next turn, alongside pendingPromptBytes */
   pendingMessageBytes?(): number;
-  /** jobs held, by status (history included) */
+  /**
+   * Jobs held, by status (history included), read at every scrape of /metrics: from counts the
+   * commits keep (memory, SQLite: in memory; PostgreSQL: tables a trigger keeps), never a
+   * count over the jobs of the whole retention period.
+   */
   countByStatus(): Promise<Partial<Record<JobStatus, number>>>;
   readyBuckets(): Promise<ReadyBucket[]>;
   /**
@@ -309,6 +313,8 @@ export interface Store {
   eventsSince?(afterId: number, beforeId: number, limit: number, maxBytes: number): Promise<LifecycleEvent[]>;
   /** forget old committed events (retention, by the sweeper) */
   purgeEvents?(now: number): Promise<void>;
+  /** fold the job status changes a trigger recorded into the counts by status (PostgreSQL) */
+  foldJobCounts?(): Promise<void>;
 
   close(): Promise<void>;
 }
