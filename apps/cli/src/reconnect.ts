@@ -37,6 +37,13 @@ export interface ReconnectOptions {
   reached?: boolean;
   /** default OUTAGE_LIMIT_MS */
   outageLimitMs?: number;
+  /**
+   * Which errors are sent again (default isOutage). A call that must not be carried out twice
+   * and has no Idempotency-Key narrows it to the errors that say the call was never carried out.
+   */
+  retryable?: (err: unknown) => boolean;
+  /** told before each pause: why, and for how long */
+  onRetry?: (err: unknown, waitMs: number) => void;
 }
 
 /**
@@ -74,7 +81,7 @@ export class Reconnecting {
         return value;
       } catch (err) {
         if (signal?.aborted || this.#o.signal?.aborted) throw err;
-        if (!isOutage(err)) {
+        if (!(this.#o.retryable ?? isOutage)(err)) {
           // the coordinator answered, with a refusal that waiting will not change
           if (err instanceof AgentqApiError) this.#reached = true;
           throw err;
@@ -85,7 +92,9 @@ export class Reconnecting {
         const left = Math.min(this.#o.deadline, this.#outageSince + (this.#o.outageLimitMs ?? OUTAGE_LIMIT_MS)) - now;
         if (left <= 0) throw err;
         const asked = err instanceof AgentqApiError ? (err.retryAfterMs ?? 0) : 0;
-        await delay(Math.min(left, Math.max(asked, backoffDelay(this.#attempt++, BACKOFF))), signal);
+        const pause = Math.min(left, Math.max(asked, backoffDelay(this.#attempt++, BACKOFF)));
+        this.#o.onRetry?.(err, pause);
+        await delay(pause, signal);
       }
     }
   }

@@ -24,9 +24,10 @@ export interface TestCoordinator {
    * server closed), keep its port down until a client has tried it and been cut off, then start
    * it again on the same port with the same state (`forget`: with none, as a coordinator with a
    * memory store comes back). `whileDown` is called once the port is held down, before any
-   * client has tried it.
+   * client has tried it. `refuseUntil`: instead, nothing listens on the port (connections are
+   * refused: the client knows its call was never sent) until that promise resolves.
    */
-  restart(o?: { forget?: boolean; whileDown?: () => void }): Promise<void>;
+  restart(o?: { forget?: boolean; whileDown?: () => void; refuseUntil?: Promise<void> }): Promise<void>;
   /** stop it for good (it is also stopped when the test ends) */
   stop(): Promise<void>;
 }
@@ -48,7 +49,12 @@ export async function coordinator(t: TestContext, overrides: Parameters<typeof s
     launcher: new FakeLauncher(client),
     restart: async (o = {}) => {
       await c.close();
-      await downUntilTried(c.port, o.whileDown);
+      if (o.refuseUntil) {
+        o.whileDown?.();
+        await o.refuseUntil;
+      } else {
+        await downUntilTried(c.port, o.whileDown);
+      }
       c = await startCoordinator({ ...config, port: c.port }, o.forget ? {} : { core: c.core });
     },
     stop: () => c.close(),

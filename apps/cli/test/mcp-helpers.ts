@@ -3,6 +3,7 @@ import { mkdtempSync, realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
+import type { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import type { TestContext } from 'node:test';
 import { AgentqClient } from '@agentq/client';
@@ -69,8 +70,11 @@ export async function coordinatorAndLauncher(
   return { url: c.url, client };
 }
 
-/** `agentq mcp` as a child process, driven by the MCP SDK's own client over stdio. */
-export async function mcpClient(t: TestContext, env: Record<string, string>): Promise<Client> {
+/**
+ * `agentq mcp` as a child process, driven by the MCP SDK's own client over stdio. `onStderr` is
+ * given each line the server writes on stderr.
+ */
+export async function mcpClient(t: TestContext, env: Record<string, string>, o: { onStderr?: (line: string) => void } = {}): Promise<Client> {
   const transport = new StdioClientTransport({
     command: process.execPath,
     args: [CLI_BIN, 'mcp'],
@@ -78,6 +82,7 @@ export async function mcpClient(t: TestContext, env: Record<string, string>): Pr
     env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin', HOME: process.env['HOME'] ?? tmpdir(), ...env },
     stderr: 'pipe',
   });
+  if (o.onStderr) createInterface({ input: transport.stderr as Readable }).on('line', o.onStderr);
   const client = new Client({ name: 'agentq-test', version: '1.0.0' });
   await client.connect(transport);
   t.after(() => client.close());

@@ -136,7 +136,7 @@ test('agentq mcp: get_status, wait_for_jobs, get_output, send_message and stop a
   assert.equal(closed.isError, true);
   assert.equal(closed.data.outcome, 'terminal');
   assert.equal(closed.data.error.code, 'session_closed');
-  assert.match(closed.text, /\(session_closed\)$/);
+  assert.match(closed.text, /\(session_closed\)\nOutcome terminal: the message was not queued/);
   // an idle session is messaged at once: a delivery resume starts now
   const idle = await callTool(mcp, 'send_message', { session_name: 'boss', text: 'status?' });
   assert.match(idle.data.job_id, /^job_/);

@@ -10,4 +10,4 @@ export {
 } from './errors.js';
 export { backoffDelay, delay, type BackoffOptions } from './backoff.js';
 export { parseSse, type SseMessage } from './sse.js';
-export { coordinatorUrlProblem, Endpoints, splitUrls, withoutCredentials } from './endpoints.js';
+export { coordinatorUrlProblem, Endpoints, neverSent, splitUrls, withoutCredentials } from './endpoints.js';

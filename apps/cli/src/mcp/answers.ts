@@ -43,9 +43,10 @@ const HINTS: Readonly<Record<string, string>> = {
 
 /**
  * An error as a tool result (`isError`): the coordinator's code and message (and details), or the
- * tool's own. `data` adds fields to the structured content (`send_message`'s `outcome`).
+ * tool's own. `data` adds fields to the structured content (`send_message`'s `outcome`), `line` a
+ * line to the message (what became of the call).
  */
-export function failure(err: unknown, data: Record<string, unknown> = {}): CallToolResult {
+export function failure(err: unknown, data: Record<string, unknown> = {}, line?: string): CallToolResult {
   let error: { code: string; message: string; details?: Record<string, unknown> };
   if (err instanceof AgentqApiError || err instanceof ToolError) {
     error = { code: err.code, message: err.message, ...(err.details ? { details: err.details } : {}) };
@@ -57,6 +58,6 @@ export function failure(err: unknown, data: Record<string, unknown> = {}): CallT
   // a closed session cannot be resumed either: the coordinator's message says what to do
   const closed = error.code === 'session_exists' && error.details?.['current_status'] === 'closed';
   const hint = closed ? undefined : HINTS[error.code];
-  const message = `${error.message} (${error.code})${hint ? `\n${hint}` : ''}`;
+  const message = `${error.message} (${error.code})${line ? `\n${line}` : ''}${hint ? `\n${hint}` : ''}`;
   return { isError: true, content: [{ type: 'text', text: message }], structuredContent: { message, ...data, error } };
 }

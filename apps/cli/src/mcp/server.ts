@@ -1,10 +1,11 @@
 import type { Readable, Writable } from 'node:stream';
-import { AgentqApiError, type AgentqClient } from '@agentq/client';
+import { AgentqApiError, toError, type AgentqClient } from '@agentq/client';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import type { ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
 import type { z } from 'zod';
 import { failure, success, type Answer } from './answers.js';
+import { ANSWER_GRACE_MS, throughOutage, type Attempt, type Resend } from './outage.js';
 import { registerJobTools } from './tools-jobs.js';
 import { registerSessionTools } from './tools-sessions.js';
 
@@ -25,6 +26,8 @@ export interface Caller {
 export interface ToolContext {
   client: AgentqClient;
   caller: Caller;
+  /** a line for the server's operator (stderr: not the protocol's stream) */
+  log?: (line: string) => void;
 }
 
 /** What the tools get: the context, and what the server has learnt of its coordinator. */
@@ -35,17 +38,29 @@ export interface ToolEnv extends ToolContext {
    * reach it waits out the outage (a restart) instead of reporting it at once as a wrong URL.
    */
   coordinatorReached: () => boolean;
+  /**
+   * One call to the coordinator, sent again while it is away (a restart) when `resend` allows,
+   * for a bounded time (outage.ts). Every tool's calls go through it.
+   */
+  send: <T>(call: (a: Attempt) => Promise<T>, o: { resend: Resend; signal: AbortSignal; waitMs?: number }) => Promise<T>;
 }
 
 type Shape = Record<string, z.ZodType>;
+
+/** What a tool adds to one of its errors. */
+export interface ErrorNote {
+  data?: Record<string, unknown>;
+  /** said after the error's message, e.g. whether the thing asked for was done */
+  line?: string;
+}
 
 /** Adds one tool: its arguments are checked by the SDK, its answer and errors shaped by answers.ts. */
 export type AddTool = <S extends Shape>(
   name: string,
   config: { title: string; description: string; inputSchema: S; annotations?: ToolAnnotations },
   run: (args: z.infer<z.ZodObject<S>>, signal: AbortSignal) => Promise<Answer>,
-  /** structured fields added to an error's answer (e.g. send_message's `outcome`) */
-  onError?: (err: unknown) => Record<string, unknown>,
+  /** what an error's answer adds: structured fields (send_message's `outcome`), and a line for the model */
+  onError?: (err: unknown) => ErrorNote,
 ) => void;
 
 export const SERVER_NAME = 'agentq';
@@ -77,11 +92,22 @@ export function createMcpServer(ctx: ToolContext, version: string): McpServer {
         return success(answer);
       } catch (err) {
         if (err instanceof AgentqApiError) reached = true;
-        return failure(err, onError?.(err) ?? {});
+        const note = onError?.(err);
+        return failure(err, note?.data, note?.line);
       }
     }) as never);
   };
-  const env: ToolEnv = { ...ctx, coordinatorReached: () => reached };
+  const env: ToolEnv = {
+    ...ctx,
+    coordinatorReached: () => reached,
+    send: (call, o) =>
+      throughOutage(call, {
+        ...o,
+        reached,
+        graceMs: ANSWER_GRACE_MS,
+        onRetry: (err, ms) => ctx.log?.(`${toError(err).message}; trying again in ${Math.round(ms)} ms`),
+      }),
+  };
   registerSessionTools(add, env);
   registerJobTools(add, env);
   return server;
@@ -96,7 +122,7 @@ export async function serveStdio(
   version: string,
   o: { input: Readable; output: Writable; errors?: Writable; signal?: AbortSignal },
 ): Promise<void> {
-  const server = createMcpServer(ctx, version);
+  const server = createMcpServer({ ...ctx, log: (line) => o.errors?.write(`agentq mcp: ${line}\n`) }, version);
   const transport = new StdioServerTransport(o.input, o.output);
   const closed = new Promise<void>((resolve) => {
     transport.onclose = () => resolve();

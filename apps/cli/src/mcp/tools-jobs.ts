@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { waitForJobs } from '../waiting.js';
 import { ToolError } from './answers.js';
+import { ANSWER_GRACE_MS } from './outage.js';
 import type { AddTool, ToolEnv } from './server.js';
 import { describeJob, describeSession, joined, jobView, sessionView } from './views.js';
 
@@ -12,12 +13,6 @@ import { describeJob, describeSession, joined, jobView, sessionView } from './vi
  */
 export const MAX_WAIT_MS = 50_000;
 export const DEFAULT_WAIT_MS = 30_000;
-/**
- * How long past the end of a wait a tool call still waits for the coordinator's answer. A
- * coordinator that takes calls but does not answer them (paused, or cut off by the network) is
- * given up on then, so a wait answers within MAX_WAIT_MS and this, before the client gives up.
- */
-export const ANSWER_GRACE_MS = 5_000;
 /** get_output: the most bytes one call returns, and the default. */
 export const OUTPUT_MAX_BYTES = 64 * 1024;
 export const OUTPUT_DEFAULT_BYTES = 16 * 1024;
@@ -30,7 +25,7 @@ const WAIT_MAX_JOBS = 100;
 
 const JobId = z.string().min(1).max(200);
 
-export function registerJobTools(add: AddTool, { client, coordinatorReached }: ToolEnv): void {
+export function registerJobTools(add: AddTool, { client, coordinatorReached, send }: ToolEnv): void {
   add(
     'get_status',
     {
@@ -49,11 +44,11 @@ export function registerJobTools(add: AddTool, { client, coordinatorReached }: T
         throw new ToolError('validation_failed', 'give exactly one of job_id and session_name');
       }
       if (job_id !== undefined) {
-        const job = jobView(await client.getJob(job_id, { signal }));
+        const job = jobView(await send((a) => client.getJob(job_id, { signal: a.signal }), { resend: 'always', signal }));
         const { head, body } = describeJob(job);
         return { message: head, details: body, data: { job } };
       }
-      const session = sessionView(await client.getSession(session_name!, { signal }));
+      const session = sessionView(await send((a) => client.getSession(session_name!, { signal: a.signal }), { resend: 'always', signal }));
       const { head, body } = describeSession(session);
       return { message: head, details: body, data: { session } };
     },
@@ -133,12 +128,19 @@ export function registerJobTools(add: AddTool, { client, coordinatorReached }: T
     async ({ job_id, offset, limit_bytes, tail_bytes, wait_ms }, signal) => {
       // what belongs to the other way to read goes along too: the coordinator refuses it, naming
       // it, rather than the agent believing it waited
-      const query =
+      const query = (left: number | undefined) =>
         offset === undefined
-          ? { tail_bytes: tail_bytes ?? OUTPUT_DEFAULT_BYTES, limit_bytes, wait_ms }
-          : { offset, limit_bytes: limit_bytes ?? OUTPUT_DEFAULT_BYTES, tail_bytes, wait_ms };
-      // answered within wait_ms and a grace, not the client's long-poll slack (see ANSWER_GRACE_MS)
-      const out = await client.getOutput(job_id, query, { signal, headersTimeoutMs: (wait_ms ?? 0) + ANSWER_GRACE_MS });
+          ? { tail_bytes: tail_bytes ?? OUTPUT_DEFAULT_BYTES, limit_bytes, wait_ms: left }
+          : { offset, limit_bytes: limit_bytes ?? OUTPUT_DEFAULT_BYTES, tail_bytes, wait_ms: left };
+      // each attempt waits for what is left of wait_ms, and is answered within that and a grace,
+      // not the client's long-poll slack (see ANSWER_GRACE_MS)
+      const out = await send(
+        (a) => {
+          const left = wait_ms === undefined ? undefined : a.waitLeftMs;
+          return client.getOutput(job_id, query(left), { signal: a.signal, headersTimeoutMs: (left ?? 0) + ANSWER_GRACE_MS });
+        },
+        { resend: 'always', signal, ...(wait_ms === undefined ? {} : { waitMs: wait_ms }) },
+      );
       const dropped = out.truncated ? '; older output was dropped by the coordinator' : '';
       const head =
         `Output of job ${out.job_id} (${out.status}): bytes ${out.offset}-${out.next_offset} of ${out.total_bytes}${dropped}. ` +

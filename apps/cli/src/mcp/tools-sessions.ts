@@ -1,9 +1,9 @@
-import { randomBytes } from 'node:crypto';
-import { AgentqApiError } from '@agentq/client';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { AgentqApiError, AgentqConnectionError, AgentqUsageError, neverSent } from '@agentq/client';
 import type { Job } from '@agentq/protocol';
 import { z } from 'zod';
 import { ToolError } from './answers.js';
-import type { AddTool, Caller, ToolEnv } from './server.js';
+import type { AddTool, Caller, ErrorNote, ToolEnv } from './server.js';
 import { brief, describeSession, joined, jobView, sessionView } from './views.js';
 
 /* The tools that create work and address sessions: start, resume, message, list children, stop. */
@@ -44,6 +44,29 @@ function callbackNote(caller: Caller, job: Job): string {
   return 'It has no parent, so no session is resumed with its result: follow it with wait_for_jobs or get_status.';
 }
 
+/**
+ * What became of a message that send_message could not queue, for every error: the model must
+ * know whether to send it again. `not_found`, `terminal` and `refused`: the coordinator said no;
+ * `not_sent`: it was never reached; `unknown`: the answer was lost (the connection broke after the
+ * call was sent, a proxy answered 5xx, no answer in time), so it may have been queued.
+ */
+export function messageOutcome(err: unknown): ErrorNote {
+  const no = (outcome: string, why: string): ErrorNote => ({ data: { outcome }, line: `Outcome ${outcome}: the message was not queued (${why}).` });
+  if (err instanceof AgentqApiError && !(err.code.startsWith('http_') && err.status >= 500)) {
+    if (err.code === 'session_not_found') return no('not_found', 'no session has this name');
+    if (err.code === 'session_closed') return no('terminal', 'the session can take no more input');
+    return no('refused', 'the coordinator refused it');
+  }
+  if (err instanceof ToolError || err instanceof AgentqUsageError) return no('refused', 'it cannot be sent as given');
+  if (err instanceof AgentqConnectionError && neverSent(err)) return no('not_sent', 'the coordinator could not be reached');
+  return {
+    data: { outcome: 'unknown' },
+    line:
+      'Outcome unknown: the answer was lost, so the message may or may not have been queued. get_status of the session ' +
+      'counts its waiting messages (pending_messages) and names its active job: send it again only if it did not arrive.',
+  };
+}
+
 /** A fresh session name under `parent`: `<parent>-<6 hex>`. */
 function newSessionName(parent: string | null): string {
   const suffix = randomBytes(3).toString('hex');
@@ -51,7 +74,7 @@ function newSessionName(parent: string | null): string {
   return name.length <= 200 ? name : `session-${suffix}`;
 }
 
-export function registerSessionTools(add: AddTool, { client, caller }: ToolEnv): void {
+export function registerSessionTools(add: AddTool, { client, caller, send }: ToolEnv): void {
   const own = caller.sessionName;
 
   add(
@@ -79,9 +102,21 @@ export function registerSessionTools(add: AddTool, { client, caller }: ToolEnv):
     async (args, signal) => {
       const parent = args.parent_session_name === undefined ? (own ?? null) : args.parent_session_name;
       const { session_name, ...rest } = args;
-      const job = await client.createJob(
-        { ...rest, type: 'start_session', session_name: session_name ?? newSessionName(parent), parent_session_name: parent },
-        { signal },
+      const body = { ...rest, type: 'start_session' as const, session_name: session_name ?? newSessionName(parent), parent_session_name: parent };
+      // one key for every attempt: a create sent again after a lost answer makes no second job
+      const idempotencyKey = randomUUID();
+      const job = await send((a) => client.createJob(body, { signal: a.signal, idempotencyKey }), { resend: 'always', signal }).catch(
+        (err: unknown) => {
+          // the last answer lost: the model must learn the name (perhaps made up here) to look for it
+          if (err instanceof AgentqConnectionError && !neverSent(err)) {
+            throw new AgentqConnectionError(
+              `${err.message}. Session "${body.session_name}" may have been started: get_status with session_name "${body.session_name}" ` +
+                'tells (a start_session of that name cannot make a second one)',
+              { cause: err },
+            );
+          }
+          throw err;
+        },
       );
       const as = job.parent_session_name === null ? 'a root session' : job.parent_session_name === own ? 'your child' : `a child of "${job.parent_session_name}"`;
       return {
@@ -102,7 +137,11 @@ export function registerSessionTools(add: AddTool, { client, caller }: ToolEnv):
       inputSchema: { session_name: SessionName.describe('the session to continue'), prompt: Prompt, ...JobOptions },
     },
     async (args, signal) => {
-      const job = await client.createJob({ ...args, type: 'resume_session' }, { signal });
+      const idempotencyKey = randomUUID();
+      const job = await send((a) => client.createJob({ ...args, type: 'resume_session' }, { signal: a.signal, idempotencyKey }), {
+        resend: 'always',
+        signal,
+      });
       const when = job.status === 'pending' && job.pending_reason?.startsWith('waiting for job') ? ' (after its current job)' : '';
       return {
         message: `Queued job ${job.job_id} to resume session "${job.session_name}": ${job.status}${when}. ${callbackNote(caller, job)}`,
@@ -117,21 +156,18 @@ export function registerSessionTools(add: AddTool, { client, caller }: ToolEnv):
       title: 'Message a session',
       description:
         'Send `text` to a session, delivered with its next turn: at once as a new turn if the session is idle, otherwise together with ' +
-        'anything else waiting when its current turn ends. Answers outcome "queued"; "not_found" for an unknown session; "terminal" for ' +
-        'one that can take no more input.',
+        'anything else waiting when its current turn ends. Answers outcome "queued"; on an error, whether it was queued: "not_found" ' +
+        '(unknown session), "terminal" (it can take no more input), "refused" or "not_sent" (not queued), or "unknown" (the answer ' +
+        'was lost: check get_status of the session before sending it again).',
       inputSchema: { session_name: SessionName.describe('the session to message'), text: z.string().min(1).describe('the message') },
     },
     async ({ session_name, text }, signal) => {
-      const r = await client.sendMessage(session_name, { text }, { signal });
+      // no Idempotency-Key for messages: sent again only when the first attempt surely did nothing
+      const r = await send((a) => client.sendMessage(session_name, { text }, { signal: a.signal }), { resend: 'unsent', signal });
       const when = r.job_id ? `delivered now by job ${r.job_id} (the session was idle)` : 'delivered with its next turn (the session is busy)';
       return { message: `Message ${r.message_id} queued for "${r.session_name}": ${when}.`, data: { ...r } };
     },
-    (err) =>
-      err instanceof AgentqApiError && err.code === 'session_not_found'
-        ? { outcome: 'not_found' }
-        : err instanceof AgentqApiError && err.code === 'session_closed'
-          ? { outcome: 'terminal' }
-          : {},
+    messageOutcome,
   );
 
   add(
@@ -150,10 +186,8 @@ export function registerSessionTools(add: AddTool, { client, caller }: ToolEnv):
     async (args, signal) => {
       const parent = args.session_name ?? own;
       if (parent === undefined) throw new ToolError('validation_failed', 'session_name is required outside an agentq job', { field: 'session_name' });
-      const list = await client.listSessions(
-        { parent, limit: args.limit ?? 50, ...(args.status ? { status: args.status } : {}), ...(args.cursor ? { cursor: args.cursor } : {}) },
-        { signal },
-      );
+      const query = { parent, limit: args.limit ?? 50, ...(args.status ? { status: args.status } : {}), ...(args.cursor ? { cursor: args.cursor } : {}) };
+      const list = await send((a) => client.listSessions(query, { signal: a.signal }), { resend: 'always', signal });
       // each child's last result is cut shorter here than in get_status: a list may be long
       const sessions = list.sessions.map((s) => sessionView(s, 2048));
       const lines = sessions.map((s) => {
@@ -195,11 +229,12 @@ export function registerSessionTools(add: AddTool, { client, caller }: ToolEnv):
         throw new ToolError('validation_failed', 'that is your own turn: to stop it, end your turn', { job_id: caller.jobId, session_name: own });
       }
       if (job_id !== undefined) {
-        const r = await client.stopJob(job_id, { signal });
+        // stopping twice is stopping once: a stop whose answer was lost is sent again
+        const r = await send((a) => client.stopJob(job_id, { signal: a.signal }), { resend: 'always', signal });
         const what = { stopped: 'stopped', stopping: 'stopping (its launcher is ending it)', already_completed: `already over (${r.status})` }[r.outcome];
         return { message: `Job ${r.job_id}: ${what}.`, data: { job_id: r.job_id, outcome: r.outcome, status: r.status, job: jobView(r.job) } };
       }
-      const r = await client.stopSession(session_name!, { signal, ...(tree ? { tree } : {}) });
+      const r = await send((a) => client.stopSession(session_name!, { signal: a.signal, ...(tree ? { tree } : {}) }), { resend: 'always', signal });
       // a session may have many jobs queued: the answer names the first ones and counts them all
       const stopped = r.stopped.slice(0, STOPPED_MAX);
       const lines = stopped.map((s) => `job ${s.job_id}${s.session_name === r.session_name ? '' : ` (session "${s.session_name}")`} ${s.outcome}`);

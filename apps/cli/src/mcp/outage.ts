@@ -1,0 +1,91 @@
+import { AgentqApiError, AgentqConnectionError, neverSent } from '@agentq/client';
+import { isOutage, Reconnecting } from '../reconnect.js';
+
+/*
+ * Tool calls through a coordinator restart. A restarting coordinator answers 503 shutting_down,
+ * then cannot be reached for a moment. A model that gets "coordinator unreachable" from
+ * start_session or get_status may well give up on its plan, though the coordinator is back a
+ * second later: so every tool sends its call again for a while, as wait_for_jobs and `agentq wait`
+ * do (reconnect.ts), but only where sending it again cannot do the thing twice.
+ */
+
+/**
+ * How long a tool call goes on trying a coordinator that is away (a restart takes seconds), or
+ * its own wait if that is longer (get_output's wait_ms).
+ */
+export const OUTAGE_RETRY_MS = 30_000;
+
+/**
+ * How long past the end of a wait (or of the retries) a tool call still waits for the
+ * coordinator's answer. A coordinator that takes calls but does not answer them (paused, or cut
+ * off by the network) is given up on then, so a tool answers within MAX_WAIT_MS and this, before
+ * the MCP client gives up (the SDK's client after 60 s).
+ */
+export const ANSWER_GRACE_MS = 5_000;
+
+/**
+ * Which calls may be sent again:
+ * - `always`: reads, stops (stopping twice is stopping once) and creates with an Idempotency-Key
+ *   (the coordinator answers the job the first attempt made);
+ * - `unsent`: calls that would act twice (send_message): only when the call surely did nothing
+ *   (the connection was never made, or the coordinator itself refused it for now).
+ */
+export type Resend = 'always' | 'unsent';
+
+/** The call was surely not carried out: never sent, or refused for now by the coordinator itself. */
+export function notCarriedOut(err: unknown): boolean {
+  if (err instanceof AgentqConnectionError) return neverSent(err);
+  // a coordinator's own 429/503 (an agentq code, not a proxy's http_503) comes before any work
+  return err instanceof AgentqApiError && (err.status === 429 || err.status === 503) && !err.code.startsWith('http_');
+}
+
+export interface OutageOptions {
+  resend: Resend;
+  /** the coordinator is known to be there: else one that cannot be reached is reported at once (a wrong URL) */
+  reached: boolean;
+  /** the tool call's own signal */
+  signal: AbortSignal;
+  /** how long the call itself may wait on the coordinator (get_output's wait_ms); default 0 */
+  waitMs?: number;
+  /** how long past the end of the retries a call may take to be answered */
+  graceMs: number;
+  /** told before each pause (the server says it on stderr) */
+  onRetry?: (err: unknown, waitMs: number) => void;
+}
+
+/** What each attempt gets: the signal that ends it, and what is left of the call's own wait. */
+export interface Attempt {
+  signal: AbortSignal;
+  waitLeftMs: number;
+}
+
+/**
+ * `call()`, sent again while the coordinator is away, for up to OUTAGE_RETRY_MS (or `waitMs`),
+ * and answered or given up on within that and `graceMs` (a coordinator that takes the call and
+ * does not answer, too): before an MCP client gives up on the tool call. What cannot be sent
+ * again, or is still failing then, is thrown; a coordinator that did not answer in time as an
+ * AgentqConnectionError.
+ */
+export async function throughOutage<T>(call: (a: Attempt) => Promise<T>, o: OutageOptions): Promise<T> {
+  const start = Date.now();
+  const waitMs = o.waitMs ?? 0;
+  const windowMs = Math.max(waitMs, OUTAGE_RETRY_MS);
+  const limit = AbortSignal.timeout(windowMs + o.graceMs);
+  const signal = AbortSignal.any([o.signal, limit]);
+  const reconnect = new Reconnecting({
+    deadline: start + windowMs,
+    now: Date.now,
+    signal,
+    reached: o.reached,
+    retryable: o.resend === 'always' ? isOutage : notCarriedOut,
+    ...(o.onRetry ? { onRetry: o.onRetry } : {}),
+  });
+  try {
+    return await reconnect.call(() => call({ signal, waitLeftMs: Math.max(0, start + waitMs - Date.now()) }));
+  } catch (err) {
+    if (limit.aborted && !o.signal.aborted) {
+      throw new AgentqConnectionError(`the coordinator did not answer within ${Math.round((windowMs + o.graceMs) / 1000)} s`, { cause: err });
+    }
+    throw err;
+  }
+}

@@ -1,0 +1,128 @@
+import assert from 'node:assert/strict';
+import { createServer } from 'node:net';
+import { describe, it, type TestContext } from 'node:test';
+import { coordinator, deadUrl } from './helpers.js';
+import { callTool, mcpClient } from './mcp-helpers.js';
+
+/*
+ * Every tool of `agentq mcp` through a coordinator restart (not only wait_for_jobs): a model that
+ * is told "coordinator unreachable" by start_session or get_status may give up its plan, though
+ * the coordinator is back a second later. What may be sent again is; what cannot (a message) says
+ * whether it was queued.
+ */
+
+describe('agentq mcp: tool calls during a coordinator restart', () => {
+  it('start_session, resume_session, get_status, list_children, get_output and stop go on once the coordinator is back; a start makes one job', async (t) => {
+    const c = await coordinator(t);
+    const job = await c.client.createJob({ type: 'start_session', session_name: 'a', prompt: 'x' });
+    const mcp = await mcpClient(t, { AGENTQ_URL: c.url });
+    // this server has reached the coordinator: one that is away now is restarting, not a wrong URL
+    assert.equal((await callTool(mcp, 'get_status', { job_id: job.job_id })).isError, false);
+    let down!: () => void;
+    const isDown = new Promise<void>((resolve) => (down = resolve));
+    const back = c.restart({ whileDown: down });
+    await isDown;
+    const calls = {
+      start: callTool(mcp, 'start_session', { session_name: 'b', prompt: 'y' }),
+      resume: callTool(mcp, 'resume_session', { session_name: 'a', prompt: 'z' }),
+      status: callTool(mcp, 'get_status', { session_name: 'a' }),
+      children: callTool(mcp, 'list_children', { session_name: 'a' }),
+      output: callTool(mcp, 'get_output', { job_id: job.job_id }),
+    };
+    await back;
+    for (const [name, call] of Object.entries(calls)) {
+      const r = await call;
+      assert.equal(r.isError, false, `${name}: ${r.text}`);
+    }
+    const stop = await callTool(mcp, 'stop', { session_name: 'a' });
+    assert.equal(stop.isError, false, stop.text);
+    // however many times the create was sent, the coordinator made one job
+    assert.equal((await c.client.getSession('b')).job_ids.length, 1);
+    assert.equal((await c.client.getSession('a')).job_ids.length, 2);
+  });
+
+  it('send_message is sent again when the coordinator refused the connection (it surely did nothing), and queues the message once', async (t) => {
+    const c = await coordinator(t);
+    await c.client.createJob({ type: 'start_session', session_name: 'a', prompt: 'x' });
+    // the port stays closed until the server says it tries again (or, were it not to, has answered)
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    const mcp = await mcpClient(t, { AGENTQ_URL: c.url }, { onStderr: (line) => /trying again/.test(line) && release() });
+    assert.equal((await callTool(mcp, 'get_status', { session_name: 'a' })).isError, false);
+    let down!: () => void;
+    const isDown = new Promise<void>((resolve) => (down = resolve));
+    // nothing listens on the port until then: the connection is refused, the message surely not read
+    const back = c.restart({ whileDown: down, refuseUntil: released });
+    await isDown;
+    const sending = callTool(mcp, 'send_message', { session_name: 'a', text: 'hello' });
+    void sending.finally(release);
+    await back;
+    const r = await sending;
+    assert.equal(r.isError, false, r.text);
+    assert.equal(r.data.outcome, 'queued');
+    assert.equal((await c.client.getSession('a')).pending_messages.length, 1);
+  });
+});
+
+describe('agentq mcp: send_message says what became of the message on every error', () => {
+  it('not_sent when the coordinator cannot be reached (the server never reached it: reported at once)', async (t) => {
+    const mcp = await mcpClient(t, { AGENTQ_URL: await deadUrl() });
+    const r = await callTool(mcp, 'send_message', { session_name: 'a', text: 'hello' });
+    assert.equal(r.isError, true);
+    assert.equal(r.data.error.code, 'coordinator_unreachable');
+    assert.equal(r.data.outcome, 'not_sent');
+    assert.match(r.text, /Outcome not_sent: the message was not queued/);
+  });
+
+  it('unknown when the connection broke after the message was sent (it may have been queued)', async (t) => {
+    const c = await coordinator(t);
+    await c.client.createJob({ type: 'start_session', session_name: 'a', prompt: 'x' });
+    const mcp = await mcpClient(t, { AGENTQ_URL: c.url });
+    assert.equal((await callTool(mcp, 'get_status', { session_name: 'a' })).isError, false);
+    let down!: () => void;
+    const isDown = new Promise<void>((resolve) => (down = resolve));
+    // the port takes the connection and cuts it: the message may have been read, so it is not sent again
+    const back = c.restart({ whileDown: down });
+    await isDown;
+    const r = await callTool(mcp, 'send_message', { session_name: 'a', text: 'hello' });
+    await back;
+    assert.equal(r.isError, true, r.text);
+    assert.equal(r.data.error.code, 'coordinator_unreachable');
+    assert.equal(r.data.outcome, 'unknown');
+    assert.match(r.text, /may or may not have been queued/);
+  });
+
+  it('refused for a refusal other than not_found and terminal (here: a message over the size limit)', async (t) => {
+    const c = await coordinator(t, { maxPromptBytes: 4096 });
+    await c.client.createJob({ type: 'start_session', session_name: 'a', prompt: 'x' });
+    const mcp = await mcpClient(t, { AGENTQ_URL: c.url });
+    const r = await callTool(mcp, 'send_message', { session_name: 'a', text: 'x'.repeat(5000) });
+    assert.equal(r.isError, true, r.text);
+    assert.equal(r.data.error.code, 'validation_failed');
+    assert.equal(r.data.outcome, 'refused');
+    assert.match(r.text, /Outcome refused: the message was not queued/);
+  });
+});
+
+/** A port that takes every connection and cuts it at once: each call may have been read, none is answered. */
+async function cuttingCoordinator(t: TestContext): Promise<string> {
+  const server = createServer((socket) => socket.destroy());
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.after(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  const address = server.address();
+  if (address === null || typeof address === 'string') throw new Error('no port');
+  return `http://127.0.0.1:${address.port}`;
+}
+
+describe('agentq mcp: start_session whose answer was lost', () => {
+  it('names the session it may have started (perhaps a name it made up), and how to look for it', async (t) => {
+    const mcp = await mcpClient(t, { AGENTQ_URL: await cuttingCoordinator(t) });
+    for (const args of [{ session_name: 'w', prompt: 'x' }, { prompt: 'x' }]) {
+      const r = await callTool(mcp, 'start_session', args);
+      assert.equal(r.isError, true);
+      assert.equal(r.data.error.code, 'coordinator_unreachable');
+      assert.match(r.text, /Session "([^"]+)" may have been started: get_status with session_name "\1" tells/);
+      if (args.session_name) assert.match(r.text, /Session "w"/);
+    }
+  });
+});
