@@ -124,4 +124,62 @@ describe('agentq mcp: bounded answers', () => {
     assert.ok(bytes <= 64 * 1024, `${bytes} bytes of results`);
     for (const j of jobs) assert.equal(j.result_full_bytes, 2048);
   });
+
+  it('get_status reads a long result in pieces with result_offset: each cut on a character, saying where it lies, together the whole', async (t) => {
+    const c = await coordinator(t);
+    await c.client.createJob({ type: 'start_session', session_name: 'long', prompt: 'p' });
+    // two-byte and four-byte characters: no 16 KiB boundary falls between two of them by chance
+    const result = `${'é'.repeat(10_001)}${'😀'.repeat(5_000)}.`;
+    const job = await c.launcher.claimAndStart();
+    await c.launcher.complete(job.job_id, result);
+    const mcp = await mcpClient(t, { AGENTQ_URL: c.url });
+    for (const whose of [{ job_id: job.job_id }, { session_name: 'long' }]) {
+      const field = 'job_id' in whose ? 'result' : 'last_result';
+      const pieces: string[] = [];
+      let offset: number | undefined;
+      for (;;) {
+        const r = await callTool(mcp, 'get_status', { ...whose, ...(offset === undefined ? {} : { result_offset: offset }) });
+        assert.equal(r.isError, false, r.text);
+        const view = 'job_id' in whose ? r.data.job : r.data.session;
+        const piece = view[field] as string;
+        assert.equal(Buffer.from(piece, 'utf8').toString('utf8'), piece, 'no half character');
+        assert.ok(Buffer.byteLength(piece, 'utf8') <= 16 * 1024);
+        assert.equal(view[`${field}_full_bytes`], Buffer.byteLength(result, 'utf8'));
+        const start = offset ?? 0;
+        const end = start + Buffer.byteLength(piece, 'utf8');
+        pieces.push(piece);
+        const next = view[`${field}_next_offset`] as number | undefined;
+        if (next === undefined) {
+          assert.match(r.text, new RegExp(`\\[bytes ${start}-${end} of the (last )?result's ${view[`${field}_full_bytes`]}: its end\\]`));
+          break;
+        }
+        assert.equal(next, end);
+        const arg = 'job_id' in whose ? `job_id "${job.job_id}"` : 'session_name "long"';
+        assert.ok(r.text.includes(`[bytes ${start}-${end} of the ${field === 'result' ? 'result' : 'last result'}'s `), r.text.slice(-300));
+        assert.ok(r.text.includes(`the rest: get_status with ${arg} and result_offset ${next}]`), r.text.slice(-300));
+        offset = next;
+      }
+      assert.ok(pieces.length >= 3);
+      assert.equal(pieces.join(''), result);
+    }
+  });
+
+  it("an error too long to show whole says it was cut; a last result it leaves no room for is read with result_offset", async (t) => {
+    const c = await coordinator(t);
+    await c.client.createJob({ type: 'start_session', session_name: 's', prompt: 'p' });
+    await c.launcher.complete((await c.launcher.claimAndStart()).job_id, 'r'.repeat(20_000));
+    await c.client.createJob({ type: 'resume_session', session_name: 's', prompt: 'again' });
+    const failed = await c.launcher.claimAndStart();
+    await c.launcher.fail(failed.job_id, 'e'.repeat(17_000));
+    const mcp = await mcpClient(t, { AGENTQ_URL: c.url });
+    const job = await callTool(mcp, 'get_status', { job_id: failed.job_id });
+    assert.match(job.text, new RegExp(`\\[the error was cut to 16384 of 17000 bytes; the whole of it: \`agentq status ${failed.job_id} --json\`\\]`));
+    const session = await callTool(mcp, 'get_status', { session_name: 's' });
+    assert.match(session.text, /\[the error was cut to 16384 of 17000 bytes; the whole of it: `agentq sessions s --json`\]/);
+    assert.equal(session.data.session.last_result, '');
+    assert.match(session.text, /\[bytes 0-0 of the last result's 20000; the rest: get_status with session_name "s" and result_offset 0\]/);
+    const read = await callTool(mcp, 'get_status', { session_name: 's', result_offset: 0 });
+    assert.equal(read.data.session.last_result, 'r'.repeat(16 * 1024));
+    assert.equal(read.data.session.last_result_next_offset, 16 * 1024);
+  });
 });

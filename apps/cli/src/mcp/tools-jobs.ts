@@ -3,7 +3,7 @@ import { waitForJobs } from '../waiting.js';
 import { ToolError } from './answers.js';
 import { ANSWER_GRACE_MS } from './outage.js';
 import type { AddTool, ToolEnv } from './server.js';
-import { describeJob, describeSession, joined, jobView, sessionView } from './views.js';
+import { describeJob, describeSession, joined, jobView, RESULT_MAX_BYTES, sessionView } from './views.js';
 
 /* The tools that read: a job's or a session's status, waiting for jobs, a job's output. */
 
@@ -32,23 +32,34 @@ export function registerJobTools(add: AddTool, { client, coordinatorReached, sen
       title: 'Status of a job or a session',
       description:
         "The status and result of a job (job_id), or the status, last result and children of a session (session_name). Give exactly one. " +
+        `A result longer than ${RESULT_MAX_BYTES / 1024} KiB comes in pieces: the answer says where the piece ends; pass that as result_offset to read on. ` +
         'You do not need it to learn when a child of yours ends: you are resumed with its result.',
       inputSchema: {
         job_id: JobId.optional().describe('a job'),
         session_name: z.string().min(1).max(200).optional().describe('a session'),
+        result_offset: z
+          .number()
+          .int()
+          .min(0)
+          .optional()
+          .describe(`the result (a session's last result) from this byte offset, up to ${RESULT_MAX_BYTES / 1024} KiB: the result_next_offset of an earlier answer`),
       },
       annotations: { readOnlyHint: true },
     },
-    async ({ job_id, session_name }, signal) => {
+    async ({ job_id, session_name, result_offset }, signal) => {
       if ((job_id === undefined) === (session_name === undefined)) {
         throw new ToolError('validation_failed', 'give exactly one of job_id and session_name');
       }
       if (job_id !== undefined) {
-        const job = jobView(await send((a) => client.getJob(job_id, { signal: a.signal }), { resend: 'always', signal }));
+        const job = jobView(await send((a) => client.getJob(job_id, { signal: a.signal }), { resend: 'always', signal }), RESULT_MAX_BYTES, result_offset);
         const { head, body } = describeJob(job);
         return { message: head, details: body, data: { job } };
       }
-      const session = sessionView(await send((a) => client.getSession(session_name!, { signal: a.signal }), { resend: 'always', signal }));
+      const session = sessionView(
+        await send((a) => client.getSession(session_name!, { signal: a.signal }), { resend: 'always', signal }),
+        RESULT_MAX_BYTES,
+        result_offset,
+      );
       const { head, body } = describeSession(session);
       return { message: head, details: body, data: { session } };
     },

@@ -19,17 +19,32 @@ export const CHILDREN_MAX = 50;
 /** What a view says about a text it may have cut. */
 export interface Bounded {
   text: string | null;
-  /** set when the text was cut: its full size in bytes */
+  /** set when the text is not whole: its full size in bytes */
   full_bytes?: number;
+  /** set when the text does not start at the beginning: the byte offset it starts at */
+  offset?: number;
+  /** set when more follows: the byte offset to read on from (get_status's result_offset) */
+  next_offset?: number;
 }
 
 /** The first `maxBytes` bytes of `s`, cut on a character boundary. */
 export function cutUtf8(s: string, maxBytes: number): string {
-  const buf = Buffer.from(s, 'utf8');
-  if (buf.length <= maxBytes) return s;
-  let end = Math.max(0, maxBytes);
-  while (end > 0 && (buf[end]! & 0xc0) === 0x80) end--;
-  return buf.subarray(0, end).toString('utf8');
+  return sliceUtf8(Buffer.from(s, 'utf8'), 0, maxBytes).text;
+}
+
+const continuation = (buf: Buffer, i: number) => i < buf.length && (buf[i]! & 0xc0) === 0x80;
+
+/**
+ * At most `maxBytes` bytes of `buf` from `offset`, both ends moved onto character boundaries (the
+ * start forward, the end back), so that no piece holds half a character and the pieces read one
+ * after the other (each from the last one's end) make the whole text.
+ */
+function sliceUtf8(buf: Buffer, offset: number, maxBytes: number): { text: string; start: number; end: number } {
+  let start = Math.min(Math.max(0, offset), buf.length);
+  while (continuation(buf, start)) start++;
+  let end = Math.min(buf.length, start + Math.max(0, maxBytes));
+  while (end > start && continuation(buf, end)) end--;
+  return { text: buf.subarray(start, end).toString('utf8'), start, end };
 }
 
 /**
@@ -44,10 +59,13 @@ export function brief(s: string, maxUnits: number): string {
   return `${s.slice(0, end)}…`;
 }
 
-export function bounded(text: string | null, maxBytes: number): Bounded {
+/** `text`, or at most `maxBytes` of it from byte `offset`, saying where the piece lies in it. */
+export function bounded(text: string | null, maxBytes: number, offset = 0): Bounded {
   if (text === null) return { text: null };
-  const full = Buffer.byteLength(text, 'utf8');
-  return full <= maxBytes ? { text } : { text: cutUtf8(text, maxBytes), full_bytes: full };
+  const buf = Buffer.from(text, 'utf8');
+  if (offset === 0 && buf.length <= maxBytes) return { text };
+  const { text: piece, start, end } = sliceUtf8(buf, offset, maxBytes);
+  return { text: piece, full_bytes: buf.length, ...(start > 0 ? { offset: start } : {}), ...(end < buf.length ? { next_offset: end } : {}) };
 }
 
 export interface JobView {
@@ -59,8 +77,12 @@ export interface JobView {
   terminal: boolean;
   /** the agent's answer (completed jobs), at most RESULT_MAX_BYTES */
   result: string | null;
-  /** set when `result` was cut: the whole result's size */
+  /** set when `result` is not whole: the whole result's size */
   result_full_bytes?: number;
+  /** set when `result` starts past the beginning (get_status's result_offset) */
+  result_offset?: number;
+  /** set when more of the result follows: get_status with this result_offset reads on */
+  result_next_offset?: number;
   error: string | null;
   error_full_bytes?: number;
   error_code: string | null;
@@ -76,10 +98,17 @@ export interface JobView {
   cost_usd: number | null;
 }
 
-export function jobView(job: Job, resultMaxBytes = RESULT_MAX_BYTES): JobView {
+/**
+ * The view of a job. `resultOffset` (get_status): the result from that byte on, with the whole of
+ * `resultMaxBytes` to itself, so that a model reads a long result piece by piece.
+ */
+export function jobView(job: Job, resultMaxBytes = RESULT_MAX_BYTES, resultOffset?: number): JobView {
   // the error first: it is short and says why the job failed; the result has the rest
   const error = bounded(job.error, resultMaxBytes);
-  const result = bounded(job.result, resultMaxBytes - Buffer.byteLength(error.text ?? '', 'utf8'));
+  const result =
+    resultOffset === undefined
+      ? bounded(job.result, resultMaxBytes - Buffer.byteLength(error.text ?? '', 'utf8'))
+      : bounded(job.result, resultMaxBytes, resultOffset);
   return {
     job_id: job.job_id,
     type: job.type,
@@ -87,8 +116,7 @@ export function jobView(job: Job, resultMaxBytes = RESULT_MAX_BYTES): JobView {
     parent_session_name: job.parent_session_name,
     status: job.status,
     terminal: job.terminal,
-    result: result.text,
-    ...(result.full_bytes === undefined ? {} : { result_full_bytes: result.full_bytes }),
+    ...(pieceOf('result', result) as Pick<JobView, 'result'>),
     error: error.text,
     ...(error.full_bytes === undefined ? {} : { error_full_bytes: error.full_bytes }),
     error_code: job.error_code,
@@ -103,6 +131,16 @@ export function jobView(job: Job, resultMaxBytes = RESULT_MAX_BYTES): JobView {
   };
 }
 
+/** `{ <name>, <name>_full_bytes?, <name>_offset?, <name>_next_offset? }` of a bounded text. */
+function pieceOf<N extends string>(name: N, b: Bounded): Record<string, string | number | null> {
+  return {
+    [name]: b.text,
+    ...(b.full_bytes === undefined ? {} : { [`${name}_full_bytes`]: b.full_bytes }),
+    ...(b.offset === undefined ? {} : { [`${name}_offset`]: b.offset }),
+    ...(b.next_offset === undefined ? {} : { [`${name}_next_offset`]: b.next_offset }),
+  };
+}
+
 export interface SessionView {
   session_name: string;
   parent_session_name: string | null;
@@ -113,6 +151,8 @@ export interface SessionView {
   last_job_status: Session['last_job_status'];
   last_result: string | null;
   last_result_full_bytes?: number;
+  last_result_offset?: number;
+  last_result_next_offset?: number;
   last_error: string | null;
   last_error_full_bytes?: number;
   /** false once the session can take no more input (docs/sessions.md) */
@@ -133,11 +173,15 @@ export interface SessionView {
   budget_usd: number | null;
 }
 
-export function sessionView(s: Session, resultMaxBytes = RESULT_MAX_BYTES): SessionView {
+/** The view of a session; `resultOffset` as for jobView, for its last result. */
+export function sessionView(s: Session, resultMaxBytes = RESULT_MAX_BYTES, resultOffset?: number): SessionView {
   // a session keeps its last result and its last error apart (a failed turn after a completed one
   // has both): the error first, as for a job
   const lastError = bounded(s.last_error, resultMaxBytes);
-  const last = bounded(s.last_result, resultMaxBytes - Buffer.byteLength(lastError.text ?? '', 'utf8'));
+  const last =
+    resultOffset === undefined
+      ? bounded(s.last_result, resultMaxBytes - Buffer.byteLength(lastError.text ?? '', 'utf8'))
+      : bounded(s.last_result, resultMaxBytes, resultOffset);
   return {
     session_name: s.session_name,
     parent_session_name: s.parent_session_name,
@@ -145,8 +189,7 @@ export function sessionView(s: Session, resultMaxBytes = RESULT_MAX_BYTES): Sess
     status: s.status,
     active_job_id: s.active_job_id,
     last_job_status: s.last_job_status,
-    last_result: last.text,
-    ...(last.full_bytes === undefined ? {} : { last_result_full_bytes: last.full_bytes }),
+    ...(pieceOf('last_result', last) as Pick<SessionView, 'last_result'>),
     last_error: lastError.text,
     ...(lastError.full_bytes === undefined ? {} : { last_error_full_bytes: lastError.full_bytes }),
     accepts_input: s.accepts_input,
@@ -185,12 +228,30 @@ export function describeJob(v: JobView): Described {
   if (v.status === 'pending' && v.pending_reason) lines.push(`Waiting: ${v.pending_reason}.`);
   if (v.result !== null) {
     lines.push('Result:', v.result);
-    if (v.result_full_bytes !== undefined) {
-      lines.push(`[the result was cut to ${Buffer.byteLength(v.result, 'utf8')} of ${v.result_full_bytes} bytes; the whole of it: \`agentq status ${v.job_id} --json\`]`);
-    }
+    const note = pieceNote('result', v.result, v.result_full_bytes, v.result_offset, v.result_next_offset, `job_id "${v.job_id}"`);
+    if (note) lines.push(note);
   }
-  if (v.error !== null) lines.push(`Error${v.error_code ? ` (${v.error_code})` : ''}: ${v.error}`);
+  if (v.error !== null) {
+    lines.push(`Error${v.error_code ? ` (${v.error_code})` : ''}: ${v.error}`);
+    if (v.error_full_bytes !== undefined) lines.push(errorNote(v.error, v.error_full_bytes, `agentq status ${v.job_id} --json`));
+  }
   return { head, body: lines.join('\n') };
+}
+
+/**
+ * Where a piece of a result lies in the whole, and how to read on: nothing when the text is whole.
+ * `whose`: the get_status argument that names its job or session.
+ */
+function pieceNote(what: string, text: string, full: number | undefined, offset: number | undefined, next: number | undefined, whose: string): string {
+  if (full === undefined) return '';
+  const start = offset ?? 0;
+  const range = `[bytes ${start}-${start + Buffer.byteLength(text, 'utf8')} of the ${what}'s ${full}`;
+  return next === undefined ? `${range}: its end]` : `${range}; the rest: get_status with ${whose} and result_offset ${next}]`;
+}
+
+/** What is said under an error that was cut (errors are not read in pieces: they are short but for a rare runaway one). */
+function errorNote(text: string, full: number, command: string): string {
+  return `[the error was cut to ${Buffer.byteLength(text, 'utf8')} of ${full} bytes; the whole of it: \`${command}\`]`;
 }
 
 export function describeSession(v: SessionView): Described {
@@ -200,9 +261,13 @@ export function describeSession(v: SessionView): Described {
   if (v.last_job_status) lines.push(`Last job: ${v.last_job_status}.`);
   if (v.last_result !== null) {
     lines.push('Last result:', v.last_result);
-    if (v.last_result_full_bytes !== undefined) lines.push(`[cut to ${Buffer.byteLength(v.last_result, 'utf8')} of ${v.last_result_full_bytes} bytes]`);
+    const note = pieceNote('last result', v.last_result, v.last_result_full_bytes, v.last_result_offset, v.last_result_next_offset, `session_name "${v.session_name}"`);
+    if (note) lines.push(note);
   }
-  if (v.last_error !== null) lines.push(`Last error: ${v.last_error}`);
+  if (v.last_error !== null) {
+    lines.push(`Last error: ${v.last_error}`);
+    if (v.last_error_full_bytes !== undefined) lines.push(errorNote(v.last_error, v.last_error_full_bytes, `agentq sessions ${v.session_name} --json`));
+  }
   if (!v.accepts_input) lines.push('It can take no more input (its start never ran).');
   if (v.children_count > v.children.length) {
     lines.push(`Children: ${v.children_count}; the newest ${v.children.length}: ${v.children.join(', ')}. list_children pages through them all.`);
