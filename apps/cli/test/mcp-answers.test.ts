@@ -182,4 +182,21 @@ describe('agentq mcp: bounded answers', () => {
     assert.equal(read.data.session.last_result, 'r'.repeat(16 * 1024));
     assert.equal(read.data.session.last_result_next_offset, 16 * 1024);
   });
+
+  it('start_session under a closed parent says no result resumes it (not that the parent is resumed)', async (t) => {
+    const c = await coordinator(t);
+    await c.client.createJob({ type: 'start_session', session_name: 'boss', prompt: 'p' });
+    const boss = await c.launcher.claimAndStart();
+    const mcp = await mcpClient(t, { AGENTQ_URL: c.url, AGENTQ_SESSION_NAME: 'boss', AGENTQ_JOB_ID: boss.job_id });
+    assert.equal((await callTool(mcp, 'start_session', { session_name: 'open', prompt: 'x' })).isError, false);
+    assert.equal((await callTool(mcp, 'start_session', { session_name: 'closed', prompt: 'x' })).isError, false);
+    // stopped while pending: its start never ran, so it can take no more input
+    assert.equal((await callTool(mcp, 'stop', { session_name: 'closed' })).isError, false);
+    assert.equal((await c.client.getSession('closed')).accepts_input, false);
+    const under = await callTool(mcp, 'start_session', { session_name: 'orphan', parent_session_name: 'closed', prompt: 'x' });
+    assert.equal(under.isError, false, under.text);
+    assert.match(under.text, /Its parent "closed" can take no more input \(its start never ran\): its result waits there, resuming nobody/);
+    const fine = await callTool(mcp, 'start_session', { session_name: 'grandchild', parent_session_name: 'open', prompt: 'x' });
+    assert.match(fine.text, /Its parent "open" is resumed with its result when it ends\.$/);
+  });
 });

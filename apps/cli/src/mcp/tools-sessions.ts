@@ -32,12 +32,22 @@ const JobOptions = {
   max_cost_usd: z.number().positive().max(1e6).nullable().optional().describe('stop the turn once it would cost more (Claude Code: --max-budget-usd); null: no limit'),
 };
 
-/** What the agent is told about being resumed, for a job of `session` whose parent is `parent`. */
-function callbackNote(caller: Caller, job: Job): string {
+/**
+ * What the agent is told about being resumed, for a job of `session` whose parent is `parent`.
+ * `parentClosed`: the parent (not the caller) can take no more input (its own start never ran),
+ * so no result resumes it unless it is started again.
+ */
+function callbackNote(caller: Caller, job: Job, parentClosed = false): string {
   if (job.parent_session_name !== null && job.parent_session_name === caller.sessionName) {
     return (
       'When it ends you will be resumed with its result in a <background-task-completed> message: you need not poll, ' +
       'wait or check on it. Do other work, or end your turn.'
+    );
+  }
+  if (job.parent_session_name !== null && parentClosed) {
+    return (
+      `Its parent "${job.parent_session_name}" can take no more input (its start never ran): its result waits there, ` +
+      `resuming nobody unless "${job.parent_session_name}" is started again (start_session of that name). Follow it with wait_for_jobs or get_status.`
     );
   }
   if (job.parent_session_name !== null) return `Its parent "${job.parent_session_name}" is resumed with its result when it ends.`;
@@ -76,6 +86,18 @@ function newSessionName(parent: string | null): string {
 
 export function registerSessionTools(add: AddTool, { client, caller, send }: ToolEnv): void {
   const own = caller.sessionName;
+  /**
+   * Whether the parent of `job`, when it is not the caller, is closed: the coordinator takes a
+   * child under a closed session, whose result then resumes nobody. Read after the create, and
+   * taken as open when it cannot be read (the job is made either way).
+   */
+  const parentClosed = async (job: Job, signal: AbortSignal): Promise<boolean> => {
+    if (job.parent_session_name === null || job.parent_session_name === own) return false;
+    return client.getSession(job.parent_session_name, { signal }).then(
+      (p) => !p.accepts_input,
+      () => false,
+    );
+  };
 
   add(
     'start_session',
@@ -120,7 +142,7 @@ export function registerSessionTools(add: AddTool, { client, caller, send }: Too
       );
       const as = job.parent_session_name === null ? 'a root session' : job.parent_session_name === own ? 'your child' : `a child of "${job.parent_session_name}"`;
       return {
-        message: `Started session "${job.session_name}" as ${as}: job ${job.job_id}, ${job.status}. ${callbackNote(caller, job)}`,
+        message: `Started session "${job.session_name}" as ${as}: job ${job.job_id}, ${job.status}. ${callbackNote(caller, job, await parentClosed(job, signal))}`,
         data: { job: jobView(job) },
       };
     },
@@ -144,7 +166,7 @@ export function registerSessionTools(add: AddTool, { client, caller, send }: Too
       });
       const when = job.status === 'pending' && job.pending_reason?.startsWith('waiting for job') ? ' (after its current job)' : '';
       return {
-        message: `Queued job ${job.job_id} to resume session "${job.session_name}": ${job.status}${when}. ${callbackNote(caller, job)}`,
+        message: `Queued job ${job.job_id} to resume session "${job.session_name}": ${job.status}${when}. ${callbackNote(caller, job, await parentClosed(job, signal))}`,
         data: { job: jobView(job) },
       };
     },
