@@ -1,11 +1,12 @@
-import { isTerminal, JobStatuses, JobTypes, TERMINAL_STATUSES, type EventJob, type LifecycleEvent } from '@agentq/protocol';
+import { isTerminal, JobStatuses, JobTypes, TERMINAL_STATUSES, type LifecycleEvent } from '@agentq/protocol';
+import { jobFactsOf, type JobFacts } from '../core/store/lazy-events.js';
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import type { MetricsSource, ScrapeCounts } from './source.js';
 
-/** Seconds between two wire timestamps, or null when one is missing (or time ran backwards). */
-function between(from: string | null | undefined, to: string | null | undefined): number | null {
-  if (!from || !to) return null;
-  const seconds = (Date.parse(to) - Date.parse(from)) / 1000;
+/** Seconds between two times (ms), or null when one is missing (or time ran backwards). */
+function between(from: number | null, to: number | null): number | null {
+  if (from === null || to === null) return null;
+  const seconds = (to - from) / 1000;
   return Number.isFinite(seconds) && seconds >= 0 ? seconds : null;
 }
 
@@ -16,7 +17,7 @@ function between(from: string | null | undefined, to: string | null | undefined)
  */
 export class JobMetrics {
   /** jobs put back in the queue and not claimed again: their time in queue starts there */
-  readonly #requeuedAt = new Map<string, string>();
+  readonly #requeuedAt = new Map<string, number>();
   readonly #unsubscribe: () => void;
 
   readonly #created: Counter<'type'>;
@@ -93,23 +94,24 @@ export class JobMetrics {
   }
 
   #onEvent(event: LifecycleEvent): void {
-    if (!('job' in event)) return;
-    const job = event.job;
+    // the row's fields, not the event's wire view (lazy-events.ts)
+    const job = jobFactsOf(event);
+    if (!job) return;
     switch (event.type) {
       case 'job.created':
         this.#created.inc({ type: job.type });
         break;
       case 'job.claimed': {
-        const waited = between(this.#requeuedAt.get(job.job_id) ?? job.created_at, job.claimed_at);
-        this.#requeuedAt.delete(job.job_id);
+        const waited = between(this.#requeuedAt.get(job.id) ?? job.createdAt, job.claimedAt);
+        this.#requeuedAt.delete(job.id);
         if (waited !== null) this.#queueSeconds.observe(waited);
         break;
       }
       case 'job.requeued':
-        this.#requeuedAt.set(job.job_id, event.at);
+        this.#requeuedAt.set(job.id, Date.parse(event.at));
         break;
       case 'job.started': {
-        const dispatch = between(job.claimed_at, job.started_at);
+        const dispatch = between(job.claimedAt, job.startedAt);
         if (dispatch !== null) this.#dispatchSeconds.observe(dispatch);
         break;
       }
@@ -120,11 +122,11 @@ export class JobMetrics {
   }
 
   /** A job reached its terminal status (its one `job.<status>` event). */
-  #terminal(job: EventJob): void {
-    this.#requeuedAt.delete(job.job_id);
+  #terminal(job: JobFacts): void {
+    this.#requeuedAt.delete(job.id);
     this.#endedTotal.inc({ status: job.status });
-    const ran = between(job.started_at, job.completed_at);
+    const ran = between(job.startedAt, job.completedAt);
     if (ran !== null) this.#runSeconds.observe({ status: job.status }, ran);
-    if (job.status === 'completed' && job.callback_of) this.#callbacksDelivered.inc(job.callback_of.length);
+    if (job.status === 'completed' && job.callbackOf) this.#callbacksDelivered.inc(job.callbackOf.length);
   }
 }
