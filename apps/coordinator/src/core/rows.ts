@@ -18,8 +18,8 @@ export type StopCause = StopReason | 'tree';
 
 /*
  * The rows the store keeps: plain data, one interface per entity. A committed row is never
- * mutated; a change makes a new row (`{ ...row, ...patch }`), so a reader holding a row always
- * sees one consistent version. What can be derived (a session's active job, a launcher's jobs, the
+ * mutated; a change makes a new row (the row with the patch over it: row-versions.ts), so a
+ * reader holding a row always sees one consistent version. What can be derived (a session's active job, a launcher's jobs, the
  * ready queue) is not stored in rows: the store keeps it as indexes (memory) or queries (SQL).
  */
 

@@ -3,6 +3,7 @@ import { DeadlineHeap } from '../deadline-heap.js';
 import { isActive, queuedMessageBytes, type HostBindingRow, type IdempotencyRow, type JobRow, type LauncherRow, type SessionRow } from '../rows.js';
 import type { SessionExtras } from '../wire.js';
 import type { ChangeSet, RowChange } from './changes.js';
+import { nextJob, nextLauncher, nextSession } from '../row-versions.js';
 import { ReadyIndex } from './ready-index.js';
 import type { ListJobsFilter, ListSessionsFilter } from './store.js';
 
@@ -177,11 +178,11 @@ export class MemoryState {
   /** Replace one field set of a committed row outside a transaction (output length, sign of life). */
   patchJob(id: string, patch: Partial<JobRow>): void {
     const row = this.jobs.get(id);
-    if (row) this.jobs.set(id, { ...row, ...patch });
+    if (row) this.jobs.set(id, nextJob(row, patch));
   }
   patchLauncher(id: string, patch: Partial<LauncherRow>): void {
     const row = this.launchers.get(id);
-    if (row) this.launchers.set(id, { ...row, ...patch });
+    if (row) this.launchers.set(id, nextLauncher(row, patch));
   }
 
   #applyJob(id: string, c: RowChange<JobRow>): void {
@@ -189,7 +190,7 @@ export class MemoryState {
     // the transaction's version, unless a write outside transactions (output length) changed the
     // committed row meanwhile: then its patch goes on top of that row
     const after =
-      c.kind === 'delete' ? undefined : c.kind === 'insert' || before === c.before ? c.after : ({ ...before!, ...c.patch } as JobRow);
+      c.kind === 'delete' ? undefined : c.kind === 'insert' || before === c.before ? c.after : nextJob(before!, c.patch);
     if (before?.status !== after?.status) {
       if (before) this.#countStatus(before.status, -1);
       if (after) this.#countStatus(after.status, 1);
@@ -311,7 +312,8 @@ export class MemoryState {
       if (c.patch.messages !== undefined) this.messageBytes += queuedMessageBytes(c.patch.messages) - queuedMessageBytes(current.messages);
       // delete + set: the map's order is least recently changed first (see evictSessions)
       this.sessions.delete(name);
-      this.sessions.set(name, { ...current, ...c.patch });
+      // the transaction's version, unless the row it started from is no longer the one held
+      this.sessions.set(name, current === c.before ? c.after : nextSession(current, c.patch));
     } else {
       this.messageBytes -= queuedMessageBytes((this.sessions.get(name) ?? c.before).messages);
       this.sessions.delete(name);
@@ -330,7 +332,7 @@ export class MemoryState {
       this.ready.forgetLauncher(id);
       return;
     }
-    const after = c.kind === 'insert' ? c.after : ({ ...before!, ...c.patch } as LauncherRow);
+    const after = c.kind === 'insert' ? c.after : nextLauncher(before!, c.patch);
     this.launchers.set(id, after);
   }
 

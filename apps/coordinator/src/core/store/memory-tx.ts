@@ -1,6 +1,7 @@
 import type { EventType } from '@agentq/protocol';
 import { CoordinatorError } from '../errors.js';
 import { isActive, type HostBindingRow, type IdempotencyRow, type JobRow, type LauncherRow, type SessionRow } from '../rows.js';
+import { nextJob, nextLauncher, nextSession } from '../row-versions.js';
 import { emptyChangeSet, record, type ChangeSet } from './changes.js';
 import type { MemoryState } from './memory-state.js';
 import type { EntityRef, Tx } from './store.js';
@@ -162,7 +163,7 @@ export class MemoryTx implements Tx {
   async updateJob(id: string, patch: Partial<JobRow>): Promise<JobRow> {
     const current = this.#job(id);
     if (!current) throw missing(`job ${id}`);
-    const next = { ...current, ...patch };
+    const next = nextJob(current, patch);
     record(this.#changes.jobs, id, this.#state.job(id), next, patch);
     this.#touch(current, next);
     return next;
@@ -181,7 +182,7 @@ export class MemoryTx implements Tx {
   async updateSession(name: string, patch: Partial<SessionRow>): Promise<SessionRow> {
     const current = await this.session(name);
     if (!current) throw missing(`session ${name}`);
-    const next = { ...current, ...patch };
+    const next = nextSession(current, patch);
     record(this.#changes.sessions, name, this.#state.session(name), next, patch);
     return next;
   }
@@ -197,7 +198,7 @@ export class MemoryTx implements Tx {
   async updateLauncher(id: string, patch: Partial<LauncherRow>): Promise<LauncherRow> {
     const current = await this.launcher(id);
     if (!current) throw missing(`launcher ${id}`);
-    const next = { ...current, ...patch };
+    const next = nextLauncher(current, patch);
     record(this.#changes.launchers, id, this.#state.launchers.get(id), next, patch);
     return next;
   }
