@@ -12,7 +12,13 @@ import { write as fsWrite } from 'node:fs';
  * Each `write` call is one log line (pino writes whole lines), so `dropped` counts lines.
  */
 export class DroppingDestination {
-  #queue: Buffer[] = [];
+  /**
+   * Lines not yet handed to a write, as text: they are encoded together when the next write
+   * starts (one Buffer for all of them, not one per line and then a copy of all into one).
+   */
+  #lines: string[] = [];
+  /** what the write in flight (or the retry) writes, or what is left of it after a short write */
+  #chunk: Buffer | undefined;
   #queuedBytes = 0;
   #writing = false;
   #retryMs = 0;
@@ -39,7 +45,7 @@ export class DroppingDestination {
       this.dropped++;
       return;
     }
-    this.#queue.push(Buffer.from(line, 'utf8'));
+    this.#lines.push(line);
     this.#queuedBytes += bytes;
     if (!this.#writing && this.#retryTimer === undefined) this.#writeNext();
   }
@@ -58,13 +64,16 @@ export class DroppingDestination {
   }
 
   #writeNext(): void {
-    if (this.#queue.length === 0) {
-      for (const w of this.#flushWaiters.splice(0)) w();
-      return;
+    if (this.#chunk === undefined) {
+      if (this.#lines.length === 0) {
+        for (const w of this.#flushWaiters.splice(0)) w();
+        return;
+      }
+      // one write of everything queued (bounded by the queue's own limit)
+      this.#chunk = Buffer.from(this.#lines.length === 1 ? this.#lines[0]! : this.#lines.join(''), 'utf8');
+      this.#lines = [];
     }
-    // one write of everything queued (bounded by the queue's own limit)
-    const chunk = this.#queue.length === 1 ? this.#queue[0]! : Buffer.concat(this.#queue);
-    this.#queue = [chunk];
+    const chunk = this.#chunk;
     this.#writing = true;
     fsWrite(this.fd, chunk, 0, chunk.length, null, (err, written) => {
       this.#writing = false;
@@ -81,9 +90,7 @@ export class DroppingDestination {
       }
       this.#retryMs = 0;
       this.#queuedBytes -= written;
-      const head = this.#queue[0]!;
-      if (written >= head.length) this.#queue.shift();
-      else this.#queue[0] = head.subarray(written);
+      this.#chunk = written >= chunk.length ? undefined : chunk.subarray(written);
       this.#writeNext();
     });
   }

@@ -57,10 +57,29 @@ export type TxLogger = Record<Level, (fields: object, msg: string) => void>;
  * answered 503), and a PostgreSQL transaction run again wrote its lines once per attempt.
  */
 export function txLog(ctx: CoreContext, tx: Tx): TxLogger {
-  const at =
-    (level: Level) =>
-    (fields: object, msg: string): void => {
-      if (ctx.log.isLevelEnabled(level)) tx.afterCommit(() => ctx.log[level](fields, msg));
-    };
-  return { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') };
+  return new TxLog(ctx.log, tx);
+}
+
+/** (Methods on a prototype: a call of txLog makes one small object, not four closures.) */
+class TxLog implements TxLogger {
+  constructor(
+    private readonly log: Logger,
+    private readonly tx: Tx,
+  ) {}
+  #at(level: Level, fields: object, msg: string): void {
+    const log = this.log;
+    if (log.isLevelEnabled(level)) this.tx.afterCommit(() => log[level](fields, msg));
+  }
+  debug(fields: object, msg: string): void {
+    this.#at('debug', fields, msg);
+  }
+  info(fields: object, msg: string): void {
+    this.#at('info', fields, msg);
+  }
+  warn(fields: object, msg: string): void {
+    this.#at('warn', fields, msg);
+  }
+  error(fields: object, msg: string): void {
+    this.#at('error', fields, msg);
+  }
 }

@@ -49,10 +49,13 @@ export async function report(ctx: CoreContext, tx: Tx, kind: ReportKind, jobId: 
   // after its answer was lost carries it with the final report): it was applied
   if (kind === 'started' && job.startedAt !== null && isTerminal(job.status)) return;
   if (kind === 'started') {
-    if (job.status !== 'stopping') job = await tx.updateJob(job.id, transition(job, 'running', tx.now));
-    // it may have started while a stop request was on its way: note it, the stop still stands
-    if (job.startedAt === null) {
-      await tx.updateJob(job.id, { startedAt: tx.now });
+    // running (unless a stop request is on its way: the stop still stands) and, the first time,
+    // when it started: one new version of the row
+    const running = job.status !== 'stopping' ? transition(job, 'running', tx.now) : undefined;
+    const first = job.startedAt === null;
+    if (first) job = await tx.updateJob(job.id, { ...running, startedAt: tx.now });
+    else if (running) job = await tx.updateJob(job.id, running);
+    if (first) {
       txLog(ctx, tx).info({ job_id: job.id, launcher_id: launcher.id }, 'job started');
       await bindSession(ctx, tx, job, launcher, body.working_dir ?? null);
       tx.emit('job.started', { job: job.id });
