@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import type { CoordinatorConfig } from '../config.js';
 import type { Clock } from './clock.js';
 import { CoordinatorError, invalidTransition, jobNotFound, launcherUnknown } from './errors.js';
-import type { JobRow, LauncherRow, SessionRow } from './rows.js';
+import type { JobPatch, JobRow, LauncherRow, SessionRow } from './rows.js';
 import type { Store, Tx } from './store/store.js';
 
 /** What every lifecycle module works with. */
@@ -16,9 +16,10 @@ export interface CoreContext {
 
 /**
  * The single place where a job's status changes: checks the transition table and stamps
- * `updatedAt` (and `completedAt` on reaching a terminal status). Returns the patch to apply.
+ * `updatedAt` (and `completedAt` on reaching a terminal status). Returns the patch to apply, a new
+ * object each time (callers add their fields to it).
  */
-export function transition(job: JobRow, to: JobStatus, now: number): Partial<JobRow> {
+export function transition(job: JobRow, to: JobStatus, now: number): JobPatch {
   if (!canTransition(job.status, to)) throw invalidTransition(job.id, job.status, to);
   return isTerminal(to) ? { status: to, updatedAt: now, completedAt: now } : { status: to, updatedAt: now };
 }

@@ -5,7 +5,7 @@ import * as callbacks from './callbacks.js';
 import { transition, txLog, type CoreContext } from './context.js';
 import { newId } from './ids.js';
 import { routeKey, routeOf } from './routing.js';
-import { addUsage, isDelivery, type JobRow, type LauncherRow, type SessionRow, type StopCause } from './rows.js';
+import { addUsage, isDelivery, type JobPatch, type JobRow, type LauncherRow, type SessionRow, type StopCause } from './rows.js';
 import type { Tx } from './store/store.js';
 
 /*
@@ -126,20 +126,23 @@ export async function claim(ctx: CoreContext, tx: Tx, launcher: LauncherRow, max
         refused++;
         continue;
       }
-      const row = await tx.updateJob(job.id, {
-        ...transition(job, 'claimed', tx.now),
+      const { status, updatedAt } = transition(job, 'claimed', tx.now);
+      const patch: JobPatch = {
+        status,
+        updatedAt,
         launcherId: launcher.id,
         claimedAt: tx.now,
         attempts: job.attempts + 1,
         readySince: null,
         routeKey: null,
-        // a delivery's timeout counts from when a launcher takes it: no client waits on it, and it
-        // may have waited for its session's host for hours (docs/routing.md)
-        ...(isDelivery(job) ? { timeoutMs: deliveryTimeout(job, tx.now, ctx.config.defaultJobTimeoutMs) } : {}),
         executorSessionId: job.type === 'resume_session' ? session.executorSessionId : job.executorSessionId,
         // a job of a session bound to a host runs where the session lives (docs/routing.md)
         projectDir: session.affinity?.workingDir ?? job.projectDir ?? null,
-      });
+      };
+      // a delivery's timeout counts from when a launcher takes it: no client waits on it, and it
+      // may have waited for its session's host for hours (docs/routing.md)
+      if (isDelivery(job)) patch.timeoutMs = deliveryTimeout(job, tx.now, ctx.config.defaultJobTimeoutMs);
+      const row = await tx.updateJob(job.id, patch);
       txLog(ctx, tx).debug({ job_id: job.id, launcher_id: launcher.id }, 'job claimed');
       tx.emit('job.claimed', { job: job.id });
       claimed.push(row);
@@ -198,6 +201,9 @@ export async function endPending(
   return row;
 }
 
+/** What every job that ends is no longer: ready, or owed a stop. */
+const ENDED: JobPatch = Object.freeze({ readySince: null, routeKey: null, stopPending: false });
+
 /** End a job now with `status` (the patch carries error, result, usage, ...). */
 export async function end(
   ctx: CoreContext,
@@ -206,13 +212,8 @@ export async function end(
   status: JobStatus,
   patch: Partial<JobRow> = {},
 ): Promise<JobRow> {
-  const row = await tx.updateJob(job.id, {
-    ...patch,
-    ...transition(job, status, tx.now),
-    readySince: null,
-    routeKey: null,
-    stopPending: false,
-  });
+  // (not one literal of spreads: see JobPatch)
+  const row = await tx.updateJob(job.id, Object.assign({}, patch, transition(job, status, tx.now), ENDED));
   await finish(ctx, tx, row);
   return row;
 }

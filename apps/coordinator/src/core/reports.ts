@@ -1,9 +1,9 @@
-import { isTerminal, type CompletedReport, type FailedReport, type JobStatus, type StartedReport, type StoppedReport, type Usage } from '@agentq/protocol';
+import { isTerminal, type CompletedReport, type FailedReport, type JobStatus, type StartedReport, type StoppedReport } from '@agentq/protocol';
 import { liveLauncher, mustJob, transition, txLog, type CoreContext } from './context.js';
 import { CoordinatorError } from './errors.js';
 import { end, stoppedStatus } from './jobs.js';
 import { normalizeDir } from './routing.js';
-import { isDelivery, type JobRow, type LauncherRow } from './rows.js';
+import { isDelivery, type JobPatch, type JobRow, type LauncherRow } from './rows.js';
 import type { Tx } from './store/store.js';
 
 /*
@@ -30,8 +30,8 @@ export async function heldJob(tx: Tx, launcherId: string, jobId: string): Promis
   return { job, launcher };
 }
 
-function accounting(b: ReportBody): Partial<JobRow> {
-  const patch: { usage?: Usage; costUsd?: number; numTurns?: number; durationApiMs?: number } = {};
+/** The report's usage and cost, added to `patch`. */
+function accounting(b: ReportBody, patch: JobPatch): JobPatch {
   if (b.usage) patch.usage = b.usage;
   if (b.cost_usd !== undefined) patch.costUsd = b.cost_usd;
   if (b.num_turns !== undefined) patch.numTurns = b.num_turns;
@@ -51,10 +51,10 @@ export async function report(ctx: CoreContext, tx: Tx, kind: ReportKind, jobId: 
   if (kind === 'started') {
     // running (unless a stop request is on its way: the stop still stands) and, the first time,
     // when it started: one new version of the row
-    const running = job.status !== 'stopping' ? transition(job, 'running', tx.now) : undefined;
+    const patch: JobPatch = job.status !== 'stopping' ? transition(job, 'running', tx.now) : {};
     const first = job.startedAt === null;
-    if (first) job = await tx.updateJob(job.id, { ...running, startedAt: tx.now });
-    else if (running) job = await tx.updateJob(job.id, running);
+    if (first) patch.startedAt = tx.now;
+    if (first || patch.status !== undefined) job = await tx.updateJob(job.id, patch);
     if (first) {
       txLog(ctx, tx).info({ job_id: job.id, launcher_id: launcher.id }, 'job started');
       await bindSession(ctx, tx, job, launcher, body.working_dir ?? null);
@@ -63,15 +63,15 @@ export async function report(ctx: CoreContext, tx: Tx, kind: ReportKind, jobId: 
     return;
   }
   if (kind === 'completed') {
-    await end(ctx, tx, job, 'completed', { result: body.result ?? null, error: null, ...accounting(body) });
+    await end(ctx, tx, job, 'completed', accounting(body, { result: body.result ?? null, error: null }));
   } else if (kind === 'failed') {
-    await end(ctx, tx, job, 'failed', { error: body.error ?? 'failed', errorCode: body.error_code ?? null, ...accounting(body) });
+    await end(ctx, tx, job, 'failed', accounting(body, { error: body.error ?? 'failed', errorCode: body.error_code ?? null }));
   } else {
     const how = body.signal ? ` (executor ended by ${body.signal})` : '';
     // a delivery's timeout counts from its claim (jobs.ts claim): say how long it had from there
     const allowed = isDelivery(job) && job.claimedAt !== null && job.timeoutMs !== null ? job.timeoutMs - (job.claimedAt - job.createdAt) : job.timeoutMs;
     const error = body.error ?? (job.stopReason === 'timeout' ? `timed out after ${allowed} ms${how}` : `stopped by request${how}`);
-    await end(ctx, tx, job, target, { error, ...accounting(body) });
+    await end(ctx, tx, job, target, accounting(body, { error }));
   }
 }
 

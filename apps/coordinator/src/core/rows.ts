@@ -89,6 +89,13 @@ export interface JobRow {
   readonly agentTokenHash: string | null;
 }
 
+/**
+ * A change to a job row, as the lifecycle modules build it: writable, so that a patch is built as
+ * one object (fields set on it) rather than spread from several: V8 builds `{ ...a, x, ...b }`
+ * property by property through its runtime, several microseconds for a claim's patch.
+ */
+export type JobPatch = { -readonly [K in keyof JobRow]?: JobRow[K] };
+
 export interface SessionRow {
   /** creation order: list cursor */
   readonly seq: number;
