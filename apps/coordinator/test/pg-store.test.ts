@@ -774,3 +774,76 @@ test('a database that stops answering (a hung host) leaves GET /health and /metr
   assert.match(text, /^process_cpu_seconds_total /m);
   assert.doesNotMatch(text, /^agentq_queue_depth /m, 'the store-read gauges are left out, not 0');
 });
+
+/**
+ * A TCP proxy to the database that, once armed with a text, lets the COMMIT of the transaction
+ * that sent that text through, then cuts that connection before the answer comes back: the
+ * commit is made, and the coordinator only sees its connection break.
+ */
+async function commitCuttingProxy(t: TestContext, databaseUrl: string): Promise<{ url: string; arm: (text: string) => Promise<void> }> {
+  const target = new URL(databaseUrl);
+  const sockets = new Set<Socket>();
+  let armed: string | undefined;
+  let cut = (): void => undefined;
+  const server = createServer((inbound) => {
+    const outbound = connect(Number(target.port || 5432), target.hostname);
+    for (const s of [inbound, outbound]) {
+      sockets.add(s);
+      s.on('close', () => sockets.delete(s));
+      s.on('error', () => undefined);
+    }
+    let sawText = false;
+    inbound.on('data', (chunk: Buffer) => {
+      const s = chunk.toString('latin1');
+      if (armed !== undefined && s.includes(armed)) sawText = true;
+      outbound.write(chunk);
+      if (sawText && /\bCOMMIT\b/.test(s)) {
+        armed = undefined;
+        sawText = false;
+        outbound.end(); // the server reads the COMMIT to its end and commits
+        inbound.destroy(); // the coordinator never hears of it
+        cut();
+      }
+    });
+    outbound.on('data', (chunk: Buffer) => void (inbound.destroyed || inbound.write(chunk)));
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  t.after(() => {
+    for (const s of sockets) s.destroy();
+    server.close();
+  });
+  const url = new URL(databaseUrl);
+  url.hostname = '127.0.0.1';
+  url.port = String((server.address() as AddressInfo).port);
+  return {
+    url: url.toString(),
+    arm: (text) => {
+      armed = text;
+      return new Promise<void>((resolve) => (cut = resolve));
+    },
+  };
+}
+
+test('a connection to PostgreSQL that breaks during a commit fails that request with 503 storage_unavailable; the coordinator goes on', async (t) => {
+  const direct = await freshDatabaseUrl(t);
+  if (direct === null) return;
+  const proxy = await commitCuttingProxy(t, direct);
+  const A = await startCoordinator({ databaseUrl: proxy.url, logLevel: 'silent', ...HOLD });
+  const a = new AgentqClient({ url: A.url });
+  t.after(async () => {
+    await a.destroy();
+    await A.close();
+  });
+  await start(a, 'a');
+  const cut = proxy.arm('a message whose commit is not confirmed');
+  const refused = await a.sendMessage('a', { text: 'a message whose commit is not confirmed' }).catch((e: unknown) => e);
+  await cut;
+  assert.ok(refused instanceof AgentqApiError && refused.status === 503 && refused.code === 'storage_unavailable', String(refused));
+  assert.ok(refused.details && 'sql_state' in refused.details, 'said to come from PostgreSQL');
+  // the process is still there, and the commit it could not confirm was made
+  assert.deepEqual(
+    (await a.getSession('a')).pending_messages.map((m) => m.text),
+    ['a message whose commit is not confirmed'],
+  );
+});

@@ -105,6 +105,10 @@ export class PostgresStore implements Store {
     // a transaction left open by a bug must not hold its locks for ever
     const pool = new pg.Pool({ ...config, max: o.poolSize ?? 10, idle_in_transaction_session_timeout: 60_000 });
     pool.on('error', (err) => o.log.warn({ err }, 'idle PostgreSQL connection failed'));
+    // a connection that breaks while a transaction holds it fails that transaction's query (and
+    // every later one on it): node-postgres also emits 'error' on the client, which the pool
+    // listens for only while the client is idle, and an unheard 'error' ends the process
+    pool.on('connect', (client) => client.on('error', () => undefined));
     const backends = poolBackends(pool);
     let namespace: string;
     try {
