@@ -32,11 +32,21 @@ export const ANSWER_GRACE_MS = 5_000;
  */
 export type Resend = 'always' | 'unsent';
 
+/**
+ * A 503 `storage_unavailable` from PostgreSQL (`details.sql_state`): the database was cut off,
+ * perhaps while the change was committing, so it may have been made (docs/api.md). SQLite's
+ * (`details.sqlite_code`) changed nothing.
+ */
+export function mayHaveCommitted(err: unknown): boolean {
+  return err instanceof AgentqApiError && err.code === 'storage_unavailable' && err.details !== undefined && 'sql_state' in err.details;
+}
+
 /** The call was surely not carried out: never sent, or refused for now by the coordinator itself. */
 export function notCarriedOut(err: unknown): boolean {
   if (err instanceof AgentqConnectionError) return neverSent(err);
-  // a coordinator's own 429/503 (an agentq code, not a proxy's http_503) comes before any work
-  return err instanceof AgentqApiError && (err.status === 429 || err.status === 503) && !err.code.startsWith('http_');
+  // a coordinator's own 429/503 (an agentq code, not a proxy's http_503) comes before any work,
+  // but for a commit to PostgreSQL whose outcome it could not learn
+  return err instanceof AgentqApiError && (err.status === 429 || err.status === 503) && !err.code.startsWith('http_') && !mayHaveCommitted(err);
 }
 
 export interface OutageOptions {

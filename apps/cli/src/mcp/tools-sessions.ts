@@ -3,6 +3,7 @@ import { AgentqApiError, AgentqConnectionError, AgentqUsageError, neverSent } fr
 import type { Job } from '@agentq/protocol';
 import { z } from 'zod';
 import { ToolError } from './answers.js';
+import { mayHaveCommitted } from './outage.js';
 import type { AddTool, Caller, ErrorNote, ToolEnv } from './server.js';
 import { brief, describeSession, joined, jobView, sessionView } from './views.js';
 
@@ -58,11 +59,12 @@ function callbackNote(caller: Caller, job: Job, parentClosed = false): string {
  * What became of a message that send_message could not queue, for every error: the model must
  * know whether to send it again. `not_found`, `terminal` and `refused`: the coordinator said no;
  * `not_sent`: it was never reached; `unknown`: the answer was lost (the connection broke after the
- * call was sent, a proxy answered 5xx, no answer in time), so it may have been queued.
+ * call was sent, a proxy answered 5xx, no answer in time, or PostgreSQL was cut off during the
+ * commit: 503 storage_unavailable with `sql_state`), so it may have been queued.
  */
 export function messageOutcome(err: unknown): ErrorNote {
   const no = (outcome: string, why: string): ErrorNote => ({ data: { outcome }, line: `Outcome ${outcome}: the message was not queued (${why}).` });
-  if (err instanceof AgentqApiError && !(err.code.startsWith('http_') && err.status >= 500)) {
+  if (err instanceof AgentqApiError && !(err.code.startsWith('http_') && err.status >= 500) && !mayHaveCommitted(err)) {
     if (err.code === 'session_not_found') return no('not_found', 'no session has this name');
     if (err.code === 'session_closed') return no('terminal', 'the session can take no more input');
     return no('refused', 'the coordinator refused it');
