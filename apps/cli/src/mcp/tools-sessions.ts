@@ -3,7 +3,7 @@ import { AgentqApiError, AgentqConnectionError, AgentqUsageError, neverSent } fr
 import type { Job } from '@agentq/protocol';
 import { z } from 'zod';
 import { ToolError } from './answers.js';
-import { mayHaveCommitted } from './outage.js';
+import { ANSWER_GRACE_MS, mayHaveCommitted } from './outage.js';
 import type { AddTool, Caller, ErrorNote, ToolEnv } from './server.js';
 import { brief, describeSession, joined, jobView, sessionView } from './views.js';
 
@@ -95,7 +95,8 @@ export function registerSessionTools(add: AddTool, { client, caller, send }: Too
    */
   const parentClosed = async (job: Job, signal: AbortSignal): Promise<boolean> => {
     if (job.parent_session_name === null || job.parent_session_name === own) return false;
-    return client.getSession(job.parent_session_name, { signal }).then(
+    // best effort, and within the answer's grace: the call has spent its time on the create
+    return client.getSession(job.parent_session_name, { signal, headersTimeoutMs: ANSWER_GRACE_MS }).then(
       (p) => !p.accepts_input,
       () => false,
     );
