@@ -847,3 +847,43 @@ test('a connection to PostgreSQL that breaks during a commit fails that request 
     ['a message whose commit is not confirmed'],
   );
 });
+
+// A page of roots reads about a page of rows, however many children there are. Through
+// sessions_by_parent or the primary key alone, the planner sorted every root or walked every
+// session newer than the page: 250 ms a page behind a million children (100,000 roots). What the
+// store asks is caught as it is sent, and its plan read over the children a test can afford.
+test('GET /sessions?root=true reads the roots from an index of their own, not through the children', async (t) => {
+  const set = await coordinators(t, 1);
+  if (!set) return;
+  const [a] = set.clients as [AgentqClient];
+  await start(a, 'root');
+  await start(a, 'child', 'p', { parent_session_name: 'root' });
+  const db = new pg.Client({ connectionString: set.url });
+  await db.connect();
+  t.after(() => db.end());
+  // 20,000 more children of the root, newer than it
+  await db.query(`INSERT INTO sessions SELECT (jsonb_populate_record(NULL::sessions, to_jsonb(s) || jsonb_build_object('seq', s.seq + g, 'name', s.name || '-' || g))).*
+    FROM sessions s, generate_series(1, 20000) g WHERE s.name = 'child'`);
+  await db.query('ANALYZE sessions');
+
+  const asked: Array<{ text: string; values: unknown[] }> = [];
+  const query = pg.Client.prototype.query;
+  pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
+    const [q, values] = args as [string | { text: string; values?: unknown[] }, unknown[] | undefined];
+    const text = typeof q === 'string' ? q : q?.text;
+    if (typeof text === 'string' && /parent_name IS NULL/.test(text)) asked.push({ text, values: (typeof q === 'string' ? values : q.values) ?? [] });
+    return (query as (...a: unknown[]) => unknown).apply(this, args);
+  } as typeof query;
+  try {
+    assert.deepEqual((await a.listSessions({ root: 'true' })).sessions.map((s) => s.session_name), ['root']);
+  } finally {
+    pg.Client.prototype.query = query;
+  }
+
+  assert.ok(asked.length > 0, 'the store asked for roots with parent_name IS NULL');
+  for (const { text, values } of asked) {
+    const { rows } = await db.query(`EXPLAIN (FORMAT JSON) ${text}`, values);
+    const plan = JSON.stringify(rows[0]['QUERY PLAN']);
+    assert.match(plan, /"Index Name":"sessions_roots"/, `a page of roots reads them by sessions_roots; plan: ${plan}`);
+  }
+});

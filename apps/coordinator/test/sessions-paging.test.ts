@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import type { AgentqClient } from '@agentq/client';
+import Database from 'better-sqlite3';
 import type { ListSessionsQuery } from '@agentq/protocol';
 import type { CoordinatorConfig } from '../src/config.js';
 import { ManualClock } from '../src/core/clock.js';
@@ -108,4 +109,38 @@ test('GET /sessions?root=true pages the sessions without a parent only, newest f
   assert.deepEqual(await pages(client, { root: 'true', limit: 2 }), [['new-root', 'boss'], ['old-root']]);
   assert.equal((await pages(client, { root: 'false', limit: 100 })).flat().length, 15, 'false: every session, as without it');
   await rejectsWith(client.listSessions({ root: 'true', parent: 'boss' }), 400, 'validation_failed');
+});
+
+// A page of roots reads about a page of rows, however many children there are: SQLite's
+// sessions_by_parent leaves roots out (migration 5), and without an index of its own the page
+// walked every session newer than it, a tree's million children included, at every page. What
+// the store asks is caught as it prepares it, and its plan read from the file.
+test('sqlite: GET /sessions?root=true reads the roots from an index of their own, not through the children', async (t) => {
+  const path = join(tempDir(t), 'agentq.db');
+  const asked: string[] = [];
+  const prepare = Database.prototype.prepare;
+  Database.prototype.prepare = function (this: Database.Database, source: string) {
+    if (/parent_name IS NULL/.test(source)) asked.push(source);
+    return prepare.call(this, source);
+  } as typeof prepare;
+  const { client } = await startTest(t, { databaseUrl: `sqlite:${path}` });
+  await start(client, 'root');
+  for (let i = 0; i < 3; i++) await start(client, `child-${i}`, 'p', { parent_session_name: 'root' });
+  try {
+    assert.deepEqual((await client.listSessions({ root: 'true' })).sessions.map((s) => s.session_name), ['root']);
+  } finally {
+    Database.prototype.prepare = prepare;
+  }
+
+  assert.ok(asked.length > 0, 'the store asked for roots with parent_name IS NULL');
+  const db = new Database(path, { readonly: true });
+  t.after(() => db.close());
+  for (const source of asked) {
+    const args = Array.from({ length: (source.match(/\?/g) ?? []).length }, () => 1);
+    const plan = (db.prepare(`EXPLAIN QUERY PLAN ${source}`).all(...args) as { detail: string }[]).map((r) => r.detail);
+    assert.ok(
+      plan.some((d) => /^(SEARCH|SCAN) sessions USING (COVERING )?INDEX sessions_roots\b/.test(d)),
+      `a page of roots reads them by sessions_roots; plan: ${plan.join(' / ')}`,
+    );
+  }
 });

@@ -207,6 +207,12 @@ export const PG_MIGRATIONS: readonly string[] = [
   CREATE TRIGGER jobs_status_counted AFTER UPDATE OF status ON jobs FOR EACH ROW
     WHEN (OLD.status IS DISTINCT FROM NEW.status) EXECUTE FUNCTION agentq_count_job_status();
   `,
+  // 6: the roots of the session trees, newest first (GET /sessions?root=true, the dashboard's
+  // tree). sessions_by_parent finds them (parent_name IS NULL) but not in seq order: a page of
+  // roots either sorted every root or walked every session newer than it, children included.
+  `
+  CREATE INDEX sessions_roots ON sessions (seq) WHERE parent_name IS NULL;
+  `,
 ];
 
 export const PG_SCHEMA_VERSION = PG_MIGRATIONS.length;

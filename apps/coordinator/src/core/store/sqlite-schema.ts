@@ -156,6 +156,13 @@ export const MIGRATIONS: readonly string[] = [
     bound_at INTEGER NOT NULL
   ) STRICT;
   `,
+  // 8: the roots of the session trees, newest first (GET /sessions?root=true, the dashboard's
+  // tree). Migration 5 left roots out of sessions_by_parent, so a page of roots walked every
+  // session newer than it, children included: a tree of a million children was read through at
+  // each page. Only roots are in this index, each written once, when its session is made.
+  `
+  CREATE INDEX sessions_roots ON sessions (seq) WHERE parent_name IS NULL;
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;
