@@ -73,6 +73,8 @@ export class ExecutorProcess {
   #ended = false;
   #leaderExited = false;
   #killTimer: NodeJS.Timeout | undefined;
+  /** SIGTERM has been sent (terminate) */
+  #terminating = false;
 
   constructor(spec: ExecutorSpec, invocation: ExecutorInvocation, options: ExecutorProcessOptions) {
     this.#killGraceMs = options.killGraceMs;
@@ -170,10 +172,14 @@ export class ExecutorProcess {
 
   /**
    * SIGTERM the process group, SIGKILL it after the grace period, and resolve with how the
-   * executor ended once it has.
+   * executor ended once it has. Once: asked again (a stop after the exit grace ran out, say), it
+   * waits on the first. A second SIGTERM cuts short the shutdown the first began (the claude-code
+   * executor waits for claude on the first and dies of the second, so the job was reported while
+   * claude still ended its turn); the SIGKILL after the grace bounds the wait all the same.
    */
   async terminate(): Promise<ExecutorExit> {
-    if (!this.#ended) {
+    if (!this.#ended && !this.#terminating) {
+      this.#terminating = true;
       this.#signalGroup('SIGTERM');
       this.#armKill();
     }

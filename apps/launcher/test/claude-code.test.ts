@@ -329,6 +329,31 @@ test("claude-code executor: a claude that never exits after its result gets SIGT
   await gone(call!.tool_pid!, 'the command claude was running');
 });
 
+// The exit grace ran out: the executor was told to go (SIGTERM) and waits for claude to end its
+// commands. A stop of the job meanwhile (the launcher has not reported it: it is running) sent the
+// group SIGTERM again, which the executor, its handler spent, died of at once: the job ended, and
+// the session's next turn could start, while claude was still ending the turn.
+test('claude-code executor: a stop after the exit grace ran out does not end the turn before claude has exited', async (t) => {
+  const { c, client } = await coordinator(t);
+  const claude = fakeClaude(t);
+  const { log, waitFor } = captureLog();
+  await launcher(
+    t,
+    c.url,
+    { executor: resolveExecutor('claude-code', process.cwd()), passEnv: ['FAKE_CLAUDE_LOG'], exitGraceMs: 300, killGraceMs: 30_000 },
+    { env: { ...process.env, PATH: claude.path, FAKE_CLAUDE_LOG: claude.log }, log },
+  );
+  const job = await client.createJob({ type: 'start_session', session_name: 'told-twice', prompt: 'HANG_AFTER_RESULT TERM_SLOWLY' });
+  await waitFor((l) => l['job_id'] === job.job_id && /did not exit; stopping its process group/.test(String(l['msg'])));
+  await client.stopJob(job.job_id);
+  await waitFor((l) => l['job_id'] === job.job_id && l['msg'] === 'stopping job');
+  const done = await settled(client, job.job_id);
+  assert.equal(done.status, 'completed', done.error ?? '');
+  assert.equal(done.result, 'Answer to: HANG_AFTER_RESULT TERM_SLOWLY');
+  const [call] = claude.calls();
+  assert.equal(alive(call!.pid), false, 'claude has exited');
+});
+
 test('claude-code executor: a claude that never exits after an error result is killed after the exit grace; the job fails', async (t) => {
   const { client, claude } = await setup(t, {}, {}, 300);
   for (const [name, prompt, error] of [
