@@ -216,6 +216,27 @@ test('claude-code executor: a stopped turn ends when claude has exited, not befo
   assert.equal(alive(call!.pid), false, 'claude has exited');
 });
 
+// A stop: the executor waits for claude to exit, then dies. It died at claude's 'exit', which node
+// emits before claude's stdout is read to its end: what claude printed last was dropped unread,
+// missing from the job's output.
+test('claude-code executor: a stopped turn keeps what claude printed before it exited', async (t) => {
+  const { c, client } = await coordinator(t);
+  const claude = fakeClaude(t);
+  const { log, waitFor } = captureLog();
+  await launcher(
+    t,
+    c.url,
+    { executor: resolveExecutor('claude-code', process.cwd()), passEnv: ['FAKE_CLAUDE_LOG'], killGraceMs: 30_000 },
+    { env: { ...process.env, PATH: claude.path, FAKE_CLAUDE_LOG: claude.log }, log },
+  );
+  const job = await client.createJob({ type: 'start_session', session_name: 'last-words', prompt: 'LAST_WORDS' });
+  await waitFor((l) => l['msg'] === 'executor output' && l['job_id'] === job.job_id);
+  await client.stopJob(job.job_id);
+  const done = await settled(client, job.job_id);
+  assert.equal(done.status, 'stopped');
+  assert.match(await outputOf(client, job.job_id), /last words\n$/);
+});
+
 test('claude-code executor: a claude that exits leaving a process that holds its stdout and stderr still ends the turn', async (t) => {
   const { c, client } = await coordinator(t);
   const claude = fakeClaude(t);

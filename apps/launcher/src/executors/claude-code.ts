@@ -30,16 +30,19 @@ runExecutor(async () => {
   const bin = env['AGENTQ_CLAUDE_BIN'] || 'claude';
   const mcp = mcpEnabled(env) ? writeMcpConfig(mcpConfig(inv, env)) : undefined;
   let claude: ChildProcess | undefined;
+  let stopped = false;
+  const die = () => process.kill(process.pid, 'SIGTERM');
   // A stop is SIGTERM to the whole group, claude included. It must not leave the config behind.
   // And the turn is over once claude has exited, not before: it ends its Bash commands and writes
   // its transcript first. Until then this process stays, so the launcher reports the job (and
   // may run the session's next turn) only after; then it dies by the signal, as a stopped
   // executor does. The launcher's SIGKILL after --kill-grace bounds the wait. (The signal is not
   // passed on to claude: it has it already, and a second one may cut its shutdown short.)
+  // Not at claude's 'exit' but once runClaude is done: node emits 'exit' before claude's stdout is
+  // read to its end, and what claude printed last would go unread.
   const onTerm = () => {
     mcp?.remove();
-    const die = () => process.kill(process.pid, 'SIGTERM');
-    if (claude?.pid !== undefined && claude.exitCode === null && claude.signalCode === null) claude.once('exit', die);
+    if (claude?.pid !== undefined) stopped = true;
     else die();
   };
   process.once('SIGTERM', onTerm);
@@ -54,6 +57,7 @@ runExecutor(async () => {
   } finally {
     process.removeListener('SIGTERM', onTerm);
     mcp?.remove();
+    if (stopped) die();
   }
 });
 
