@@ -71,3 +71,20 @@ test('roots beyond the first page come with "load more sessions", older than tho
   assert.equal(all.length, PAGE_SIZE + 5);
   assert.deepEqual(all.slice(-2), ['root-001', 'root-000']);
 });
+
+test('a session focused from a job page (#/sessions?focus=) is drawn in its tree, first, whatever page its tree is on', { skip }, async (t) => {
+  const { page, client } = await openDashboard(t, browser(), { path: '#/sessions' });
+  await client.createJob({ type: 'start_session', session_name: 'old-boss', prompt: 'p' });
+  await client.createJob({ type: 'start_session', session_name: 'old-kid', prompt: 'p', parent_session_name: 'old-boss' });
+  // newer roots fill the first page of roots and of all sessions: the focused tree is on none
+  const newer: CreateJobRequest[] = Array.from({ length: PAGE_SIZE + 10 }, (_, i) => ({
+    type: 'start_session',
+    session_name: `newer-${String(i).padStart(3, '0')}`,
+    prompt: 'p',
+  }));
+  await client.createJobs(newer);
+  await page.goto(`${new URL(page.url()).origin}/#/sessions?focus=old-kid`);
+  await live(page);
+  await page.locator('ul.tree > li.node[data-session="old-boss"] > ul.children > li.node.focus[data-session="old-kid"]').waitFor();
+  assert.equal((await roots(page))[0], 'old-boss', 'the focused tree comes first');
+});

@@ -11,6 +11,8 @@ import { CallbackMark, Empty, ErrorNote, JobLink, StatusBadge } from './common.j
 const PAGE_SIZE = 200;
 /** Root sessions rendered at first (and added per "show more"): the tree never draws them all. */
 const ROOTS_SHOWN = 100;
+/** levels a session may be below its root (the protocol's MAX_SESSION_DEPTH) */
+const MAX_ANCESTORS = 5;
 const CHILDREN_SHOWN = 100;
 /** A session's newest jobs listed under its node. */
 const SESSION_JOBS = 10;
@@ -121,12 +123,32 @@ export function SessionsView({ query }: { query: URLSearchParams }) {
     }
   }, []);
 
+  // the root of the focused session's tree (`?focus=`), read with its line of ancestors: drawn
+  // first, whatever page its tree is on, so the focused session shows in its place in the tree
+  const [focusRoot, setFocusRoot] = useState<string | null>(null);
+  const loadLine = useCallback(
+    async (name: string) => {
+      let at: string | null = name;
+      // a session is at most MAX_ANCESTORS levels below its root
+      for (let level = 0; at !== null && level <= MAX_ANCESTORS; level++) {
+        const s: Session = await api.get<Session>(`/sessions/${encodeURIComponent(at)}`);
+        sessions.upsert(s);
+        if (s.parent_session_name === null) setFocusRoot(s.session_name);
+        at = s.parent_session_name;
+      }
+      setVersion((v) => v + 1);
+    },
+    [api],
+  );
+
   const reload = useCallback(() => {
     sessions.clear();
     listed.current = { roots: null, all: null };
     void read(loadPage(null, 'roots'), loadPage(null, 'all'));
-    if (focus) void api.get<Session>(`/sessions/${encodeURIComponent(focus)}`).then((s) => sessions.upsert(s) && setVersion((v) => v + 1), () => {});
-  }, [loadPage, read, focus, api]);
+    setFocusRoot(null);
+    // best effort: a focused session that is gone leaves the trees as they are
+    if (focus) void loadLine(focus).catch(() => setVersion((v) => v + 1));
+  }, [loadPage, read, focus, loadLine]);
   useEffect(reload, [reload]);
   useResync(reload);
 
@@ -169,9 +191,11 @@ export function SessionsView({ query }: { query: URLSearchParams }) {
     return [...sessions.all.values()]
       .filter((s) => s.parent_session_name === null)
       // an older root (an update of it came live) belongs on a page not read yet: drawn there
-      .filter((s) => range === null || covers(range, s.created_at, true) || s.session_name === focus)
-      .sort((a, b) => (a.created_at < b.created_at ? 1 : a.created_at > b.created_at ? -1 : 0));
-  }, [version]);
+      .filter((s) => range === null || covers(range, s.created_at, true) || s.session_name === focusRoot)
+      .sort((a, b) =>
+        a.session_name === focusRoot ? -1 : b.session_name === focusRoot ? 1 : a.created_at < b.created_at ? 1 : a.created_at > b.created_at ? -1 : 0,
+      );
+  }, [version, focusRoot]);
 
   return (
     <section class="view sessions-view">
