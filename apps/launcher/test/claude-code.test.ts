@@ -6,6 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { test, type TestContext } from 'node:test';
 import type { CompletedReport, ExecutorInvocation, FailedReport } from '@agentq/protocol';
 import { claudeArgs } from '../src/executors/claude-args.js';
+import { deniedText } from '../src/executors/claude-stream.js';
 import { resolveExecutor, type LauncherDeps } from '../src/index.js';
 import { alive, captureLog, coordinator, fixture, gone, launcher, outputOf, settled, tempDir } from './helpers.js';
 import { proxy } from './proxy.js';
@@ -493,4 +494,11 @@ test("an agent name is one argument of claude's, never an option of its own, wha
   };
   const args = claudeArgs(inv, { extraArgs: '' });
   assert.deepEqual(args, [...BASE_ARGS, '--agent=--dangerously-skip-permissions']);
+});
+
+test('a permission denial without a tool name (or with an odd one) is said as "a tool", not "undefined"', () => {
+  assert.deepEqual(
+    deniedText({ permission_denials: [{ tool_input: { path: '/etc/x' } }, { tool_name: 7 }, { tool_name: 'Write', tool_input: {} }] }),
+    ['[permission denied: a tool] {"path":"/etc/x"}\n', '[permission denied: a tool] {}\n', '[permission denied: Write] {}\n'],
+  );
 });

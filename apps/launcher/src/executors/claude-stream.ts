@@ -48,7 +48,8 @@ export function deniedText(msg: ClaudeMessage): string[] {
   for (const denial of denials as unknown[]) {
     if (typeof denial !== 'object' || denial === null) continue;
     const d = denial as Record<string, unknown>;
-    out.push(`[permission denied: ${String(d['tool_name'])}] ${short(JSON.stringify(d['tool_input'] ?? {}))}\n`);
+    const tool = typeof d['tool_name'] === 'string' && d['tool_name'] !== '' ? d['tool_name'] : 'a tool';
+    out.push(`[permission denied: ${tool}] ${short(JSON.stringify(d['tool_input'] ?? {}))}\n`);
   }
   return out;
 }
