@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
+import { createServer } from 'node:net';
 import { describe, it, type TestContext } from 'node:test';
 import { coordinator, deadUrl } from './helpers.js';
 import { callTool, mcpClient } from './mcp-helpers.js';
@@ -127,61 +127,20 @@ describe('agentq mcp: start_session whose answer was lost', () => {
   });
 });
 
-/** The coordinator's throwaway PostgreSQL server (apps/coordinator/test/pg-server.ts), or null after skipping. */
-async function freshDatabaseUrl(t: TestContext): Promise<string | null> {
-  const helper = new URL('../../../coordinator/dist/test/pg-server.js', import.meta.url).href;
-  const { freshDatabaseUrl: fresh } = (await import(helper)) as { freshDatabaseUrl: (t: TestContext) => Promise<string | null> };
-  return fresh(t);
-}
-
 /**
- * A TCP proxy in front of PostgreSQL that, once armed with a text, lets through the COMMIT of the
- * transaction that sent that text and then cuts the connection before the answer: the commit is
- * made, and the coordinator cannot know it (it answers 503 storage_unavailable).
+ * The coordinator's PostgreSQL test helpers (apps/coordinator/test/pg-server.ts): its throwaway
+ * server (null after skipping), and a proxy in front of it that lets the COMMIT of the transaction
+ * that sent an armed text through, then cuts the connection before the answer (the commit is made,
+ * and the coordinator answers 503 storage_unavailable).
  */
-async function commitCuttingProxy(t: TestContext, databaseUrl: string): Promise<{ url: string; arm: (text: string) => Promise<void> }> {
-  const target = new URL(databaseUrl);
-  let armed: string | undefined;
-  let cut = (): void => undefined;
-  const sockets = new Set<Socket>();
-  const server = createServer((inbound) => {
-    const outbound = connect(Number(target.port || 5432), target.hostname);
-    for (const s of [inbound, outbound]) {
-      sockets.add(s);
-      s.on('close', () => sockets.delete(s));
-      s.on('error', () => undefined);
-    }
-    let sawText = false;
-    inbound.on('data', (chunk: Buffer) => {
-      const s = chunk.toString('latin1');
-      if (armed !== undefined && s.includes(armed)) sawText = true;
-      outbound.write(chunk);
-      if (sawText && /\bCOMMIT\b/.test(s)) {
-        armed = undefined;
-        sawText = false;
-        outbound.end(); // the server reads the COMMIT to its end and commits
-        inbound.destroy(); // the coordinator never hears of it
-        cut();
-      }
-    });
-    outbound.on('data', (chunk: Buffer) => void (inbound.destroyed || inbound.write(chunk)));
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.after(() => {
-    for (const s of sockets) s.destroy();
-    server.close();
-  });
-  const url = new URL(databaseUrl);
-  url.hostname = '127.0.0.1';
-  url.port = String((server.address() as AddressInfo).port);
-  return {
-    url: url.toString(),
-    arm: (text) => {
-      armed = text;
-      return new Promise<void>((resolve) => (cut = resolve));
-    },
-  };
+interface PgHelpers {
+  freshDatabaseUrl(t: TestContext): Promise<string | null>;
+  commitCuttingProxy(t: TestContext, databaseUrl: string): Promise<{ url: string; arm: (text: string) => Promise<void> }>;
 }
+const pgHelpers = (): Promise<PgHelpers> =>
+  import(new URL('../../../coordinator/dist/test/pg-server.js', import.meta.url).href) as Promise<PgHelpers>;
+const freshDatabaseUrl = async (t: TestContext) => (await pgHelpers()).freshDatabaseUrl(t);
+const commitCuttingProxy = async (t: TestContext, url: string) => (await pgHelpers()).commitCuttingProxy(t, url);
 
 describe('agentq mcp: send_message on PostgreSQL when the commit may have been made', () => {
   it('a 503 storage_unavailable whose commit was made is not sent again: the message is queued once and the outcome is unknown', async (t) => {

@@ -1,6 +1,7 @@
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { once } from 'node:events';
 import { chmodSync, chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
@@ -134,4 +135,54 @@ function freePort(): Promise<number> {
       s.close(() => resolve(port));
     });
   });
+}
+
+/**
+ * A TCP proxy to the database that, once armed with a text, lets the COMMIT of the transaction
+ * that sent that text through, then cuts that connection before the answer comes back: the
+ * commit is made, and the coordinator only sees its connection break.
+ */
+export async function commitCuttingProxy(t: TestContext, databaseUrl: string): Promise<{ url: string; arm: (text: string) => Promise<void> }> {
+  const target = new URL(databaseUrl);
+  const sockets = new Set<Socket>();
+  let armed: string | undefined;
+  let cut = (): void => undefined;
+  const server = createServer((inbound) => {
+    const outbound = connect(Number(target.port || 5432), target.hostname);
+    for (const s of [inbound, outbound]) {
+      sockets.add(s);
+      s.on('close', () => sockets.delete(s));
+      s.on('error', () => undefined);
+    }
+    let sawText = false;
+    inbound.on('data', (chunk: Buffer) => {
+      const s = chunk.toString('latin1');
+      if (armed !== undefined && s.includes(armed)) sawText = true;
+      outbound.write(chunk);
+      if (sawText && /\bCOMMIT\b/.test(s)) {
+        armed = undefined;
+        sawText = false;
+        outbound.end(); // the server reads the COMMIT to its end and commits
+        inbound.destroy(); // the coordinator never hears of it
+        cut();
+      }
+    });
+    outbound.on('data', (chunk: Buffer) => void (inbound.destroyed || inbound.write(chunk)));
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  t.after(() => {
+    for (const s of sockets) s.destroy();
+    server.close();
+  });
+  const url = new URL(databaseUrl);
+  url.hostname = '127.0.0.1';
+  url.port = String((server.address() as AddressInfo).port);
+  return {
+    url: url.toString(),
+    arm: (text) => {
+      armed = text;
+      return new Promise<void>((resolve) => (cut = resolve));
+    },
+  };
 }

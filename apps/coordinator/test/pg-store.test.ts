@@ -15,7 +15,7 @@ import { PgOutput } from '../src/core/store/pg-output.js';
 import { PG_MIGRATIONS, PG_SCHEMA_VERSION } from '../src/core/store/pg-schema.js';
 import { startCoordinator, type RunningCoordinator } from '../src/start.js';
 import { called, eventJob, fakeLauncher, openEvents, parked, recordingLogger, start, watching } from './helpers.js';
-import { freshDatabaseUrl } from './pg-server.js';
+import { commitCuttingProxy, freshDatabaseUrl } from './pg-server.js';
 
 /*
  * The PostgreSQL store's promises, with two (or more) coordinators in this process on one
@@ -774,56 +774,6 @@ test('a database that stops answering (a hung host) leaves GET /health and /metr
   assert.match(text, /^process_cpu_seconds_total /m);
   assert.doesNotMatch(text, /^agentq_queue_depth /m, 'the store-read gauges are left out, not 0');
 });
-
-/**
- * A TCP proxy to the database that, once armed with a text, lets the COMMIT of the transaction
- * that sent that text through, then cuts that connection before the answer comes back: the
- * commit is made, and the coordinator only sees its connection break.
- */
-async function commitCuttingProxy(t: TestContext, databaseUrl: string): Promise<{ url: string; arm: (text: string) => Promise<void> }> {
-  const target = new URL(databaseUrl);
-  const sockets = new Set<Socket>();
-  let armed: string | undefined;
-  let cut = (): void => undefined;
-  const server = createServer((inbound) => {
-    const outbound = connect(Number(target.port || 5432), target.hostname);
-    for (const s of [inbound, outbound]) {
-      sockets.add(s);
-      s.on('close', () => sockets.delete(s));
-      s.on('error', () => undefined);
-    }
-    let sawText = false;
-    inbound.on('data', (chunk: Buffer) => {
-      const s = chunk.toString('latin1');
-      if (armed !== undefined && s.includes(armed)) sawText = true;
-      outbound.write(chunk);
-      if (sawText && /\bCOMMIT\b/.test(s)) {
-        armed = undefined;
-        sawText = false;
-        outbound.end(); // the server reads the COMMIT to its end and commits
-        inbound.destroy(); // the coordinator never hears of it
-        cut();
-      }
-    });
-    outbound.on('data', (chunk: Buffer) => void (inbound.destroyed || inbound.write(chunk)));
-  });
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  t.after(() => {
-    for (const s of sockets) s.destroy();
-    server.close();
-  });
-  const url = new URL(databaseUrl);
-  url.hostname = '127.0.0.1';
-  url.port = String((server.address() as AddressInfo).port);
-  return {
-    url: url.toString(),
-    arm: (text) => {
-      armed = text;
-      return new Promise<void>((resolve) => (cut = resolve));
-    },
-  };
-}
 
 test('a connection to PostgreSQL that breaks during a commit fails that request with 503 storage_unavailable; the coordinator goes on', async (t) => {
   const direct = await freshDatabaseUrl(t);
