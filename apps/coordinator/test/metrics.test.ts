@@ -189,6 +189,48 @@ test('GET /metrics: after a restart on the SQLite file, the jobs are counted by 
   assert.equal(value(restored, 'agentq_jobs_created_total', { type: 'start_session' }), 0);
 });
 
+test('GET /metrics: time in queue, dispatch and run are the seconds between created, claimed, started and completed, reported alone or in one sync', async (t) => {
+  const clock = new ManualClock();
+  const { c, client } = await startTest(t, {}, { clock });
+  const l = await fakeLauncher(client);
+  const sum = (families: Map<string, Family>, name: string, labels: Record<string, string> = {}) => value(families, name, labels, `${name}_sum`);
+
+  // one job reported by the single-report endpoints: 2 s in queue, 3 s to start, 5 s running
+  const single = await start(client, 'timed-single');
+  clock.advance(2_000);
+  assert.equal((await l.take()).job_id, single.job_id);
+  clock.advance(3_000);
+  await l.started(single.job_id);
+  clock.advance(5_000);
+  await l.completed(single.job_id, 'done');
+  const first = await scrape(c.url);
+  assert.equal(sum(first, 'agentq_job_queue_seconds'), 2);
+  assert.equal(sum(first, 'agentq_job_dispatch_seconds'), 3);
+  assert.equal(sum(first, 'agentq_job_run_seconds', { status: 'completed' }), 5);
+
+  // one whose start and end come in one report-and-poll request (one transaction): 7 s in queue,
+  // 11 s to start and no time running
+  const batched = await start(client, 'timed-batched');
+  clock.advance(7_000);
+  assert.equal((await l.take()).job_id, batched.job_id);
+  clock.advance(11_000);
+  const { results } = await client.sync({
+    launcher_id: l.id,
+    capacity: 0,
+    reports: [
+      { job_id: batched.job_id, kind: 'started' },
+      { job_id: batched.job_id, kind: 'completed', status: 'success', result: 'done' },
+    ],
+  });
+  assert.ok(results.every((r) => r.ok), JSON.stringify(results));
+  const second = await scrape(c.url);
+  assert.equal(observations(second, 'agentq_job_queue_seconds'), 2);
+  assert.equal(sum(second, 'agentq_job_queue_seconds'), 2 + 7);
+  assert.equal(sum(second, 'agentq_job_dispatch_seconds'), 3 + 11);
+  assert.equal(observations(second, 'agentq_job_run_seconds', { status: 'completed' }), 2);
+  assert.equal(sum(second, 'agentq_job_run_seconds', { status: 'completed' }), 5 + 0);
+});
+
 test('GET /metrics: the jobs recovery requeues and interrupts at a restart are counted, a requeued one in queue from its requeue', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'agentq-metrics-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
