@@ -1,7 +1,7 @@
 import type { SyncReport, SyncResult } from '@agentq/protocol';
 import type { CoreContext } from './context.js';
 import { CoordinatorError } from './errors.js';
-import { report, type ReportBody } from './reports.js';
+import { report } from './reports.js';
 
 /**
  * The reports of a report-and-poll request (`POST /launcher/sync`), applied in order, each with
@@ -38,18 +38,17 @@ export async function applyReports(
 
 type StatusReport = Exclude<SyncReport, { kind: 'output' }>;
 
-/**
- * A report's body for `report`: the report itself (its `job_id` and `kind` are not read there, and
- * the launcher is the one at the top, passed apart). Not a copy: two objects per report.
- */
-const bodyOf = (r: StatusReport): ReportBody => r;
 
+/*
+ * Each report is passed to `report` as its own body: its `job_id` and `kind` are not read there,
+ * and the launcher is the one at the top, passed apart (no copy of the report is made).
+ */
 async function applyStatusReports(ctx: CoreContext, launcherId: string, run: readonly StatusReport[]): Promise<SyncResult[]> {
   const { store } = ctx;
   if (run.length > 1) {
     try {
       await store.transaction(async (tx) => {
-        for (const r of run) await report(ctx, tx, r.kind, r.job_id, launcherId, bodyOf(r));
+        for (const r of run) await report(ctx, tx, r.kind, r.job_id, launcherId, r);
       });
       await store.touchLauncher(launcherId, ctx.clock.now());
       return run.map((r) => ({ job_id: r.job_id, kind: r.kind, ok: true }));
@@ -60,7 +59,7 @@ async function applyStatusReports(ctx: CoreContext, launcherId: string, run: rea
   }
   const results: SyncResult[] = [];
   for (const r of run) {
-    results.push(await settle(r, () => store.transaction((tx) => report(ctx, tx, r.kind, r.job_id, launcherId, bodyOf(r)))));
+    results.push(await settle(r, () => store.transaction((tx) => report(ctx, tx, r.kind, r.job_id, launcherId, r))));
   }
   await store.touchLauncher(launcherId, ctx.clock.now());
   return results;
