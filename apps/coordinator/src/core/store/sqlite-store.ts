@@ -395,14 +395,11 @@ export class SqliteStore extends MemoryStore {
     const page = Math.max(f.limit, 100);
     // with the outcomes and messages it holds (their JSON: a little more than their texts)
     const size = `${bytes('last_result')} + ${bytes('last_error')} + ${bytes('callbacks')} + ${bytes('messages')} AS size`;
+    // children of one parent, roots only, or every session (each through its own index)
+    const [which, args]: [string, string[]] = f.parent !== undefined ? ['parent_name = ? AND ', [f.parent]] : f.root === true ? ['parent_name IS NULL AND ', []] : ['', []];
+    const stmt = this.#stmt(`SELECT seq, name, ${size} FROM sessions WHERE ${which}seq < ? ORDER BY seq DESC LIMIT ?`);
     scan: for (;;) {
-      const rows = (
-        f.parent !== undefined
-          ? this.#stmt(`SELECT seq, name, ${size} FROM sessions WHERE parent_name = ? AND seq < ? ORDER BY seq DESC LIMIT ?`).all(f.parent, before, page)
-          : f.root === true
-            ? this.#stmt(`SELECT seq, name, ${size} FROM sessions WHERE parent_name IS NULL AND seq < ? ORDER BY seq DESC LIMIT ?`).all(before, page)
-            : this.#stmt(`SELECT seq, name, ${size} FROM sessions WHERE seq < ? ORDER BY seq DESC LIMIT ?`).all(before, page)
-      ) as { seq: number; name: string; size: number }[];
+      const rows = stmt.all(...args, before, page) as { seq: number; name: string; size: number }[];
       for (const s of rows) {
         if (f.status !== undefined && (this.state.isBusy(s.name) ? 'busy' : 'idle') !== f.status) continue;
         used += s.size;
