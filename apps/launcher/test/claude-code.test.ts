@@ -196,7 +196,11 @@ test('claude-code executor: the tool calls claude refused for want of permission
   );
 });
 
-test('claude-code executor: a stopped turn ends when claude has exited, not before', async (t) => {
+/**
+ * A turn of `prompt` stopped once claude has printed something, with a kill grace long enough for
+ * claude to end on the SIGTERM; the job is `stopped`.
+ */
+async function stoppedTurn(t: TestContext, sessionName: string, prompt: string) {
   const { c, client } = await coordinator(t);
   const claude = fakeClaude(t);
   const { log, waitFor } = captureLog();
@@ -206,11 +210,16 @@ test('claude-code executor: a stopped turn ends when claude has exited, not befo
     { executor: resolveExecutor('claude-code', process.cwd()), passEnv: ['FAKE_CLAUDE_LOG'], killGraceMs: 30_000 },
     { env: { ...process.env, PATH: claude.path, FAKE_CLAUDE_LOG: claude.log }, log },
   );
-  const job = await client.createJob({ type: 'start_session', session_name: 'slow-exit', prompt: 'SLOW_EXIT' });
+  const job = await client.createJob({ type: 'start_session', session_name: sessionName, prompt });
   await waitFor((l) => l['msg'] === 'executor output' && l['job_id'] === job.job_id);
   await client.stopJob(job.job_id);
   const done = await settled(client, job.job_id);
   assert.equal(done.status, 'stopped');
+  return { client, claude, job };
+}
+
+test('claude-code executor: a stopped turn ends when claude has exited, not before', async (t) => {
+  const { claude } = await stoppedTurn(t, 'slow-exit', 'SLOW_EXIT');
   // claude takes a while to go on SIGTERM (its commands, its transcript): the job was stopped,
   // and its slot free for a resume of the same session, while claude still wrote to it
   const [call] = claude.calls();
@@ -221,20 +230,7 @@ test('claude-code executor: a stopped turn ends when claude has exited, not befo
 // emits before claude's stdout is read to its end: what claude printed last was dropped unread,
 // missing from the job's output.
 test('claude-code executor: a stopped turn keeps what claude printed before it exited', async (t) => {
-  const { c, client } = await coordinator(t);
-  const claude = fakeClaude(t);
-  const { log, waitFor } = captureLog();
-  await launcher(
-    t,
-    c.url,
-    { executor: resolveExecutor('claude-code', process.cwd()), passEnv: ['FAKE_CLAUDE_LOG'], killGraceMs: 30_000 },
-    { env: { ...process.env, PATH: claude.path, FAKE_CLAUDE_LOG: claude.log }, log },
-  );
-  const job = await client.createJob({ type: 'start_session', session_name: 'last-words', prompt: 'LAST_WORDS' });
-  await waitFor((l) => l['msg'] === 'executor output' && l['job_id'] === job.job_id);
-  await client.stopJob(job.job_id);
-  const done = await settled(client, job.job_id);
-  assert.equal(done.status, 'stopped');
+  const { client, job } = await stoppedTurn(t, 'last-words', 'LAST_WORDS');
   assert.match(await outputOf(client, job.job_id), /last words\n$/);
 });
 
