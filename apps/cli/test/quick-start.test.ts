@@ -30,7 +30,6 @@ interface Started {
 function npmStart(t: TestContext, env: Record<string, string>): Started {
   // a fresh database: the state of the developer's own `npm start` (./data) is not the test's
   const dir = mkdtempSync(join(tmpdir(), 'agentq-quick-start-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true, maxRetries: 5 }));
   const child = spawn(process.execPath, [START], {
     cwd: ROOT,
     env: { ...process.env, AGENTQ_DEMO_STEP_MS: '0', NO_COLOR: '1', DATABASE_URL: `sqlite:${join(dir, 'agentq.db')}`, ...env },
@@ -46,6 +45,8 @@ function npmStart(t: TestContext, env: Record<string, string>): Started {
       child.kill('SIGINT');
       await exited;
     }
+    // once it has stopped: it writes its database there until then
+    rmSync(dir, { recursive: true, force: true, maxRetries: 5 });
   });
   return { child, stdout: () => stdout, stderr: () => stderr, exited };
 }

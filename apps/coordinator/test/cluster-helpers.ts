@@ -49,7 +49,9 @@ export function shellExecutor(dir: string, name: string, body: string): string {
 
 /** The real launcher program; resolves with its id once registered. Killed when the test ends. */
 export async function spawnLauncher(t: TestContext, dir: string, name: string, args: string[]): Promise<string> {
-  const state = mkdtempSync(join(dir, `state-${name}-`));
+  // its own state directory, removed by its own hook once it has stopped: `dir` may be removed
+  // first (node:test runs after-hooks in the order they were added)
+  const state = mkdtempSync(join(tmpdir(), `agentq-cluster-state-${name}-`));
   const child = spawn(process.execPath, [LAUNCHER_MAIN, '--hostname', name, '--project-dir', dir, '--state-dir', state, ...args], {
     env: { PATH: process.env.PATH ?? '', AGENTQ_LOG_LEVEL: 'info' },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -59,6 +61,7 @@ export async function spawnLauncher(t: TestContext, dir: string, name: string, a
   t.after(async () => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     await exited;
+    rmSync(state, { recursive: true, force: true, maxRetries: 5 });
   });
   let stderr = '';
   child.stderr!.on('data', (d: Buffer) => (stderr += String(d)));

@@ -9,6 +9,7 @@ import { pino, type Logger } from 'pino';
 import { AgentqClient } from '@agentq/client';
 import type { Job } from '@agentq/protocol';
 import { startCoordinator } from '@agentq/coordinator';
+import { endRunning, trackRunning } from './running.js';
 import { Launcher, resolveExecutor, type LauncherConfig, type LauncherDeps } from '../src/index.js';
 
 /** Compiled fixture scripts live beside this file, in dist/test/fixtures. */
@@ -82,7 +83,11 @@ export async function coordinator(
 
 export function tempDir(t: TestContext): string {
   const dir = mkdtempSync(join(tmpdir(), 'agentq-launcher-test-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true, maxRetries: 5 }));
+  t.after(async () => {
+    // a launcher of the test may still write its state here: it ends first
+    await endRunning(t);
+    rmSync(dir, { recursive: true, force: true, maxRetries: 5 });
+  });
   return dir;
 }
 
@@ -122,9 +127,13 @@ export async function launcher(
   if (overrides.projectRoots && !overrides.projectDir) config.projectDir = overrides.projectRoots[0]!;
   const l = new Launcher(config, { log: testLog(), retry: FAST_RETRY, ...deps });
   const done = l.run().catch((err: unknown) => err);
-  t.after(async () => {
+  const end = async () => {
     l.forceKill();
     await done;
+  };
+  trackRunning(t, end);
+  t.after(async () => {
+    await end();
     if (ownState) rmSync(ownState, { recursive: true, force: true, maxRetries: 5 });
   });
   const id = await l.registered;

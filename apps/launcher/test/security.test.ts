@@ -8,6 +8,7 @@ import { test, type TestContext } from 'node:test';
 import { AgentqClient } from '@agentq/client';
 import { startCoordinator } from '@agentq/coordinator';
 import { COORDINATOR_OPTIONS, controlServer, fixture, script, settled, tempDir } from './helpers.js';
+import { trackRunning } from './running.js';
 import { makeCertificate, RecordingCredentials, recordingLogger, writeTokens } from './security-helpers.js';
 
 const LAUNCHER = fileURLToPath(new URL('../src/main.js', import.meta.url));
@@ -31,10 +32,12 @@ function spawnLauncher(t: TestContext, args: string[], env: Record<string, strin
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const exited = once(child, 'exit') as Promise<[number | null, NodeJS.Signals | null]>;
-  t.after(async () => {
+  const end = async () => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     await exited;
-  });
+  };
+  trackRunning(t, end);
+  t.after(end);
   const lines: string[] = [];
   const waiters: Array<{ re: RegExp; resolve: () => void }> = [];
   const onLine = (text: string) => {

@@ -5,6 +5,7 @@ import type { TestContext } from 'node:test';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { trackRunning } from './running.js';
 
 const MAIN = fileURLToPath(new URL('../src/main.js', import.meta.url));
 
@@ -29,9 +30,13 @@ export function spawnLauncher(t: TestContext, args: string[], env: Record<string
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
     child.once('exit', (code, signal) => resolve({ code, signal })),
   );
-  t.after(async () => {
+  const end = async () => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     await exited;
+  };
+  trackRunning(t, end);
+  t.after(async () => {
+    await end();
     rmSync(ownState, { recursive: true, force: true, maxRetries: 5 });
   });
   const lines: Array<Record<string, unknown>> = [];
