@@ -118,13 +118,29 @@ test('an answer that could not be delivered puts the job back at the head of the
   const l = await fakeLauncher(client);
   const answer = await c.core.poll(l.id, 1, new AbortController().signal);
   assert.equal(answer?.job?.job_id, first.job_id);
-  await c.core.releaseUndelivered(first.job_id, l.id);
+  await c.core.pollAnswerLost(l.id, answer!);
   const again = await client.getJob(first.job_id);
   assert.equal(again.status, 'pending');
   assert.equal(again.launcher_id, null);
   const other = await fakeLauncher(client);
   assert.equal((await other.take()).job_id, first.job_id, 'still first in line');
   assert.equal((await other.take()).job_id, second.job_id);
+});
+
+test('a late undo of an answer that was lost leaves alone the claim of a later answer that was delivered', async (t) => {
+  const { client, c } = await startTest(t);
+  const created = await start(client, 'claimed-twice');
+  const l = await fakeLauncher(client);
+  const lost = await c.core.poll(l.id, 1, new AbortController().signal);
+  assert.equal(lost?.job?.attempts, 1);
+  await c.core.pollAnswerLost(l.id, lost!);
+  // the same launcher claims it again, and that answer arrives
+  const delivered = await l.take();
+  assert.deepEqual([delivered.job_id, delivered.attempts], [created.job_id, 2]);
+  // the first answer's undo again (as when it runs late, after the second claim)
+  await c.core.pollAnswerLost(l.id, lost!);
+  const job = await client.getJob(created.job_id);
+  assert.deepEqual([job.status, job.launcher_id, job.attempts], ['claimed', l.id, 2], 'still claimed by the delivered answer');
 });
 
 test('a launcher that deregisters itself while parked is not handed the job it releases', async (t) => {

@@ -59,17 +59,21 @@ export async function answerPoll(
  */
 export async function undoAnswer(ctx: CoreContext, tx: Tx, launcherId: string, answer: PollResponse): Promise<void> {
   const jobs = answer.jobs ?? (answer.job ? [answer.job] : []);
-  for (const w of jobs) await releaseUndelivered(ctx, tx, w.job_id, launcherId);
+  for (const w of jobs) await releaseUndelivered(ctx, tx, w.job_id, launcherId, w.attempts);
   for (const id of answer.stop_jobs ?? []) {
     const job = await tx.job(id);
     if (job?.status === 'stopping' && job.launcherId === launcherId) await tx.updateJob(id, { stopPending: true });
   }
 }
 
-/** The answer carrying a claimed job never reached the launcher: it goes back to the queue. */
-export async function releaseUndelivered(ctx: CoreContext, tx: Tx, jobId: string, launcherId: string): Promise<void> {
+/**
+ * The answer carrying a claimed job never reached the launcher: it goes back to the queue. Only
+ * that claim (`attempts` as the answer carried it): an undo that comes late, after the job went
+ * back and the same launcher claimed it again in an answer that was delivered, leaves it alone.
+ */
+async function releaseUndelivered(ctx: CoreContext, tx: Tx, jobId: string, launcherId: string, attempts: number): Promise<void> {
   const job = await tx.job(jobId);
-  if (job && job.status === 'claimed' && job.launcherId === launcherId && job.startedAt === null) {
+  if (job && job.status === 'claimed' && job.launcherId === launcherId && job.attempts === attempts && job.startedAt === null) {
     await requeue(ctx, tx, job, 'the poll answer carrying it was not delivered');
   }
 }

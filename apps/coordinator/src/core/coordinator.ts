@@ -31,7 +31,7 @@ import type { ScrapeCounts } from '../metrics/source.js';
 import { Admission } from './admission.js';
 import type { Turn } from './agent-tokens.js';
 import { AnswersInFlight, type AnswerHold } from './answer-budget.js';
-import { answerPoll, releaseUndelivered, undoAnswer } from './claims.js';
+import { answerPoll, undoAnswer } from './claims.js';
 import { systemClock, type Clock } from './clock.js';
 import { liveLauncher, type CoreContext } from './context.js';
 import { validation } from './errors.js';
@@ -339,10 +339,6 @@ export class Coordinator {
   async pollAnswerDelivered(launcherId: string, answer: PollResponse): Promise<void> {
     if (!answer.deregistered) return;
     await this.#ctx.store.transaction((tx) => launchers.deregistrationDelivered(this.#ctx, tx, launcherId));
-  }
-
-  async releaseUndelivered(jobId: string, launcherId: string): Promise<void> {
-    await this.#ctx.store.transaction((tx) => releaseUndelivered(this.#ctx, tx, jobId, launcherId));
   }
 
   async heartbeat(req: HeartbeatRequest): Promise<HeartbeatResponse> {
