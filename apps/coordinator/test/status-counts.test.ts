@@ -139,8 +139,9 @@ async function statementsDuring(fn: () => Promise<void>): Promise<string[]> {
 test('SQLite: a scrape of /metrics and a GET /health read no job from the database file, however much history it holds', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'agentq-counts-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
-  // no ended job in memory: counting them from the file would be the only way left
-  const { c, client } = await startTest(t, { databaseUrl: `sqlite:${join(dir, 'agentq.db')}`, hotJobs: 0 });
+  // no ended job in memory: counting them from the file would be the only way left; no periodic
+  // sweep (its retention pass reads jobs, and would be recorded if it ran during the scrape)
+  const { c, client } = await startTest(t, { databaseUrl: `sqlite:${join(dir, 'agentq.db')}`, hotJobs: 0, sweepIntervalMs: 600_000 });
   for (const name of ['a', 'b', 'c']) await client.stopJob((await start(client, name)).job_id);
   await start(client, 'waiting');
   await c.core.sweep(); // trims the hot window
@@ -190,7 +191,8 @@ async function pgClient(t: TestContext, url: string): Promise<pg.Client> {
 test('PostgreSQL: a scrape reads the jobs by status from the counts the trigger keeps, and every read of jobs it makes is bounded by live or ready jobs', async (t) => {
   const url = await freshDatabaseUrl(t);
   if (url === null) return;
-  const { c, client } = await startTest(t, { databaseUrl: url });
+  // no periodic sweep: its passes read jobs, and would be recorded if one ran during the scrape
+  const { c, client } = await startTest(t, { databaseUrl: url, sweepIntervalMs: 600_000 });
   for (const name of ['a', 'b']) await client.stopJob((await start(client, name)).job_id);
   await start(client, 'waiting');
   let counts: Record<JobStatus, number> | undefined;
