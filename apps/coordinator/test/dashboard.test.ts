@@ -76,7 +76,7 @@ test('a rebuild while the coordinator runs is served at once: the new page and i
   assert.equal(((await gone.json()) as { error: { code: string } }).error.code, 'route_not_found');
 });
 
-test('without a dashboard build, GET / answers 503 dashboard_not_built telling to run npm run build', async (t) => {
+test('without a dashboard build, GET / answers 503 dashboard_not_built telling to run npm run build (no restart needed)', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'agentq-no-dashboard-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   const { c, client } = await startTest(t, {}, { dashboardDir: dir });
@@ -85,6 +85,37 @@ test('without a dashboard build, GET / answers 503 dashboard_not_built telling t
   const body = (await res.json()) as { error: { code: string; message: string } };
   assert.equal(body.error.code, 'dashboard_not_built');
   assert.match(body.error.message, /npm run build/);
+  assert.doesNotMatch(body.error.message, /restart/);
   // the API itself is unaffected
   assert.equal((await client.health()).status, 'ok');
+});
+
+test('a coordinator started before the first dashboard build serves the build once it is written, without a restart', async (t) => {
+  // the folder does not even exist yet, as apps/dashboard/dist/public before the first build
+  const parent = mkdtempSync(join(tmpdir(), 'agentq-later-dashboard-'));
+  t.after(() => rmSync(parent, { recursive: true, force: true }));
+  const dir = join(parent, 'public');
+  const { c } = await startTest(t, {}, { dashboardDir: dir });
+  for (const path of ['/', '/index.html']) {
+    const res = await fetch(`${c.url}${path}`);
+    assert.equal(res.status, 503, path);
+    assert.equal(((await res.json()) as { error: { code: string } }).error.code, 'dashboard_not_built', path);
+  }
+  const missing = await fetch(`${c.url}/assets/app-ABC.js`);
+  assert.equal(missing.status, 404);
+  assert.equal(((await missing.json()) as { error: { code: string } }).error.code, 'route_not_found');
+
+  mkdirSync(join(dir, 'assets'), { recursive: true });
+  writeFileSync(join(dir, 'assets', 'app-ABC.js'), 'console.log(1)');
+  writeFileSync(join(dir, 'index.html'), '<!doctype html><title>agentq</title><script src="/assets/app-ABC.js"></script>');
+
+  for (const path of ['/', '/index.html']) {
+    const page = await fetch(`${c.url}${path}`);
+    assert.equal(page.status, 200, path);
+    assert.match(page.headers.get('content-security-policy') ?? '', /default-src 'self'/, path);
+    assert.match(await page.text(), /app-ABC\.js/, path);
+  }
+  const asset = await fetch(`${c.url}/assets/app-ABC.js`);
+  assert.equal(asset.status, 200);
+  assert.equal(await asset.text(), 'console.log(1)');
 });

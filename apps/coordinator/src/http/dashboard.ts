@@ -42,31 +42,31 @@ function setHeaders(res: SetHeadersResponse, path: string): void {
 
 /**
  * The live web dashboard at `/`: static files only (index.html and /assets/*), no server-side
- * rendering. Every other path still gets the API's JSON 404. Without a build, `/` answers 503
- * `dashboard_not_built`.
+ * rendering. Every other path still gets the API's JSON 404. While there is no build, `/` and
+ * `/index.html` answer 503 `dashboard_not_built`.
  *
  * Files are looked up when asked for, not listed once at start: `npm run build` while the
  * coordinator runs writes an index.html naming new hashed assets, and routes made at start for
  * the old names only answered 404 for them, leaving a blank page on the next load until a restart.
+ * For the same reason whether there is a build at all is asked at each request: a coordinator
+ * started before the first `npm run build` serves the dashboard as soon as it is built.
  */
 export const dashboardRoutes: FastifyPluginAsync<{ dir: string }> = async (app, { dir }) => {
-  if (!existsSync(join(dir, 'index.html'))) {
-    app.log.warn({ dashboard_dir: dir }, 'dashboard not built: GET / answers 503 (run `npm run build`)');
-    const code: ErrorCode = 'dashboard_not_built';
-    const body: ErrorBody = {
-      error: {
-        code,
-        message: 'the dashboard is not built: run `npm run build` in the agentq repository, then restart the coordinator',
-        details: { dashboard_dir: dir },
-      },
-    };
-    // no schema: this fallback is not part of the API document
-    app.get('/', async (_req, reply) => reply.code(ErrorCodes[code]).send(body));
-    return;
+  const index = join(dir, 'index.html');
+  if (!existsSync(index)) {
+    app.log.warn({ dashboard_dir: dir }, 'dashboard not built: GET / answers 503 until `npm run build` writes it');
   }
-  // reply.sendFile only: the routes below say which files may be asked for
+  const code: ErrorCode = 'dashboard_not_built';
+  const notBuilt: ErrorBody = {
+    error: {
+      code,
+      message: 'the dashboard is not built: run `npm run build` in the agentq repository: this coordinator serves it as soon as it is built',
+      details: { dashboard_dir: dir },
+    },
+  };
+  // reply.sendFile only, each call naming its folder: the routes below say which files may be
+  // asked for. No `root`: it is checked once at start, and `dir` may not exist yet.
   await app.register(fastifyStatic, {
-    root: dir,
     serve: false,
     index: false,
     cacheControl: false,
@@ -75,7 +75,8 @@ export const dashboardRoutes: FastifyPluginAsync<{ dir: string }> = async (app, 
     setHeaders,
   });
   // read at each request: it names the assets of the build there is now
-  const page: RouteHandlerMethod = (_req, reply) => reply.sendFile('index.html', dir);
+  const page: RouteHandlerMethod = (_req, reply) =>
+    existsSync(index) ? reply.sendFile('index.html', dir) : reply.code(ErrorCodes[code]).send(notBuilt);
   // not part of the API document
   const hide = { schema: { hide: true } };
   app.get('/', hide, page);
@@ -88,5 +89,8 @@ export const dashboardRoutes: FastifyPluginAsync<{ dir: string }> = async (app, 
   );
 };
 
-/** What esbuild writes in assets/: `app-<hash>.js`, `.css`, their `.map`, `.LEGAL.txt`. */
+/**
+ * What esbuild writes in assets/: `app-<hash>.js`, `.css`, their `.map`, `.LEGAL.txt`. Not a
+ * leading dot: the build's files being written (apps/dashboard/publish.mjs) are never served.
+ */
 const ASSET_NAME = /^[A-Za-z0-9_-][A-Za-z0-9._-]*$/;
