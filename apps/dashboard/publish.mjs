@@ -1,0 +1,89 @@
+// Puts a dashboard build into the folder the coordinator serves (dist/public) while a coordinator
+// may be serving it: at every moment a reader gets a complete dashboard, the old build's or the
+// new one's. The coordinator reads index.html and assets/<file> at each request, so:
+//
+//   1. the new assets go in next to the old ones (their names carry a content hash, so they
+//      never replace a file of the old build but the same file),
+//   2. then index.html, which names them, is replaced in one rename,
+//   3. then build.json records this build's asset names,
+//   4. then assets/ loses what is neither this build's nor the previous one's.
+//
+// Each file is written under a temporary name (a leading dot: the coordinator never serves it)
+// and renamed into place, so no reader sees one half written. The previous build's assets stay
+// one build longer: a page loaded just before the swap still gets the files it names.
+// Removing the folder first and writing it again, as this used to do, left the coordinator
+// answering 503 and 404 for the time of the bundling, and nothing at all if it failed.
+import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+
+/** What publish() writes beside index.html: the asset names of the build there is now. */
+export const MANIFEST = 'build.json';
+
+/**
+ * @param {string} out the folder served (made if missing)
+ * @param {{ indexHtml: string, assets: ReadonlyMap<string, string | Uint8Array> }} build
+ * @param {{ onStep?: (step: string) => Promise<void> | void }} [options] `onStep` is awaited
+ *   after each change to the folder (tests look at what a reader gets at each one)
+ */
+export async function publish(out, build, options = {}) {
+  const step = options.onStep ?? (() => {});
+  const assetsDir = join(out, 'assets');
+  await mkdir(assetsDir, { recursive: true });
+  // a folder without build.json is of a build from before it: all its assets count as the
+  // previous build's, the next build removes them
+  const previous = (await readManifest(out)) ?? (await readdir(assetsDir)).filter((name) => !name.startsWith('.'));
+
+  for (const [name, contents] of build.assets) {
+    await replaceFile(assetsDir, name, contents);
+    await step(`assets/${name}`);
+  }
+  await replaceFile(out, 'index.html', build.indexHtml);
+  await step('index.html');
+  await replaceFile(out, MANIFEST, `${JSON.stringify({ assets: [...build.assets.keys()] }, null, 2)}\n`);
+  await step(MANIFEST);
+
+  const keep = new Set([...build.assets.keys(), ...previous]);
+  for (const name of (await readdir(assetsDir)).sort()) {
+    if (keep.has(name)) continue;
+    await rm(join(assetsDir, name), { recursive: true, force: true });
+    await step(`removed assets/${name}`);
+  }
+  // what an interrupted build left (the temporary files of step 1 and 2)
+  for (const name of await readdir(out)) {
+    if (!isTemporary(name)) continue;
+    await rm(join(out, name), { force: true });
+    await step(`removed ${name}`);
+  }
+}
+
+/** @returns {Promise<string[] | undefined>} */
+async function readManifest(out) {
+  let text;
+  try {
+    text = await readFile(join(out, MANIFEST), 'utf8');
+  } catch (err) {
+    if (/** @type {NodeJS.ErrnoException} */ (err).code === 'ENOENT') return undefined;
+    throw new Error(`dashboard: cannot read ${join(out, MANIFEST)}`, { cause: err });
+  }
+  const assets = JSON.parse(text).assets;
+  if (!Array.isArray(assets) || !assets.every((a) => typeof a === 'string')) {
+    throw new Error(`dashboard: ${join(out, MANIFEST)} has no list of asset names: remove it and build again`);
+  }
+  return assets;
+}
+
+function isTemporary(name) {
+  return name.startsWith('.') && name.endsWith('.tmp');
+}
+
+/** Writes `dir/name` under a temporary name, then renames it over `dir/name` (one atomic step). */
+async function replaceFile(dir, name, contents) {
+  const tmp = join(dir, `.${name}.${process.pid}.tmp`);
+  try {
+    await writeFile(tmp, contents);
+    await rename(tmp, join(dir, name));
+  } catch (err) {
+    await rm(tmp, { force: true });
+    throw new Error(`dashboard: cannot write ${join(dir, name)}`, { cause: err });
+  }
+}
