@@ -74,6 +74,11 @@ export function buildProgram(version: string, io: ProgramIo, register: Register)
       outputError: () => {},
     })
     .showSuggestionAfterError(true)
+    // the program's options (the global ones) are its own only before the command's name; after
+    // it they are the command's (which declares them too): an error in one (`agentq status job_x
+    // --url`, no value) is then the command's, and says to run `agentq status --help`, not
+    // `agentq --help`
+    .enablePositionalOptions()
     .helpOption('-h, --help', 'show help')
     .helpCommand(false)
     .addHelpText('after', MAIN_HELP_AFTER);

@@ -42,6 +42,13 @@ describe('the agentq bin', () => {
     envelope(r, CliFailure);
   });
 
+  it("a global option missing its value after the command: exit 2, and the command's help named", async () => {
+    const r = await agentq(['status', 'job_0123456789ab', '--url']);
+    assert.equal(r.code, 2);
+    assert.equal(r.stdout, '');
+    assert.equal(r.stderr, "agentq: option '--url <url>' argument missing\nRun 'agentq status --help' for usage.\n");
+  });
+
   it('stdout that cannot be written (a full disk): exit 1 with one line saying so, not a stack trace', async () => {
     const full = openSync('/dev/full', 'w');
     const child = spawn(process.execPath, [BIN, '--help'], { env: { PATH: process.env.PATH ?? '' }, stdio: ['ignore', full, 'pipe'] });

@@ -202,6 +202,22 @@ describe('command line', () => {
     assert.match(r.stderr, /^agentq: missing required argument 'job_id'\nRun 'agentq status --help' for usage\.\n$/);
   });
 
+  it("an error in a global option given after the command points at that command's help, one given before it at agentq --help", async () => {
+    for (const [argv, message, help] of [
+      [['status', 'job_0123456789ab', '--url'], "option '--url <url>' argument missing", 'agentq status --help'],
+      [['list', '--token'], "option '--token <token>' argument missing", 'agentq list --help'],
+      [['session', 'stop', 'alpha', '--ca-file'], "option '--ca-file <path>' argument missing", 'agentq session stop --help'],
+      [['status', 'job_0123456789ab', '--bogus'], "unknown option '--bogus'", 'agentq status --help'],
+      [['--url'], "option '--url <url>' argument missing", 'agentq --help'],
+      [['--bogus', 'status', 'job_0123456789ab'], "unknown option '--bogus'", 'agentq --help'],
+    ] as const) {
+      const r = await cli(undefined, [...argv]);
+      assert.equal(r.code, 2, argv.join(' '));
+      assert.equal(r.stdout, '', argv.join(' '));
+      assert.equal(r.stderr, `agentq: ${message}\nRun '${help}' for usage.\n`, argv.join(' '));
+    }
+  });
+
   it('takes the command after global options', async () => {
     const r = await cli(undefined, ['--url', await deadUrl(), '--json', 'list']);
     assert.equal(r.code, 1);
