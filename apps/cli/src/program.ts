@@ -49,8 +49,41 @@ export function commandPath(cmd: Command): string {
   return names.join(' ');
 }
 
+/**
+ * A global option that took the next word as its value although that word is a command or an
+ * option of the line (`agentq --url status job_x`, `agentq list --token --json`): commander gives
+ * an option that needs a value whatever word follows it. Left alone, the error would be about
+ * something else (`unknown command 'job_x'`, `missing command`, a URL `--json`) or none at all (a
+ * token `--json`, and no JSON printed); this names the option that is missing its value, on `cmd`
+ * or the commands above it (where the option was given decides which help to point at). A CA
+ * file really named like a command (`--ca-file list`) is then given as `./list`.
+ */
+function swallowedValue(cmd: Command): UsageError | undefined {
+  const globals = new Set(globalOptions().filter((o) => o.required).map((o) => o.long));
+  for (let c: Command | null = cmd; c; c = c.parent) {
+    const opts = c.opts<Record<string, unknown>>();
+    const flags = [...c.options.flatMap((o) => [o.long, o.short]), '-h', '--help'].filter((f) => f !== undefined);
+    for (const option of c.options) {
+      const value = opts[option.attributeName()];
+      if (!globals.has(option.long) || typeof value !== 'string') continue;
+      const what = c.commands.some((sub) => sub.name() === value)
+        ? 'the command'
+        : flags.some((flag) => value === flag || value.startsWith(`${flag}=`))
+          ? 'the option'
+          : undefined;
+      if (what) {
+        return new UsageError(`option '${option.flags}' argument missing: it took ${what} '${value}' as its value`, commandPath(c) || undefined);
+      }
+    }
+  }
+  return undefined;
+}
+
 /** Commander's own errors as usage errors naming the command, without its `error: ` prefix. */
 function usageError(err: CommanderError, cmd: Command): UsageError {
+  // `agentq --url status job_x`: not an unknown command 'job_x', a --url without its value
+  const swallowed = swallowedValue(cmd);
+  if (swallowed) return swallowed;
   const path = commandPath(cmd);
   if (err.code === 'commander.help') {
     // help shown because a command that needs a subcommand got none (`agentq`, `agentq session`)
@@ -138,5 +171,10 @@ export function buildProgram(version: string, io: ProgramIo, register: Register)
     for (const sub of cmd.commands) walk(sub);
   };
   walk(program);
+  // `agentq list --token --json`: parsed without an error, but not as the user meant it
+  program.hook('preAction', (_program, action) => {
+    const swallowed = swallowedValue(action);
+    if (swallowed) throw swallowed;
+  });
   return program;
 }

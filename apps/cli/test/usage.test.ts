@@ -218,6 +218,36 @@ describe('command line', () => {
     }
   });
 
+  it('a global option that took the command or another option as its value is named as missing its value', async () => {
+    const url = await deadUrl();
+    for (const [argv, message, help] of [
+      // not "unknown command 'job_…'": --url took `status`
+      [['--url', 'status', 'job_0123456789ab'], "option '--url <url>' argument missing: it took the command 'status' as its value", 'agentq --help'],
+      // not "missing command"
+      [['--token', 'list'], "option '--token <token>' argument missing: it took the command 'list' as its value", 'agentq --help'],
+      [['session', '--url', 'stop', 'alpha'], "option '--url <url>' argument missing: it took the command 'stop' as its value", 'agentq session --help'],
+      // not a coordinator URL '-h'
+      [['list', '--url', '-h'], "option '--url <url>' argument missing: it took the option '-h' as its value", 'agentq list --help'],
+    ] as const) {
+      const r = await cli(url, [...argv]);
+      assert.equal(r.code, 2, argv.join(' '));
+      assert.equal(r.stderr, `agentq: ${message}\nRun '${help}' for usage.\n`, argv.join(' '));
+    }
+    // not a token `--json` sent to the coordinator, and its answer printed as text
+    for (const argv of [
+      ['status', 'job_0123456789ab', '--token', '--json'],
+      ['--token', '--json', 'status', 'job_0123456789ab'],
+    ]) {
+      const r = await cli(url, argv);
+      assert.equal(r.code, 2, argv.join(' '));
+      assert.equal(
+        envelope<Failure>(r, CliFailure).error.message,
+        "option '--token <token>' argument missing: it took the option '--json' as its value",
+        argv.join(' '),
+      );
+    }
+  });
+
   it('takes the command after global options', async () => {
     const r = await cli(undefined, ['--url', await deadUrl(), '--json', 'list']);
     assert.equal(r.code, 1);
