@@ -1,60 +1,14 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { test, type TestContext } from 'node:test';
+import { test } from 'node:test';
 import type { CompletedReport, ExecutorInvocation, FailedReport } from '@agentq/protocol';
 import { claudeArgs } from '../src/executors/claude-args.js';
 import { deniedText } from '../src/executors/claude-stream.js';
-import { resolveExecutor, type LauncherDeps } from '../src/index.js';
-import { alive, captureLog, coordinator, fixture, gone, launcher, outputOf, settled, tempDir } from './helpers.js';
-import { proxy } from './proxy.js';
-
-interface ClaudeCall {
-  args: string[];
-  prompt: string;
-  cwd: string;
-  pid: number;
-  left_child_pid?: number;
-  tool_pid?: number;
-  mcpConfig: { mcpServers: Record<string, { type: string; command: string; args: string[]; env: Record<string, string> }> } | null;
-}
-
-const CLAUDE_EXECUTOR = fileURLToPath(new URL('../src/executors/claude-code.js', import.meta.url));
-const BASE_ARGS = ['-p', '--output-format', 'stream-json', '--verbose'];
-
-/** A `claude` on PATH that runs the compiled fake, and the log of its calls. */
-function fakeClaude(t: TestContext): { path: string; calls: () => ClaudeCall[]; log: string } {
-  const bin = tempDir(t);
-  const log = join(bin, 'calls.jsonl');
-  writeFileSync(join(bin, 'claude'), `#!/bin/sh\nexec "${process.execPath}" "${fixture('fake-claude.js')}" "$@"\n`);
-  chmodSync(join(bin, 'claude'), 0o755);
-  return {
-    path: `${bin}:${process.env['PATH']}`,
-    log,
-    calls: () =>
-      existsSync(log)
-        ? readFileSync(log, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as ClaudeCall)
-        : [],
-  };
-}
-
-/** A coordinator (behind a recording proxy) and a claude-code launcher using the fake claude. */
-async function setup(t: TestContext, env: Record<string, string> = {}, deps: Partial<LauncherDeps> = {}, exitGraceMs = 10_000) {
-  const { c, client } = await coordinator(t);
-  const px = await proxy(t, c.url);
-  const claude = fakeClaude(t);
-  await launcher(
-    t,
-    px.url,
-    { executor: resolveExecutor('claude-code', process.cwd()), passEnv: ['FAKE_CLAUDE_LOG'], exitGraceMs },
-    { env: { ...process.env, PATH: claude.path, FAKE_CLAUDE_LOG: claude.log, ...env }, ...deps },
-  );
-  return { c, client, px, claude };
-}
-
-const FAKE_USAGE = { input_tokens: 100, output_tokens: 20, cache_read_input_tokens: 3, cache_creation_input_tokens: 4 };
+import { resolveExecutor } from '../src/index.js';
+import { alive, captureLog, coordinator, gone, launcher, outputOf, settled, tempDir } from './helpers.js';
+import { BASE_ARGS, CLAUDE_EXECUTOR, FAKE_USAGE, fakeClaude, setup, stoppedTurn } from './claude.js';
 
 test('claude-code executor: start, then resume with the stored session id; usage and cost are reported', async (t) => {
   const { c, client, px, claude } = await setup(t);
@@ -195,28 +149,6 @@ test('claude-code executor: the tool calls claude refused for want of permission
     'Working on: DENIED\n[tool Read] {"file_path":"README.md"}\n[permission denied: Write] {"file_path":"notes.md","content":"the notes"}\n',
   );
 });
-
-/**
- * A turn of `prompt` stopped once claude has printed something, with a kill grace long enough for
- * claude to end on the SIGTERM; the job is `stopped`.
- */
-async function stoppedTurn(t: TestContext, sessionName: string, prompt: string) {
-  const { c, client } = await coordinator(t);
-  const claude = fakeClaude(t);
-  const { log, waitFor } = captureLog();
-  await launcher(
-    t,
-    c.url,
-    { executor: resolveExecutor('claude-code', process.cwd()), passEnv: ['FAKE_CLAUDE_LOG'], killGraceMs: 30_000 },
-    { env: { ...process.env, PATH: claude.path, FAKE_CLAUDE_LOG: claude.log }, log },
-  );
-  const job = await client.createJob({ type: 'start_session', session_name: sessionName, prompt });
-  await waitFor((l) => l['msg'] === 'executor output' && l['job_id'] === job.job_id);
-  await client.stopJob(job.job_id);
-  const done = await settled(client, job.job_id);
-  assert.equal(done.status, 'stopped');
-  return { client, claude, job };
-}
 
 test('claude-code executor: a stopped turn ends when claude has exited, not before', async (t) => {
   const { claude } = await stoppedTurn(t, 'slow-exit', 'SLOW_EXIT');
