@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import { EXECUTOR_SCHEMA_VERSION, type ExecutorEvent, type ExecutorInvocation, type FailedReport, type Job } from '@agentq/protocol';
 import { buildExecutorEnv } from './executor-env.js';
 import { ExecutorProcess, type ExecutorExit } from './executor-process.js';
+import { describeExitCode, describeSignal } from './exit-status.js';
 import type { ExecutorSpec } from './executors/index.js';
 import type { Lifeline } from './lifeline/lifeline.js';
 import { resolveJobDir } from './project-roots.js';
@@ -411,12 +412,17 @@ export class JobRunner {
   }
 }
 
+/**
+ * The error of a failed run. A signal, or an exit code that names one (143: 128 + SIGTERM), comes
+ * with what usually sends it: the launcher did not (its own stops end here only once the
+ * executor's answer has come), so someone or something else did.
+ */
 function failureMessage(exit: ExecutorExit, errorMessage: string | undefined): string {
   if (errorMessage !== undefined) {
-    return exit.code !== null && exit.code !== 0 ? `${errorMessage} (exit code ${exit.code})` : errorMessage;
+    return exit.code !== null && exit.code !== 0 ? `${errorMessage} (exit code ${describeExitCode(exit.code)})` : errorMessage;
   }
-  const how = exit.signal ? `executor killed by ${exit.signal}` : `executor exited with code ${exit.code}`;
-  return exit.stderrTail ? `${how}; stderr:\n${exit.stderrTail}` : `${how} (no stderr)`;
+  const how = exit.signal ? `executor killed by ${describeSignal(exit.signal)}` : `executor exited with code ${exit.code === null ? 'unknown' : describeExitCode(exit.code)}`;
+  return exit.stderrTail ? `${how}; stderr:\n${exit.stderrTail}` : `${how}; no stderr`;
 }
 
 /** The object without its undefined properties (optional wire fields are left out, not null). */

@@ -143,6 +143,25 @@ test('an executor that crashes mid-output: the output so far is kept and the job
   assert.equal(await outputOf(client, job.job_id), 'line 1\nline 2\n');
 });
 
+// "exit code 137" or "killed by SIGTERM" told a user nothing of what had happened (an OOM kill, a
+// stop by someone other than the launcher)
+test('an executor ended by a signal, or exiting with 128 + its number as a shell reports one, fails the job saying what the signal usually means', async (t) => {
+  const { c, client } = await coordinator(t);
+  await launcher(t, c.url);
+  const [term, oom] = await client.createJobs([
+    { type: 'start_session', session_name: 'terminated', prompt: script([{ kill: 'SIGTERM' }]) },
+    { type: 'start_session', session_name: 'wrapper-of-oom-kill', prompt: script([{ stderr: 'Killed' }, { exit: 137 }]) },
+  ]);
+  assert.equal(
+    (await settled(client, term!.job_id)).error,
+    'executor killed by SIGTERM (asked to stop: by a user, a service manager or a shutdown); no stderr',
+  );
+  assert.equal(
+    (await settled(client, oom!.job_id)).error,
+    "executor exited with code 137 (128 + 9: SIGKILL, which cannot be caught: the kernel's OOM killer when memory ran out, or kill -9); stderr:\nKilled",
+  );
+});
+
 test('a missing project_dir inside the project roots fails the job with a clear error', async (t) => {
   const { c, client } = await coordinator(t);
   const root = realpathSync(tempDir(t));

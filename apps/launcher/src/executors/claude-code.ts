@@ -5,6 +5,7 @@ import { claudeArgs } from './claude-args.js';
 import { mcpConfig, mcpEnabled, writeMcpConfig } from './claude-mcp.js';
 import { assistantText, deniedText, NO_CONVERSATION, parseClaudeLine, readResult, type ClaudeResult } from './claude-stream.js';
 import { emit, ExecutorError, readInvocation, runExecutor } from './contract.js';
+import { describeExitCode, describeSignal } from '../exit-status.js';
 
 /**
  * The Claude Code executor: runs one non-interactive turn of the `claude` CLI and maps its
@@ -176,7 +177,10 @@ async function runClaude(
   }
   // the error event is the job's error, so the launcher adds no stderr of its own: claude's last
   // lines (a refused option, a missing login...) say why it ended
-  const how = signal ? `claude was killed by ${signal}` : `claude exited with code ${code} without a result`;
+  // with what ended it in words: "code 143" alone tells most readers nothing
+  const how = signal
+    ? `claude was killed by ${describeSignal(signal)} before its result`
+    : `claude exited with code ${code === null ? 'unknown' : describeExitCode(code)} without a result`;
   throw new Error(stderrTail.length > 0 ? `${how}; stderr:\n${stderrTail.join('\n')}` : how);
 }
 

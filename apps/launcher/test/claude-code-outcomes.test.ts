@@ -1,0 +1,18 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { settled } from './helpers.js';
+import { setup } from './claude.js';
+
+/** How a turn of the claude-code executor ends when claude does not end it as it should. */
+
+// A claude that ended without a result by a signal, or with the code a shell gives a process
+// ended by one (128 + its number), failed the job with "exit 143": nothing said what ended it.
+test('claude-code executor: a claude ended by a signal (or exiting 128 + a signal number) fails the job saying which signal and what sends it', async (t) => {
+  const { client } = await setup(t);
+  const terminated = await settled(client, (await client.createJob({ type: 'start_session', session_name: 'terminated', prompt: 'TERMINATED' })).job_id);
+  assert.equal(terminated.status, 'failed');
+  assert.match(terminated.error ?? '', /^claude exited with code 143 \(128 \+ 15: SIGTERM, asked to stop: by a user, a service manager or a shutdown\) without a result/);
+  const killed = await settled(client, (await client.createJob({ type: 'start_session', session_name: 'oom-killed', prompt: 'OOM_KILLED' })).job_id);
+  assert.equal(killed.status, 'failed');
+  assert.match(killed.error ?? '', /^claude was killed by SIGKILL \(which cannot be caught: the kernel's OOM killer when memory ran out, or kill -9\)/);
+});
