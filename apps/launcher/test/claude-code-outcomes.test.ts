@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import type { CompletedReport } from '@agentq/protocol';
 import { settled } from './helpers.js';
 import { setup } from './claude.js';
 
@@ -15,4 +16,19 @@ test('claude-code executor: a claude ended by a signal (or exiting 128 + a signa
   const killed = await settled(client, (await client.createJob({ type: 'start_session', session_name: 'oom-killed', prompt: 'OOM_KILLED' })).job_id);
   assert.equal(killed.status, 'failed');
   assert.match(killed.error ?? '', /^claude was killed by SIGKILL \(which cannot be caught: the kernel's OOM killer when memory ran out, or kill -9\)/);
+});
+
+// claude's result without usage, or with `{}`, was reported as four zero counts: a turn that
+// cost nothing, when nothing was known.
+test('claude-code executor: a result without usage, or with an empty one, reports no usage rather than zeros', async (t) => {
+  const { client, px } = await setup(t);
+  for (const prompt of ['NO_USAGE', 'EMPTY_USAGE']) {
+    const job = await client.createJob({ type: 'start_session', session_name: prompt.toLowerCase(), prompt });
+    const done = await settled(client, job.job_id);
+    assert.equal(done.status, 'completed', done.error ?? '');
+    const [completed] = px.bodies(`/launcher/jobs/${job.job_id}/completed`) as CompletedReport[];
+    assert.equal(completed!.usage, undefined, `${prompt}: no usage in the report`);
+    assert.equal(completed!.cost_usd, 0.0123, `${prompt}: the cost claude gave is reported`);
+    assert.equal(done.usage, null, `${prompt}: the job's usage is unknown`);
+  }
 });

@@ -87,13 +87,22 @@ export function readResult(msg: ClaudeMessage): ClaudeResult {
   return { subtype, isError, text, errors, event };
 }
 
-/** claude's usage object has more fields (server_tool_use, service_tier...): the four counts are kept. */
+/**
+ * The four token counts of claude's usage object (it has more: server_tool_use, service_tier...).
+ * A usage that is missing, or that lacks the input or the output count (`{}`), is unknown, and
+ * left out: the job's `usage` stays null. Four zeros would say the turn used no tokens, and be
+ * added to its session's sums as such. The two cache counts alone may be missing (an API answer
+ * that used no cache may leave them out or null): those are 0.
+ */
 function readUsage(value: unknown): Usage | undefined {
   if (typeof value !== 'object' || value === null) return undefined;
   const u = value as Record<string, unknown>;
+  const input = count(u['input_tokens']);
+  const output = count(u['output_tokens']);
+  if (input === undefined || output === undefined) return undefined;
   return {
-    input_tokens: count(u['input_tokens']) ?? 0,
-    output_tokens: count(u['output_tokens']) ?? 0,
+    input_tokens: input,
+    output_tokens: output,
     cache_read_input_tokens: count(u['cache_read_input_tokens']) ?? 0,
     cache_creation_input_tokens: count(u['cache_creation_input_tokens']) ?? 0,
   };
