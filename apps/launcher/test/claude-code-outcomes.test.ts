@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { CompletedReport } from '@agentq/protocol';
 import { settled } from './helpers.js';
-import { setup } from './claude.js';
+import { FAKE_USAGE, setup } from './claude.js';
 
 /** How a turn of the claude-code executor ends when claude does not end it as it should. */
 
@@ -31,4 +31,23 @@ test('claude-code executor: a result without usage, or with an empty one, report
     assert.equal(completed!.cost_usd, 0.0123, `${prompt}: the cost claude gave is reported`);
     assert.equal(done.usage, null, `${prompt}: the job's usage is unknown`);
   }
+});
+
+// A second `result` (and lines after the first) changed the turn's outcome: the second one's
+// error failed a turn whose first result was a success, and the session id of the lines after it
+// replaced the session's.
+test('claude-code executor: the first result is the turn\'s; a second one, and the session ids of the lines after it, change nothing', async (t) => {
+  const { client, px, claude } = await setup(t);
+  const job = await client.createJob({ type: 'start_session', session_name: 'two-results', prompt: 'TWO_RESULTS' });
+  const done = await settled(client, job.job_id);
+  assert.equal(done.status, 'completed', done.error ?? '');
+  assert.equal(done.result, 'Answer to: TWO_RESULTS');
+  assert.equal(px.bodies(`/launcher/jobs/${job.job_id}/completed`).length, 1, 'reported once');
+  assert.equal(px.bodies(`/launcher/jobs/${job.job_id}/failed`).length, 0);
+  const [completed] = px.bodies(`/launcher/jobs/${job.job_id}/completed`) as CompletedReport[];
+  assert.deepEqual(completed!.usage, FAKE_USAGE);
+  assert.equal(completed!.cost_usd, 0.0123);
+  // the session claude started, named by the init line and the first result
+  const [call] = claude.calls();
+  assert.equal(completed!.executor_session_id, call!.session_id);
 });

@@ -85,6 +85,9 @@ async function runClaude(
   // lines) whose transcript it never writes, and a later resume of that id finds nothing
   const session = (id: unknown, fromResult = false) => {
     if (o.resuming !== undefined && !fromResult) return;
+    // after the result the turn is over (see the second result below): an id on a later line is
+    // not the session's
+    if (result !== undefined && !fromResult) return;
     if (typeof id === 'string' && id !== '' && id !== lastSession) {
       lastSession = id;
       emit({ type: 'session', session_id: id });
@@ -118,6 +121,15 @@ async function runClaude(
         for (const text of assistantText(msg)) emit({ type: 'output', text });
         break;
       case 'result': {
+        // The first result is the turn's, and the only one passed on. claude -p prints one, as its
+        // last line; a second would make the job's answer, its cost and its session depend on
+        // whether it came before the launcher's exit grace (which starts at the first) ran out.
+        // Nothing of it counts (its error would fail a turn that succeeded); stderr says it came.
+        if (result !== undefined) {
+          const subtype = typeof msg['subtype'] === 'string' ? msg['subtype'] : 'unknown';
+          process.stderr.write(`claude printed a second result (${subtype}) after the turn's; it is ignored\n`);
+          break;
+        }
         // a claude that answers has read its config, init line or not (claude 2.x answers a resume
         // it cannot do with a result alone); remove it now, before the events that start the
         // launcher's exit grace, whose end (SIGKILL, if SIGTERM is not enough) may leave no
