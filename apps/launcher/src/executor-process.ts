@@ -5,6 +5,7 @@ import { Value } from '@sinclair/typebox/value';
 import { ExecutorEvent, type ExecutorInvocation } from '@agentq/protocol';
 import { toError } from '@agentq/client';
 import type { ExecutorSpec } from './executors/index.js';
+import { killGroupTree } from './lifeline/proc.js';
 
 /** How an executor process ended. */
 export interface ExecutorExit {
@@ -219,6 +220,9 @@ export class ExecutorProcess {
 
   #signalGroup(signal: NodeJS.Signals): void {
     if (this.pid === undefined) return;
+    // SIGKILL goes to what the group's members started outside it too (see killGroupTree):
+    // SIGTERM does not, as the member that started them (claude) ends them on its SIGTERM
+    if (signal === 'SIGKILL') return killGroupTree(this.pid);
     try {
       process.kill(-this.pid, signal);
     } catch {

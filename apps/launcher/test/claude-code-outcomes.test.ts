@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { CompletedReport } from '@agentq/protocol';
-import { settled } from './helpers.js';
-import { FAKE_USAGE, setup } from './claude.js';
+import { gone, settled } from './helpers.js';
+import { FAKE_USAGE, setup, stoppedTurn } from './claude.js';
 
 /** How a turn of the claude-code executor ends when claude does not end it as it should. */
 
@@ -50,4 +50,15 @@ test('claude-code executor: the first result is the turn\'s; a second one, and t
   // the session claude started, named by the init line and the first result
   const [call] = claude.calls();
   assert.equal(completed!.executor_session_id, call!.session_id);
+});
+
+// The launcher's SIGKILL after --kill-grace reached the executor's process group only: a Bash
+// command claude runs in a session of its own, which claude ends on SIGTERM, ran on when claude
+// did not get to end it.
+test('claude-code executor: a stopped claude that has to be SIGKILLed takes the Bash commands it runs outside the process group with it', async (t) => {
+  const { claude } = await stoppedTurn(t, 'stuck', 'BASH_TOOL STUCK', 300);
+  const [call] = claude.calls();
+  assert.ok(call!.tool_pid, 'claude was running a command');
+  await gone(call!.pid, 'claude');
+  await gone(call!.tool_pid, 'the command claude was running');
 });

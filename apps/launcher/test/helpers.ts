@@ -150,6 +150,8 @@ export interface Hello {
   pid: number;
   env: Record<string, string>;
   cwd: string;
+  /** the `sleep` a `daemon` step before the hello started (outside the executor's group) */
+  daemon_pid?: number;
   /** let the executor past its next `await` step */
   release(): void;
   /** resolves when the executor's connection closes (it exited or ended the script) */

@@ -52,6 +52,28 @@ test('executors die with a launcher killed by SIGKILL (the lifeline), including 
   assert.deepEqual(recordOf(stateDir)?.launcher_ids, [(await client.listLaunchers()).launchers[0]?.launcher_id]);
 });
 
+// The reaper's SIGKILL after the grace reached the executor's process group only: a process the
+// executor runs in a session of its own (as claude runs its Bash commands) ran on, init's child.
+test('the lifeline\'s SIGKILL takes the processes an executor ignoring SIGTERM started outside its group', async (t) => {
+  const { c, client } = await coordinator(t);
+  const control = await controlServer(t);
+  const l = spawnLauncher(t, ['--url', c.url, '--executor', fixture('executor.js'), '--kill-grace', '0.3'], {
+    AGENTQ_STATE_DIR: join(tempDir(t), 'state'),
+  });
+  await l.logged(/launcher ready/);
+  await client.createJob({
+    type: 'start_session',
+    session_name: 'escaped',
+    prompt: script([{ ignore: 'SIGTERM' }, { daemon: true }, { hello: true }, { await: true }], control),
+  });
+  const hello = await control.next();
+  assert.ok(hello.daemon_pid, 'the executor started its process');
+  l.child.kill('SIGKILL');
+  await l.exited;
+  await gone(hello.pid, 'the executor');
+  await gone(hello.daemon_pid, 'the process it started outside its group');
+});
+
 test('a launcher restarted after a SIGKILL replaces its earlier life: its running job ends interrupted at once, not at the heartbeat timeout', async (t) => {
   const { c, client } = await coordinator(t, { heartbeatTimeoutSeconds: 600 });
   const control = await controlServer(t);

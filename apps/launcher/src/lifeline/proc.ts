@@ -141,7 +141,8 @@ export async function endGroups(groups: readonly Group[], graceMs: number): Prom
     await new Promise((resolve) => setTimeout(resolve, CHECK_MS));
     left = left.filter((g) => isSameGroup(g.pgid, g.start_time) && !onlyZombies(g.pgid));
   }
-  for (const g of left) signalGroup(g.pgid, g.start_time, 'SIGKILL');
+  // with what its members started outside it (claude's Bash commands): see killGroupTree
+  for (const g of left) if (isSameGroup(g.pgid, g.start_time)) killGroupTree(g.pgid);
   return ended;
 }
 
@@ -180,4 +181,94 @@ function readProcPids(): number[] {
   } catch {
     return [];
   }
+}
+
+/** One process: its id, its parent's, and its process group's. */
+interface ProcessEntry {
+  pid: number;
+  ppid: number;
+  pgid: number;
+}
+
+/** Every process this one can see (Linux: /proc; elsewhere `ps`), or none when they cannot be listed. */
+function processTable(): ProcessEntry[] {
+  if (hasProc) {
+    const table: ProcessEntry[] = [];
+    for (const pid of readProcPids()) {
+      try {
+        const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+        // after the command name: state, ppid, pgrp
+        const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+        table.push({ pid, ppid: Number(fields[1]), pgid: Number(fields[2]) });
+      } catch {
+        // gone meanwhile
+      }
+    }
+    return table;
+  }
+  try {
+    const out = execFileSync('ps', ['-A', '-o', 'pid=,ppid=,pgid='], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'], timeout: 5_000 });
+    return out
+      .split('\n')
+      .map((line) => line.trim().split(/\s+/).map(Number))
+      .filter((f) => f.length === 3 && f.every(Number.isInteger))
+      .map(([pid, ppid, pgid]) => ({ pid: pid!, ppid: ppid!, pgid: pgid! }));
+  } catch {
+    return [];
+  }
+}
+
+/**
+ * The processes outside group `pgid` that descend from one of its members: a child that went to
+ * a session (and group) of its own, as claude runs each Bash command, is out of the group's
+ * reach but still its parent's child, and so are its own children.
+ */
+export function escapedDescendants(pgid: number, table: readonly ProcessEntry[] = processTable()): number[] {
+  const children = new Map<number, number[]>();
+  for (const p of table) children.set(p.ppid, [...(children.get(p.ppid) ?? []), p.pid]);
+  const members = table.filter((p) => p.pgid === pgid).map((p) => p.pid);
+  const inGroup = new Set(members);
+  const found = new Set<number>();
+  for (const queue = [...members]; queue.length > 0; ) {
+    for (const child of children.get(queue.pop()!) ?? []) {
+      if (found.has(child) || inGroup.has(child)) continue;
+      found.add(child);
+      queue.push(child);
+    }
+  }
+  return [...found];
+}
+
+/** How many times killGroupTree looks again for descendants that appeared while it stopped the others. */
+const TREE_ROUNDS = 10;
+
+/**
+ * SIGKILL group `pgid` and every process that descends from one of its members outside it. Killed
+ * with the group alone, those would lose their parent and run on as init's children, out of
+ * anyone's reach: claude ends its Bash commands (each in a session of its own) on SIGTERM, and a
+ * claude killed before it did leaves them running. The group and what is found are stopped
+ * (SIGSTOP) first, then looked at again until nothing new shows, so that none of them starts a
+ * process between the look and the kill. A process whose parent had already exited (a daemon
+ * that forked twice) is init's child and cannot be found.
+ */
+export function killGroupTree(pgid: number): void {
+  const send = (pid: number, signal: NodeJS.Signals) => {
+    try {
+      process.kill(pid, signal);
+    } catch {
+      // ESRCH: gone already; EPERM: not ours to signal
+    }
+  };
+  send(-pgid, 'SIGSTOP');
+  const found = new Set<number>();
+  for (let round = 0; round < TREE_ROUNDS; round++) {
+    const fresh = escapedDescendants(pgid).filter((pid) => !found.has(pid));
+    if (fresh.length === 0) break;
+    for (const pid of fresh) {
+      found.add(pid);
+      send(pid, 'SIGSTOP');
+    }
+  }
+  send(-pgid, 'SIGKILL');
+  for (const pid of found) send(pid, 'SIGKILL');
 }
