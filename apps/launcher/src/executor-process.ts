@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { StringDecoder } from 'node:string_decoder';
 import type { TObject } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
-import { ExecutorEvent, type ExecutorInvocation } from '@agentq/protocol';
+import { ExecutorEvent, MAX_EVENT_LINE_BYTES, type ExecutorInvocation } from '@agentq/protocol';
 import { toError } from '@agentq/client';
 import type { ExecutorSpec } from './executors/index.js';
 import { killGroupTree } from './lifeline/proc.js';
@@ -47,11 +47,11 @@ export const PIPE_DRAIN_MS = 2_000;
 /** A stdout line longer than this is passed on as output in pieces instead of buffered whole. */
 const MAX_LINE_BYTES = 1024 * 1024;
 /**
- * An event line (one whose first non-blank character is `{`) may be this long: a `result` carries
- * the agent's whole answer. A longer one is not read: the job fails with
- * `executor_event_too_large` (docs/executors.md).
+ * An event line (one whose first non-blank character is `{`) may be this long (the protocol's
+ * constant): a `result` carries the agent's whole answer. A longer one is not read: the job fails
+ * with `executor_event_too_large` (docs/executors.md).
  */
-export const MAX_EVENT_LINE_BYTES = 16 * 1024 * 1024;
+export { MAX_EVENT_LINE_BYTES };
 const KNOWN_EVENT_TYPES = new Set(['output', 'session', 'result', 'error']);
 
 /**
@@ -99,7 +99,7 @@ export class ExecutorProcess {
       () =>
         options.onEvent({
           type: 'error',
-          message: `the executor printed an event line longer than ${MAX_EVENT_LINE_BYTES} bytes; it was not read (a result that large cannot be reported)`,
+          message: tooLargeMessage(invocation.job_id),
           code: 'executor_event_too_large',
         }),
       // a text line too long to hold whole is output as it comes, never read as an event
@@ -229,6 +229,19 @@ export class ExecutorProcess {
       // ESRCH: the group is already gone
     }
   }
+}
+
+/**
+ * The error of a job whose executor printed an event line past MAX_EVENT_LINE_BYTES: the limit,
+ * what was lost, and where what the executor printed as output can be read.
+ */
+function tooLargeMessage(jobId: string): string {
+  return (
+    `the executor printed an event line over the ${MAX_EVENT_LINE_BYTES / (1024 * 1024)} MiB an executor event may carry ` +
+    `(${MAX_EVENT_LINE_BYTES} bytes, the launcher's limit): it was not read, so the job has no result (an answer that long cannot be reported). ` +
+    `What the executor printed as output is in the job's output: GET /jobs/${jobId}/output, \`agentq output ${jobId}\` ` +
+    `(the coordinator keeps its newest JOB_OUTPUT_MAX_BYTES, 1 MiB by default)`
+  );
 }
 
 /**

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { CompletedReport } from '@agentq/protocol';
+import type { CompletedReport, FailedReport } from '@agentq/protocol';
 import { gone, settled } from './helpers.js';
 import { FAKE_USAGE, setup, stoppedTurn } from './claude.js';
 
@@ -61,4 +61,22 @@ test('claude-code executor: a stopped claude that has to be SIGKILLed takes the 
   assert.ok(call!.tool_pid, 'claude was running a command');
   await gone(call!.pid, 'claude');
   await gone(call!.tool_pid, 'the command claude was running');
+});
+
+// An answer longer than an event line may be failed the job with "an event line longer than
+// 16777216 bytes ... a result that large cannot be reported": no word of where the answer is,
+// and the turn's usage and cost were lost with the line.
+test('claude-code executor: an answer over the 16 MiB event line fails the job saying the limit and where the answer is; its accounting is kept', async (t) => {
+  const { client, px } = await setup(t);
+  const job = await client.createJob({ type: 'start_session', session_name: 'huge-result', prompt: 'HUGE_RESULT' });
+  const done = await settled(client, job.job_id);
+  assert.equal(done.status, 'failed');
+  assert.equal(done.error_code, 'executor_event_too_large');
+  assert.match(done.error ?? '', /over the 16 MiB an executor event may carry/);
+  assert.ok(done.error!.includes(`GET /jobs/${job.job_id}/output`), done.error!);
+  assert.ok(done.error!.includes(`agentq output ${job.job_id}`), done.error!);
+  const [failed] = px.bodies(`/launcher/jobs/${job.job_id}/failed`) as FailedReport[];
+  assert.deepEqual(failed!.usage, FAKE_USAGE);
+  assert.equal(failed!.cost_usd, 0.0123);
+  assert.ok(failed!.executor_session_id, 'the session can be resumed');
 });

@@ -374,5 +374,9 @@ test('a result event over a megabyte is read whole; one over MAX_EVENT_LINE_BYTE
   const failed = await settled(client, tooBig!.job_id);
   assert.equal(failed.status, 'failed');
   assert.equal(failed.error_code, 'executor_event_too_large');
+  // the limit, and where what the executor printed as output is (it said "longer than 16777216
+  // bytes ... cannot be reported", and no more)
+  assert.match(failed.error ?? '', /^the executor printed an event line over the 16 MiB an executor event may carry/);
+  assert.ok(failed.error!.includes(`GET /jobs/${tooBig!.job_id}/output, \`agentq output ${tooBig!.job_id}\``), failed.error!);
   assert.equal(await outputOf(client, tooBig!.job_id), '', 'nor is a piece of it');
 });

@@ -24,6 +24,13 @@ export const ExecutorInvocation = Type.Object({
 });
 export type ExecutorInvocation = Static<typeof ExecutorInvocation>;
 
+/**
+ * The longest event line (in bytes, without its newline) a launcher reads: a `result` carries the
+ * agent's whole answer. A longer one is not read, and the job fails with
+ * `executor_event_too_large`.
+ */
+export const MAX_EVENT_LINE_BYTES = 16 * 1024 * 1024;
+
 export const ExecutorEvent = Type.Union([
   Type.Object({ type: Type.Literal('output'), text: Type.String() }),
   Type.Object({ type: Type.Literal('session'), session_id: Type.String({ minLength: 1 }) }),

@@ -4,6 +4,7 @@ import { createInterface } from 'node:readline';
 import { claudeArgs } from './claude-args.js';
 import { mcpConfig, mcpEnabled, writeMcpConfig } from './claude-mcp.js';
 import { assistantText, deniedText, NO_CONVERSATION, parseClaudeLine, readResult, type ClaudeResult } from './claude-stream.js';
+import { MAX_EVENT_LINE_BYTES } from '@agentq/protocol';
 import { emit, ExecutorError, readInvocation, runExecutor } from './contract.js';
 import { describeExitCode, describeSignal } from '../exit-status.js';
 
@@ -51,6 +52,7 @@ runExecutor(async () => {
     const args = claudeArgs(inv, { extraArgs: env['AGENTQ_CLAUDE_ARGS'] ?? '', mcpConfigPath: mcp?.path });
     return await runClaude(bin, args, inv.project_dir ?? process.cwd(), inv.prompt, {
       resuming: inv.mode === 'resume' ? (inv.executor_session_id ?? '') : undefined,
+      jobId: inv.job_id,
       // claude reads its MCP config when it starts: once it says it is up, the file can go
       onStarted: () => mcp?.remove(),
       onSpawn: (child) => (claude = child),
@@ -67,7 +69,7 @@ async function runClaude(
   args: string[],
   cwd: string,
   prompt: string,
-  o: { resuming: string | undefined; onStarted: () => void; onSpawn: (child: ChildProcess) => void },
+  o: { resuming: string | undefined; jobId: string; onStarted: () => void; onSpawn: (child: ChildProcess) => void },
 ): Promise<void> {
   const child = spawn(bin, args, { cwd, stdio: ['pipe', 'pipe', 'pipe'] });
   o.onSpawn(child);
@@ -75,6 +77,8 @@ async function runClaude(
   child.stdin.end(prompt);
 
   let result: ClaudeResult | undefined;
+  /** the result's answer is too long for an event line */
+  let tooLarge: ExecutorError | undefined;
   let lastSession: string | undefined;
   let noConversation = false;
   /** claude's last stderr lines: why it ended, when it ends without a result */
@@ -147,9 +151,18 @@ async function runClaude(
         // at once, not at exit: the launcher's exit grace starts from here; and so does an error
         // result's error, which a claude that hangs after it (killed at the end of the grace)
         // would otherwise never send, leaving the result to stand as a success
-        emit(result.event);
+        // An answer longer than an event line may be: the launcher would not read the event, and
+        // the turn's accounting would be lost with it. The event goes without its text, and the
+        // error says the limit and where the answer can be read
+        const eventBytes = Buffer.byteLength(JSON.stringify(result.event));
+        if (eventBytes > MAX_EVENT_LINE_BYTES) {
+          tooLarge = tooLargeError(result, eventBytes, o.jobId, lastSession);
+          emit({ ...result.event, text: '' });
+        } else {
+          emit(result.event);
+        }
         {
-          const failure = failureOf(result, noConversation ? o.resuming : undefined);
+          const failure = tooLarge ?? failureOf(result, noConversation ? o.resuming : undefined);
           if (failure) emit({ type: 'error', message: failure.message, ...(failure.code ? { code: failure.code } : {}) });
         }
         break;
@@ -181,7 +194,7 @@ async function runClaude(
     });
   });
 
-  const failure = failureOf(result, noConversation ? o.resuming : undefined);
+  const failure = tooLarge ?? failureOf(result, noConversation ? o.resuming : undefined);
   if (failure) throw failure;
   if (result) {
     if (code !== 0) process.stderr.write(`claude exited with ${signal ?? `code ${code}`} after a successful result\n`);
@@ -202,6 +215,22 @@ const PIPE_DRAIN_MS = 2_000;
 /** How much of claude's stderr the error of a turn without a result quotes. */
 const STDERR_TAIL_LINES = 20;
 const STDERR_LINE_CHARS = 1000;
+
+/**
+ * The error of a turn whose answer does not fit in an event line: how long it is, the limit, and
+ * where it can be read. Its text was output as claude streamed it (the assistant's text blocks),
+ * of which the coordinator keeps the newest JOB_OUTPUT_MAX_BYTES; claude's transcript has all of it.
+ */
+function tooLargeError(result: ClaudeResult, eventBytes: number, jobId: string, session: string | undefined): ExecutorError {
+  const what = result.isError ? `${result.subtype} result` : 'answer';
+  return new ExecutorError(
+    `claude's ${what} makes a result event of ${(eventBytes / (1024 * 1024)).toFixed(1)} MiB (${eventBytes} bytes), over the ${MAX_EVENT_LINE_BYTES / (1024 * 1024)} MiB an executor event may carry ` +
+      `(the launcher's limit), so it cannot be the job's result. Its text is in the job's output as claude wrote it: ` +
+      `GET /jobs/${jobId}/output, \`agentq output ${jobId}\` (the coordinator keeps its newest JOB_OUTPUT_MAX_BYTES, 1 MiB by default); ` +
+      `all of it is in claude's transcript${session ? ` of session ${session}` : ''} on the launcher's host, under ~/.claude/projects/`,
+    'executor_event_too_large',
+  );
+}
 
 /** What went wrong, if anything: the session a resume found missing (`resuming`), or an error result. */
 function failureOf(result: ClaudeResult | undefined, resuming: string | undefined): ExecutorError | undefined {
