@@ -25,3 +25,57 @@ describe('agentq mcp: arguments', () => {
     assert.equal((await c.client.getJob(plain.data.job.job_id)).timeout_ms, 3_600_000);
   });
 });
+
+describe('agentq mcp: a call refused as given says so as every error does: outcome refused, the failing field', () => {
+  it('arguments that fail the schema, on every tool: validation_failed with the field, outcome refused, and nothing done', async (t) => {
+    const c = await coordinator(t);
+    const job = await c.client.createJob({ type: 'start_session', session_name: 'a', prompt: 'x' });
+    const mcp = await mcpClient(t, { AGENTQ_URL: c.url });
+    // one call per tool, each with one argument the tool's schema refuses
+    const bad: Record<string, { args: Record<string, unknown>; field: string }> = {
+      start_session: { args: { session_name: 'b' }, field: 'prompt' },
+      resume_session: { args: { session_name: 'a', prompt: 'again', timeout_ms: 0 }, field: 'timeout_ms' },
+      send_message: { args: { session_name: 'a', text: '' }, field: 'text' },
+      get_status: { args: { job_id: job.job_id, result_offset: -1 }, field: 'result_offset' },
+      wait_for_jobs: { args: { job_ids: [] }, field: 'job_ids' },
+      list_children: { args: { session_name: 'a', limit: 0 }, field: 'limit' },
+      get_output: { args: { job_id: job.job_id, limit_bytes: 0 }, field: 'limit_bytes' },
+      stop: { args: { job_id: job.job_id, tree: 'yes' }, field: 'tree' },
+    };
+    const { tools } = await mcp.listTools();
+    assert.deepEqual(Object.keys(bad).sort(), tools.map((tool) => tool.name).sort(), 'a call for every tool');
+    for (const [name, { args, field }] of Object.entries(bad)) {
+      const r = await callTool(mcp, name, args);
+      assert.equal(r.isError, true, `${name}: ${r.text}`);
+      assert.equal(r.data.outcome, 'refused', `${name}: ${r.text}`);
+      assert.equal(r.data.error.code, 'validation_failed', name);
+      assert.equal(r.data.error.details.field, field, name);
+      assert.match(r.data.error.message, new RegExp(`^${field}: `), name);
+      assert.match(r.text, /Outcome refused/, name);
+      assert.equal(r.data.message, r.text, `${name}: the structured message is the text`);
+    }
+    // a field nested in an array is named the way the coordinator names it
+    const nested = await callTool(mcp, 'wait_for_jobs', { job_ids: [job.job_id, ''] });
+    assert.equal(nested.data.error.details.field, 'job_ids[1]', nested.text);
+    // nothing was done: no session b, no second job of a, no message, the job not stopped
+    await assert.rejects(c.client.getSession('b'), { code: 'session_not_found' });
+    const a = await c.client.getSession('a');
+    assert.deepEqual([a.job_ids, a.pending_messages.length], [[job.job_id], 0]);
+    assert.equal((await c.client.getJob(job.job_id)).status, 'pending');
+    // the schema still reaches the client: it is what a model builds its calls from
+    const wait = tools.find((tool) => tool.name === 'wait_for_jobs')!;
+    assert.deepEqual((wait.inputSchema.properties as Record<string, { minItems?: number }>)['job_ids']!.minItems, 1);
+  });
+
+  it('so does a call the tool itself refuses (get_status with both job_id and session_name), and a tool that does not exist', async (t) => {
+    const c = await coordinator(t);
+    const mcp = await mcpClient(t, { AGENTQ_URL: c.url });
+    const both = await callTool(mcp, 'get_status', { job_id: 'job_0123456789ab', session_name: 'a' });
+    assert.equal(both.isError, true, both.text);
+    assert.deepEqual([both.data.outcome, both.data.error.code], ['refused', 'validation_failed']);
+    const none = await callTool(mcp, 'start_sessions', { prompt: 'x' });
+    assert.equal(none.isError, true, none.text);
+    assert.deepEqual([none.data.outcome, none.data.error.code], ['refused', 'tool_not_found']);
+    assert.match(none.text, /the tools are .*start_session/);
+  });
+});

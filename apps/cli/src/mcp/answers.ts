@@ -1,5 +1,6 @@
 import { AgentqApiError, AgentqConnectionError, toError } from '@agentq/client';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { z } from 'zod';
 
 /*
  * How every tool answers: `content` is one text block, written for a model to read: `message`,
@@ -25,6 +26,37 @@ export class ToolError extends Error {
   ) {
     super(message);
   }
+}
+
+/**
+ * The refusal of arguments that fail a tool's schema (a missing `prompt`, an empty `job_ids`):
+ * `validation_failed`, as the coordinator says it (`<field>: <why>`, `details.field`), every
+ * failing field in `details.issues`.
+ */
+export function argumentsRefused(err: z.ZodError): ToolError {
+  const issues = err.issues.map((i) => ({ field: fieldName(i.path), message: i.message }));
+  const first = issues[0] ?? { field: 'arguments', message: 'are invalid' };
+  return new ToolError('validation_failed', issues.map((i) => `${i.field}: ${i.message}`).join('; '), { field: first.field, issues });
+}
+
+/** `job_ids[0]`, `requires.gpu`: a path the way the coordinator names a field. */
+function fieldName(path: ReadonlyArray<PropertyKey>): string {
+  if (path.length === 0) return 'arguments';
+  return path.map((p, i) => (typeof p === 'number' ? `[${p}]` : i === 0 ? String(p) : `.${String(p)}`)).join('');
+}
+
+/**
+ * `outcome: "refused"` for a call refused as given, on every tool: its arguments fail the tool's
+ * schema or its own checks, the coordinator answered 400 validation_failed, or there is no such
+ * tool. Nothing was done: the agent may fix the call and make it again. (send_message says this
+ * and more of its errors itself: tools-sessions.ts, messageOutcome.)
+ */
+export function refusalNote(err: unknown): { data: { outcome: 'refused' }; line: string } | undefined {
+  const refused =
+    (err instanceof ToolError && (err.code === 'validation_failed' || err.code === 'tool_not_found')) ||
+    (err instanceof AgentqApiError && err.code === 'validation_failed');
+  if (!refused) return undefined;
+  return { data: { outcome: 'refused' }, line: 'Outcome refused: nothing was done (the call was refused as given): correct it and call again.' };
 }
 
 export function success(a: Answer): CallToolResult {

@@ -2,9 +2,9 @@ import type { Readable, Writable } from 'node:stream';
 import { AgentqApiError, toError, type AgentqClient } from '@agentq/client';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
-import type { ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
-import type { z } from 'zod';
-import { failure, success, type Answer } from './answers.js';
+import { CallToolRequestSchema, type CallToolResult, type ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
+import { z } from 'zod';
+import { argumentsRefused, failure, refusalNote, success, ToolError, type Answer } from './answers.js';
 import { ANSWER_GRACE_MS, throughOutage, type Attempt, type Resend } from './outage.js';
 import { registerJobTools } from './tools-jobs.js';
 import { registerSessionTools } from './tools-sessions.js';
@@ -54,7 +54,7 @@ export interface ErrorNote {
   line?: string;
 }
 
-/** Adds one tool: its arguments are checked by the SDK, its answer and errors shaped by answers.ts. */
+/** Adds one tool: its arguments are checked against `inputSchema`, its answer and errors shaped by answers.ts. */
 export type AddTool = <S extends Shape>(
   name: string,
   config: { title: string; description: string; inputSchema: S; annotations?: ToolAnnotations },
@@ -62,6 +62,13 @@ export type AddTool = <S extends Shape>(
   /** what an error's answer adds: structured fields (send_message's `outcome`), and a line for the model */
   onError?: (err: unknown) => ErrorNote,
 ) => void;
+
+/** A tool as the server calls it: its arguments' schema, its call with arguments that passed it, what it adds to its errors. */
+interface ToolEntry {
+  args: z.ZodObject<Shape>;
+  call: (args: unknown, signal: AbortSignal) => Promise<CallToolResult>;
+  onError?: ((err: unknown) => ErrorNote) | undefined;
+}
 
 export const SERVER_NAME = 'agentq';
 
@@ -81,21 +88,30 @@ function instructions(caller: Caller): string {
 export function createMcpServer(ctx: ToolContext, version: string): McpServer {
   const server = new McpServer({ name: SERVER_NAME, version }, { instructions: instructions(ctx.caller) });
   let reached = ctx.caller.jobId !== undefined;
+  /** One tool call's answer: `work`'s, or its error's. */
+  const answer = async (signal: AbortSignal, work: (signal: AbortSignal) => Promise<Answer>, onError?: (err: unknown) => ErrorNote): Promise<CallToolResult> => {
+    try {
+      const a = await work(signal);
+      reached = true;
+      return success(a);
+    } catch (err) {
+      if (err instanceof AgentqApiError) reached = true;
+      // what the tool says of its errors (send_message's outcome) comes first; a refusal of the
+      // call as given says so on every tool
+      const note = onError?.(err) ?? refusalNote(err);
+      return failure(err, note?.data, note?.line);
+    }
+  };
+  const tools = new Map<string, ToolEntry>();
   const add: AddTool = (name, config, run, onError) => {
+    const args = z.object(config.inputSchema);
+    const call = (valid: unknown, signal: AbortSignal) => answer(signal, (s) => run(valid as z.infer<typeof args>, s), onError);
+    tools.set(name, { args, call, onError });
+    // the SDK lists the tool (the JSON schema of `inputSchema`); its calls are taken below
     server.registerTool(name, { ...config, annotations: { openWorldHint: false, ...config.annotations } }, (async (
-      args: never,
+      valid: unknown,
       extra: { signal: AbortSignal },
-    ) => {
-      try {
-        const answer = await run(args, extra.signal);
-        reached = true;
-        return success(answer);
-      } catch (err) {
-        if (err instanceof AgentqApiError) reached = true;
-        const note = onError?.(err);
-        return failure(err, note?.data, note?.line);
-      }
-    }) as never);
+    ) => call(valid, extra.signal)) as never);
   };
   const env: ToolEnv = {
     ...ctx,
@@ -110,6 +126,24 @@ export function createMcpServer(ctx: ToolContext, version: string): McpServer {
   };
   registerSessionTools(add, env);
   registerJobTools(add, env);
+  // Tool calls are taken here, not by the SDK's McpServer: it checks the arguments itself and
+  // answers a refusal as bare text ("Input validation error: ..."), without the structured
+  // content (`outcome`, `error`) of every other error of these tools, so an agent could not tell
+  // "called wrong, nothing was done" from a failure. The check is the same (the tool's zod
+  // schema); its refusal goes through the tool's own error path (send_message's outcome too).
+  server.server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
+    const name = request.params.name;
+    const tool = tools.get(name);
+    if (!tool) {
+      const known = [...tools.keys()].join(', ');
+      const err = new ToolError('tool_not_found', `there is no tool named "${name}"; the tools are ${known}`, { tool: name });
+      return answer(extra.signal, () => Promise.reject(err));
+    }
+    const parsed = await tool.args.safeParseAsync(request.params.arguments ?? {});
+    if (parsed.success) return tool.call(parsed.data, extra.signal);
+    const refused = argumentsRefused(parsed.error);
+    return answer(extra.signal, () => Promise.reject(refused), tool.onError);
+  });
   return server;
 }
 
