@@ -44,6 +44,8 @@ export interface ReconnectOptions {
   retryable?: (err: unknown) => boolean;
   /** told before each pause: why, and for how long */
   onRetry?: (err: unknown, waitMs: number) => void;
+  /** told when a call is answered after an outage: how long the coordinator was away (from its first failed attempt) */
+  onBack?: (outageMs: number) => void;
 }
 
 /**
@@ -67,6 +69,14 @@ export class Reconnecting {
     this.#reached = o.reached ?? false;
   }
 
+  /** The coordinator answered (a value or a refusal): an outage, if there was one, is over. */
+  #answered(): void {
+    this.#reached = true;
+    if (this.#outageSince !== undefined) this.#o.onBack?.(this.#o.now() - this.#outageSince);
+    this.#outageSince = undefined;
+    this.#attempt = 0;
+  }
+
   /**
    * `fn()`, again while the coordinator is away. `fn` is called anew for every attempt, so it can
    * work out what is left of the wait. `signal` (default the wait's) also ends the pauses.
@@ -75,15 +85,13 @@ export class Reconnecting {
     for (;;) {
       try {
         const value = await fn();
-        this.#reached = true;
-        this.#outageSince = undefined;
-        this.#attempt = 0;
+        this.#answered();
         return value;
       } catch (err) {
         if (signal?.aborted || this.#o.signal?.aborted) throw err;
         if (!(this.#o.retryable ?? isOutage)(err)) {
           // the coordinator answered, with a refusal that waiting will not change
-          if (err instanceof AgentqApiError) this.#reached = true;
+          if (err instanceof AgentqApiError) this.#answered();
           throw err;
         }
         if (!this.#reached) throw err;

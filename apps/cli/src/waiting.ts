@@ -34,6 +34,10 @@ export interface WaitOptions {
   answerGraceMs?: number;
   /** the longest one call is held (default WAIT_ROUND_MS; tests make it short) */
   roundMs?: number;
+  /** told before each pause while the coordinator is away (reconnect.ts) */
+  onRetry?: (err: unknown, waitMs: number) => void;
+  /** told when the coordinator answers again after an outage, with how long it was away */
+  onBack?: (outageMs: number) => void;
 }
 
 const aborted = (signal: AbortSignal | undefined) => signal?.aborted === true;
@@ -71,7 +75,7 @@ export async function waitForJob(
   o: WaitOptions,
 ): Promise<Job> {
   const deadline = o.timeoutMs === undefined ? Infinity : o.now() + o.timeoutMs;
-  const reconnect = new Reconnecting({ deadline, now: o.now, signal: o.signal, reached: initial !== undefined });
+  const reconnect = new Reconnecting({ deadline, now: o.now, signal: o.signal, reached: initial !== undefined, onRetry: o.onRetry, onBack: o.onBack });
   const hold = () => Math.min(Math.max(0, deadline - o.now()), o.roundMs ?? WAIT_ROUND_MS);
   const answerBy = (): CallLimit => (o.answerGraceMs === undefined ? {} : { headersTimeoutMs: hold() + o.answerGraceMs });
   let job = initial;
@@ -119,7 +123,7 @@ export async function waitForJobs(
   o: WaitManyOptions,
 ): Promise<WaitManyOutcome> {
   const deadline = o.timeoutMs === undefined ? Infinity : o.now() + o.timeoutMs;
-  const reconnect = new Reconnecting({ deadline, now: o.now, signal: o.signal, reached: o.reached ?? false });
+  const reconnect = new Reconnecting({ deadline, now: o.now, signal: o.signal, reached: o.reached ?? false, onRetry: o.onRetry, onBack: o.onBack });
   const roundMs = o.roundMs ?? WAIT_ROUND_MS;
   // (the first call holds nothing, but may take as long as the others)
   const answerBy = (): CallLimit =>

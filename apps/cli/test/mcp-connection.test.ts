@@ -92,6 +92,49 @@ describe('agentq mcp: a coordinator restart during wait_for_jobs', () => {
     assert.match(r.text, /^Done: 1 of 1 job\(s\) have ended\./);
   });
 
+  it('says that it waited through the outage: coordinator_outage and a note in its answer, each pause and the return on stderr', async (t) => {
+    const c = await coordinator(t);
+    const job = await c.client.createJob({ type: 'start_session', session_name: 'a', prompt: 'x' });
+    const lines: string[] = [];
+    let returned!: () => void;
+    const sawReturn = new Promise<void>((resolve) => (returned = resolve));
+    const mcp = await mcpClient(
+      t,
+      { AGENTQ_URL: c.url },
+      {
+        onStderr: (line) => {
+          lines.push(line);
+          if (/^agentq mcp: wait_for_jobs: the coordinator answered again after [\d.]+ s/.test(line)) returned();
+        },
+      },
+    );
+    // a wait that met no outage says nothing of one
+    const calm = await callTool(mcp, 'wait_for_jobs', { job_ids: [job.job_id], timeout_ms: 0 });
+    assert.equal(calm.isError, false, calm.text);
+    assert.equal(calm.data.coordinator_outage, undefined);
+    assert.doesNotMatch(calm.text, /could not be reached/);
+
+    const parked = whenCalled(c.core, 'waitJobs', (_ids: string[], timeoutMs: number) => timeoutMs > 0);
+    const waiting = callTool(mcp, 'wait_for_jobs', { job_ids: [job.job_id], timeout_ms: 50_000 });
+    await parked;
+    await c.restart();
+    await c.client.stopJob(job.job_id);
+    const r = await waiting;
+    assert.equal(r.isError, false, r.text);
+    assert.equal(r.data.done, true, r.text);
+    const outage = r.data.coordinator_outage;
+    assert.equal(outage?.back, true, r.text);
+    assert.ok(outage.retries >= 1, r.text);
+    assert.equal(typeof outage.unreachable_ms, 'number');
+    assert.match(outage.last_error, /unreachable/);
+    assert.match(r.text, /Note: the coordinator could not be reached for [\d.]+ s during this call \(.*tried again \d+ time\(s\)\); it was waited for/);
+    await sawReturn;
+    assert.ok(
+      lines.some((line) => /^agentq mcp: wait_for_jobs: coordinator at .* unreachable.*; trying again in \d+ ms$/.test(line)),
+      lines.join('\n'),
+    );
+  });
+
   // the coordinator is known to be there: this server has reached it (an earlier tool call), or
   // it serves an agentq job (its launcher took the job from that coordinator; each turn of an
   // agent starts a server of its own, whose first call may be a wait)

@@ -64,6 +64,43 @@ describe('agentq mcp: tool calls during a coordinator restart', () => {
   });
 });
 
+describe('agentq mcp: a tool call that waited through an outage says so', () => {
+  it('get_status answers coordinator_outage and a note, and says each pause and the return on stderr with its name', async (t) => {
+    const c = await coordinator(t);
+    await c.client.createJob({ type: 'start_session', session_name: 'a', prompt: 'x' });
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    const lines: string[] = [];
+    const mcp = await mcpClient(
+      t,
+      { AGENTQ_URL: c.url },
+      {
+        onStderr: (line) => {
+          lines.push(line);
+          if (/^agentq mcp: get_status: .*; trying again in \d+ ms$/.test(line)) release();
+        },
+      },
+    );
+    const calm = await callTool(mcp, 'get_status', { session_name: 'a' });
+    assert.equal(calm.data.coordinator_outage, undefined, calm.text);
+    let down!: () => void;
+    const isDown = new Promise<void>((resolve) => (down = resolve));
+    // nothing listens until the server says it tries again: the call surely meets the outage
+    const back = c.restart({ whileDown: down, refuseUntil: released });
+    await isDown;
+    const reading = callTool(mcp, 'get_status', { session_name: 'a' });
+    void reading.finally(release);
+    await back;
+    const r = await reading;
+    assert.equal(r.isError, false, r.text);
+    assert.equal(r.data.session.session_name, 'a');
+    assert.equal(r.data.coordinator_outage?.back, true, r.text);
+    assert.ok(r.data.coordinator_outage.retries >= 1);
+    assert.match(r.text, /Note: the coordinator could not be reached for [\d.]+ s during this call/);
+    assert.ok(lines.some((line) => /^agentq mcp: get_status: the coordinator answered again after/.test(line)), lines.join('\n'));
+  });
+});
+
 describe('agentq mcp: send_message says what became of the message on every error', () => {
   it('not_sent when the coordinator cannot be reached (the server never reached it: reported at once)', async (t) => {
     const mcp = await mcpClient(t, { AGENTQ_URL: await deadUrl() });

@@ -1,4 +1,4 @@
-import { AgentqApiError, AgentqConnectionError, neverSent } from '@agentq/client';
+import { AgentqApiError, AgentqConnectionError, neverSent, toError } from '@agentq/client';
 import { isOutage, Reconnecting } from '../reconnect.js';
 
 /*
@@ -61,6 +61,8 @@ export interface OutageOptions {
   graceMs: number;
   /** told before each pause (the server says it on stderr) */
   onRetry?: (err: unknown, waitMs: number) => void;
+  /** told when the coordinator answers after an outage, with how long it was away */
+  onBack?: (outageMs: number) => void;
 }
 
 /** What each attempt gets: the signal that ends it, and what is left of the call's own wait. */
@@ -88,7 +90,8 @@ export async function throughOutage<T>(call: (a: Attempt) => Promise<T>, o: Outa
     signal,
     reached: o.reached,
     retryable: o.resend === 'always' ? isOutage : notCarriedOut,
-    ...(o.onRetry ? { onRetry: o.onRetry } : {}),
+    onRetry: o.onRetry,
+    onBack: o.onBack,
   });
   try {
     return await reconnect.call(() => call({ signal, waitLeftMs: Math.max(0, start + waitMs - Date.now()) }));
@@ -99,3 +102,55 @@ export async function throughOutage<T>(call: (a: Attempt) => Promise<T>, o: Outa
     throw err;
   }
 }
+
+/**
+ * The coordinator's outages that one tool call waited through (its calls sent again until it was
+ * back). A call that took a restart's seconds says so in its answer (`coordinator_outage`), so
+ * that the agent knows what it waited on, and each pause and each return is said on stderr, for
+ * the operator.
+ */
+export class OutageRecord {
+  #retries = 0;
+  #awayMs = 0;
+  #since: number | undefined;
+  #lastError: string | undefined;
+
+  constructor(
+    readonly tool: string,
+    readonly log?: (line: string) => void,
+  ) {}
+
+  /** before a pause: `err` is why the attempt failed */
+  retried(err: unknown, pauseMs: number): void {
+    this.#retries++;
+    this.#since ??= Date.now();
+    this.#lastError = toError(err).message;
+    this.log?.(`${this.tool}: ${this.#lastError}; trying again in ${Math.round(pauseMs)} ms`);
+  }
+
+  /** the coordinator answered again, `outageMs` after the outage's first failed attempt */
+  back(outageMs: number): void {
+    this.#awayMs += outageMs;
+    this.#since = undefined;
+    this.log?.(`${this.tool}: the coordinator answered again after ${seconds(outageMs)} s; the call goes on`);
+  }
+
+  /** what the answer carries: undefined when the call met no outage */
+  view(): { unreachable_ms: number; retries: number; back: boolean; last_error: string } | undefined {
+    if (this.#retries === 0) return undefined;
+    const ongoing = this.#since === undefined ? 0 : Date.now() - this.#since;
+    return { unreachable_ms: Math.round(this.#awayMs + ongoing), retries: this.#retries, back: this.#since === undefined, last_error: this.#lastError! };
+  }
+
+  /** the line the answer's message ends with, when the call met an outage that ended */
+  line(): string | undefined {
+    const v = this.view();
+    if (!v?.back) return undefined;
+    return (
+      `Note: the coordinator could not be reached for ${seconds(v.unreachable_ms)} s during this call (${v.last_error}; ` +
+      `tried again ${v.retries} time(s)); it was waited for, and the call went on once it answered again.`
+    );
+  }
+}
+
+const seconds = (ms: number) => (ms / 1000).toFixed(1);

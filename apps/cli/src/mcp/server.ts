@@ -1,11 +1,11 @@
 import type { Readable, Writable } from 'node:stream';
-import { AgentqApiError, toError, type AgentqClient } from '@agentq/client';
+import { AgentqApiError, type AgentqClient } from '@agentq/client';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { CallToolRequestSchema, type CallToolResult, type ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import { argumentsRefused, failure, refusalNote, success, ToolError, type Answer } from './answers.js';
-import { ANSWER_GRACE_MS, throughOutage, type Attempt, type Resend } from './outage.js';
+import { ANSWER_GRACE_MS, OutageRecord, throughOutage, type Attempt, type Resend } from './outage.js';
 import { registerJobTools } from './tools-jobs.js';
 import { registerSessionTools } from './tools-sessions.js';
 
@@ -42,7 +42,13 @@ export interface ToolEnv extends ToolContext {
    * One call to the coordinator, sent again while it is away (a restart) when `resend` allows,
    * for a bounded time (outage.ts). Every tool's calls go through it.
    */
-  send: <T>(call: (a: Attempt) => Promise<T>, o: { resend: Resend; signal: AbortSignal; waitMs?: number }) => Promise<T>;
+  send: <T>(attempt: (a: Attempt) => Promise<T>, o: { resend: Resend; call: ToolCall; waitMs?: number }) => Promise<T>;
+}
+
+/** One call of a tool: its signal, and the coordinator's outages it met (said in its answer). */
+export interface ToolCall {
+  signal: AbortSignal;
+  outage: OutageRecord;
 }
 
 type Shape = Record<string, z.ZodType>;
@@ -58,7 +64,7 @@ export interface ErrorNote {
 export type AddTool = <S extends Shape>(
   name: string,
   config: { title: string; description: string; inputSchema: S; annotations?: ToolAnnotations },
-  run: (args: z.infer<z.ZodObject<S>>, signal: AbortSignal) => Promise<Answer>,
+  run: (args: z.infer<z.ZodObject<S>>, call: ToolCall) => Promise<Answer>,
   /** what an error's answer adds: structured fields (send_message's `outcome`), and a line for the model */
   onError?: (err: unknown) => ErrorNote,
 ) => void;
@@ -88,24 +94,36 @@ function instructions(caller: Caller): string {
 export function createMcpServer(ctx: ToolContext, version: string): McpServer {
   const server = new McpServer({ name: SERVER_NAME, version }, { instructions: instructions(ctx.caller) });
   let reached = ctx.caller.jobId !== undefined;
-  /** One tool call's answer: `work`'s, or its error's. */
-  const answer = async (signal: AbortSignal, work: (signal: AbortSignal) => Promise<Answer>, onError?: (err: unknown) => ErrorNote): Promise<CallToolResult> => {
+  /** One tool call's answer: `work`'s, or its error's, with the outages the call met. */
+  const answer = async (
+    name: string,
+    signal: AbortSignal,
+    work: (call: ToolCall) => Promise<Answer>,
+    onError?: (err: unknown) => ErrorNote,
+  ): Promise<CallToolResult> => {
+    const outage = new OutageRecord(name, ctx.log);
+    const seen = () => {
+      const v = outage.view();
+      return v ? { coordinator_outage: v } : {};
+    };
+    const call: ToolCall = { signal, outage };
     try {
-      const a = await work(signal);
+      const a = await work(call);
       reached = true;
-      return success(a);
+      const line = outage.line();
+      return success({ ...a, message: line ? `${a.message}\n${line}` : a.message, data: { ...a.data, ...seen() } });
     } catch (err) {
       if (err instanceof AgentqApiError) reached = true;
       // what the tool says of its errors (send_message's outcome) comes first; a refusal of the
       // call as given says so on every tool
       const note = onError?.(err) ?? refusalNote(err);
-      return failure(err, note?.data, note?.line);
+      return failure(err, { ...note?.data, ...seen() }, note?.line);
     }
   };
   const tools = new Map<string, ToolEntry>();
   const add: AddTool = (name, config, run, onError) => {
     const args = z.object(config.inputSchema);
-    const call = (valid: unknown, signal: AbortSignal) => answer(signal, (s) => run(valid as z.infer<typeof args>, s), onError);
+    const call = (valid: unknown, signal: AbortSignal) => answer(name, signal, (c) => run(valid as z.infer<typeof args>, c), onError);
     tools.set(name, { args, call, onError });
     // the SDK lists the tool (the JSON schema of `inputSchema`); its calls are taken below
     server.registerTool(name, { ...config, annotations: { openWorldHint: false, ...config.annotations } }, (async (
@@ -116,12 +134,15 @@ export function createMcpServer(ctx: ToolContext, version: string): McpServer {
   const env: ToolEnv = {
     ...ctx,
     coordinatorReached: () => reached,
-    send: (call, o) =>
-      throughOutage(call, {
-        ...o,
+    send: (attempt, o) =>
+      throughOutage(attempt, {
+        resend: o.resend,
+        signal: o.call.signal,
+        ...(o.waitMs === undefined ? {} : { waitMs: o.waitMs }),
         reached,
         graceMs: ANSWER_GRACE_MS,
-        onRetry: (err, ms) => ctx.log?.(`${toError(err).message}; trying again in ${Math.round(ms)} ms`),
+        onRetry: (err, ms) => o.call.outage.retried(err, ms),
+        onBack: (ms) => o.call.outage.back(ms),
       }),
   };
   registerSessionTools(add, env);
@@ -137,12 +158,12 @@ export function createMcpServer(ctx: ToolContext, version: string): McpServer {
     if (!tool) {
       const known = [...tools.keys()].join(', ');
       const err = new ToolError('tool_not_found', `there is no tool named "${name}"; the tools are ${known}`, { tool: name });
-      return answer(extra.signal, () => Promise.reject(err));
+      return answer(name, extra.signal, () => Promise.reject(err));
     }
     const parsed = await tool.args.safeParseAsync(request.params.arguments ?? {});
     if (parsed.success) return tool.call(parsed.data, extra.signal);
     const refused = argumentsRefused(parsed.error);
-    return answer(extra.signal, () => Promise.reject(refused), tool.onError);
+    return answer(name, extra.signal, () => Promise.reject(refused), tool.onError);
   });
   return server;
 }

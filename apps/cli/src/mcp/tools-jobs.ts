@@ -46,17 +46,17 @@ export function registerJobTools(add: AddTool, { client, coordinatorReached, sen
       },
       annotations: { readOnlyHint: true },
     },
-    async ({ job_id, session_name, result_offset }, signal) => {
+    async ({ job_id, session_name, result_offset }, call) => {
       if ((job_id === undefined) === (session_name === undefined)) {
         throw new ToolError('validation_failed', 'give exactly one of job_id and session_name');
       }
       if (job_id !== undefined) {
-        const job = jobView(await send((a) => client.getJob(job_id, { signal: a.signal }), { resend: 'always', signal }), RESULT_MAX_BYTES, result_offset);
+        const job = jobView(await send((a) => client.getJob(job_id, { signal: a.signal }), { resend: 'always', call }), RESULT_MAX_BYTES, result_offset);
         const { head, body } = describeJob(job);
         return { message: head, details: body, data: { job } };
       }
       const session = sessionView(
-        await send((a) => client.getSession(session_name!, { signal: a.signal }), { resend: 'always', signal }),
+        await send((a) => client.getSession(session_name!, { signal: a.signal }), { resend: 'always', call }),
         RESULT_MAX_BYTES,
         result_offset,
       );
@@ -85,18 +85,22 @@ export function registerJobTools(add: AddTool, { client, coordinatorReached, sen
       },
       annotations: { readOnlyHint: true },
     },
-    async ({ job_ids, mode = 'any', timeout_ms = DEFAULT_WAIT_MS, include_terminal = false }, signal) => {
+    async ({ job_ids, mode = 'any', timeout_ms = DEFAULT_WAIT_MS, include_terminal = false }, call) => {
       // the CLI's wait: a snapshot, then long-polls until the time is up; a coordinator that
       // restarts meanwhile (it answers parked waits early, then is away) is waited out, and
       // reported unreachable only if it is not back in time. So is one already away when the
-      // wait begins, once it is known to be there (this server reached it, or serves a job)
+      // wait begins, once it is known to be there (this server reached it, or serves a job).
+      // The outage is not waited through in silence: the answer says it (coordinator_outage),
+      // and stderr each pause, since "not done after 30 s" means less if 20 of them were one
       const r = await waitForJobs(client, job_ids, mode, {
         reached: coordinatorReached(),
         timeoutMs: timeout_ms,
-        signal,
+        signal: call.signal,
         now: Date.now,
         includeTerminal: include_terminal,
         answerGraceMs: ANSWER_GRACE_MS,
+        onRetry: (err, ms) => call.outage.retried(err, ms),
+        onBack: (ms) => call.outage.back(ms),
       });
       const share = Math.floor(WAIT_RESULTS_BYTES / Math.max(1, r.jobs.length));
       const jobs = r.jobs.map((j) => jobView(j, share));
@@ -136,7 +140,7 @@ export function registerJobTools(add: AddTool, { client, coordinatorReached, sen
       },
       annotations: { readOnlyHint: true },
     },
-    async ({ job_id, offset, limit_bytes, tail_bytes, wait_ms }, signal) => {
+    async ({ job_id, offset, limit_bytes, tail_bytes, wait_ms }, call) => {
       // what belongs to the other way to read goes along too: the coordinator refuses it, naming
       // it, rather than the agent believing it waited
       const query = (left: number | undefined) =>
@@ -150,7 +154,7 @@ export function registerJobTools(add: AddTool, { client, coordinatorReached, sen
           const left = wait_ms === undefined ? undefined : a.waitLeftMs;
           return client.getOutput(job_id, query(left), { signal: a.signal, headersTimeoutMs: (left ?? 0) + ANSWER_GRACE_MS });
         },
-        { resend: 'always', signal, ...(wait_ms === undefined ? {} : { waitMs: wait_ms }) },
+        { resend: 'always', call, ...(wait_ms === undefined ? {} : { waitMs: wait_ms }) },
       );
       const dropped = out.truncated ? '; older output was dropped by the coordinator' : '';
       const head =

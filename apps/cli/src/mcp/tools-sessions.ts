@@ -124,13 +124,13 @@ export function registerSessionTools(add: AddTool, { client, caller, send }: Too
         budget_usd: z.number().positive().max(1e6).nullable().optional().describe('root sessions only: the budget of the tree it starts; null: none'),
       },
     },
-    async (args, signal) => {
+    async (args, call) => {
       const parent = args.parent_session_name === undefined ? (own ?? null) : args.parent_session_name;
       const { session_name, ...rest } = args;
       const body = { ...rest, type: 'start_session' as const, session_name: session_name ?? newSessionName(parent), parent_session_name: parent };
       // one key for every attempt: a create sent again after a lost answer makes no second job
       const idempotencyKey = randomUUID();
-      const job = await send((a) => client.createJob(body, { signal: a.signal, idempotencyKey }), { resend: 'always', signal }).catch(
+      const job = await send((a) => client.createJob(body, { signal: a.signal, idempotencyKey }), { resend: 'always', call }).catch(
         (err: unknown) => {
           // the last answer lost: the model must learn the name (perhaps made up here) to look for it
           if (err instanceof AgentqConnectionError && !neverSent(err)) {
@@ -145,7 +145,7 @@ export function registerSessionTools(add: AddTool, { client, caller, send }: Too
       );
       const as = job.parent_session_name === null ? 'a root session' : job.parent_session_name === own ? 'your child' : `a child of "${job.parent_session_name}"`;
       return {
-        message: `Started session "${job.session_name}" as ${as}: job ${job.job_id}, ${job.status}. ${callbackNote(caller, job, await parentClosed(job, signal))}`,
+        message: `Started session "${job.session_name}" as ${as}: job ${job.job_id}, ${job.status}. ${callbackNote(caller, job, await parentClosed(job, call.signal))}`,
         data: { job: jobView(job) },
       };
     },
@@ -161,15 +161,15 @@ export function registerSessionTools(add: AddTool, { client, caller, send }: Too
         'so for a child of yours you need not poll. To add to what a busy child is doing, send_message may suit better.',
       inputSchema: { session_name: SessionName.describe('the session to continue'), prompt: Prompt, ...JobOptions },
     },
-    async (args, signal) => {
+    async (args, call) => {
       const idempotencyKey = randomUUID();
       const job = await send((a) => client.createJob({ ...args, type: 'resume_session' }, { signal: a.signal, idempotencyKey }), {
         resend: 'always',
-        signal,
+        call,
       });
       const when = job.status === 'pending' && job.pending_reason?.startsWith('waiting for job') ? ' (after its current job)' : '';
       return {
-        message: `Queued job ${job.job_id} to resume session "${job.session_name}": ${job.status}${when}. ${callbackNote(caller, job, await parentClosed(job, signal))}`,
+        message: `Queued job ${job.job_id} to resume session "${job.session_name}": ${job.status}${when}. ${callbackNote(caller, job, await parentClosed(job, call.signal))}`,
         data: { job: jobView(job) },
       };
     },
@@ -186,9 +186,9 @@ export function registerSessionTools(add: AddTool, { client, caller, send }: Too
         'was lost: check get_status of the session before sending it again).',
       inputSchema: { session_name: SessionName.describe('the session to message'), text: z.string().min(1).describe('the message') },
     },
-    async ({ session_name, text }, signal) => {
+    async ({ session_name, text }, call) => {
       // no Idempotency-Key for messages: sent again only when the first attempt surely did nothing
-      const r = await send((a) => client.sendMessage(session_name, { text }, { signal: a.signal }), { resend: 'unsent', signal });
+      const r = await send((a) => client.sendMessage(session_name, { text }, { signal: a.signal }), { resend: 'unsent', call });
       const when = r.job_id ? `delivered now by job ${r.job_id} (the session was idle)` : 'delivered with its next turn (the session is busy)';
       return { message: `Message ${r.message_id} queued for "${r.session_name}": ${when}.`, data: { ...r } };
     },
@@ -208,11 +208,11 @@ export function registerSessionTools(add: AddTool, { client, caller, send }: Too
       },
       annotations: { readOnlyHint: true },
     },
-    async (args, signal) => {
+    async (args, call) => {
       const parent = args.session_name ?? own;
       if (parent === undefined) throw new ToolError('validation_failed', 'session_name is required outside an agentq job', { field: 'session_name' });
       const query = { parent, limit: args.limit ?? 50, ...(args.status ? { status: args.status } : {}), ...(args.cursor ? { cursor: args.cursor } : {}) };
-      const list = await send((a) => client.listSessions(query, { signal: a.signal }), { resend: 'always', signal });
+      const list = await send((a) => client.listSessions(query, { signal: a.signal }), { resend: 'always', call });
       // each child's last result is cut shorter here than in get_status: a list may be long
       const sessions = list.sessions.map((s) => sessionView(s, 2048));
       const lines = sessions.map((s) => {
@@ -245,7 +245,7 @@ export function registerSessionTools(add: AddTool, { client, caller, send }: Too
       },
       annotations: { destructiveHint: true, idempotentHint: true },
     },
-    async ({ job_id, session_name, tree }, signal) => {
+    async ({ job_id, session_name, tree }, call) => {
       if ((job_id === undefined) === (session_name === undefined)) {
         throw new ToolError('validation_failed', 'give exactly one of job_id and session_name');
       }
@@ -255,18 +255,18 @@ export function registerSessionTools(add: AddTool, { client, caller, send }: Too
       }
       if (job_id !== undefined) {
         // stopping twice is stopping once: a stop whose answer was lost is sent again
-        const r = await send((a) => client.stopJob(job_id, { signal: a.signal }), { resend: 'always', signal });
+        const r = await send((a) => client.stopJob(job_id, { signal: a.signal }), { resend: 'always', call });
         const what = { stopped: 'stopped', stopping: 'stopping (its launcher is ending it)', already_completed: `already over (${r.status})` }[r.outcome];
         return { message: `Job ${r.job_id}: ${what}.`, data: { job_id: r.job_id, outcome: r.outcome, status: r.status, job: jobView(r.job) } };
       }
-      const r = await send((a) => client.stopSession(session_name!, { signal: a.signal, ...(tree ? { tree } : {}) }), { resend: 'always', signal });
+      const r = await send((a) => client.stopSession(session_name!, { signal: a.signal, ...(tree ? { tree } : {}) }), { resend: 'always', call });
       // a session may have many jobs queued: the answer names the first ones and counts them all
       const stopped = r.stopped.slice(0, STOPPED_MAX);
       const lines = stopped.map((s) => `job ${s.job_id}${s.session_name === r.session_name ? '' : ` (session "${s.session_name}")`} ${s.outcome}`);
       const more = r.stopped.length > stopped.length ? ` and ${r.stopped.length - stopped.length} more job(s)` : '';
       const message = `Stopping session "${r.session_name}": ${lines.join(', ')}${more}.`;
       // the stop is done: a session that cannot be read just now does not make it a failure
-      const read = await client.getSession(r.session_name, { signal }).then(sessionView, () => undefined);
+      const read = await client.getSession(r.session_name, { signal: call.signal }).then(sessionView, () => undefined);
       if (!read) {
         return {
           message: `${message} (Its state could not be read just now: get_status reads it.)`,
