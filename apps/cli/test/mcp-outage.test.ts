@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { request as httpRequest, createServer as createHttpServer } from 'node:http';
 import { createServer } from 'node:net';
 import { describe, it, type TestContext } from 'node:test';
 import { coordinator, deadUrl } from './helpers.js';
@@ -98,6 +99,114 @@ describe('agentq mcp: a tool call that waited through an outage says so', () => 
     assert.ok(r.data.coordinator_outage.retries >= 1);
     assert.match(r.text, /Note: the coordinator could not be reached for [\d.]+ s during this call/);
     assert.ok(lines.some((line) => /^agentq mcp: get_status: the coordinator answered again after/.test(line)), lines.join('\n'));
+  });
+});
+
+/**
+ * A reverse proxy in front of the coordinator that can lose one answer: `lose(path)` makes the
+ * next request to that path go through to the coordinator (which carries it out), and cuts the
+ * client's connection instead of passing the answer back. Resolves once it has done so.
+ */
+async function answerLosingProxy(t: TestContext, target: string): Promise<{ url: string; lose: (path: RegExp) => Promise<void> }> {
+  const upstream = new URL(target);
+  let armed: { path: RegExp; done: () => void } | undefined;
+  const server = createHttpServer((req, res) => {
+    const forward = httpRequest(
+      { host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: req.headers },
+      (answer) => {
+        const lost = armed && armed.path.test(req.url ?? '') ? armed : undefined;
+        if (lost) {
+          armed = undefined;
+          // the coordinator has answered (the stop is made): its answer is dropped with the connection
+          answer.resume();
+          answer.once('end', () => {
+            req.socket.destroy();
+            lost.done();
+          });
+          return;
+        }
+        res.writeHead(answer.statusCode ?? 502, answer.headers);
+        answer.pipe(res);
+      },
+    );
+    forward.on('error', () => req.socket.destroy());
+    req.pipe(forward);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.after(() => {
+    server.closeAllConnections();
+    return new Promise<void>((resolve) => server.close(() => resolve()));
+  });
+  const address = server.address();
+  if (address === null || typeof address === 'string') throw new Error('no port');
+  return {
+    url: `http://127.0.0.1:${address.port}`,
+    lose: (path) => new Promise<void>((resolve) => (armed = { path, done: resolve })),
+  };
+}
+
+describe('agentq mcp: a stop whose answer was lost', () => {
+  it('sent again, a session the first attempt stopped is not "idle" (409) but stopped by that attempt: resending was safe', async (t) => {
+    const c = await coordinator(t);
+    const proxy = await answerLosingProxy(t, c.url);
+    const first = await c.client.createJob({ type: 'start_session', session_name: 'a', prompt: 'x' });
+    const queued = await c.client.createJob({ type: 'resume_session', session_name: 'a', prompt: 'y' });
+    const mcp = await mcpClient(t, { AGENTQ_URL: proxy.url });
+    // this server has reached the coordinator: a lost answer is an outage, and the stop is sent again
+    assert.equal((await callTool(mcp, 'get_status', { session_name: 'a' })).isError, false);
+    const lost = proxy.lose(/^\/sessions\/a\/stop/);
+    const r = await callTool(mcp, 'stop', { session_name: 'a' });
+    await lost;
+    assert.equal(r.isError, false, r.text);
+    assert.equal(r.data.resent, true, r.text);
+    assert.deepEqual([r.data.stopped, r.data.stopped_count], [[], 0]);
+    assert.match(r.text, /^Session "a" has nothing left to stop\. This stop was sent again after its answer was lost .*its first attempt most likely did it/);
+    assert.equal(r.data.session.status, 'idle');
+    for (const job of [first, queued]) assert.equal((await c.client.getJob(job.job_id)).status, 'stopped');
+  });
+
+  it('sent again, a job the first attempt stopped is said stopped, not "already over" as if it had ended by itself', async (t) => {
+    const c = await coordinator(t);
+    const proxy = await answerLosingProxy(t, c.url);
+    const job = await c.client.createJob({ type: 'start_session', session_name: 'a', prompt: 'x' });
+    const mcp = await mcpClient(t, { AGENTQ_URL: proxy.url });
+    assert.equal((await callTool(mcp, 'get_status', { job_id: job.job_id })).isError, false);
+    const lost = proxy.lose(/\/stop$/);
+    const r = await callTool(mcp, 'stop', { job_id: job.job_id });
+    await lost;
+    assert.equal(r.isError, false, r.text);
+    // the coordinator's own outcome stays as it answered it; the message says what happened
+    assert.deepEqual([r.data.outcome, r.data.status, r.data.resent], ['already_completed', 'stopped', true]);
+    assert.match(r.text, /^Job \S+: stopped\. This stop was sent again after its answer was lost/);
+    assert.doesNotMatch(r.text, /already over/);
+  });
+
+  it('not sent again (the server never reached the coordinator): outcome unknown, the stop may have been made and may be sent again', async (t) => {
+    const c = await coordinator(t);
+    const proxy = await answerLosingProxy(t, c.url);
+    const job = await c.client.createJob({ type: 'start_session', session_name: 'a', prompt: 'x' });
+    const mcp = await mcpClient(t, { AGENTQ_URL: proxy.url });
+    const lost = proxy.lose(/\/stop$/);
+    const r = await callTool(mcp, 'stop', { job_id: job.job_id });
+    await lost;
+    assert.equal(r.isError, true, r.text);
+    assert.deepEqual([r.data.error.code, r.data.outcome], ['coordinator_unreachable', 'unknown']);
+    assert.match(r.text, /Outcome unknown: an answer was lost, so the stop may or may not have been made\. get_status tells; stop may be sent again safely/);
+    assert.equal((await c.client.getJob(job.job_id)).status, 'stopped', 'it was made');
+  });
+
+  it('outcome not_sent when the coordinator cannot be reached, refused when it says no: nothing was stopped', async (t) => {
+    const dead = await mcpClient(t, { AGENTQ_URL: await deadUrl() });
+    const unsent = await callTool(dead, 'stop', { job_id: 'job_0123456789ab' });
+    assert.deepEqual([unsent.data.error.code, unsent.data.outcome], ['coordinator_unreachable', 'not_sent']);
+    const c = await coordinator(t);
+    const mcp = await mcpClient(t, { AGENTQ_URL: c.url });
+    const unknown = await callTool(mcp, 'stop', { job_id: 'job_0123456789ab' });
+    assert.deepEqual([unknown.data.error.code, unknown.data.outcome], ['job_not_found', 'refused']);
+    await c.client.createJob({ type: 'start_session', session_name: 'a', prompt: 'x' });
+    await c.client.stopSession('a');
+    const idle = await callTool(mcp, 'stop', { session_name: 'a' });
+    assert.deepEqual([idle.data.error.code, idle.data.outcome], ['session_idle', 'refused'], 'sent once, an idle session is still a refusal');
   });
 });
 

@@ -114,6 +114,7 @@ export class OutageRecord {
   #awayMs = 0;
   #since: number | undefined;
   #lastError: string | undefined;
+  #mayHaveActed = false;
 
   constructor(
     readonly tool: string,
@@ -125,6 +126,7 @@ export class OutageRecord {
     this.#retries++;
     this.#since ??= Date.now();
     this.#lastError = toError(err).message;
+    if (!notCarriedOut(err)) this.#mayHaveActed = true;
     this.log?.(`${this.tool}: ${this.#lastError}; trying again in ${Math.round(pauseMs)} ms`);
   }
 
@@ -133,6 +135,16 @@ export class OutageRecord {
     this.#awayMs += outageMs;
     this.#since = undefined;
     this.log?.(`${this.tool}: the coordinator answered again after ${seconds(outageMs)} s; the call goes on`);
+  }
+
+  /**
+   * An attempt that was sent again may have been carried out: it failed without proof that it did
+   * nothing (its connection broke after the call was sent, a proxy answered 5xx, PostgreSQL was
+   * cut off during the commit). What a later attempt is answered may then be its doing: a stop
+   * sent again finds the job it stopped already over.
+   */
+  get mayHaveActed(): boolean {
+    return this.#mayHaveActed;
   }
 
   /** what the answer carries: undefined when the call met no outage */

@@ -65,15 +65,15 @@ export type AddTool = <S extends Shape>(
   name: string,
   config: { title: string; description: string; inputSchema: S; annotations?: ToolAnnotations },
   run: (args: z.infer<z.ZodObject<S>>, call: ToolCall) => Promise<Answer>,
-  /** what an error's answer adds: structured fields (send_message's `outcome`), and a line for the model */
-  onError?: (err: unknown) => ErrorNote,
+  /** what an error's answer adds: structured fields (send_message's and stop's `outcome`), and a line for the model */
+  onError?: (err: unknown, call: ToolCall) => ErrorNote,
 ) => void;
 
 /** A tool as the server calls it: its arguments' schema, its call with arguments that passed it, what it adds to its errors. */
 interface ToolEntry {
   args: z.ZodObject<Shape>;
   call: (args: unknown, signal: AbortSignal) => Promise<CallToolResult>;
-  onError?: ((err: unknown) => ErrorNote) | undefined;
+  onError?: ((err: unknown, call: ToolCall) => ErrorNote) | undefined;
 }
 
 export const SERVER_NAME = 'agentq';
@@ -99,7 +99,7 @@ export function createMcpServer(ctx: ToolContext, version: string): McpServer {
     name: string,
     signal: AbortSignal,
     work: (call: ToolCall) => Promise<Answer>,
-    onError?: (err: unknown) => ErrorNote,
+    onError?: (err: unknown, call: ToolCall) => ErrorNote,
   ): Promise<CallToolResult> => {
     const outage = new OutageRecord(name, ctx.log);
     const seen = () => {
@@ -116,7 +116,7 @@ export function createMcpServer(ctx: ToolContext, version: string): McpServer {
       if (err instanceof AgentqApiError) reached = true;
       // what the tool says of its errors (send_message's outcome) comes first; a refusal of the
       // call as given says so on every tool
-      const note = onError?.(err) ?? refusalNote(err);
+      const note = onError?.(err, call) ?? refusalNote(err);
       return failure(err, { ...note?.data, ...seen() }, note?.line);
     }
   };

@@ -2,9 +2,9 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { AgentqApiError, AgentqConnectionError, AgentqUsageError, neverSent } from '@agentq/client';
 import type { Job } from '@agentq/protocol';
 import { z } from 'zod';
-import { ToolError } from './answers.js';
-import { ANSWER_GRACE_MS, mayHaveCommitted } from './outage.js';
-import type { AddTool, Caller, ErrorNote, ToolEnv } from './server.js';
+import { refusalNote, ToolError } from './answers.js';
+import { ANSWER_GRACE_MS, mayHaveCommitted, type Attempt } from './outage.js';
+import type { AddTool, Caller, ErrorNote, ToolCall, ToolEnv } from './server.js';
 import { brief, describeSession, joined, jobView, sessionView } from './views.js';
 
 /* The tools that create work and address sessions: start, resume, message, list children, stop. */
@@ -77,6 +77,37 @@ export function messageOutcome(err: unknown): ErrorNote {
       'Outcome unknown: the answer was lost, so the message may or may not have been queued. get_status of the session ' +
       'counts its waiting messages (pending_messages) and names its active job: send it again only if it did not arrive.',
   };
+}
+
+/**
+ * What became of a stop that failed, for every error: whether it may have been made, and whether
+ * to send it again (it is safe: stopping twice is stopping once). `refused`: the tool or the
+ * coordinator said no (no such job or session, nothing to stop, not allowed): nothing was done;
+ * `not_sent`: no attempt reached the coordinator; `unknown`: an attempt's answer was lost, so the
+ * stop may have been made.
+ */
+export function stopOutcome(err: unknown, call: ToolCall): ErrorNote {
+  if (call.outage.mayHaveActed || lostAnswer(err)) {
+    return {
+      data: { outcome: 'unknown' },
+      line:
+        'Outcome unknown: an answer was lost, so the stop may or may not have been made. get_status tells; stop may be sent ' +
+        'again safely (stopping twice is stopping once).',
+    };
+  }
+  if (err instanceof AgentqConnectionError) {
+    return { data: { outcome: 'not_sent' }, line: 'Outcome not_sent: nothing was stopped (the coordinator could not be reached): try again later.' };
+  }
+  if (err instanceof AgentqApiError || err instanceof ToolError || err instanceof AgentqUsageError) {
+    return refusalNote(err) ?? { data: { outcome: 'refused' }, line: 'Outcome refused: nothing was stopped.' };
+  }
+  return { data: { outcome: 'unknown' }, line: 'Outcome unknown: get_status tells whether it was stopped; stop may be sent again safely.' };
+}
+
+/** The call may have been carried out, its answer lost: the connection broke after it was sent, a proxy answered 5xx, or a PostgreSQL commit was cut. */
+function lostAnswer(err: unknown): boolean {
+  if (err instanceof AgentqConnectionError) return !neverSent(err);
+  return err instanceof AgentqApiError && ((err.code.startsWith('http_') && err.status >= 500) || mayHaveCommitted(err));
 }
 
 /** A fresh session name under `parent`: `<parent>-<6 hex>`. */
@@ -237,7 +268,8 @@ export function registerSessionTools(add: AddTool, { client, caller, send }: Too
         'Stop one job (job_id), or everything a session is doing (session_name: its queued jobs end at once, its running job is stopped ' +
         'by its launcher). Give exactly one. A stopped child still resumes its parent, with status stopped. With tree: true, the session ' +
         'and every session under it stop, and stay stopped (none is resumed by its stopped children) until given new input. ' +
-        'To stop your own turn, just end it.',
+        'To stop your own turn, just end it. On an error, outcome says whether it was made: "refused" or "not_sent" (nothing was ' +
+        'stopped), or "unknown" (an answer was lost: get_status tells; sending the stop again is safe).',
       inputSchema: {
         job_id: z.string().min(1).max(200).optional().describe('the job to stop'),
         session_name: SessionName.optional().describe('the session to stop (e.g. a child of yours)'),
@@ -253,31 +285,43 @@ export function registerSessionTools(add: AddTool, { client, caller, send }: Too
       if ((job_id !== undefined && job_id === caller.jobId) || (session_name !== undefined && session_name === own)) {
         throw new ToolError('validation_failed', 'that is your own turn: to stop it, end your turn', { job_id: caller.jobId, session_name: own });
       }
+      // Stopping twice is stopping once, so a stop whose answer was lost (the coordinator went
+      // away) is sent again. What the second attempt is answered may then be the first one's
+      // doing: the job it stopped is "already over", the session it stopped has nothing left to
+      // stop (409 session_idle). Said as such, not as a job that ended by itself or a failure.
+      const resent = () => call.outage.mayHaveActed;
+      const byFirst =
+        'This stop was sent again after its answer was lost (the coordinator went away): its first attempt most likely did it, ' +
+        'and sending it again did nothing more (stopping twice is stopping once).';
       if (job_id !== undefined) {
-        // stopping twice is stopping once: a stop whose answer was lost is sent again
         const r = await send((a) => client.stopJob(job_id, { signal: a.signal }), { resend: 'always', call });
         const what = { stopped: 'stopped', stopping: 'stopping (its launcher is ending it)', already_completed: `already over (${r.status})` }[r.outcome];
-        return { message: `Job ${r.job_id}: ${what}.`, data: { job_id: r.job_id, outcome: r.outcome, status: r.status, job: jobView(r.job) } };
+        const byFirstAttempt = resent() && r.outcome === 'already_completed' && r.status === 'stopped';
+        return {
+          message: byFirstAttempt ? `Job ${r.job_id}: stopped. ${byFirst}` : `Job ${r.job_id}: ${what}.`,
+          data: { job_id: r.job_id, outcome: r.outcome, status: r.status, ...(resent() ? { resent: true } : {}), job: jobView(r.job) },
+        };
       }
-      const r = await send((a) => client.stopSession(session_name!, { signal: a.signal, ...(tree ? { tree } : {}) }), { resend: 'always', call });
+      const stopSession = (a: Attempt) =>
+        client.stopSession(session_name!, { signal: a.signal, ...(tree ? { tree } : {}) }).catch((err: unknown) => {
+          if (resent() && err instanceof AgentqApiError && err.code === 'session_idle') return { session_name: session_name!, stopped: [] };
+          throw err;
+        });
+      const r = await send(stopSession, { resend: 'always', call });
       // a session may have many jobs queued: the answer names the first ones and counts them all
       const stopped = r.stopped.slice(0, STOPPED_MAX);
       const lines = stopped.map((s) => `job ${s.job_id}${s.session_name === r.session_name ? '' : ` (session "${s.session_name}")`} ${s.outcome}`);
       const more = r.stopped.length > stopped.length ? ` and ${r.stopped.length - stopped.length} more job(s)` : '';
-      const message = `Stopping session "${r.session_name}": ${lines.join(', ')}${more}.`;
+      const message =
+        r.stopped.length === 0
+          ? `Session "${r.session_name}" has nothing left to stop. ${byFirst} get_status of the session shows how its jobs ended.`
+          : `Stopping session "${r.session_name}": ${lines.join(', ')}${more}.`;
+      const data = { session_name: r.session_name, stopped, stopped_count: r.stopped.length, ...(resent() ? { resent: true } : {}) };
       // the stop is done: a session that cannot be read just now does not make it a failure
       const read = await client.getSession(r.session_name, { signal: call.signal }).then(sessionView, () => undefined);
-      if (!read) {
-        return {
-          message: `${message} (Its state could not be read just now: get_status reads it.)`,
-          data: { session_name: r.session_name, stopped, stopped_count: r.stopped.length, session: null },
-        };
-      }
-      return {
-        message,
-        details: joined(describeSession(read)),
-        data: { session_name: r.session_name, stopped, stopped_count: r.stopped.length, session: read },
-      };
+      if (!read) return { message: `${message} (Its state could not be read just now: get_status reads it.)`, data: { ...data, session: null } };
+      return { message, details: joined(describeSession(read)), data: { ...data, session: read } };
     },
+    stopOutcome,
   );
 }
