@@ -39,13 +39,18 @@ async function lockWaiters(db: pg.Client, n: number): Promise<void> {
   }
 }
 
-async function register(c: CoordinatorProcess, secret: string, body: object): Promise<{ status: number; body: { error?: { code: string } } }> {
+/** `secret` null: a coordinator without authentication. */
+async function register(
+  c: CoordinatorProcess,
+  secret: string | null,
+  body: object,
+): Promise<{ status: number; body: { error?: { code: string }; launcher_id?: string } }> {
   const res = await fetch(`${c.url}/launcher/register`, {
     method: 'POST',
-    headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json' },
+    headers: { ...(secret === null ? {} : { authorization: `Bearer ${secret}` }), 'content-type': 'application/json' },
     body: JSON.stringify(body),
   });
-  return { status: res.status, body: (await res.json()) as { error?: { code: string } } };
+  return { status: res.status, body: (await res.json()) as { error?: { code: string }; launcher_id?: string } };
 }
 
 test('a host whose token was revoked is bound again to one token only, though two register it at once on two coordinators', async (t) => {
@@ -159,4 +164,26 @@ test('a registration sent again through B while its first try is still under way
     { host_id: box.host_id, token_name: 'first' },
     { host_id: 'hostname:box', token_name: 'first' },
   ]);
+});
+
+test('a registration sent again through B with its registration_key while its first try is under way on A is one launcher, answered to both', async (t) => {
+  const url = await freshDatabaseUrl(t);
+  if (url === null) return;
+  const [A, B] = await Promise.all([0, 1].map(() => spawnCoordinatorProcess(t, { DATABASE_URL: url, ...SLOW })));
+  const box = { hostname: 'box', host_id: 'h_box00004', executor_type: 'test', registration_key: 'first-life-of-box-0001' };
+
+  // both look the key up and find nothing before either inserts its launcher: the lookups
+  // (SELECT ... FOR UPDATE) pass the test's lock, the inserts wait for it
+  const db = await connect(t, url);
+  await db.query('BEGIN');
+  await db.query('LOCK TABLE launchers IN SHARE MODE');
+  const answers = Promise.all([register(A!, null, box), register(B!, null, box)]);
+  await lockWaiters(db, 2);
+  await db.query('COMMIT');
+
+  const [first, again] = await answers;
+  assert.deepEqual([first.status, again.status], [200, 200], JSON.stringify([first.body, again.body]));
+  assert.equal(again.body.launcher_id, first.body.launcher_id);
+  const { rows } = await db.query<{ id: string }>('SELECT id FROM launchers');
+  assert.deepEqual(rows, [{ id: first.body.launcher_id }]);
 });

@@ -23,6 +23,7 @@ const launcherRow = (over: Partial<LauncherRow>): LauncherRow => ({
   portable: false,
   createdBy: null,
   tokenHash: null,
+  registrationKey: null,
   ...over,
 });
 

@@ -254,7 +254,9 @@ test('PostgreSQL: a database at schema version 4 gets its jobs counted by status
   await first.c.close();
   // back to version 4, as an older build left it
   const db = await pgClient(t, url);
-  await db.query('DROP INDEX sessions_roots; DROP TABLE job_counts, job_count_changes; DROP FUNCTION agentq_count_job_status() CASCADE; UPDATE agentq_schema SET version = 4');
+  await db.query(
+    'ALTER TABLE launchers DROP COLUMN registration_key; DROP INDEX sessions_roots; DROP TABLE job_counts, job_count_changes; DROP FUNCTION agentq_count_job_status() CASCADE; UPDATE agentq_schema SET version = 4',
+  );
 
   const second = await startTest(t, { databaseUrl: url });
   assert.deepEqual(await scrapedCounts(second.c.url), listed);

@@ -42,6 +42,8 @@ export const ErrorCodes = {
   /** a child for a session whose turn is being stopped */
   parent_stopping: 409,
   idempotency_key_reused: 409,
+  /** a registration_key of an online launcher sent with another registration (other fields) */
+  registration_key_reused: 409,
   payload_too_large: 413,
   unsupported_media_type: 415,
   depth_exceeded: 422,

@@ -36,6 +36,15 @@ export const RegisterLauncherRequest = Type.Object(
           'removed at once, their claimed jobs back to the queue, their running jobs interrupted',
       }),
     ),
+    registration_key: Type.Optional(
+      Type.String({
+        pattern: '^[A-Za-z0-9_-]{16,128}$',
+        description:
+          'a random key the launcher makes for one registration and sends again on each retry of it (an answer lost): ' +
+          'while the launcher registered with it (by the same token) is online, the same key answers that launcher again ' +
+          'instead of registering another; once it is stale or gone, the key registers a new launcher',
+      }),
+    ),
   },
   { additionalProperties: false },
 );

@@ -43,31 +43,87 @@ export async function register(
     const launchers = () => (read ??= tx.launchers());
     for (const identity of hostIdentities(hostId, labels)) await bindHost(ctx, tx, identity, o.binder, launchers);
   }
-  let id = newId('lnch_');
-  while (await tx.launcher(id)) id = newId('lnch_');
-  const row: LauncherRow = {
-    id,
+  const registration: Registration = {
     hostname: req.hostname ?? null,
     projectDir: req.project_dir ?? roots[0] ?? null,
     executorType,
     maxJobs: req.max_jobs ?? null,
     version: req.version ?? null,
-    registeredAt: tx.now,
-    lastSeen: tx.now,
-    status: 'online',
-    staleAt: null,
     labels,
     roots,
     hostId,
     portable: req.portable_sessions ?? false,
+  };
+  // keys are per token (a key has no spaces: the field's pattern), as Idempotency-Keys are
+  const registrationKey = req.registration_key === undefined ? null : `${o.createdBy ?? '-'} ${req.registration_key}`;
+  if (registrationKey !== null) {
+    const earlier = await tx.launcherByRegistrationKey(registrationKey);
+    if (earlier?.status === 'online') return replay(ctx, tx, earlier, registration, req);
+    // stale or being deregistered: the registration it made is over; this is a new one
+    if (earlier) await tx.updateLauncher(earlier.id, { registrationKey: null });
+  }
+  let id = newId('lnch_');
+  while (await tx.launcher(id)) id = newId('lnch_');
+  const row: LauncherRow = {
+    id,
+    ...registration,
+    registeredAt: tx.now,
+    lastSeen: tx.now,
+    status: 'online',
+    staleAt: null,
     createdBy: o.createdBy,
     tokenHash: o.tokenHash,
+    registrationKey,
   };
+  // PostgreSQL: a retry committed by another coordinator since the lookup above holds the key (a
+  // unique index): the insert fails, and the transaction runs again and finds that launcher
   await tx.insertLauncher(row);
   txLog(ctx, tx).info({ launcher_id: id, hostname: row.hostname, labels, roots, created_by: o.createdBy }, 'launcher registered');
   tx.emit('launcher.registered', { launcher: id });
   const replaced = await replacePredecessors(ctx, tx, row, req.replaces ?? []);
   return { row, replaced };
+}
+
+/** What a registration says about the launcher: the fields a retry of it must send again. */
+type Registration = Pick<
+  LauncherRow,
+  'hostname' | 'projectDir' | 'executorType' | 'maxJobs' | 'version' | 'labels' | 'roots' | 'hostId' | 'portable'
+>;
+
+/**
+ * A registration sent again with the `registration_key` of an online launcher (its first answer
+ * was lost: a timeout, a reset connection, a 503 of a proxy): answered with that launcher, as the
+ * first try was, rather than with a second launcher whose twin would never poll. The same key
+ * with other fields is another registration: refused, as an Idempotency-Key reused for another body.
+ */
+async function replay(
+  ctx: CoreContext,
+  tx: Tx,
+  earlier: LauncherRow,
+  registration: Registration,
+  req: RegisterLauncherRequest,
+): Promise<{ row: LauncherRow; replaced: string[] }> {
+  const differs = (Object.keys(registration) as Array<keyof Registration>).filter(
+    (f) => canonical(registration[f]) !== canonical(earlier[f]),
+  );
+  if (differs.length > 0) {
+    throw new CoordinatorError(
+      'registration_key_reused',
+      `this registration_key registered launcher ${earlier.id} with other fields (${differs.join(', ')}): a retry must send the same registration; a new registration needs a new key`,
+      { registration_key: req.registration_key, launcher_id: earlier.id },
+    );
+  }
+  // the retry is a sign of life: the staleness clock starts again from it, not from the first try
+  const row = await tx.updateLauncher(earlier.id, { lastSeen: tx.now });
+  txLog(ctx, tx).info({ launcher_id: row.id, hostname: row.hostname }, 'launcher registration sent again (registration_key): answered with the same launcher');
+  // those of `replaces` the first try removed are gone: nothing more is replaced (as without a key)
+  return { row, replaced: await replacePredecessors(ctx, tx, row, req.replaces ?? []) };
+}
+
+/** A field's value for comparing (labels by name, whatever order they were sent in). */
+function canonical(v: unknown): string {
+  if (v !== null && typeof v === 'object' && !Array.isArray(v)) return JSON.stringify(Object.entries(v).sort(([a], [b]) => (a < b ? -1 : 1)));
+  return JSON.stringify(v);
 }
 
 /**

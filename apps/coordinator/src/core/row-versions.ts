@@ -117,5 +117,6 @@ function copyLauncher(r: LauncherRow): Mutable<LauncherRow> {
     portable: r.portable,
     createdBy: r.createdBy,
     tokenHash: r.tokenHash,
+    registrationKey: r.registrationKey,
   };
 }

@@ -160,6 +160,12 @@ export interface LauncherRow {
   readonly createdBy: string | null;
   /** SHA-256 (hex) of its launcher token, when one was issued */
   readonly tokenHash: string | null;
+  /**
+   * The `registration_key` it registered with, scoped to its token (`<created_by or -> <key>`),
+   * while a retry of that registration is answered with this launcher: dropped when another
+   * registration takes the key from it (it is stale or deregistering by then). Unique.
+   */
+  readonly registrationKey: string | null;
 }
 
 /**

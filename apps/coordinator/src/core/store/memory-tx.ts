@@ -77,6 +77,11 @@ export class MemoryTx implements Tx {
     return [...rows.values()];
   }
 
+  // a scan: launchers are few, and a registration with a key is rare (once per launcher start)
+  async launcherByRegistrationKey(key: string): Promise<LauncherRow | undefined> {
+    return (await this.launchers()).find((l) => l.registrationKey === key);
+  }
+
   /** Committed candidates plus the candidates among the jobs this transaction touched, as it sees them. */
   #view(committed: Iterable<string>, touched: ReadonlySet<string> | undefined, keep: (job: JobRow) => boolean): JobRow[] {
     const out: JobRow[] = [];

@@ -213,6 +213,14 @@ export const PG_MIGRATIONS: readonly string[] = [
   `
   CREATE INDEX sessions_roots ON sessions (seq) WHERE parent_name IS NULL;
   `,
+  // 7: the registration_key a launcher registered with (launchers.ts): a retry of a registration
+  // whose answer was lost is answered with the same launcher instead of a second one. Unique: two
+  // coordinators handed the first try and the retry at once cannot both insert a launcher (the
+  // second meets the first's key, and its transaction runs again and finds that launcher)
+  `
+  ALTER TABLE launchers ADD COLUMN registration_key text;
+  CREATE UNIQUE INDEX launchers_by_registration_key ON launchers (registration_key) WHERE registration_key IS NOT NULL;
+  `,
 ];
 
 export const PG_SCHEMA_VERSION = PG_MIGRATIONS.length;

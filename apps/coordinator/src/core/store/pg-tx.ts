@@ -212,6 +212,17 @@ export class PgTx implements Tx {
     return (await this.#rows('SELECT * FROM launchers ORDER BY registered_at, id', [])).map((r) => decode(LAUNCHERS, r));
   }
 
+  async launcherByRegistrationKey(key: string): Promise<LauncherRow | undefined> {
+    // this transaction's own writes are in the table already (statements run as they are made)
+    const [raw] = await this.#rows('SELECT * FROM launchers WHERE registration_key = $1 FOR UPDATE', [key]);
+    if (!raw) return undefined;
+    const row = decode(LAUNCHERS, raw);
+    const held = this.#launchers.get(row.id);
+    if (held) return held;
+    this.#launchers.set(row.id, row);
+    return row;
+  }
+
   /** The session's non-terminal jobs, oldest first, all locked (after the session). */
   async #live(sessionName: string): Promise<JobRow[]> {
     if (!this.#liveLoaded.has(sessionName)) {

@@ -126,6 +126,7 @@ export const LAUNCHERS: Table<LauncherRow> = {
     ['portable', 'bool'],
     ['createdBy', 'plain'],
     ['tokenHash', 'plain'],
+    ['registrationKey', 'plain'],
   ],
 };
 

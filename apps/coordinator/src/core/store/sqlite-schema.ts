@@ -163,6 +163,12 @@ export const MIGRATIONS: readonly string[] = [
   `
   CREATE INDEX sessions_roots ON sessions (seq) WHERE parent_name IS NULL;
   `,
+  // 9: the registration_key a launcher registered with (launchers.ts): a retry of a registration
+  // whose answer was lost is answered with the same launcher instead of a second one
+  `
+  ALTER TABLE launchers ADD COLUMN registration_key TEXT;
+  CREATE UNIQUE INDEX launchers_by_registration_key ON launchers (registration_key) WHERE registration_key IS NOT NULL;
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

@@ -42,6 +42,8 @@ export interface Tx {
    * with every connection held by a transaction doing the same, none would come.
    */
   launchers(): Promise<LauncherRow[]>;
+  /** The launcher holding this (scoped) registration key, locked (LauncherRow.registrationKey). */
+  launcherByRegistrationKey(key: string): Promise<LauncherRow | undefined>;
   /** the session's claimed, running or stopping job */
   activeJobOf(sessionName: string): Promise<JobRow | undefined>;
   /** the session's pending jobs, oldest first */
