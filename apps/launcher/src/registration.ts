@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { RegisterLauncherRequest, RegisterLauncherResponse } from '@agentq/protocol';
 import { AgentqAuthError, isRetryable, toError, type AgentqClient, type BackoffOptions } from '@agentq/client';
@@ -75,11 +76,17 @@ export class Registration {
   }
 
   async register(signal: AbortSignal): Promise<RegisterLauncherResponse> {
+    // one key per registration, sent on each of its attempts: an attempt whose answer was lost
+    // (a timeout, a reset connection, a 503 of a proxy) may have registered the launcher, and the
+    // next one is then answered with that launcher instead of registering a second. A new key for
+    // each registration (after the coordinator forgot this launcher, too): a registration that
+    // follows a finished one is a new launcher, never the old one again.
+    const registration_key = randomBytes(18).toString('base64url');
     for (let attempt = 0; ; attempt++) {
       if (signal.aborted) throw toError(signal.reason);
       try {
         // always with the registration token: an old launcher credential cannot register
-        const body = this.#body();
+        const body = { ...this.#body(), registration_key };
         this.#token = this.#tokenSource?.();
         const res = await this.#client.register(body, { signal, ...(this.#token ? { token: this.#token } : {}) });
         this.#connectivity.ok();

@@ -1,8 +1,12 @@
 import { createServer, request, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { TestContext } from 'node:test';
 
-/** What the proxy answers instead of forwarding: true = 503. */
-export type Injected = boolean | { status: number; code: string };
+/**
+ * What the proxy answers instead of forwarding: true = 503. `'lost'`: the request is forwarded
+ * and the coordinator answers it, but the proxy resets the connection instead of passing the
+ * answer on (an answer lost on the way back: the request did take effect).
+ */
+export type Injected = boolean | { status: number; code: string } | 'lost';
 
 export interface Recorded {
   method: string;
@@ -48,8 +52,8 @@ function standsFor(body: unknown): Recorded[] {
 
 /**
  * An HTTP proxy in front of the coordinator that records every request with its body, answers
- * 503 (or the given error) to the requests `fail` picks, and forwards everything else (long polls
- * included). Lets tests see exactly what a launcher sent, also the fields the coordinator accepts
+ * 503 (or the given error) to the requests `fail` picks, or loses the coordinator's answer to them
+ * (`'lost'`), and forwards everything else (long polls included). Lets tests see exactly what a launcher sent, also the fields the coordinator accepts
  * but does not keep yet. A `POST /launcher/sync` is recorded, and offered to `fail`, also as the
  * single-endpoint requests it stands for (`standsFor`).
  */
@@ -88,7 +92,7 @@ export async function proxy(
         if (injected) break;
         injected = fail(Object.assign(Object.create(req) as IncomingMessage, { method: v.method, url: v.url }));
       }
-      if (injected) {
+      if (injected && injected !== 'lost') {
         const { status, code } = injected === true ? { status: 503, code: 'shutting_down' } : injected;
         res.writeHead(status, { 'content-type': 'application/json' });
         res.end(JSON.stringify({ error: { code, message: 'injected by the test proxy' } }));
@@ -97,6 +101,12 @@ export async function proxy(
       const out = request(
         { host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: req.headers },
         (up) => {
+          if (injected === 'lost') {
+            // the whole answer read (the coordinator is done with the request), then dropped
+            up.resume();
+            up.on('end', () => res.destroy());
+            return;
+          }
           res.writeHead(up.statusCode ?? 502, up.headers);
           up.pipe(res);
         },

@@ -126,6 +126,38 @@ test('a coordinator that lost its state (401 launcher_unknown) is answered by re
   assert.equal(l.launcherId, done.launcher_id);
 });
 
+test('a registration whose answer was lost (connection reset) is sent again with its key: one launcher is listed, and it runs jobs', async (t) => {
+  const { c, client } = await coordinator(t);
+  let lost = 0;
+  const px = await proxy(t, c.url, (req) => {
+    if (lost > 0 || req.method !== 'POST' || req.url !== '/launcher/register') return false;
+    lost++;
+    return 'lost';
+  });
+  const { id } = await launcher(t, px.url);
+
+  const [first, again, ...more] = px.bodies('/launcher/register') as Array<{ registration_key?: string }>;
+  assert.equal(more.length, 0);
+  assert.match(first?.registration_key ?? '', /^[A-Za-z0-9_-]{16,128}$/);
+  assert.equal(again?.registration_key, first?.registration_key, 'the retry sends the same key');
+  const { launchers } = await client.listLaunchers();
+  assert.deepEqual(
+    launchers.map((l) => [l.launcher_id, l.status]),
+    [[id, 'online']],
+    'the first try registered the launcher; the retry was answered with it, not with a second one',
+  );
+
+  const job = await client.createJob({
+    type: 'start_session',
+    session_name: 'after-a-lost-answer',
+    prompt: script([{ event: { type: 'result', text: 'ran' } }]),
+  });
+  const done = await settled(client, job.job_id);
+  assert.equal(done.status, 'completed');
+  assert.equal(done.launcher_id, id);
+  assert.equal(done.result, 'ran');
+});
+
 test('a report answered 503 is retried until it is acknowledged', async (t) => {
   const { c, client } = await coordinator(t);
   let injected = 0;
