@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { test } from 'node:test';
 import { ManualClock } from '../src/core/clock.js';
 import { startAuthTest } from './auth-helpers.js';
-import { rejectsWith, start, startTest } from './helpers.js';
+import { nextEvent, rejectsWith, start, startTest } from './helpers.js';
 import { tempDatabase } from './process.js';
 
 /*
@@ -140,4 +140,35 @@ test('registration keys are per token: the same key of another launcher token is
   const admin = await a.as.admin.register({ hostname: 'box', executor_type: 'test', registration_key });
   assert.notEqual(admin.launcher_id, first.launcher_id);
   assert.equal((await a.as.reader.listLaunchers()).launchers.length, 2);
+});
+
+test('the credential of the answer to a retry stays in force though the first try, whose answer was lost, finishes after it', async (t) => {
+  const a = await startAuthTest(t);
+  const core = a.c.core;
+  // the first try's request is slow past its registration (a store under load): anything it
+  // still writes about its credential comes after its retry was answered
+  const setHash = core.setLauncherTokenHash.bind(core);
+  let release!: () => void;
+  const held = new Promise<void>((resolve) => (release = resolve));
+  let calls = 0;
+  core.setLauncherTokenHash = async (id, hash) => {
+    if (calls++ === 0) await held;
+    return setHash(id, hash);
+  };
+  t.after(() => {
+    release();
+    core.setLauncherTokenHash = setHash;
+  });
+  const body = { hostname: 'box', executor_type: 'test', registration_key: newKey() };
+  const registered = nextEvent(core, 'launcher.registered');
+  const lost = a.as.launcher.register(body);
+  await registered;
+  const again = await a.as.launcher.register(body);
+  release();
+  const first = await lost;
+  assert.equal(again.launcher_id, first.launcher_id);
+
+  // the launcher holds the retry's answer: its credential works, the lost one does not
+  await a.withToken(again.launcher_token).heartbeat({ launcher_id: again.launcher_id });
+  await rejectsWith(a.withToken(first.launcher_token).heartbeat({ launcher_id: first.launcher_id }), 401, 'launcher_unknown');
 });

@@ -58,7 +58,7 @@ export async function register(
   const registrationKey = req.registration_key === undefined ? null : `${o.createdBy ?? '-'} ${req.registration_key}`;
   if (registrationKey !== null) {
     const earlier = await tx.launcherByRegistrationKey(registrationKey);
-    if (earlier?.status === 'online') return replay(ctx, tx, earlier, registration, req);
+    if (earlier?.status === 'online') return replay(ctx, tx, earlier, registration, req, o.tokenHash);
     // stale or being deregistered: the registration it made is over; this is a new one
     if (earlier) await tx.updateLauncher(earlier.id, { registrationKey: null });
   }
@@ -102,6 +102,7 @@ async function replay(
   earlier: LauncherRow,
   registration: Registration,
   req: RegisterLauncherRequest,
+  tokenHash: string | null,
 ): Promise<{ row: LauncherRow; replaced: string[] }> {
   const differs = (Object.keys(registration) as Array<keyof Registration>).filter(
     (f) => canonical(registration[f]) !== canonical(earlier[f]),
@@ -113,8 +114,10 @@ async function replay(
       { registration_key: req.registration_key, launcher_id: earlier.id },
     );
   }
-  // the retry is a sign of life: the staleness clock starts again from it, not from the first try
-  const row = await tx.updateLauncher(earlier.id, { lastSeen: tx.now });
+  // the retry is a sign of life: the staleness clock starts again from it, not from the first try.
+  // Its answer carries a new credential (the first one's secret is not kept): in force from the
+  // commit of this transaction, whatever the first try's request does after its own
+  const row = await tx.updateLauncher(earlier.id, { lastSeen: tx.now, ...(tokenHash !== null ? { tokenHash } : {}) });
   txLog(ctx, tx).info({ launcher_id: row.id, hostname: row.hostname }, 'launcher registration sent again (registration_key): answered with the same launcher');
   // those of `replaces` the first try removed are gone: nothing more is replaced (as without a key)
   return { row, replaced: await replacePredecessors(ctx, tx, row, req.replaces ?? []) };

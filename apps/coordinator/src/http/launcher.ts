@@ -40,10 +40,14 @@ export const launcherRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = 
       },
     },
     async (req) => {
-      const answer = await core.register(req.body ?? {}, { createdBy: actorOf(req), binder: app.auth.hostBinder(req.principal) });
       // the launcher's own credential: every later call of this launcher carries it (auth on)
-      const launcher_token = await app.auth.launcherTokenFor(answer.launcher_id, req.principal);
-      return launcher_token === undefined ? answer : { ...answer, launcher_token };
+      const credential = app.auth.launcherCredential(req.principal);
+      const answer = await core.register(req.body ?? {}, {
+        createdBy: actorOf(req),
+        binder: app.auth.hostBinder(req.principal),
+        tokenHash: credential?.hash ?? null,
+      });
+      return credential === undefined ? answer : { ...answer, launcher_token: await credential.tokenFor(answer.launcher_id) };
     },
   );
 

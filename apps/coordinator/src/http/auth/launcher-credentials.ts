@@ -13,6 +13,22 @@ export interface LauncherCredentials {
   issue(launcherId: string, registeredBy: string | null): Promise<string>;
   /** The launcher a credential belongs to; undefined when it is not (or no longer) valid. */
   verify(token: string): Promise<string | undefined>;
+  /**
+   * A credential made before its launcher's id is known, for a store that keeps the hash on the
+   * launcher's row: the registration's own transaction writes it (insert, or the answer to a
+   * retry of it), so the row holds the credential of the last answer given. Written afterwards
+   * (issue), the write of an answer that was lost could land after its retry's and undo it.
+   * Without it, the credential is issued once the launcher is registered.
+   */
+  prepare?(): PreparedCredential;
+}
+
+/** A credential whose hash is stored with the registration (LauncherCredentials.prepare). */
+export interface PreparedCredential {
+  /** SHA-256 (hex) of the secret, as `launcherTokenHash` answers it */
+  readonly hash: string;
+  /** the credential, once the registration has answered its launcher id */
+  tokenFor(launcherId: string): string;
 }
 
 /**
@@ -46,9 +62,14 @@ export class StoreLauncherCredentials implements LauncherCredentials {
   ) {}
 
   async issue(launcherId: string): Promise<string> {
+    const prepared = this.prepare();
+    await this.core.setLauncherTokenHash(launcherId, prepared.hash);
+    return prepared.tokenFor(launcherId);
+  }
+
+  prepare(): PreparedCredential {
     const secret = randomBytes(32).toString('base64url');
-    await this.core.setLauncherTokenHash(launcherId, sha256(secret).toString('hex'));
-    return `${launcherId}.${secret}`;
+    return { hash: sha256(secret).toString('hex'), tokenFor: (launcherId) => `${launcherId}.${secret}` };
   }
 
   async verify(token: string): Promise<string | undefined> {

@@ -49,8 +49,12 @@ export interface Auth {
   readonly enabled: boolean;
   /** every route as it was registered (HEAD included), with its access rule */
   readonly routes: readonly RegisteredRoute[];
-  /** the credential answered to a registration (undefined while authentication is off) */
-  launcherTokenFor(launcherId: string, principal: Principal): Promise<string | undefined>;
+  /**
+   * The credential answered to a registration (undefined while authentication is off): `hash`,
+   * when not null, is stored by the registration's transaction (LauncherCredentials.prepare);
+   * `tokenFor` gives the credential once the launcher id is known.
+   */
+  launcherCredential(principal: Principal): { hash: string | null; tokenFor(launcherId: string): Promise<string> } | undefined;
   /**
    * What binds the host identity of a registration to its token: a `launcher`-role token's name
    * and whether another name is still in force as one. Undefined for anyone else (auth off, admin).
@@ -228,9 +232,11 @@ export function installAuth(app: FastifyInstance, o: AuthOptions): Auth {
   return {
     enabled,
     routes,
-    async launcherTokenFor(launcherId, principal) {
+    launcherCredential(principal) {
       if (!enabled) return undefined;
-      return o.credentials.issue(launcherId, principal.kind === 'token' ? principal.name : null);
+      const prepared = o.credentials.prepare?.();
+      if (prepared) return { hash: prepared.hash, tokenFor: async (launcherId) => prepared.tokenFor(launcherId) };
+      return { hash: null, tokenFor: (launcherId) => o.credentials.issue(launcherId, principal.kind === 'token' ? principal.name : null) };
     },
     hostBinder(principal) {
       const tokens = o.tokens;
