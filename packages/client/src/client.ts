@@ -286,6 +286,11 @@ export class AgentqClient {
 
   // --- launchers --------------------------------------------------------------------------
 
+  /**
+   * Register a launcher. Not retried here: a caller that retries (the launcher does, with
+   * backoff) sends one `registration_key` on every attempt of the registration, so that an
+   * attempt whose answer was lost but which did register is answered with that launcher.
+   */
   register(body: RegisterLauncherRequest = {}, o?: CallOptions): Promise<RegisterLauncherResponse> {
     return this.#json('POST', '/launcher/register', { body, ...o });
   }
