@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { RegisterLauncherRequest, RegisterLauncherResponse } from '@agentq/protocol';
-import { AgentqAuthError, isRetryable, toError, type AgentqClient, type BackoffOptions } from '@agentq/client';
+import { AgentqApiError, AgentqAuthError, isRetryable, toError, type AgentqClient, type BackoffOptions } from '@agentq/client';
 import { Connectivity } from './connectivity.js';
 
 /** Raised when registration is impossible (a final 4xx) or no longer wanted. */
@@ -27,6 +27,8 @@ export class Registration {
   #current: RegisterLauncherResponse | undefined;
   #renewal: Renewal | undefined;
   #retired = false;
+  /** false once a coordinator refused registration_key: one older than it (it answers 400) */
+  #sendKey = true;
 
   constructor(deps: {
     client: AgentqClient;
@@ -86,7 +88,7 @@ export class Registration {
       if (signal.aborted) throw toError(signal.reason);
       try {
         // always with the registration token: an old launcher credential cannot register
-        const body = { ...this.#body(), registration_key };
+        const body = this.#sendKey ? { ...this.#body(), registration_key } : this.#body();
         this.#token = this.#tokenSource?.();
         const res = await this.#client.register(body, { signal, ...(this.#token ? { token: this.#token } : {}) });
         this.#connectivity.ok();
@@ -111,6 +113,15 @@ export class Registration {
           // host_bound: the token is fine, but its host belongs to another (the message says which)
           const hint = e.code === 'host_bound' ? '' : '. Set AGENTQ_TOKEN (or --token-file) to a token with the launcher role';
           throw new RegistrationError(`registration refused: ${e.message}${hint}`, { cause: e });
+        }
+        if (this.#sendKey && e instanceof AgentqApiError && e.code === 'validation_failed' && e.details?.['field'] === 'registration_key') {
+          // a coordinator older than the field: register as before it, at once
+          this.#sendKey = false;
+          this.#log.warn(
+            { err: e.message },
+            'the coordinator does not know registration_key (it is older than this launcher): registering without it, so a retry after a lost answer may leave a second launcher listed until the heartbeat timeout',
+          );
+          continue;
         }
         if (!isRetryable(e)) throw new RegistrationError(`registration refused: ${e.message}`, { cause: e });
         this.#connectivity.failed(e, 'register');

@@ -6,7 +6,7 @@ import type { TestContext } from 'node:test';
  * and the coordinator answers it, but the proxy resets the connection instead of passing the
  * answer on (an answer lost on the way back: the request did take effect).
  */
-export type Injected = boolean | { status: number; code: string } | 'lost';
+export type Injected = boolean | { status: number; code: string; message?: string; details?: Record<string, unknown> } | 'lost';
 
 export interface Recorded {
   method: string;
@@ -93,9 +93,9 @@ export async function proxy(
         injected = fail(Object.assign(Object.create(req) as IncomingMessage, { method: v.method, url: v.url }));
       }
       if (injected && injected !== 'lost') {
-        const { status, code } = injected === true ? { status: 503, code: 'shutting_down' } : injected;
+        const { status, code, message, details } = injected === true ? { status: 503, code: 'shutting_down', message: undefined, details: undefined } : injected;
         res.writeHead(status, { 'content-type': 'application/json' });
-        res.end(JSON.stringify({ error: { code, message: 'injected by the test proxy' } }));
+        res.end(JSON.stringify({ error: { code, message: message ?? 'injected by the test proxy', ...(details ? { details } : {}) } }));
         return;
       }
       const out = request(

@@ -126,6 +126,23 @@ test('a coordinator that lost its state (401 launcher_unknown) is answered by re
   assert.equal(l.launcherId, done.launcher_id);
 });
 
+test('a coordinator older than registration_key (it refuses the field) is registered with as before, at once', async (t) => {
+  const { c, client } = await coordinator(t);
+  // as a coordinator without the field answers it: an unknown field of the body
+  const px = await proxy(t, c.url, (req) => {
+    if (req.method !== 'POST' || req.url !== '/launcher/register') return false;
+    const body = px.requests.at(-1)?.body as { registration_key?: string };
+    if (body.registration_key === undefined) return false;
+    return { status: 400, code: 'validation_failed', message: 'registration_key: is not a known field', details: { field: 'registration_key', in: 'body' } };
+  });
+  const log = captureLog();
+  const { id } = await launcher(t, px.url, {}, { log: log.log });
+  const bodies = px.bodies('/launcher/register') as Array<{ registration_key?: string }>;
+  assert.deepEqual(bodies.map((b) => b.registration_key === undefined), [false, true], 'once with the key, then without it');
+  assert.ok(log.lines.some((l) => /does not know registration_key/.test(String(l['msg']))), 'and says so');
+  assert.deepEqual((await client.listLaunchers()).launchers.map((l) => l.launcher_id), [id]);
+});
+
 test('a registration whose answer was lost (connection reset) is sent again with its key: one launcher is listed, and it runs jobs', async (t) => {
   const { c, client } = await coordinator(t);
   let lost = 0;
