@@ -2,7 +2,11 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { LauncherRow } from '../src/core/rows.js';
 import type { AgentqClient } from '@agentq/client';
+import { pino } from 'pino';
+import { loadConfig } from '../src/config.js';
 import { ManualClock } from '../src/core/clock.js';
+import { Coordinator } from '../src/core/coordinator.js';
+import { MemoryStore } from '../src/core/store/memory-store.js';
 import { launcherIdentity, routeFromKey, routeKey, serves, unservedReason, type Route } from '../src/core/routing.js';
 import { rejectsWith, resume, start, startTest } from './helpers.js';
 
@@ -223,6 +227,28 @@ test('a resume whose host stays offline fails after JOB_SCHEDULE_TIMEOUT naming 
   assert.equal(failed.status, 'failed');
   assert.equal(failed.error_code, 'no_matching_launcher');
   assert.equal(failed.error, 'no launcher could take it within 30 s: session lives on host build-1, which is offline');
+});
+
+test('a launcher that registers while the sweeper looks at an unserved route takes its jobs: they are not failed no_matching_launcher', async (t) => {
+  const clock = new ManualClock();
+  const config = loadConfig({}, { scheduleTimeoutSeconds: 30, heartbeatTimeoutSeconds: 86_400, sweepIntervalMs: 600_000 });
+  const store = new MemoryStore({ clock, log: pino({ level: 'silent' }), outputMaxBytes: config.outputMaxBytes });
+  const core = new Coordinator(config, store, { clock });
+  const { client, c } = await startTest(t, config, { core, clock });
+  const job = await client.createJob({ type: 'start_session', session_name: 'gpu-work', prompt: 'x', requires: { gpu: 'a100' } });
+  await c.core.sweep(); // the route is unserved from now on
+  clock.advance(31_000);
+  // the sweep has read the online launchers (none with the label) when a launcher with it registers
+  const readyBuckets = store.readyBuckets.bind(store);
+  let registered: string | undefined;
+  store.readyBuckets = async () => {
+    registered ??= (await client.register({ hostname: 'gpu-1', executor_type: 'claude-code', labels: { gpu: 'a100' } })).launcher_id;
+    return readyBuckets();
+  };
+  await c.core.sweep();
+  assert.ok(registered, 'the launcher registered during the sweep');
+  assert.equal((await client.getJob(job.job_id)).status, 'pending', 'still waiting, for the launcher that came');
+  assert.equal((await client.poll(registered, { holdSeconds: 1 }))?.job?.job_id, job.job_id);
 });
 
 /**

@@ -130,7 +130,7 @@ export class Sweeper {
       this.#unservedChanged = false;
     }
     this.#unservedLoaded = true;
-    const online = await onlineLaunchers(store);
+    let online = await onlineLaunchers(store);
     const seen = new Set<string>();
     for (const bucket of await store.readyBuckets()) {
       seen.add(bucket.key);
@@ -145,6 +145,14 @@ export class Sweeper {
         this.#unservedChanged = true;
       }
       if (now - Math.max(since, bucket.headReadySince) < timeoutMs) continue;
+      // about to fail jobs: the launchers again, as they are now (one that registered since they
+      // were read above, on this coordinator or another, takes them)
+      online = await onlineLaunchers(store);
+      if (isServed(route, online)) {
+        this.#unservedSince.delete(bucket.key);
+        this.#unservedChanged = true;
+        continue;
+      }
       // deliveries are not in it: they wait for their host (however many wait ahead of a job)
       for (const job of await store.readyJobsIn(bucket.key, HISTORY_BATCH)) {
         if (now - Math.max(since, job.readySince ?? now) < timeoutMs) continue;
