@@ -71,6 +71,10 @@ describe('agentq mcp: a tool call that waited through an outage says so', () => 
     await c.client.createJob({ type: 'start_session', session_name: 'a', prompt: 'x' });
     let release!: () => void;
     const released = new Promise<void>((resolve) => (release = resolve));
+    // stderr and the answer (stdout) are two pipes: the line saying the coordinator is back may
+    // be read after the answer, so it is awaited rather than looked for once the answer is in
+    let returned!: () => void;
+    const sawReturn = new Promise<void>((resolve) => (returned = resolve));
     const lines: string[] = [];
     const mcp = await mcpClient(
       t,
@@ -79,6 +83,7 @@ describe('agentq mcp: a tool call that waited through an outage says so', () => 
         onStderr: (line) => {
           lines.push(line);
           if (/^agentq mcp: get_status: .*; trying again in \d+ ms$/.test(line)) release();
+          if (/^agentq mcp: get_status: the coordinator answered again after [\d.]+ s; the call goes on$/.test(line)) returned();
         },
       },
     );
@@ -98,7 +103,8 @@ describe('agentq mcp: a tool call that waited through an outage says so', () => 
     assert.equal(r.data.coordinator_outage?.back, true, r.text);
     assert.ok(r.data.coordinator_outage.retries >= 1);
     assert.match(r.text, /Note: the coordinator could not be reached for [\d.]+ s during this call/);
-    assert.ok(lines.some((line) => /^agentq mcp: get_status: the coordinator answered again after/.test(line)), lines.join('\n'));
+    await sawReturn;
+    assert.ok(lines.some((line) => /^agentq mcp: get_status: coordinator at .* unreachable.*; trying again in \d+ ms$/.test(line)), lines.join('\n'));
   });
 });
 
