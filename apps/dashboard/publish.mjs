@@ -29,9 +29,16 @@ export async function publish(out, build, options = {}) {
   const step = options.onStep ?? (() => {});
   const assetsDir = join(out, 'assets');
   await mkdir(assetsDir, { recursive: true });
-  // a folder without build.json is of a build from before it: all its assets count as the
-  // previous build's, the next build removes them
-  const previous = (await readManifest(out)) ?? (await readdir(assetsDir)).filter((name) => !name.startsWith('.'));
+  // the assets of the page served now, kept one build longer. build.json names them, unless it is
+  // missing (a folder built before it) or of an older build than index.html (a build stopped
+  // between its rename of index.html and its build.json): then every asset there counts as the
+  // previous build's, and the next build removes them
+  const manifest = await readManifest(out);
+  const served = await namedAssets(out);
+  const previous =
+    manifest && served.every((name) => manifest.includes(name))
+      ? manifest
+      : (await readdir(assetsDir)).filter((name) => !name.startsWith('.'));
 
   for (const [name, contents] of build.assets) {
     await replaceFile(assetsDir, name, contents);
@@ -70,6 +77,18 @@ async function readManifest(out) {
     throw new Error(`dashboard: ${join(out, MANIFEST)} has no list of asset names: remove it and build again`);
   }
   return assets;
+}
+
+/** @returns {Promise<string[]>} the asset files the index.html in place names (none if there is none) */
+async function namedAssets(out) {
+  let html;
+  try {
+    html = await readFile(join(out, 'index.html'), 'utf8');
+  } catch (err) {
+    if (/** @type {NodeJS.ErrnoException} */ (err).code === 'ENOENT') return [];
+    throw new Error(`dashboard: cannot read ${join(out, 'index.html')}`, { cause: err });
+  }
+  return [...html.matchAll(/"\/assets\/([^"]+)"/g)].map((m) => m[1]);
 }
 
 function isTemporary(name) {

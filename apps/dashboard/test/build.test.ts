@@ -98,6 +98,32 @@ test('a rebuild while the coordinator serves the folder: at every step a reader 
   assert.equal((await fetch(`${url}/assets/app-NEW.js`)).status, 200);
 });
 
+test('a build stopped after its page was put in place, before build.json: the next build still keeps the files of that page', async (t) => {
+  const { dir, url } = await servedFolder(t);
+  await publish(dir, fakeBuild('OLD'));
+  // killed right after the rename of index.html: the page is NEW's, build.json still OLD's
+  const killed = new Error('killed');
+  await assert.rejects(
+    publish(dir, fakeBuild('NEW'), {
+      onStep: (step) => {
+        if (step === 'index.html') throw killed;
+      },
+    }),
+    killed,
+  );
+  assert.equal(await loadedBuild(url), 'NEW');
+  assert.deepEqual((JSON.parse(readFileSync(join(dir, MANIFEST), 'utf8')) as { assets: string[] }).assets, [...fakeBuild('OLD').assets.keys()]);
+
+  await publish(dir, fakeBuild('NEWER'));
+  assert.equal(await loadedBuild(url), 'NEWER');
+  // a page of NEW loaded just before the swap still gets the files it names
+  for (const name of fakeBuild('NEW').assets.keys()) assert.equal((await fetch(`${url}/assets/${name}`)).status, 200, name);
+  // and the build after that removes them, as it would have without the stop
+  await publish(dir, fakeBuild('NEWEST'));
+  for (const tag of ['OLD', 'NEW']) assert.equal((await fetch(`${url}/assets/app-${tag}.js`)).status, 404, tag);
+  assert.equal((await fetch(`${url}/assets/app-NEWER.js`)).status, 200);
+});
+
 test('build.mjs writes into the folder a coordinator serves without removing it first: the previous build stays until the new one is in place', async (t) => {
   const { dir, url } = await servedFolder(t);
   await publish(dir, fakeBuild('OLD'));
