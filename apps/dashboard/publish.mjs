@@ -72,11 +72,15 @@ async function readManifest(out) {
     if (/** @type {NodeJS.ErrnoException} */ (err).code === 'ENOENT') return undefined;
     throw new Error(`dashboard: cannot read ${join(out, MANIFEST)}`, { cause: err });
   }
-  const assets = JSON.parse(text).assets;
-  if (!Array.isArray(assets) || !assets.every((a) => typeof a === 'string')) {
-    throw new Error(`dashboard: ${join(out, MANIFEST)} has no list of asset names: remove it and build again`);
+  // written by publish() in one rename, so only a hand can have spoilt it: then, as with none,
+  // every asset there is kept one more build
+  let assets;
+  try {
+    assets = JSON.parse(text).assets;
+  } catch {
+    return undefined;
   }
-  return assets;
+  return Array.isArray(assets) && assets.every((a) => typeof a === 'string') ? assets : undefined;
 }
 
 /** @returns {Promise<string[]>} the asset files the index.html in place names (none if there is none) */

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
@@ -122,6 +122,15 @@ test('a build stopped after its page was put in place, before build.json: the ne
   await publish(dir, fakeBuild('NEWEST'));
   for (const tag of ['OLD', 'NEW']) assert.equal((await fetch(`${url}/assets/app-${tag}.js`)).status, 404, tag);
   assert.equal((await fetch(`${url}/assets/app-NEWER.js`)).status, 200);
+});
+
+test('a build.json spoilt by hand does not fail the build: every asset there is kept one more build, as with none', async (t) => {
+  const { dir, url } = await servedFolder(t);
+  await publish(dir, fakeBuild('OLD'));
+  writeFileSync(join(dir, MANIFEST), '{"assets": [');
+  await publish(dir, fakeBuild('NEW'));
+  assert.equal(await loadedBuild(url), 'NEW');
+  assert.equal((await fetch(`${url}/assets/app-OLD.js`)).status, 200, "the previous build's files stay one more build");
 });
 
 test('build.mjs writes into the folder a coordinator serves without removing it first: the previous build stays until the new one is in place', async (t) => {
