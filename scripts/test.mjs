@@ -32,7 +32,14 @@ if (files.length === 0) {
   process.exit(1);
 }
 
-const child = spawn(process.execPath, ['--test', '--test-concurrency=2', '--test-timeout=120000', ...files], {
+// --test-timeout bounds each test FILE as a whole, not each test in it (Node 20: the file's test
+// inherits it, and the tests in the file's process get no timeout from it). At 120 s, files of a
+// dozen tests that take 20 s on an idle machine were cut off ("cancelled") on a loaded CI machine
+// that was still running them fine. The bound is there to end a file that hangs, so it is sized
+// for the slowest file on a loaded machine; a test that must end sooner says so itself
+// (`test(name, { timeout }, fn)`).
+const FILE_TIMEOUT_MS = 10 * 60_000;
+const child = spawn(process.execPath, ['--test', '--test-concurrency=2', `--test-timeout=${FILE_TIMEOUT_MS}`, ...files], {
   cwd: root,
   stdio: 'inherit',
 });
