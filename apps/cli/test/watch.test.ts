@@ -156,7 +156,7 @@ describe('agentq watch', () => {
     const proxy = await tcpProxy(t, c.url);
     const first = await c.client.createJob({ type: 'start_session', session_name: 'alpha', prompt: 'x' });
     let lines = 0;
-    let second: string | undefined;
+    let second: Promise<string> | undefined;
     const watching = cli(proxy.url, ['watch', '--since', '0', '--type', 'job.created', '--count', '2', '--json'], {
       onStdout: (all) => {
         if (all.split('\n').length - 1 === lines) return;
@@ -164,13 +164,16 @@ describe('agentq watch', () => {
         if (lines !== 1) return;
         // the stream is open and has delivered: the network now forgets its connection
         proxy.freeze('drop');
-        void c.client.createJob({ type: 'start_session', session_name: 'beta', prompt: 'y' }).then((j) => (second = j.job_id));
+        // awaited after the watch: its answer and the watch's stream are independent connections,
+        // and the stream may deliver the job's event first
+        second = c.client.createJob({ type: 'start_session', session_name: 'beta', prompt: 'y' }).then((j) => j.job_id);
+        second.catch(() => undefined); // awaited below; a failure is reported there
       },
     });
     const r = await watching;
     assert.equal(r.code, 0, r.stderr);
     const seen = events(r);
-    assert.deepEqual(seen.map((e) => 'job' in e && e.job.job_id), [first.job_id, second]);
+    assert.deepEqual(seen.map((e) => 'job' in e && e.job.job_id), [first.job_id, await second]);
     assert.match(r.stderr, /^agentq: event stream lost; reconnecting after event \d+\n$/);
   });
 });
