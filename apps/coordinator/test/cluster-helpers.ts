@@ -9,6 +9,7 @@ import { AgentqClient, type SseMessage } from '@agentq/client';
 import { killOnExit, spawnCoordinatorProcess, type CoordinatorProcess } from './coordinator-process.js';
 import { eventJob, openEvents } from './helpers.js';
 import { freshDatabaseUrl } from './pg-server.js';
+import { endRunning, trackRunning } from './running.js';
 
 /*
  * Helpers of the tests with several real coordinator processes on one PostgreSQL database
@@ -33,9 +34,14 @@ export function clientOf(t: TestContext, url: string): AgentqClient {
   return client;
 }
 
+/** A temporary directory, removed when the test ends, once its coordinator processes are gone. */
 export function tempDir(t: TestContext): string {
   const dir = mkdtempSync(join(tmpdir(), 'agentq-cluster-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true, maxRetries: 5 }));
+  t.after(async () => {
+    // coordinators read their token file, launchers run executors from here until killed
+    await endRunning(t);
+    rmSync(dir, { recursive: true, force: true, maxRetries: 5 });
+  });
   return dir;
 }
 
@@ -58,9 +64,13 @@ export async function spawnLauncher(t: TestContext, dir: string, name: string, a
   });
   killOnExit(child);
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  t.after(async () => {
+  const end = async () => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     await exited;
+  };
+  trackRunning(t, end); // its executors run in `dir`
+  t.after(async () => {
+    await end();
     rmSync(state, { recursive: true, force: true, maxRetries: 5 });
   });
   let stderr = '';

@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import type { TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { trackRunning } from './running.js';
 
 const MAIN = fileURLToPath(new URL('../src/main.js', import.meta.url));
 
@@ -59,10 +60,12 @@ export async function spawnCoordinatorProcess(
   killOnExit(child);
   spawned?.(child);
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  t.after(async () => {
+  const end = async () => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     await exited;
-  });
+  };
+  trackRunning(t, end);
+  t.after(end);
   const { lines, stderr, waitFor } = followLog(child);
   const ready = await waitFor((l) => l.msg === 'coordinator ready');
   return {

@@ -14,6 +14,7 @@ import type { CoordinatorConfig } from '../src/config.js';
 import { createLogger, type AppDeps } from '../src/app.js';
 import { loadConfig } from '../src/config.js';
 import { freshDatabaseUrl } from './pg-server.js';
+import { endRunning, trackRunning } from './running.js';
 
 export interface TestCoordinator {
   c: RunningCoordinator;
@@ -46,6 +47,7 @@ export async function startTest(
 ): Promise<TestCoordinator> {
   const c = await startCoordinator({ pollTimeoutSeconds: 5, ...(await storeFor(t)), ...overrides }, deps);
   const client = new AgentqClient({ url: c.url });
+  trackRunning(t, () => c.close());
   t.after(async () => {
     // the server first: closing it answers parked waits, so a request a failed test left
     // waiting cannot hold the client's close (and the test file) until its hold runs out
@@ -67,9 +69,22 @@ async function storeFor(t: TestContext): Promise<Partial<CoordinatorConfig>> {
     return { databaseUrl: url };
   }
   if (process.env.AGENTQ_TEST_STORE !== 'sqlite') return {};
-  const dir = mkdtempSync(join(tmpdir(), 'agentq-test-db-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
-  return { databaseUrl: `sqlite:${join(dir, 'agentq.db')}` };
+  return { databaseUrl: `sqlite:${join(tempDir(t, 'agentq-test-db-'), 'agentq.db')}` };
+}
+
+/**
+ * A temporary directory, removed when the test ends: after the coordinators the test started
+ * with startTest (or tracked, running.ts) have stopped, whichever was made first. Its hook runs
+ * before theirs when it was added first, and a coordinator still running there has its database
+ * open (its checkpointer thread may be making a file in it).
+ */
+export function tempDir(t: TestContext, prefix = 'agentq-test-'): string {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  t.after(async () => {
+    await endRunning(t);
+    rmSync(dir, { recursive: true, force: true, maxRetries: 5 });
+  });
+  return dir;
 }
 
 /** Play a launcher over real HTTP with the project's client. */

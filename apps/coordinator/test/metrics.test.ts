@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -9,7 +8,7 @@ import { request } from 'undici';
 import { ManualClock } from '../src/core/clock.js';
 import { freshDatabaseUrl } from './pg-server.js';
 import { parsePrometheusText, type Family } from './prometheus-text.js';
-import { eventJob, fakeLauncher, openEvents, parked, rejectsWith, resume, start, startTest, unparked } from './helpers.js';
+import { eventJob, fakeLauncher, openEvents, parked, rejectsWith, resume, start, startTest, tempDir, unparked } from './helpers.js';
 
 /** Scrape `GET /metrics` over HTTP and parse the exposition strictly. */
 async function scrape(url: string): Promise<Map<string, Family>> {
@@ -168,8 +167,7 @@ test('GET /metrics: a callback resume that completes counts the child outcomes i
 });
 
 test('GET /metrics: after a restart on the SQLite file, the jobs are counted by status', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'agentq-metrics-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const dir = tempDir(t, 'agentq-metrics-');
   const databaseUrl = `sqlite:${join(dir, 'agentq.db')}`;
   const first = await startTest(t, { databaseUrl });
   const l = await fakeLauncher(first.client);
@@ -232,8 +230,7 @@ test('GET /metrics: time in queue, dispatch and run are the seconds between crea
 });
 
 test('GET /metrics: the jobs recovery requeues and interrupts at a restart are counted, a requeued one in queue from its requeue', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'agentq-metrics-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const dir = tempDir(t, 'agentq-metrics-');
   const file = join(dir, 'agentq.db');
   const clock = new ManualClock();
   const first = await startTest(t, { databaseUrl: `sqlite:${file}` }, { clock });

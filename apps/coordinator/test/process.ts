@@ -7,6 +7,7 @@ import { createInterface } from 'node:readline';
 import type { TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { AgentqClient } from '@agentq/client';
+import { endRunning, trackRunning } from './running.js';
 
 const MAIN = fileURLToPath(new URL('../src/main.js', import.meta.url));
 
@@ -20,10 +21,16 @@ export interface CoordinatorProcess {
   kill(): Promise<void>;
 }
 
-/** A temporary SQLite database URL, removed when the test ends. */
+/**
+ * A temporary SQLite database URL, removed when the test ends, once the coordinator processes of
+ * the test have been killed (its hook comes first, and they write into it until they are gone).
+ */
 export function tempDatabase(t: TestContext): string {
   const dir = mkdtempSync(join(tmpdir(), 'agentq-db-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  t.after(async () => {
+    await endRunning(t);
+    rmSync(dir, { recursive: true, force: true, maxRetries: 5 });
+  });
   return `sqlite:${join(dir, 'agentq.db')}`;
 }
 
@@ -39,12 +46,14 @@ export async function spawnCoordinator(t: TestContext, env: Record<string, strin
   let stderr = '';
   child.stderr!.setEncoding('utf8').on('data', (s: string) => (stderr += s));
   const exited = once(child, 'exit');
-  t.after(async () => {
+  const end = async () => {
     if (child.exitCode === null && child.signalCode === null) {
       child.kill('SIGKILL');
       await exited;
     }
-  });
+  };
+  trackRunning(t, end);
+  t.after(end);
   const lines = createInterface({ input: child.stdout! });
   let port: number | undefined;
   for await (const line of lines) {
