@@ -1,8 +1,11 @@
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { createInterface } from 'node:readline';
 import { test } from 'node:test';
-import { tempDir } from './helpers.js';
+import { alive, gone, tempDir } from './helpers.js';
 import { trackRunning } from './running.js';
 
 test("a test's temporary directory is removed only after the launchers the test still runs have ended", async (t) => {
@@ -18,4 +21,25 @@ test("a test's temporary directory is removed only after the launchers the test 
   });
   assert.deepEqual(seen, [true], 'ended once, while its directory was still there');
   assert.equal(existsSync(dir), false, 'then the directory was removed');
+});
+
+test('a launcher spawned by a test process that is ended by SIGTERM (its file out of time) is killed with it', async (t) => {
+  // a test process that spawned a long-lived child (standing in for a launcher) and is then ended
+  // the way the test runner ends a file that ran out of time
+  const running = new URL('./running.js', import.meta.url).href;
+  const script = `import('${running}').then(({ killOnExit }) => {
+    const c = require('node:child_process').spawn('sleep', ['600'], { stdio: 'ignore' });
+    killOnExit(c);
+    console.log(c.pid);
+  });`;
+  const testProcess = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const [line] = (await once(createInterface({ input: testProcess.stdout! }), 'line')) as [string];
+  const pid = Number(line);
+  t.after(() => {
+    if (alive(pid)) process.kill(pid, 'SIGKILL');
+  });
+  const exited = once(testProcess, 'exit');
+  testProcess.kill('SIGTERM');
+  await exited;
+  await gone(pid, 'the launcher of the ended test process');
 });

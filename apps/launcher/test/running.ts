@@ -1,3 +1,4 @@
+import type { ChildProcess } from 'node:child_process';
 import type { TestContext } from 'node:test';
 
 /**
@@ -21,4 +22,27 @@ export async function endRunning(t: TestContext): Promise<void> {
   if (!ends) return;
   running.delete(t);
   await Promise.all([...ends].map((end) => end()));
+}
+
+const children = new Set<ChildProcess>();
+let hooked = false;
+/**
+ * Kill `child` when this test process ends, also when its after-hooks never ran: the test runner
+ * ends a file that ran out of time with SIGTERM, and a launcher left behind polls (and keeps its
+ * executors) for ever. (apps/coordinator/test/coordinator-process.ts does the same for coordinators.)
+ */
+export function killOnExit(child: ChildProcess): void {
+  if (!hooked) {
+    hooked = true;
+    const killAll = () => children.forEach((c) => c.kill('SIGKILL'));
+    process.once('exit', killAll);
+    for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+      process.once(signal, () => {
+        killAll();
+        process.exit(signal === 'SIGTERM' ? 143 : 130);
+      });
+    }
+  }
+  children.add(child);
+  child.once('exit', () => children.delete(child));
 }

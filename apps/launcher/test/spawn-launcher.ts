@@ -5,7 +5,7 @@ import type { TestContext } from 'node:test';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { trackRunning } from './running.js';
+import { killOnExit, trackRunning } from './running.js';
 
 const MAIN = fileURLToPath(new URL('../src/main.js', import.meta.url));
 
@@ -27,6 +27,7 @@ export function spawnLauncher(t: TestContext, args: string[], env: Record<string
     env: { ...process.env, AGENTQ_LOG_LEVEL: 'debug', AGENTQ_STATE_DIR: env['AGENTQ_STATE_DIR'] ?? ownState, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  killOnExit(child);
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
     child.once('exit', (code, signal) => resolve({ code, signal })),
   );
