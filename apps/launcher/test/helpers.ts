@@ -74,6 +74,8 @@ export async function coordinator(
 ): Promise<{ c: RunningCoordinator; client: AgentqClient }> {
   const c = await startCoordinator({ ...COORDINATOR_OPTIONS, ...options }, deps);
   const client = new AgentqClient({ url: c.url });
+  // on a SQLite file in the test's directory, it must close before the directory goes
+  trackRunning(t, () => c.close().catch(() => {}));
   t.after(async () => {
     await client.close();
     await c.close().catch(() => {});

@@ -5,7 +5,7 @@ import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { test } from 'node:test';
-import { alive, gone, tempDir } from './helpers.js';
+import { alive, coordinator, gone, tempDir } from './helpers.js';
 import { trackRunning } from './running.js';
 
 test("a test's temporary directory is removed only after the launchers the test still runs have ended", async (t) => {
@@ -42,4 +42,20 @@ test('a launcher spawned by a test process that is ended by SIGTERM (its file ou
   testProcess.kill('SIGTERM');
   await exited;
   await gone(pid, 'the launcher of the ended test process');
+});
+
+test("a test's temporary directory is removed only after the coordinator with its database there has closed", async (t) => {
+  let dir = '';
+  const seen: boolean[] = [];
+  await t.test('a test that ends with a coordinator on a SQLite file in its directory', async (st) => {
+    dir = tempDir(st);
+    const { c } = await coordinator(st, { databaseUrl: `sqlite:${join(dir, 'agentq.db')}` });
+    const close = c.close.bind(c);
+    c.close = () => {
+      seen.push(existsSync(join(dir, 'agentq.db')));
+      return close();
+    };
+  });
+  assert.equal(seen[0], true, 'closed while its database was still there');
+  assert.equal(existsSync(dir), false, 'then the directory was removed');
 });

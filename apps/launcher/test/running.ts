@@ -2,10 +2,11 @@ import type { ChildProcess } from 'node:child_process';
 import type { TestContext } from 'node:test';
 
 /**
- * The launchers a test has running, each with the way to end it. node:test runs a test's
- * after-hooks in the order they were added, so a temporary directory made before a launcher
- * would be removed while that launcher still writes into it; the directory's hook ends them
- * first (endRunning), and each launcher's own hook stays as it was (ending twice is harmless).
+ * The launchers (and coordinators) a test has running, each with the way to end it. node:test
+ * runs a test's after-hooks in the order they were added, so a temporary directory made before a
+ * launcher would be removed while that launcher still writes into it (or a coordinator still has
+ * its database open there); the directory's hook ends them first (endRunning), and each one's own
+ * hook stays as it was (ending twice is harmless).
  */
 const running = new WeakMap<TestContext, Set<() => Promise<unknown>>>();
 
