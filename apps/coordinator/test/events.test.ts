@@ -5,7 +5,10 @@ import { test } from 'node:test';
 import type { SseMessage } from '@agentq/client';
 import { called, eventJob, fakeLauncher, openEvents, start, startTest } from './helpers.js';
 
-const opts = { timeout: 20_000 };
+// the test's own bound, for a wake-up that never comes: well over what a test takes on a loaded
+// CI machine (with both cores busy, events.test's flood took 22 s of its 30; tests of a second
+// took 5 to 10)
+const opts = { timeout: 120_000 };
 const idOf = (m: SseMessage) => Number(m.id);
 const isJobEvent = (type: string, jobId: string) => (m: SseMessage) => m.event === type && eventJob(m).job_id === jobId;
 
@@ -143,7 +146,7 @@ test('a Last-Event-ID past the newest event (ids numbered afresh after a restart
 });
 
 // ~100 MB of prompts: a test of the SSE layer, which no store changes; too slow to write to PostgreSQL
-const flood = { timeout: 30_000, skip: process.env.AGENTQ_TEST_STORE === 'postgres' && 'the store does not matter here (AGENTQ_TEST_STORE=postgres)' };
+const flood = { timeout: 120_000, skip: process.env.AGENTQ_TEST_STORE === 'postgres' && 'the store does not matter here (AGENTQ_TEST_STORE=postgres)' };
 test('a client that stops reading is disconnected instead of buffering events without bound', flood, async (t) => {
   const { c } = await startTest(t, { eventReplaySize: 10 });
   const socket = connect(c.port, '127.0.0.1');

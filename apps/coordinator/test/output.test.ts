@@ -3,7 +3,10 @@ import { test } from 'node:test';
 import type { AgentqClient } from '@agentq/client';
 import { called, fakeLauncher, holdAppends, rejectsWith, start, startTest, type FakeLauncher } from './helpers.js';
 
-const opts = { timeout: 20_000 };
+// the test's own bound, for a wake-up that never comes: well over what a test takes on a loaded
+// CI machine (with both cores busy, events.test's flood took 22 s of its 30; tests of a second
+// took 5 to 10)
+const opts = { timeout: 120_000 };
 const LONG = 300_000;
 
 /** A running job on a fresh fake launcher, and a way to send its output. */

@@ -100,7 +100,7 @@ test('long-poll and wait requests log at debug; other requests log one completio
   assert.equal(handed.level, INFO);
 });
 
-test('a URL the router refuses (broken percent-encoding) still gets its completion line at info', { timeout: 10_000 }, async (t) => {
+test('a URL the router refuses (broken percent-encoding) still gets its completion line at info', { timeout: 120_000 }, async (t) => {
   const log = capture();
   const { c } = await startTest(t, {}, { logger: log.logger });
   const res = await fetch(`${c.url}/jobs/%zz`);

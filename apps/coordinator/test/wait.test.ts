@@ -5,7 +5,10 @@ import { fakeLauncher, rejectsWith, start, startTest, watching } from './helpers
 // Waits that must be woken by the state change use a hold far longer than the test's own
 // timeout: if the wake-up were missing, the test would fail instead of passing late.
 const LONG = 600_000;
-const opts = { timeout: 20_000 };
+// The test's own bound: well under the holds above (a missing wake-up fails, it does not pass late),
+// and well over what a test takes on a loaded CI machine (with both cores busy, events.test's flood
+// took 22 s of its 30; tests of a second took 5 to 10).
+const opts = { timeout: 120_000 };
 
 test('GET /jobs/{id}/wait parked before the completion is woken by it and returns the terminal job', opts, async (t) => {
   const { client, c } = await startTest(t);
