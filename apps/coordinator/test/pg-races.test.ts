@@ -27,9 +27,26 @@ async function connect(t: TestContext, url: string): Promise<pg.Client> {
   return client;
 }
 
-/** Resolves once `n` coordinator connections wait for a lock (PostgreSQL's own view of it). */
-async function lockWaiters(db: pg.Client, n: number): Promise<void> {
+/**
+ * Resolves once `n` coordinator connections wait for a lock (PostgreSQL's own view of it). Fails
+ * as soon as one of the `racing` requests ends first: it was answered without waiting for the
+ * lock, and the test would otherwise hold the lock until the other's connection timed out.
+ */
+async function lockWaiters(db: pg.Client, n: number, racing: ReadonlyArray<Promise<unknown>> = []): Promise<void> {
+  let early: { outcome: unknown } | undefined;
+  for (const p of racing) p.then((answer) => (early ??= { outcome: answer }), (err: unknown) => (early ??= { outcome: err }));
   for (;;) {
+    if (early) {
+      const { outcome } = early;
+      const said = outcome instanceof Error ? outcome.message : JSON.stringify(outcome);
+      // what each coordinator connection was doing meanwhile, as PostgreSQL saw it
+      const { rows: doing } = await db.query(
+        `SELECT a.pid, a.state, a.wait_event_type, a.wait_event, left(a.query, 100) AS query,
+                (SELECT count(*)::int FROM pg_locks l WHERE l.pid = a.pid AND NOT l.granted) AS waiting_locks
+           FROM pg_stat_activity a WHERE a.application_name = 'agentq-coordinator' ORDER BY a.pid`,
+      );
+      throw new Error(`a request ended before ${n} waited for the lock: ${said}; coordinator connections: ${JSON.stringify(doing)}`, { cause: outcome });
+    }
     const { rows } = await db.query<{ n: number }>(
       `SELECT count(*)::int AS n FROM pg_stat_activity a JOIN pg_locks l ON l.pid = a.pid
        WHERE a.application_name = 'agentq-coordinator' AND NOT l.granted`,
@@ -45,11 +62,24 @@ async function register(
   secret: string | null,
   body: object,
 ): Promise<{ status: number; body: { error?: { code: string }; launcher_id?: string } }> {
-  const res = await fetch(`${c.url}/launcher/register`, {
-    method: 'POST',
-    headers: { ...(secret === null ? {} : { authorization: `Bearer ${secret}` }), 'content-type': 'application/json' },
-    body: JSON.stringify(body),
-  });
+  let res: Response;
+  try {
+    res = await fetch(`${c.url}/launcher/register`, {
+      method: 'POST',
+      headers: { ...(secret === null ? {} : { authorization: `Bearer ${secret}` }), 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+  } catch (err) {
+    // fetch says only "fetch failed": the cause, and what became of the coordinator, say why
+    const state = c.child.exitCode !== null || c.child.signalCode !== null ? `exited (${c.child.exitCode ?? c.child.signalCode})` : 'still running';
+    const cause = (err as Error).cause as { code?: string; message?: string } | undefined;
+    const warnings = c.lines.filter((l) => Number(l['level']) >= 40).slice(-5);
+    throw new Error(
+      `POST ${c.url}/launcher/register: ${(err as Error).message} (${cause?.code ?? ''} ${cause?.message ?? ''}); the coordinator is ${state}; ` +
+        `its last warnings: ${JSON.stringify(warnings)}; its stderr: ${c.stderr()}`,
+      { cause: err },
+    );
+  }
   return { status: res.status, body: (await res.json()) as { error?: { code: string }; launcher_id?: string } };
 }
 
@@ -76,11 +106,11 @@ test('a host whose token was revoked is bound again to one token only, though tw
   const db = await connect(t, url);
   await db.query('BEGIN');
   await db.query('SELECT * FROM host_bindings WHERE host_id = $1 FOR UPDATE', [box.host_id]);
-  const answers = Promise.all([register(A!, secrets.second, box), register(B!, secrets.third, box)]);
-  await lockWaiters(db, 2);
+  const answers = [register(A!, secrets.second, box), register(B!, secrets.third, box)] as const;
+  await lockWaiters(db, 2, answers);
   await db.query('COMMIT');
 
-  const [second, third] = await answers;
+  const [second, third] = await Promise.all(answers);
   const statuses = [second.status, third.status].sort();
   assert.deepEqual(statuses, [200, 403], `one is bound, the other refused: ${JSON.stringify([second.body, third.body])}`);
   const refused = second.status === 403 ? second : third;
@@ -153,11 +183,11 @@ test('a registration sent again through B while its first try is still under way
   const db = await connect(t, url);
   await db.query('BEGIN');
   await db.query('LOCK TABLE host_bindings IN EXCLUSIVE MODE');
-  const answers = Promise.all([register(A!, secret, box), register(B!, secret, box)]);
-  await lockWaiters(db, 2);
+  const answers = [register(A!, secret, box), register(B!, secret, box)] as const;
+  await lockWaiters(db, 2, answers);
   await db.query('COMMIT');
 
-  const [first, again] = await answers;
+  const [first, again] = await Promise.all(answers);
   assert.deepEqual([first.status, again.status], [200, 200], JSON.stringify([first.body, again.body]));
   const { rows } = await db.query<{ host_id: string; token_name: string }>('SELECT host_id, token_name FROM host_bindings ORDER BY host_id');
   assert.deepEqual(rows, [
@@ -177,11 +207,11 @@ test('a registration sent again through B with its registration_key while its fi
   const db = await connect(t, url);
   await db.query('BEGIN');
   await db.query('LOCK TABLE launchers IN SHARE MODE');
-  const answers = Promise.all([register(A!, null, box), register(B!, null, box)]);
-  await lockWaiters(db, 2);
+  const answers = [register(A!, null, box), register(B!, null, box)] as const;
+  await lockWaiters(db, 2, answers);
   await db.query('COMMIT');
 
-  const [first, again] = await answers;
+  const [first, again] = await Promise.all(answers);
   assert.deepEqual([first.status, again.status], [200, 200], JSON.stringify([first.body, again.body]));
   assert.equal(again.body.launcher_id, first.body.launcher_id);
   const { rows } = await db.query<{ id: string }>('SELECT id FROM launchers');
