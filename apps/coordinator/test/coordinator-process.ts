@@ -110,7 +110,10 @@ export function followLog(child: ChildProcess) {
       if (seen) return Promise.resolve(seen);
       return new Promise((resolve, reject) => {
         waiters.push({ match, resolve });
-        child.once('exit', (code) => reject(new Error(`coordinator exited (${code}) first; stderr: ${stderr}`)));
+        // the signal too: killed (SIGKILL, from outside or the kernel) says something else than crashed
+        child.once('exit', (code, signal) =>
+          reject(new Error(`coordinator ${child.pid} exited (${code ?? signal}) first; its last lines: ${JSON.stringify(lines.slice(-3))}; stderr: ${stderr}`)),
+        );
       });
     },
   };
