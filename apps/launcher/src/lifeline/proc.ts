@@ -224,8 +224,15 @@ function processTable(): ProcessEntry[] {
  * reach but still its parent's child, and so are its own children.
  */
 export function escapedDescendants(pgid: number, table: readonly ProcessEntry[] = processTable()): number[] {
+  // one pass over the table: copying a parent's list at each child made this quadratic in the
+  // children of one parent (init, a container's init, kthreadd), seconds of a blocked event loop
+  // (with the group stopped) at 20 000 of them
   const children = new Map<number, number[]>();
-  for (const p of table) children.set(p.ppid, [...(children.get(p.ppid) ?? []), p.pid]);
+  for (const p of table) {
+    const siblings = children.get(p.ppid);
+    if (siblings) siblings.push(p.pid);
+    else children.set(p.ppid, [p.pid]);
+  }
   const members = table.filter((p) => p.pgid === pgid).map((p) => p.pid);
   const inGroup = new Set(members);
   const found = new Set<number>();
