@@ -5,7 +5,7 @@ import { Value } from '@sinclair/typebox/value';
 import { ExecutorEvent, MAX_EVENT_LINE_BYTES, type ExecutorInvocation } from '@agentq/protocol';
 import { toError } from '@agentq/client';
 import type { ExecutorSpec } from './executors/index.js';
-import { killGroupTree } from './lifeline/proc.js';
+import { isSameGroup, killGroupTree, startTimeOf } from './lifeline/proc.js';
 
 /** How an executor process ended. */
 export interface ExecutorExit {
@@ -62,6 +62,12 @@ const KNOWN_EVENT_TYPES = new Set(['output', 'session', 'result', 'error']);
  */
 export class ExecutorProcess {
   readonly pid: number | undefined;
+  /**
+   * The leader's start time, taken at spawn: the group id is the leader's pid, which can be given
+   * to another process (and group) once the group is gone; a signal goes only to the group while
+   * it is still this one (isSameGroup). Null where it could not be read: then signals go unchecked.
+   */
+  readonly #startTime: string | null;
   /** resolves once the process has exited and its output has been read */
   readonly exited: Promise<ExecutorExit>;
   /**
@@ -87,6 +93,8 @@ export class ExecutorProcess {
       stdio: ['pipe', 'pipe', 'pipe'],
     });
     this.pid = child.pid;
+    // not reaped before this turn of the event loop ends: the pid is still this child's
+    this.#startTime = this.pid === undefined ? null : startTimeOf(this.pid);
 
     let stderrTail = '';
     // a character split between two reads must not become two U+FFFD in the job's error
@@ -209,7 +217,7 @@ export class ExecutorProcess {
   }
 
   #groupExists(): boolean {
-    if (this.pid === undefined) return false;
+    if (this.pid === undefined || !this.#isOurGroup()) return false;
     try {
       process.kill(-this.pid, 0);
       return true;
@@ -218,8 +226,17 @@ export class ExecutorProcess {
     }
   }
 
+  /**
+   * Whether the group `pid` is still the one this executor started. A SIGKILL kept for members that
+   * outlived the leader comes after --kill-grace: if they died meanwhile, the id may by then be an
+   * unrelated group's (another executor's, a shell job's), which must not be stopped and killed.
+   */
+  #isOurGroup(): boolean {
+    return this.pid !== undefined && (this.#startTime === null || isSameGroup(this.pid, this.#startTime));
+  }
+
   #signalGroup(signal: NodeJS.Signals): void {
-    if (this.pid === undefined) return;
+    if (this.pid === undefined || !this.#isOurGroup()) return;
     // SIGKILL goes to what the group's members started outside it too (see killGroupTree):
     // SIGTERM does not, as the member that started them (claude) ends them on its SIGTERM
     if (signal === 'SIGKILL') return killGroupTree(this.pid);
