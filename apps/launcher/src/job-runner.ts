@@ -214,7 +214,8 @@ export class JobRunner {
         this.#answerBeforeInterruption = { result: outcome.result, errorMessage: outcome.errorMessage, errorCode: outcome.errorCode };
         // SIGTERM first, SIGKILL after --kill-grace, as for a stop: an agent CLI may run commands
         // outside the group (claude runs each Bash command in a session of its own) and end them
-        // only when it is asked to go; SIGKILL would leave them running, out of anyone's reach
+        // only when it is asked to go; the SIGKILL after --kill-grace reaches those whose parent
+        // still runs (killGroupTree), not what it had handed on to init
         void this.#process?.terminate();
       },
     });
@@ -371,7 +372,7 @@ export class JobRunner {
     return this.#report({
       kind: 'failed',
       body: {
-        error: failureMessage(exit, said.errorMessage),
+        error: failureMessage(exit, said.errorMessage, ended || o.killedAfterResult),
         exit_code: exit.code,
         ...(said.errorCode === undefined ? {} : { error_code: said.errorCode }),
         ...extra,
@@ -414,12 +415,15 @@ export class JobRunner {
 
 /**
  * The error of a failed run. A signal, or an exit code that names one (143: 128 + SIGTERM), comes
- * with what usually sends it: the launcher did not (its own stops end here only once the
- * executor's answer has come), so someone or something else did.
+ * with what usually sends it, unless the launcher had sent SIGTERM itself (`stoppedByLauncher`:
+ * its exit grace ran out, or a stop or its shutdown came, after the executor's answer, which is
+ * then the job's error): that is what the exit code says, and "by a user, a service manager or
+ * a shutdown" would blame someone else.
  */
-function failureMessage(exit: ExecutorExit, errorMessage: string | undefined): string {
+function failureMessage(exit: ExecutorExit, errorMessage: string | undefined, stoppedByLauncher: boolean): string {
   if (errorMessage !== undefined) {
-    return exit.code !== null && exit.code !== 0 ? `${errorMessage} (exit code ${describeExitCode(exit.code)})` : errorMessage;
+    if (exit.code === null || exit.code === 0) return errorMessage;
+    return `${errorMessage} (exit code ${stoppedByLauncher ? `${exit.code}, after the launcher's SIGTERM` : describeExitCode(exit.code)})`;
   }
   const how = exit.signal ? `executor killed by ${describeSignal(exit.signal)}` : `executor exited with code ${exit.code === null ? 'unknown' : describeExitCode(exit.code)}`;
   return exit.stderrTail ? `${how}; stderr:\n${exit.stderrTail}` : `${how}; no stderr`;

@@ -112,6 +112,29 @@ test('an executor that never exits after its error event is killed after --exit-
   await gone(-pid, "the lingering executor's process group");
 });
 
+// The exit code of an executor the launcher itself had sent SIGTERM (its exit grace ran out) was
+// said with what usually sends SIGTERM: "asked to stop: by a user, a service manager or a
+// shutdown", none of which had.
+test('an executor that exits 143 on the SIGTERM the launcher sent after --exit-grace: the error says the launcher sent it', async (t) => {
+  const { c, client } = await coordinator(t);
+  const { log, waitFor } = captureLog();
+  await launcher(t, c.url, { exitGraceMs: 200 }, { log });
+  const job = await client.createJob({
+    type: 'start_session',
+    session_name: 'errs-lingers-exits-143',
+    prompt: script([
+      { onTerm: { type: 'output', text: 'bye' } },
+      { event: { type: 'error', message: 'quota exceeded' } },
+      FOREVER,
+    ]),
+  });
+  const exited = await waitFor((l) => l['msg'] === 'executor exited' && l['job_id'] === job.job_id);
+  assert.deepEqual([exited['code'], exited['signal']], [143, null]);
+  const done = await settled(client, job.job_id);
+  assert.equal(done.status, 'failed');
+  assert.equal(done.error, "quota exceeded (exit code 143, after the launcher's SIGTERM)");
+});
+
 test('a stop or a timeout that comes after the result, while the executor lingers, leaves the result to stand', async (t) => {
   const { c, client } = await coordinator(t);
   const { log, waitFor } = captureLog();
