@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { CompletedReport, FailedReport } from '@agentq/protocol';
-import { gone, settled } from './helpers.js';
+import { alive, gone, settled } from './helpers.js';
 import { FAKE_USAGE, setup, stoppedTurn } from './claude.js';
 
 /** How a turn of the claude-code executor ends when claude does not end it as it should. */
@@ -59,6 +59,10 @@ test('claude-code executor: a stopped claude that has to be SIGKILLed takes the 
   const { claude } = await stoppedTurn(t, 'stuck', 'BASH_TOOL STUCK', 300);
   const [call] = claude.calls();
   assert.ok(call!.tool_pid, 'claude was running a command');
+  // a `sleep 600` the launcher failed to kill does not outlive the test
+  t.after(() => {
+    if (alive(call!.tool_pid!)) process.kill(call!.tool_pid!, 'SIGKILL');
+  });
   await gone(call!.pid, 'claude');
   await gone(call!.tool_pid, 'the command claude was running');
 });
