@@ -68,6 +68,10 @@ test('the lifeline\'s SIGKILL takes the processes an executor ignoring SIGTERM s
   });
   const hello = await control.next();
   assert.ok(hello.daemon_pid, 'the executor started its process');
+  // a `sleep 600` the reaper failed to kill does not outlive the test
+  t.after(() => {
+    if (alive(hello.daemon_pid!)) process.kill(hello.daemon_pid!, 'SIGKILL');
+  });
   l.child.kill('SIGKILL');
   await l.exited;
   await gone(hello.pid, 'the executor');
