@@ -1,6 +1,12 @@
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { once } from 'node:events';
+import { createInterface } from 'node:readline';
 import { test } from 'node:test';
+import { setTimeout as delay } from 'node:timers/promises';
 import { escapedDescendants } from '../src/lifeline/proc.js';
+import { alive, fixture } from './helpers.js';
 
 /** escapedDescendants over a given process table (what killGroupTree reads from /proc or `ps`). */
 
@@ -25,4 +31,37 @@ test('escapedDescendants: a parent with very many children costs one pass over t
   const table = [{ pid: 10, ppid: 1, pgid: 10 }, { pid: 11, ppid: 10, pgid: 11 }];
   for (let i = 0; i < 200_000; i++) table.push({ pid: 1_000 + i, ppid: 1, pgid: 1_000 + i });
   assert.deepEqual(escapedDescendants(10, table), [11]);
+});
+
+/** Resolves once the process is stopped (state T in /proc/PID/stat): no event says so. */
+async function stopped(pid: number): Promise<'stopped'> {
+  for (;;) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      if (stat[stat.lastIndexOf(')') + 2] === 'T') return 'stopped';
+    } catch {
+      // gone: not stopped, and no longer to be waited for
+      return new Promise(() => {});
+    }
+    await delay(10);
+  }
+}
+
+// A launcher (or its reaper) that descended from a member of the group it killed, outside it (one
+// an agent's Bash command started), was among the descendants found, and SIGSTOPped itself: it
+// never sent the SIGKILL, and the group and all it had found stayed stopped for good.
+test('killGroupTree called from a descendant of the group, outside it, kills the group and returns', { skip: process.platform !== 'linux' && 'reads /proc' }, async (t) => {
+  const leader = spawn(process.execPath, [fixture('tree-killer.js'), 'leader'], { detached: true, stdio: ['ignore', 'pipe', 'inherit'] });
+  const leaderExit = once(leader, 'exit') as Promise<[number | null, NodeJS.Signals | null]>;
+  let killer = 0;
+  t.after(() => {
+    for (const pid of [-leader.pid!, killer]) if (pid !== 0 && alive(pid)) process.kill(pid, 'SIGKILL');
+  });
+  const lines = createInterface({ input: leader.stdout! })[Symbol.asyncIterator]();
+  const first = String((await lines.next()).value);
+  assert.match(first, /^killer \d+$/);
+  killer = Number(first.split(' ')[1]);
+  const outcome = await Promise.race([lines.next().then((r) => String(r.value)), stopped(killer)]);
+  assert.equal(outcome, 'returned', 'the killer went on after stopping the group');
+  assert.deepEqual(await leaderExit, [null, 'SIGKILL'], 'the group was killed');
 });

@@ -221,9 +221,10 @@ function processTable(): ProcessEntry[] {
 /**
  * The processes outside group `pgid` that descend from one of its members: a child that went to
  * a session (and group) of its own, as claude runs each Bash command, is out of the group's
- * reach but still its parent's child, and so are its own children.
+ * reach but still its parent's child, and so are its own children. `spare` (this process) and
+ * what descends from it through it are left out: see killGroupTree.
  */
-export function escapedDescendants(pgid: number, table: readonly ProcessEntry[] = processTable()): number[] {
+export function escapedDescendants(pgid: number, table: readonly ProcessEntry[] = processTable(), spare = process.pid): number[] {
   // one pass over the table: copying a parent's list at each child made this quadratic in the
   // children of one parent (init, a container's init, kthreadd), seconds of a blocked event loop
   // (with the group stopped) at 20 000 of them
@@ -238,7 +239,7 @@ export function escapedDescendants(pgid: number, table: readonly ProcessEntry[] 
   const found = new Set<number>();
   for (const queue = [...members]; queue.length > 0; ) {
     for (const child of children.get(queue.pop()!) ?? []) {
-      if (found.has(child) || inGroup.has(child)) continue;
+      if (child === spare || found.has(child) || inGroup.has(child)) continue;
       found.add(child);
       queue.push(child);
     }
@@ -266,7 +267,12 @@ export function killGroupTree(pgid: number): void {
       // ESRCH: gone already; EPERM: not ours to signal
     }
   };
-  send(-pgid, 'SIGSTOP');
+  // This process may itself descend from a member (a launcher, or its reaper, started by an
+  // agent's command), or even be one: stopped, it would never send the SIGKILL, and leave the
+  // group and all it found stopped for good. It is spared by the search, and in the group it
+  // stops nothing (its SIGKILL to the group ends it too, as it always did).
+  const inGroup = ownGroup() === pgid;
+  if (!inGroup) send(-pgid, 'SIGSTOP');
   const found = new Set<number>();
   for (let round = 0; round < TREE_ROUNDS; round++) {
     const fresh = escapedDescendants(pgid).filter((pid) => !found.has(pid));
@@ -276,6 +282,21 @@ export function killGroupTree(pgid: number): void {
       send(pid, 'SIGSTOP');
     }
   }
-  send(-pgid, 'SIGKILL');
+  // the group last: this process may be in it
   for (const pid of found) send(pid, 'SIGKILL');
+  send(-pgid, 'SIGKILL');
+}
+
+/** This process's group id, or null if it cannot be read. */
+function ownGroup(): number | null {
+  try {
+    if (hasProc) {
+      const stat = readFileSync('/proc/self/stat', 'utf8');
+      return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[2]); // field 5: pgrp
+    }
+    const out = execFileSync('ps', ['-o', 'pgid=', '-p', String(process.pid)], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+    return Number(out.trim()) || null;
+  } catch {
+    return null;
+  }
 }
