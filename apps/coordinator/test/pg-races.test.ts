@@ -61,7 +61,7 @@ async function register(
   c: CoordinatorProcess,
   secret: string | null,
   body: object,
-): Promise<{ status: number; body: { error?: { code: string }; launcher_id?: string } }> {
+): Promise<{ status: number; body: { error?: { code: string }; launcher_id?: string; launcher_token?: string } }> {
   let res: Response;
   try {
     res = await fetch(`${c.url}/launcher/register`, {
@@ -80,7 +80,18 @@ async function register(
       { cause: err },
     );
   }
-  return { status: res.status, body: (await res.json()) as { error?: { code: string }; launcher_id?: string } };
+  return { status: res.status, body: (await res.json()) as { error?: { code: string }; launcher_id?: string; launcher_token?: string } };
+}
+
+/** The status of a heartbeat of `launcherId` with the credential `token`, through `c`. */
+async function heartbeat(c: CoordinatorProcess, token: string | undefined, launcherId: string | undefined): Promise<number> {
+  const res = await fetch(`${c.url}/launcher/heartbeat`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token ?? ''}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ launcher_id: launcherId }),
+  });
+  await res.arrayBuffer();
+  return res.status;
 }
 
 test('a host whose token was revoked is bound again to one token only, though two register it at once on two coordinators', async (t) => {
@@ -199,7 +210,10 @@ test('a registration sent again through B while its first try is still under way
 test('a registration sent again through B with its registration_key while its first try is under way on A is one launcher, answered to both', async (t) => {
   const url = await freshDatabaseUrl(t);
   if (url === null) return;
-  const [A, B] = await Promise.all([0, 1].map(() => spawnCoordinatorProcess(t, { DATABASE_URL: url, ...SLOW })));
+  const file = join(tempDir(t), 'tokens');
+  const secret = newSecret();
+  writeFileSync(file, tokenFileText([{ name: 'box-launchers', role: 'launcher', secret }]));
+  const [A, B] = await Promise.all([0, 1].map(() => spawnCoordinatorProcess(t, { DATABASE_URL: url, AUTH_TOKENS_FILE: file, ...SLOW })));
   const box = { hostname: 'box', host_id: 'h_box00004', executor_type: 'test', registration_key: 'first-life-of-box-0001' };
 
   // both look the key up and find nothing before either inserts its launcher: the lookups
@@ -207,7 +221,7 @@ test('a registration sent again through B with its registration_key while its fi
   const db = await connect(t, url);
   await db.query('BEGIN');
   await db.query('LOCK TABLE launchers IN SHARE MODE');
-  const answers = [register(A!, null, box), register(B!, null, box)] as const;
+  const answers = [register(A!, secret, box), register(B!, secret, box)] as const;
   await lockWaiters(db, 2, answers);
   await db.query('COMMIT');
 
@@ -216,4 +230,23 @@ test('a registration sent again through B with its registration_key while its fi
   assert.equal(again.body.launcher_id, first.body.launcher_id);
   const { rows } = await db.query<{ id: string }>('SELECT id FROM launchers');
   assert.deepEqual(rows, [{ id: first.body.launcher_id }]);
+  // whichever of the two committed last, the credential of the answer the launcher got works
+  assert.equal(await heartbeat(B!, again.body.launcher_token, again.body.launcher_id), 200);
+  assert.equal(await heartbeat(A!, first.body.launcher_token, first.body.launcher_id), 200);
+});
+
+test('a first try that reaches A only after its retry was answered by B (its answer lost) leaves the credential of B\'s answer in force', async (t) => {
+  const url = await freshDatabaseUrl(t);
+  if (url === null) return;
+  const file = join(tempDir(t), 'tokens');
+  const secret = newSecret();
+  writeFileSync(file, tokenFileText([{ name: 'box-launchers', role: 'launcher', secret }]));
+  const [A, B] = await Promise.all([0, 1].map(() => spawnCoordinatorProcess(t, { DATABASE_URL: url, AUTH_TOKENS_FILE: file, ...SLOW })));
+  const box = { hostname: 'box', host_id: 'h_box00005', executor_type: 'test', registration_key: 'first-life-of-box-0002' };
+
+  const received = await register(B!, secret, box);
+  const late = await register(A!, secret, box);
+  assert.deepEqual([received.status, late.status], [200, 200], JSON.stringify([received.body, late.body]));
+  assert.equal(late.body.launcher_id, received.body.launcher_id);
+  for (const c of [A!, B!]) assert.equal(await heartbeat(c, received.body.launcher_token, received.body.launcher_id), 200);
 });

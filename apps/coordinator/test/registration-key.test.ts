@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { test } from 'node:test';
 import { ManualClock } from '../src/core/clock.js';
+import { REGISTRATION_CREDENTIALS_KEPT } from '../src/core/launchers.js';
 import { startAuthTest } from './auth-helpers.js';
 import { nextEvent, rejectsWith, start, startTest } from './helpers.js';
 import { tempDatabase } from './process.js';
@@ -131,10 +132,10 @@ test('registration keys are per token: the same key of another launcher token is
   const again = await a.as.launcher.register({ hostname: 'box', executor_type: 'test', registration_key });
   assert.equal(again.launcher_id, first.launcher_id);
   assert.ok(again.launcher_token && again.launcher_token !== first.launcher_token);
-  // the credential of the answer the launcher received works; the lost one is replaced by it
+  // the credential of the answer the launcher received works (and so does the other answer's:
+  // the coordinator cannot know which one arrived)
   await a.withToken(again.launcher_token).heartbeat({ launcher_id: first.launcher_id });
-  const lostAnswer = a.withToken(first.launcher_token);
-  await rejectsWith(lostAnswer.heartbeat({ launcher_id: first.launcher_id }), 401, 'launcher_unknown');
+  await a.withToken(first.launcher_token).heartbeat({ launcher_id: first.launcher_id });
 
   // an admin token registering with that key: its own registration, not the launcher token's launcher
   const admin = await a.as.admin.register({ hostname: 'box', executor_type: 'test', registration_key });
@@ -168,7 +169,38 @@ test('the credential of the answer to a retry stays in force though the first tr
   const first = await lost;
   assert.equal(again.launcher_id, first.launcher_id);
 
-  // the launcher holds the retry's answer: its credential works, the lost one does not
+  // the launcher holds the retry's answer: its credential works
   await a.withToken(again.launcher_token).heartbeat({ launcher_id: again.launcher_id });
-  await rejectsWith(a.withToken(first.launcher_token).heartbeat({ launcher_id: first.launcher_id }), 401, 'launcher_unknown');
+});
+
+test('a copy of a registration that arrives late (after its retry was answered) leaves the credential the launcher holds in force', async (t) => {
+  // the first try held up on its way (a proxy that retries upstream on its own, a coordinator
+  // waiting for a database connection): its retry is answered first, and the launcher goes on with
+  // that answer; the first try then runs, is answered with the same launcher, and its answer is
+  // lost. The coordinator cannot tell which of its answers arrived: each one's credential must work
+  const a = await startAuthTest(t);
+  const body = { hostname: 'box', executor_type: 'test', registration_key: newKey() };
+  const received = await a.as.launcher.register(body);
+  const late = await a.as.launcher.register(body);
+  assert.equal(late.launcher_id, received.launcher_id);
+  await a.withToken(received.launcher_token).heartbeat({ launcher_id: received.launcher_id });
+  await a.withToken(late.launcher_token).heartbeat({ launcher_id: late.launcher_id });
+  // another launcher's credential (of the same registration token) is still no credential for this one
+  const other = await a.as.launcher.register({ ...body, registration_key: newKey() });
+  await rejectsWith(a.withToken(other.launcher_token).heartbeat({ launcher_id: received.launcher_id }), 403, 'forbidden');
+  // and a credential of neither answer is none
+  const forged = `${received.launcher_id}.${newKey()}${newKey()}`;
+  await rejectsWith(a.withToken(forged).heartbeat({ launcher_id: received.launcher_id }), 401, 'launcher_unknown');
+});
+
+test('the credentials of the answers to one registration stay in force up to a few, the newest', async (t) => {
+  const a = await startAuthTest(t);
+  const body = { hostname: 'box', executor_type: 'test', registration_key: newKey() };
+  const answers: Array<{ launcher_id: string; launcher_token?: string | undefined }> = [];
+  for (let i = 0; i < REGISTRATION_CREDENTIALS_KEPT + 2; i++) answers.push(await a.as.launcher.register(body));
+  assert.equal(new Set(answers.map((x) => x.launcher_id)).size, 1);
+  const works = async (token: string | undefined) =>
+    a.withToken(token).heartbeat({ launcher_id: answers[0]!.launcher_id }).then(() => true, () => false);
+  const kept = await Promise.all(answers.map((x) => works(x.launcher_token)));
+  assert.deepEqual(kept, answers.map((_, i) => i >= 2));
 });

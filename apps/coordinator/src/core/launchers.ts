@@ -115,12 +115,26 @@ async function replay(
     );
   }
   // the retry is a sign of life: the staleness clock starts again from it, not from the first try.
-  // Its answer carries a new credential (the first one's secret is not kept): in force from the
-  // commit of this transaction, whatever the first try's request does after its own
-  const row = await tx.updateLauncher(earlier.id, { lastSeen: tx.now, ...(tokenHash !== null ? { tokenHash } : {}) });
+  // Its answer carries a new credential (the first one's secret is not kept), added to those of the
+  // earlier answers rather than replacing them: which answer reached the launcher is unknown here.
+  // A copy of the registration held up on its way (a proxy retrying upstream, a coordinator
+  // waiting for a database connection) may run after the retry the launcher was answered, and
+  // would otherwise revoke the credential it holds (401, a new registration, the ghost this
+  // key is for)
+  const credentials = tokenHash === null ? {} : { tokenHash: addCredential(earlier.tokenHash, tokenHash) };
+  const row = await tx.updateLauncher(earlier.id, { lastSeen: tx.now, ...credentials });
   txLog(ctx, tx).info({ launcher_id: row.id, hostname: row.hostname }, 'launcher registration sent again (registration_key): answered with the same launcher');
   // those of `replaces` the first try removed are gone: nothing more is replaced (as without a key)
   return { row, replaced: await replacePredecessors(ctx, tx, row, req.replaces ?? []) };
+}
+
+/** How many credentials of answers to one registration stay in force (the newest). */
+export const REGISTRATION_CREDENTIALS_KEPT = 8;
+
+/** `LauncherRow.tokenHash` with one more credential's hash, newest first (a few at most). */
+function addCredential(held: string | null, hash: string): string {
+  const hashes = held === null ? [] : held.split(' ').filter((h) => h !== hash);
+  return [hash, ...hashes].slice(0, REGISTRATION_CREDENTIALS_KEPT).join(' ');
 }
 
 /** A field's value for comparing (labels by name, whatever order they were sent in). */

@@ -158,7 +158,11 @@ export interface LauncherRow {
   readonly hostId: string | null;
   readonly portable: boolean;
   readonly createdBy: string | null;
-  /** SHA-256 (hex) of its launcher token, when one was issued */
+  /**
+   * SHA-256 (hex) of its launcher token, when one was issued; of each of its tokens, newest
+   * first and separated by spaces, when a registration sent again (`registration_key`) was
+   * answered more than once: any of those answers may be the one the launcher received.
+   */
   readonly tokenHash: string | null;
   /**
    * The `registration_key` it registered with, scoped to its token (`<created_by or -> <key>`),

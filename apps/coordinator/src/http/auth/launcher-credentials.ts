@@ -16,9 +16,10 @@ export interface LauncherCredentials {
   /**
    * A credential made before its launcher's id is known, for a store that keeps the hash on the
    * launcher's row: the registration's own transaction writes it (insert, or the answer to a
-   * retry of it), so the row holds the credential of the last answer given. Written afterwards
-   * (issue), the write of an answer that was lost could land after its retry's and undo it.
-   * Without it, the credential is issued once the launcher is registered.
+   * retry of it, beside the earlier answers' credentials), so the row holds the credential of
+   * every answer given. Written afterwards (issue), the write of an answer that was lost could
+   * land after its retry's and undo it. Without it, the credential is issued once the launcher is
+   * registered.
    */
   prepare?(): PreparedCredential;
 }
@@ -77,7 +78,14 @@ export class StoreLauncherCredentials implements LauncherCredentials {
     if (!m) return undefined;
     const stored = await this.core.launcherTokenHash(m[1]!);
     if (stored === null) return undefined;
-    return timingSafeEqual(Buffer.from(stored, 'hex'), sha256(m[2]!)) ? m[1] : undefined;
+    // one hash, or a few when a registration was answered more than once (LauncherRow.tokenHash)
+    const given = sha256(m[2]!);
+    let valid = false;
+    for (const hash of stored.split(' ')) {
+      const bytes = Buffer.from(hash, 'hex');
+      if (bytes.length === given.length && timingSafeEqual(bytes, given)) valid = true;
+    }
+    return valid ? m[1] : undefined;
   }
 }
 
