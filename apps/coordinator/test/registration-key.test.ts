@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { test } from 'node:test';
 import { ManualClock } from '../src/core/clock.js';
 import { REGISTRATION_CREDENTIALS_KEPT } from '../src/core/launchers.js';
+import { MemoryLauncherCredentials } from '../src/http/auth/launcher-credentials.js';
 import { startAuthTest } from './auth-helpers.js';
 import { nextEvent, rejectsWith, start, startTest } from './helpers.js';
 import { tempDatabase } from './process.js';
@@ -173,25 +174,30 @@ test('the credential of the answer to a retry stays in force though the first tr
   await a.withToken(again.launcher_token).heartbeat({ launcher_id: again.launcher_id });
 });
 
-test('a copy of a registration that arrives late (after its retry was answered) leaves the credential the launcher holds in force', async (t) => {
-  // the first try held up on its way (a proxy that retries upstream on its own, a coordinator
-  // waiting for a database connection): its retry is answered first, and the launcher goes on with
-  // that answer; the first try then runs, is answered with the same launcher, and its answer is
-  // lost. The coordinator cannot tell which of its answers arrived: each one's credential must work
-  const a = await startAuthTest(t);
-  const body = { hostname: 'box', executor_type: 'test', registration_key: newKey() };
-  const received = await a.as.launcher.register(body);
-  const late = await a.as.launcher.register(body);
-  assert.equal(late.launcher_id, received.launcher_id);
-  await a.withToken(received.launcher_token).heartbeat({ launcher_id: received.launcher_id });
-  await a.withToken(late.launcher_token).heartbeat({ launcher_id: late.launcher_id });
-  // another launcher's credential (of the same registration token) is still no credential for this one
-  const other = await a.as.launcher.register({ ...body, registration_key: newKey() });
-  await rejectsWith(a.withToken(other.launcher_token).heartbeat({ launcher_id: received.launcher_id }), 403, 'forbidden');
-  // and a credential of neither answer is none
-  const forged = `${received.launcher_id}.${newKey()}${newKey()}`;
-  await rejectsWith(a.withToken(forged).heartbeat({ launcher_id: received.launcher_id }), 401, 'launcher_unknown');
-});
+for (const [where, credentials] of [
+  ['in the store', undefined],
+  ['in memory (MemoryLauncherCredentials)', () => new MemoryLauncherCredentials()],
+] as const) {
+  test(`a copy of a registration that arrives late (after its retry was answered) leaves the credential the launcher holds in force: credentials ${where}`, async (t) => {
+    // the first try held up on its way (a proxy that retries upstream on its own, a coordinator
+    // waiting for a database connection): its retry is answered first, and the launcher goes on with
+    // that answer; the first try then runs, is answered with the same launcher, and its answer is
+    // lost. The coordinator cannot tell which of its answers arrived: each one's credential must work
+    const a = await startAuthTest(t, {}, credentials ? { credentials: credentials() } : {});
+    const body = { hostname: 'box', executor_type: 'test', registration_key: newKey() };
+    const received = await a.as.launcher.register(body);
+    const late = await a.as.launcher.register(body);
+    assert.equal(late.launcher_id, received.launcher_id);
+    await a.withToken(received.launcher_token).heartbeat({ launcher_id: received.launcher_id });
+    await a.withToken(late.launcher_token).heartbeat({ launcher_id: late.launcher_id });
+    // another launcher's credential (of the same registration token) is still no credential for this one
+    const other = await a.as.launcher.register({ ...body, registration_key: newKey() });
+    await rejectsWith(a.withToken(other.launcher_token).heartbeat({ launcher_id: received.launcher_id }), 403, 'forbidden');
+    // and a credential of neither answer is none
+    const forged = `${received.launcher_id}.${newKey()}${newKey()}`;
+    await rejectsWith(a.withToken(forged).heartbeat({ launcher_id: received.launcher_id }), 401, 'launcher_unknown');
+  });
+}
 
 test('the credentials of the answers to one registration stay in force up to a few, the newest', async (t) => {
   const a = await startAuthTest(t);

@@ -1,4 +1,5 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { REGISTRATION_CREDENTIALS_KEPT } from '../../core/launchers.js';
 
 /**
  * Per-launcher credentials: `POST /launcher/register` issues one (`launcher_token`), and every
@@ -9,7 +10,12 @@ import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
  * keep their credential across a coordinator restart, as they keep their id).
  */
 export interface LauncherCredentials {
-  /** A new secret credential for the launcher (replacing any earlier one). Shown to the launcher once. */
+  /**
+   * A new secret credential for the launcher, shown to it once; called for each answer to a
+   * registration when there is no `prepare`. A launcher answered again (a retry of its
+   * registration: `registration_key`) keeps the earlier answers' credentials beside the new one
+   * (a few, the newest), as the store does (LauncherRow.tokenHash): any may be the one received.
+   */
   issue(launcherId: string, registeredBy: string | null): Promise<string>;
   /** The launcher a credential belongs to; undefined when it is not (or no longer) valid. */
   verify(token: string): Promise<string | undefined>;
@@ -44,8 +50,12 @@ export function launcherIdOf(token: string): string | undefined {
 }
 
 interface Entry {
-  /** SHA-256 of the secret part: the store never keeps a usable secret */
-  hash: Buffer;
+  /**
+   * SHA-256 of the secret part (the store never keeps a usable secret); of each credential
+   * answered for the launcher, newest first, when a registration was answered more than once
+   * (a retry with its `registration_key`: LauncherRow.tokenHash)
+   */
+  hashes: Buffer[];
   registeredBy: string | null;
 }
 
@@ -95,7 +105,9 @@ export class MemoryLauncherCredentials implements LauncherCredentials {
 
   async issue(launcherId: string, registeredBy: string | null): Promise<string> {
     const secret = randomBytes(32).toString('base64url');
-    this.#entries.set(launcherId, { hash: sha256(secret), registeredBy });
+    // beside the credentials of the earlier answers to its registration: any may be the one received
+    const earlier = this.#entries.get(launcherId)?.hashes ?? [];
+    this.#entries.set(launcherId, { hashes: [sha256(secret), ...earlier].slice(0, REGISTRATION_CREDENTIALS_KEPT), registeredBy });
     return `${launcherId}.${secret}`;
   }
 
@@ -104,7 +116,10 @@ export class MemoryLauncherCredentials implements LauncherCredentials {
     if (!m) return undefined;
     const entry = this.#entries.get(m[1]!);
     if (!entry) return undefined;
-    return timingSafeEqual(entry.hash, sha256(m[2]!)) ? m[1] : undefined;
+    const given = sha256(m[2]!);
+    let valid = false;
+    for (const hash of entry.hashes) if (timingSafeEqual(hash, given)) valid = true;
+    return valid ? m[1] : undefined;
   }
 
   revoke(launcherId: string): void {
