@@ -139,6 +139,10 @@ test('every error a route answers is declared for it in the document (auth, body
   await launcher.claim(child.job_id);
   await launcher.client.reportCompleted(child.job_id, { launcher_id: launcher.id, status: 'success', cost_usd: 5 });
 
+  // a registration_key of an online launcher sent with other fields, for the 409 of a registration
+  const registered = { hostname: 'box', executor_type: 'test', registration_key: 'openapi-409-key-0001' };
+  await a.as.launcher.register(registered);
+
   const json = 'application/json';
   const cases: Array<[string, string, string, number, Parameters<typeof send>[2]]> = [
     ['GET', '/jobs/job_000000000000', '/jobs/{job_id}', 401, {}],
@@ -151,6 +155,7 @@ test('every error a route answers is declared for it in the document (auth, body
     ['POST', `/jobs/${root.job_id}/stop`, '/jobs/{job_id}/stop', 415, { token: a.secrets.client, type: 'text/plain', body: 'x' }],
     ['POST', '/jobs', '/jobs', 413, { token: a.secrets.client, type: json, body: `{"prompt":"${'a'.repeat(2 * 1024 * 1024)}"}` }],
     ['GET', '/events', '/events', 503, { token: a.secrets.reader }],
+    ['POST', '/launcher/register', '/launcher/register', 409, { token: a.secrets.launcher, type: json, body: JSON.stringify({ ...registered, max_jobs: 2 }) }],
     ['POST', '/sessions/kid/messages', '/sessions/{session_name}/messages', 422, { token: a.secrets.client, type: json, body: '{"text":"more"}' }],
   ];
   for (const [method, url, path, status, o] of cases) {

@@ -36,7 +36,7 @@ export const launcherRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = 
         tags: ['launcher'],
         summary: 'Register a launcher',
         body: Type.Union([RegisterLauncherRequest, Type.Null()]),
-        response: { 200: RegisterLauncherResponse, 400: ErrorBody, 401: ErrorBody, 403: ErrorBody },
+        response: { 200: RegisterLauncherResponse, 400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 409: ErrorBody },
       },
     },
     async (req) => {
