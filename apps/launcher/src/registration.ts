@@ -27,8 +27,6 @@ export class Registration {
   #current: RegisterLauncherResponse | undefined;
   #renewal: Renewal | undefined;
   #retired = false;
-  /** false once a coordinator refused registration_key: one older than it (it answers 400) */
-  #sendKey = true;
 
   constructor(deps: {
     client: AgentqClient;
@@ -84,11 +82,14 @@ export class Registration {
     // each registration (after the coordinator forgot this launcher, too): a registration that
     // follows a finished one is a new launcher, never the old one again.
     const registration_key = randomBytes(18).toString('base64url');
+    // false once a coordinator refused the key (one older than it answers 400), for this
+    // registration only: the next one tries it again, as the coordinators may have been upgraded
+    let sendKey = true;
     for (let attempt = 0; ; attempt++) {
       if (signal.aborted) throw toError(signal.reason);
       try {
         // always with the registration token: an old launcher credential cannot register
-        const body = this.#sendKey ? { ...this.#body(), registration_key } : this.#body();
+        const body = sendKey ? { ...this.#body(), registration_key } : this.#body();
         this.#token = this.#tokenSource?.();
         const res = await this.#client.register(body, { signal, ...(this.#token ? { token: this.#token } : {}) });
         this.#connectivity.ok();
@@ -114,9 +115,9 @@ export class Registration {
           const hint = e.code === 'host_bound' ? '' : '. Set AGENTQ_TOKEN (or --token-file) to a token with the launcher role';
           throw new RegistrationError(`registration refused: ${e.message}${hint}`, { cause: e });
         }
-        if (this.#sendKey && e instanceof AgentqApiError && e.code === 'validation_failed' && e.details?.['field'] === 'registration_key') {
+        if (sendKey && e instanceof AgentqApiError && e.code === 'validation_failed' && e.details?.['field'] === 'registration_key') {
           // a coordinator older than the field: register as before it, at once
-          this.#sendKey = false;
+          sendKey = false;
           this.#log.warn(
             { err: e.message },
             'the coordinator does not know registration_key (it is older than this launcher): registering without it, so a retry after a lost answer may leave a second launcher listed until the heartbeat timeout',

@@ -143,6 +143,34 @@ test('a coordinator older than registration_key (it refuses the field) is regist
   assert.deepEqual((await client.listLaunchers()).launchers.map((l) => l.launcher_id), [id]);
 });
 
+test('a launcher that fell back from registration_key (an older coordinator) sends it again when it registers again, once the coordinator knows it', async (t) => {
+  const { c } = await coordinator(t);
+  let older = true;
+  let forget = false;
+  const px = await proxy(t, c.url, (req) => {
+    if (req.method === 'POST' && req.url === '/launcher/register') {
+      const body = px.requests.at(-1)?.body as { registration_key?: string };
+      if (!older || body.registration_key === undefined) return false;
+      return { status: 400, code: 'validation_failed', message: 'registration_key: is not a known field', details: { field: 'registration_key', in: 'body' } };
+    }
+    if (!forget || !req.url?.startsWith('/launcher/')) return false;
+    forget = false;
+    return { status: 401, code: 'launcher_unknown', message: 'the coordinator lost its state' };
+  });
+  const log = captureLog();
+  const { id } = await launcher(t, px.url, {}, { log: log.log });
+  assert.deepEqual((px.bodies('/launcher/register') as Array<{ registration_key?: string }>).map((b) => b.registration_key === undefined), [false, true]);
+
+  // the coordinator is upgraded, and the launcher must register again
+  older = false;
+  forget = true;
+  const again = await log.waitFor((l) => l['msg'] === 'registered again under a new id');
+  assert.equal(again['previous_launcher_id'], id);
+  const bodies = px.bodies('/launcher/register') as Array<{ registration_key?: string }>;
+  assert.equal(bodies.length, 3);
+  assert.match(bodies[2]?.registration_key ?? '', /^[A-Za-z0-9_-]{16,128}$/, 'the new registration carries a key again');
+});
+
 test('a registration whose answer was lost (connection reset) is sent again with its key: one launcher is listed, and it runs jobs', async (t) => {
   const { c, client } = await coordinator(t);
   let lost = 0;
