@@ -100,6 +100,16 @@ export interface CreateJobOptions extends CallOptions {
   idempotencyKey?: string;
 }
 
+export interface StopOptions extends CallOptions {
+  /**
+   * The stop's Idempotency-Key (default: a new random one for this call). A caller that sends a
+   * stop again after its answer was lost passes the same key to every attempt: the coordinator
+   * then answers the first stop's answer again (`replayed: true`) and stops nothing more, though
+   * the session may have started a job in between.
+   */
+  idempotencyKey?: string;
+}
+
 /** What undici accepts in a header value (RFC 9110 field-value characters). */
 const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
 
@@ -255,8 +265,10 @@ export class AgentqClient {
       ...o,
     });
   }
-  stopJob(jobId: string, o?: CallOptions): Promise<StopJobResponse> {
-    return this.#json('POST', `/jobs/${enc(jobId)}/stop`, o);
+  /** Stop a job; with an Idempotency-Key (StopOptions), as stopSession. */
+  stopJob(jobId: string, o: StopOptions = {}): Promise<StopJobResponse> {
+    const { idempotencyKey = randomUUID(), ...call } = o;
+    return this.#json('POST', `/jobs/${enc(jobId)}/stop`, { headers: { 'idempotency-key': idempotencyKey }, ...call });
   }
   getOutput(jobId: string, query: OutputQuery = {}, o?: CallOptions): Promise<JobOutput> {
     return this.#json('GET', `/jobs/${enc(jobId)}/output`, {
@@ -274,10 +286,18 @@ export class AgentqClient {
   getSession(name: string, o?: CallOptions): Promise<Session> {
     return this.#json('GET', `/sessions/${enc(name)}`, o);
   }
-  /** Stop the session's jobs; `tree`: and those of every session under it, which stays stopped. */
-  stopSession(name: string, o: CallOptions & { tree?: boolean } = {}): Promise<StopSessionResponse> {
-    const { tree, ...call } = o;
-    return this.#json('POST', `/sessions/${enc(name)}/stop`, { ...(tree ? { query: { tree: 'true' } } : {}), ...call });
+  /**
+   * Stop the session's jobs; `tree`: and those of every session under it, which stays stopped. The
+   * request carries an Idempotency-Key (`o.idempotencyKey`, else a new one): a session stop names
+   * no jobs, so one sent again without it would stop what the session started in the meantime.
+   */
+  stopSession(name: string, o: StopOptions & { tree?: boolean } = {}): Promise<StopSessionResponse> {
+    const { tree, idempotencyKey = randomUUID(), ...call } = o;
+    return this.#json('POST', `/sessions/${enc(name)}/stop`, {
+      ...(tree ? { query: { tree: 'true' } } : {}),
+      headers: { 'idempotency-key': idempotencyKey },
+      ...call,
+    });
   }
   /** Queue a message for the session's next turn (a resume job at once when it is idle). */
   sendMessage(name: string, body: SendMessageRequest, o?: CallOptions): Promise<SendMessageResponse> {
@@ -495,7 +515,7 @@ export class AgentqClient {
         }
         const wait = err instanceof AgentqApiError && (err.status === 429 || err.status === 503) ? err.retryAfterMs : undefined;
         if (wait === undefined || waits++ >= this.#overloadRetries || wait > this.#maxRetryAfterMs) throw err;
-        // (a create with an Idempotency-Key is safe to send again: the coordinator made it once at most)
+        // (a create or a stop with an Idempotency-Key is safe to send again: the coordinator made it once at most)
         const safe = method === 'GET' || o.readOnly === true || o.headers?.['idempotency-key'] !== undefined;
         if (!safe && (err as AgentqApiError).code.startsWith('http_')) throw err;
         this.#onRetryWait?.({ ms: wait, error: err as AgentqApiError });

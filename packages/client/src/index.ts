@@ -1,4 +1,4 @@
-export { AgentqClient, type ClientOptions, type CallOptions, type CreateJobOptions } from './client.js';
+export { AgentqClient, type ClientOptions, type CallOptions, type CreateJobOptions, type StopOptions } from './client.js';
 export { parseRetryAfter } from './retry-after.js';
 export {
   AgentqApiError,

@@ -222,7 +222,15 @@ export const StopOutcome = Type.Union([
 ]);
 export type StopOutcome = Static<typeof StopOutcome>;
 
-export const StopJobResponse = Type.Object({ job_id: JobId, outcome: StopOutcome, status: JobStatus, job: Job });
+/** Set on the answer to a stop sent again with its Idempotency-Key: the first stop's answer. */
+export const Replayed = Type.Optional(
+  Type.Literal(true, {
+    description:
+      'this stop was sent before with the same Idempotency-Key: this is the first answer again (outcomes as it answered them, statuses as they are now), and nothing more was stopped',
+  }),
+);
+
+export const StopJobResponse = Type.Object({ job_id: JobId, outcome: StopOutcome, status: JobStatus, job: Job, replayed: Replayed });
 export type StopJobResponse = Static<typeof StopJobResponse>;
 
 export const OutputQuery = Type.Object(

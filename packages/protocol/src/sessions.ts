@@ -1,6 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { BoolString, CostUsd, IdParam, JobId, Labels, Nullable, Timestamp, Usage } from './common.js';
-import { JobStatus, StopOutcome } from './jobs.js';
+import { JobStatus, Replayed, StopOutcome } from './jobs.js';
 
 /** How deep a parent chain may go: a root session is depth 0. */
 export const MAX_SESSION_DEPTH = 5;
@@ -123,6 +123,7 @@ export const StopSessionResponse = Type.Object({
       session_name: Type.String(),
     }),
   ),
+  replayed: Replayed,
 });
 export type StopSessionResponse = Static<typeof StopSessionResponse>;
 

@@ -47,6 +47,7 @@ import * as reads from './reads.js';
 import { heldJob, report, type ReportBody, type ReportKind } from './reports.js';
 import * as sessions from './sessions.js';
 import * as status from './status.js';
+import * as stops from './stops.js';
 import { openStore } from './store/open-store.js';
 import type { Store } from './store/store.js';
 import { Sweeper } from './sweeper.js';
@@ -57,9 +58,6 @@ export interface CoordinatorDeps {
   clock?: Clock;
   logger?: Logger;
 }
-
-/** Reads of a session tree while stopping it: a child started meanwhile is found by the next. */
-const TREE_STOP_PASSES = 3;
 
 /** Who asks: the token's name (null when auth is off). */
 export interface Actor {
@@ -192,11 +190,13 @@ export class Coordinator {
     return reads.listJobs(this.#ctx, filter, this.answers.room(hold));
   }
 
-  async stopJob(jobId: string, o: Actor & { reason?: StopReason } = {}): Promise<StopJobResponse> {
-    const { job, outcome } = await this.#ctx.store.transaction((tx) =>
-      sessions.stopJob(this.#ctx, tx, jobId, o.reason ?? 'requested', o.actor ?? null),
-    );
-    return { job_id: job.id, outcome, status: job.status, job: await wireJob(this.#ctx, job) };
+  /**
+   * Stop a job. With an Idempotency-Key, the same key within 24 h answers the first stop's outcome
+   * again (`replayed`), with the job as it is now.
+   */
+  async stopJob(jobId: string, o: Actor & { reason?: StopReason; idempotencyKey?: string } = {}): Promise<StopJobResponse> {
+    const { job, outcome, replayed } = await stops.stopJob(this.#ctx, jobId, o.reason ?? 'requested', o.actor ?? null, o.idempotencyKey);
+    return { job_id: job.id, outcome, status: job.status, job: await wireJob(this.#ctx, job), ...(replayed ? { replayed } : {}) };
   }
 
   /** Resolve with the job once it is terminal, or its snapshot when `timeoutMs` passes. */
@@ -234,40 +234,17 @@ export class Coordinator {
     return reads.getSession(this.#ctx, name);
   }
 
-  /** Stop everything the session is doing: its queued jobs, then its active one. */
-  async stopSession(name: string, o: Actor & { tree?: boolean } = {}): Promise<StopSessionResponse> {
-    const by = o.actor ?? null;
-    const stopped: StopSessionResponse['stopped'] = [];
-    const add = (answers: ReadonlyArray<sessions.StopAnswer & { sessionName: string }>) => {
-      for (const a of answers) stopped.push({ job_id: a.job.id, outcome: a.outcome, status: a.job.status, session_name: a.sessionName });
-    };
-    if (!o.tree) {
-      const answers = await this.#ctx.store.transaction((tx) => sessions.stopSession(this.#ctx, tx, name, by));
-      add(answers.map((a) => ({ ...a, sessionName: name })));
-      return { session_name: name, stopped };
-    }
-    // The tree is read before the transaction, so a child started meanwhile (by a turn not yet
-    // stopped) is missed: read it again after each pass and stop what is new, until nothing is.
-    const seen = new Set<string>();
-    for (let pass = 0; pass < TREE_STOP_PASSES; pass++) {
-      const fresh = (await this.#sessionTree(name)).filter((n) => !seen.has(n));
-      if (fresh.length === 0) break;
-      // the first pass answers 404 or 409 session_idle for the tree as a whole
-      add(await this.#ctx.store.transaction((tx) => sessions.stopTree(this.#ctx, tx, fresh, by, pass === 0)));
-      for (const n of fresh) seen.add(n);
-    }
-    return { session_name: name, stopped };
-  }
-
-  /** The session and every session under it, parents before children (unknown: just the name). */
-  async #sessionTree(root: string): Promise<string[]> {
-    const { store } = this.#ctx;
-    const names = new Set([root]);
-    for (const name of names) {
-      const s = await store.getSession(name);
-      if (s) for (const child of (await store.sessionExtras(s)).children) names.add(child);
-    }
-    return [...names];
+  /**
+   * Stop everything the session is doing: its queued jobs, then its active one (`tree`: and those
+   * of every session under it). With an Idempotency-Key, the same key within 24 h answers the first
+   * stop's answer again (`replayed`) and stops nothing more (stops.ts).
+   */
+  async stopSession(name: string, o: Actor & { tree?: boolean; idempotencyKey?: string } = {}): Promise<StopSessionResponse> {
+    return stops.stopSession(this.#ctx, name, {
+      by: o.actor ?? null,
+      tree: o.tree === true,
+      ...(o.idempotencyKey !== undefined ? { idempotencyKey: o.idempotencyKey } : {}),
+    });
   }
 
   async sendMessage(name: string, text: string, o: Actor = {}): Promise<SendMessageResponse> {

@@ -1,9 +1,9 @@
-import { createHash } from 'node:crypto';
 import type { CreateJobRequest } from '@agentq/protocol';
 import type { Admission } from './admission.js';
 import type { Turn } from './agent-tokens.js';
 import type { CoreContext } from './context.js';
 import { CoordinatorError } from './errors.js';
+import { requestHash, scopedKey, seenWith } from './idempotency.js';
 import type { JobRow } from './rows.js';
 import type { Tx } from './store/store.js';
 import * as sessions from './sessions.js';
@@ -82,19 +82,10 @@ async function once(
   create: () => Promise<JobRow[]>,
 ): Promise<{ jobs: JobRow[]; created: boolean }> {
   if (idempotencyKey === undefined) return { jobs: await create(), created: true };
-  // keys are per token (a key has no spaces: the header's pattern)
-  const key = `${actor ?? '-'} ${idempotencyKey}`;
+  const key = scopedKey(actor, idempotencyKey);
   const hash = requestHash(body);
-  const seen = await tx.idempotency(key);
-  if (seen) {
-    if (seen.requestHash !== hash) {
-      throw new CoordinatorError('idempotency_key_reused', 'this Idempotency-Key was used with a different request body', {
-        idempotency_key: idempotencyKey,
-        job_id: seen.jobIds[0],
-      });
-    }
-    return { jobs: await replayed(tx, seen.jobIds, idempotencyKey), created: false };
-  }
+  const seen = await seenWith(tx, key, hash, idempotencyKey);
+  if (seen) return { jobs: await replayed(tx, seen.jobIds, idempotencyKey), created: false };
   let jobs: JobRow[];
   try {
     jobs = await create();
@@ -128,17 +119,4 @@ async function replayed(tx: Tx, ids: readonly string[], idempotencyKey: string):
     jobs.push(job);
   }
   return jobs;
-}
-
-/** A stable hash of a create request, to compare a retried Idempotency-Key's body. */
-function requestHash(body: unknown): string {
-  const sorted = (v: unknown): unknown =>
-    v && typeof v === 'object' && !Array.isArray(v)
-      ? Object.fromEntries(
-          Object.keys(v)
-            .sort()
-            .map((k) => [k, sorted((v as Record<string, unknown>)[k])]),
-        )
-      : v;
-  return createHash('sha256').update(JSON.stringify(sorted(body))).digest('hex');
 }

@@ -1,10 +1,12 @@
 import type {
   CallbackNotification,
+  ErrorCode,
   JobStatus,
   JobType,
   Labels,
   LauncherStatus,
   SessionMessage,
+  StopOutcome,
   StopReason,
   Usage,
 } from '@agentq/protocol';
@@ -183,13 +185,31 @@ export interface HostBindingRow {
   readonly boundAt: number;
 }
 
-/** An `Idempotency-Key` seen on `POST /jobs`: the body's hash and the job it created. */
+/**
+ * An `Idempotency-Key` seen on `POST /jobs` (and `/jobs/batch`) or on a stop: the request's hash,
+ * the jobs it created or stopped, and for a stop what it answered (stops.ts).
+ */
 export interface IdempotencyRow {
   readonly key: string;
   readonly requestHash: string;
   readonly jobIds: readonly string[];
   readonly createdAt: number;
+  /** a stop's answer (null or absent for a create) */
+  readonly answer?: StopRecord | null;
 }
+
+/**
+ * What a stop with an Idempotency-Key answered, to answer it again: a job stop's outcome; a
+ * session stop's outcome, status and session per job of `jobIds` (in order), or its refusal when
+ * there was nothing to stop (a later stop with the key must not stop what started since).
+ */
+export type StopRecord =
+  | { readonly stop: 'job'; readonly outcome: StopOutcome }
+  | {
+      readonly stop: 'session';
+      readonly stopped: ReadonlyArray<{ readonly outcome: StopOutcome; readonly status: JobStatus; readonly session_name: string }>;
+    }
+  | { readonly stop: 'session'; readonly refused: { readonly code: ErrorCode; readonly message: string; readonly details?: Record<string, unknown> } };
 
 export const ZERO_USAGE: Usage = Object.freeze({
   input_tokens: 0,

@@ -17,18 +17,13 @@ import {
   type JobStatus,
 } from '@agentq/protocol';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { Type } from '@sinclair/typebox';
 import type { Coordinator } from '../core/coordinator.js';
 import { validation } from '../core/errors.js';
 import { parseCursor } from '../core/reads.js';
 import { clientGone, untilClosed } from './abort.js';
 import { actorOf, turnOf } from './auth/plugin.js';
+import { IdempotencyHeaders } from './idempotency-key.js';
 import { plainJson } from './plain-json.js';
-
-/** `Idempotency-Key`: a retried create with the same key and body returns the first job (or jobs). */
-const IdempotencyHeaders = Type.Object({
-  'idempotency-key': Type.Optional(Type.String({ minLength: 1, maxLength: 200, pattern: '^[\\x21-\\x7e]+$' })),
-});
 
 /** What a create may be refused with (`POST /jobs`, `POST /jobs/batch`). */
 const CREATE_ERRORS = { 400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 404: ErrorBody, 409: ErrorBody, 422: ErrorBody, 429: ErrorBody } as const;
@@ -155,10 +150,21 @@ export const jobRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = async
 
   app.post(
     '/jobs/:job_id/stop',
-    { schema: { operationId: 'stopJob', tags: ['jobs'], summary: 'Stop a job', params: JobIdParams, response: { 200: StopJobResponse, 404: ErrorBody } } },
+    {
+      schema: {
+        operationId: 'stopJob',
+        tags: ['jobs'],
+        summary: 'Stop a job',
+        params: JobIdParams,
+        headers: IdempotencyHeaders,
+        response: { 200: StopJobResponse, 400: ErrorBody, 404: ErrorBody, 409: ErrorBody },
+      },
+    },
     async (req) => {
-      const answer = await core.stopJob(req.params.job_id, { actor: actorOf(req) });
-      req.log.info({ job_id: answer.job_id, outcome: answer.outcome, stopped_by: actorOf(req) }, 'job stop requested');
+      const key = req.headers['idempotency-key'];
+      const answer = await core.stopJob(req.params.job_id, { actor: actorOf(req), ...(key !== undefined ? { idempotencyKey: key } : {}) });
+      const what = answer.replayed ? 'job stop replayed (Idempotency-Key)' : 'job stop requested';
+      req.log.info({ job_id: answer.job_id, outcome: answer.outcome, stopped_by: actorOf(req) }, what);
       return answer;
     },
   );

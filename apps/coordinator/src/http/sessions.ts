@@ -13,6 +13,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Coordinator } from '../core/coordinator.js';
 import { untilClosed } from './abort.js';
 import { actorOf, turnOf } from './auth/plugin.js';
+import { IdempotencyHeaders } from './idempotency-key.js';
 
 export const sessionRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = async (app, { core }) => {
   app.get(
@@ -34,13 +35,16 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = a
         summary: "Stop a session's active and pending jobs (tree=true: and those of every session under it)",
         params: SessionNameParams,
         querystring: StopSessionQuery,
+        headers: IdempotencyHeaders,
         response: { 200: StopSessionResponse, 400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 404: ErrorBody, 409: ErrorBody },
       },
     },
     async (req) => {
       const tree = req.query.tree === 'true';
-      const answer = await core.stopSession(req.params.session_name, { actor: actorOf(req), tree });
-      req.log.info({ session_name: answer.session_name, tree, stopped: answer.stopped.length, stopped_by: actorOf(req) }, 'session stop requested');
+      const key = req.headers['idempotency-key'];
+      const answer = await core.stopSession(req.params.session_name, { actor: actorOf(req), tree, ...(key !== undefined ? { idempotencyKey: key } : {}) });
+      const what = answer.replayed ? 'session stop replayed (Idempotency-Key)' : 'session stop requested';
+      req.log.info({ session_name: answer.session_name, tree, stopped: answer.stopped.length, stopped_by: actorOf(req) }, what);
       return answer;
     },
   );

@@ -221,6 +221,11 @@ export const PG_MIGRATIONS: readonly string[] = [
   ALTER TABLE launchers ADD COLUMN registration_key text;
   CREATE UNIQUE INDEX launchers_by_registration_key ON launchers (registration_key) WHERE registration_key IS NOT NULL;
   `,
+  // 8: what a stop with an Idempotency-Key answered (stops.ts), answered again to a retry of it.
+  // A coordinator of an older version leaves it null (it keys creates only)
+  `
+  ALTER TABLE idempotency ADD COLUMN answer text;
+  `,
 ];
 
 export const PG_SCHEMA_VERSION = PG_MIGRATIONS.length;

@@ -138,6 +138,7 @@ export const IDEMPOTENCY: Table<IdempotencyRow> = {
     ['requestHash', 'plain'],
     ['jobIds', 'json'],
     ['createdAt', 'plain'],
+    ['answer', 'json'],
   ],
 };
 

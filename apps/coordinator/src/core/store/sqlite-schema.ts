@@ -169,6 +169,10 @@ export const MIGRATIONS: readonly string[] = [
   ALTER TABLE launchers ADD COLUMN registration_key TEXT;
   CREATE UNIQUE INDEX launchers_by_registration_key ON launchers (registration_key) WHERE registration_key IS NOT NULL;
   `,
+  // 10: what a stop with an Idempotency-Key answered (stops.ts), answered again to a retry of it
+  `
+  ALTER TABLE idempotency ADD COLUMN answer TEXT;
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;
