@@ -1,7 +1,11 @@
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { request as httpRequest, createServer as createHttpServer } from 'node:http';
 import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, it, type TestContext } from 'node:test';
+import { toError } from '@agentq/client';
 import { coordinator, deadUrl } from './helpers.js';
 import { callTool, mcpClient } from './mcp-helpers.js';
 
@@ -112,10 +116,15 @@ describe('agentq mcp: a tool call that waited through an outage says so', () => 
  * A reverse proxy in front of the coordinator that can lose one answer: `lose(path)` makes the
  * next request to that path go through to the coordinator (which carries it out), and cuts the
  * client's connection instead of passing the answer back. Resolves once it has done so.
+ * `meanwhile` runs once the coordinator has answered and before the cut: what happens before
+ * the client can send its request again.
  */
-async function answerLosingProxy(t: TestContext, target: string): Promise<{ url: string; lose: (path: RegExp) => Promise<void> }> {
+async function answerLosingProxy(
+  t: TestContext,
+  target: string,
+): Promise<{ url: string; lose: (path: RegExp, meanwhile?: () => Promise<void>) => Promise<void> }> {
   const upstream = new URL(target);
-  let armed: { path: RegExp; done: () => void } | undefined;
+  let armed: { path: RegExp; meanwhile: () => Promise<void>; done: (err?: unknown) => void } | undefined;
   const server = createHttpServer((req, res) => {
     const forward = httpRequest(
       { host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: req.headers },
@@ -126,8 +135,16 @@ async function answerLosingProxy(t: TestContext, target: string): Promise<{ url:
           // the coordinator has answered (the stop is made): its answer is dropped with the connection
           answer.resume();
           answer.once('end', () => {
-            req.socket.destroy();
-            lost.done();
+            lost.meanwhile().then(
+              () => {
+                req.socket.destroy();
+                lost.done();
+              },
+              (err: unknown) => {
+                req.socket.destroy();
+                lost.done(err);
+              },
+            );
           });
           return;
         }
@@ -147,32 +164,84 @@ async function answerLosingProxy(t: TestContext, target: string): Promise<{ url:
   if (address === null || typeof address === 'string') throw new Error('no port');
   return {
     url: `http://127.0.0.1:${address.port}`,
-    lose: (path) => new Promise<void>((resolve) => (armed = { path, done: resolve })),
+    lose: (path, meanwhile = async () => {}) =>
+      new Promise<void>((resolve, reject) => (armed = { path, meanwhile, done: (err) => (err === undefined ? resolve() : reject(toError(err))) })),
   };
 }
 
+/**
+ * A coordinator on the store under test (AGENTQ_TEST_STORE=sqlite or postgres, as the
+ * coordinator's own tests; memory by default): each keeps what a stop's Idempotency-Key answered.
+ */
+async function storeCoordinator(t: TestContext): ReturnType<typeof coordinator> {
+  const store = process.env['AGENTQ_TEST_STORE'];
+  if (store === 'postgres') {
+    const databaseUrl = await freshDatabaseUrl(t);
+    if (databaseUrl === null) throw new Error('PostgreSQL is not available (AGENTQ_TEST_STORE=postgres)');
+    return coordinator(t, { databaseUrl });
+  }
+  if (store !== 'sqlite') return coordinator(t);
+  const dir = mkdtempSync(join(tmpdir(), 'agentq-mcp-test-'));
+  const c = await coordinator(t, { databaseUrl: `sqlite:${join(dir, 'agentq.db')}` });
+  // added after the coordinator's own hook, so it runs once the coordinator has closed the file
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  return c;
+}
+
 describe('agentq mcp: a stop whose answer was lost', () => {
-  it('sent again, a session the first attempt stopped is not "idle" (409) but stopped by that attempt: resending was safe', async (t) => {
-    const c = await coordinator(t);
+  it('sent again, a session stop does not stop a job started in between: it answers what the first attempt stopped', async (t) => {
+    const c = await storeCoordinator(t);
     const proxy = await answerLosingProxy(t, c.url);
-    const first = await c.client.createJob({ type: 'start_session', session_name: 'a', prompt: 'x' });
+    await c.client.createJob({ type: 'start_session', session_name: 'a', prompt: 'x' });
+    const running = await c.launcher.claimAndStart();
     const queued = await c.client.createJob({ type: 'resume_session', session_name: 'a', prompt: 'y' });
     const mcp = await mcpClient(t, { AGENTQ_URL: proxy.url });
     // this server has reached the coordinator: a lost answer is an outage, and the stop is sent again
     assert.equal((await callTool(mcp, 'get_status', { session_name: 'a' })).isError, false);
-    const lost = proxy.lose(/^\/sessions\/a\/stop/);
+    let started: string | null = null;
+    // before the stop is sent again, its running job ends and a message starts a new turn
+    const lost = proxy.lose(/^\/sessions\/a\/stop/, async () => {
+      await c.launcher.stopped(running.job_id);
+      started = (await c.client.sendMessage('a', { text: 'go on' })).job_id;
+    });
     const r = await callTool(mcp, 'stop', { session_name: 'a' });
     await lost;
     assert.equal(r.isError, false, r.text);
+    assert.ok(started);
     assert.equal(r.data.resent, true, r.text);
-    assert.deepEqual([r.data.stopped, r.data.stopped_count], [[], 0]);
-    assert.match(r.text, /^Session "a" has nothing left to stop\. This stop was sent again after its answer was lost .*its first attempt most likely did it/);
-    assert.equal(r.data.session.status, 'idle');
-    for (const job of [first, queued]) assert.equal((await c.client.getJob(job.job_id)).status, 'stopped');
+    assert.deepEqual(
+      r.data.stopped.map((s: { job_id: string; outcome: string }) => [s.job_id, s.outcome]),
+      [
+        [queued.job_id, 'stopped'],
+        [running.job_id, 'stopping'],
+      ],
+      'the first attempt\'s answer',
+    );
+    assert.match(r.text, /^Stopping session "a": .*\. This stop was sent again after its answer was lost .*this is what its first attempt did/);
+    assert.equal((await c.client.getJob(started)).status, 'pending', 'the job started in between was not stopped');
   });
 
-  it('sent again, a job the first attempt stopped is said stopped, not "already over" as if it had ended by itself', async (t) => {
-    const c = await coordinator(t);
+  it('sent again, a session stop that found nothing to stop is still refused, and stops nothing started since', async (t) => {
+    const c = await storeCoordinator(t);
+    const proxy = await answerLosingProxy(t, c.url);
+    await c.client.createJob({ type: 'start_session', session_name: 'a', prompt: 'x' });
+    await c.launcher.complete((await c.launcher.claimAndStart()).job_id);
+    const mcp = await mcpClient(t, { AGENTQ_URL: proxy.url });
+    assert.equal((await callTool(mcp, 'get_status', { session_name: 'a' })).isError, false);
+    let started: string | null = null;
+    const lost = proxy.lose(/^\/sessions\/a\/stop/, async () => {
+      started = (await c.client.sendMessage('a', { text: 'wake up' })).job_id;
+    });
+    const r = await callTool(mcp, 'stop', { session_name: 'a' });
+    await lost;
+    assert.equal(r.isError, true, r.text);
+    assert.deepEqual([r.data.error.code, r.data.outcome], ['session_idle', 'refused'], r.text);
+    assert.ok(started);
+    assert.equal((await c.client.getJob(started)).status, 'pending', 'not stopped');
+  });
+
+  it('sent again, a job the first attempt stopped is said stopped, as the first attempt was answered', async (t) => {
+    const c = await storeCoordinator(t);
     const proxy = await answerLosingProxy(t, c.url);
     const job = await c.client.createJob({ type: 'start_session', session_name: 'a', prompt: 'x' });
     const mcp = await mcpClient(t, { AGENTQ_URL: proxy.url });
@@ -181,9 +250,8 @@ describe('agentq mcp: a stop whose answer was lost', () => {
     const r = await callTool(mcp, 'stop', { job_id: job.job_id });
     await lost;
     assert.equal(r.isError, false, r.text);
-    // the coordinator's own outcome stays as it answered it; the message says what happened
-    assert.deepEqual([r.data.outcome, r.data.status, r.data.resent], ['already_completed', 'stopped', true]);
-    assert.match(r.text, /^Job \S+: stopped\. This stop was sent again after its answer was lost/);
+    assert.deepEqual([r.data.outcome, r.data.status, r.data.resent], ['stopped', 'stopped', true]);
+    assert.match(r.text, /^Job \S+: stopped\. This stop was sent again after its answer was lost .*this is what its first attempt did/);
     assert.doesNotMatch(r.text, /already over/);
   });
 

@@ -1,6 +1,6 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { AgentqApiError, AgentqConnectionError, AgentqUsageError, neverSent } from '@agentq/client';
-import type { Job } from '@agentq/protocol';
+import type { Job, StopSessionResponse } from '@agentq/protocol';
 import { z } from 'zod';
 import { refusalNote, ToolError } from './answers.js';
 import { ANSWER_GRACE_MS, mayHaveCommitted, type Attempt } from './outage.js';
@@ -87,6 +87,11 @@ export function messageOutcome(err: unknown): ErrorNote {
  * stop may have been made.
  */
 export function stopOutcome(err: unknown, call: ToolCall): ErrorNote {
+  // the coordinator answered the first attempt's refusal again (its Idempotency-Key): that attempt
+  // found nothing to stop, and this one stopped nothing either
+  if (err instanceof AgentqApiError && err.details?.['replayed'] === true) {
+    return refusalNote(err) ?? { data: { outcome: 'refused' }, line: 'Outcome refused: nothing was stopped.' };
+  }
   if (call.outage.mayHaveActed || lostAnswer(err)) {
     return {
       data: { outcome: 'unknown' },
@@ -285,26 +290,40 @@ export function registerSessionTools(add: AddTool, { client, caller, send }: Too
       if ((job_id !== undefined && job_id === caller.jobId) || (session_name !== undefined && session_name === own)) {
         throw new ToolError('validation_failed', 'that is your own turn: to stop it, end your turn', { job_id: caller.jobId, session_name: own });
       }
-      // Stopping twice is stopping once, so a stop whose answer was lost (the coordinator went
-      // away) is sent again. What the second attempt is answered may then be the first one's
-      // doing: the job it stopped is "already over", the session it stopped has nothing left to
-      // stop (409 session_idle). Said as such, not as a job that ended by itself or a failure.
+      // A stop whose answer was lost (the coordinator went away) is sent again, with the same
+      // Idempotency-Key: the coordinator answers what the first attempt did (`replayed`) and stops
+      // nothing more, though the session may have started a job in between (a message, a child's
+      // outcome). A coordinator that ignores the key (older than the key on stops) acts again:
+      // then what the second attempt is answered may be the first one's doing: the job it stopped
+      // is "already over", the session it stopped has nothing left to stop (409 session_idle).
+      // Said as such, not as a job that ended by itself or a failure.
+      const idempotencyKey = randomUUID();
       const resent = () => call.outage.mayHaveActed;
+      const replayNote =
+        'This stop was sent again after its answer was lost (the coordinator went away): this is what its first attempt did, ' +
+        'as the coordinator answered it again; sending it again stopped nothing more.';
       const byFirst =
         'This stop was sent again after its answer was lost (the coordinator went away): its first attempt most likely did it, ' +
         'and sending it again did nothing more (stopping twice is stopping once).';
       if (job_id !== undefined) {
-        const r = await send((a) => client.stopJob(job_id, { signal: a.signal }), { resend: 'always', call });
+        const r = await send((a) => client.stopJob(job_id, { signal: a.signal, idempotencyKey }), { resend: 'always', call });
         const what = { stopped: 'stopped', stopping: 'stopping (its launcher is ending it)', already_completed: `already over (${r.status})` }[r.outcome];
-        const byFirstAttempt = resent() && r.outcome === 'already_completed' && r.status === 'stopped';
+        const byFirstAttempt = !r.replayed && resent() && r.outcome === 'already_completed' && r.status === 'stopped';
+        const message = r.replayed
+          ? `Job ${r.job_id}: ${what}. ${replayNote}`
+          : byFirstAttempt
+            ? `Job ${r.job_id}: stopped. ${byFirst}`
+            : `Job ${r.job_id}: ${what}.`;
         return {
-          message: byFirstAttempt ? `Job ${r.job_id}: stopped. ${byFirst}` : `Job ${r.job_id}: ${what}.`,
-          data: { job_id: r.job_id, outcome: r.outcome, status: r.status, ...(resent() ? { resent: true } : {}), job: jobView(r.job) },
+          message,
+          data: { job_id: r.job_id, outcome: r.outcome, status: r.status, ...(resent() || r.replayed ? { resent: true } : {}), job: jobView(r.job) },
         };
       }
-      const stopSession = (a: Attempt) =>
-        client.stopSession(session_name!, { signal: a.signal, ...(tree ? { tree } : {}) }).catch((err: unknown) => {
-          if (resent() && err instanceof AgentqApiError && err.code === 'session_idle') return { session_name: session_name!, stopped: [] };
+      const stopSession = (a: Attempt): Promise<StopSessionResponse> =>
+        client.stopSession(session_name!, { signal: a.signal, idempotencyKey, ...(tree ? { tree } : {}) }).catch((err: unknown) => {
+          // (a refusal answered again, `details.replayed`, is the first attempt's own: it stays one)
+          const fromFirst = err instanceof AgentqApiError && err.code === 'session_idle' && err.details?.['replayed'] !== true;
+          if (resent() && fromFirst) return { session_name: session_name!, stopped: [] };
           throw err;
         });
       const r = await send(stopSession, { resend: 'always', call });
@@ -315,8 +334,8 @@ export function registerSessionTools(add: AddTool, { client, caller, send }: Too
       const message =
         r.stopped.length === 0
           ? `Session "${r.session_name}" has nothing left to stop. ${byFirst} get_status of the session shows how its jobs ended.`
-          : `Stopping session "${r.session_name}": ${lines.join(', ')}${more}.`;
-      const data = { session_name: r.session_name, stopped, stopped_count: r.stopped.length, ...(resent() ? { resent: true } : {}) };
+          : `Stopping session "${r.session_name}": ${lines.join(', ')}${more}.${r.replayed ? ` ${replayNote}` : ''}`;
+      const data = { session_name: r.session_name, stopped, stopped_count: r.stopped.length, ...(resent() || r.replayed ? { resent: true } : {}) };
       // the stop is done: a session that cannot be read just now does not make it a failure
       const read = await client.getSession(r.session_name, { signal: call.signal }).then(sessionView, () => undefined);
       if (!read) return { message: `${message} (Its state could not be read just now: get_status reads it.)`, data: { ...data, session: null } };
