@@ -25,8 +25,8 @@ export const ANSWER_GRACE_MS = 5_000;
 
 /**
  * Which calls may be sent again:
- * - `always`: reads, stops (stopping twice is stopping once) and creates with an Idempotency-Key
- *   (the coordinator answers the job the first attempt made);
+ * - `always`: reads, and stops and creates with an Idempotency-Key (the coordinator answers
+ *   what the first attempt did: the job it made, the jobs it stopped);
  * - `unsent`: calls that would act twice (send_message): only when the call surely did nothing
  *   (the connection was never made, or the coordinator itself refused it for now).
  */
