@@ -201,3 +201,30 @@ test('a stop key survives a restart on the same SQLite file', async (t) => {
   const again = await stopSession(second.url, 'durable', 'key-d');
   assert.deepEqual(again.json, { ...stopped.json, replayed: true });
 });
+
+test('two stops through the client without a key given are two stops: each call sends a new key, so the second stops what started since', async (t) => {
+  const { client } = await startTest(t);
+  const l = await fakeLauncher(client);
+  const started = await start(client, 'twice');
+  await l.take();
+  await l.completed(started.job_id);
+  const job = await client.sendMessage('twice', { text: 'go' });
+  assert.ok(job.job_id);
+  const first = await client.stopSession('twice');
+  assert.deepEqual(first.stopped.map((s) => [s.job_id, s.outcome]), [[job.job_id, 'stopped']]);
+  // a new turn after the first stop (the user stops it again: a new call, not a retry)
+  const sent = await client.sendMessage('twice', { text: 'again' });
+  assert.ok(sent.job_id);
+  const second = await client.stopSession('twice');
+  assert.deepEqual([second.stopped.map((s) => [s.job_id, s.outcome]), second.replayed], [[[sent.job_id, 'stopped']], undefined]);
+  assert.equal((await client.getJob(sent.job_id)).status, 'stopped');
+
+  // a job stop: the second call is answered as a new stop (already over), not the first one again
+  const running = await resume(client, 'twice');
+  await l.take();
+  await l.started(running.job_id);
+  assert.equal((await client.stopJob(running.job_id)).outcome, 'stopping');
+  await l.stopped(running.job_id);
+  const again = await client.stopJob(running.job_id);
+  assert.deepEqual([again.outcome, again.status, again.replayed], ['already_completed', 'stopped', undefined]);
+});
