@@ -81,7 +81,8 @@ export function messageOutcome(err: unknown): ErrorNote {
 
 /**
  * What became of a stop that failed, for every error: whether it may have been made, and whether
- * to send it again (it is safe: stopping twice is stopping once). `refused`: the tool or the
+ * to send it again (a new stop call stops what the session runs by then, also a job started since
+ * the first). `refused`: the tool or the
  * coordinator said no (no such job or session, nothing to stop, not allowed): nothing was done;
  * `not_sent`: no attempt reached the coordinator; `unknown`: an attempt's answer was lost, so the
  * stop may have been made.
@@ -96,8 +97,8 @@ export function stopOutcome(err: unknown, call: ToolCall): ErrorNote {
     return {
       data: { outcome: 'unknown' },
       line:
-        'Outcome unknown: an answer was lost, so the stop may or may not have been made. get_status tells; stop may be sent ' +
-        'again safely (stopping twice is stopping once).',
+        'Outcome unknown: an answer was lost, so the stop may or may not have been made. get_status tells; look before ' +
+        'calling stop again: a new stop call stops whatever the session runs by then, also a job started since.',
     };
   }
   if (err instanceof AgentqConnectionError) {
@@ -274,7 +275,7 @@ export function registerSessionTools(add: AddTool, { client, caller, send }: Too
         'by its launcher). Give exactly one. A stopped child still resumes its parent, with status stopped. With tree: true, the session ' +
         'and every session under it stop, and stay stopped (none is resumed by its stopped children) until given new input. ' +
         'To stop your own turn, just end it. On an error, outcome says whether it was made: "refused" or "not_sent" (nothing was ' +
-        'stopped), or "unknown" (an answer was lost: get_status tells; sending the stop again is safe).',
+        'stopped), or "unknown" (an answer was lost: get_status tells; look before calling stop again, as a new stop call stops whatever the session runs by then).',
       inputSchema: {
         job_id: z.string().min(1).max(200).optional().describe('the job to stop'),
         session_name: SessionName.optional().describe('the session to stop (e.g. a child of yours)'),
