@@ -26,7 +26,15 @@ export async function startCoordinator(
     { host: '127.0.0.1', port: 0, logLevel: 'silent', databaseUrl: 'memory:', overloadMaxEventLoopDelayMs: 0, ...overrides },
   );
   const app = await buildApp(config, deps);
-  await app.listen({ host: config.host, port: config.port });
+  try {
+    await app.listen({ host: config.host, port: config.port });
+  } catch (err) {
+    // a port in use (EADDRINUSE) or an address this machine lacks: what buildApp opened (the
+    // store, and the sweeper its ready hook started) is closed again, so a caller that retries
+    // or gives up is not left with a second coordinator running on the same core or database
+    await app.close().catch(() => undefined);
+    throw err;
+  }
   const address = app.server.address();
   if (address === null || typeof address === 'string') throw new Error('coordinator did not bind a TCP port');
   return {
