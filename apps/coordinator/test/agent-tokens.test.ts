@@ -1,6 +1,4 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { request } from 'undici';
@@ -10,7 +8,7 @@ import type { CoordinatorConfig } from '../src/config.js';
 import { agentRuleOf } from '../src/http/auth/agent-scope.js';
 import { startCoordinator } from '../src/start.js';
 import { credentialedLauncher, startAuthTest, type AuthTest } from './auth-helpers.js';
-import { fakeLauncher, recordingLogger, rejectsWith, start, startTest } from './helpers.js';
+import { closeAfter, fakeLauncher, recordingLogger, rejectsWith, start, startTest, tempDir } from './helpers.js';
 
 /*
  * Per-job agent tokens (issue 12): minted per claimed job when auth is on, handed to the launcher
@@ -269,9 +267,7 @@ test('a token checked just before its job was handed out again starts nothing: t
 });
 
 test('the sync answer carries agent tokens too; on SQLite a token survives a coordinator restart (its hash is in the jobs table)', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'agentq-agent-db-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
-  const databaseUrl = `sqlite:${join(dir, 'agentq.db')}`;
+  const databaseUrl = `sqlite:${join(tempDir(t, 'agentq-agent-db-'), 'agentq.db')}`;
   const a: AuthTest = await startAuthTest(t, { databaseUrl });
   const launcher = await credentialedLauncher(a);
   const job = await start(a.as.client, 'synced');
@@ -292,8 +288,7 @@ test('the sync answer carries agent tokens too; on SQLite a token survives a coo
   // acting (a claimed one would be requeued by the restart, and its token die with the claim)
   await launcher.client.reportStarted(job.job_id, { launcher_id: launcher.id });
   await a.c.close();
-  const again = await startCoordinator({ databaseUrl, authTokensFile: a.file, logLevel: 'silent' });
-  t.after(() => again.close());
+  const again = closeAfter(t, await startCoordinator({ databaseUrl, authTokensFile: a.file, logLevel: 'silent' }));
   const after = new AgentqClient({ url: again.url, token });
   t.after(() => after.close());
   const child = await after.createJob({ type: 'start_session', session_name: 'synced-child', parent_session_name: 'synced', prompt: 'p' });

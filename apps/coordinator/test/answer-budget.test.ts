@@ -1,15 +1,13 @@
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
-import { mkdtempSync, rmSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { AgentqClient } from '@agentq/client';
 import { request } from 'undici';
 import { AnswersInFlight, fitting } from '../src/core/answer-budget.js';
 import type { ListJobsFilter, ListSessionsFilter, Store } from '../src/core/store/store.js';
-import { called, fakeLauncher, rejectsWith, start, startTest, watching } from './helpers.js';
+import { called, fakeLauncher, rejectsWith, start, startTest, tempDir, watching } from './helpers.js';
 import { metricValue } from './limits-helpers.js';
 
 // Large answers are bounded (MAX_ANSWER_BYTES): a page of 1,000 jobs with 1 MiB prompts was a
@@ -39,8 +37,7 @@ const jobPages = (client: AgentqClient, status?: string) =>
 
 /** A fresh SQLite file for one test, removed after it. */
 function sqliteUrl(t: TestContext): string {
-  const dir = mkdtempSync(join(tmpdir(), 'agentq-answer-budget-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const dir = tempDir(t, 'agentq-answer-budget-');
   return `sqlite:${join(dir, 'agentq.db')}`;
 }
 

@@ -1,6 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
 import { AgentqClient } from '@agentq/client';
@@ -9,12 +8,10 @@ import type { AppDeps } from '../src/app.js';
 import type { CoordinatorConfig } from '../src/config.js';
 import { hashSecret } from '../src/http/auth/tokens.js';
 import { startCoordinator, type RunningCoordinator } from '../src/start.js';
+import { closeAfter, tempDir as tempDirOf } from './helpers.js';
 
-export function tempDir(t: TestContext): string {
-  const dir = mkdtempSync(join(tmpdir(), 'agentq-auth-test-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
-  return dir;
-}
+/** A temporary directory, removed once the test's coordinators have closed (helpers.ts). */
+export const tempDir = (t: TestContext): string => tempDirOf(t, 'agentq-auth-test-');
 
 /** A new random secret, as `agentq token create` makes them. */
 export const newSecret = () => randomBytes(32).toString('base64url');
@@ -51,17 +48,15 @@ export async function startAuthTest(
   deps: AppDeps = {},
 ): Promise<AuthTest> {
   const { file, secrets } = writeRoleTokens(tempDir(t));
-  const c = await startCoordinator({ pollTimeoutSeconds: 5, authTokensFile: file, ...overrides }, deps);
+  // closed first: closing it answers parked waits, which the clients' close would wait out
+  const c = closeAfter(t, await startCoordinator({ pollTimeoutSeconds: 5, authTokensFile: file, ...overrides }, deps));
   const clients: AgentqClient[] = [];
   const withToken = (token: string | undefined) => {
     const client = new AgentqClient({ url: c.url, ...(token ? { token } : {}), overloadRetries: 0 });
     clients.push(client);
     return client;
   };
-  t.after(async () => {
-    await Promise.all(clients.map((x) => x.close()));
-    await c.close();
-  });
+  t.after(() => Promise.all(clients.map((x) => x.close())));
   const as = Object.fromEntries(Roles.map((r) => [r, withToken(secrets[r])])) as Record<Role, AgentqClient>;
   return { c, file, secrets, as, anonymous: withToken(undefined), withToken };
 }

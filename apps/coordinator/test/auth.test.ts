@@ -11,7 +11,7 @@ import { startCoordinator } from '../src/start.js';
 import { hashSecret, parseTokenFile, TokenFileError, TokenStore } from '../src/http/auth/tokens.js';
 import { MemoryLauncherCredentials, launcherIdOf } from '../src/http/auth/launcher-credentials.js';
 import { credentialedLauncher, newSecret, startAuthTest, tempDir, tokenFileText } from './auth-helpers.js';
-import { rejectsWith, startTest } from './helpers.js';
+import { closeAfter, rejectsWith, startTest } from './helpers.js';
 import { freshDatabaseUrl } from './pg-server.js';
 
 const job = { type: 'start_session' as const, prompt: 'p' };
@@ -214,8 +214,7 @@ test('a host identity is bound to the launcher token that registered it first: a
   await rejectsWith(a.as.launcher.register(box), 403, 'host_bound');
   await a.c.close();
 
-  const again = await startCoordinator({ databaseUrl, authTokensFile: a.file, logLevel: 'silent', host: '127.0.0.1', port: 0 });
-  t.after(() => again.close());
+  const again = closeAfter(t, await startCoordinator({ databaseUrl, authTokensFile: a.file, logLevel: 'silent', host: '127.0.0.1', port: 0 }));
   const res = await fetch(`${again.url}/launcher/register`, {
     method: 'POST',
     headers: { authorization: `Bearer ${a.secrets.launcher}`, 'content-type': 'application/json' },
@@ -274,8 +273,7 @@ test('audit: jobs record who created and who stopped them, launchers who registe
   assert.equal(listed?.created_by, 'launcher-token');
   await a.c.close();
 
-  const again = await startCoordinator({ databaseUrl, authTokensFile: a.file, logLevel: 'silent', host: '127.0.0.1', port: 0 });
-  t.after(() => again.close());
+  const again = closeAfter(t, await startCoordinator({ databaseUrl, authTokensFile: a.file, logLevel: 'silent', host: '127.0.0.1', port: 0 }));
   const restored = await fetch(`${again.url}/jobs/${j1.job_id}`, { headers: { authorization: `Bearer ${a.secrets.reader}` } });
   const body = (await restored.json()) as { created_by: string; stopped_by: string };
   assert.deepEqual([body.created_by, body.stopped_by], ['client-token', 'admin-token']);

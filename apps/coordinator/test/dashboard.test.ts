@@ -1,13 +1,11 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { startTest } from './helpers.js';
+import { startTest, tempDir } from './helpers.js';
 
 function builtDashboard(t: import('node:test').TestContext): string {
-  const dir = mkdtempSync(join(tmpdir(), 'agentq-dashboard-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const dir = tempDir(t, 'agentq-dashboard-');
   writeFileSync(join(dir, 'index.html'), '<!doctype html><title>agentq</title><script src="/assets/app-ABC.js"></script>');
   mkdirSync(join(dir, 'assets'));
   writeFileSync(join(dir, 'assets', 'app-ABC.js'), 'console.log(1)');
@@ -77,8 +75,7 @@ test('a rebuild while the coordinator runs is served at once: the new page and i
 });
 
 test('without a dashboard build, GET / answers 503 dashboard_not_built telling to run npm run build (no restart needed)', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'agentq-no-dashboard-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const dir = tempDir(t, 'agentq-no-dashboard-');
   const { c, client } = await startTest(t, {}, { dashboardDir: dir });
   const res = await fetch(`${c.url}/`);
   assert.equal(res.status, 503);
@@ -92,8 +89,7 @@ test('without a dashboard build, GET / answers 503 dashboard_not_built telling t
 
 test('a coordinator started before the first dashboard build serves the build once it is written, without a restart', async (t) => {
   // the folder does not even exist yet, as apps/dashboard/dist/public before the first build
-  const parent = mkdtempSync(join(tmpdir(), 'agentq-later-dashboard-'));
-  t.after(() => rmSync(parent, { recursive: true, force: true }));
+  const parent = tempDir(t, 'agentq-later-dashboard-');
   const dir = join(parent, 'public');
   const { c } = await startTest(t, {}, { dashboardDir: dir });
   for (const path of ['/', '/index.html']) {

@@ -1,13 +1,11 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import Database from 'better-sqlite3';
 import { AgentqClient } from '@agentq/client';
 import type { LifecycleEvent } from '@agentq/protocol';
 import { startCoordinator } from '../src/start.js';
-import { openEvents, start } from './helpers.js';
+import { closeAfter, openEvents, start, tempDir } from './helpers.js';
 
 /*
  * Events of the SQLite store: ids are reserved in blocks (only the end of the block is written to
@@ -26,12 +24,11 @@ const storedCeiling = (file: string) => {
 };
 
 test('event ids go on growing after a restart of the SQLite store, and the file is written once per block of ids', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'agentq-event-ids-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const dir = tempDir(t, 'agentq-event-ids-');
   const file = join(dir, 'agentq.db');
   const config = { databaseUrl: `sqlite:${file}`, sweepIntervalMs: 600_000 };
 
-  const first = await startCoordinator(config);
+  const first = closeAfter(t, await startCoordinator(config));
   const client = new AgentqClient({ url: first.url });
   for (let i = 0; i < 5; i++) await start(client, `ids-${i}`);
   const lastBefore = first.core.events.lastId;
@@ -41,7 +38,7 @@ test('event ids go on growing after a restart of the SQLite store, and the file 
   const ceiling = storedCeiling(file);
   assert.ok(ceiling > lastBefore, `the reserved block (${ceiling}) covers every id used (${lastBefore})`);
 
-  const second = await startCoordinator(config);
+  const second = closeAfter(t, await startCoordinator(config));
   const client2 = new AgentqClient({ url: second.url });
   const seen: number[] = [];
   let firstCommit = 0;
@@ -61,14 +58,10 @@ test('event ids go on growing after a restart of the SQLite store, and the file 
 });
 
 test('a session event read later shows the session as it was at its commit (the SQLite store reads its lists lazily)', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'agentq-event-extras-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
-  const c = await startCoordinator({ databaseUrl: `sqlite:${join(dir, 'agentq.db')}`, sweepIntervalMs: 600_000 });
+  const dir = tempDir(t, 'agentq-event-extras-');
+  const c = closeAfter(t, await startCoordinator({ databaseUrl: `sqlite:${join(dir, 'agentq.db')}`, sweepIntervalMs: 600_000 }));
   const client = new AgentqClient({ url: c.url });
-  t.after(async () => {
-    await client.close();
-    await c.close();
-  });
+  t.after(() => client.close());
   const events: LifecycleEvent[] = [];
   t.after(c.core.events.subscribe((e) => events.push(e)));
   const first = await start(client, 'parent');
@@ -86,11 +79,10 @@ test('a session event read later shows the session as it was at its commit (the 
 });
 
 test('a client that saw the last event before a clean restart of the SQLite store resumes without a gap; after a crash it is told of one', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'agentq-event-resume-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const dir = tempDir(t, 'agentq-event-resume-');
   const file = join(dir, 'agentq.db');
   const config = { databaseUrl: `sqlite:${file}`, sweepIntervalMs: 600_000 };
-  const first = await startCoordinator(config);
+  const first = closeAfter(t, await startCoordinator(config));
   const client = new AgentqClient({ url: first.url });
   await start(client, 'before');
   const seen = first.core.events.lastId;
@@ -106,7 +98,7 @@ test('a client that saw the last event before a clean restart of the SQLite stor
   })();
 
   const resumeAfterRestart = async (): Promise<string[]> => {
-    const c = await startCoordinator(config);
+    const c = closeAfter(t, await startCoordinator(config));
     const c2 = new AgentqClient({ url: c.url });
     try {
       await start(c2, `after-${c.core.events.lastId}`);

@@ -1,7 +1,6 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import Database from 'better-sqlite3';
@@ -13,7 +12,7 @@ import { SqliteStore } from '../src/core/store/sqlite-store.js';
 import { systemClock } from '../src/core/clock.js';
 import { pino } from 'pino';
 import { spawnCoordinatorProcess } from './coordinator-process.js';
-import { jobRowFixture, start, startTest } from './helpers.js';
+import { closeAfter, jobRowFixture, start, startTest, tempDir as tempDirOf } from './helpers.js';
 
 /*
  * The SQLite store commits the transactions of concurrent requests as one group (sqlite-store.ts):
@@ -21,11 +20,8 @@ import { jobRowFixture, start, startTest } from './helpers.js';
  * in memory and refused as a whole.
  */
 
-function tempDir(t: TestContext): string {
-  const dir = mkdtempSync(join(tmpdir(), 'agentq-group-commit-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
-  return dir;
-}
+/** Removed once the test's stores and coordinators (closeAfter, startTest) have closed. */
+const tempDir = (t: TestContext): string => tempDirOf(t, 'agentq-group-commit-');
 
 /** Commits in the database's write-ahead log since it was last reset (frames that end a transaction). */
 function walCommits(dbPath: string): number {
@@ -52,9 +48,12 @@ function holdWal(t: TestContext, dbPath: string): void {
   const reader = new Database(dbPath, { readonly: true });
   reader.exec('BEGIN');
   reader.prepare('SELECT count(*) FROM jobs').get();
-  t.after(() => {
-    reader.exec('COMMIT');
-    reader.close();
+  closeAfter(t, {
+    close: async () => {
+      if (!reader.open) return;
+      reader.exec('COMMIT');
+      reader.close();
+    },
   });
 }
 
@@ -180,7 +179,7 @@ test('trimming the hot window keeps a job an undo revived, though it is still in
     hotJobs: 1,
     hotSessions: 100,
   });
-  t.after(() => store.close());
+  closeAfter(t, store);
   const state = (store as unknown as { state: MemoryState }).state;
   const rows = [jobRow(1), jobRow(2), jobRow(3)];
   const created = emptyChangeSet(3, 0);
@@ -205,7 +204,7 @@ test('trimming the hot window keeps a job an undo revived, though it is still in
 test('SQLite: transactions that race the store closing are either on disk when they succeed or refused; none is lost', async (t) => {
   const path = join(tempDir(t), 'agentq.db');
   const options = { clock: systemClock, log: pino({ level: 'silent' }), outputMaxBytes: 1024, hotJobs: 100, hotSessions: 100 };
-  const store = await SqliteStore.open(path, options);
+  const store = closeAfter(t, await SqliteStore.open(path, options));
   /** each transaction's outcome: true, or the code it was refused with */
   const outcomes = new Map<string, Promise<true | string>>();
   const insert = (seq: number) => {
@@ -244,8 +243,7 @@ test('SQLite: transactions that race the store closing are either on disk when t
     else assert.equal(o, 'shutting_down', `${id} was refused as the shutdown`);
   }
 
-  const reopened = await SqliteStore.open(path, options);
-  t.after(() => reopened.close());
+  const reopened = closeAfter(t, await SqliteStore.open(path, options));
   for (const id of outcomes.keys()) {
     const onDisk = (await reopened.transaction((tx) => tx.job(id))) !== undefined;
     assert.equal(onDisk, acknowledged.has(id), `${id}: acknowledged ${acknowledged.has(id)}, on disk ${onDisk}`);

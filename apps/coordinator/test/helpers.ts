@@ -81,10 +81,25 @@ async function storeFor(t: TestContext): Promise<Partial<CoordinatorConfig>> {
 export function tempDir(t: TestContext, prefix = 'agentq-test-'): string {
   const dir = mkdtempSync(join(tmpdir(), prefix));
   t.after(async () => {
-    await endRunning(t);
-    rmSync(dir, { recursive: true, force: true, maxRetries: 5 });
+    try {
+      await endRunning(t);
+    } finally {
+      rmSync(dir, { recursive: true, force: true, maxRetries: 5 });
+    }
   });
   return dir;
+}
+
+/**
+ * `c`, a coordinator (or store, or anything with a database open) the test started itself rather
+ * than with startTest, closed when the test ends: before the test's temporary directories are
+ * removed, whichever was made first (tempDir), and also when the test failed before its own close.
+ * A test may close it itself before (closing twice is harmless).
+ */
+export function closeAfter<T extends { close(): Promise<unknown> }>(t: TestContext, c: T): T {
+  trackRunning(t, () => c.close());
+  t.after(() => c.close());
+  return c;
 }
 
 /** Play a launcher over real HTTP with the project's client. */

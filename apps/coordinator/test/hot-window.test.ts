@@ -1,9 +1,7 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { fakeLauncher, start, startTest } from './helpers.js';
+import { fakeLauncher, start, startTest, tempDir } from './helpers.js';
 
 /*
  * The SQLite store keeps only a window of finished jobs in memory (JOB_CACHE_SIZE): the rest is
@@ -11,8 +9,7 @@ import { fakeLauncher, start, startTest } from './helpers.js';
  */
 
 test('finished jobs read back from the file leave memory again with the hot window', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'agentq-hot-window-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const dir = tempDir(t, 'agentq-hot-window-');
   const { client, c } = await startTest(t, { databaseUrl: `sqlite:${join(dir, 'agentq.db')}`, hotJobs: 2, sweepIntervalMs: 600_000 });
   // the store's memory, looked at from outside (a test's privilege)
   const held = () => (c.core.store as unknown as { state: { jobs: Map<string, unknown> } }).state.jobs.size;

@@ -1,7 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, request, type IncomingHttpHeaders } from 'node:http';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { AgentqClient } from '@agentq/client';
@@ -9,7 +7,7 @@ import type { Job } from '@agentq/protocol';
 import { ManualClock } from '../src/core/clock.js';
 import { startCoordinator } from '../src/start.js';
 import { startAuthTest } from './auth-helpers.js';
-import { fakeLauncher, rejectsWith, start, startTest } from './helpers.js';
+import { closeAfter, fakeLauncher, rejectsWith, start, startTest, tempDir } from './helpers.js';
 
 /* `Idempotency-Key` on `POST /jobs`, and the client that sends one and retries a lost answer. */
 
@@ -129,14 +127,11 @@ test('keys are scoped per token: two tokens may use the same key for different j
 });
 
 test('a key survives a restart on the same SQLite file', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'agentq-idem-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
-  const databaseUrl = `sqlite:${join(dir, 'agentq.db')}`;
-  const first = await startCoordinator({ databaseUrl });
+  const databaseUrl = `sqlite:${join(tempDir(t, 'agentq-idem-'), 'agentq.db')}`;
+  const first = closeAfter(t, await startCoordinator({ databaseUrl }));
   const created = await post(first.url, body('durable'), 'key-3');
   await first.close();
-  const second = await startCoordinator({ databaseUrl });
-  t.after(() => second.close());
+  const second = closeAfter(t, await startCoordinator({ databaseUrl }));
   const again = await post(second.url, body('durable'), 'key-3');
   assert.equal(again.status, 200);
   assert.equal(again.json['job_id'], created.json['job_id']);

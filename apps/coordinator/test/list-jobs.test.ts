@@ -1,12 +1,10 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { ManualClock } from '../src/core/clock.js';
 import type { AgentqClient } from '@agentq/client';
 import type { Job, ListJobsQuery } from '@agentq/protocol';
-import { fakeLauncher, rejectsWith, resume, start, startTest } from './helpers.js';
+import { fakeLauncher, rejectsWith, resume, start, startTest, tempDir } from './helpers.js';
 
 const ids = (jobs: Job[]) => jobs.map((j) => j.job_id);
 
@@ -176,8 +174,7 @@ test('lists stay exact after more than a thousand jobs are evicted (the newest-f
 });
 
 test('SQLite: a status filter takes live jobs from memory and ended ones from the file, merged newest first and paged', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'agentq-list-jobs-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const dir = tempDir(t, 'agentq-list-jobs-');
   // hotJobs 0: every ended job is read from the file, every live one is in memory
   const { client } = await startTest(t, { databaseUrl: `sqlite:${join(dir, 'agentq.db')}`, hotJobs: 0 });
   const w = await world(client);

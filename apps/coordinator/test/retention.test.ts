@@ -5,7 +5,7 @@ import { AgentqClient } from '@agentq/client';
 import { ManualClock } from '../src/core/clock.js';
 import { startCoordinator } from '../src/start.js';
 import { tempDir } from './auth-helpers.js';
-import { eventJob, eventSession, fakeLauncher, openEvents, rejectsWith, resume, start, startTest } from './helpers.js';
+import { closeAfter, eventJob, eventSession, fakeLauncher, openEvents, rejectsWith, resume, start, startTest } from './helpers.js';
 
 const RETENTION = 60_000;
 
@@ -201,7 +201,7 @@ test('SQLite: numbers of jobs and sessions retention deleted are not given again
   const databaseUrl = `sqlite:${join(tempDir(t), 'agentq.db')}`;
   const clock = new ManualClock();
   const config = { databaseUrl, jobRetentionMs: RETENTION, sweepIntervalMs: 600_000, logLevel: 'silent' } as const;
-  let c = await startCoordinator(config, { clock });
+  let c = closeAfter(t, await startCoordinator(config, { clock }));
   let client = new AgentqClient({ url: c.url });
   for (const name of ['a', 'b', 'c']) await client.stopJob((await start(client, name)).job_id);
   const page = await client.listJobs({ limit: 1 });
@@ -215,12 +215,9 @@ test('SQLite: numbers of jobs and sessions retention deleted are not given again
   await client.close();
   await c.close();
 
-  c = await startCoordinator(config, { clock });
+  c = closeAfter(t, await startCoordinator(config, { clock }));
   client = new AgentqClient({ url: c.url });
-  t.after(async () => {
-    await client.close();
-    await c.close();
-  });
+  t.after(() => client.close());
   const fresh = await start(client, 'fresh');
   // paging on from before the restart reaches older jobs only, never one created since
   assert.deepEqual((await client.listJobs({ cursor: page.next_cursor! })).jobs, []);

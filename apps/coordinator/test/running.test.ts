@@ -2,8 +2,10 @@ import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { startTest, tempDir } from './helpers.js';
+import { startCoordinator } from '../src/start.js';
+import { closeAfter, startTest, tempDir } from './helpers.js';
 import { spawnCoordinator, tempDatabase } from './process.js';
+import { endRunning, trackRunning } from './running.js';
 
 /*
  * node:test runs a test's after-hooks in the order they were added: a directory made before a
@@ -38,4 +40,32 @@ test("a test's temporary database is removed only after the coordinator process 
   });
   assert.deepEqual(seen, [true], 'gone while its database was still there');
   assert.equal(existsSync(file), false, 'then the database was removed');
+});
+
+test("a test's temporary directory is removed only after a coordinator the test started itself (closeAfter) has closed", async (t) => {
+  let dir = '';
+  const seen: boolean[] = [];
+  await t.test('a test that ends with its own coordinator on a database in its directory', async (st) => {
+    dir = tempDir(st);
+    const c = closeAfter(st, await startCoordinator({ databaseUrl: `sqlite:${join(dir, 'agentq.db')}` }));
+    const close = c.close.bind(c);
+    c.close = () => {
+      seen.push(existsSync(join(dir, 'agentq.db')));
+      return close();
+    };
+  });
+  assert.equal(seen[0], true, 'closed while its database was still there');
+  assert.equal(existsSync(dir), false, 'then the directory was removed');
+});
+
+test('ending the running coordinators waits for every one, also when another failed to stop', async (t) => {
+  let stopped = false;
+  let stop!: () => void;
+  trackRunning(t, () => Promise.reject(new Error('this one would not close')));
+  trackRunning(t, () => new Promise<void>((resolve) => (stop = resolve)).then(() => (stopped = true)));
+  const ending = endRunning(t);
+  setImmediate(stop); // it stops after the other's failure is known
+  await assert.rejects(ending, /would not close/);
+  // the caller removes the directory next: the other one must have stopped by then
+  assert.equal(stopped, true);
 });

@@ -22,5 +22,8 @@ export async function endRunning(t: TestContext): Promise<void> {
   const ends = running.get(t);
   if (!ends) return;
   running.delete(t);
-  await Promise.all([...ends].map((end) => end()));
+  // every one is ended, also when another failed to (Promise.all would go on at the first error,
+  // and the caller would remove the directory under the others still running)
+  const failed = (await Promise.allSettled([...ends].map((end) => end()))).find((r) => r.status === 'rejected');
+  if (failed) throw failed.reason;
 }

@@ -11,6 +11,7 @@ import type { CheckpointResult } from '../src/core/store/sqlite-checkpointer.js'
 import { ConfigError } from '../src/config.js';
 import { SqliteStore } from '../src/core/store/sqlite-store.js';
 import { tempDir } from './auth-helpers.js';
+import { closeAfter } from './helpers.js';
 
 // WAL checkpoints run on a thread of their own, never on the event loop (sqlite-checkpointer.ts)
 
@@ -18,21 +19,20 @@ const options = { clock: systemClock, log: pino({ level: 'silent' }), outputMaxB
 
 test('one coordinator per SQLite file: a second store is refused while the first has it, and opens once it is closed', async (t) => {
   const path = join(tempDir(t), 'agentq.db');
-  const first = await SqliteStore.open(path, options);
+  const first = closeAfter(t, await SqliteStore.open(path, options));
   await assert.rejects(
     SqliteStore.open(path, options),
     (e: Error) => e instanceof ConfigError && e.variable === 'DATABASE_URL' && /in use by another coordinator .*; give this one a database of its own/.test(e.message),
   );
   await first.close();
-  const second = await SqliteStore.open(path, options);
+  const second = closeAfter(t, await SqliteStore.open(path, options));
   await second.close();
 });
 
 test('one coordinator per SQLite file also through a symbolic link to it', async (t) => {
   const dir = tempDir(t);
   const path = join(dir, 'agentq.db');
-  const first = await SqliteStore.open(path, options);
-  t.after(() => first.close());
+  closeAfter(t, await SqliteStore.open(path, options));
   symlinkSync(path, join(dir, 'link.db'));
   await assert.rejects(
     SqliteStore.open(join(dir, 'link.db'), options),
@@ -58,8 +58,7 @@ test('a symbolic link to a database not created yet locks the file it will be: t
   const dir = tempDir(t);
   const path = join(dir, 'agentq.db');
   symlinkSync(path, join(dir, 'link.db')); // dangling until the first open creates agentq.db
-  const first = await SqliteStore.open(join(dir, 'link.db'), options);
-  t.after(() => first.close());
+  closeAfter(t, await SqliteStore.open(join(dir, 'link.db'), options));
   await assert.rejects(
     SqliteStore.open(path, options),
     (e: Error) => e instanceof ConfigError && e.variable === 'DATABASE_URL' && /in use by another coordinator/.test(e.message),
@@ -71,7 +70,7 @@ test('the store never checkpoints on its own connection; the thread copies the W
   // a pass after every megabyte, and a quiet one once the WAL holds 64 pages or more
   const store = await SqliteStore.open(path, { ...options, checkpointPacing: { nudgeBytes: 1024 * 1024, nudgeDelayMs: 50, restartFrames: 64 } });
   const core = new Coordinator(loadConfig({}, { maxPromptBytes: 2 * 1024 * 1024 }), store);
-  t.after(() => core.shutdown());
+  closeAfter(t, { close: () => core.shutdown() });
   assert.equal(store.pragma('wal_autocheckpoint'), 0, 'no checkpoint inside a commit');
 
   const quiet = new Promise<CheckpointResult>((resolve) => {
@@ -119,7 +118,7 @@ test('a store that fails to open lets go of the file: the next attempt opens it'
   const again = new Database(path);
   again.pragma(`user_version = ${version}`);
   again.close();
-  const store = await SqliteStore.open(path, options);
+  const store = closeAfter(t, await SqliteStore.open(path, options));
   await store.close();
 });
 
@@ -133,7 +132,7 @@ test('under a steady stream of writes, each quiet pass holds every write back un
     checkpointPacing: { nudgeBytes: 256 * 1024, nudgeDelayMs: 1, restartFrames: 64 },
   });
   const core = new Coordinator(loadConfig({}, { maxPromptBytes: 2 * 1024 * 1024 }), store);
-  t.after(() => core.shutdown());
+  closeAfter(t, { close: () => core.shutdown() });
   const quietPasses: CheckpointResult[] = [];
   let passes = 0;
   store.checkpoints.signals.on('pass', (r, isQuiet) => {

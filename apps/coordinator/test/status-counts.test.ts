@@ -1,6 +1,4 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import Database, { type Statement } from 'better-sqlite3';
@@ -11,7 +9,7 @@ import { request } from 'undici';
 import { ManualClock } from '../src/core/clock.js';
 import { freshDatabaseUrl } from './pg-server.js';
 import { parsePrometheusText } from './prometheus-text.js';
-import { fakeLauncher, start, startTest } from './helpers.js';
+import { fakeLauncher, start, startTest, tempDir } from './helpers.js';
 
 /*
  * agentq_jobs (jobs the store holds, by status) is read at every scrape. It must agree with what
@@ -56,8 +54,7 @@ async function durableUrl(t: TestContext): Promise<string | undefined> {
     return url;
   }
   if (process.env.AGENTQ_TEST_STORE !== 'sqlite') return undefined;
-  const dir = mkdtempSync(join(tmpdir(), 'agentq-counts-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const dir = tempDir(t, 'agentq-counts-');
   return `sqlite:${join(dir, 'agentq.db')}`;
 }
 
@@ -137,8 +134,7 @@ async function statementsDuring(fn: () => Promise<void>): Promise<string[]> {
 }
 
 test('SQLite: a scrape of /metrics and a GET /health read no job from the database file, however much history it holds', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'agentq-counts-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const dir = tempDir(t, 'agentq-counts-');
   // no ended job in memory: counting them from the file would be the only way left; no periodic
   // sweep (its retention pass reads jobs, and would be recorded if it ran during the scrape)
   const { c, client } = await startTest(t, { databaseUrl: `sqlite:${join(dir, 'agentq.db')}`, hotJobs: 0, sweepIntervalMs: 600_000 });

@@ -19,6 +19,8 @@ import { tempDir } from './auth-helpers.js';
 import { ManualClock } from '../src/core/clock.js';
 import { called, fakeLauncher, nextEvent, recordingLogger, rejectsWith, start, startTest } from './helpers.js';
 import { noRetryClient } from './limits-helpers.js';
+import { killOnExit } from './coordinator-process.js';
+import { endRunning, trackRunning } from './running.js';
 
 // issue 11, item 9: a change that cannot be written is not acknowledged, and nothing of it is kept
 
@@ -151,6 +153,8 @@ async function coordinatorProcess(
   };
   const kill = () => end('SIGKILL');
   const log: string[] = [];
+  killOnExit(child);
+  trackRunning(t, kill); // before its database's directory goes
   t.after(kill);
   const exited = once(child, 'exit').then(([code]) => {
     throw new Error(`the coordinator exited (${String(code)}) before it was ready`);
@@ -193,7 +197,8 @@ function fillUp(path: string): void {
 function smallDisk(t: TestContext): string {
   const dir = mkdtempSync(join(tmpdir(), 'agentq-full-disk-'));
   assert.equal(spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=4m', 'tmpfs', dir]).status, 0);
-  t.after(() => {
+  t.after(async () => {
+    await endRunning(t); // the coordinators with their database on it
     spawnSync('umount', ['-l', dir]);
     rmSync(dir, { recursive: true, force: true });
   });
