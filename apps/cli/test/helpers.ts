@@ -1,5 +1,6 @@
 import type { TestContext } from 'node:test';
-import { createServer } from 'node:net';
+import { createServer, type Server } from 'node:net';
+import { setTimeout as delay } from 'node:timers/promises';
 import { Readable } from 'node:stream';
 import { AgentqClient } from '@agentq/client';
 import { startCoordinator } from '@agentq/coordinator';
@@ -39,8 +40,10 @@ export async function coordinator(t: TestContext, overrides: Parameters<typeof s
   let c = await startCoordinator(config);
   const client = new AgentqClient({ url: c.url });
   t.after(async () => {
-    await client.close();
+    // the server first: closing it answers parked waits, so a request a failed test left
+    // waiting cannot hold the client's close (and the test file) until its hold runs out
     await c.close();
+    await client.close();
   });
   return {
     url: c.url,
@@ -55,7 +58,8 @@ export async function coordinator(t: TestContext, overrides: Parameters<typeof s
       } else {
         await downUntilTried(c.port, o.whileDown);
       }
-      c = await startCoordinator({ ...config, port: c.port }, o.forget ? {} : { core: c.core });
+      const { port, core } = c;
+      c = await onPortAgain(port, () => startCoordinator({ ...config, port }, o.forget ? {} : { core }));
     },
     stop: () => c.close(),
   };
@@ -73,10 +77,41 @@ async function downUntilTried(port: number, whileDown?: () => void): Promise<voi
       resolve();
     }),
   );
-  await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
+  await onPortAgain(port, () => listen(server, port));
   whileDown?.();
   await tried;
   await new Promise<void>((resolve) => server.close(() => resolve()));
+}
+
+/** `server.listen(port)` on 127.0.0.1, rejecting with its error (EADDRINUSE) instead of emitting it. */
+function listen(server: Server, port: number): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, '127.0.0.1', () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+}
+
+/**
+ * `listen()` on `port` again, which the test's coordinator has just given up: while it was free,
+ * another process may have taken it for a moment (an outgoing connection's local port comes from
+ * the range port 0 does, or a test file running beside this one listened on port 0). No event
+ * says when such a holder lets go: EADDRINUSE is tried again every 100 ms, for up to a minute.
+ * `onBusy` is told of each refusal (a test makes the port free again there).
+ */
+export async function onPortAgain<T>(port: number, listen: () => Promise<T>, onBusy?: () => void): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await listen();
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw err;
+      if (attempt === 600) throw new Error(`port ${port} is still held by another process after a minute`, { cause: err });
+      onBusy?.();
+      await delay(100);
+    }
+  }
 }
 
 /** The launcher side of the protocol, played by the test with the real client. */
@@ -181,14 +216,19 @@ export function envelope<T>(r: CliRun, schema: TSchema): T {
   return value as T;
 }
 
-/** A URL on which nothing listens: bind port 0, note the port, close. */
+/**
+ * A URL on which nothing listens: every connection to it is refused. Binding port 0, noting the
+ * port and closing it left the port to whatever listened next (a test file running beside this
+ * one, on port 0), and the "dead" URL then answered. So the port stays held, by a server of this
+ * process on 127.0.0.1 for as long as the process runs (no other server can bind it there, on
+ * 0.0.0.0 or on ::), and the URL names 127.0.0.2, another loopback address (Linux routes all of
+ * 127/8 to the loopback interface), where nothing listens on it.
+ */
 export async function deadUrl(): Promise<string> {
   const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const address = server.address();
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  if (address === null || typeof address === 'string') throw new Error('no port');
-  return `http://127.0.0.1:${address.port}`;
+  await listen(server, 0);
+  server.unref();
+  return `http://127.0.0.2:${(server.address() as { port: number }).port}`;
 }
 
 /**

@@ -57,8 +57,10 @@ export async function coordinatorAndLauncher(
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     await exited;
     rmSync(state, { recursive: true, force: true, maxRetries: 5 });
-    await client.close();
+    // the server before the client: closing it answers parked waits, which the client's close
+    // would otherwise wait out (a failed test's wait_for_jobs holds for minutes)
     await c.close();
+    await client.close();
   });
   // ready once it logs so (it has registered and polls)
   await new Promise<void>((resolve, reject) => {

@@ -77,8 +77,10 @@ export async function coordinator(
   // on a SQLite file in the test's directory, it must close before the directory goes
   trackRunning(t, () => c.close().catch(() => {}));
   t.after(async () => {
-    await client.close();
+    // the server first: closing it answers parked waits, so a request a failed test left
+    // waiting cannot hold the client's close (and the test file) until its hold runs out
     await c.close().catch(() => {});
+    await client.close();
   });
   return { c, client };
 }

@@ -59,3 +59,20 @@ test("a test's temporary directory is removed only after the coordinator with it
   assert.equal(seen[0], true, 'closed while its database was still there');
   assert.equal(existsSync(dir), false, 'then the directory was removed');
 });
+
+test("the test's coordinator closes before the test's client: a wait a failed test left parked does not hold the cleanup", async (t) => {
+  const order: string[] = [];
+  await t.test("a test that ends with the test's coordinator", async (st) => {
+    const { c, client } = await coordinator(st);
+    for (const [name, o] of [['coordinator', c], ['client', client]] as const) {
+      const close = o.close.bind(o);
+      o.close = () => {
+        order.push(name);
+        return close();
+      };
+    }
+  });
+  // the other way round, the client's close waits for the answer of any wait still parked (a
+  // failed test's): until its hold runs out, up to ten minutes
+  assert.deepEqual(order.slice(0, 2), ['coordinator', 'client']);
+});

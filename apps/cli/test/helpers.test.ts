@@ -1,0 +1,65 @@
+import assert from 'node:assert/strict';
+import { connect, createServer } from 'node:net';
+import { test } from 'node:test';
+import { startCoordinator } from '@agentq/coordinator';
+import { coordinator, deadUrl, onPortAgain } from './helpers.js';
+
+/* What the CLI's tests rely on their helpers for. */
+
+test("the test's coordinator closes before the test's client: a wait a failed test left parked does not hold the cleanup", async (t) => {
+  const order: string[] = [];
+  await t.test("a test that ends with the test's coordinator", async (st) => {
+    const c = await coordinator(st);
+    const coreClose = c.core.close.bind(c.core); // called as the server closes
+    c.core.close = () => {
+      order.push('coordinator');
+      return coreClose();
+    };
+    const clientClose = c.client.close.bind(c.client);
+    c.client.close = () => {
+      order.push('client');
+      return clientClose();
+    };
+  });
+  // the other way round, the client's close waits for the answer of any wait still parked (a
+  // failed test's): until its hold runs out, up to ten minutes
+  assert.deepEqual([...new Set(order)], ['coordinator', 'client']);
+});
+
+test('a dead URL refuses connections, and no other server can take its port meanwhile', async () => {
+  const url = new URL(await deadUrl());
+  const refused = await new Promise<string | undefined>((resolve) => {
+    const socket = connect(Number(url.port), url.hostname);
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(undefined);
+    });
+    socket.once('error', (err: NodeJS.ErrnoException) => resolve(err.code));
+  });
+  assert.equal(refused, 'ECONNREFUSED');
+  // a test file beside this one listening on port 0 could be given this port, and answer on it
+  for (const host of ['127.0.0.1', '0.0.0.0']) {
+    const other = createServer();
+    const bound = await new Promise<string>((resolve) => {
+      other.once('error', (err: NodeJS.ErrnoException) => resolve(err.code ?? String(err)));
+      other.listen(Number(url.port), host, () => other.close(() => resolve('bound')));
+    });
+    assert.equal(bound, 'EADDRINUSE', `a server on ${host}`);
+  }
+});
+
+test('a coordinator restarted on its port gets it back after another process held it for a moment', async (t) => {
+  const holder = createServer();
+  await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));
+  t.after(() => void (holder.listening && holder.close()));
+  const { port } = holder.address() as { port: number };
+  let refusals = 0;
+  // the holder lets go once the first listen has been refused
+  const release = () => {
+    if (refusals++ === 0) holder.close();
+  };
+  const c = await onPortAgain(port, () => startCoordinator({ port, logLevel: 'silent' }), release);
+  t.after(() => c.close());
+  assert.equal(c.port, port);
+  assert.ok(refusals > 0, 'the port was held when the coordinator first tried it');
+});
