@@ -6,7 +6,7 @@ import { AgentqClient } from '@agentq/client';
 import { startCoordinator } from '@agentq/coordinator';
 import type { Job, Session, Usage } from '@agentq/protocol';
 import { resolveExecutor } from '../src/index.js';
-import { captureLog, COORDINATOR_OPTIONS, fixture, launcher, settled, tempDir } from './helpers.js';
+import { captureLog, closeAfter, COORDINATOR_OPTIONS, fixture, launcher, settled, tempDir } from './helpers.js';
 import { recordingLogger, writeTokens } from './security-helpers.js';
 
 /*
@@ -63,11 +63,13 @@ test('a claude-code agent starts two children through agentq mcp with its scoped
   const dir = tempDir(t);
   const tokens = writeTokens(dir, ['client', 'launcher']);
   const coordinatorLogs = recordingLogger();
-  const c = await startCoordinator(
-    { ...COORDINATOR_OPTIONS, logLevel: 'trace', authTokensFile: tokens.file },
-    { logger: coordinatorLogs.log },
+  const c = closeAfter(
+    t,
+    await startCoordinator(
+      { ...COORDINATOR_OPTIONS, logLevel: 'trace', authTokensFile: tokens.file },
+      { logger: coordinatorLogs.log },
+    ),
   );
-  t.after(() => c.close());
   const client = new AgentqClient({ url: c.url, token: tokens.secrets['client']! });
   t.after(() => client.close());
   const claude = fakeClaude(t);

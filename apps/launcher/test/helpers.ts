@@ -85,12 +85,51 @@ export async function coordinator(
   return { c, client };
 }
 
+/**
+ * `c`, a coordinator the test started itself, closed when the test ends (before its temporary
+ * directories go, as coordinator()'s); the test may close it itself before.
+ */
+export function closeAfter(t: TestContext, c: RunningCoordinator): RunningCoordinator {
+  trackRunning(t, () => c.close().catch(() => {}));
+  t.after(() => c.close().catch(() => {}));
+  return c;
+}
+
+/**
+ * The coordinator back on `port`, which the test's previous one has just given up (a restart),
+ * closed when the test ends. While the port was free another process may have taken it for a
+ * moment (an outgoing connection's local port comes from the range port 0 does, or a test file
+ * running beside this one listened on port 0); no event says when it lets go, so EADDRINUSE is
+ * tried again every 100 ms, for up to a minute. `onBusy` is told of each refusal.
+ */
+export async function coordinatorAgain(
+  t: TestContext,
+  port: number,
+  options: Partial<Parameters<typeof startCoordinator>[0]> = {},
+  deps?: Parameters<typeof startCoordinator>[1],
+  onBusy?: () => void,
+): Promise<RunningCoordinator> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return closeAfter(t, await startCoordinator({ ...COORDINATOR_OPTIONS, ...options, port }, deps));
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw err;
+      if (attempt === 600) throw new Error(`port ${port} is still held by another process after a minute`, { cause: err });
+      onBusy?.();
+      await delay(100);
+    }
+  }
+}
+
 export function tempDir(t: TestContext): string {
   const dir = mkdtempSync(join(tmpdir(), 'agentq-launcher-test-'));
   t.after(async () => {
     // a launcher of the test may still write its state here: it ends first
-    await endRunning(t);
-    rmSync(dir, { recursive: true, force: true, maxRetries: 5 });
+    try {
+      await endRunning(t);
+    } finally {
+      rmSync(dir, { recursive: true, force: true, maxRetries: 5 });
+    }
   });
   return dir;
 }

@@ -3,12 +3,11 @@ import { copyFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { AgentqClient } from '@agentq/client';
-import { startCoordinator } from '@agentq/coordinator';
 import {
   captureLog,
-  COORDINATOR_OPTIONS,
   controlServer,
   coordinator,
+  coordinatorAgain,
   launcher,
   outputOf,
   script,
@@ -48,12 +47,9 @@ test('coordinator restarted during a job: every report still arrives, in order',
     (l) => l['msg'] === 'report not delivered; will retry' && l['job_id'] === job.job_id && Number(l['attempt']) >= 3,
   );
 
-  const c2 = await startCoordinator({ ...COORDINATOR_OPTIONS, port: c.port }, { core: c.core });
+  const c2 = await coordinatorAgain(t, c.port, {}, { core: c.core });
   const client2 = new AgentqClient({ url: c2.url });
-  t.after(async () => {
-    await client2.close();
-    await c2.close();
-  });
+  t.after(() => client2.close());
   const done = await settled(client2, job.job_id);
   assert.equal(done.status, 'completed');
   assert.equal(done.result, 'done despite the outage');
@@ -93,12 +89,9 @@ test('coordinator restarted on its SQLite file during a job: the job still compl
   hello.release();
   await waitFor((l) => l['msg'] === 'job completed' && l['job_id'] === job.job_id);
 
-  const c2 = await startCoordinator({ ...COORDINATOR_OPTIONS, port: c.port, databaseUrl });
+  const c2 = await coordinatorAgain(t, c.port, { databaseUrl });
   const client2 = new AgentqClient({ url: c2.url });
-  t.after(async () => {
-    await client2.close();
-    await c2.close();
-  });
+  t.after(() => client2.close());
   const done = await settled(client2, job.job_id);
   assert.equal(done.status, 'completed', done.error ?? '');
   assert.equal(done.result, 'kept');
@@ -113,12 +106,9 @@ test('a coordinator that lost its state (401 launcher_unknown) is answered by re
   const { c } = await coordinator(t);
   const { launcher: l, id } = await launcher(t, c.url);
   await c.close();
-  const fresh = await startCoordinator({ ...COORDINATOR_OPTIONS, port: c.port });
+  const fresh = await coordinatorAgain(t, c.port);
   const client = new AgentqClient({ url: fresh.url });
-  t.after(async () => {
-    await client.close();
-    await fresh.close();
-  });
+  t.after(() => client.close());
   const job = await client.createJob({ type: 'start_session', session_name: 'new-world', prompt: script([]) });
   const done = await settled(client, job.job_id);
   assert.equal(done.status, 'completed');
@@ -289,12 +279,9 @@ test('a job that ended here but that a coordinator restored from a backup counts
   await c.close();
   copyFileSync(db, join(dir, 'backup.db'));
   const open = async () => {
-    const next = await startCoordinator({ ...COORDINATOR_OPTIONS, port: c.port, databaseUrl });
+    const next = await coordinatorAgain(t, c.port, { databaseUrl });
     const nextClient = new AgentqClient({ url: next.url });
-    t.after(async () => {
-      await nextClient.close();
-      await next.close().catch(() => {});
-    });
+    t.after(() => nextClient.close());
     return { next, nextClient };
   };
   // the job ends, and the coordinator hears of it

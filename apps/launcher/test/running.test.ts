@@ -5,7 +5,8 @@ import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { test } from 'node:test';
-import { alive, coordinator, gone, tempDir } from './helpers.js';
+import { createServer } from 'node:net';
+import { alive, coordinator, coordinatorAgain, gone, tempDir } from './helpers.js';
 import { trackRunning } from './running.js';
 
 test("a test's temporary directory is removed only after the launchers the test still runs have ended", async (t) => {
@@ -75,4 +76,18 @@ test("the test's coordinator closes before the test's client: a wait a failed te
   // the other way round, the client's close waits for the answer of any wait still parked (a
   // failed test's): until its hold runs out, up to ten minutes
   assert.deepEqual(order.slice(0, 2), ['coordinator', 'client']);
+});
+
+test('a coordinator restarted on its port gets it back after another process held it for a moment', async (t) => {
+  const holder = createServer();
+  await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));
+  t.after(() => void (holder.listening && holder.close()));
+  const { port } = holder.address() as { port: number };
+  let refusals = 0;
+  // the holder lets go once the first listen has been refused
+  const c = await coordinatorAgain(t, port, {}, undefined, () => {
+    if (refusals++ === 0) holder.close();
+  });
+  assert.equal(c.port, port);
+  assert.ok(refusals > 0, 'the port was held when the coordinator first tried it');
 });

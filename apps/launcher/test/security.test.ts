@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { test, type TestContext } from 'node:test';
 import { AgentqClient } from '@agentq/client';
 import { startCoordinator } from '@agentq/coordinator';
-import { COORDINATOR_OPTIONS, controlServer, fixture, script, settled, tempDir } from './helpers.js';
+import { closeAfter, controlServer, COORDINATOR_OPTIONS, coordinatorAgain, fixture, script, settled, tempDir } from './helpers.js';
 import { trackRunning } from './running.js';
 import { makeCertificate, RecordingCredentials, recordingLogger, writeTokens } from './security-helpers.js';
 
@@ -65,11 +65,13 @@ test('HTTPS end to end with a self-signed certificate: coordinator, launcher, cl
   const tokens = writeTokens(dir, ['admin', 'client', 'launcher']);
   const credentials = new RecordingCredentials();
   const logs = recordingLogger();
-  const c = await startCoordinator(
-    { ...COORDINATOR_OPTIONS, logLevel: 'trace', tlsCertFile: certFile, tlsKeyFile: keyFile, authTokensFile: tokens.file },
-    { logger: logs.log, credentials },
+  const c = closeAfter(
+    t,
+    await startCoordinator(
+      { ...COORDINATOR_OPTIONS, logLevel: 'trace', tlsCertFile: certFile, tlsKeyFile: keyFile, authTokensFile: tokens.file },
+      { logger: logs.log, credentials },
+    ),
   );
-  t.after(() => c.close());
   assert.match(c.url, /^https:\/\/127\.0\.0\.1:\d+$/);
 
   const client = new AgentqClient({ url: c.url, token: tokens.secrets.client, caFile: certFile });
@@ -134,8 +136,7 @@ test('HTTPS end to end with a self-signed certificate: coordinator, launcher, cl
 test('the CLI works against an https:// coordinator whose certificate it trusts', async (t) => {
   const dir = tempDir(t);
   const { certFile, keyFile } = await makeCertificate(dir);
-  const c = await startCoordinator({ ...COORDINATOR_OPTIONS, tlsCertFile: certFile, tlsKeyFile: keyFile });
-  t.after(() => c.close());
+  const c = closeAfter(t, await startCoordinator({ ...COORDINATOR_OPTIONS, tlsCertFile: certFile, tlsKeyFile: keyFile }));
   const client = new AgentqClient({ url: c.url, caFile: certFile });
   t.after(() => client.close());
   const job = await client.createJob({ type: 'start_session', session_name: 'cli-tls', prompt: 'p' });
@@ -161,8 +162,7 @@ test('a launcher whose token is refused says so and exits 1 after one try, not a
   const dir = tempDir(t);
   const tokens = writeTokens(dir, ['launcher', 'reader']);
   const logs = recordingLogger();
-  const c = await startCoordinator({ ...COORDINATOR_OPTIONS, authTokensFile: tokens.file }, { logger: logs.log });
-  t.after(() => c.close());
+  const c = closeAfter(t, await startCoordinator({ ...COORDINATOR_OPTIONS, authTokensFile: tokens.file }, { logger: logs.log }));
   const cases: Array<[string, string[], Record<string, string>, RegExp]> = [
     ['no token', [], {}, /no valid token.*Set AGENTQ_TOKEN \(or --token-file\) to a token with the launcher role/],
     ['a token of the wrong role', ['--token-file', tokens.secretFile('reader')], {}, /may not do this.*launcher role/],
@@ -185,7 +185,7 @@ test('credentials are kept in the database: a restart keeps the launcher id and 
   const dir = tempDir(t);
   const tokens = writeTokens(dir, ['client', 'launcher']);
   const options = { ...COORDINATOR_OPTIONS, authTokensFile: tokens.file, databaseUrl: `sqlite:${join(dir, 'agentq.db')}` };
-  const c = await startCoordinator(options);
+  const c = closeAfter(t, await startCoordinator(options));
   const l = spawnLauncher(t, ['--url', c.url, '--executor', fixture('executor.js'), '--token-file', tokens.secretFile('launcher')], {});
   await l.logged(/launcher ready/);
   const probe = new AgentqClient({ url: c.url, token: tokens.secrets.client });
@@ -194,7 +194,7 @@ test('credentials are kept in the database: a restart keeps the launcher id and 
   await c.close();
 
   // the same database: the launcher's credential is still good, its id unchanged
-  const c2 = await startCoordinator({ ...options, port: c.port });
+  const c2 = await coordinatorAgain(t, c.port, options);
   const client2 = new AgentqClient({ url: c2.url, token: tokens.secrets.client });
   const kept = await client2.createJob({ type: 'start_session', session_name: 'kept', prompt: script([{ event: { type: 'result', text: 'ok' } }]) });
   assert.equal((await settled(client2, kept.job_id)).result, 'ok');
@@ -203,8 +203,7 @@ test('credentials are kept in the database: a restart keeps the launcher id and 
   await c2.close();
 
   // a coordinator that lost its state (another database): the launcher registers again with its token
-  const c3 = await startCoordinator({ ...options, port: c.port, databaseUrl: 'memory:' });
-  t.after(() => c3.close());
+  const c3 = await coordinatorAgain(t, c.port, { ...options, databaseUrl: 'memory:' });
   await l.logged(/registered again under a new id/);
   const client3 = new AgentqClient({ url: c3.url, token: tokens.secrets.client });
   t.after(() => client3.close());
@@ -215,7 +214,7 @@ test('credentials are kept in the database: a restart keeps the launcher id and 
 test('a launcher registering again uses the token its token file holds now: a token rotated while it ran is not refused', async (t) => {
   const dir = tempDir(t);
   const tokens = writeTokens(dir, ['client', 'launcher']);
-  const c = await startCoordinator({ ...COORDINATOR_OPTIONS, authTokensFile: tokens.file });
+  const c = closeAfter(t, await startCoordinator({ ...COORDINATOR_OPTIONS, authTokensFile: tokens.file }));
   const l = spawnLauncher(t, ['--url', c.url, '--executor', fixture('executor.js'), '--token-file', tokens.secretFile('launcher'), '--state-dir', join(dir, 'state')], {});
   await l.logged(/launcher ready/);
 
@@ -224,8 +223,7 @@ test('a launcher registering again uses the token its token file holds now: a to
   const rotated = writeTokens(dir, ['client', 'launcher']);
   assert.notEqual(rotated.secrets.launcher, tokens.secrets.launcher);
   await c.close();
-  const c2 = await startCoordinator({ ...COORDINATOR_OPTIONS, authTokensFile: rotated.file, port: c.port });
-  t.after(() => c2.close());
+  const c2 = await coordinatorAgain(t, c.port, { authTokensFile: rotated.file });
   const outcome = await Promise.race([l.logged(/registered again under a new id/).then(() => 'registered'), l.exited.then(() => 'exited')]);
   assert.equal(outcome, 'registered', l.lines.join('\n'));
   const client = new AgentqClient({ url: c2.url, token: rotated.secrets.client });
