@@ -39,8 +39,11 @@ export function tempDir(t: TestContext): string {
   const dir = mkdtempSync(join(tmpdir(), 'agentq-cluster-'));
   t.after(async () => {
     // coordinators read their token file, launchers run executors from here until killed
-    await endRunning(t);
-    rmSync(dir, { recursive: true, force: true, maxRetries: 5 });
+    try {
+      await endRunning(t);
+    } finally {
+      rmSync(dir, { recursive: true, force: true, maxRetries: 5 });
+    }
   });
   return dir;
 }

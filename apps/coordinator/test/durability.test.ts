@@ -13,7 +13,7 @@ import { ManualClock } from '../src/core/clock.js';
 import { Coordinator } from '../src/core/coordinator.js';
 import { migrate, SCHEMA_VERSION } from '../src/core/store/sqlite-schema.js';
 import { rejectsWith, resume, start } from './helpers.js';
-import { spawnCoordinator, tempDatabase, type CoordinatorProcess } from './process.js';
+import { spawnCoordinator, spawnCoordinatorOn, tempDatabase, type CoordinatorProcess } from './process.js';
 
 /*
  * Restart semantics on the default store (docs/operations.md, "Restarts"): the coordinator
@@ -51,7 +51,7 @@ async function claimOne(l: ReturnType<typeof asLauncher>, expected: string): Pro
 
 async function restart(t: Parameters<typeof spawnCoordinator>[0], old: CoordinatorProcess, env: Record<string, string>) {
   await old.kill();
-  return spawnCoordinator(t, { ...env, PORT: String(old.port) });
+  return spawnCoordinatorOn(t, old.port, env);
 }
 
 test('SIGKILL and restart: every job comes back as the restart semantics say', async (t) => {

@@ -27,12 +27,17 @@ async function listen(t: TestContext, server: Server): Promise<string> {
   return `http://127.0.0.1:${address.port}`;
 }
 
-/** A URL where nothing listens (connections are refused). */
+/**
+ * A URL where nothing listens (connections are refused). A port found free and closed again is
+ * free for whatever listens next (a test file running beside this one, on port 0): the port stays
+ * held on 127.0.0.1 until the test ends (no other server can bind it there, on 0.0.0.0 or on ::),
+ * and the URL names 127.0.0.2, another loopback address (Linux routes all of 127/8 to the loopback
+ * interface), where nothing listens on it.
+ */
 async function deadUrl(t: TestContext): Promise<string> {
-  const server = createServer();
-  const url = await listen(t, server);
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return url;
+  const url = new URL(await listen(t, createServer()));
+  url.hostname = '127.0.0.2';
+  return url.origin;
 }
 
 /** A server that accepts connections and drops them as soon as a request arrives. */

@@ -2,14 +2,15 @@ import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import { readFileSync, watch } from 'node:fs';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { AgentqClient } from '@agentq/client';
 import { tempDir } from './auth-helpers.js';
+import { killOnExit } from './coordinator-process.js';
 import { metricValue } from './limits-helpers.js';
+import { trackRunning } from './running.js';
 
 // issue 11, item 6: a log destination that does not drain must not stop the coordinator
 
@@ -63,31 +64,25 @@ test('with a stdout nobody reads, requests are still answered; log lines are dro
   assert.ok((await metricValue(url, 'agentq_log_lines_dropped_total')) >= dropped);
 });
 
-/** A port that was free a moment ago (the coordinator below writes its log to a file, not to us). */
-async function freePort(): Promise<number> {
-  const server = createServer().listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const { port } = server.address() as { port: number };
-  server.close();
-  await once(server, 'close');
-  return port;
-}
-
 const hasBash = spawnSync('bash', ['-c', 'ulimit -f'], { encoding: 'utf8' }).status === 0;
 if (!hasBash) console.error('\n*** SKIPPED: the log-file-size test needs bash (ulimit -f); CI must run it ***\n');
 
 test('with stdout a file over its size limit (EFBIG on every write), requests are still answered', { skip: !hasBash, timeout: 60_000 }, async (t) => {
   const dir = tempDir(t);
   const logFile = join(dir, 'coordinator.log');
-  const port = await freePort();
   // 16 KiB of log at most: `ulimit -f` counts 1 KiB blocks; writes past it fail with EFBIG
   const child = spawn('bash', ['-c', 'ulimit -f 16; exec "$0" "$1" > "$2"', process.execPath, MAIN, logFile], {
-    env: { PATH: process.env.PATH ?? '', HOST: '127.0.0.1', PORT: String(port), LOG_LEVEL: 'debug', DATABASE_URL: 'memory:', LOG_BUFFER_BYTES: '65536' },
+    env: { PATH: process.env.PATH ?? '', HOST: '127.0.0.1', PORT: '0', LOG_LEVEL: 'debug', DATABASE_URL: 'memory:', LOG_BUFFER_BYTES: '65536' },
     stdio: ['ignore', 'ignore', 'inherit'],
   });
-  t.after(() => {
+  killOnExit(child);
+  const exited = once(child, 'exit');
+  const end = async () => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  });
+    await exited;
+  };
+  trackRunning(t, end); // it writes its log into the test's directory
+  t.after(end);
   const watcher = watch(dir);
   t.after(() => watcher.close());
   const read = () => {
@@ -97,8 +92,10 @@ test('with stdout a file over its size limit (EFBIG on every write), requests ar
       return '';
     }
   };
-  while (!read().includes('"msg":"coordinator ready"')) await once(watcher, 'change');
-  const url = `http://127.0.0.1:${port}`;
+  // its port is in its log: a port found free beforehand and given to it could be taken meanwhile
+  const ready = () => read().split('\n').slice(0, -1).find((l) => l.includes('"msg":"coordinator ready"'));
+  while (!ready()) await once(watcher, 'change');
+  const url = `http://127.0.0.1:${(JSON.parse(ready()!) as { port: number }).port}`;
   const client = new AgentqClient({ url });
   t.after(() => client.close());
   for (let i = 0; i < 400; i++) assert.equal((await client.health()).status, 'ok'); // ~200 KB of log lines

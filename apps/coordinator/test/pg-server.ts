@@ -84,18 +84,33 @@ async function start(): Promise<PgServer> {
   };
   try {
     run('initdb', ['-D', data, '-U', 'agentq', '--auth=trust', '-E', 'UTF8', '--no-sync', '--no-instructions']);
-    const port = await freePort();
-    const options = [
-      `-p ${port}`,
-      `-k ${dir}`,
-      '-c listen_addresses=127.0.0.1',
-      '-c fsync=off',
-      '-c synchronous_commit=off',
-      '-c full_page_writes=off',
-      '-c max_connections=300',
-      '-c shared_buffers=64MB',
-    ].join(' ');
-    run('pg_ctl', ['-D', data, '-o', options, '-l', join(dir, 'server.log'), '-w', '-t', '60', 'start']);
+    const logFile = join(dir, 'server.log');
+    let port = 0;
+    // PostgreSQL cannot be given port 0: a port found free is closed again and handed to it, and
+    // another process may take it meanwhile (an outgoing connection's local port comes from the
+    // same range, or a test file beside this one listens on port 0). A start refused for that
+    // ("could not bind ... Address already in use") is tried again on another free port.
+    for (let attempt = 1; ; attempt++) {
+      port = await freePort();
+      const options = [
+        `-p ${port}`,
+        `-k ${dir}`,
+        '-c listen_addresses=127.0.0.1',
+        '-c fsync=off',
+        '-c synchronous_commit=off',
+        '-c full_page_writes=off',
+        '-c max_connections=300',
+        '-c shared_buffers=64MB',
+      ].join(' ');
+      const logged = existsSync(logFile) ? readFileSync(logFile, 'utf8').length : 0;
+      try {
+        run('pg_ctl', ['-D', data, '-o', options, '-l', logFile, '-w', '-t', '60', 'start']);
+        break;
+      } catch (err) {
+        const log = existsSync(logFile) ? readFileSync(logFile, 'utf8').slice(logged) : '';
+        if (attempt === 10 || !/could not bind .*Address already in use|could not create any TCP\/IP sockets/.test(log)) throw err;
+      }
+    }
     process.once('exit', cleanup);
     // a test process killed by a signal runs no exit handler: a watchdog stops the server then
     const stop = `${asRoot ? `runuser -u postgres -- ` : ''}'${join(bin, 'pg_ctl')}' -D '${data}' -m immediate stop`;

@@ -4,9 +4,11 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
+import { setTimeout as delay } from 'node:timers/promises';
 import type { TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { AgentqClient } from '@agentq/client';
+import { killOnExit } from './coordinator-process.js';
 import { endRunning, trackRunning } from './running.js';
 
 const MAIN = fileURLToPath(new URL('../src/main.js', import.meta.url));
@@ -28,10 +30,38 @@ export interface CoordinatorProcess {
 export function tempDatabase(t: TestContext): string {
   const dir = mkdtempSync(join(tmpdir(), 'agentq-db-'));
   t.after(async () => {
-    await endRunning(t);
-    rmSync(dir, { recursive: true, force: true, maxRetries: 5 });
+    try {
+      await endRunning(t);
+    } finally {
+      rmSync(dir, { recursive: true, force: true, maxRetries: 5 });
+    }
   });
   return `sqlite:${join(dir, 'agentq.db')}`;
+}
+
+/**
+ * The coordinator process again on `port`, which the test's previous one has just given up (a
+ * restart). While the port was free another process may have taken it for a moment (an outgoing
+ * connection's local port comes from the range port 0 does, or a test file running beside this
+ * one listened on port 0); no event says when it lets go, so a start that failed with EADDRINUSE
+ * is tried again every 100 ms, for up to a minute. `onBusy` is told of each refusal.
+ */
+export async function spawnCoordinatorOn(
+  t: TestContext,
+  port: number,
+  env: Record<string, string>,
+  onBusy?: () => void,
+): Promise<CoordinatorProcess> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await spawnCoordinator(t, { ...env, PORT: String(port) });
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw err;
+      if (attempt === 600) throw new Error(`port ${port} is still held by another process after a minute`, { cause: err });
+      onBusy?.();
+      await delay(100);
+    }
+  }
 }
 
 /**
@@ -43,6 +73,7 @@ export async function spawnCoordinator(t: TestContext, env: Record<string, strin
     env: { ...process.env, PORT: '0', LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  killOnExit(child);
   let stderr = '';
   child.stderr!.setEncoding('utf8').on('data', (s: string) => (stderr += s));
   const exited = once(child, 'exit');
@@ -56,14 +87,21 @@ export async function spawnCoordinator(t: TestContext, env: Record<string, strin
   t.after(end);
   const lines = createInterface({ input: child.stdout! });
   let port: number | undefined;
+  let failure: { msg?: string; err?: { code?: string; message?: string } } | undefined;
   for await (const line of lines) {
-    const entry = JSON.parse(line) as { msg?: string; port?: number };
+    const entry = JSON.parse(line) as { msg?: string; port?: number; level?: number; err?: { code?: string; message?: string } };
     if (entry.msg === 'coordinator ready') {
       port = entry.port;
       break;
     }
+    if ((entry.level ?? 0) >= 50) failure = entry;
   }
-  if (port === undefined) throw new Error(`coordinator exited before it was ready: ${stderr}`);
+  if (port === undefined) {
+    // its code (EADDRINUSE: a restart on a port another process took meanwhile) for the caller
+    throw Object.assign(new Error(`coordinator exited before it was ready: ${failure?.msg ?? ''} ${failure?.err?.message ?? ''} ${stderr}`), {
+      code: failure?.err?.code,
+    });
+  }
   child.stdout!.resume(); // keep draining its log
   const url = `http://127.0.0.1:${port}`;
   const client = new AgentqClient({ url });

@@ -1,10 +1,11 @@
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { startCoordinator } from '../src/start.js';
 import { closeAfter, startTest, tempDir } from './helpers.js';
-import { spawnCoordinator, tempDatabase } from './process.js';
+import { spawnCoordinator, spawnCoordinatorOn, tempDatabase } from './process.js';
 import { endRunning, trackRunning } from './running.js';
 
 /*
@@ -68,4 +69,19 @@ test('ending the running coordinators waits for every one, also when another fai
   await assert.rejects(ending, /would not close/);
   // the caller removes the directory next: the other one must have stopped by then
   assert.equal(stopped, true);
+});
+
+test('a coordinator process restarted on its port gets it back after another process held it for a moment', async (t) => {
+  const holder = createServer();
+  await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));
+  t.after(() => void (holder.listening && holder.close()));
+  const { port } = holder.address() as { port: number };
+  let refusals = 0;
+  // the holder lets go once the first start has been refused
+  const c = await spawnCoordinatorOn(t, port, { DATABASE_URL: 'memory:' }, () => {
+    if (refusals++ === 0) holder.close();
+  });
+  assert.equal(c.port, port);
+  assert.equal((await c.client.health()).status, 'ok');
+  assert.ok(refusals > 0, 'the port was held when the coordinator first tried it');
 });
