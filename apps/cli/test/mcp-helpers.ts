@@ -128,12 +128,15 @@ export async function callTool(
 
 /**
  * A job's end, waited for on the coordinator (no polling). No bound of its own (a loaded CI
- * machine may take longer than any fixed one): the test's own timeout bounds a job that never ends.
+ * machine may take longer than any fixed one): the test's own timeout (most often its file's, 10
+ * minutes) bounds a job that never ends; meanwhile every 30 s it says on stderr which job it waits for.
  */
 export async function ended(client: AgentqClient, jobId: string): Promise<Job> {
-  for (;;) {
+  for (let waited = 30; ; waited += 30) {
     const job = await client.waitJob(jobId, 30_000);
     if (job.terminal) return job;
+    // a file cut off at its timeout says which job never ended, and how far it got
+    process.stderr.write(`still waiting for job ${jobId} to end: ${job.status} after ${waited} s\n`);
   }
 }
 

@@ -264,12 +264,15 @@ export async function controlServer(t: TestContext): Promise<ControlServer> {
 /**
  * Wait (on the coordinator, not with sleeps) until the job is terminal. No bound of its own: a
  * loaded CI machine ran a 16 MiB output through the launcher in 28 s, so a fixed 30 s here failed
- * jobs that were still doing fine; the test's own timeout bounds a job that never ends.
+ * jobs that were still doing fine. The test's own timeout (most often its file's, 10 minutes) bounds
+ * a job that never ends; meanwhile every 30 s it says on stderr which job it waits for.
  */
 export async function settled(client: AgentqClient, jobId: string): Promise<Job> {
-  for (;;) {
+  for (let waited = 30; ; waited += 30) {
     const job = await client.waitJob(jobId, 30_000);
     if (job.terminal) return job;
+    // a file cut off at its timeout says which job never ended, and how far it got
+    process.stderr.write(`still waiting for job ${jobId} to end: ${job.status} after ${waited} s\n`);
   }
 }
 
@@ -298,15 +301,22 @@ export function alive(pid: number): boolean {
 }
 
 /**
- * Resolve once the process (or process group, with a negative pid) is gone; throw if it is still
- * there after `boundMs`. For a process that is not our child, no event says it has died, and the
- * signs a test can await come too early: the kernel closes a dying process's sockets and pipes
- * before it turns into a zombie. So this checks on a short interval, within a generous bound.
+ * Resolve once the process (or process group, with a negative pid) is gone. For a process that is
+ * not our child no event says it has died, and the signs a test can await come too early (the
+ * kernel closes a dying process's sockets and pipes before it turns into a zombie), so this looks
+ * every 10 ms, then every 100 ms. No bound of its own: a fixed one (it was 10 s) fails a kill that
+ * a loaded machine carries out late, and a process that never goes is the test's (or its file's)
+ * timeout to end. Meanwhile it says on stderr every 30 s what it is still waiting for: a file cut
+ * off at its timeout tells which process stayed.
  */
-export async function gone(pid: number, what = `process ${pid}`, boundMs = 10_000): Promise<void> {
-  const deadline = Date.now() + boundMs;
-  while (alive(pid)) {
-    if (Date.now() >= deadline) throw new Error(`${what} is still alive ${boundMs} ms after it was killed`);
-    await delay(10);
+export async function gone(pid: number, what = `process ${pid}`): Promise<void> {
+  const since = Date.now();
+  let told = since;
+  for (let interval = 10; alive(pid); interval = Math.min(interval * 2, 100)) {
+    if (Date.now() - told >= 30_000) {
+      told = Date.now();
+      process.stderr.write(`still waiting for ${what} (pid ${pid}) to be gone, ${Math.round((told - since) / 1000)} s on\n`);
+    }
+    await delay(interval);
   }
 }

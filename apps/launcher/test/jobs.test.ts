@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { realpathSync } from 'node:fs';
 import { MAX_EVENT_LINE_BYTES } from '../src/executor-process.js';
+import { startTimeOf } from '../src/lifeline/proc.js';
 import { join } from 'node:path';
 import {
   alive,
@@ -337,8 +338,11 @@ test('large multi-byte output arrives intact across several batches', async (t) 
 test('an executor that leaves a daemon holding its stdout still ends: the job is reported completed with its result', async (t) => {
   // registered first so that it runs first: the daemon goes even if the launcher's cleanup hangs
   let daemonPid: number | undefined;
+  let daemonStart: string | null = null;
   t.after(() => {
-    if (daemonPid !== undefined && alive(daemonPid)) process.kill(daemonPid, 'SIGKILL');
+    // not our child: its id is only killed while it is still the daemon (same start time), not a
+    // process that was given the id after the daemon ended
+    if (daemonPid !== undefined && alive(daemonPid) && startTimeOf(daemonPid) === daemonStart) process.kill(daemonPid, 'SIGKILL');
   });
   const { c, client } = await coordinator(t);
   const { log, waitFor } = captureLog();
@@ -350,6 +354,7 @@ test('an executor that leaves a daemon holding its stdout still ends: the job is
   });
   const said = await waitFor((l) => /^daemon \d+$/.test(String(l['stderr'])));
   daemonPid = Number(String(said['stderr']).split(' ')[1]);
+  daemonStart = startTimeOf(daemonPid);
 
   const done = await settled(client, job.job_id);
   assert.equal(done.status, 'completed');

@@ -208,7 +208,7 @@ test('a record of another PID namespace (another container sharing the state dir
   // a group of our own, recorded by the other container under a pid that means nothing here
   const group = spawn('sleep', ['600'], { detached: true, stdio: 'ignore' });
   t.after(() => {
-    if (group.pid && alive(group.pid)) process.kill(group.pid, 'SIGKILL');
+    group.kill('SIGKILL'); // our child: a no-op once it has exited, never another process's id
   });
   mkdirSync(join(stateDir, 'processes'), { recursive: true });
   const record = (name: string, bootIdOf: string, launcherId: string) =>
@@ -244,7 +244,7 @@ test('leftovers are checked against their recorded start time: a reused process 
   const reused = spawn('sleep', ['600'], { detached: true, stdio: 'ignore' });
   const leftover = spawn('sleep', ['600'], { detached: true, stdio: 'ignore' });
   t.after(() => {
-    for (const p of [reused, leftover]) if (p.pid && alive(p.pid)) process.kill(p.pid, 'SIGKILL');
+    for (const p of [reused, leftover]) p.kill('SIGKILL'); // our children: no-ops once they have exited
   });
   // the record of a launcher that is gone: one group recorded with another start time (its id was
   // given to an unrelated process since), one that is still the group it started
@@ -278,7 +278,7 @@ test('a launcher that was killed but not yet reaped (a zombie) counts as gone: i
   const parent = spawn('sh', ['-c', 'sleep 0.01 & echo $!; exec sleep 600'], { stdio: ['ignore', 'pipe', 'ignore'] });
   const leftover = spawn('sleep', ['600'], { detached: true, stdio: 'ignore' });
   t.after(() => {
-    for (const p of [parent, leftover]) if (p.pid && alive(p.pid)) process.kill(p.pid, 'SIGKILL');
+    for (const p of [parent, leftover]) p.kill('SIGKILL'); // our children: no-ops once they have exited
   });
   const zombie = Number((await new Promise<Buffer>((resolve) => parent.stdout!.once('data', resolve))).toString().trim());
   const zombieStart = startTimeOf(zombie);

@@ -36,13 +36,16 @@ test('a launcher spawned by a test process that is ended by SIGTERM (its file ou
   const testProcess = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
   const [line] = (await once(createInterface({ input: testProcess.stdout! }), 'line')) as [string];
   const pid = Number(line);
+  // not our child: once it is gone its id may be another process's, which must not be killed
+  let wentAway = false;
   t.after(() => {
-    if (alive(pid)) process.kill(pid, 'SIGKILL');
+    if (!wentAway && alive(pid)) process.kill(pid, 'SIGKILL');
   });
   const exited = once(testProcess, 'exit');
   testProcess.kill('SIGTERM');
   await exited;
   await gone(pid, 'the launcher of the ended test process');
+  wentAway = true;
 });
 
 test("a test's temporary directory is removed only after the coordinator with its database there has closed", async (t) => {
