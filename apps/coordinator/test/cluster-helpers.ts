@@ -7,9 +7,9 @@ import type { TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { AgentqClient, type SseMessage } from '@agentq/client';
 import { killOnExit, spawnCoordinatorProcess, type CoordinatorProcess } from './coordinator-process.js';
-import { eventJob, openEvents } from './helpers.js';
+import { eventJob, openEvents, tempDir as tempDirOf } from './helpers.js';
 import { freshDatabaseUrl } from './pg-server.js';
-import { endRunning, trackRunning } from './running.js';
+import { trackRunning } from './running.js';
 
 /*
  * Helpers of the tests with several real coordinator processes on one PostgreSQL database
@@ -35,18 +35,7 @@ export function clientOf(t: TestContext, url: string): AgentqClient {
 }
 
 /** A temporary directory, removed when the test ends, once its coordinator processes are gone. */
-export function tempDir(t: TestContext): string {
-  const dir = mkdtempSync(join(tmpdir(), 'agentq-cluster-'));
-  t.after(async () => {
-    // coordinators read their token file, launchers run executors from here until killed
-    try {
-      await endRunning(t);
-    } finally {
-      rmSync(dir, { recursive: true, force: true, maxRetries: 5 });
-    }
-  });
-  return dir;
-}
+export const tempDir = (t: TestContext): string => tempDirOf(t, 'agentq-cluster-');
 
 /** An executor program (the contract: invocation on stdin, JSON events on stdout) in sh. */
 export function shellExecutor(dir: string, name: string, body: string): string {
