@@ -154,8 +154,8 @@ export async function buildApp(config: CoordinatorConfig, deps: AppDeps = {}): P
   app.addHook('preClose', async () => {
     closing = true;
   });
-  app.addHook('onRequest', async (_req, reply) => {
-    if (!closing) return;
+  app.addHook('onRequest', (_req, reply, done) => {
+    if (!closing) return done();
     reply.header('retry-after', '1');
     throw new CoordinatorError('shutting_down', 'the coordinator is shutting down');
   });

@@ -119,8 +119,8 @@ export class ConnectionGuard {
 /** 503 `too_many_clients` for requests a reserved-only connection may not make (an onRequest hook). */
 export function installConnectionGuard(app: FastifyInstance, guard: ConnectionGuard): void {
   guard.attach(app.server as Server);
-  app.addHook('onRequest', async (req, reply) => {
-    if (!guard.refuses(req.raw.socket, req.routeOptions.url ?? req.url)) return;
+  app.addHook('onRequest', (req, reply, done) => {
+    if (!guard.refuses(req.raw.socket, req.routeOptions.url ?? req.url)) return done();
     guard.requestsRefused++;
     // the client comes back on a new connection, which may be a normal one by then
     reply.header('connection', 'close');

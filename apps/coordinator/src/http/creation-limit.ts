@@ -59,8 +59,8 @@ export function installCreationLimit(app: FastifyInstance, config: CoordinatorCo
   const max = config.jobsRateLimitPerMinute;
   if (max <= 0) return;
   const limiter = new WindowLimiter(max, 60_000, () => clock.now());
-  app.addHook('preHandler', async (req, reply) => {
-    if (!accessFor(req)?.rateLimited) return;
+  app.addHook('preHandler', (req, reply, done) => {
+    if (!accessFor(req)?.rateLimited) return done();
     const key = keyOf(req);
     const waitMs = limiter.take(key);
     if (waitMs > 0) {
@@ -76,5 +76,6 @@ export function installCreationLimit(app: FastifyInstance, config: CoordinatorCo
     reply.raw.once('close', () => {
       if (reply.statusCode !== 201) limiter.giveBack(key, at);
     });
+    done();
   });
 }

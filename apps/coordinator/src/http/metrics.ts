@@ -13,10 +13,10 @@ const UNMATCHED = 'unmatched';
  * URLs the router refuses never reach it (timedFrameworkErrors).
  */
 export function installRequestMetrics(app: FastifyInstance, metrics: CoordinatorMetrics): void {
-  app.addHook('onResponse', async (req, reply) => {
+  app.addHook('onResponse', (req, reply, done) => {
     const route = req.routeOptions.url ?? UNMATCHED;
-    if (STREAMS.has(route)) return;
-    metrics.observeRequest(req.method, route, reply.statusCode, reply.elapsedTime / 1000);
+    if (!STREAMS.has(route)) metrics.observeRequest(req.method, route, reply.statusCode, reply.elapsedTime / 1000);
+    done();
   });
 }
 

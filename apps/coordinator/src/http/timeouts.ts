@@ -87,14 +87,15 @@ export function installTimeouts(app: FastifyInstance, config: CoordinatorConfig)
 
   // preHandler: the query and body are validated, so a hold read from them is within its bounds
   const extended = new WeakSet<FastifyRequest>();
-  app.addHook('preHandler', async (req) => {
+  app.addHook('preHandler', (req, _reply, done) => {
     // HEAD runs the GET route's handler, hold included
     const hold = HOLDS[`${req.method === 'HEAD' ? 'GET' : req.method} ${req.routeOptions.url ?? ''}`];
-    if (!hold) return;
-    const ms = hold(req, config);
-    if (ms <= 0) return;
-    req.raw.socket.setTimeout(config.httpIdleTimeoutMs + ms + WAIT_MARGIN_MS);
-    extended.add(req);
+    const ms = hold ? hold(req, config) : 0;
+    if (ms > 0) {
+      req.raw.socket.setTimeout(config.httpIdleTimeoutMs + ms + WAIT_MARGIN_MS);
+      extended.add(req);
+    }
+    done();
   });
   // the wait is over once its answer goes out: a client that does not read it (or sends nothing
   // more) has the idle timeout again, not the hold it asked for

@@ -122,7 +122,10 @@ export function installAuth(app: FastifyInstance, o: AuthOptions): Auth {
     route.config = { ...(route.config as object | undefined), accessByMethod } as RouteOptions['config'];
   });
 
-  app.addHook('onRequest', async (req, reply) => {
+  // A callback hook: it runs on every request, and most are settled without waiting (no token
+  // file, a public route, a token of the file); only launcher credentials and agent tokens are
+  // looked up (identify).
+  app.addHook('onRequest', (req, reply, done) => {
     req.principal = ANONYMOUS;
     if (!o.tokens) {
       const foreign = o.localOnly ? foreignTo(req.headers.host, req.headers.origin) : undefined;
@@ -137,11 +140,11 @@ export function installAuth(app: FastifyInstance, o: AuthOptions): Auth {
           'not a local request',
         );
       }
-      return;
+      return done();
     }
     const access = accessFor(req);
     // no such route: the 404 handler answers; public routes need no token
-    if (!access || access.public) return;
+    if (!access || access.public) return done();
     const presented = bearer(req.headers.authorization);
     if (presented === undefined) {
       throw refuse(req, reply, 'unauthorized', 'this endpoint needs a token: send "Authorization: Bearer <token>"', 'no token');
@@ -157,8 +160,13 @@ export function installAuth(app: FastifyInstance, o: AuthOptions): Auth {
           allowed_roles: access.roles,
         });
       }
-      return;
+      return done();
     }
+    identify(req, reply, access, presented).then(() => done(), done);
+  });
+
+  /** Who presents a token that is not in the token file: a launcher, an agent, or no one. */
+  const identify = async (req: FastifyRequest, reply: FastifyReply, access: RouteAccess, presented: string): Promise<void> => {
     const launcherId = await o.credentials.verify(presented);
     if (launcherId !== undefined) {
       req.principal = { kind: 'launcher', launcherId };
@@ -194,19 +202,33 @@ export function installAuth(app: FastifyInstance, o: AuthOptions): Auth {
       });
     }
     throw refuse(req, reply, 'unauthorized', 'the token is not valid (unknown, or removed from the token file)', 'invalid token');
-  });
+  };
 
-  app.addHook('preHandler', async (req, reply) => {
+  // a callback hook too: requests of tokens and anonymous ones pass at once
+  app.addHook('preHandler', (req, reply, done) => {
     const p = req.principal;
     if (p.kind === 'agent') {
-      const rule = agentRuleOf(req.method, req.routeOptions.url ?? '')!;
-      const refusal = await checkAgentScope(rule, { session: p.sessionName, params: req.params, query: req.query, body: req.body }, o.scope);
-      if (refusal) throw refuse(req, reply, 'forbidden', refusal.message, 'outside the agent scope', refusal.details);
+      checkAgent(req, reply, p).then(() => done(), done);
       return;
     }
-    if (p.kind !== 'launcher') return;
+    if (p.kind !== 'launcher') return done();
     const rule = accessFor(req)?.launcher;
-    if (!rule) return;
+    if (!rule) return done();
+    checkLauncher(req, reply, p, rule).then(() => done(), done);
+  });
+
+  const checkAgent = async (req: FastifyRequest, reply: FastifyReply, p: Extract<Principal, { kind: 'agent' }>): Promise<void> => {
+    const rule = agentRuleOf(req.method, req.routeOptions.url ?? '')!;
+    const refusal = await checkAgentScope(rule, { session: p.sessionName, params: req.params, query: req.query, body: req.body }, o.scope);
+    if (refusal) throw refuse(req, reply, 'forbidden', refusal.message, 'outside the agent scope', refusal.details);
+  };
+
+  const checkLauncher = async (
+    req: FastifyRequest,
+    reply: FastifyReply,
+    p: Extract<Principal, { kind: 'launcher' }>,
+    rule: NonNullable<RouteAccess['launcher']>,
+  ): Promise<void> => {
     const source = (rule.idIn === 'params' ? req.params : rule.idIn === 'query' ? req.query : req.body) as
       | { launcher_id?: unknown }
       | null
@@ -227,7 +249,7 @@ export function installAuth(app: FastifyInstance, o: AuthOptions): Auth {
         });
       }
     }
-  });
+  };
 
   return {
     enabled,
