@@ -6,6 +6,7 @@ import { describeExitCode, describeSignal } from './exit-status.js';
 import type { ExecutorSpec } from './executors/index.js';
 import type { Lifeline } from './lifeline/lifeline.js';
 import { resolveJobDir } from './project-roots.js';
+import { cutResult, storable } from './report-bounds.js';
 import type { Report, Reporter } from './reporter.js';
 import { Watchdog } from './watchdog.js';
 
@@ -38,6 +39,12 @@ export interface JobRunnerDeps {
    * Unset until the coordinator mints such tokens; never the launcher's own credential.
    */
   agentToken?: (job: Job) => string | undefined;
+  /**
+   * The largest report the coordinator takes (`max_report_bytes` of its registration answer;
+   * undefined from a coordinator older than it): a larger result is cut to fit, the rest goes to
+   * the job's output.
+   */
+  maxReportBytes?: () => number | undefined;
 }
 
 /** Why a run ended early, when it did. */
@@ -367,7 +374,8 @@ export class JobRunner {
     const said = ended || o.killedAfterResult ? (answer ?? o) : o;
     const succeeded = o.killedAfterResult || ended ? said.result !== undefined : exit.code === 0;
     if (succeeded && said.errorMessage === undefined) {
-      return this.#report({ kind: 'completed', body: { status: 'success', result: said.result ?? null, ...extra } });
+      const result = said.result === undefined ? null : this.#fitResult(said.result, extra);
+      return this.#report({ kind: 'completed', body: { status: 'success', result, ...extra } });
     }
     return this.#report({
       kind: 'failed',
@@ -378,6 +386,37 @@ export class JobRunner {
         ...extra,
       },
     });
+  }
+
+  /**
+   * The result as a `completed` report can carry it. One that would make the report larger than
+   * the coordinator takes (its body limit: 6 MiB by default, while an executor's result may be up
+   * to 16 MiB) was refused (413) and the job failed. Now the report carries as much of its start as
+   * fits, then a note that says it was cut, how much is missing, and where that is: the rest goes
+   * to the end of the job's output (queued before the report, so it is there when the job has
+   * ended), from a byte offset the note gives.
+   */
+  #fitResult(result: string, extra: object): string {
+    const max = this.#d.maxReportBytes?.();
+    if (max === undefined) return result;
+    const text = storable(result);
+    const cut = cutResult(text, max, Buffer.byteLength(JSON.stringify(extra)));
+    if (!cut) return result;
+    const jobId = this.job.job_id;
+    const reporter = this.#d.reporter;
+    const header = `\n[agentq: the rest of the job's result (its last ${cut.restBytes} of ${cut.totalBytes} bytes), cut from the result to fit in a report to the coordinator:]\n`;
+    const offset = reporter.outputEnd(jobId) + Buffer.byteLength(header);
+    reporter.output(jobId, header + cut.rest);
+    this.#log.warn(
+      { result_bytes: cut.totalBytes, kept_bytes: cut.headBytes, max_report_bytes: max, output_offset: offset },
+      "result too large for a report to the coordinator: cut to fit; the rest goes to the job's output",
+    );
+    return (
+      `${cut.head}\n\n[agentq: result cut: it is ${cut.totalBytes} bytes, more than a report to the coordinator may carry ` +
+      `(${max} bytes in all); above are its first ${cut.headBytes} bytes. The other ${cut.restBytes} bytes are at the end of ` +
+      `the job's output, from byte offset ${offset}: GET /jobs/${jobId}/output?offset=${offset}, or \`agentq output ${jobId} --tail ${cut.restBytes}\` ` +
+      `(the coordinator keeps the newest JOB_OUTPUT_MAX_BYTES of a job's output, 1 MiB by default).]`
+    );
   }
 
   async #report(report: Report): Promise<void> {
@@ -398,7 +437,7 @@ export class JobRunner {
         {
           kind: 'failed',
           body: definedOnly({
-            error: `the coordinator refused the job's ${report.kind} report (${code}): ${message}`.slice(0, 4000),
+            error: refusalMessage(this.job.job_id, report, code, message),
             error_code: 'report_refused',
             executor_session_id: b.executor_session_id,
             usage: b.usage,
@@ -427,6 +466,21 @@ function failureMessage(exit: ExecutorExit, errorMessage: string | undefined, st
   }
   const how = exit.signal ? `executor killed by ${describeSignal(exit.signal)}` : `executor exited with code ${exit.code === null ? 'unknown' : describeExitCode(exit.code)}`;
   return exit.stderrTail ? `${how}; stderr:\n${exit.stderrTail}` : `${how}; no stderr`;
+}
+
+/**
+ * The error of a job whose final report was refused: why, and where what is left of its answer
+ * is. (A result over the coordinator's limit is cut to fit before it is sent; one refused all
+ * the same, by a proxy with a smaller body limit or a coordinator that did not say its limit, is
+ * lost, but what the executor printed is in the output.)
+ */
+function refusalMessage(jobId: string, report: Report, code: string, message: string): string {
+  const result = report.kind === 'completed' ? report.body.result : undefined;
+  const lost = typeof result === 'string' ? `; its result (${Buffer.byteLength(result)} bytes) could not be kept` : '';
+  return (
+    `the coordinator refused the job's ${report.kind} report (${code}): ${message.slice(0, 2000)}${lost}. ` +
+    `What the executor printed is in the job's output: GET /jobs/${jobId}/output (\`agentq output ${jobId}\`)`
+  );
 }
 
 /** The object without its undefined properties (optional wire fields are left out, not null). */

@@ -44,3 +44,80 @@ export function conform(report: Report): { report: Report; dropped: string[] } {
   if (report.kind === 'failed' && body['error'] === undefined) body['error'] = NO_ERROR_MESSAGE;
   return { report: dropped.length === 0 && !changed ? report : ({ kind: report.kind, body } as Report), dropped };
 }
+
+/**
+ * Room in a request body for everything of a `completed` report but its result: the sync request
+ * around it (`launcher_id`, `capacity`, the report's `job_id` and `kind`), the note a cut result
+ * ends with, and the other fields (session id, usage, cost: well under 2 KiB).
+ */
+export const REPORT_ROOM_BYTES = 16 * 1024;
+
+/**
+ * The bytes `text` takes as a JSON string in a body, quotes left out: JSON.stringify's escapes
+ * (`\n`, `\"`, `\u0001`, a lone surrogate as `\udXXX`), UTF-8 for the rest.
+ */
+function jsonCost(text: string, i: number): { bytes: number; units: number } {
+  const c = text.charCodeAt(i);
+  if (c < 0x20) return { bytes: c === 8 || c === 9 || c === 10 || c === 12 || c === 13 ? 2 : 6, units: 1 };
+  if (c === 0x22 || c === 0x5c) return { bytes: 2, units: 1 };
+  if (c < 0x80) return { bytes: 1, units: 1 };
+  if (c < 0x800) return { bytes: 2, units: 1 };
+  if (c >= 0xd800 && c <= 0xdbff) {
+    const d = text.charCodeAt(i + 1);
+    return d >= 0xdc00 && d <= 0xdfff ? { bytes: 4, units: 2 } : { bytes: 6, units: 1 };
+  }
+  if (c >= 0xdc00 && c <= 0xdfff) return { bytes: 6, units: 1 };
+  return { bytes: 3, units: 1 };
+}
+
+/** The bytes `text` takes as a JSON string in a body (without its quotes). */
+export function jsonBytes(text: string): number {
+  let bytes = 0;
+  for (let i = 0; i < text.length; ) {
+    const c = jsonCost(text, i);
+    bytes += c.bytes;
+    i += c.units;
+  }
+  return bytes;
+}
+
+/** The length (in UTF-16 units) of the longest start of `text` that takes at most `maxBytes` as a JSON string; never half a surrogate pair. */
+export function jsonPrefixLength(text: string, maxBytes: number): number {
+  let bytes = 0;
+  let i = 0;
+  while (i < text.length) {
+    const c = jsonCost(text, i);
+    if (bytes + c.bytes > maxBytes) break;
+    bytes += c.bytes;
+    i += c.units;
+  }
+  return i;
+}
+
+/** How a result too large for a report was cut: what the report carries, and the rest. */
+export interface CutResult {
+  /** the start of the result, which the report carries (the note is added by the caller) */
+  head: string;
+  /** the rest of the result, from where it was cut */
+  rest: string;
+  /** UTF-8 bytes of the whole result, of the head and of the rest */
+  totalBytes: number;
+  headBytes: number;
+  restBytes: number;
+}
+
+/**
+ * Cut `result` when it would make a report of more than `maxReportBytes` (the coordinator's body
+ * limit, from its registration answer) with `otherBytes` of other fields: undefined when it fits.
+ * The head keeps as much of the result as fits with REPORT_ROOM_BYTES to spare.
+ */
+export function cutResult(result: string, maxReportBytes: number, otherBytes: number): CutResult | undefined {
+  const room = maxReportBytes - REPORT_ROOM_BYTES - otherBytes;
+  if (jsonBytes(result) <= room) return undefined;
+  const at = jsonPrefixLength(result, Math.max(0, room));
+  const head = result.slice(0, at);
+  const rest = result.slice(at);
+  const headBytes = Buffer.byteLength(head);
+  const restBytes = Buffer.byteLength(rest);
+  return { head, rest, totalBytes: headBytes + restBytes, headBytes, restBytes };
+}

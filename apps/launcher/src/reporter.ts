@@ -116,6 +116,12 @@ export class Reporter {
     else q.flushTimer ??= setTimeout(() => this.#flushOutput(jobId, q), this.#o.outputFlushMs ?? 200);
   }
 
+  /** The byte offset, in the job's output stream, where the next output of the job will be. */
+  outputEnd(jobId: string): number {
+    const q = this.#jobs.get(jobId);
+    return q ? q.outputOffset + Buffer.byteLength(q.outputBuffer) : 0;
+  }
+
   /**
    * Queue a report after everything queued before for the job (buffered output included).
    * Resolves when it is acknowledged, refused, or abandoned; never rejects.

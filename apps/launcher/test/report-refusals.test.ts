@@ -48,10 +48,16 @@ test('what an executor says outside the report schema is left out or replaced: i
   assert.equal((await settled(client, huge!.job_id)).status, 'completed');
 });
 
-test('a final report the coordinator refuses for its size ends the job failed, saying so, instead of leaving it running', async (t) => {
-  // a body limit of 1 MiB (the least there is): a 3 MB result does not fit in a completed report
-  const { c, client } = await coordinator(t, { maxPromptBytes: 64 * 1024, outputMaxBytes: 64 * 1024 });
-  await launcher(t, c.url);
+test('a final report refused for its size ends the job failed, saying so and where the output is, instead of leaving it running', async (t) => {
+  // a proxy in front of the coordinator with a smaller body limit than the coordinator's (which
+  // the launcher cuts results to: large-results.test.ts) refuses the completed report
+  const { c, client } = await coordinator(t);
+  const px = await proxy(t, c.url, (req) =>
+    req.method === 'POST' && /^\/launcher\/jobs\/[^/]+\/completed$/.test(req.url ?? '')
+      ? { status: 413, code: 'payload_too_large', message: 'body: is larger than the proxy accepts' }
+      : false,
+  );
+  await launcher(t, px.url);
   const job = await client.createJob({
     type: 'start_session',
     session_name: 'huge-result',
@@ -63,7 +69,8 @@ test('a final report the coordinator refuses for its size ends the job failed, s
   const ended = await settled(client, job.job_id);
   assert.equal(ended.status, 'failed');
   assert.equal(ended.error_code, 'report_refused');
-  assert.match(ended.error ?? '', /completed report \(payload_too_large\)/);
+  assert.match(ended.error ?? '', /completed report \(payload_too_large\): body: is larger than the proxy accepts; its result \(3000000 bytes\) could not be kept/);
+  assert.ok(ended.error!.endsWith(`GET /jobs/${job.job_id}/output (\`agentq output ${job.job_id}\`)`), ended.error!);
   // what the refused report knew besides the result still arrives: the session can be resumed,
   // and the tree's budget counts the cost
   assert.equal((await client.getSession('huge-result')).executor_session_id, 'exec-session-1');

@@ -61,6 +61,12 @@ export const RegisterLauncherResponse = Type.Object({
   launcher_token: Type.Optional(Type.String()),
   /** the launchers of `replaces` that were removed (those unknown, or of another host or token, are not) */
   replaced: Type.Optional(Type.Array(LauncherId)),
+  /**
+   * The largest request body the coordinator takes, in bytes: a report (or a sync carrying one)
+   * must fit in it. A launcher cuts a result that would not (docs/launcher.md). Absent from
+   * coordinators older than the field.
+   */
+  max_report_bytes: Type.Optional(Type.Integer({ minimum: 1 })),
 });
 export type RegisterLauncherResponse = Static<typeof RegisterLauncherResponse>;
 

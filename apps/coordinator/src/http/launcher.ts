@@ -42,11 +42,15 @@ export const launcherRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = 
     async (req) => {
       // the launcher's own credential: every later call of this launcher carries it (auth on)
       const credential = app.auth.launcherCredential(req.principal);
-      const answer = await core.register(req.body ?? {}, {
+      const registered = await core.register(req.body ?? {}, {
         createdBy: actorOf(req),
         binder: app.auth.hostBinder(req.principal),
         tokenHash: credential?.hash ?? null,
       });
+      // what a report may weigh: the launcher cuts a result that would make it heavier, rather
+      // than have its completed report refused (413) and the job fail (docs/launcher.md)
+      const bodyLimit = app.initialConfig.bodyLimit;
+      const answer = bodyLimit === undefined ? registered : { ...registered, max_report_bytes: bodyLimit };
       return credential === undefined ? answer : { ...answer, launcher_token: await credential.tokenFor(answer.launcher_id) };
     },
   );

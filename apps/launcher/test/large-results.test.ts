@@ -1,0 +1,73 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { cutResult, jsonBytes, jsonPrefixLength, REPORT_ROOM_BYTES } from '../src/report-bounds.js';
+import { fakeClaude } from './claude.js';
+import { largeText } from './fixtures/large-text.js';
+import { coordinator, settled } from './helpers.js';
+import { spawnLauncher } from './spawn-launcher.js';
+
+/*
+ * A result larger than a report to the coordinator may be (its body limit, 6 MiB by default) but
+ * within an executor's event line (16 MiB). The completed report was refused (413) and the job
+ * failed with `report_refused`, whose error did not say where the answer could be read.
+ */
+
+const NOTE =
+  /\n\n\[agentq: result cut: it is (\d+) bytes, more than a report to the coordinator may carry \((\d+) bytes in all\); above are its first (\d+) bytes\. The other (\d+) bytes are at the end of the job's output, from byte offset (\d+): GET \/jobs\/([\w-]+)\/output\?offset=\5, or `agentq output \6 --tail \4` \(the coordinator keeps the newest JOB_OUTPUT_MAX_BYTES of a job's output, 1 MiB by default\)\.\]$/;
+
+test("a result over the coordinator's report limit completes the job, cut to fit with a note that says where the rest is: at the end of the job's output", async (t) => {
+  // the default body limit (6 × MAX_PROMPT_BYTES + 64 KiB), with room in the output for the rest
+  // of the result (2 × 3 MiB + 64 KiB does not raise the body limit)
+  const { c, client } = await coordinator(t, { outputMaxBytes: 3 * 1024 * 1024 });
+  const claude = fakeClaude(t);
+  const launcher = spawnLauncher(t, ['--url', c.url, '--executor', 'claude-code'], { PATH: claude.path });
+  const bodyLimit = 6 * 1024 * 1024 + 64 * 1024;
+  const size = 8 * 1024 * 1024;
+  const job = await client.createJob({ type: 'start_session', session_name: 'large-result', prompt: `LARGE_RESULT ${size}` });
+  const done = await settled(client, job.job_id);
+  assert.equal(done.status, 'completed', `${done.error_code}: ${done.error}`);
+
+  const full = largeText(size);
+  const result = done.result ?? '';
+  const note = NOTE.exec(result);
+  assert.ok(note, result.slice(-1000));
+  const [total, max, headBytes, restBytes, offset] = note.slice(1, 6).map(Number) as [number, number, number, number, number];
+  assert.equal(note[6], job.job_id);
+  assert.equal(total, Buffer.byteLength(full));
+  assert.equal(max, bodyLimit, 'the limit is the one the coordinator told the launcher at registration');
+  const head = result.slice(0, note.index);
+  assert.equal(Buffer.byteLength(head), headBytes);
+  assert.ok(headBytes > 5 * 1024 * 1024, `as much of the result as fits is kept (${headBytes} bytes)`);
+  assert.equal(headBytes + restBytes, total);
+  assert.ok(full.startsWith(head), 'the head is the start of the result, as it was');
+
+  // the rest, from the offset the note gives: the result whole, with the head
+  const rest = await client.getOutput(job.job_id, { offset: offset, limit_bytes: 16 * 1024 * 1024 });
+  assert.equal(rest.truncated, false);
+  assert.equal(head + rest.output, full);
+  assert.equal(rest.next_offset, rest.total_bytes, 'the rest ends the output');
+  // and the `--tail` the note gives reads the same
+  assert.equal((await client.getOutput(job.job_id, { tail_bytes: restBytes })).output, rest.output);
+  // the launcher said what it did
+  const logged = await launcher.logged(/result too large for a report/);
+  assert.equal(logged['job_id'], job.job_id);
+  assert.equal(logged['result_bytes'], total);
+});
+
+test('a result is cut where its JSON in a report reaches the limit, never inside an escape or a character', () => {
+  const text = 'a"b\\c\td\u0001e\u00e9f\u20acg\u{1F600}h\ud800i\udc00j\n';
+  // what the cut counts is what JSON.stringify makes of the text (the client sends that)
+  assert.equal(jsonBytes(text), Buffer.byteLength(JSON.stringify(text)) - 2);
+  for (let max = 0; max <= jsonBytes(text); max++) {
+    const head = text.slice(0, jsonPrefixLength(text, max));
+    const bytes = Buffer.byteLength(JSON.stringify(head)) - 2;
+    assert.ok(bytes <= max, `${bytes} > ${max}`);
+    // the longest such start: one more character would pass the limit
+    const next = text.slice(0, jsonPrefixLength(text, max) + (/[\ud800-\udbff][\udc00-\udfff]/.test(text.slice(head.length, head.length + 2)) ? 2 : 1));
+    if (next.length > head.length && next.length <= text.length) assert.ok(Buffer.byteLength(JSON.stringify(next)) - 2 > max);
+    assert.ok(!/[\ud800-\udbff]$/.test(head) || head.endsWith('\ud800'), 'no surrogate pair split');
+  }
+  const cut = cutResult('x'.repeat(REPORT_ROOM_BYTES + 100), REPORT_ROOM_BYTES + 50, 0);
+  assert.deepEqual(cut && [cut.head.length, cut.rest.length, cut.totalBytes], [50, REPORT_ROOM_BYTES + 50, REPORT_ROOM_BYTES + 100]);
+  assert.equal(cutResult('x'.repeat(50), REPORT_ROOM_BYTES + 50, 0), undefined);
+});
