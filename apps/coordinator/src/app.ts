@@ -308,9 +308,10 @@ declare module 'fastify' {
  * The queued bytes MAX_QUEUED_BYTES bounds, as admission reads them; none for a store that does
  * not count them (PostgreSQL: pending prompts stay in the database), whose gauges are left out.
  */
-function queuedBytesSource(store: Coordinator['store']): { queuedBytes?: { prompts(): number; messages(): number } } {
+function queuedBytesSource(store: Coordinator['store']): { queuedBytes?: { prompts(): number; messages(): number; outcomes(): number } } {
   const prompts = store.pendingPromptBytes?.bind(store);
   if (!prompts) return {};
   const messages = store.pendingMessageBytes?.bind(store);
-  return { queuedBytes: { prompts, messages: () => messages?.() ?? 0 } };
+  const outcomes = store.heldOutcomeBytes?.bind(store);
+  return { queuedBytes: { prompts, messages: () => messages?.() ?? 0, outcomes: () => outcomes?.() ?? 0 } };
 }

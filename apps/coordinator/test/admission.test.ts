@@ -129,6 +129,41 @@ test('messages to a busy session count against MAX_QUEUED_BYTES and are refused 
   assert.equal((await start(client, 'other', prompt(5 * KIB))).status, 'pending');
 });
 
+test('child outcomes a busy parent holds count against MAX_QUEUED_BYTES: creates are refused past it; delivered and done, they free their bytes', async (t) => {
+  // Before, a parent that stayed busy held every child's result (up to the body limit each) in
+  // memory, uncounted: a flood of children could grow the heap without bound
+  const { c } = await startTest(t, { maxQueuedBytes: 16 * KIB, overloadRetryAfterSeconds: 7 });
+  const client = noRetryClient(t, c.url);
+  const { l, own } = await busySession(client, 'parent', 'p');
+  const kids = [];
+  for (let i = 0; i < 2; i++) kids.push(await start(client, `kid${i}`, 'k', { parent_session_name: 'parent' }));
+  for (const kid of kids) {
+    assert.equal((await l.take()).job_id, kid.job_id);
+    await l.completed(kid.job_id, prompt(6 * KIB, 'r'));
+  }
+  const failing = await start(client, 'kid-failing', 'k', { parent_session_name: 'parent' });
+  assert.equal((await l.take()).job_id, failing.job_id);
+  await l.failed(failing.job_id, prompt(KIB, 'e'));
+  // the parent is busy: the three outcomes wait in it, 13 KiB of results and errors
+  assert.equal((await client.getSession('parent')).pending_callbacks.length, 3);
+  assert.equal(c.core.store.heldOutcomeBytes?.(), 13 * KIB);
+  const details = await rejectsWith(start(client, 'other', prompt(3 * KIB + 1)), 503, 'queue_full');
+  assert.equal(details.queued_bytes, 13 * KIB);
+  assert.equal(details.retry_after_seconds, 7);
+  await rejectsWith(client.sendMessage('parent', { text: prompt(3 * KIB + 1, 'm') }), 503, 'queue_full');
+
+  // the parent's turn ends: the outcomes go in one delivery, and count until it completes (a
+  // delivery that does not complete queues them again)
+  await l.completed(own.job_id);
+  const delivery = await l.take();
+  assert.deepEqual(delivery.callback_of?.length, 3);
+  assert.equal(c.core.store.heldOutcomeBytes?.(), 13 * KIB);
+  await l.started(delivery.job_id);
+  await l.completed(delivery.job_id);
+  assert.equal(c.core.store.heldOutcomeBytes?.(), 0);
+  assert.equal((await start(client, 'other', prompt(3 * KIB + 1))).status, 'pending');
+});
+
 test('one session holds at most 4 prompts of MAX_PROMPT_BYTES in messages for its next turn, then 503 queue_full', async (t) => {
   const maxPromptBytes = 8 * KIB;
   const { c } = await startTest(t, { maxPromptBytes, overloadRetryAfterSeconds: 7 });

@@ -343,6 +343,7 @@ test('GET /metrics: queued prompt bytes are what the pending prompts take; on Po
   const memory = await scrape(counted.c.url);
   assert.equal(value(memory, 'agentq_queued_prompt_bytes'), 20);
   assert.equal(value(memory, 'agentq_queued_message_bytes'), 0);
+  assert.equal(value(memory, 'agentq_queued_outcome_bytes'), 0);
 
   const databaseUrl = await freshDatabaseUrl(t);
   if (databaseUrl === null) return;
@@ -353,6 +354,7 @@ test('GET /metrics: queued prompt bytes are what the pending prompts take; on Po
   // a 0 beside a full queue would say there is room; MAX_QUEUED_BYTES is not applied there
   assert.ok(!families.has('agentq_queued_prompt_bytes'), 'no agentq_queued_prompt_bytes on PostgreSQL');
   assert.ok(!families.has('agentq_queued_message_bytes'), 'no agentq_queued_message_bytes on PostgreSQL');
+  assert.ok(!families.has('agentq_queued_outcome_bytes'), 'no agentq_queued_outcome_bytes on PostgreSQL');
 });
 
 test('agentq_queue_depth is one unlabelled value, 0 when the queue is empty; pending jobs are broken down by what they wait for, not by route', async (t) => {

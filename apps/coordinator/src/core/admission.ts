@@ -13,7 +13,10 @@ export const SESSION_MESSAGE_PROMPTS = 4;
  * memory until a launcher takes it, so a flood of large prompts faster than launchers drain them
  * would grow the heap until the process dies. Past the limit a create is refused with 503
  * `queue_full` and a Retry-After: the client retries once launchers have taken some of the queue.
- * Messages to sessions count too: a busy session holds them in memory until its next turn. Only
+ * Messages to sessions count too: a busy session holds them in memory until its next turn. So do
+ * the outcomes of child sessions (their results and errors) a parent holds for its next delivery:
+ * a flood of children with results of megabytes under a parent that stays busy grew the heap with
+ * nothing to stop it, the children's prompts having left the count once taken. Only
  * client creates and messages are checked: what was accepted (its callbacks, deliveries,
  * requeues) always goes through, so nothing acknowledged is ever harmed.
  */
@@ -71,13 +74,13 @@ export class Admission {
   #admit(incoming: number, what: string): void {
     const pendingBytes = this.store.pendingPromptBytes?.();
     if (pendingBytes === undefined) return; // the store keeps no count: no byte limit
-    // the prompts of pending jobs and the messages sessions hold for their next turn
-    const queued = pendingBytes + (this.store.pendingMessageBytes?.() ?? 0);
+    // the prompts of pending jobs, and the messages and child outcomes sessions hold for their next turn
+    const queued = pendingBytes + (this.store.pendingMessageBytes?.() ?? 0) + (this.store.heldOutcomeBytes?.() ?? 0);
     if (queued + incoming <= this.maxQueuedBytes) return;
     this.refused++;
     throw new CoordinatorError(
       'queue_full',
-      `the queue holds ${queued} bytes of prompts and messages; ${incoming} more (this request's ${what}) would pass MAX_QUEUED_BYTES (${this.maxQueuedBytes}). ` +
+      `the queue holds ${queued} bytes of prompts, messages and child outcomes held for busy sessions; ${incoming} more (this request's ${what}) would pass MAX_QUEUED_BYTES (${this.maxQueuedBytes}). ` +
         `Retry after ${this.retryAfterSeconds} s, once launchers have taken some of it`,
       {
         queued_bytes: queued,

@@ -252,6 +252,33 @@ export const COST_EPSILON_USD = 1e-9;
 export const holdsNoInput = (s: SessionRow, root: SessionRow | undefined): boolean =>
   (s.callbacks.length === 0 && s.messages.length === 0) || !s.acceptsInput || (s.parentName !== null && treeSpent(root));
 
+/**
+ * The UTF-8 bytes of the results and errors of the child outcomes a session holds: those queued
+ * for its next delivery, and those a delivery in flight carries (kept until it completes, to be
+ * queued again if it does not). What MAX_QUEUED_BYTES counts of them.
+ */
+export function heldOutcomeBytes(s: Pick<SessionRow, 'callbacks' | 'inFlight'>): number {
+  let n = 0;
+  for (const list of [s.callbacks, s.inFlight?.callbacks ?? []]) for (const o of list) n += outcomeBytes(o);
+  return n;
+}
+
+/**
+ * The size of each outcome, measured once: a session's list is counted again at each change (a
+ * child's outcome added), and the lists share their outcomes, so a flood of children with results
+ * of megabytes would otherwise scan every held result again for each new one. A memo of a pure
+ * function of immutable objects, weakly held: nothing in it outlives its outcome.
+ */
+const outcomeSizes = new WeakMap<CallbackNotification, number>();
+function outcomeBytes(o: CallbackNotification): number {
+  let n = outcomeSizes.get(o);
+  if (n === undefined) {
+    n = (o.result === null ? 0 : Buffer.byteLength(o.result, 'utf8')) + (o.error === null ? 0 : Buffer.byteLength(o.error, 'utf8'));
+    outcomeSizes.set(o, n);
+  }
+  return n;
+}
+
 /** The UTF-8 bytes of queued messages' texts (what MAX_QUEUED_BYTES counts of them). */
 export function queuedMessageBytes(messages: readonly SessionMessage[]): number {
   let n = 0;

@@ -5,11 +5,11 @@ export interface ProtectionSource {
   /** log lines dropped because stdout did not drain */
   logLinesDropped(): number;
   /**
-   * UTF-8 bytes of pending prompts and of the messages sessions hold for their next turn, which
+   * UTF-8 bytes of pending prompts and of the messages and child outcomes sessions hold, which
    * MAX_QUEUED_BYTES bounds together; absent for a store that does not count them (PostgreSQL):
    * their gauges are not exported then, rather than a 0 that says the queue holds nothing
    */
-  queuedBytes?: { prompts(): number; messages(): number };
+  queuedBytes?: { prompts(): number; messages(): number; outcomes(): number };
   maxQueuedBytes: number;
   /** job creations and messages refused with queue_full */
   queueFullRefusals(): number;
@@ -54,10 +54,18 @@ export function registerProtectionMetrics(registry: Registry, source: Protection
         this.set(queued.messages());
       },
     });
+    new Gauge({
+      name: 'agentq_queued_outcome_bytes',
+      help: 'UTF-8 bytes of the results and errors of child outcomes sessions hold for a delivery (with agentq_queued_prompt_bytes, under MAX_QUEUED_BYTES).',
+      registers,
+      collect() {
+        this.set(queued.outcomes());
+      },
+    });
   }
   new Gauge({
     name: 'agentq_max_queued_prompt_bytes',
-    help: 'MAX_QUEUED_BYTES: the limit on agentq_queued_prompt_bytes and agentq_queued_message_bytes together.',
+    help: 'MAX_QUEUED_BYTES: the limit on agentq_queued_prompt_bytes, agentq_queued_message_bytes and agentq_queued_outcome_bytes together.',
     registers,
     collect() {
       this.set(source.maxQueuedBytes);

@@ -1,6 +1,6 @@
 import { isTerminal, type JobStatus } from '@agentq/protocol';
 import { DeadlineHeap } from '../deadline-heap.js';
-import { isActive, queuedMessageBytes, type HostBindingRow, type IdempotencyRow, type JobRow, type LauncherRow, type SessionRow } from '../rows.js';
+import { heldOutcomeBytes, isActive, queuedMessageBytes, type HostBindingRow, type IdempotencyRow, type JobRow, type LauncherRow, type SessionRow } from '../rows.js';
 import type { SessionExtras } from '../wire.js';
 import type { ChangeSet, RowChange } from './changes.js';
 import { nextJob, nextLauncher, nextSession } from '../row-versions.js';
@@ -109,6 +109,8 @@ export class MemoryState {
   readonly #pendingSizes = new Map<string, number>();
   /** UTF-8 bytes of the messages sessions hold for their next turn (admission, like pendingBytes) */
   messageBytes = 0;
+  /** UTF-8 bytes of the child outcomes sessions hold (heldOutcomeBytes; admission, like pendingBytes) */
+  outcomeBytes = 0;
   jobSeq = 0;
   sessionSeq = 0;
   lastEventId = 0;
@@ -298,6 +300,7 @@ export class MemoryState {
   #applySession(name: string, c: RowChange<SessionRow>): void {
     if (c.kind === 'insert') {
       this.messageBytes += queuedMessageBytes(c.after.messages);
+      this.outcomeBytes += heldOutcomeBytes(c.after);
       this.sessions.set(name, c.after);
       if (this.fullHistory) {
         this.#sessionOrder.push(c.after.seq, name);
@@ -313,9 +316,13 @@ export class MemoryState {
       // delete + set: the map's order is least recently changed first (see evictSessions)
       this.sessions.delete(name);
       // the transaction's version, unless the row it started from is no longer the one held
-      this.sessions.set(name, current === c.before ? c.after : nextSession(current, c.patch));
+      const next = current === c.before ? c.after : nextSession(current, c.patch);
+      if (c.patch.callbacks !== undefined || c.patch.inFlight !== undefined) this.outcomeBytes += heldOutcomeBytes(next) - heldOutcomeBytes(current);
+      this.sessions.set(name, next);
     } else {
-      this.messageBytes -= queuedMessageBytes((this.sessions.get(name) ?? c.before).messages);
+      const gone = this.sessions.get(name) ?? c.before;
+      this.messageBytes -= queuedMessageBytes(gone.messages);
+      this.outcomeBytes -= heldOutcomeBytes(gone);
       this.sessions.delete(name);
       if (this.fullHistory) {
         if (c.before.parentName !== null) this.#children.get(c.before.parentName)?.delete(name);

@@ -199,6 +199,9 @@ export class MemoryStore implements Store {
   pendingMessageBytes(): number {
     return this.state.messageBytes;
   }
+  heldOutcomeBytes(): number {
+    return this.state.outcomeBytes;
+  }
   async counts(): Promise<StoreCounts> {
     return { pending: this.state.pendingCount, active: this.state.active.size, pendingBytes: this.state.pendingBytes };
   }

@@ -236,6 +236,11 @@ export interface Store {
   /** UTF-8 bytes of the messages sessions hold for their next turn, alongside pendingPromptBytes */
   pendingMessageBytes?(): number;
   /**
+   * UTF-8 bytes of the results and errors of the child outcomes sessions hold for a delivery
+   * (queued, or carried by one in flight), alongside pendingPromptBytes
+   */
+  heldOutcomeBytes?(): number;
+  /**
    * Jobs held, by status (history included), read at every scrape of /metrics: from counts the
    * commits keep (memory, SQLite: in memory; PostgreSQL: tables a trigger keeps), never a
    * count over the jobs of the whole retention period.
