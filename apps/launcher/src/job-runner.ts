@@ -390,7 +390,7 @@ export class JobRunner {
 
   /**
    * The result as a `completed` report can carry it. One that would make the report larger than
-   * the coordinator takes (its body limit: 6 MiB by default, while an executor's result may be up
+   * the coordinator takes (its body limit: 6 MiB + 64 KiB by default, while an executor's result may be up
    * to 16 MiB) was refused (413) and the job failed. Now the report carries as much of its start as
    * fits, then a note that says it was cut, how much is missing, and where that is: the rest goes
    * to the end of the job's output (queued before the report, so it is there when the job has
