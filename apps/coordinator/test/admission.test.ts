@@ -1,11 +1,14 @@
 import assert from 'node:assert/strict';
+import { join } from 'node:path';
 import { getHeapStatistics } from 'node:v8';
 import { test } from 'node:test';
 import { AgentqClient } from '@agentq/client';
 import { request } from 'undici';
+import { ManualClock } from '../src/core/clock.js';
 import { ConfigError, loadConfig } from '../src/config.js';
 import { queuedBytesLimit } from '../src/limits.js';
-import { busySession, fakeLauncher, rejectsWith, resume, start, startTest } from './helpers.js';
+import { startCoordinator } from '../src/start.js';
+import { busySession, closeAfter, fakeLauncher, rejectsWith, resume, start, startTest, tempDir } from './helpers.js';
 
 // issue 11, item 1: a flood of large prompts must not take the heap; admission is memory-aware
 
@@ -162,6 +165,87 @@ test('child outcomes a busy parent holds count against MAX_QUEUED_BYTES: creates
   await l.completed(delivery.job_id);
   assert.equal(c.core.store.heldOutcomeBytes?.(), 0);
   assert.equal((await start(client, 'other', prompt(3 * KIB + 1))).status, 'pending');
+});
+
+test('held child outcomes are counted once however they move: a delivery that fails queues them again, and a closed parent deleted by retention takes them with it', async (t) => {
+  const clock = new ManualClock();
+  const retention = 60_000;
+  // only the test sweeps; the launcher stays alive across the clock's jump
+  const { c, client } = await startTest(t, { jobRetentionMs: retention, heartbeatTimeoutSeconds: 86_400, sweepIntervalMs: 600_000 }, { clock });
+  const held = () => c.core.store.heldOutcomeBytes?.();
+  const { l, own } = await busySession(client, 'parent', 'p');
+  const kid = await start(client, 'kid', 'k', { parent_session_name: 'parent' });
+  assert.equal((await l.take()).job_id, kid.job_id);
+  await l.completed(kid.job_id, prompt(4 * KIB, 'r'));
+  assert.equal(held(), 4 * KIB);
+
+  // the delivery that carries the outcome fails: the outcome is queued again, and counted once
+  await l.completed(own.job_id);
+  const failing = await l.take();
+  assert.deepEqual(failing.callback_of, [kid.job_id]);
+  await l.failed(failing.job_id, 'the parent could not take it');
+  assert.equal((await client.getSession('parent')).pending_callbacks.length, 1);
+  assert.equal(held(), 4 * KIB);
+  // the next child's outcome wakes the held delivery: both go, and are done with once it completes
+  const kid2 = await start(client, 'kid2', 'k', { parent_session_name: 'parent' });
+  assert.equal((await l.take()).job_id, kid2.job_id);
+  await l.failed(kid2.job_id, prompt(2 * KIB, 'e'));
+  assert.equal(held(), 6 * KIB);
+  const delivery = await l.take();
+  assert.deepEqual(delivery.callback_of, [kid.job_id, kid2.job_id]);
+  assert.equal(held(), 6 * KIB, 'carried by the delivery in flight: counted until it completes');
+  await l.completed(delivery.job_id);
+  assert.equal(held(), 0);
+
+  // a closed session (its start stopped before it ran) holds its child's outcome until retention
+  // deletes it with what it holds
+  const never = await start(client, 'never-ran');
+  const orphan = await start(client, 'orphan', 'k', { parent_session_name: 'never-ran' });
+  await client.stopJob(never.job_id);
+  assert.equal((await l.take()).job_id, orphan.job_id);
+  await l.completed(orphan.job_id, prompt(3 * KIB, 'r'));
+  assert.equal((await client.getSession('never-ran')).accepts_input, false);
+  assert.equal(held(), 3 * KIB);
+  clock.advance(retention);
+  await c.core.sweep(); // the jobs
+  await c.core.sweep(); // the child session
+  await c.core.sweep(); // the closed parent, with the outcome it could never take
+  await rejectsWith(client.getSession('never-ran'), 404, 'session_not_found');
+  assert.equal(held(), 0);
+});
+
+test('SQLite: after a restart the outcomes sessions hold are counted again from the rows, queued and carried by a delivery in flight', async (t) => {
+  const config = { databaseUrl: `sqlite:${join(tempDir(t), 'agentq.db')}`, maxQueuedBytes: 16 * KIB, sweepIntervalMs: 600_000, logLevel: 'silent' } as const;
+  let c = closeAfter(t, await startCoordinator(config));
+  let client = noRetryClient(t, c.url);
+  const { l } = await busySession(client, 'busy', 'p');
+  const kid = await start(client, 'kid', 'k', { parent_session_name: 'busy' });
+  assert.equal((await l.take()).job_id, kid.job_id);
+  await l.completed(kid.job_id, prompt(5 * KIB, 'r'));
+  // a second parent whose delivery is in flight (taken, not ended)
+  const other = await start(client, 'delivering', 'p');
+  assert.equal((await l.take()).job_id, other.job_id);
+  await l.started(other.job_id);
+  const kid2 = await start(client, 'kid2', 'k', { parent_session_name: 'delivering' });
+  assert.equal((await l.take()).job_id, kid2.job_id);
+  await l.failed(kid2.job_id, prompt(3 * KIB, 'e'));
+  await l.completed(other.job_id);
+  const delivery = await l.take();
+  assert.deepEqual(delivery.callback_of, [kid2.job_id]);
+  await l.started(delivery.job_id); // running: a restart leaves it with its launcher
+  assert.equal(c.core.store.heldOutcomeBytes?.(), 8 * KIB);
+  await client.close();
+  await c.close();
+
+  c = closeAfter(t, await startCoordinator(config));
+  client = noRetryClient(t, c.url);
+  assert.equal(c.core.store.heldOutcomeBytes?.(), 8 * KIB, 'counted again from the rows, as before the restart');
+  // and admission sees them (nothing is pending: the parents' own jobs and the delivery run)
+  const details = await rejectsWith(start(client, 'refused', prompt(8 * KIB + 1)), 503, 'queue_full');
+  assert.equal(details.queued_bytes, 8 * KIB);
+  // the delivery completes: its outcome is done with; the one queued stays
+  await client.reportCompleted(delivery.job_id, { launcher_id: l.id, status: 'success' });
+  assert.equal(c.core.store.heldOutcomeBytes?.(), 5 * KIB);
 });
 
 test('one session holds at most 4 prompts of MAX_PROMPT_BYTES in messages for its next turn, then 503 queue_full', async (t) => {
