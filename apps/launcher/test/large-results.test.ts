@@ -71,3 +71,18 @@ test('a result is cut where its JSON in a report reaches the limit, never inside
   assert.deepEqual(cut && [cut.head.length, cut.rest.length, cut.totalBytes], [50, REPORT_ROOM_BYTES + 50, REPORT_ROOM_BYTES + 100]);
   assert.equal(cutResult('x'.repeat(50), REPORT_ROOM_BYTES + 50, 0), undefined);
 });
+
+test('a result exactly as large as a report has room for is sent whole; one byte more and it is cut, the sizes in UTF-8', () => {
+  const max = REPORT_ROOM_BYTES + 1000;
+  const other = 10; // the report's other fields: 990 bytes are left for the result
+  assert.equal(cutResult('é'.repeat(495), max, other), undefined, 'just under: 990 bytes of JSON');
+  const over = cutResult(`${'é'.repeat(495)}a`, max, other);
+  assert.deepEqual(over && [over.head, over.rest, over.headBytes, over.restBytes, over.totalBytes], ['é'.repeat(495), 'a', 990, 1, 991]);
+  // a two-byte character across the limit goes whole to the rest
+  const split = cutResult(`${'a'.repeat(989)}é`, max, other);
+  assert.deepEqual(split && [split.head.length, split.rest, split.headBytes, split.restBytes], [989, 'é', 989, 2]);
+  // escapes count as JSON sends them, the sizes the note gives as the text's UTF-8 bytes
+  const escaped = cutResult(`${'a'.repeat(989)}"`, max, other);
+  assert.deepEqual(escaped && [escaped.head.length, escaped.rest, escaped.totalBytes], [989, '"', 990]);
+  assert.equal(cutResult(`${'a'.repeat(988)}"`, max, other), undefined);
+});

@@ -61,6 +61,11 @@ export async function proxy(
   t: TestContext,
   target: string,
   fail: (req: IncomingMessage) => Injected = () => false,
+  /**
+   * The coordinator's JSON answer to a request as the launcher gets it (a coordinator older than
+   * a field of it, say); undefined: passed on as it came
+   */
+  answer?: (req: IncomingMessage) => ((body: unknown) => unknown) | undefined,
 ): Promise<Proxy> {
   const upstream = new URL(target);
   const requests: Recorded[] = [];
@@ -107,8 +112,19 @@ export async function proxy(
             up.on('end', () => res.destroy());
             return;
           }
-          res.writeHead(up.statusCode ?? 502, up.headers);
-          up.pipe(res);
+          const rewrite = answer?.(req);
+          if (!rewrite) {
+            res.writeHead(up.statusCode ?? 502, up.headers);
+            up.pipe(res);
+            return;
+          }
+          const parts: Buffer[] = [];
+          up.on('data', (c: Buffer) => parts.push(c));
+          up.on('end', () => {
+            const text = JSON.stringify(rewrite(JSON.parse(Buffer.concat(parts).toString('utf8'))));
+            res.writeHead(up.statusCode ?? 502, { ...up.headers, 'content-length': Buffer.byteLength(text) });
+            res.end(text);
+          });
         },
       );
       out.on('error', () => res.destroy());

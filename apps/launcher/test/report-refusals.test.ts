@@ -78,6 +78,32 @@ test('a final report refused for its size ends the job failed, saying so and whe
   assert.equal(ended.num_turns, 7);
 });
 
+test('a coordinator older than max_report_bytes does not say its limit: a result over it is sent whole and refused, and the job fails as before', async (t) => {
+  // a body limit of 1 MiB (the least there is): a 3 MB result does not fit in a completed report
+  const { c, client } = await coordinator(t, { maxPromptBytes: 64 * 1024, outputMaxBytes: 64 * 1024 });
+  const px = await proxy(
+    t,
+    c.url,
+    () => false,
+    (req) =>
+      req.url === '/launcher/register'
+        ? (body) => {
+            const { max_report_bytes: _limit, ...older } = body as Record<string, unknown>;
+            return older;
+          }
+        : undefined,
+  );
+  await launcher(t, px.url);
+  const job = await client.createJob({ type: 'start_session', session_name: 'older', prompt: script([{ bigResult: 3_000_000 }]) });
+  const ended = await settled(client, job.job_id);
+  assert.equal(ended.status, 'failed');
+  assert.equal(ended.error_code, 'report_refused');
+  assert.match(ended.error ?? '', /completed report \(payload_too_large\).*; its result \(3000000 bytes\) could not be kept/s);
+  // the launcher did not cut it: the report it sent carried the result whole
+  const sent = px.bodies(`/launcher/jobs/${job.job_id}/completed`) as Array<{ result?: string }>;
+  assert.deepEqual(sent.map((b) => b.result?.length), [3_000_000]);
+});
+
 test('NUL characters in what a report carries (a stderr tail, say) arrive as U+FFFD: PostgreSQL refuses them', async (t) => {
   const { c, client } = await coordinator(t);
   await launcher(t, c.url);
