@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import Database from 'better-sqlite3';
 import { AgentqApiError, AgentqClient } from '@agentq/client';
-import type { JobRow } from '../src/core/rows.js';
+import { ZERO_USAGE, type JobRow, type SessionRow } from '../src/core/rows.js';
 import { emptyChangeSet, inverseOf } from '../src/core/store/changes.js';
 import { MemoryState } from '../src/core/store/memory-state.js';
 import { SqliteStore } from '../src/core/store/sqlite-store.js';
@@ -152,6 +152,46 @@ test('undoing a group that ended jobs makes them live again in the lists, also a
   const live = state.listJobs({ terminal: false, limit: 2000 }).map((j) => j.seq);
   assert.deepEqual(live, rows.map((r) => r.seq).reverse(), 'every job once, newest first');
   assert.deepEqual(state.statusCounts(), { pending: 1100 }, 'the counts undone with the group');
+});
+
+test('undoing a group that queued, carried or deleted child outcomes gives the held outcome bytes back as they were', () => {
+  const state = new MemoryState(false);
+  const parent: SessionRow = {
+    seq: 1, name: 'parent', agentName: null, projectDir: null, parentName: null, rootName: 'parent', depth: 0, createdAt: 0,
+    createdBy: null, updatedAt: 0, executorSessionId: null, lastJobStatus: null, lastResult: null, lastError: null, callbacks: [],
+    messages: [], deliveryJobId: null, inFlight: null, deliveriesHeld: false, affinity: null, acceptsInput: true, usage: ZERO_USAGE,
+    costUsd: 0, treeUsage: ZERO_USAGE, treeCostUsd: 0, budgetUsd: null, requires: null,
+  };
+  const outcome = { child_session_name: 'kid', job_id: 'job_000000000001', outcome: 'completed' as const, result: 'r'.repeat(100), error: 'é', ended_at: '1970-01-01T00:00:00.000Z' };
+  const change = (before: SessionRow | undefined, patch: Partial<SessionRow> | null) => {
+    const c = emptyChangeSet(0, 1);
+    if (!before) c.sessions.set(parent.name, { kind: 'insert', before: undefined, after: parent, patch: parent });
+    else if (patch === null) c.sessions.set(parent.name, { kind: 'delete', before, after: undefined, patch: null });
+    else c.sessions.set(parent.name, { kind: 'update', before, after: { ...before, ...patch }, patch });
+    return c;
+  };
+  state.apply(change(undefined, {}));
+  // the outcome is queued, then undone
+  const queued = change(parent, { callbacks: [outcome] });
+  state.apply(queued);
+  assert.equal(state.outcomeBytes, 102);
+  state.apply(inverseOf(queued));
+  assert.equal(state.outcomeBytes, 0);
+  // queued again, then carried by a delivery whose group is undone: queued as before
+  state.apply(queued);
+  const withOutcome = state.sessions.get('parent')!;
+  const delivered = change(withOutcome, { callbacks: [], deliveryJobId: 'job_000000000002', inFlight: { callbacks: [outcome], messages: [] } });
+  state.apply(delivered);
+  assert.equal(state.outcomeBytes, 102, 'carried, still held');
+  state.apply(inverseOf(delivered));
+  assert.equal(state.outcomeBytes, 102);
+  assert.deepEqual(state.sessions.get('parent')!.callbacks, [outcome]);
+  // deleted with the outcome (retention), then undone: the session and its bytes are back
+  const deleted = change(state.sessions.get('parent')!, null);
+  state.apply(deleted);
+  assert.equal(state.outcomeBytes, 0);
+  state.apply(inverseOf(deleted));
+  assert.equal(state.outcomeBytes, 102);
 });
 
 test('a job revived by an undo gets its deadline back, even after a sweep dropped it while the job had ended', () => {
