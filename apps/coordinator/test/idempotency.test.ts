@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict';
-import { createServer, request, type IncomingHttpHeaders } from 'node:http';
 import { join } from 'node:path';
-import { test, type TestContext } from 'node:test';
+import { test } from 'node:test';
 import { AgentqClient } from '@agentq/client';
 import type { Job } from '@agentq/protocol';
 import { ManualClock } from '../src/core/clock.js';
 import { startCoordinator } from '../src/start.js';
 import { startAuthTest } from './auth-helpers.js';
+import { droppingProxy } from './dropping-proxy.js';
 import { closeAfter, fakeLauncher, rejectsWith, start, startTest, tempDir } from './helpers.js';
 
 /* `Idempotency-Key` on `POST /jobs`, and the client that sends one and retries a lost answer. */
@@ -136,47 +136,6 @@ test('a key survives a restart on the same SQLite file', async (t) => {
   assert.equal(again.status, 200);
   assert.equal(again.json['job_id'], created.json['job_id']);
 });
-
-/**
- * A proxy that forwards `POST /jobs` to the coordinator but, for the first `drops` of them, closes
- * the client's connection instead of passing the answer on: the job was created, the answer lost.
- */
-async function droppingProxy(t: TestContext, target: string, drops: number, path = '/jobs') {
-  const upstream = new URL(target);
-  const keys: (string | undefined)[] = [];
-  let dropped = 0;
-  const server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      const drop = req.method === 'POST' && req.url === path && dropped < drops;
-      if (req.url === path) keys.push(header(req.headers, 'idempotency-key'));
-      const out = request({ host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: req.headers }, (up) => {
-        if (drop) {
-          dropped++;
-          // the coordinator has answered (the job exists); the client never hears it
-          up.resume();
-          up.on('end', () => req.socket.destroy());
-          return;
-        }
-        res.writeHead(up.statusCode ?? 502, up.headers);
-        up.pipe(res);
-      });
-      out.end(Buffer.concat(chunks));
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.after(async () => {
-    server.closeAllConnections();
-    await new Promise<void>((resolve) => server.close(() => resolve()));
-  });
-  return { url: `http://127.0.0.1:${(server.address() as { port: number }).port}`, keys, dropped: () => dropped };
-}
-
-const header = (h: IncomingHttpHeaders, name: string) => {
-  const v = h[name];
-  return Array.isArray(v) ? v[0] : v;
-};
 
 test('the client retries a create whose answer was lost, with the same key: exactly one job', async (t) => {
   const { c, client } = await startTest(t);

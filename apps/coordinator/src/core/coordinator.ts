@@ -195,8 +195,7 @@ export class Coordinator {
    * again (`replayed`), with the job as it is now.
    */
   async stopJob(jobId: string, o: Actor & { reason?: StopReason; idempotencyKey?: string } = {}): Promise<StopJobResponse> {
-    const { job, outcome, replayed } = await stops.stopJob(this.#ctx, jobId, o.reason ?? 'requested', o.actor ?? null, o.idempotencyKey);
-    return { job_id: job.id, outcome, status: job.status, job: await wireJob(this.#ctx, job), ...(replayed ? { replayed } : {}) };
+    return stops.stopJob(this.#ctx, jobId, o.reason ?? 'requested', o.actor ?? null, o.idempotencyKey);
   }
 
   /** Resolve with the job once it is terminal, or its snapshot when `timeoutMs` passes. */

@@ -1,6 +1,7 @@
 import type {
   CallbackNotification,
   ErrorCode,
+  Job,
   JobStatus,
   JobType,
   Labels,
@@ -199,15 +200,23 @@ export interface IdempotencyRow {
 }
 
 /**
- * What a stop with an Idempotency-Key answered, to answer it again: a job stop's outcome; a
- * session stop's outcome, status and session per job of `jobIds` (in order), or its refusal when
- * there was nothing to stop (a later stop with the key must not stop what started since).
+ * What a stop with an Idempotency-Key answered, to answer it again: a job stop's outcome and the
+ * job as answered (answered again once history retention has deleted the job; absent in rows
+ * written before it was kept); a session stop's outcome, status and session per job of `jobIds`
+ * (in order), or its refusal when there was nothing to stop (a later stop with the key must not
+ * stop what started since).
+ *
+ * `unfinished`: a tree stop between its passes (stops.ts), with the sessions its passes have
+ * stopped so far. A stop that failed after its first pass leaves it: the same key then carries
+ * out the remaining passes (over the other sessions of the tree) rather than answering a part of
+ * the stop as the whole. Absent once the stop is finished (and in rows of non-tree stops).
  */
 export type StopRecord =
-  | { readonly stop: 'job'; readonly outcome: StopOutcome }
+  | { readonly stop: 'job'; readonly outcome: StopOutcome; readonly job?: Job }
   | {
       readonly stop: 'session';
       readonly stopped: ReadonlyArray<{ readonly outcome: StopOutcome; readonly status: JobStatus; readonly session_name: string }>;
+      readonly unfinished?: { readonly seen: readonly string[] };
     }
   | { readonly stop: 'session'; readonly refused: { readonly code: ErrorCode; readonly message: string; readonly details?: Record<string, unknown> } };
 

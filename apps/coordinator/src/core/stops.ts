@@ -1,10 +1,12 @@
-import type { StopOutcome, StopSessionResponse } from '@agentq/protocol';
+import type { Job, StopJobResponse, StopOutcome, StopSessionResponse } from '@agentq/protocol';
 import type { CoreContext } from './context.js';
 import { mustJob } from './context.js';
 import { CoordinatorError } from './errors.js';
 import { requestHash, scopedKey, seenWith } from './idempotency.js';
-import type { IdempotencyRow, JobRow, StopCause } from './rows.js';
+import { wireJob } from './pending-reasons.js';
+import type { IdempotencyRow, JobRow, StopCause, StopRecord } from './rows.js';
 import * as sessions from './sessions.js';
+import { toWireJob } from './wire.js';
 
 /*
  * The stops clients ask for (`POST /jobs/{id}/stop`, `POST /sessions/{name}/stop`), with an
@@ -14,7 +16,10 @@ import * as sessions from './sessions.js';
  * within IDEMPOTENCY_TTL_MS) answers what the first one answered, `replayed: true`, and stops
  * nothing more. That includes a first answer of "nothing to stop" (404 session_not_found, 409
  * session_idle). A job stop names its job, so sending it again stops nothing more anyway; its key
- * gives the retry the first outcome (`stopped`) rather than what the job became since.
+ * gives the retry the first outcome (`stopped`) rather than what the job became since, and the job
+ * as the first stop answered it once history retention has deleted it (the key outlives the job).
+ * A key answers only a finished stop: a tree stop that failed between its passes leaves its key
+ * unfinished, and the same key carries out the passes that remain (see stopSession).
  */
 
 /** Reads of a session tree while stopping it: a child started meanwhile is found by the next. */
@@ -29,21 +34,27 @@ export async function stopJob(
   reason: StopCause,
   by: string | null,
   idempotencyKey?: string,
-): Promise<{ job: JobRow; outcome: StopOutcome; replayed: boolean }> {
-  return ctx.store.transaction(async (tx) => {
+): Promise<StopJobResponse> {
+  const r = await ctx.store.transaction(async (tx): Promise<{ job: JobRow | Job; outcome: StopOutcome; replayed: boolean }> => {
     if (idempotencyKey === undefined) return { ...(await sessions.stopJob(ctx, tx, jobId, reason, by)), replayed: false };
     const key = scopedKey(by, idempotencyKey);
     const hash = requestHash({ stop: 'job', job_id: jobId });
     const seen = await seenWith(tx, key, hash, idempotencyKey);
     if (seen) {
       if (seen.answer?.stop !== 'job') throw unreadable(seen);
-      // the job as it is now (as a create's replay answers it), with the first stop's outcome
-      return { job: await mustJob(tx, jobId), outcome: seen.answer.outcome, replayed: true };
+      // the job as it is now (as a create's replay answers it), with the first stop's outcome; a
+      // job history retention deleted since (under the key's 24 h) as the first stop answered it
+      const now = await tx.job(jobId);
+      return { job: now ?? seen.answer.job ?? (await mustJob(tx, jobId)), outcome: seen.answer.outcome, replayed: true };
     }
     const answer = await sessions.stopJob(ctx, tx, jobId, reason, by);
-    await tx.putIdempotency({ key, requestHash: hash, jobIds: [jobId], createdAt: tx.now, answer: { stop: 'job', outcome: answer.outcome } });
+    // (no pending reason: a job just stopped is not pending)
+    const job = toWireJob(answer.job);
+    await tx.putIdempotency({ key, requestHash: hash, jobIds: [jobId], createdAt: tx.now, answer: { stop: 'job', outcome: answer.outcome, job } });
     return { ...answer, replayed: false };
   });
+  const job = 'job_id' in r.job ? r.job : await wireJob(ctx, r.job);
+  return { job_id: job.job_id, outcome: r.outcome, status: job.status, job, ...(r.replayed ? { replayed: true } : {}) };
 }
 
 type Stopped = StopSessionResponse['stopped'];
@@ -74,20 +85,20 @@ export async function stopSession(
 
   // The tree is read before the transaction, so a child started meanwhile (by a turn not yet
   // stopped) is missed: read it again after each pass and stop what is new, until nothing is.
-  const seen = new Set<string>();
-  let first: { answers: Answers } | { replay: IdempotencyRow };
+  let first: { answers: Answers } | { replay: IdempotencyRow } | { resume: IdempotencyRow };
   const names = tree ? await sessionTree(ctx, name) : [name];
   try {
     first = await ctx.store.transaction(async (tx) => {
       if (keyed) {
         const row = await seenWith(tx, keyed.key, keyed.hash, keyed.idempotencyKey);
-        if (row) return { replay: row };
+        if (row) return unfinished(row) ? { resume: row } : { replay: row };
       }
       // the first pass answers 404 or 409 session_idle for the tree as a whole
       const answers: Answers = tree
         ? await sessions.stopTree(ctx, tx, names, by, true)
         : (await sessions.stopSession(ctx, tx, name, by)).map((a) => ({ ...a, sessionName: name }));
-      if (keyed) await tx.putIdempotency(record(keyed, tx.now, answers));
+      // a tree stop is unfinished until its later passes are done: see below
+      if (keyed) await tx.putIdempotency(record(keyed, tx.now, answers, { seen: tree ? names : undefined }));
       return { answers };
     });
   } catch (err) {
@@ -105,33 +116,70 @@ export async function stopSession(
     });
     // (another copy of this request got there first: its answer is the one)
     if (!row) throw err;
-    first = { replay: row };
+    first = unfinished(row) ? { resume: row } : { replay: row };
   }
   if ('replay' in first) return replaySession(ctx, name, first.replay);
-  add(first.answers);
-  if (!tree) return { session_name: name, stopped };
+  if (!tree) {
+    if ('answers' in first) add(first.answers);
+    return { session_name: name, stopped };
+  }
 
-  for (const n of names) seen.add(n);
+  // A keyed tree stop records the sessions its passes have stopped, and that it is unfinished,
+  // until the last pass: one that fails in between (a 503, the store) leaves the key unfinished,
+  // and the same key sent again carries out the remaining passes, over the sessions of the tree
+  // not stopped yet (rather than answering the first pass as the whole stop, leaving a child the
+  // next pass would have found running). The sessions already stopped are not stopped again: a
+  // job started there since (a message) is another request's to stop.
+  const seen = new Set('resume' in first ? unfinished(first.resume)!.seen : names);
+  if ('answers' in first) add(first.answers);
   for (let pass = 1; pass < TREE_STOP_PASSES; pass++) {
     const fresh = (await sessionTree(ctx, name)).filter((n) => !seen.has(n));
     if (fresh.length === 0) break;
     const answers = await ctx.store.transaction(async (tx) => {
-      const answers = await sessions.stopTree(ctx, tx, fresh, by, false);
-      if (keyed && answers.length > 0) {
-        // the key answers the whole stop: what this pass stopped is added to it
-        const row = await tx.idempotency(keyed.key);
-        await tx.putIdempotency(record(keyed, row?.createdAt ?? tx.now, answers, row));
-      }
+      if (!keyed) return sessions.stopTree(ctx, tx, fresh, by, false);
+      const row = await tx.idempotency(keyed.key);
+      const had = row && unfinished(row);
+      // another copy of this request finished the stop meanwhile: nothing more is this stop's
+      if (!had) return undefined;
+      // (and the sessions another copy stopped meanwhile are not stopped again)
+      const todo = fresh.filter((n) => !had.seen.includes(n));
+      const answers = await sessions.stopTree(ctx, tx, todo, by, false);
+      await tx.putIdempotency(record(keyed, row.createdAt, answers, { before: row, seen: [...had.seen, ...todo] }));
       return answers;
     });
+    if (!answers) break;
     add(answers);
     for (const n of fresh) seen.add(n);
   }
-  return { session_name: name, stopped };
+  if (!keyed) return { session_name: name, stopped };
+  const row = await ctx.store.transaction(async (tx) => {
+    const row = await tx.idempotency(keyed.key);
+    if (!row || !unfinished(row)) return row;
+    const { unfinished: _, ...answer } = row.answer as Extract<StopRecord, { stopped: unknown }>;
+    const done: IdempotencyRow = { ...row, answer };
+    await tx.putIdempotency(done);
+    return done;
+  });
+  if ('answers' in first) return { session_name: name, stopped };
+  // A retry that finished the stop answers all of it, its first attempt's jobs with their first
+  // outcome and status now; `replayed` only when this request stopped nothing more.
+  const all = await replaySession(ctx, name, row ?? first.resume);
+  if (stopped.length > 0) delete all.replayed;
+  return all;
 }
 
-/** The key's row for what a session stop stopped (after what `before` had, for a tree's later pass). */
-function record(keyed: Keyed, createdAt: number, answers: Answers, before?: IdempotencyRow): IdempotencyRow {
+/** A tree stop's key between its passes (its record's `unfinished`), else undefined. */
+function unfinished(row: IdempotencyRow): { readonly seen: readonly string[] } | undefined {
+  const answer = row.answer;
+  return answer?.stop === 'session' && 'stopped' in answer ? answer.unfinished : undefined;
+}
+
+/**
+ * The key's row for what a session stop stopped (after what `before` had, for a tree's later
+ * pass); `seen`: the sessions a tree stop has stopped so far, which leaves it unfinished.
+ */
+function record(keyed: Keyed, createdAt: number, answers: Answers, o: { before?: IdempotencyRow; seen?: readonly string[] | undefined }): IdempotencyRow {
+  const before = o.before;
   const earlier = before?.answer?.stop === 'session' && 'stopped' in before.answer ? before.answer.stopped : [];
   return {
     key: keyed.key,
@@ -141,6 +189,7 @@ function record(keyed: Keyed, createdAt: number, answers: Answers, before?: Idem
     answer: {
       stop: 'session',
       stopped: [...earlier, ...answers.map((a) => ({ outcome: a.outcome, status: a.job.status, session_name: a.sessionName }))],
+      ...(o.seen ? { unfinished: { seen: [...o.seen] } } : {}),
     },
   };
 }

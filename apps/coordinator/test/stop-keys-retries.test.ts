@@ -1,0 +1,113 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import type { Job } from '@agentq/protocol';
+import { ManualClock } from '../src/core/clock.js';
+import { CoordinatorError } from '../src/core/errors.js';
+import type { Store } from '../src/core/store/store.js';
+import { fakeLauncher, rejectsWith, resume, start, startTest } from './helpers.js';
+
+/*
+ * A stop with an Idempotency-Key sent again: after a tree stop failed half way, after history
+ * retention deleted what it stopped.
+ */
+
+async function post(url: string, path: string, key: string): Promise<{ status: number; json: Record<string, unknown> }> {
+  const res = await fetch(`${url}${path}`, { method: 'POST', headers: { 'idempotency-key': key } });
+  return { status: res.status, json: (await res.json()) as Record<string, unknown> };
+}
+
+const shape = (answer: Record<string, unknown>) =>
+  (answer['stopped'] as Array<Record<string, unknown>>).map(({ job_id, outcome, session_name }) => ({ job_id, outcome, session_name }));
+
+test('a tree stop that failed after its first pass: the same key stops the child a later pass finds, and leaves alone what started since in the sessions already stopped', async (t) => {
+  const { c, client } = await startTest(t);
+  const l = await fakeLauncher(client);
+  const lead = await start(client, 'lead');
+  await l.take();
+  await l.started(lead.job_id);
+
+  // The stop reads the tree before its first pass; a child of the lead starts just after that
+  // read (the lead's turn started it), so the first pass misses it and the second finds it. The
+  // second pass's transaction fails (the store refuses it): the stop answers 503.
+  const store: Store = c.core.store;
+  const extras = store.sessionExtras.bind(store);
+  const transaction = store.transaction.bind(store);
+  let reads = 0;
+  let creating = false;
+  let failNext = false;
+  let child: Job | undefined;
+  store.sessionExtras = async (s) => {
+    const read = await extras(s);
+    if (s.name !== 'lead' || creating) return read;
+    reads++;
+    if (reads === 1) {
+      creating = true;
+      child = await start(client, 'child', 'x', { parent_session_name: 'lead' });
+      creating = false;
+    }
+    if (reads === 2) failNext = true;
+    return read;
+  };
+  store.transaction = (fn) => {
+    if (!failNext) return transaction(fn);
+    failNext = false;
+    return Promise.reject(new CoordinatorError('storage_unavailable', 'the database refused the change (test)'));
+  };
+
+  const failed = await post(c.url, '/sessions/lead/stop?tree=true', 'tree-once');
+  assert.equal(failed.status, 503, JSON.stringify(failed.json));
+  assert.ok(child);
+  assert.equal(reads, 2, 'the second pass read the tree');
+  assert.equal((await client.getJob(child.job_id)).status, 'pending', 'the failed pass stopped nothing');
+  assert.equal((await client.getJob(lead.job_id)).status, 'stopping', 'the first pass stopped the lead');
+  // the lead ends, and a message starts a new turn of it before the stop is sent again
+  assert.deepEqual(await l.poll(), { stop_jobs: [lead.job_id] });
+  await l.stopped(lead.job_id);
+  const sent = await client.sendMessage('lead', { text: 'go on' });
+  assert.ok(sent.job_id);
+
+  const again = await post(c.url, '/sessions/lead/stop?tree=true', 'tree-once');
+  assert.equal(again.status, 200, JSON.stringify(again.json));
+  const whole = [
+    { job_id: lead.job_id, outcome: 'stopping', session_name: 'lead' },
+    { job_id: child.job_id, outcome: 'stopped', session_name: 'child' },
+  ];
+  assert.deepEqual(shape(again.json), whole, 'the whole stop: the first attempt\'s lead and the child stopped now');
+  assert.equal(again.json['replayed'], undefined, 'this attempt stopped something: not a replay');
+  assert.equal((await client.getJob(child.job_id)).status, 'stopped');
+  assert.equal((await client.getJob(sent.job_id)).status, 'pending', 'the lead was stopped by the first attempt: its new turn runs on');
+
+  // the stop is finished now: sent again, the same answer, and nothing more
+  const third = await post(c.url, '/sessions/lead/stop?tree=true', 'tree-once');
+  assert.equal(third.status, 200, JSON.stringify(third.json));
+  assert.deepEqual(shape(third.json), whole);
+  assert.equal(third.json['replayed'], true);
+  assert.equal((await client.getJob(sent.job_id)).status, 'pending');
+});
+
+test('a stop sent again with its key after history retention deleted the jobs it stopped answers the first answer, not 404', async (t) => {
+  const RETENTION = 60_000;
+  const clock = new ManualClock();
+  // only the test sweeps
+  const { c, client } = await startTest(t, { jobRetentionMs: RETENTION, sweepIntervalMs: 600_000 }, { clock });
+  const job = await start(client, 'gone-job');
+  const jobStop = await client.stopJob(job.job_id, { idempotencyKey: 'stop-gone-job' });
+  await start(client, 'gone-session');
+  await resume(client, 'gone-session');
+  const sessionStop = await client.stopSession('gone-session', { idempotencyKey: 'stop-gone-session' });
+  await start(client, 'gone-tree');
+  const treeStop = await client.stopSession('gone-tree', { idempotencyKey: 'stop-gone-tree', tree: true });
+
+  clock.advance(RETENTION);
+  await c.core.sweep();
+  await c.core.sweep(); // sessions go one sweep after their last job
+  await rejectsWith(client.getJob(job.job_id), 404, 'job_not_found');
+  await rejectsWith(client.getSession('gone-session'), 404, 'session_not_found');
+  await rejectsWith(client.getSession('gone-tree'), 404, 'session_not_found');
+
+  assert.deepEqual(await client.stopJob(job.job_id, { idempotencyKey: 'stop-gone-job' }), { ...jobStop, replayed: true });
+  assert.deepEqual(await client.stopSession('gone-session', { idempotencyKey: 'stop-gone-session' }), { ...sessionStop, replayed: true });
+  assert.deepEqual(await client.stopSession('gone-tree', { idempotencyKey: 'stop-gone-tree', tree: true }), { ...treeStop, replayed: true });
+  // a new key is a new stop, of a job that is no more
+  await rejectsWith(client.stopJob(job.job_id), 404, 'job_not_found');
+});
