@@ -1,4 +1,5 @@
 import type { TestContext } from 'node:test';
+import { createServer as createHttpServer, request } from 'node:http';
 import { createServer, type Server } from 'node:net';
 import { setTimeout as delay } from 'node:timers/promises';
 import { Readable } from 'node:stream';
@@ -289,4 +290,41 @@ export function recordCalls<T extends object>(obj: T, method: keyof T & string):
   };
   Object.defineProperty(obj, method, { value: spy, configurable: true, writable: true });
   return calls;
+}
+
+/**
+ * A proxy in front of the coordinator that forwards everything, but closes the connection of the
+ * first `method path` request (path with its query) after the coordinator has answered it: the
+ * coordinator did it (made the job, the stop), the CLI never hears. `keys`: the Idempotency-Key of
+ * every `method path` request, in order.
+ */
+export async function dropFirstAnswer(t: TestContext, target: string, method: string, path: string) {
+  const upstream = new URL(target);
+  const keys: string[] = [];
+  const server = createHttpServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const matched = req.method === method && req.url === path;
+      if (matched) keys.push(String(req.headers['idempotency-key']));
+      const drop = matched && keys.length === 1;
+      const out = request({ host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: req.headers }, (up) => {
+        if (drop) {
+          up.resume();
+          up.on('end', () => req.socket.destroy());
+          return;
+        }
+        res.writeHead(up.statusCode ?? 502, up.headers);
+        up.pipe(res);
+      });
+      res.on('close', () => out.destroy());
+      out.end(Buffer.concat(chunks));
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.after(async () => {
+    server.closeAllConnections();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  });
+  return { url: `http://127.0.0.1:${(server.address() as { port: number }).port}`, keys };
 }

@@ -255,7 +255,7 @@ describe('agentq mcp: a stop whose answer was lost', () => {
     assert.doesNotMatch(r.text, /already over/);
   });
 
-  it('not sent again (the server never reached the coordinator): outcome unknown, the stop may have been made and may be sent again', async (t) => {
+  it('lost on a first call (the server never reached the coordinator): the client sends it again with its key, and it is answered what the first attempt did', async (t) => {
     const c = await coordinator(t);
     const proxy = await answerLosingProxy(t, c.url);
     const job = await c.client.createJob({ type: 'start_session', session_name: 'a', prompt: 'x' });
@@ -263,6 +263,23 @@ describe('agentq mcp: a stop whose answer was lost', () => {
     const lost = proxy.lose(/\/stop$/);
     const r = await callTool(mcp, 'stop', { job_id: job.job_id });
     await lost;
+    assert.equal(r.isError, false, r.text);
+    assert.deepEqual([r.data.outcome, r.data.status, r.data.resent], ['stopped', 'stopped', true]);
+    assert.match(r.text, /^Job \S+: stopped\. This stop was sent again after its answer was lost .*this is what its first attempt did/);
+  });
+
+  it('lost on every try of a first call: outcome unknown, the stop may have been made and may be sent again', async (t) => {
+    const c = await coordinator(t);
+    const proxy = await answerLosingProxy(t, c.url);
+    const job = await c.client.createJob({ type: 'start_session', session_name: 'a', prompt: 'x' });
+    const mcp = await mcpClient(t, { AGENTQ_URL: proxy.url });
+    // the client's first attempt and its 4 retries (stopRetries), each answer lost
+    let tries = 0;
+    const loseEvery = (): Promise<void> => proxy.lose(/\/stop$/, async () => void (++tries < 5 && loseEvery()));
+    const lost = loseEvery();
+    const r = await callTool(mcp, 'stop', { job_id: job.job_id });
+    await lost;
+    assert.equal(tries, 5);
     assert.equal(r.isError, true, r.text);
     assert.deepEqual([r.data.error.code, r.data.outcome], ['coordinator_unreachable', 'unknown']);
     assert.match(r.text, /Outcome unknown: an answer was lost, so the stop may or may not have been made\. get_status tells; look before calling stop again: a new stop call stops whatever the session runs by then/);

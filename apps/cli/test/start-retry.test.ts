@@ -1,44 +1,11 @@
 import assert from 'node:assert/strict';
-import { createServer, request } from 'node:http';
 import { describe, it, type TestContext } from 'node:test';
 import { CliCommandData, CliEnvelope, type JobDescriptor } from '@agentq/protocol';
 import { InterruptedError } from '../src/errors.js';
-import { cli, coordinator, envelope } from './helpers.js';
+import { cli, coordinator, dropFirstAnswer, envelope } from './helpers.js';
 
-/**
- * A proxy in front of the coordinator that forwards everything, but closes the connection of the
- * first `POST /jobs` after the coordinator has answered it: the job exists, the CLI never hears.
- */
-async function dropFirstCreate(t: TestContext, target: string) {
-  const upstream = new URL(target);
-  const keys: string[] = [];
-  const server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      const create = req.method === 'POST' && req.url === '/jobs';
-      if (create) keys.push(String(req.headers['idempotency-key']));
-      const drop = create && keys.length === 1;
-      const out = request({ host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: req.headers }, (up) => {
-        if (drop) {
-          up.resume();
-          up.on('end', () => req.socket.destroy());
-          return;
-        }
-        res.writeHead(up.statusCode ?? 502, up.headers);
-        up.pipe(res);
-      });
-      res.on('close', () => out.destroy());
-      out.end(Buffer.concat(chunks));
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.after(async () => {
-    server.closeAllConnections();
-    await new Promise<void>((resolve) => server.close(() => resolve()));
-  });
-  return { url: `http://127.0.0.1:${(server.address() as { port: number }).port}`, keys };
-}
+/** A proxy that loses the answer to the first `POST /jobs`: the job exists, the CLI never hears. */
+const dropFirstCreate = (t: TestContext, target: string) => dropFirstAnswer(t, target, 'POST', '/jobs');
 
 describe('agentq start: a lost answer', () => {
   it('the create is sent again with the same Idempotency-Key: exit 0 and exactly one job', async (t) => {

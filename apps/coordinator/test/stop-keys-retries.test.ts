@@ -1,14 +1,16 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { AgentqClient } from '@agentq/client';
 import type { Job } from '@agentq/protocol';
 import { ManualClock } from '../src/core/clock.js';
 import { CoordinatorError } from '../src/core/errors.js';
 import type { Store } from '../src/core/store/store.js';
+import { droppingProxy } from './dropping-proxy.js';
 import { fakeLauncher, rejectsWith, resume, start, startTest } from './helpers.js';
 
 /*
  * A stop with an Idempotency-Key sent again: after a tree stop failed half way, after history
- * retention deleted what it stopped.
+ * retention deleted what it stopped, and by the client itself after a lost answer.
  */
 
 async function post(url: string, path: string, key: string): Promise<{ status: number; json: Record<string, unknown> }> {
@@ -110,4 +112,61 @@ test('a stop sent again with its key after history retention deleted the jobs it
   assert.deepEqual(await client.stopSession('gone-tree', { idempotencyKey: 'stop-gone-tree', tree: true }), { ...treeStop, replayed: true });
   // a new key is a new stop, of a job that is no more
   await rejectsWith(client.stopJob(job.job_id), 404, 'job_not_found');
+});
+
+test('the client sends a stop whose answer was lost again, with the same key: the first answer, replayed, and nothing more stopped', async (t) => {
+  const { c, client } = await startTest(t);
+  const l = await fakeLauncher(client);
+  const active = await start(client, 'lost');
+  await l.take();
+  await l.started(active.job_id);
+  const queued = await resume(client, 'lost');
+
+  // a session stop: the coordinator makes it, its answer is lost on the way back
+  const px = await droppingProxy(t, c.url, 1, '/sessions/lost/stop');
+  const viaProxy = new AgentqClient({ url: px.url, createRetryBackoff: { baseMs: 5, maxMs: 20 } });
+  t.after(() => viaProxy.close());
+  const answer = await viaProxy.stopSession('lost');
+  assert.equal(px.dropped(), 1);
+  assert.equal(px.keys.length, 2, 'sent twice');
+  assert.ok(px.keys[0] && px.keys[1] === px.keys[0], `one key for both attempts: ${px.keys.join(', ')}`);
+  assert.deepEqual(answer, {
+    session_name: 'lost',
+    stopped: [
+      { job_id: queued.job_id, outcome: 'stopped', status: 'stopped', session_name: 'lost' },
+      { job_id: active.job_id, outcome: 'stopping', status: 'stopping', session_name: 'lost' },
+    ],
+    replayed: true,
+  });
+  // (the second attempt stopped nothing: had it, the active job's outcome would be `stopping` again
+  // but the queued one's `already_completed`)
+
+  // a job stop, and a tree stop
+  const pending = await start(client, 'lost-job');
+  const jobProxy = await droppingProxy(t, c.url, 1, `/jobs/${pending.job_id}/stop`);
+  const jobClient = new AgentqClient({ url: jobProxy.url, createRetryBackoff: { baseMs: 5, maxMs: 20 } });
+  t.after(() => jobClient.close());
+  const stopped = await jobClient.stopJob(pending.job_id);
+  assert.deepEqual([stopped.outcome, stopped.status, stopped.replayed, jobProxy.keys.length], ['stopped', 'stopped', true, 2]);
+  assert.equal(jobProxy.keys[0], jobProxy.keys[1]);
+
+  await start(client, 'lost-tree');
+  const child = await start(client, 'lost-child', 'x', { parent_session_name: 'lost-tree' });
+  const treeProxy = await droppingProxy(t, c.url, 1, '/sessions/lost-tree/stop?tree=true');
+  const treeClient = new AgentqClient({ url: treeProxy.url, createRetryBackoff: { baseMs: 5, maxMs: 20 } });
+  t.after(() => treeClient.close());
+  const tree = await treeClient.stopSession('lost-tree', { tree: true });
+  assert.deepEqual([tree.stopped.map((s) => s.session_name), tree.replayed, treeProxy.keys.length], [['lost-tree', 'lost-child'], true, 2]);
+  assert.equal((await client.getJob(child.job_id)).status, 'stopped');
+});
+
+test('a stop refused for a reason of its own is not sent again; stopRetries: 0 sends a lost one once', async (t) => {
+  const { c } = await startTest(t);
+  const px = await droppingProxy(t, c.url, 1, '/sessions/nobody/stop');
+  const viaProxy = new AgentqClient({ url: px.url, stopRetries: 0 });
+  t.after(() => viaProxy.close());
+  await assert.rejects(viaProxy.stopSession('nobody'), { name: 'AgentqConnectionError' });
+  await rejectsWith(viaProxy.stopSession('nobody'), 404, 'session_not_found');
+  assert.equal(px.keys.length, 2, 'each call sent once');
+  assert.notEqual(px.keys[0], px.keys[1], 'each call its own key');
 });

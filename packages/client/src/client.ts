@@ -80,7 +80,13 @@ export interface ClientOptions {
    * once (default 4; 0 = never).
    */
   createRetries?: number;
-  /** the waits between those retries (default 200 ms doubling, up to 5 s, with jitter) */
+  /**
+   * How many times `stopJob` and `stopSession` send their request again after a lost answer (as
+   * `createRetries`), with the same Idempotency-Key: the coordinator answers a retry of a stop it
+   * made with that stop's answer (`replayed: true`) and stops nothing more (default 4; 0 = never).
+   */
+  stopRetries?: number;
+  /** the waits between a create's or a stop's retries (default 200 ms doubling, up to 5 s, with jitter) */
   createRetryBackoff?: BackoffOptions;
 }
 
@@ -138,6 +144,7 @@ export class AgentqClient {
   readonly #onRetryWait: ClientOptions['onRetryWait'];
   readonly #maxRetryAfterMs: number;
   readonly #createRetries: number;
+  readonly #stopRetries: number;
   readonly #createRetryBackoff: BackoffOptions;
   /** set by close() and destroy(): no request leaves after it, to this URL or another */
   #closed = false;
@@ -153,6 +160,7 @@ export class AgentqClient {
     this.#onRetryWait = options.onRetryWait;
     this.#maxRetryAfterMs = options.maxRetryAfterMs ?? 60_000;
     this.#createRetries = options.createRetries ?? 4;
+    this.#stopRetries = options.stopRetries ?? 4;
     this.#createRetryBackoff = options.createRetryBackoff ?? { baseMs: 200, maxMs: 5_000 };
     let ca: string[] | undefined;
     if (options.caFile !== undefined) {
@@ -228,13 +236,21 @@ export class AgentqClient {
   async createJobs(bodies: readonly CreateJobRequest[], o: CreateJobOptions = {}): Promise<Job[]> {
     return (await this.#create<CreateJobsResponse>('/jobs/batch', { jobs: bodies }, o)).jobs;
   }
-  async #create<T>(path: string, body: unknown, o: CreateJobOptions): Promise<T> {
+  #create<T>(path: string, body: unknown, o: CreateJobOptions): Promise<T> {
     const { idempotencyKey = randomUUID(), ...call } = o;
+    return this.#keyed<T>(path, { body, ...call }, idempotencyKey, this.#createRetries);
+  }
+  /**
+   * A POST with an Idempotency-Key (a create, a stop), sent again with the same key after a lost
+   * answer, up to `retries` times with backoff: the coordinator carries it out once at most and
+   * answers the retry with what it did.
+   */
+  async #keyed<T>(path: string, call: CallOptions & { body?: unknown; query?: Query }, idempotencyKey: string, retries: number): Promise<T> {
     for (let attempt = 0; ; attempt++) {
       try {
-        return await this.#json<T>('POST', path, { body, headers: { 'idempotency-key': idempotencyKey }, ...call });
+        return await this.#json<T>('POST', path, { ...call, headers: { 'idempotency-key': idempotencyKey } });
       } catch (err) {
-        if (call.signal?.aborted || attempt >= this.#createRetries || !answerLost(err)) throw err;
+        if (call.signal?.aborted || attempt >= retries || !answerLost(err)) throw err;
         try {
           await delay(backoffDelay(attempt, this.#createRetryBackoff), call.signal);
         } catch {
@@ -265,10 +281,13 @@ export class AgentqClient {
       ...o,
     });
   }
-  /** Stop a job; with an Idempotency-Key (StopOptions), as stopSession. */
+  /**
+   * Stop a job; with an Idempotency-Key (StopOptions) and retries on a lost answer, as
+   * stopSession: a retry answers the first attempt's outcome (`replayed: true`).
+   */
   stopJob(jobId: string, o: StopOptions = {}): Promise<StopJobResponse> {
     const { idempotencyKey = randomUUID(), ...call } = o;
-    return this.#json('POST', `/jobs/${enc(jobId)}/stop`, { headers: { 'idempotency-key': idempotencyKey }, ...call });
+    return this.#keyed(`/jobs/${enc(jobId)}/stop`, call, idempotencyKey, this.#stopRetries);
   }
   getOutput(jobId: string, query: OutputQuery = {}, o?: CallOptions): Promise<JobOutput> {
     return this.#json('GET', `/jobs/${enc(jobId)}/output`, {
@@ -290,14 +309,13 @@ export class AgentqClient {
    * Stop the session's jobs; `tree`: and those of every session under it, which stays stopped. The
    * request carries an Idempotency-Key (`o.idempotencyKey`, else a new one): a session stop names
    * no jobs, so one sent again without it would stop what the session started in the meantime.
+   * With it, a stop whose answer was lost (the connection broke, or 502/503/504) is sent again,
+   * up to `stopRetries` times: the coordinator answers the first attempt's answer
+   * (`replayed: true`) and stops nothing more.
    */
   stopSession(name: string, o: StopOptions & { tree?: boolean } = {}): Promise<StopSessionResponse> {
     const { tree, idempotencyKey = randomUUID(), ...call } = o;
-    return this.#json('POST', `/sessions/${enc(name)}/stop`, {
-      ...(tree ? { query: { tree: 'true' } } : {}),
-      headers: { 'idempotency-key': idempotencyKey },
-      ...call,
-    });
+    return this.#keyed(`/sessions/${enc(name)}/stop`, { ...(tree ? { query: { tree: 'true' } } : {}), ...call }, idempotencyKey, this.#stopRetries);
   }
   /** Queue a message for the session's next turn (a resume job at once when it is idle). */
   sendMessage(name: string, body: SendMessageRequest, o?: CallOptions): Promise<SendMessageResponse> {
@@ -594,11 +612,7 @@ export class AgentqClient {
 }
 
 /**
- * The request may have been carried out but its answer did not arrive: the connection broke, or
- * something between client and coordinator answered 502/503/504.
- */
-/**
- * The answer to a create may not have been the coordinator's: the connection broke, or a proxy
+ * The answer to a create or a stop may not have been the coordinator's: the connection broke, or a proxy
  * answered 502/503/504 for it. A refusal from the coordinator itself (an agentq error code, e.g.
  * 503 queue_full with its Retry-After, already honoured by #json) is an answer, not a loss.
  */
