@@ -4,6 +4,7 @@ import { AgentqClient } from '@agentq/client';
 import type { Job } from '@agentq/protocol';
 import { ManualClock } from '../src/core/clock.js';
 import { CoordinatorError } from '../src/core/errors.js';
+import { scopedKey } from '../src/core/idempotency.js';
 import type { Store } from '../src/core/store/store.js';
 import { droppingProxy } from './dropping-proxy.js';
 import { fakeLauncher, rejectsWith, resume, start, startTest } from './helpers.js';
@@ -112,6 +113,50 @@ test('a stop sent again with its key after history retention deleted the jobs it
   assert.deepEqual(await client.stopSession('gone-tree', { idempotencyKey: 'stop-gone-tree', tree: true }), { ...treeStop, replayed: true });
   // a new key is a new stop, of a job that is no more
   await rejectsWith(client.stopJob(job.job_id), 404, 'job_not_found');
+});
+
+test("a job stop's key keeps a bounded copy of the job: a 1 MiB prompt or result is not stored again per key; after retention the copy is answered, marked cut", async (t) => {
+  const RETENTION = 60_000;
+  const clock = new ManualClock();
+  const { c, client } = await startTest(t, { jobRetentionMs: RETENTION, sweepIntervalMs: 600_000 }, { clock });
+  const MiB = 1024 * 1024;
+  const store: Store = c.core.store;
+  const kept = async (key: string) => {
+    const row = await store.transaction((tx) => tx.idempotency(scopedKey(null, key)));
+    assert.ok(row, `the key ${key} is stored`);
+    return JSON.stringify(row).length;
+  };
+
+  // a pending job with a 1 MiB prompt, stopped with many keys (each stop makes a key)
+  const big = await start(client, 'big-prompt', 'p'.repeat(MiB - 64));
+  const first = await client.stopJob(big.job_id, { idempotencyKey: 'big-0' });
+  assert.equal(first.job.prompt.length, MiB - 64, 'the answer itself carries the whole job');
+  for (let i = 1; i < 5; i++) await client.stopJob(big.job_id, { idempotencyKey: `big-${i}` });
+  for (let i = 0; i < 5; i++) assert.ok((await kept(`big-${i}`)) < 4096, `key big-${i}: ${await kept(`big-${i}`)} characters stored`);
+
+  // a job that ended with a 1 MiB result (and error-free), stopped after: already_completed
+  const l = await fakeLauncher(client);
+  const done = await start(client, 'big-result');
+  await l.take();
+  await l.started(done.job_id);
+  await l.completed(done.job_id, 'r'.repeat(MiB - 64));
+  const late = await client.stopJob(done.job_id, { idempotencyKey: 'late' });
+  assert.equal(late.outcome, 'already_completed');
+  assert.ok((await kept('late')) < 4096, `key late: ${await kept('late')} characters stored`);
+
+  // while the job exists, a replay answers it whole, as it is now
+  const again = await client.stopJob(big.job_id, { idempotencyKey: 'big-0' });
+  assert.deepEqual([again.replayed, again.job.prompt.length, again.job_cut], [true, MiB - 64, undefined]);
+
+  // once retention deleted it, the key's copy, cut and said so
+  clock.advance(RETENTION);
+  await c.core.sweep();
+  await rejectsWith(client.getJob(big.job_id), 404, 'job_not_found');
+  await rejectsWith(client.getJob(done.job_id), 404, 'job_not_found');
+  const gone = await client.stopJob(big.job_id, { idempotencyKey: 'big-0' });
+  assert.deepEqual(gone, { ...first, job: { ...first.job, prompt: 'p'.repeat(512) }, replayed: true, job_cut: true });
+  const goneResult = await client.stopJob(done.job_id, { idempotencyKey: 'late' });
+  assert.deepEqual(goneResult, { ...late, job: { ...late.job, result: 'r'.repeat(512) }, replayed: true, job_cut: true });
 });
 
 test('the client sends a stop whose answer was lost again, with the same key: the first answer, replayed, and nothing more stopped', async (t) => {

@@ -230,7 +230,19 @@ export const Replayed = Type.Optional(
   }),
 );
 
-export const StopJobResponse = Type.Object({ job_id: JobId, outcome: StopOutcome, status: JobStatus, job: Job, replayed: Replayed });
+export const StopJobResponse = Type.Object({
+  job_id: JobId,
+  outcome: StopOutcome,
+  status: JobStatus,
+  job: Job,
+  replayed: Replayed,
+  job_cut: Type.Optional(
+    Type.Literal(true, {
+      description:
+        "a replay after history retention deleted the job: `job` is the copy the Idempotency-Key kept, whose prompt, result and error were cut to their first 512 characters (callback_of, message_ids to their first 32 ids)",
+    }),
+  ),
+});
 export type StopJobResponse = Static<typeof StopJobResponse>;
 
 export const OutputQuery = Type.Object(

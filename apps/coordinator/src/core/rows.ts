@@ -201,8 +201,8 @@ export interface IdempotencyRow {
 
 /**
  * What a stop with an Idempotency-Key answered, to answer it again: a job stop's outcome and the
- * job as answered (answered again once history retention has deleted the job; absent in rows
- * written before it was kept); a session stop's outcome, status and session per job of `jobIds`
+ * job as answered, its long texts cut (`cut`: some were; stops.ts, keptJob), answered again only
+ * once history retention has deleted the job (absent in rows written before it was kept); a session stop's outcome, status and session per job of `jobIds`
  * (in order), or its refusal when there was nothing to stop (a later stop with the key must not
  * stop what started since).
  *
@@ -212,7 +212,7 @@ export interface IdempotencyRow {
  * the stop as the whole. Absent once the stop is finished (and in rows of non-tree stops).
  */
 export type StopRecord =
-  | { readonly stop: 'job'; readonly outcome: StopOutcome; readonly job?: Job }
+  | { readonly stop: 'job'; readonly outcome: StopOutcome; readonly job?: Job; readonly cut?: true }
   | {
       readonly stop: 'session';
       readonly stopped: ReadonlyArray<{ readonly outcome: StopOutcome; readonly status: JobStatus; readonly session_name: string }>;

@@ -17,7 +17,8 @@ import { toWireJob } from './wire.js';
  * nothing more. That includes a first answer of "nothing to stop" (404 session_not_found, 409
  * session_idle). A job stop names its job, so sending it again stops nothing more anyway; its key
  * gives the retry the first outcome (`stopped`) rather than what the job became since, and the job
- * as the first stop answered it once history retention has deleted it (the key outlives the job).
+ * as the first stop answered it once history retention has deleted it (the key outlives the job;
+ * it keeps a bounded copy: keptJob).
  * A key answers only a finished stop: a tree stop that failed between its passes leaves its key
  * unfinished, and the same key carries out the passes that remain (see stopSession).
  */
@@ -35,7 +36,7 @@ export async function stopJob(
   by: string | null,
   idempotencyKey?: string,
 ): Promise<StopJobResponse> {
-  const r = await ctx.store.transaction(async (tx): Promise<{ job: JobRow | Job; outcome: StopOutcome; replayed: boolean }> => {
+  const r = await ctx.store.transaction(async (tx): Promise<{ job: JobRow | Job; outcome: StopOutcome; replayed: boolean; cut?: true }> => {
     if (idempotencyKey === undefined) return { ...(await sessions.stopJob(ctx, tx, jobId, reason, by)), replayed: false };
     const key = scopedKey(by, idempotencyKey);
     const hash = requestHash({ stop: 'job', job_id: jobId });
@@ -45,16 +46,56 @@ export async function stopJob(
       // the job as it is now (as a create's replay answers it), with the first stop's outcome; a
       // job history retention deleted since (under the key's 24 h) as the first stop answered it
       const now = await tx.job(jobId);
-      return { job: now ?? seen.answer.job ?? (await mustJob(tx, jobId)), outcome: seen.answer.outcome, replayed: true };
+      if (now || !seen.answer.job) return { job: now ?? (await mustJob(tx, jobId)), outcome: seen.answer.outcome, replayed: true };
+      return { job: seen.answer.job, outcome: seen.answer.outcome, replayed: true, ...(seen.answer.cut ? { cut: true } : {}) };
     }
     const answer = await sessions.stopJob(ctx, tx, jobId, reason, by);
     // (no pending reason: a job just stopped is not pending)
-    const job = toWireJob(answer.job);
-    await tx.putIdempotency({ key, requestHash: hash, jobIds: [jobId], createdAt: tx.now, answer: { stop: 'job', outcome: answer.outcome, job } });
+    const kept = keptJob(toWireJob(answer.job));
+    await tx.putIdempotency({ key, requestHash: hash, jobIds: [jobId], createdAt: tx.now, answer: { stop: 'job', outcome: answer.outcome, ...kept } });
     return { ...answer, replayed: false };
   });
   const job = 'job_id' in r.job ? r.job : await wireJob(ctx, r.job);
-  return { job_id: job.job_id, outcome: r.outcome, status: job.status, job, ...(r.replayed ? { replayed: true } : {}) };
+  return { job_id: job.job_id, outcome: r.outcome, status: job.status, job, ...(r.replayed ? { replayed: true } : {}), ...(r.cut ? { job_cut: true } : {}) };
+}
+
+/** The most of each of a stopped job's texts (prompt, result, error) its key keeps, in characters. */
+export const KEPT_JOB_TEXT = 512;
+/** The most of each of its lists of ids (callback_of, message_ids) its key keeps. */
+export const KEPT_JOB_IDS = 32;
+
+/**
+ * The copy of a stopped job its key keeps, answered only once history retention has deleted the
+ * job (while it exists, a replay answers it as it is now). Bounded whatever the job: every keyed
+ * stop makes a key, and a token that stops one job with a thousand keys must not store a thousand
+ * copies of its 1 MiB prompt (and result) for the keys' 24 h. Its prompt, result and error are cut
+ * to their first KEPT_JOB_TEXT characters and its id lists to their first KEPT_JOB_IDS; `cut` says
+ * that something was (the replay answers `job_cut: true`). The other fields are bounded by the
+ * schemas of what set them.
+ */
+export function keptJob(job: Job): { job: Job; cut?: true } {
+  let cut = false;
+  const text = (s: string | null): string | null => {
+    if (s === null || s.length <= KEPT_JOB_TEXT) return s;
+    cut = true;
+    // not half a surrogate pair
+    const end = /[\uD800-\uDBFF]/.test(s[KEPT_JOB_TEXT - 1]!) ? KEPT_JOB_TEXT - 1 : KEPT_JOB_TEXT;
+    return s.slice(0, end);
+  };
+  const ids = (a: string[] | null): string[] | null => {
+    if (a === null || a.length <= KEPT_JOB_IDS) return a;
+    cut = true;
+    return a.slice(0, KEPT_JOB_IDS);
+  };
+  const kept: Job = {
+    ...job,
+    prompt: text(job.prompt)!,
+    result: text(job.result),
+    error: text(job.error),
+    callback_of: ids(job.callback_of),
+    message_ids: ids(job.message_ids),
+  };
+  return cut ? { job: kept, cut: true } : { job: kept };
 }
 
 type Stopped = StopSessionResponse['stopped'];
