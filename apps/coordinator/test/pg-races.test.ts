@@ -10,7 +10,10 @@ import { startCoordinator } from '../src/start.js';
 import { newSecret, tokenFileText } from './auth-helpers.js';
 import { clientOf, SLOW, tempDir } from './cluster-helpers.js';
 import { spawnCoordinatorProcess, type CoordinatorProcess } from './coordinator-process.js';
-import { holdAppends, rejectsWith } from './helpers.js';
+import type { Job } from '@agentq/protocol';
+import { CoordinatorError } from '../src/core/errors.js';
+import type { Store } from '../src/core/store/store.js';
+import { fakeLauncher, holdAppends, rejectsWith, start, startTest } from './helpers.js';
 import { freshDatabaseUrl } from './pg-server.js';
 
 /*
@@ -249,4 +252,70 @@ test('a first try that reaches A only after its retry was answered by B (its ans
   assert.deepEqual([received.status, late.status], [200, 200], JSON.stringify([received.body, late.body]));
   assert.equal(late.body.launcher_id, received.body.launcher_id);
   for (const c of [A!, B!]) assert.equal(await heartbeat(c, received.body.launcher_token, received.body.launcher_id), 200);
+});
+
+test("two copies of a keyed tree stop carrying on its unfinished key at once: the key's answer keeps what each stopped", async (t) => {
+  const url = await freshDatabaseUrl(t);
+  if (url === null) return;
+  const { c, client } = await startTest(t, { databaseUrl: url });
+  const l = await fakeLauncher(client);
+  const lead = await start(client, 'lead');
+  await l.take();
+  await l.started(lead.job_id);
+
+  // A first attempt that stops the lead in its first pass and fails in its second, which was to
+  // stop a child started just after the tree was read: the key is left unfinished
+  const store: Store = c.core.store;
+  const extras = store.sessionExtras.bind(store);
+  const transaction = store.transaction.bind(store);
+  let reads = 0;
+  let creating = false;
+  let failNext = false;
+  let child: Job | undefined;
+  store.sessionExtras = async (s) => {
+    const read = await extras(s);
+    if (s.name !== 'lead' || creating) return read;
+    reads++;
+    if (reads === 1) {
+      creating = true;
+      child = await start(client, 'child', 'x', { parent_session_name: 'lead' });
+      creating = false;
+    }
+    if (reads === 2) failNext = true;
+    return read;
+  };
+  store.transaction = (fn) => {
+    if (!failNext) return transaction(fn);
+    failNext = false;
+    return Promise.reject(new CoordinatorError('storage_unavailable', 'the database refused the change (test)'));
+  };
+  const stop = async () => {
+    const res = await fetch(`${c.url}/sessions/lead/stop?tree=true`, { method: 'POST', headers: { 'idempotency-key': 'twice' } });
+    return { status: res.status, body: (await res.json()) as { stopped: Array<{ job_id: string; session_name: string }>; replayed?: true } };
+  };
+  assert.equal((await stop()).status, 503);
+  assert.ok(child);
+
+  // Sent again twice at once (a retry through another coordinator while the first is under way):
+  // both carry on the key, and both come to stop the child, whose session the test holds; the
+  // one that gets there second must read the key as the first left it, not as both read it before
+  const db = await connect(t, url);
+  await db.query('BEGIN');
+  await db.query('SELECT * FROM sessions WHERE name = $1 FOR UPDATE', ['child']);
+  const copies = [stop(), stop()] as const;
+  await lockWaiters(db, 2, copies);
+  await db.query('COMMIT');
+  const answers = await Promise.all(copies);
+  assert.deepEqual(answers.map((a) => a.status), [200, 200], JSON.stringify(answers));
+
+  const whole = [
+    { job_id: lead.job_id, session_name: 'lead' },
+    { job_id: child.job_id, session_name: 'child' },
+  ];
+  const ids = (a: { stopped: Array<{ job_id: string; session_name: string }> }) => a.stopped.map(({ job_id, session_name }) => ({ job_id, session_name }));
+  for (const a of answers) assert.deepEqual(ids(a.body), whole, JSON.stringify(a.body));
+  assert.deepEqual(answers.map((a) => a.body.replayed).sort(), [true, undefined], 'one stopped the child, the other nothing more');
+  const replay = await stop();
+  assert.deepEqual([ids(replay.body), replay.body.replayed], [whole, true], JSON.stringify(replay.body));
+  assert.equal((await client.getJob(child.job_id)).status, 'stopped');
 });

@@ -317,7 +317,10 @@ export class PgTx implements Tx {
   }
 
   async idempotency(key: string): Promise<IdempotencyRow | undefined> {
-    const [raw] = await this.#rows('SELECT * FROM idempotency WHERE key = $1', [pgText(key)]);
+    // locked, as every point read: a keyed tree stop carries its key on pass by pass (stops.ts),
+    // and two copies of it in flight at once must each add to the key as the other left it, not
+    // both to what they read before either wrote (the second's write lost the first's jobs)
+    const [raw] = await this.#rows('SELECT * FROM idempotency WHERE key = $1 FOR UPDATE', [pgText(key)]);
     if (!raw) return undefined;
     this.#idempotencyFound.add(key);
     return { ...decode(IDEMPOTENCY, raw), key };
