@@ -68,6 +68,13 @@ test('a tree stop that failed after its first pass: the same key stops the child
   await l.stopped(lead.job_id);
   const sent = await client.sendMessage('lead', { text: 'go on' });
   assert.ok(sent.job_id);
+  // the key, unfinished, with another request (the child's tree, the lead without its tree): 409, nothing stopped
+  for (const other of ['/sessions/child/stop?tree=true', '/sessions/lead/stop']) {
+    const reused = await post(c.url, other, 'tree-once');
+    assert.deepEqual([reused.status, (reused.json['error'] as { code: string }).code], [409, 'idempotency_key_reused'], other);
+  }
+  assert.equal((await client.getJob(child.job_id)).status, 'pending');
+  assert.equal((await client.getJob(sent.job_id)).status, 'pending');
 
   const again = await post(c.url, '/sessions/lead/stop?tree=true', 'tree-once');
   assert.equal(again.status, 200, JSON.stringify(again.json));
