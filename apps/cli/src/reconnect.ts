@@ -1,4 +1,4 @@
-import { AgentqApiError, AgentqConnectionError, backoffDelay, delay, type BackoffOptions } from '@agentq/client';
+import { AgentqApiError, AgentqConnectionError, backoffDelay, delay, isGatewayError, type BackoffOptions } from '@agentq/client';
 
 /*
  * Keeping a wait going while its coordinator restarts. A coordinator that shuts down answers the
@@ -55,7 +55,8 @@ export interface ReconnectOptions {
  * A coordinator that has not answered this wait yet is reported at once, as by any command: a
  * wrong URL, or one that is not running, is not something to wait for. Once it has answered,
  * errors are retried until the deadline (one last attempt is made at it), or until
- * `outageLimitMs` passed without an answer; then the last error is thrown.
+ * `outageLimitMs` passed without an answer; then the last error is thrown. A proxy's 502/503/504
+ * is not an answer of the coordinator (isGatewayError): it does not end an outage.
  */
 export class Reconnecting {
   readonly #o: ReconnectOptions;
@@ -89,9 +90,12 @@ export class Reconnecting {
         return value;
       } catch (err) {
         if (signal?.aborted || this.#o.signal?.aborted) throw err;
+        // a proxy's 502/503/504 (no agentq error body) is not the coordinator answering: it is
+        // still away, and an outage goes on through it
+        const coordinatorAnswered = err instanceof AgentqApiError && !isGatewayError(err);
         if (!(this.#o.retryable ?? isOutage)(err)) {
           // the coordinator answered, with a refusal that waiting will not change
-          if (err instanceof AgentqApiError) this.#answered();
+          if (coordinatorAnswered) this.#answered();
           throw err;
         }
         if (!this.#reached) throw err;

@@ -40,7 +40,7 @@ import type {
 import { backoffDelay, delay, type BackoffOptions } from './backoff.js';
 import { Endpoints, neverSent } from './endpoints.js';
 import { parseRetryAfter } from './retry-after.js';
-import { AgentqApiError, AgentqAuthError, AgentqConnectionError, AgentqUsageError, toError } from './errors.js';
+import { AgentqApiError, AgentqAuthError, AgentqConnectionError, AgentqUsageError, isGatewayError, toError } from './errors.js';
 import { parseSse, type SseMessage } from './sse.js';
 
 export interface ClientOptions {
@@ -617,8 +617,7 @@ export class AgentqClient {
  * 503 queue_full with its Retry-After, already honoured by #json) is an answer, not a loss.
  */
 function answerLost(err: unknown): boolean {
-  if (err instanceof AgentqConnectionError) return true;
-  return err instanceof AgentqApiError && [502, 503, 504].includes(err.status) && err.code.startsWith('http_');
+  return err instanceof AgentqConnectionError || isGatewayError(err);
 }
 
 /** A call cut by close()/destroy(), or made after it: not a connection error, so nothing retries it. */

@@ -58,6 +58,17 @@ export class AgentqUsageError extends Error {
   }
 }
 
+/**
+ * A 502/503/504 that is not the coordinator's: a proxy or gateway in front of it answered, with
+ * no agentq error body (its code is `http_<status>`), most often because the coordinator behind
+ * it is down. Not an answer of the coordinator: it cannot be reached, and the call may or may not
+ * have been passed on to it. (The coordinator's own 503, `shutting_down`, `overloaded`,
+ * `queue_full`, ..., has its agentq code.)
+ */
+export function isGatewayError(err: unknown): boolean {
+  return err instanceof AgentqApiError && (err.status === 502 || err.status === 503 || err.status === 504) && err.code.startsWith('http_');
+}
+
 /** Turn anything thrown into an Error, keeping the original as `cause`. */
 export function toError(value: unknown): Error {
   if (value instanceof Error) return value;

@@ -5,6 +5,7 @@ export {
   AgentqAuthError,
   AgentqConnectionError,
   AgentqUsageError,
+  isGatewayError,
   isRetryable,
   toError,
 } from './errors.js';

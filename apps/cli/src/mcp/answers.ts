@@ -1,4 +1,4 @@
-import { AgentqApiError, AgentqConnectionError, toError } from '@agentq/client';
+import { AgentqApiError, AgentqConnectionError, isGatewayError, toError } from '@agentq/client';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { z } from 'zod';
 
@@ -80,7 +80,15 @@ const HINTS: Readonly<Record<string, string>> = {
  */
 export function failure(err: unknown, data: Record<string, unknown> = {}, line?: string): CallToolResult {
   let error: { code: string; message: string; details?: Record<string, unknown> };
-  if (err instanceof AgentqApiError || err instanceof ToolError) {
+  if (err instanceof AgentqApiError && isGatewayError(err)) {
+    // a proxy or gateway answered for the coordinator (which it could not reach, most often):
+    // the coordinator was not reached, and is said so, with what the proxy answered
+    error = {
+      code: 'coordinator_unreachable',
+      message: `the coordinator could not be reached: a proxy or gateway in front of it answered ${err.message}`,
+      details: { status: err.status },
+    };
+  } else if (err instanceof AgentqApiError || err instanceof ToolError) {
     error = { code: err.code, message: err.message, ...(err.details ? { details: err.details } : {}) };
   } else if (err instanceof AgentqConnectionError) {
     error = { code: 'coordinator_unreachable', message: err.message };

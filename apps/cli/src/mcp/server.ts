@@ -1,5 +1,5 @@
 import type { Readable, Writable } from 'node:stream';
-import { AgentqApiError, type AgentqClient } from '@agentq/client';
+import { AgentqApiError, isGatewayError, type AgentqClient } from '@agentq/client';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { CallToolRequestSchema, type CallToolResult, type ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
@@ -113,7 +113,8 @@ export function createMcpServer(ctx: ToolContext, version: string): McpServer {
       const line = outage.line();
       return success({ ...a, message: line ? `${a.message}\n${line}` : a.message, data: { ...a.data, ...seen() } });
     } catch (err) {
-      if (err instanceof AgentqApiError) reached = true;
+      // (a proxy's 502/503/504 is not the coordinator's answer: it may never have been reached)
+      if (err instanceof AgentqApiError && !isGatewayError(err)) reached = true;
       // what the tool says of its errors (send_message's outcome) comes first; a refusal of the
       // call as given says so on every tool
       const note = onError?.(err, call) ?? refusalNote(err);
