@@ -5,8 +5,9 @@ import { coordinator } from './helpers.js';
 import { callTool, mcpClient } from './mcp-helpers.js';
 
 /*
- * What every tool of `agentq mcp` answers when the coordinator says no, or something in front of
- * it does: a proxy's 502 in front of a coordinator that is down is no answer of the coordinator.
+ * What every tool of `agentq mcp` answers when the coordinator says no: outcome "refused" with
+ * its code and message (a 404 with a hint where to look); a proxy's 502 in front of a
+ * coordinator that is down is no answer of the coordinator.
  */
 
 /** What the gateway does with a request: pass it on, answer 502 as a proxy whose upstream is down, or answer as the coordinator would. */
@@ -50,6 +51,47 @@ async function gateway(t: TestContext, target: string, plan: (req: IncomingMessa
   if (address === null || typeof address === 'string') throw new Error('no port');
   return { url: `http://127.0.0.1:${address.port}`, requests };
 }
+
+describe('agentq mcp: a refusal of the coordinator is outcome refused on every tool', () => {
+  it('404s, a 409 and a 400: outcome refused, the coordinator\'s code and message, and for a 404 where to look; successes unchanged', async (t) => {
+    const c = await coordinator(t);
+    const job = await c.client.createJob({ type: 'start_session', session_name: 'a', prompt: 'x' });
+    const mcp = await mcpClient(t, { AGENTQ_URL: c.url });
+    const cases: Array<[string, Record<string, unknown>, string, RegExp | null]> = [
+      ['get_status', { job_id: 'job_0123456789ab' }, 'job_not_found', /Check the job_id/],
+      ['get_status', { session_name: 'nobody' }, 'session_not_found', /Check the session_name: list_children lists/],
+      ['get_output', { job_id: 'job_0123456789ab' }, 'job_not_found', /Check the job_id/],
+      ['resume_session', { session_name: 'nobody', prompt: 'y' }, 'session_not_found', /Check the session_name/],
+      ['start_session', { session_name: 'b', prompt: 'y', parent_session_name: 'nobody' }, 'parent_session_not_found', /Check parent_session_name/],
+      ['start_session', { session_name: 'a', prompt: 'y' }, 'session_exists', /Pick another session_name/],
+      ['stop', { job_id: 'job_0123456789ab' }, 'job_not_found', /Check the job_id/],
+      ['start_session', { session_name: 'c', prompt: 'y', parent_session_name: 'a', budget_usd: 1 }, 'validation_failed', null],
+    ];
+    for (const [tool, args, code, hint] of cases) {
+      const r = await callTool(mcp, tool, args);
+      const what = `${tool} ${JSON.stringify(args)}: ${r.text}`;
+      assert.equal(r.isError, true, what);
+      assert.equal(r.data.error.code, code, what);
+      assert.equal(typeof r.data.error.message, 'string', what);
+      assert.ok(r.text.startsWith(`${r.data.error.message} (${code})`), what);
+      assert.equal(r.data.outcome, 'refused', what);
+      assert.match(r.text, /\nOutcome refused: nothing was (done|stopped) \(the (coordinator refused the call|call was refused as given)/, what);
+      if (hint) assert.match(r.text, hint, what);
+      assert.equal(r.data.retry_after_ms, undefined, `${what}: not a refusal for now`);
+    }
+    // send_message names its own refusals (not_found, terminal), with the same hint
+    const message = await callTool(mcp, 'send_message', { session_name: 'nobody', text: 'hi' });
+    assert.deepEqual([message.data.error.code, message.data.outcome], ['session_not_found', 'not_found'], message.text);
+    assert.match(message.text, /Check the session_name/);
+    // nothing was made by the refused calls
+    assert.deepEqual((await c.client.getSession('a')).job_ids, [job.job_id]);
+    // an answer that is no refusal has no outcome
+    const ok = await callTool(mcp, 'get_status', { job_id: job.job_id });
+    assert.equal(ok.isError, false, ok.text);
+    assert.equal(ok.data.outcome, undefined);
+    assert.doesNotMatch(ok.text, /Outcome/);
+  });
+});
 
 describe('agentq mcp: a proxy\'s 502 is not the coordinator answering', () => {
   it('send_message refused for now, then answered 502 by a gateway: the outage is not over, the coordinator unreachable, the outcome unknown', async (t) => {

@@ -1,4 +1,4 @@
-import { AgentqApiError, AgentqConnectionError, isGatewayError, toError } from '@agentq/client';
+import { AgentqApiError, AgentqConnectionError, AgentqUsageError, isGatewayError, toError } from '@agentq/client';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { z } from 'zod';
 
@@ -45,18 +45,34 @@ function fieldName(path: ReadonlyArray<PropertyKey>): string {
   return path.map((p, i) => (typeof p === 'number' ? `[${p}]` : i === 0 ? String(p) : `.${String(p)}`)).join('');
 }
 
+/** What a tool adds to one of its errors. */
+export interface ErrorNote {
+  data?: Record<string, unknown>;
+  /** said after the error's message, e.g. whether the thing asked for was done */
+  line?: string;
+}
+
 /**
- * `outcome: "refused"` for a call refused as given, on every tool: its arguments fail the tool's
- * schema or its own checks, the coordinator answered 400 validation_failed, or there is no such
- * tool. Nothing was done: the agent may fix the call and make it again. (send_message says this
- * and more of its errors itself: tools-sessions.ts, messageOutcome.)
+ * `outcome: "refused"` for a call that was refused, on every tool: nothing was done (`nothing`
+ * says it the tool's way: "nothing was stopped", "the message was not queued"). Two kinds:
+ * - refused as given: its arguments fail the tool's schema or its own checks, the coordinator
+ *   answered 400 `validation_failed`, there is no such tool, or the call cannot be sent (a token
+ *   an HTTP header cannot carry): the agent may fix the call and make it again;
+ * - refused by the coordinator: any other 4xx but 429 (404 no such job or session, 409 the
+ *   session exists or is idle, 422 over budget or too deep, 401/403 not allowed): its code and
+ *   message are the error, a hint follows for some (failure, HINTS).
+ * Anything else (unreachable, a lost answer, a 429, a 5xx) is no refusal: undefined.
  */
-export function refusalNote(err: unknown): { data: { outcome: 'refused' }; line: string } | undefined {
-  const refused =
+export function refusalNote(err: unknown, o: { nothing?: string } = {}): ErrorNote | undefined {
+  const nothing = o.nothing ?? 'nothing was done';
+  const asGiven =
     (err instanceof ToolError && (err.code === 'validation_failed' || err.code === 'tool_not_found')) ||
-    (err instanceof AgentqApiError && err.code === 'validation_failed');
-  if (!refused) return undefined;
-  return { data: { outcome: 'refused' }, line: 'Outcome refused: nothing was done (the call was refused as given): correct it and call again.' };
+    (err instanceof AgentqApiError && err.code === 'validation_failed') ||
+    err instanceof AgentqUsageError;
+  if (asGiven) return { data: { outcome: 'refused' }, line: `Outcome refused: ${nothing} (the call was refused as given): correct it and call again.` };
+  if (!(err instanceof AgentqApiError) || isGatewayError(err)) return undefined;
+  if (err.status >= 400 && err.status < 500 && err.status !== 429) return { data: { outcome: 'refused' }, line: `Outcome refused: ${nothing} (the coordinator refused the call).` };
+  return undefined;
 }
 
 export function success(a: Answer): CallToolResult {
@@ -71,7 +87,13 @@ const HINTS: Readonly<Record<string, string>> = {
   session_exists: 'Pick another session_name, or continue that session with resume_session.',
   budget_exceeded: 'The session tree has spent its budget: no new child jobs can start.',
   depth_exceeded: 'Sessions nest at most 5 levels deep: do this work yourself instead of delegating it.',
+  job_not_found: 'Check the job_id, as an earlier answer gave it: get_status of a session lists its recent jobs (recent_job_ids).',
+  session_not_found: 'Check the session_name: list_children lists the children of a session (by default your own).',
+  parent_session_not_found: 'Check parent_session_name: list_children lists the children of a session (by default your own).',
 };
+
+/** For a 404 without a hint of its own (a proxy's, a path the coordinator does not know). */
+const NOT_FOUND_HINT = 'Check the ids and names in the call: get_status and list_children show the jobs and sessions there are.';
 
 /**
  * An error as a tool result (`isError`): the coordinator's code and message (and details), or the
@@ -90,14 +112,15 @@ export function failure(err: unknown, data: Record<string, unknown> = {}, line?:
     };
   } else if (err instanceof AgentqApiError || err instanceof ToolError) {
     error = { code: err.code, message: err.message, ...(err.details ? { details: err.details } : {}) };
-  } else if (err instanceof AgentqConnectionError) {
-    error = { code: 'coordinator_unreachable', message: err.message };
+  } else if (err instanceof AgentqConnectionError || err instanceof AgentqUsageError) {
+    error = { code: err.code, message: err.message };
   } else {
     error = { code: 'internal_error', message: toError(err).message };
   }
   // a closed session cannot be resumed either: the coordinator's message says what to do
   const closed = error.code === 'session_exists' && error.details?.['current_status'] === 'closed';
-  const hint = closed ? undefined : HINTS[error.code];
+  const notFound = err instanceof AgentqApiError && err.status === 404;
+  const hint = closed ? undefined : (HINTS[error.code] ?? (notFound ? NOT_FOUND_HINT : undefined));
   const message = `${error.message} (${error.code})${line ? `\n${line}` : ''}${hint ? `\n${hint}` : ''}`;
   return { isError: true, content: [{ type: 'text', text: message }], structuredContent: { message, ...data, error } };
 }

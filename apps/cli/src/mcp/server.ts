@@ -4,7 +4,7 @@ import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { CallToolRequestSchema, type CallToolResult, type ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
-import { argumentsRefused, failure, refusalNote, success, ToolError, type Answer } from './answers.js';
+import { argumentsRefused, failure, refusalNote, success, ToolError, type Answer, type ErrorNote } from './answers.js';
 import { ANSWER_GRACE_MS, OutageRecord, throughOutage, type Attempt, type Resend } from './outage.js';
 import { registerJobTools } from './tools-jobs.js';
 import { registerSessionTools } from './tools-sessions.js';
@@ -53,12 +53,7 @@ export interface ToolCall {
 
 type Shape = Record<string, z.ZodType>;
 
-/** What a tool adds to one of its errors. */
-export interface ErrorNote {
-  data?: Record<string, unknown>;
-  /** said after the error's message, e.g. whether the thing asked for was done */
-  line?: string;
-}
+export type { ErrorNote } from './answers.js';
 
 /** Adds one tool: its arguments are checked against `inputSchema`, its answer and errors shaped by answers.ts. */
 export type AddTool = <S extends Shape>(
@@ -115,8 +110,8 @@ export function createMcpServer(ctx: ToolContext, version: string): McpServer {
     } catch (err) {
       // (a proxy's 502/503/504 is not the coordinator's answer: it may never have been reached)
       if (err instanceof AgentqApiError && !isGatewayError(err)) reached = true;
-      // what the tool says of its errors (send_message's outcome) comes first; a refusal of the
-      // call as given says so on every tool
+      // what the tool says of its errors (send_message's outcome) comes first; a refusal (of the
+      // call as given, or by the coordinator) says so on every tool
       const note = onError?.(err, call) ?? refusalNote(err);
       return failure(err, { ...note?.data, ...seen() }, note?.line);
     }

@@ -67,9 +67,11 @@ export function messageOutcome(err: unknown): ErrorNote {
   if (err instanceof AgentqApiError && !(err.code.startsWith('http_') && err.status >= 500) && !mayHaveCommitted(err)) {
     if (err.code === 'session_not_found') return no('not_found', 'no session has this name');
     if (err.code === 'session_closed') return no('terminal', 'the session can take no more input');
-    return no('refused', 'the coordinator refused it');
+    return refusalNote(err, { nothing: 'the message was not queued' }) ?? no('refused', 'the coordinator refused it');
   }
-  if (err instanceof ToolError || err instanceof AgentqUsageError) return no('refused', 'it cannot be sent as given');
+  if (err instanceof ToolError || err instanceof AgentqUsageError) {
+    return refusalNote(err, { nothing: 'the message was not queued' }) ?? no('refused', 'it cannot be sent as given');
+  }
   if (err instanceof AgentqConnectionError && neverSent(err)) return no('not_sent', 'the coordinator could not be reached');
   return {
     data: { outcome: 'unknown' },
@@ -82,17 +84,17 @@ export function messageOutcome(err: unknown): ErrorNote {
 /**
  * What became of a stop that failed, for every error: whether it may have been made, and whether
  * to send it again (a new stop call stops what the session runs by then, also a job started since
- * the first). `refused`: the tool or the
- * coordinator said no (no such job or session, nothing to stop, not allowed): nothing was done;
+ * the first). `refused`: the tool or the coordinator said no (no such job or session, nothing to
+ * stop, not allowed): nothing was done;
  * `not_sent`: no attempt reached the coordinator; `unknown`: an attempt's answer was lost, so the
  * stop may have been made.
  */
 export function stopOutcome(err: unknown, call: ToolCall): ErrorNote {
   // the coordinator answered the first attempt's refusal again (its Idempotency-Key): that attempt
   // found nothing to stop, and this one stopped nothing either
-  if (err instanceof AgentqApiError && err.details?.['replayed'] === true) {
-    return refusalNote(err) ?? { data: { outcome: 'refused' }, line: 'Outcome refused: nothing was stopped.' };
-  }
+  const refused = (): ErrorNote =>
+    refusalNote(err, { nothing: 'nothing was stopped' }) ?? { data: { outcome: 'refused' }, line: 'Outcome refused: nothing was stopped.' };
+  if (err instanceof AgentqApiError && err.details?.['replayed'] === true) return refused();
   if (call.outage.mayHaveActed || lostAnswer(err)) {
     return {
       data: { outcome: 'unknown' },
@@ -104,9 +106,7 @@ export function stopOutcome(err: unknown, call: ToolCall): ErrorNote {
   if (err instanceof AgentqConnectionError) {
     return { data: { outcome: 'not_sent' }, line: 'Outcome not_sent: nothing was stopped (the coordinator could not be reached): try again later.' };
   }
-  if (err instanceof AgentqApiError || err instanceof ToolError || err instanceof AgentqUsageError) {
-    return refusalNote(err) ?? { data: { outcome: 'refused' }, line: 'Outcome refused: nothing was stopped.' };
-  }
+  if (err instanceof AgentqApiError || err instanceof ToolError || err instanceof AgentqUsageError) return refused();
   return { data: { outcome: 'unknown' }, line: 'Outcome unknown: get_status tells whether it was stopped; stop may be sent again safely.' };
 }
 
