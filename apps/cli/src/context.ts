@@ -124,6 +124,8 @@ export interface ClientSettings {
   /** null: no limit (see ClientOptions) */
   connections: number | null;
   onRetryWait?: ClientOptions['onRetryWait'];
+  /** how many times a call the coordinator refuses for now (429/503 with Retry-After) is sent again after that wait; default the client's */
+  overloadRetries?: number;
 }
 
 /**
@@ -137,6 +139,7 @@ export function coordinatorClient(s: ClientSettings): AgentqClient {
       url: s.url,
       connections: s.connections,
       ...(s.onRetryWait === undefined ? {} : { onRetryWait: s.onRetryWait }),
+      ...(s.overloadRetries === undefined ? {} : { overloadRetries: s.overloadRetries }),
       ...(s.token === undefined ? {} : { token: s.token }),
       ...(s.caFile === undefined ? {} : { caFile: s.caFile }),
     });

@@ -55,8 +55,9 @@ export interface ReconnectOptions {
  * A coordinator that has not answered this wait yet is reported at once, as by any command: a
  * wrong URL, or one that is not running, is not something to wait for. Once it has answered,
  * errors are retried until the deadline (one last attempt is made at it), or until
- * `outageLimitMs` passed without an answer; then the last error is thrown. A proxy's 502/503/504
- * is not an answer of the coordinator (isGatewayError): it does not end an outage.
+ * `outageLimitMs` passed without an answer; then the last error is thrown, at once when the
+ * coordinator's Retry-After reaches past that. A proxy's 502/503/504 is not an answer of the
+ * coordinator (isGatewayError): it neither ends an outage nor shows the coordinator is there.
  */
 export class Reconnecting {
   readonly #o: ReconnectOptions;
@@ -98,12 +99,17 @@ export class Reconnecting {
           if (coordinatorAnswered) this.#answered();
           throw err;
         }
+        // its own "not now" (429, 503 shutting_down) shows it is there: not a wrong URL
+        if (coordinatorAnswered) this.#reached = true;
         if (!this.#reached) throw err;
         const now = this.#o.now();
         this.#outageSince ??= now;
         const left = Math.min(this.#o.deadline, this.#outageSince + (this.#o.outageLimitMs ?? OUTAGE_LIMIT_MS)) - now;
         if (left <= 0) throw err;
         const asked = err instanceof AgentqApiError ? (err.retryAfterMs ?? 0) : 0;
+        // the coordinator asks not to be called again before the time is up: trying once more at
+        // the end (it said it would still refuse) only keeps the caller waiting for the same answer
+        if (asked > left) throw err;
         const pause = Math.min(left, Math.max(asked, backoffDelay(this.#attempt++, BACKOFF)));
         this.#o.onRetry?.(err, pause);
         await delay(pause, signal);

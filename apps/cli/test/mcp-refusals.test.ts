@@ -6,8 +6,9 @@ import { callTool, mcpClient } from './mcp-helpers.js';
 
 /*
  * What every tool of `agentq mcp` answers when the coordinator says no: outcome "refused" with
- * its code and message (a 404 with a hint where to look); a proxy's 502 in front of a
- * coordinator that is down is no answer of the coordinator.
+ * its code and message (a 404 with a hint where to look), and "refused for now" with the
+ * Retry-After when it is overloaded; a proxy's 502 in front of a coordinator that is down is no
+ * answer of the coordinator.
  */
 
 /** What the gateway does with a request: pass it on, answer 502 as a proxy whose upstream is down, or answer as the coordinator would. */
@@ -93,7 +94,56 @@ describe('agentq mcp: a refusal of the coordinator is outcome refused on every t
   });
 });
 
-describe('agentq mcp: a proxy\'s 502 is not the coordinator answering', () => {
+describe('agentq mcp: a refusal for now says so, with the Retry-After', () => {
+  it('stop refused 503 overloaded by the coordinator: refused for now, nothing stopped, try again after its Retry-After (not sent again past the time a call has)', async (t) => {
+    const c = await coordinator(t);
+    const job = await c.client.createJob({ type: 'start_session', session_name: 'a', prompt: 'x' });
+    // the coordinator's own overload refusal, in its shape, for stops only
+    const gw = await gateway(t, c.url, (req) =>
+      req.url?.endsWith('/stop')
+        ? { status: 503, code: 'overloaded', message: 'the coordinator is overloaded (eventLoopDelay); retry after 120 s', retryAfterSeconds: 120 }
+        : 'forward',
+    );
+    const mcp = await mcpClient(t, { AGENTQ_URL: gw.url });
+    // reached: an outage from here on is waited out, a refusal for now sent again while the call has time
+    assert.equal((await callTool(mcp, 'get_status', { job_id: job.job_id })).isError, false);
+    const r = await callTool(mcp, 'stop', { job_id: job.job_id });
+    assert.equal(r.isError, true, r.text);
+    assert.deepEqual([r.data.error.code, r.data.outcome, r.data.retry_after_ms], ['overloaded', 'refused', 120_000], r.text);
+    assert.match(r.text, /\nOutcome refused for now: nothing was stopped: the coordinator is overloaded, limiting calls or restarting, and refuses calls for now \(overloaded\)\. Try again in 120 s \(its Retry-After\)\./);
+    // asked to wait longer than the call has, it answers at once rather than trying once more at the end
+    assert.equal(gw.requests.filter((x) => x.endsWith('/stop')).length, 1, gw.requests.join('\n'));
+    assert.equal((await c.client.getJob(job.job_id)).status, 'pending', 'not stopped');
+  });
+
+  it('start_session over the rate limit: refused for now with the coordinator\'s Retry-After (not "did not answer" after the client waited it out)', async (t) => {
+    const c = await coordinator(t, { jobsRateLimitPerMinute: 1 });
+    await c.client.createJob({ type: 'start_session', session_name: 'a', prompt: 'x' });
+    const mcp = await mcpClient(t, { AGENTQ_URL: c.url });
+    const r = await callTool(mcp, 'start_session', { session_name: 'b', prompt: 'y' });
+    assert.equal(r.isError, true, r.text);
+    assert.deepEqual([r.data.error.code, r.data.outcome], ['rate_limited', 'refused'], r.text);
+    assert.ok(r.data.retry_after_ms > 0, r.text);
+    assert.match(r.text, /\nOutcome refused for now: nothing was done: .*\(rate_limited\)\..* Try again in \d+ s \(its Retry-After\)\./);
+    await assert.rejects(c.client.getSession('b'), { code: 'session_not_found' });
+  });
+});
+
+describe('agentq mcp: the coordinator\'s own 503 is its answer, a proxy\'s 502 is not', () => {
+  it('a first call refused for now by the coordinator itself (503 shutting_down) is sent again: it is there, not a wrong URL', async (t) => {
+    const c = await coordinator(t);
+    await c.client.createJob({ type: 'start_session', session_name: 'a', prompt: 'x' });
+    let tries = 0;
+    const gw = await gateway(t, c.url, () => (tries++ === 0 ? { status: 503, code: 'shutting_down', message: 'the coordinator is shutting down' } : 'forward'));
+    const mcp = await mcpClient(t, { AGENTQ_URL: gw.url });
+    const r = await callTool(mcp, 'get_status', { session_name: 'a' });
+    assert.equal(r.isError, false, r.text);
+    assert.equal(r.data.session.session_name, 'a');
+    assert.equal(r.data.coordinator_outage?.back, true, r.text);
+    assert.equal(gw.requests.length, 2, gw.requests.join('\n'));
+  });
+
+
   it('send_message refused for now, then answered 502 by a gateway: the outage is not over, the coordinator unreachable, the outcome unknown', async (t) => {
     const c = await coordinator(t);
     await c.client.createJob({ type: 'start_session', session_name: 'a', prompt: 'x' });

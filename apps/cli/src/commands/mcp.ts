@@ -40,6 +40,11 @@ export function registerMcp(program: Command, act: Act): void {
           // (wait_for_jobs, get_output's wait_ms, up to 50 s each) never hold up the others; how
           // many there are is up to the one agent this server serves
           connections: null,
+          // none: every tool sends its calls again itself (mcp/outage.ts), within the time a tool
+          // call has, and answers a refusal for now with its Retry-After; the client's own waits
+          // (up to a minute each, as a rate limit may ask) would outlast that time, and the call
+          // would be answered "did not answer" though the coordinator did
+          overloadRetries: 0,
         });
         const caller = {
           ...(env.AGENTQ_SESSION_NAME ? { sessionName: env.AGENTQ_SESSION_NAME } : {}),

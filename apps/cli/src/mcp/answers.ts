@@ -1,6 +1,7 @@
 import { AgentqApiError, AgentqConnectionError, AgentqUsageError, isGatewayError, toError } from '@agentq/client';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { z } from 'zod';
+import { notCarriedOut, type OutageRecord } from './outage.js';
 
 /*
  * How every tool answers: `content` is one text block, written for a model to read: `message`,
@@ -54,16 +55,20 @@ export interface ErrorNote {
 
 /**
  * `outcome: "refused"` for a call that was refused, on every tool: nothing was done (`nothing`
- * says it the tool's way: "nothing was stopped", "the message was not queued"). Two kinds:
+ * says it the tool's way: "nothing was stopped", "the message was not queued"). Three kinds:
  * - refused as given: its arguments fail the tool's schema or its own checks, the coordinator
  *   answered 400 `validation_failed`, there is no such tool, or the call cannot be sent (a token
  *   an HTTP header cannot carry): the agent may fix the call and make it again;
  * - refused by the coordinator: any other 4xx but 429 (404 no such job or session, 409 the
  *   session exists or is idle, 422 over budget or too deep, 401/403 not allowed): its code and
- *   message are the error, a hint follows for some (failure, HINTS).
- * Anything else (unreachable, a lost answer, a 429, a 5xx) is no refusal: undefined.
+ *   message are the error, a hint follows for some (failure, HINTS);
+ * - refused for now: a 429, or the coordinator's own 503 (`overloaded`, `queue_full`,
+ *   `shutting_down`, ...: not a proxy's, and not PostgreSQL's `storage_unavailable`, whose commit
+ *   may have been made), still so when the tool stopped sending it again (`outage`: how long it
+ *   tried): `retry_after_ms` is its Retry-After (null: none), and the agent is told to try later.
+ * Anything else (unreachable, a lost answer, a 5xx) is no refusal: undefined.
  */
-export function refusalNote(err: unknown, o: { nothing?: string } = {}): ErrorNote | undefined {
+export function refusalNote(err: unknown, o: { nothing?: string; outage?: OutageRecord } = {}): ErrorNote | undefined {
   const nothing = o.nothing ?? 'nothing was done';
   const asGiven =
     (err instanceof ToolError && (err.code === 'validation_failed' || err.code === 'tool_not_found')) ||
@@ -71,7 +76,19 @@ export function refusalNote(err: unknown, o: { nothing?: string } = {}): ErrorNo
     err instanceof AgentqUsageError;
   if (asGiven) return { data: { outcome: 'refused' }, line: `Outcome refused: ${nothing} (the call was refused as given): correct it and call again.` };
   if (!(err instanceof AgentqApiError) || isGatewayError(err)) return undefined;
-  if (err.status >= 400 && err.status < 500 && err.status !== 429) return { data: { outcome: 'refused' }, line: `Outcome refused: ${nothing} (the coordinator refused the call).` };
+  if (err.status === 429 || (err.status === 503 && notCarriedOut(err))) {
+    const ms = err.retryAfterMs ?? null;
+    const tried = o.outage?.view();
+    const kept = tried ? ` It refused every try for ${(tried.unreachable_ms / 1000).toFixed(1)} s.` : '';
+    const when = ms === null ? 'in a little while' : `in ${Math.max(1, Math.ceil(ms / 1000))} s (its Retry-After)`;
+    return {
+      data: { outcome: 'refused', retry_after_ms: ms },
+      line:
+        `Outcome refused for now: ${nothing}: the coordinator is overloaded, limiting calls or restarting, and refuses calls for now (${err.code}).` +
+        `${kept} Try again ${when}.`,
+    };
+  }
+  if (err.status >= 400 && err.status < 500) return { data: { outcome: 'refused' }, line: `Outcome refused: ${nothing} (the coordinator refused the call).` };
   return undefined;
 }
 

@@ -111,8 +111,8 @@ export function createMcpServer(ctx: ToolContext, version: string): McpServer {
       // (a proxy's 502/503/504 is not the coordinator's answer: it may never have been reached)
       if (err instanceof AgentqApiError && !isGatewayError(err)) reached = true;
       // what the tool says of its errors (send_message's outcome) comes first; a refusal (of the
-      // call as given, or by the coordinator) says so on every tool
-      const note = onError?.(err, call) ?? refusalNote(err);
+      // call as given, by the coordinator, or for now) says so on every tool
+      const note = onError?.(err, call) ?? refusalNote(err, { outage });
       return failure(err, { ...note?.data, ...seen() }, note?.line);
     }
   };

@@ -57,17 +57,18 @@ function callbackNote(caller: Caller, job: Job, parentClosed = false): string {
 
 /**
  * What became of a message that send_message could not queue, for every error: the model must
- * know whether to send it again. `not_found`, `terminal` and `refused`: the coordinator said no;
+ * know whether to send it again. `not_found`, `terminal` and `refused`: the coordinator said no
+ * (`refused` for now, with `retry_after_ms`, when it is overloaded: answers.ts, refusalNote);
  * `not_sent`: it was never reached; `unknown`: the answer was lost (the connection broke after the
  * call was sent, a proxy answered 5xx, no answer in time, or PostgreSQL was cut off during the
  * commit: 503 storage_unavailable with `sql_state`), so it may have been queued.
  */
-export function messageOutcome(err: unknown): ErrorNote {
+export function messageOutcome(err: unknown, call: ToolCall): ErrorNote {
   const no = (outcome: string, why: string): ErrorNote => ({ data: { outcome }, line: `Outcome ${outcome}: the message was not queued (${why}).` });
   if (err instanceof AgentqApiError && !(err.code.startsWith('http_') && err.status >= 500) && !mayHaveCommitted(err)) {
     if (err.code === 'session_not_found') return no('not_found', 'no session has this name');
     if (err.code === 'session_closed') return no('terminal', 'the session can take no more input');
-    return refusalNote(err, { nothing: 'the message was not queued' }) ?? no('refused', 'the coordinator refused it');
+    return refusalNote(err, { nothing: 'the message was not queued', outage: call.outage }) ?? no('refused', 'the coordinator refused it');
   }
   if (err instanceof ToolError || err instanceof AgentqUsageError) {
     return refusalNote(err, { nothing: 'the message was not queued' }) ?? no('refused', 'it cannot be sent as given');
@@ -85,7 +86,8 @@ export function messageOutcome(err: unknown): ErrorNote {
  * What became of a stop that failed, for every error: whether it may have been made, and whether
  * to send it again (a new stop call stops what the session runs by then, also a job started since
  * the first). `refused`: the tool or the coordinator said no (no such job or session, nothing to
- * stop, not allowed): nothing was done;
+ * stop, not allowed; or, with `retry_after_ms`, not now: 429, or its own 503 when it is
+ * overloaded or restarting, which come before any work): nothing was done;
  * `not_sent`: no attempt reached the coordinator; `unknown`: an attempt's answer was lost, so the
  * stop may have been made.
  */
@@ -93,7 +95,7 @@ export function stopOutcome(err: unknown, call: ToolCall): ErrorNote {
   // the coordinator answered the first attempt's refusal again (its Idempotency-Key): that attempt
   // found nothing to stop, and this one stopped nothing either
   const refused = (): ErrorNote =>
-    refusalNote(err, { nothing: 'nothing was stopped' }) ?? { data: { outcome: 'refused' }, line: 'Outcome refused: nothing was stopped.' };
+    refusalNote(err, { nothing: 'nothing was stopped', outage: call.outage }) ?? { data: { outcome: 'refused' }, line: 'Outcome refused: nothing was stopped.' };
   if (err instanceof AgentqApiError && err.details?.['replayed'] === true) return refused();
   if (call.outage.mayHaveActed || lostAnswer(err)) {
     return {
@@ -106,6 +108,7 @@ export function stopOutcome(err: unknown, call: ToolCall): ErrorNote {
   if (err instanceof AgentqConnectionError) {
     return { data: { outcome: 'not_sent' }, line: 'Outcome not_sent: nothing was stopped (the coordinator could not be reached): try again later.' };
   }
+  // (a 429 or the coordinator's own 503 comes before any work: refused for now, with its Retry-After)
   if (err instanceof AgentqApiError || err instanceof ToolError || err instanceof AgentqUsageError) return refused();
   return { data: { outcome: 'unknown' }, line: 'Outcome unknown: get_status tells whether it was stopped; stop may be sent again safely.' };
 }
