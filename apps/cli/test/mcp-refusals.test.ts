@@ -129,6 +129,43 @@ describe('agentq mcp: a refusal for now says so, with the Retry-After', () => {
   });
 });
 
+describe('agentq mcp: a 500 of the coordinator is no refusal', () => {
+  it('send_message and stop answered 500 internal_error: outcome unknown (it may have been done), check get_status; not sent again', async (t) => {
+    const c = await coordinator(t);
+    const job = await c.client.createJob({ type: 'start_session', session_name: 'a', prompt: 'x' });
+    // the coordinator's answer to a bug, in its shape: it may have struck after the change was made
+    const gw = await gateway(t, c.url, (req) =>
+      req.url?.startsWith('/sessions/a/messages') || req.url?.endsWith('/stop') || (req.method === 'POST' && req.url === '/jobs')
+        ? { status: 500, code: 'internal_error', message: 'Cannot read properties of undefined' }
+        : 'forward',
+    );
+    const mcp = await mcpClient(t, { AGENTQ_URL: gw.url });
+    assert.equal((await callTool(mcp, 'get_status', { session_name: 'a' })).isError, false);
+
+    const message = await callTool(mcp, 'send_message', { session_name: 'a', text: 'hello' });
+    assert.equal(message.isError, true, message.text);
+    assert.deepEqual([message.data.error.code, message.data.outcome, message.data.retry_after_ms], ['internal_error', 'unknown', undefined], message.text);
+    assert.match(message.text, /\nOutcome unknown: the coordinator failed while handling it, so the message may or may not have been queued\. get_status of the session/);
+    assert.doesNotMatch(message.text, /refused|not queued \(/);
+
+    for (const args of [{ job_id: job.job_id }, { session_name: 'a' }]) {
+      const stop = await callTool(mcp, 'stop', args);
+      const what = `${JSON.stringify(args)}: ${stop.text}`;
+      assert.equal(stop.isError, true, what);
+      assert.deepEqual([stop.data.error.code, stop.data.outcome], ['internal_error', 'unknown'], what);
+      assert.match(stop.text, /\nOutcome unknown: the coordinator failed while handling it, so the stop may or may not have been made\. get_status tells/, what);
+    }
+    // each was tried once: a call whose effect is unknown is not sent again
+    assert.equal(gw.requests.filter((x) => x.startsWith('POST /sessions/a/messages')).length, 1, gw.requests.join('\n'));
+    assert.equal(gw.requests.filter((x) => x.endsWith('/stop')).length, 2, gw.requests.join('\n'));
+
+    // a tool without an outcome of its own does not call it a refusal either
+    const resume = await callTool(mcp, 'resume_session', { session_name: 'a', prompt: 'y' });
+    assert.deepEqual([resume.isError, resume.data.error?.code, resume.data.outcome], [true, 'internal_error', undefined], resume.text);
+    assert.doesNotMatch(resume.text, /Outcome/);
+  });
+});
+
 describe('agentq mcp: the coordinator\'s own 503 is its answer, a proxy\'s 502 is not', () => {
   it('a first call refused for now by the coordinator itself (503 shutting_down) is sent again: it is there, not a wrong URL', async (t) => {
     const c = await coordinator(t);

@@ -3,7 +3,7 @@ import { AgentqApiError, AgentqConnectionError, AgentqUsageError, neverSent } fr
 import type { Job, StopSessionResponse } from '@agentq/protocol';
 import { z } from 'zod';
 import { refusalNote, ToolError } from './answers.js';
-import { ANSWER_GRACE_MS, mayHaveCommitted, type Attempt } from './outage.js';
+import { ANSWER_GRACE_MS, mayHaveCommitted, notCarriedOut, type Attempt } from './outage.js';
 import type { AddTool, Caller, ErrorNote, ToolCall, ToolEnv } from './server.js';
 import { brief, describeSession, joined, jobView, sessionView } from './views.js';
 
@@ -61,11 +61,12 @@ function callbackNote(caller: Caller, job: Job, parentClosed = false): string {
  * (`refused` for now, with `retry_after_ms`, when it is overloaded: answers.ts, refusalNote);
  * `not_sent`: it was never reached; `unknown`: the answer was lost (the connection broke after the
  * call was sent, a proxy answered 5xx, no answer in time, or PostgreSQL was cut off during the
- * commit: 503 storage_unavailable with `sql_state`), so it may have been queued.
+ * commit: 503 storage_unavailable with `sql_state`), or the coordinator failed while handling it
+ * (500 `internal_error`: it may have failed after queuing it), so it may have been queued.
  */
 export function messageOutcome(err: unknown, call: ToolCall): ErrorNote {
   const no = (outcome: string, why: string): ErrorNote => ({ data: { outcome }, line: `Outcome ${outcome}: the message was not queued (${why}).` });
-  if (err instanceof AgentqApiError && !(err.code.startsWith('http_') && err.status >= 500) && !mayHaveCommitted(err)) {
+  if (err instanceof AgentqApiError && !effectUnknown(err)) {
     if (err.code === 'session_not_found') return no('not_found', 'no session has this name');
     if (err.code === 'session_closed') return no('terminal', 'the session can take no more input');
     return refusalNote(err, { nothing: 'the message was not queued', outage: call.outage }) ?? no('refused', 'the coordinator refused it');
@@ -74,10 +75,11 @@ export function messageOutcome(err: unknown, call: ToolCall): ErrorNote {
     return refusalNote(err, { nothing: 'the message was not queued' }) ?? no('refused', 'it cannot be sent as given');
   }
   if (err instanceof AgentqConnectionError && neverSent(err)) return no('not_sent', 'the coordinator could not be reached');
+  const why = coordinatorFailed(err) ? 'the coordinator failed while handling it' : 'the answer was lost';
   return {
     data: { outcome: 'unknown' },
     line:
-      'Outcome unknown: the answer was lost, so the message may or may not have been queued. get_status of the session ' +
+      `Outcome unknown: ${why}, so the message may or may not have been queued. get_status of the session ` +
       'counts its waiting messages (pending_messages) and names its active job: send it again only if it did not arrive.',
   };
 }
@@ -88,8 +90,8 @@ export function messageOutcome(err: unknown, call: ToolCall): ErrorNote {
  * the first). `refused`: the tool or the coordinator said no (no such job or session, nothing to
  * stop, not allowed; or, with `retry_after_ms`, not now: 429, or its own 503 when it is
  * overloaded or restarting, which come before any work): nothing was done;
- * `not_sent`: no attempt reached the coordinator; `unknown`: an attempt's answer was lost, so the
- * stop may have been made.
+ * `not_sent`: no attempt reached the coordinator; `unknown`: an attempt's answer was lost, or the
+ * coordinator failed while handling it (500 `internal_error`), so the stop may have been made.
  */
 export function stopOutcome(err: unknown, call: ToolCall): ErrorNote {
   // the coordinator answered the first attempt's refusal again (its Idempotency-Key): that attempt
@@ -98,10 +100,11 @@ export function stopOutcome(err: unknown, call: ToolCall): ErrorNote {
     refusalNote(err, { nothing: 'nothing was stopped', outage: call.outage }) ?? { data: { outcome: 'refused' }, line: 'Outcome refused: nothing was stopped.' };
   if (err instanceof AgentqApiError && err.details?.['replayed'] === true) return refused();
   if (call.outage.mayHaveActed || lostAnswer(err)) {
+    const why = coordinatorFailed(err) ? 'the coordinator failed while handling it' : 'an answer was lost';
     return {
       data: { outcome: 'unknown' },
       line:
-        'Outcome unknown: an answer was lost, so the stop may or may not have been made. get_status tells; look before ' +
+        `Outcome unknown: ${why}, so the stop may or may not have been made. get_status tells; look before ` +
         'calling stop again: a new stop call stops whatever the session runs by then, also a job started since.',
     };
   }
@@ -113,10 +116,28 @@ export function stopOutcome(err: unknown, call: ToolCall): ErrorNote {
   return { data: { outcome: 'unknown' }, line: 'Outcome unknown: get_status tells whether it was stopped; stop may be sent again safely.' };
 }
 
-/** The call may have been carried out, its answer lost: the connection broke after it was sent, a proxy answered 5xx, or a PostgreSQL commit was cut. */
+/**
+ * The call may have been carried out, its answer lost or its outcome unknown: the connection broke
+ * after it was sent, or a 5xx that is no refusal before any work (effectUnknown).
+ */
 function lostAnswer(err: unknown): boolean {
   if (err instanceof AgentqConnectionError) return !neverSent(err);
-  return err instanceof AgentqApiError && ((err.code.startsWith('http_') && err.status >= 500) || mayHaveCommitted(err));
+  return err instanceof AgentqApiError && effectUnknown(err);
+}
+
+/**
+ * A 5xx whose effect is unknown: a proxy's (it may have passed the call on), the coordinator's 500
+ * `internal_error` (a bug may strike after a change was made: docs/api.md promises nothing was done
+ * only for its 429 and its own 503s), or PostgreSQL's 503 `storage_unavailable` (a commit cut off).
+ * The coordinator's own 503 `overloaded`, `queue_full`, `shutting_down`, ... come before any work.
+ */
+function effectUnknown(err: AgentqApiError): boolean {
+  return err.status >= 500 && !notCarriedOut(err);
+}
+
+/** The coordinator itself answered a 5xx that is no refusal for now: it failed while handling the call. */
+function coordinatorFailed(err: unknown): boolean {
+  return err instanceof AgentqApiError && !err.code.startsWith('http_') && !mayHaveCommitted(err) && effectUnknown(err);
 }
 
 /** A fresh session name under `parent`: `<parent>-<6 hex>`. */
@@ -223,7 +244,7 @@ export function registerSessionTools(add: AddTool, { client, caller, send }: Too
         'Send `text` to a session, delivered with its next turn: at once as a new turn if the session is idle, otherwise together with ' +
         'anything else waiting when its current turn ends. Answers outcome "queued"; on an error, whether it was queued: "not_found" ' +
         '(unknown session), "terminal" (it can take no more input), "refused" or "not_sent" (not queued), or "unknown" (the answer ' +
-        'was lost: check get_status of the session before sending it again).',
+        'was lost, or the coordinator failed: check get_status of the session before sending it again).',
       inputSchema: { session_name: SessionName.describe('the session to message'), text: z.string().min(1).describe('the message') },
     },
     async ({ session_name, text }, call) => {
