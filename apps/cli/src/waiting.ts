@@ -83,7 +83,7 @@ export async function waitForJob(
     if (job && aborted(o.signal)) return (await reread(client, [job]))[0]!;
     if (job && (job.terminal || o.now() >= deadline)) return job;
     try {
-      job = await reconnect.call(() => client.waitJob(jobId, hold(), { signal: o.signal, ...answerBy() }));
+      job = await reconnect.call(() => client.waitJob(jobId, hold(), { signal: o.signal, ...answerBy(), ...OWN_RETRIES }));
     } catch (err) {
       // interrupted: the next turn reads the job once more and ends
       if (!aborted(o.signal) || !job) throw err;
@@ -178,7 +178,14 @@ export async function waitForJobs(
 }
 
 /** How long a call of a wait may take to be answered (unset: the client's own bound). */
-type CallLimit = { headersTimeoutMs?: number };
+type CallLimit = { headersTimeoutMs?: number; overloadRetries?: number };
+
+/**
+ * A wait's calls honour a Retry-After through Reconnecting, which knows the wait's deadline (and
+ * gives up at once on one past it); the client's own waits for it would hold a call past the
+ * deadline (twice a Retry-After of up to a minute: `--timeout 2s` ended after 8 s on a 4 s one).
+ */
+const OWN_RETRIES = { overloadRetries: 0 } as const;
 
 /** What one round of a wait answered. */
 interface RoundAnswer {
@@ -210,11 +217,11 @@ async function waitRound(
     // call at once
     const body = mode === 'any' ? { include_terminal: true } : {};
     const res = await reconnect.call(
-      () => client.waitJobs({ job_ids: [...group], mode, timeout_ms: holdMs(), ...body }, { signal: s, ...answerBy() }),
+      () => client.waitJobs({ job_ids: [...group], mode, timeout_ms: holdMs(), ...body }, { signal: s, ...answerBy(), ...OWN_RETRIES }),
       s,
     );
     // snapshots that did not fit in the answer (MAX_ANSWER_BYTES) are read one by one
-    const omitted = await reconnect.call(() => readEach(client, res.omitted ?? [], s, answerBy()), s);
+    const omitted = await reconnect.call(() => readEach(client, res.omitted ?? [], s, { ...answerBy(), ...OWN_RETRIES }), s);
     const read = new Set(omitted.map((j) => j.job_id));
     const gone = (res.omitted ?? []).filter((id) => !read.has(id));
     return { jobs: [...res.jobs, ...omitted], notFound: [...res.not_found, ...gone], done: res.done };

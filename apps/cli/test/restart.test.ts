@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
+import { createServer, request } from 'node:http';
+import { describe, it, type TestContext } from 'node:test';
 import { AgentqClient, AgentqConnectionError } from '@agentq/client';
 import {
   CliCommandData,
@@ -110,6 +111,59 @@ describe('a coordinator restart during a wait', () => {
     assert.equal(r.code, 1);
     assert.equal(envelope<Failure>(r, CliFailure).error.code, 'coordinator_unreachable');
   });
+});
+
+/**
+ * A gateway in front of the coordinator that answers every long-poll of a wait but the first
+ * snapshot (`POST /jobs/wait`) as the coordinator does when overloaded: 503 `overloaded` with a
+ * Retry-After of `retryAfterSeconds`. `refused`: the requests it refused.
+ */
+async function overloadedWaits(t: TestContext, target: string, retryAfterSeconds: number): Promise<{ url: string; refused: string[] }> {
+  const upstream = new URL(target);
+  const refused: string[] = [];
+  let snapshots = 0;
+  const server = createServer((req, res) => {
+    const wait = req.url?.startsWith('/jobs/wait') === true || /^\/jobs\/[^/]+\/wait/.test(req.url ?? '');
+    if (wait && !(req.method === 'POST' && snapshots++ === 0)) {
+      refused.push(`${req.method} ${req.url}`);
+      req.resume();
+      const body = { error: { code: 'overloaded', message: `the coordinator is overloaded (eventLoopDelay); retry after ${retryAfterSeconds} s` } };
+      res.writeHead(503, { 'content-type': 'application/json', 'retry-after': String(retryAfterSeconds) }).end(JSON.stringify(body));
+      return;
+    }
+    const forward = request({ host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: req.headers }, (answer) => {
+      res.writeHead(answer.statusCode ?? 502, answer.headers);
+      answer.pipe(res);
+    });
+    forward.on('error', () => req.socket.destroy());
+    req.pipe(forward);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.after(() => {
+    server.closeAllConnections();
+    return new Promise<void>((resolve) => server.close(() => resolve()));
+  });
+  return { url: `http://127.0.0.1:${(server.address() as { port: number }).port}`, refused };
+}
+
+describe('a wait refused for now past its deadline', () => {
+  for (const argv of [
+    ['wait', 'JOB', '--timeout', '1s'],
+    ['start', 'b', '-p', 'x', '--wait', '--wait-timeout', '1s'],
+  ]) {
+    it(`agentq ${argv.join(' ')}: a Retry-After past the timeout ends it at once (exit 1, the refusal), not after the client waited it out`, async (t) => {
+      const c = await coordinator(t);
+      const job = await c.client.createJob({ type: 'start_session', session_name: 'a', prompt: 'x' });
+      const gw = await overloadedWaits(t, c.url, 3);
+      const r = await cli(gw.url, [...argv.map((a) => (a === 'JOB' ? job.job_id : a)), '--json']);
+      assert.equal(r.code, 1, r.stdout + r.stderr);
+      const failure = envelope<Failure>(r, CliFailure);
+      assert.equal(failure.error.code, 'overloaded');
+      assert.match(failure.error.message, /retry after 3 s/);
+      // refused once: the client did not wait the 3 s out (twice) past the 1 s the wait had
+      assert.equal(gw.refused.length, 1, gw.refused.join('\n'));
+    });
+  }
 });
 
 describe('Reconnecting', () => {

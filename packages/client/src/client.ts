@@ -96,6 +96,12 @@ export interface CallOptions {
   headersTimeoutMs?: number;
   /** bearer token of this call instead of the client's (a launcher registers with its registration token) */
   token?: string;
+  /**
+   * The client's `overloadRetries` for this call. A caller that has a deadline of its own and
+   * honours the Retry-After itself (the CLI's waits: reconnect.ts) passes 0: the client's waits
+   * know no deadline, and would hold the call past it.
+   */
+  overloadRetries?: number;
 }
 
 export interface CreateJobOptions extends CallOptions {
@@ -532,7 +538,7 @@ export class AgentqClient {
           continue;
         }
         const wait = err instanceof AgentqApiError && (err.status === 429 || err.status === 503) ? err.retryAfterMs : undefined;
-        if (wait === undefined || waits++ >= this.#overloadRetries || wait > this.#maxRetryAfterMs) throw err;
+        if (wait === undefined || waits++ >= (o.overloadRetries ?? this.#overloadRetries) || wait > this.#maxRetryAfterMs) throw err;
         // (a create or a stop with an Idempotency-Key is safe to send again: the coordinator made it once at most)
         const safe = method === 'GET' || o.readOnly === true || o.headers?.['idempotency-key'] !== undefined;
         if (!safe && (err as AgentqApiError).code.startsWith('http_')) throw err;
