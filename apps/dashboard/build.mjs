@@ -2,7 +2,8 @@
 // Builds the dashboard into dist/public: type-checks web/ (tsc, DOM types), bundles it with
 // esbuild (Preact included: nothing is fetched from a CDN at run time) and writes index.html
 // naming the hashed asset files. The coordinator serves dist/public at `/`, also while this
-// runs: publish.mjs puts the new files in place without a moment with no complete dashboard.
+// runs: publish.mjs puts the new files in place without a moment with no complete dashboard, one
+// build at a time (a second build into the same folder waits for the first to publish).
 // `node build.mjs --no-check` skips the type check (used by nothing but impatient developers and
 // tests); `--out <dir>` builds into another folder than dist/public (tests).
 import { spawnSync } from 'node:child_process';
@@ -64,6 +65,13 @@ if (!js || !css) throw new Error(`dashboard: esbuild produced no ${js ? 'css' : 
 const indexHtml = readFileSync(join(web, 'index.html'), 'utf8')
   .replace('%APP_JS%', `/assets/${js}`)
   .replace('%APP_CSS%', `/assets/${css}`);
-await publish(out, { indexHtml, assets });
+await publish(
+  out,
+  { indexHtml, assets },
+  {
+    onWait: (holder) =>
+      console.error(`dashboard: waiting for the build of process ${holder.pid} on ${holder.hostname} to publish into ${out}`),
+  },
+);
 const kib = (f) => `${Math.round(assets.get(f).byteLength / 1024)} KiB`;
 console.log(`dashboard: ${relative(process.cwd(), join(out, 'assets', js))} (${kib(js)}), ${css} (${kib(css)})`);

@@ -13,8 +13,15 @@
 // one build longer: a page loaded just before the swap still gets the files it names.
 // Removing the folder first and writing it again, as this used to do, left the coordinator
 // answering 503 and 404 for the time of the bundling, and nothing at all if it failed.
+//
+// All of it runs under a lock on the folder (publish-lock.mjs): two builds publishing at once
+// would otherwise remove each other's temporary files, and each keep only the assets of the page
+// it found, not those of the page the other one just put in place.
 import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { lockFolder } from './publish-lock.mjs';
+
+export { LOCK } from './publish-lock.mjs';
 
 /** What publish() writes beside index.html: the asset names of the build there is now. */
 export const MANIFEST = 'build.json';
@@ -22,13 +29,26 @@ export const MANIFEST = 'build.json';
 /**
  * @param {string} out the folder served (made if missing)
  * @param {{ indexHtml: string, assets: ReadonlyMap<string, string | Uint8Array> }} build
- * @param {{ onStep?: (step: string) => Promise<void> | void }} [options] `onStep` is awaited
- *   after each change to the folder (tests look at what a reader gets at each one)
+ * @param {{
+ *   onStep?: (step: string) => Promise<void> | void,
+ *   onWait?: (holder: { pid: number, hostname: string }) => void,
+ *   lockTimeoutMs?: number,
+ * }} [options] `onStep` is awaited after each change to the folder (tests look at what a reader
+ *   gets at each one); `onWait` is called if another build is publishing into `out`, which this
+ *   one then waits for, up to `lockTimeoutMs` (default 60 s)
  */
 export async function publish(out, build, options = {}) {
-  const step = options.onStep ?? (() => {});
   const assetsDir = join(out, 'assets');
   await mkdir(assetsDir, { recursive: true });
+  const release = await lockFolder(out, { timeoutMs: options.lockTimeoutMs, onWait: options.onWait });
+  try {
+    await publishLocked(out, assetsDir, build, options.onStep ?? (() => {}));
+  } finally {
+    await release();
+  }
+}
+
+async function publishLocked(out, assetsDir, build, step) {
   // the assets of the page served now, kept one build longer. build.json names them, unless it is
   // missing (a folder built before it) or of an older build than index.html (a build stopped
   // between its rename of index.html and its build.json): then every asset there counts as the

@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { execFile, spawn, type ChildProcessByStdio } from 'node:child_process';
+import { once } from 'node:events';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { hostname, tmpdir } from 'node:os';
+import type { Readable, Writable } from 'node:stream';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -11,7 +13,7 @@ import type * as Publish from '../publish.mjs';
 
 // build.mjs and publish.mjs sit beside dist/, not in it: found from here at run time
 const root = new URL('../../', import.meta.url);
-const { publish, MANIFEST } = (await import(new URL('publish.mjs', root).href)) as typeof Publish;
+const { publish, MANIFEST, LOCK } = (await import(new URL('publish.mjs', root).href)) as typeof Publish;
 
 /** A folder for a dashboard build (not made: publish makes it) and a coordinator serving it. */
 async function servedFolder(t: TestContext): Promise<{ dir: string; url: string }> {
@@ -147,4 +149,92 @@ test('build.mjs writes into the folder a coordinator serves without removing it 
   // had the build emptied the folder first, these would be gone, and / a 503 while it bundled
   assert.equal((await fetch(`${url}/assets/app-OLD.js`)).status, 200);
   assert.equal((await fetch(`${url}/assets/app-OLD.css`)).status, 200);
+});
+
+/** A build.mjs process (no type check) into `dir`, `preload` imported first; killed if the test leaves it running. */
+function startBuild(t: TestContext, dir: string, preload?: string) {
+  const args = [...(preload ? ['--import', preload] : []), fileURLToPath(new URL('build.mjs', root)), '--no-check', '--out', dir];
+  const child: ChildProcessByStdio<Writable, Readable, Readable> = spawn(process.execPath, args, { stdio: ['pipe', 'pipe', 'pipe'] });
+  const output = { stdout: '', stderr: '' };
+  child.stdout.setEncoding('utf8').on('data', (d: string) => (output.stdout += d));
+  child.stderr.setEncoding('utf8').on('data', (d: string) => (output.stderr += d));
+  const exited = once(child, 'exit').then(([code]) => code as number | null);
+  t.after(async () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    await exited;
+  });
+  /** Resolves when `stream` has said something matching `pattern` (true) or the process has ended (false). */
+  const says = (stream: 'stdout' | 'stderr', pattern: RegExp) =>
+    new Promise<boolean>((resolve) => {
+      const look = () => {
+        if (pattern.test(output[stream])) resolve(true);
+      };
+      child[stream].on('data', look);
+      look();
+      void exited.then(() => resolve(pattern.test(output[stream])));
+    });
+  return { child, output, exited, says };
+}
+
+test('two build.mjs publishing into one folder at once: the second waits for the first, and the folder holds one complete build, no temporary file and no lock', async (t) => {
+  const { dir, url } = await servedFolder(t);
+  // the first is held in the middle of its publish: its first asset written under its temporary name
+  const first = startBuild(t, dir, new URL('test/fixtures/hold-publish.mjs', root).href);
+  assert.ok(await first.says('stdout', /^holding$/m), `the first build reached its publish: ${first.output.stderr}`);
+  const second = startBuild(t, dir);
+  // before the lock, the second went on and its clean-up removed the first's temporary file
+  const waited = await second.says('stderr', /waiting for the build of process \d+/);
+  first.child.stdin.end();
+  assert.equal(await first.exited, 0, `the first build: ${first.output.stderr}`);
+  assert.equal(await second.exited, 0, `the second build: ${second.output.stderr}`);
+  assert.ok(waited, 'the second build said it waited for the first');
+  assert.match(second.output.stderr, new RegExp(`waiting for the build of process ${first.child.pid} on `));
+
+  const html = await load(url);
+  const named = [...html.matchAll(/"\/assets\/([^"]+)"/g)].map((m) => m[1]!);
+  const manifest = (JSON.parse(readFileSync(join(dir, MANIFEST), 'utf8')) as { assets: string[] }).assets;
+  for (const name of named) assert.ok(manifest.includes(name), `${MANIFEST} names ${name}`);
+  assert.deepEqual(readdirSync(join(dir, 'assets')).sort(), [...manifest].sort(), 'assets/ holds the build and nothing else');
+  assert.deepEqual(readdirSync(dir).sort(), ['assets', MANIFEST, 'index.html'].sort(), 'no temporary file, no lock');
+});
+
+test('a lock left by a build that died while publishing is taken over', async (t) => {
+  const { dir, url } = await servedFolder(t);
+  const dead = spawn(process.execPath, ['-e', '']);
+  await once(dead, 'exit');
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, LOCK), `${JSON.stringify({ pid: dead.pid, hostname: hostname() })}\n`);
+  const waits: number[] = [];
+  // a timeout of 0: a lock taken for a live process's fails at once instead of waiting
+  await publish(dir, fakeBuild('NEW'), { lockTimeoutMs: 0, onWait: (holder) => void waits.push(holder.pid) });
+  assert.equal(await loadedBuild(url), 'NEW');
+  assert.deepEqual(waits, [], 'no wait for a dead process');
+  assert.equal(existsSync(join(dir, LOCK)), false, 'the lock is gone after the publish');
+});
+
+test('a lock held by a live process: publish waits until it is removed, and fails after lockTimeoutMs naming the holder', async (t) => {
+  const { dir, url } = await servedFolder(t);
+  const live = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)']);
+  t.after(async () => {
+    live.kill('SIGKILL');
+    await once(live, 'exit');
+  });
+  await once(live, 'spawn');
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, LOCK), `${JSON.stringify({ pid: live.pid, hostname: hostname() })}\n`);
+
+  await assert.rejects(publish(dir, fakeBuild('OLD'), { lockTimeoutMs: 0 }), new RegExp(`held by process ${live.pid} on .*Remove it if no build runs there`));
+  assert.equal(existsSync(join(dir, 'index.html')), false, 'nothing published');
+
+  // the holder's lock goes while this one waits: the wait ends and the publish goes on
+  const waits: number[] = [];
+  await publish(dir, fakeBuild('NEW'), {
+    onWait: (holder) => {
+      waits.push(holder.pid);
+      rmSync(join(dir, LOCK));
+    },
+  });
+  assert.deepEqual(waits, [live.pid]);
+  assert.equal(await loadedBuild(url), 'NEW');
+  assert.equal(existsSync(join(dir, LOCK)), false);
 });
