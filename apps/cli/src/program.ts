@@ -1,3 +1,4 @@
+import { statSync } from 'node:fs';
 import { Command, CommanderError, Option } from 'commander';
 import { tokenArg } from './args.js';
 import type { CommandContext, CommandResult } from './context.js';
@@ -42,6 +43,18 @@ function globalOptions(): Option[] {
   ].map((o) => o.helpGroup('Global options:'));
 }
 
+/** The global options whose value is a file of this host (read relative to the working directory). */
+const FILE_OPTIONS: ReadonlySet<string> = new Set(['--ca-file']);
+
+/** Whether `path` names a file there is (not a folder): what a file option's value is meant to be. */
+function isFile(path: string): boolean {
+  try {
+    return statSync(path, { throwIfNoEntry: false })?.isFile() ?? false;
+  } catch {
+    return false; // unreadable: reported as such when the command reads it
+  }
+}
+
 /** `agentq session stop`, the way it is typed. */
 export function commandPath(cmd: Command): string {
   const names: string[] = [];
@@ -55,8 +68,10 @@ export function commandPath(cmd: Command): string {
  * an option that needs a value whatever word follows it. Left alone, the error would be about
  * something else (`unknown command 'job_x'`, `missing command`, a URL `--json`) or none at all (a
  * token `--json`, and no JSON printed); this names the option that is missing its value, on `cmd`
- * or the commands above it (where the option was given decides which help to point at). A CA
- * file really named like a command (`--ca-file list`) is then given as `./list`.
+ * or the commands above it (where the option was given decides which help to point at).
+ * Not for a file option whose value is a file there is: `agentq --ca-file list status job_x` in a
+ * folder with a CA file named `list` means that file (a user who forgot the value gets the error
+ * commander gives for the words left, `missing command` or the like).
  */
 function swallowedValue(cmd: Command): UsageError | undefined {
   const globals = new Set(globalOptions().filter((o) => o.required).map((o) => o.long));
@@ -66,6 +81,7 @@ function swallowedValue(cmd: Command): UsageError | undefined {
     for (const option of c.options) {
       const value = opts[option.attributeName()];
       if (!globals.has(option.long) || typeof value !== 'string') continue;
+      if (option.long !== undefined && FILE_OPTIONS.has(option.long) && isFile(value)) continue;
       const what = c.commands.some((sub) => sub.name() === value)
         ? 'the command'
         : flags.some((flag) => value === flag || value.startsWith(`${flag}=`))

@@ -3,10 +3,10 @@
  * command returns the full descriptor, and `status` exits with the job's state.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, it } from 'node:test';
+import { describe, it, type TestContext } from 'node:test';
 import selfsigned from 'selfsigned';
 import { CliCommandData, CliEnvelope, CliFailure, type CliEnvelope as Envelope, type JobDescriptor } from '@agentq/protocol';
 import { cli, coordinator, deadUrl, envelope } from './helpers.js';
@@ -28,6 +28,26 @@ async function status(url: string, jobId: string): Promise<{ code: number; data:
   return { code: r.code, data: env.data };
 }
 
+/** A coordinator over https with a self-signed certificate, `ca` its file, in the folder `dir`. */
+async function httpsCoordinator(t: TestContext): Promise<{ url: string; ca: string; dir: string }> {
+  const dir = mkdtempSync(join(tmpdir(), 'agentq-cli-tls-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true, maxRetries: 5 }));
+  const pems = await selfsigned.generate([{ name: 'commonName', value: 'agentq test coordinator' }], {
+    keyType: 'ec',
+    algorithm: 'sha256',
+    extensions: [
+      { name: 'basicConstraints', cA: true },
+      { name: 'subjectAltName', altNames: [{ type: 7, ip: '127.0.0.1' }] },
+    ],
+  });
+  const ca = join(dir, 'ca file.pem');
+  writeFileSync(ca, pems.cert);
+  writeFileSync(join(dir, 'key.pem'), pems.private);
+  const { url } = await coordinator(t, { tlsCertFile: ca, tlsKeyFile: join(dir, 'key.pem') });
+  assert.match(url, /^https:/);
+  return { url, ca, dir };
+}
+
 describe('the async job protocol: descriptor and exit codes', () => {
   it('start returns the full job descriptor', async (t) => {
     const { url } = await coordinator(t);
@@ -46,21 +66,7 @@ describe('the async job protocol: descriptor and exit codes', () => {
   });
 
   it('the follow-up commands repeat --url and --ca-file given as flags, and work as printed', async (t) => {
-    const dir = mkdtempSync(join(tmpdir(), 'agentq-cli-tls-'));
-    t.after(() => rmSync(dir, { recursive: true, force: true, maxRetries: 5 }));
-    const pems = await selfsigned.generate([{ name: 'commonName', value: 'agentq test coordinator' }], {
-      keyType: 'ec',
-      algorithm: 'sha256',
-      extensions: [
-        { name: 'basicConstraints', cA: true },
-        { name: 'subjectAltName', altNames: [{ type: 7, ip: '127.0.0.1' }] },
-      ],
-    });
-    const ca = join(dir, 'ca file.pem');
-    writeFileSync(ca, pems.cert);
-    writeFileSync(join(dir, 'key.pem'), pems.private);
-    const { url } = await coordinator(t, { tlsCertFile: ca, tlsKeyFile: join(dir, 'key.pem') });
-    assert.match(url, /^https:/);
+    const { url, ca } = await httpsCoordinator(t);
     const d = await startJob(undefined, 'alpha', ['--url', url, '--ca-file', ca]);
     assert.equal(d.status_command, `agentq status ${d.job_id} --url ${url} --ca-file '${ca}' --json`);
     for (const command of [d.status_command, d.wait_command.replace(' --json', ' --timeout 0 --json')]) {
@@ -69,6 +75,33 @@ describe('the async job protocol: descriptor and exit codes', () => {
       const r = await cli(undefined, args);
       assert.equal(r.code, 3, `${command}: ${r.stdout}${r.stderr}`);
     }
+  });
+
+  it('--ca-file takes a CA file named like a command when there is one (`--ca-file list status <job>`), and says it took the command when there is none', async (t) => {
+    const { url, ca, dir } = await httpsCoordinator(t);
+    const d = await startJob(undefined, 'alpha', ['--url', url, '--ca-file', ca]);
+    // the CLI reads a relative --ca-file from its working directory, which is this process's
+    const cwd = process.cwd();
+    process.chdir(dir);
+    t.after(() => process.chdir(cwd));
+
+    copyFileSync(ca, join(dir, 'list'));
+    const r = await cli(undefined, ['--url', url, '--ca-file', 'list', 'status', d.job_id, '--json']);
+    assert.equal(r.code, 3, r.stdout + r.stderr);
+    const status = envelope<DescriptorEnvelope>(r, DescriptorSchema).data;
+    assert.equal(status.job_id, d.job_id);
+    assert.equal(status.status_command, `agentq status ${d.job_id} --url ${url} --ca-file ${join(dir, 'list')} --json`);
+
+    rmSync(join(dir, 'list'));
+    const missing = await cli(undefined, ['--url', url, '--ca-file', 'list', 'status', d.job_id]);
+    assert.equal(missing.code, 2);
+    assert.equal(missing.stderr, "agentq: option '--ca-file <path>' argument missing: it took the command 'list' as its value\nRun 'agentq --help' for usage.\n");
+
+    // --url takes no file: a file named like the command changes nothing
+    writeFileSync(join(dir, 'status'), '');
+    const urlTookIt = await cli(undefined, ['--url', 'status', d.job_id]);
+    assert.equal(urlTookIt.code, 2);
+    assert.equal(urlTookIt.stderr, "agentq: option '--url <url>' argument missing: it took the command 'status' as its value\nRun 'agentq --help' for usage.\n");
   });
 
   it('status exits 3 right after start, 3 while running, then 0 once completed', async (t) => {
