@@ -5,7 +5,7 @@ import { Value } from '@sinclair/typebox/value';
 import { ExecutorEvent, MAX_EVENT_LINE_BYTES, type ExecutorInvocation } from '@agentq/protocol';
 import { toError } from '@agentq/client';
 import type { ExecutorSpec } from './executors/index.js';
-import { isSameGroup, killGroupTree, startTimeOf } from './lifeline/proc.js';
+import { isSameGroup, killGroupTree, killGroupTreeSync, startTimeOf } from './lifeline/proc.js';
 
 /** How an executor process ended. */
 export interface ExecutorExit {
@@ -82,6 +82,8 @@ export class ExecutorProcess {
   #killTimer: NodeJS.Timeout | undefined;
   /** SIGTERM has been sent (terminate) */
   #terminating = false;
+  /** kills of the group on a worker thread under way (#signalGroup 'off-loop') */
+  #killingTree = 0;
 
   constructor(spec: ExecutorSpec, invocation: ExecutorInvocation, options: ExecutorProcessOptions) {
     this.#killGraceMs = options.killGraceMs;
@@ -140,7 +142,7 @@ export class ExecutorProcess {
         this.#leaderExited = true;
         // the group leader is gone; anything it left behind in its group is part of this job and
         // must not outlive it (nor keep our stdout pipe open)
-        this.#signalGroup('SIGTERM');
+        void this.#signalGroup('SIGTERM');
         this.#armKill();
         // 'close' waits for every holder of the pipes, and one outside the group (a daemon, `setsid
         // cmd &`) is not killed with it: without a bound the job would never end. What is already
@@ -189,7 +191,7 @@ export class ExecutorProcess {
   async terminate(): Promise<ExecutorExit> {
     if (!this.#ended && !this.#terminating) {
       this.#terminating = true;
-      this.#signalGroup('SIGTERM');
+      void this.#signalGroup('SIGTERM');
       this.#armKill();
     }
     return this.exited;
@@ -197,8 +199,9 @@ export class ExecutorProcess {
 
   /** SIGKILL the group now, synchronously (forced exit of the launcher, or a hung executor). */
   killNow(): void {
-    // after the end, a pending kill timer means members of the group were still alive
-    if (!this.#ended || this.#killTimer) this.#signalGroup('SIGKILL');
+    // after the end, a pending kill timer means members of the group were still alive; a kill
+    // under way on a worker thread ('off-loop') would be cut short by the exit, the group stopped
+    if (!this.#ended || this.#killTimer || this.#killingTree > 0) void this.#signalGroup('SIGKILL', 'now');
     if (this.#ended) {
       clearTimeout(this.#killTimer);
       this.#killTimer = undefined;
@@ -210,8 +213,9 @@ export class ExecutorProcess {
     if (this.#killTimer || this.#ended) return;
     this.#killTimer = setTimeout(() => {
       this.#killTimer = undefined;
-      this.#signalGroup('SIGKILL');
-      if (this.#ended) this.#release();
+      void this.#signalGroup('SIGKILL', 'off-loop').then(() => {
+        if (this.#ended) this.#release();
+      });
     }, this.#killGraceMs);
     this.#killTimer.unref();
   }
@@ -235,16 +239,29 @@ export class ExecutorProcess {
     return this.pid !== undefined && (this.#startTime === null || isSameGroup(this.pid, this.#startTime));
   }
 
-  #signalGroup(signal: NodeJS.Signals): void {
-    if (this.pid === undefined || !this.#isOurGroup()) return;
-    // SIGKILL goes to what the group's members started outside it too (see killGroupTree):
-    // SIGTERM does not, as the member that started them (claude) ends them on its SIGTERM
-    if (signal === 'SIGKILL') return killGroupTree(this.pid);
+  /**
+   * Signals the group if it is still ours. SIGKILL goes to what the group's members started
+   * outside it too (see killGroupTreeSync), `when` says how: 'now' on this thread, before this
+   * returns (the launcher is about to exit); 'off-loop' on a worker thread, the returned promise
+   * resolving once it is done. SIGTERM does not, as the member that started them (claude) ends
+   * them on its SIGTERM.
+   */
+  #signalGroup(signal: NodeJS.Signals, when: 'now' | 'off-loop' = 'now'): Promise<void> {
+    if (this.pid === undefined || !this.#isOurGroup()) return Promise.resolve();
+    if (signal === 'SIGKILL' && when === 'now') {
+      killGroupTreeSync(this.pid);
+      return Promise.resolve();
+    }
+    if (signal === 'SIGKILL') {
+      this.#killingTree++;
+      return killGroupTree(this.pid).finally(() => this.#killingTree--);
+    }
     try {
       process.kill(-this.pid, signal);
     } catch {
       // ESRCH: the group is already gone
     }
+    return Promise.resolve();
   }
 }
 

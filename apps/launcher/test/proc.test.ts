@@ -5,8 +5,8 @@ import { once } from 'node:events';
 import { createInterface } from 'node:readline';
 import { test } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
-import { escapedDescendants } from '../src/lifeline/proc.js';
-import { alive, fixture } from './helpers.js';
+import { escapedDescendants, killGroupTree } from '../src/lifeline/proc.js';
+import { alive, fixture, gone } from './helpers.js';
 
 /** escapedDescendants over a given process table (what killGroupTree reads from /proc or `ps`). */
 
@@ -64,4 +64,36 @@ test('killGroupTree called from a descendant of the group, outside it, kills the
   const outcome = await Promise.race([lines.next().then((r) => String(r.value)), stopped(killer)]);
   assert.equal(outcome, 'returned', 'the killer went on after stopping the group');
   assert.deepEqual(await leaderExit, [null, 'SIGKILL'], 'the group was killed');
+});
+
+// The leader of a group; its member (a child in the group) starts `sh` in a session of its own
+// (setsid, as claude runs a Bash command), and that sh a `sleep`: both outside the group, one a
+// grandchild of the leader, the other its great-grandchild. The sh prints both pids.
+const ESCAPING_GROUP = `
+  const { spawn } = require('node:child_process');
+  spawn('setsid', ['sh', '-c', 'sleep 600 & echo $$ $!; wait'], { stdio: ['ignore', 'inherit', 'inherit'] });
+  setInterval(() => {}, 60_000);
+`;
+
+// killGroupTree read every /proc/PID/stat on the launcher's event loop, at each of its passes: a
+// second a pass at 20 000 processes, with heartbeats, output reports and every other job waiting.
+test('killGroupTree kills, on a worker thread, the group and what its members started in sessions of their own, and theirs; the event loop runs meanwhile', { skip: process.platform !== 'linux' && 'reads /proc', timeout: 60_000 }, async (t) => {
+  const leader = spawn(process.execPath, ['-e', ESCAPING_GROUP], { detached: true, stdio: ['ignore', 'pipe', 'inherit'] });
+  const leaderExit = once(leader, 'exit') as Promise<[number | null, NodeJS.Signals | null]>;
+  let escaped: number[] = [];
+  t.after(() => {
+    for (const pid of [-leader.pid!, ...escaped]) if (alive(pid)) process.kill(pid, 'SIGKILL');
+  });
+  const line = String((await createInterface({ input: leader.stdout! })[Symbol.asyncIterator]().next()).value);
+  escaped = line.split(' ').map(Number);
+  assert.equal(escaped.length, 2, line);
+  for (const pid of escaped) assert.notEqual(readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')[2], String(leader.pid), 'out of the group');
+
+  const killing = killGroupTree(leader.pid!);
+  const first = await Promise.race([new Promise((resolve) => setImmediate(() => resolve('event loop'))), killing.then(() => 'killed')]);
+  assert.equal(first, 'event loop', 'this thread ran on while killGroupTree looked for the descendants');
+  await killing;
+  assert.deepEqual(await leaderExit, [null, 'SIGKILL'], 'the group was killed');
+  // sent SIGKILL: gone as soon as the kernel has ended them (a bound only for a kill not sent)
+  for (const pid of escaped) await gone(pid, 'an escaped descendant');
 });

@@ -1,5 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { Worker } from 'node:worker_threads';
 
 /**
  * Process identity checks for the lifeline. A pid alone is not an identity: once a process is
@@ -141,8 +142,8 @@ export async function endGroups(groups: readonly Group[], graceMs: number): Prom
     await new Promise((resolve) => setTimeout(resolve, CHECK_MS));
     left = left.filter((g) => isSameGroup(g.pgid, g.start_time) && !onlyZombies(g.pgid));
   }
-  // with what its members started outside it (claude's Bash commands): see killGroupTree
-  for (const g of left) if (isSameGroup(g.pgid, g.start_time)) killGroupTree(g.pgid);
+  // with what its members started outside it (claude's Bash commands): see killGroupTreeSync
+  for (const g of left) if (isSameGroup(g.pgid, g.start_time)) await killGroupTree(g.pgid);
   return ended;
 }
 
@@ -222,7 +223,7 @@ function processTable(): ProcessEntry[] {
  * The processes outside group `pgid` that descend from one of its members: a child that went to
  * a session (and group) of its own, as claude runs each Bash command, is out of the group's
  * reach but still its parent's child, and so are its own children. `spare` (this process) and
- * what descends from it through it are left out: see killGroupTree.
+ * what descends from it through it are left out: see killGroupTreeSync.
  */
 export function escapedDescendants(pgid: number, table: readonly ProcessEntry[] = processTable(), spare = process.pid): number[] {
   // one pass over the table: copying a parent's list at each child made this quadratic in the
@@ -251,15 +252,41 @@ export function escapedDescendants(pgid: number, table: readonly ProcessEntry[] 
 const TREE_ROUNDS = 10;
 
 /**
+ * killGroupTreeSync on a worker thread, resolving once it is done: each of its passes over the
+ * process table reads every /proc/PID/stat, a second at 20 000 processes, and on the launcher's
+ * event loop that second held heartbeats, output reports and every other job's pipes. Where no
+ * worker can start (out of memory, thread limits), it runs here instead: late beats none.
+ *
+ * (Reading only the children of the group's members, /proc/PID/task/TID/children, would make each
+ * pass cheap, but it needs CONFIG_PROC_CHILDREN, which kernels do not all have, and it misses
+ * members whose parent exited, init's children by then, and what they started outside the group.)
+ */
+export async function killGroupTree(pgid: number): Promise<void> {
+  let worker: Worker;
+  try {
+    worker = new Worker(new URL('./kill-tree-worker.js', import.meta.url), { workerData: { pgid } });
+  } catch {
+    return killGroupTreeSync(pgid);
+  }
+  const failed = await new Promise<boolean>((resolve) => {
+    worker.once('error', () => resolve(true));
+    worker.once('exit', (code) => resolve(code !== 0));
+  });
+  // a worker that failed may have done any part of it; all of it again is harmless
+  if (failed) killGroupTreeSync(pgid);
+}
+
+/**
  * SIGKILL group `pgid` and every process that descends from one of its members outside it. Killed
  * with the group alone, those would lose their parent and run on as init's children, out of
  * anyone's reach: claude ends its Bash commands (each in a session of its own) on SIGTERM, and a
  * claude killed before it did leaves them running. The group and what is found are stopped
  * (SIGSTOP) first, then looked at again until nothing new shows, so that none of them starts a
  * process between the look and the kill. A process whose parent had already exited (a daemon
- * that forked twice) is init's child and cannot be found.
+ * that forked twice) is init's child and cannot be found. Blocks this thread for each pass over
+ * the process table: killGroupTree runs it on a worker thread; this is for a process about to exit.
  */
-export function killGroupTree(pgid: number): void {
+export function killGroupTreeSync(pgid: number): void {
   const send = (pid: number, signal: NodeJS.Signals) => {
     try {
       process.kill(pid, signal);
