@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { AgentqClient } from '@agentq/client';
 import { called, fakeLauncher, holdAppends, rejectsWith, start, startTest, type FakeLauncher } from './helpers.js';
+import { freshDatabaseUrl, pgStatementsDuring } from './pg-server.js';
 
 // the test's own bound, for a wake-up that never comes: well over what a test takes on a loaded
 // CI machine (with both cores busy, events.test's flood took 22 s of its 30; tests of a second
@@ -212,4 +213,46 @@ test('a batch of a launcher replaced while it was on its way is refused, not sto
   assert.equal((await client.getOutput(job.job_id)).total_bytes, 0);
   await client.reportOutput(job.job_id, { launcher_id: fresh.launcher_id, offset: 0, data: 'from the new life' });
   assert.equal((await client.getOutput(job.job_id)).output, 'from the new life');
+});
+
+// Each batch was checked in a transaction of its own (its launcher, its job and its session read
+// and locked) before the one that stores it, which checks the holder again under the job's lock:
+// on PostgreSQL, the store's check is the only one now, and a refusal's reason is looked for after.
+test('PostgreSQL: a batch of output reads its job and launcher once, in the transaction that stores it; a refusal still says why (409, 404, 401)', opts, async (t) => {
+  const url = await freshDatabaseUrl(t);
+  if (url === null) return;
+  // no periodic sweep: its statements would be recorded with the batch's
+  const { c, client } = await startTest(t, { databaseUrl: url, sweepIntervalMs: 600_000 });
+  const { job, send } = await runningJob(client);
+  await send(0, 'first');
+  const statements = await pgStatementsDuring(async () => {
+    await send(5, ' second');
+  });
+  assert.equal((await client.getOutput(job.job_id)).output, 'first second');
+  assert.equal(statements.filter((sql) => sql === 'BEGIN').length, 1, `one transaction: ${statements.join('; ')}`);
+  assert.deepEqual(
+    statements.filter((sql) => /\bFROM (jobs|launchers)\b/.test(sql)),
+    ['SELECT output_bytes, launcher_id FROM jobs WHERE id = $1 FOR UPDATE', "SELECT 1 FROM launchers WHERE id = $1 AND status <> 'stale'"],
+    'the job and its launcher read once, by the write',
+  );
+
+  const stranger = await fakeLauncher(client, 'stranger');
+  await rejectsWith(client.reportOutput(job.job_id, { launcher_id: stranger.id, offset: 12, data: 'x' }), 409, 'job_owned_by_other_launcher');
+  await rejectsWith(client.reportOutput('job_000000000000', { launcher_id: stranger.id, offset: 0, data: 'x' }), 404, 'job_not_found');
+  await rejectsWith(client.reportOutput(job.job_id, { launcher_id: 'l_000000000000', offset: 12, data: 'x' }), 401, 'launcher_unknown');
+  // and in a report-and-poll request, each report answered as its own request would be
+  const { results } = await client.sync({
+    launcher_id: stranger.id,
+    capacity: 0,
+    reports: [
+      { kind: 'output', job_id: job.job_id, offset: 12, data: 'x' },
+      { kind: 'output', job_id: 'job_000000000000', offset: 0, data: 'x' },
+    ],
+  });
+  assert.deepEqual(
+    results.map((r) => r.error?.code ?? 'ok'),
+    ['job_owned_by_other_launcher', 'job_not_found'],
+  );
+  assert.equal((await client.getOutput(job.job_id)).output, 'first second', 'nothing refused was stored');
+  assert.equal(c.core.store.kind, 'postgres');
 });

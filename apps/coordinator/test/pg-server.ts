@@ -59,6 +59,24 @@ export async function freshDatabaseUrl(t: TestContext): Promise<string | null> {
 }
 let schemas = 0;
 
+/** Record the SQL of every query node-postgres sends from this process while `fn` runs. */
+export async function pgStatementsDuring(fn: () => Promise<void>): Promise<string[]> {
+  const proto = pg.Client.prototype as unknown as { query: (...args: unknown[]) => unknown };
+  const original = proto.query;
+  const seen: string[] = [];
+  proto.query = function (this: unknown, ...args: unknown[]) {
+    const q = args[0];
+    seen.push(typeof q === 'string' ? q : String((q as { text?: unknown }).text));
+    return original.apply(this, args);
+  };
+  try {
+    await fn();
+  } finally {
+    proto.query = original;
+  }
+  return seen;
+}
+
 async function start(): Promise<PgServer> {
   const given = process.env.AGENTQ_TEST_PG_URL;
   if (given) return { adminUrl: given };

@@ -7,7 +7,7 @@ import { JobStatuses, type JobStatus } from '@agentq/protocol';
 import type { AgentqClient } from '@agentq/client';
 import { request } from 'undici';
 import { ManualClock } from '../src/core/clock.js';
-import { freshDatabaseUrl } from './pg-server.js';
+import { freshDatabaseUrl, pgStatementsDuring } from './pg-server.js';
 import { parsePrometheusText } from './prometheus-text.js';
 import { fakeLauncher, start, startTest, tempDir } from './helpers.js';
 
@@ -157,24 +157,6 @@ test('SQLite: a scrape of /metrics and a GET /health read no job from the databa
     'no statement over the jobs table',
   );
 });
-
-/** Record the SQL of every query node-postgres sends from this process while `fn` runs. */
-async function pgStatementsDuring(fn: () => Promise<void>): Promise<string[]> {
-  const proto = pg.Client.prototype as unknown as { query: (...args: unknown[]) => unknown };
-  const original = proto.query;
-  const seen: string[] = [];
-  proto.query = function (this: unknown, ...args: unknown[]) {
-    const q = args[0];
-    seen.push(typeof q === 'string' ? q : String((q as { text?: unknown }).text));
-    return original.apply(this, args);
-  };
-  try {
-    await fn();
-  } finally {
-    proto.query = original;
-  }
-  return seen;
-}
 
 /** A PostgreSQL connection for the test's own reads and writes. */
 async function pgClient(t: TestContext, url: string): Promise<pg.Client> {

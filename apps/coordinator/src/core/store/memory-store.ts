@@ -41,6 +41,8 @@ export interface MemoryStoreOptions {
 export class MemoryStore implements Store {
   readonly kind: Store['kind'] = 'memory';
   readonly shared = false;
+  /** holds() lets a job not in memory through: see Store.appendOutputChecksJob */
+  readonly appendOutputChecksJob: boolean = false;
   get available(): boolean {
     return true;
   }

@@ -73,6 +73,8 @@ const ONLINE_COPY_MS = 1000;
 export class PostgresStore implements Store {
   readonly kind = 'postgres' as const;
   readonly shared = true;
+  /** the job's row is read with its holder: a job there is not refuses the batch (pg-output.ts) */
+  readonly appendOutputChecksJob = true;
   /** the control connection (LISTEN, the sweeper's lock) is up: it reconnects when it can */
   get available(): boolean {
     return this.#control.connected;

@@ -265,6 +265,15 @@ export interface Store {
    * enough: another coordinator may requeue the job, or declare its launcher stale, in between).
    */
   appendOutput(jobId: string, offset: number, data: string, holder?: string): Promise<number | null>;
+  /**
+   * Whether appendOutput(…, holder) refuses (null) a job the store does not have as well, so that
+   * its own check is all a batch needs on its way in, and the caller looks for the refusal's
+   * reason only once it refused: PostgreSQL (the job's row is read and locked with its holder).
+   * Memory and SQLite: no, their check lets through a job that is not in memory (an ended job
+   * SQLite let go of, whose holder no longer changes), and so an id of no job at all: the caller
+   * checks first.
+   */
+  readonly appendOutputChecksJob: boolean;
   readOutput(jobId: string, from: number | null, limit: number): Promise<OutputSlice & OutputInfo>;
   /**
    * Resolves when output arrives for the job (or the signal aborts). `after`: the stream length
