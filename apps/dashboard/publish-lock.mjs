@@ -65,17 +65,32 @@ export async function lockFolder(dir, options = {}) {
 async function tryCreate(dir, path, me) {
   // a `.tmp` name: if this process dies before the rm below, the next publish removes it
   const candidate = join(dir, `.publish.lock.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
+  const contents = `${JSON.stringify(me)}\n`;
   try {
-    await writeFile(candidate, `${JSON.stringify(me)}\n`);
+    await writeFile(candidate, contents);
     await link(candidate, path);
     return true;
   } catch (err) {
     const code = /** @type {NodeJS.ErrnoException} */ (err).code;
     // ENOENT: the holder's clean-up took the candidate for a stopped build's leftover
     if (code === 'EEXIST' || code === 'ENOENT') return false;
+    // a file system without hard links: made and written in two steps (read in between, it names
+    // no process, and counts as held by a live one)
+    if (code === 'EPERM' || code === 'ENOTSUP' || code === 'ENOSYS') return createExclusive(path, contents);
     throw new Error(`dashboard: cannot make ${path}`, { cause: err });
   } finally {
     await rm(candidate, { force: true });
+  }
+}
+
+/** @returns {Promise<boolean>} whether `path` was made here */
+async function createExclusive(path, contents) {
+  try {
+    await writeFile(path, contents, { flag: 'wx' });
+    return true;
+  } catch (err) {
+    if (/** @type {NodeJS.ErrnoException} */ (err).code === 'EEXIST') return false;
+    throw new Error(`dashboard: cannot make ${path}`, { cause: err });
   }
 }
 
