@@ -81,13 +81,13 @@ function swallowedValue(cmd: Command): UsageError | undefined {
     for (const option of c.options) {
       const value = opts[option.attributeName()];
       if (!globals.has(option.long) || typeof value !== 'string') continue;
-      if (option.long !== undefined && FILE_OPTIONS.has(option.long) && isFile(value)) continue;
       const what = c.commands.some((sub) => sub.name() === value)
         ? 'the command'
         : flags.some((flag) => value === flag || value.startsWith(`${flag}=`))
           ? 'the option'
           : undefined;
-      if (what) {
+      // not for a file option naming a file that is there: that file is what the user meant
+      if (what && !(option.long !== undefined && FILE_OPTIONS.has(option.long) && isFile(value))) {
         return new UsageError(`option '${option.flags}' argument missing: it took ${what} '${value}' as its value`, commandPath(c) || undefined);
       }
     }
