@@ -254,7 +254,9 @@ export class ExecutorProcess {
     }
     if (signal === 'SIGKILL') {
       this.#killingTree++;
-      return killGroupTree(this.pid).finally(() => this.#killingTree--);
+      // checked again on the worker, which starts later: the group may be gone, its id another's
+      const group = this.#startTime === null ? this.pid : { pgid: this.pid, start_time: this.#startTime };
+      return killGroupTree(group).finally(() => this.#killingTree--);
     }
     try {
       process.kill(-this.pid, signal);

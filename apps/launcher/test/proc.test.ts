@@ -5,7 +5,7 @@ import { once } from 'node:events';
 import { createInterface } from 'node:readline';
 import { test } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
-import { escapedDescendants, killGroupTree } from '../src/lifeline/proc.js';
+import { escapedDescendants, killGroupTree, startTimeOf } from '../src/lifeline/proc.js';
 import { alive, fixture, gone } from './helpers.js';
 
 /** escapedDescendants over a given process table (what killGroupTree reads from /proc or `ps`). */
@@ -96,4 +96,36 @@ test('killGroupTree kills, on a worker thread, the group and what its members st
   assert.deepEqual(await leaderExit, [null, 'SIGKILL'], 'the group was killed');
   // sent SIGKILL: gone as soon as the kernel has ended them (a bound only for a kill not sent)
   for (const pid of escaped) await gone(pid, 'an escaped descendant');
+});
+
+// The caller checked that the group was still its own, then started the worker; the worker's kill
+// came tens of milliseconds later (more on a loaded machine), by which time the group could have
+// ended and its id gone to an unrelated group, which the worker stopped and killed. The worker now
+// checks the group itself: here, a leader whose start time is not the one named stands for the
+// group that got the id meanwhile.
+test('killGroupTree leaves alone the group that has the id by the time its worker runs, when the leader\'s start time is not the one named', { skip: process.platform !== 'linux' && 'reads /proc', timeout: 60_000 }, async (t) => {
+  const leader = spawn(process.execPath, ['-e', 'setInterval(() => {}, 60_000)'], { detached: true, stdio: 'ignore' });
+  const leaderExit = once(leader, 'exit') as Promise<[number | null, NodeJS.Signals | null]>;
+  t.after(() => {
+    if (alive(-leader.pid!)) process.kill(-leader.pid!, 'SIGKILL');
+  });
+  await once(leader, 'spawn');
+  const startTime = startTimeOf(leader.pid!);
+  assert.notEqual(startTime, null);
+
+  await killGroupTree({ pgid: leader.pid!, start_time: `${startTime}0` });
+  // sent after what killGroupTree sent: the leader dies of a SIGKILL sent before it, of this if none was
+  process.kill(leader.pid!, 'SIGTERM');
+  assert.deepEqual(await leaderExit, [null, 'SIGTERM'], 'the group named by another start time was not killed');
+});
+
+test('killGroupTree kills the group whose leader has the start time named', { skip: process.platform !== 'linux' && 'reads /proc', timeout: 60_000 }, async (t) => {
+  const leader = spawn(process.execPath, ['-e', 'setInterval(() => {}, 60_000)'], { detached: true, stdio: 'ignore' });
+  const leaderExit = once(leader, 'exit') as Promise<[number | null, NodeJS.Signals | null]>;
+  t.after(() => {
+    if (alive(-leader.pid!)) process.kill(-leader.pid!, 'SIGKILL');
+  });
+  await once(leader, 'spawn');
+  await killGroupTree({ pgid: leader.pid!, start_time: startTimeOf(leader.pid!) });
+  assert.deepEqual(await leaderExit, [null, 'SIGKILL']);
 });

@@ -1,8 +1,9 @@
 /**
  * The worker thread killGroupTree runs killGroupTreeSync on: its passes over /proc (a second each
- * at 20 000 processes) then block this thread, not the launcher's event loop. workerData: the pgid.
+ * at 20 000 processes) then block this thread, not the launcher's event loop. workerData: the
+ * group (checked here, see killGroupTree) or a bare pgid.
  */
 import { workerData } from 'node:worker_threads';
-import { killGroupTreeSync } from './proc.js';
+import { killSameGroupTree, type Group } from './proc.js';
 
-killGroupTreeSync((workerData as { pgid: number }).pgid);
+killSameGroupTree(workerData as Group | number);

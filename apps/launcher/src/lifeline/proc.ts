@@ -143,7 +143,7 @@ export async function endGroups(groups: readonly Group[], graceMs: number): Prom
     left = left.filter((g) => isSameGroup(g.pgid, g.start_time) && !onlyZombies(g.pgid));
   }
   // with what its members started outside it (claude's Bash commands): see killGroupTreeSync
-  for (const g of left) if (isSameGroup(g.pgid, g.start_time)) await killGroupTree(g.pgid);
+  for (const g of left) if (isSameGroup(g.pgid, g.start_time)) await killGroupTree(g);
   return ended;
 }
 
@@ -257,23 +257,36 @@ const TREE_ROUNDS = 10;
  * event loop that second held heartbeats, output reports and every other job's pipes. Where no
  * worker can start (out of memory, thread limits), it runs here instead: late beats none.
  *
+ * `group` is checked (isSameGroup, its leader's start time) on the worker, right before it stops
+ * the group: the worker starts tens of milliseconds after this call (more on a loaded machine),
+ * time enough for the group to end and its id to go to an unrelated group, which a check made by
+ * the caller before the call would not see. A bare id (a leader whose start time could not be
+ * read) goes unchecked.
+ *
  * (Reading only the children of the group's members, /proc/PID/task/TID/children, would make each
  * pass cheap, but it needs CONFIG_PROC_CHILDREN, which kernels do not all have, and it misses
  * members whose parent exited, init's children by then, and what they started outside the group.)
  */
-export async function killGroupTree(pgid: number): Promise<void> {
+export async function killGroupTree(group: Group | number): Promise<void> {
   let worker: Worker;
   try {
-    worker = new Worker(new URL('./kill-tree-worker.js', import.meta.url), { workerData: { pgid } });
+    worker = new Worker(new URL('./kill-tree-worker.js', import.meta.url), { workerData: group });
   } catch {
-    return killGroupTreeSync(pgid);
+    return killSameGroupTree(group);
   }
   const failed = await new Promise<boolean>((resolve) => {
     worker.once('error', () => resolve(true));
     worker.once('exit', (code) => resolve(code !== 0));
   });
-  // a worker that failed may have done any part of it; all of it again is harmless
-  if (failed) killGroupTreeSync(pgid);
+  // a worker that failed may have done any part of it; all of it again is harmless, the check
+  // included (a group it killed may have given its id to another since)
+  if (failed) killSameGroupTree(group);
+}
+
+/** killGroupTreeSync of `group` if it is still the one its leader's start time says (see killGroupTree). */
+export function killSameGroupTree(group: Group | number): void {
+  if (typeof group === 'number') return killGroupTreeSync(group);
+  if (isSameGroup(group.pgid, group.start_time)) killGroupTreeSync(group.pgid);
 }
 
 /**
