@@ -256,3 +256,15 @@ test('PostgreSQL: a batch of output reads its job and launcher once, in the tran
   assert.equal((await client.getOutput(job.job_id)).output, 'first second', 'nothing refused was stored');
   assert.equal(c.core.store.kind, 'postgres');
 });
+
+// On PostgreSQL the store's own write became a batch's only check: its lookup of a job id holding
+// the NUL character (which no stored id has, and PostgreSQL text cannot hold) failed in the
+// database, and the batch was answered 500 instead of 404 (the request's own check, which ran
+// first, finds no such job).
+test('a batch for a job id with the NUL character in it is refused as a job not found (404), alone and in a report-and-poll request', opts, async (t) => {
+  const { client } = await startTest(t);
+  const { l } = await runningJob(client);
+  await rejectsWith(client.reportOutput('job_\u0000', { launcher_id: l.id, offset: 0, data: 'x' }), 404, 'job_not_found');
+  const { results } = await client.sync({ launcher_id: l.id, capacity: 0, reports: [{ kind: 'output', job_id: 'job_\u0000', offset: 0, data: 'x' }] });
+  assert.deepEqual(results.map((r) => r.error?.code ?? 'ok'), ['job_not_found']);
+});

@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { OutputBuffer } from '../output-buffer.js';
+import { lookupOfNul } from './pg-sql.js';
 import { statementName } from './pg-tx.js';
 import type { OutputInfo, OutputSlice } from './store.js';
 
@@ -25,7 +26,10 @@ export class PgOutput {
    * `holder` no longer holds the job, or is gone or stale (Store.appendOutput).
    */
   async append(jobId: string, offset: number, data: string, holder?: string): Promise<number | null> {
-    const q = (client: pg.PoolClient, text: string, values: unknown[]) => client.query({ name: statementName(text), text, values });
+    // a lookup of an id holding the NUL character finds nothing, as in a transaction (pg-tx.ts):
+    // PostgreSQL would refuse the statement, and the batch be answered 500, not refused
+    const q = async (client: pg.PoolClient, text: string, values: unknown[]): Promise<Pick<pg.QueryResult, 'rows'>> =>
+      lookupOfNul(text, values) ? { rows: [] } : client.query({ name: statementName(text), text, values });
     const stored = await this.run(async (client) => {
       // the job's row serialises appends to its output (a launcher may retry through another
       // coordinator), and holds off whatever would move the job until the batch is stored
