@@ -68,6 +68,13 @@ async function tryCreate(dir, path, me) {
   const contents = `${JSON.stringify(me)}\n`;
   try {
     await writeFile(candidate, contents);
+  } catch (err) {
+    await rm(candidate, { force: true });
+    // ENOENT: the folder itself is gone (removed while this build waited); looking again for the
+    // lock would find none, and try again, for ever
+    throw new Error(`dashboard: cannot make ${path}`, { cause: err });
+  }
+  try {
     await link(candidate, path);
     return true;
   } catch (err) {

@@ -238,3 +238,15 @@ test('a lock held by a live process: publish waits until it is removed, and fail
   assert.equal(await loadedBuild(url), 'NEW');
   assert.equal(existsSync(join(dir, LOCK)), false);
 });
+
+// The folder removed while a build waited for the lock in it: the build looked for the lock, found
+// none, failed to make it (ENOENT) and looked again, for ever, at full speed.
+test('a publish waiting for the lock fails, naming the lock, when the folder is removed meanwhile', { timeout: 30_000 }, async (t) => {
+  const { dir } = await servedFolder(t);
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, LOCK), `${JSON.stringify({ pid: process.pid, hostname: hostname() })}\n`);
+  await assert.rejects(
+    publish(dir, fakeBuild('NEW'), { onWait: () => rmSync(dir, { recursive: true, force: true }) }),
+    (err: Error) => err.message === `dashboard: cannot make ${join(dir, LOCK)}` && (err.cause as NodeJS.ErrnoException).code === 'ENOENT',
+  );
+});
