@@ -129,3 +129,27 @@ test('killGroupTree kills the group whose leader has the start time named', { sk
   await killGroupTree({ pgid: leader.pid!, start_time: startTimeOf(leader.pid!) });
   assert.deepEqual(await leaderExit, [null, 'SIGKILL']);
 });
+
+// process.exit ends a worker thread wherever it is: a launcher that exited just after a kill's
+// worker started (its shutdown over while the SIGKILL after --kill-grace was on its way) left the
+// group running, or stopped (SIGSTOP sent, not the SIGKILL), until the reaper's kill after its grace.
+test('killGroupTree started just before this process exits: the group is killed before the exit', { skip: process.platform !== 'linux' && 'reads /proc', timeout: 60_000 }, async (t) => {
+  const leader = spawn(process.execPath, ['-e', 'setInterval(() => {}, 60_000)'], { detached: true, stdio: 'ignore' });
+  const leaderExit = once(leader, 'exit') as Promise<[number | null, NodeJS.Signals | null]>;
+  t.after(() => {
+    if (alive(-leader.pid!)) process.kill(-leader.pid!, 'SIGKILL');
+  });
+  await once(leader, 'spawn');
+  const killer = spawn(process.execPath, [fixture('kill-then-exit.js'), String(leader.pid), startTimeOf(leader.pid!)!], { stdio: 'inherit' });
+  assert.deepEqual(await once(killer, 'exit'), [0, null]);
+  // sent after what the killer sent before it exited: the leader dies of a SIGKILL sent then, of
+  // this if none was (the SIGCONT for a leader left stopped); ESRCH: already dead and reaped
+  for (const signal of ['SIGTERM', 'SIGCONT'] as const) {
+    try {
+      process.kill(leader.pid!, signal);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ESRCH') throw err;
+    }
+  }
+  assert.deepEqual(await leaderExit, [null, 'SIGKILL'], 'the group was killed before the killer exited');
+});

@@ -274,13 +274,34 @@ export async function killGroupTree(group: Group | number): Promise<void> {
   } catch {
     return killSameGroupTree(group);
   }
-  const failed = await new Promise<boolean>((resolve) => {
-    worker.once('error', () => resolve(true));
-    worker.once('exit', (code) => resolve(code !== 0));
-  });
-  // a worker that failed may have done any part of it; all of it again is harmless, the check
-  // included (a group it killed may have given its id to another since)
-  if (failed) killSameGroupTree(group);
+  // this process exiting meanwhile (process.exit at the end of a shutdown) ends the worker
+  // wherever it is, before its kill or after its SIGSTOP: the group left running, or stopped until
+  // the reaper's SIGKILL after its grace period. The kill is then done here, before the exit.
+  const atExit = () => killSameGroupTree(group);
+  addExitListener(atExit);
+  try {
+    const failed = await new Promise<boolean>((resolve) => {
+      worker.once('error', () => resolve(true));
+      worker.once('exit', (code) => resolve(code !== 0));
+    });
+    // a worker that failed may have done any part of it; all of it again is harmless, the check
+    // included (a group it killed may have given its id to another since)
+    if (failed) killSameGroupTree(group);
+  } finally {
+    removeExitListener(atExit);
+  }
+}
+
+/** One listener per kill under way, each its own: the limit of the warning is raised with them. */
+function addExitListener(listener: () => void): void {
+  const max = process.getMaxListeners();
+  if (max !== 0) process.setMaxListeners(max + 1);
+  process.once('exit', listener);
+}
+function removeExitListener(listener: () => void): void {
+  process.off('exit', listener);
+  const max = process.getMaxListeners();
+  if (max !== 0) process.setMaxListeners(max - 1);
 }
 
 /** killGroupTreeSync of `group` if it is still the one its leader's start time says (see killGroupTree). */
