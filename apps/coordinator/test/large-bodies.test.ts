@@ -134,6 +134,45 @@ test('a body nesting deeper than 32 levels is refused 400, however deep and whic
   assert.equal((await client.health()).status, 'ok');
 });
 
+test('a body with an object of more than 64 members or an array of more than 10,000 items is refused 400 from its bytes, whichever thread would parse it', async (t) => {
+  const { c, client } = await startTest(t);
+  const post = async (body: string) => {
+    const res = await request(`${c.url}/jobs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+    return { status: res.statusCode, answer: (await res.body.json()) as { error: { code: string; message: string; details?: unknown } } };
+  };
+  const members = (n: number) => `{${Array.from({ length: n }, (_, i) => `"k${i}":1`).join(',')}}`;
+  const items = (n: number) => `[${Array(n).fill('0').join(',')}]`;
+  const padding = 'p'.repeat(100 * 1024);
+  for (const [extra, message] of [
+    [members(65), 'body: an object has more than 64 members'],
+    [members(6000), 'body: an object has more than 64 members'],
+    [items(10_001), 'body: an array has more than 10000 items'],
+  ] as const) {
+    for (const pad of ['', padding]) {
+      const { status, answer } = await post(`{"type":"start_session","session_name":"wide","prompt":"${pad}x","extra":${extra}}`);
+      assert.equal(status, 400, `${message}, ${pad.length} bytes of padding`);
+      assert.equal(answer.error.code, 'bad_request');
+      assert.equal(answer.error.message, message);
+      assert.deepEqual(answer.error.details, { field: 'body', in: 'body' });
+    }
+  }
+  // the whole body is one object: its members count too
+  assert.equal((await post(members(100))).answer.error.message, 'body: an object has more than 64 members');
+  // 64 members and 10,000 items pass the look at the shape (and fail the schema, which has no such field)
+  for (const extra of [members(64), items(10_000)]) {
+    const { status, answer } = await post(`{"type":"start_session","session_name":"wide","prompt":"x","extra":${extra}}`);
+    assert.equal(status, 400);
+    assert.equal(answer.error.code, 'validation_failed');
+  }
+  // commas, brackets and escaped quotes inside strings are text, not members: this prompt is kept exactly
+  const prompt = `${'a, b, [c], {d}, \\"e\\", '.repeat(2000)} \\`;
+  for (const pad of ['', padding]) {
+    const job = await client.createJob({ type: 'start_session', session_name: `commas-${pad.length}`, prompt: `${pad}${prompt}` });
+    assert.equal(job.prompt, `${pad}${prompt}`);
+  }
+  assert.equal((await client.health()).status, 'ok');
+});
+
 test('tasks queued together run one per turn of the event loop', async () => {
   const loop = countTurns();
   await new Promise((resolve) => setImmediate(resolve));

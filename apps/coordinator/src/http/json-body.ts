@@ -1,4 +1,5 @@
 import { errorCodes, type FastifyInstance, type FastifyRequest } from 'fastify';
+import { BodyTooWide, checkBodyShape } from './body-shape.js';
 import { InvalidJson, JsonThread } from './json-thread.js';
 import { BodyTooDeep, checkUtf8, wellFormed } from './well-formed.js';
 
@@ -74,6 +75,8 @@ export function installJsonBodyParser(app: FastifyInstance): void {
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, body: Buffer, done) => {
     try {
       checkUtf8(req.headers['content-type'], body);
+      // a large body's shape is looked at on the JSON thread
+      if (body.length < LARGE_BODY_BYTES) checkBodyShape(body);
     } catch (err) {
       return done(err as Error, undefined);
     }
@@ -82,7 +85,7 @@ export function installJsonBodyParser(app: FastifyInstance): void {
       (value) => turns.run(() => done(null, value)),
       (err: unknown) => {
         if (err instanceof InvalidJson) return turns.run(() => done(new errorCodes.FST_ERR_CTP_INVALID_JSON_BODY(), undefined));
-        if (err instanceof BodyTooDeep) return turns.run(() => done(err, undefined));
+        if (err instanceof BodyTooDeep || err instanceof BodyTooWide) return turns.run(() => done(err, undefined));
         // the thread is gone (it is started again for the next body): parse here, as for a small body
         req.log.error({ err }, 'the JSON thread failed; parsing on the main thread');
         turns.run(() => parseHere(req, body.toString('utf8'), done));

@@ -1,6 +1,7 @@
 import { parentPort } from 'node:worker_threads';
 import secureJson from 'secure-json-parse';
 import type { ParseRequest, ParseResult } from './json-thread.js';
+import { BodyTooWide, checkBodyShape } from './body-shape.js';
 import { BodyTooDeep, wellFormed } from './well-formed.js';
 import { largeStrings, stringBytes } from '../json-bytes.js';
 
@@ -17,6 +18,9 @@ port.on('message', ({ id, body }: ParseRequest) => {
   let result: ParseResult;
   const transfer: ArrayBuffer[] = [];
   try {
+    // refused from its bytes before anything is built: a parsed body of 100,000 keys would be
+    // walked here, then cloned to the coordinator's thread and read there at its own cost
+    checkBodyShape(body);
     const text = Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString('utf8');
     const value = wellFormed(secureJson.parse(text, null, { protoAction: 'error', constructorAction: 'error' }));
     // the large strings' JSON bytes too, made here rather than on the coordinator's thread
@@ -27,7 +31,8 @@ port.on('message', ({ id, body }: ParseRequest) => {
     });
     result = { id, ok: true, value, encoded };
   } catch (err) {
-    result = { id, ok: false, tooDeep: err instanceof BodyTooDeep };
+    const shape = err instanceof BodyTooWide ? err.what : err instanceof BodyTooDeep ? 'deep' : undefined;
+    result = shape === undefined ? { id, ok: false } : { id, ok: false, shape };
   }
   port.postMessage(result, transfer);
 });

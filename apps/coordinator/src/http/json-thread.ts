@@ -1,5 +1,6 @@
 import { Worker } from 'node:worker_threads';
 import { largeStrings, remember } from '../json-bytes.js';
+import { BodyTooWide } from './body-shape.js';
 import { BodyTooDeep } from './well-formed.js';
 
 export interface ParseRequest {
@@ -8,13 +9,17 @@ export interface ParseRequest {
 }
 
 /** `encoded`: the JSON bytes of the value's large strings, in `largeStrings` order (json-bytes.ts) */
-export type ParseResult = { id: number; ok: true; value: unknown; encoded: Uint8Array[] } | { id: number; ok: false; tooDeep: boolean };
+export type ParseResult =
+  | { id: number; ok: true; value: unknown; encoded: Uint8Array[] }
+  /** `shape`: refused for its shape (body-shape.ts), and how; absent: not JSON */
+  | { id: number; ok: false; shape?: 'deep' | 'object' | 'array' };
 
 /**
  * A thread that parses large JSON bodies (json-parse-worker.ts). Decoding and parsing a prompt of a
  * megabyte takes milliseconds; here it runs beside the event loop instead of on it, and the
  * coordinator's thread only copies the body out and the parsed value in. Started on first use; `parse` rejects with
- * `InvalidJson` when the body is not JSON (or holds a forbidden key), and with any other error
+ * `InvalidJson` when the body is not JSON (or holds a forbidden key), BodyTooDeep or BodyTooWide
+ * when its shape is refused (body-shape.ts), and with any other error
  * when the thread is gone (the caller then parses on its own thread).
  */
 export class JsonThread {
@@ -52,7 +57,7 @@ export class JsonThread {
       if (!p) return;
       pending.delete(r.id);
       if (pending.size === 0) worker.unref();
-      if (!r.ok) return p.reject(r.tooDeep ? new BodyTooDeep() : new InvalidJson());
+      if (!r.ok) return p.reject(r.shape === undefined ? new InvalidJson() : r.shape === 'deep' ? new BodyTooDeep() : new BodyTooWide(r.shape));
       try {
         const strings = largeStrings(r.value);
         if (strings.length === r.encoded.length) {
