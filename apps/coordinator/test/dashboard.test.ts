@@ -2,6 +2,8 @@ import assert from 'node:assert/strict';
 import { mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import { ErrorCodes } from '@agentq/protocol';
+import { Client } from 'undici';
 import { startTest, tempDir } from './helpers.js';
 
 function builtDashboard(t: import('node:test').TestContext): string {
@@ -114,4 +116,36 @@ test('a coordinator started before the first dashboard build serves the build on
   const asset = await fetch(`${c.url}/assets/app-ABC.js`);
   assert.equal(asset.status, 200);
   assert.equal(await asset.text(), 'console.log(1)');
+});
+
+test("file errors (a Range past the end, a failed If-Match, a path with .. or a NUL) answer the registry's code for their status", async (t) => {
+  const { c } = await startTest(t, {}, { dashboardDir: builtDashboard(t) });
+  const http = new Client(c.url);
+  t.after(() => http.close());
+  const ask = async (path: string, headers: Record<string, string> = {}) => {
+    // an undici Client sends the path as given (fetch would resolve `%2e%2e` away)
+    const res = await http.request({ method: 'GET', path, headers });
+    const body = (await res.body.json()) as { error: { code: string; details?: Record<string, unknown> } };
+    return { status: res.statusCode, headers: res.headers, error: body.error };
+  };
+  // the dashboard's files and the docs UI's, served by the same plugin
+  for (const file of ['/assets/app-ABC.js', '/docs/static/index.css']) {
+    const range = await ask(file, { range: 'bytes=999999-' });
+    assert.equal(range.status, 416, file);
+    assert.equal(range.error.code, 'range_not_satisfiable', file);
+    assert.deepEqual(range.error.details, { field: 'range', in: 'headers' }, file);
+    assert.match(String(range.headers['content-range']), /^bytes \*\/\d+$/, `${file}: the size of the file`);
+    const match = await ask(file, { 'if-match': '"not-this-one"' });
+    assert.equal(match.status, 412, file);
+    assert.equal(match.error.code, 'precondition_failed', file);
+  }
+  const up = await ask('/docs/static/%2e%2e/%2e%2e/package.json');
+  assert.equal(up.status, 404);
+  assert.equal(up.error.code, 'route_not_found');
+  const nul = await ask('/docs/static/%00');
+  assert.equal(nul.status, 400);
+  assert.equal(nul.error.code, 'bad_request');
+  assert.deepEqual(nul.error.details, { field: 'url', in: 'url' });
+  // and every status is the one the registry gives the code
+  for (const e of [up, nul]) assert.equal(ErrorCodes[e.error.code as keyof typeof ErrorCodes], e.status);
 });

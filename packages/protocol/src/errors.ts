@@ -44,8 +44,12 @@ export const ErrorCodes = {
   idempotency_key_reused: 409,
   /** a registration_key of an online launcher sent with another registration (other fields) */
   registration_key_reused: 409,
+  /** a dashboard or docs UI file asked for with an `If-Match` or `If-Unmodified-Since` it does not meet */
+  precondition_failed: 412,
   payload_too_large: 413,
   unsupported_media_type: 415,
+  /** a dashboard or docs UI file asked for with a `Range` past its end (`Content-Range` gives its size) */
+  range_not_satisfiable: 416,
   depth_exceeded: 422,
   budget_exceeded: 422,
   rate_limited: 429,

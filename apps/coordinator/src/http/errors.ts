@@ -77,6 +77,46 @@ const FRAMEWORK: Record<
   FST_ERR_ASYNC_CONSTRAINT: () => ({ status: 400, code: 'bad_request', message: 'the request matches no route constraint' }),
 };
 
+type Answer = { status: number; code: string; message: string; details?: Record<string, unknown> };
+
+/**
+ * Errors of @fastify/static (the dashboard's files, the docs UI's) by status: they carry only a
+ * status and its reason phrase, and were answered `bad_request` whatever their status (416 with
+ * `bad_request`, and without the `Content-Range` that says the file's size). Each gets the
+ * registry's code for its status instead. A path with `..` in it (403 there) is a file that is
+ * not served, as any other: 404 `route_not_found`, like an unknown path.
+ */
+const STATIC_FILE: Record<number, (err: FastifyError, req: FastifyRequest) => Answer> = {
+  400: () => ({ status: 400, code: 'bad_request', message: 'url: names no file that can be served', details: { field: 'url', in: 'url' } }),
+  403: (_err, req) => ({ status: 404, code: 'route_not_found', message: `no route ${req.method} ${req.url.split('?')[0]!}` }),
+  412: () => ({
+    status: 412,
+    code: 'precondition_failed',
+    message: 'the file does not meet the request\'s If-Match or If-Unmodified-Since',
+    details: { in: 'headers' },
+  }),
+  416: () => ({
+    status: 416,
+    code: 'range_not_satisfiable',
+    message: 'range: is past the end of the file (Content-Range gives its size)',
+    details: { field: 'range', in: 'headers' },
+  }),
+};
+
+/**
+ * Any other client error a plugin raises: `bad_request`, which is a 400 (a code's status is
+ * always the registry's: clients branch on the code).
+ */
+const otherClientError = (err: FastifyError): Answer => ({
+  status: 400,
+  code: 'bad_request',
+  message: err.message,
+  ...(hasCode(err) ? { details: { fastify_code: err.code } } : {}),
+});
+
+/** Fastify's errors have a code (`FST_...`); @fastify/static's (http-errors) have none, whatever FastifyError says. */
+const hasCode = (err: FastifyError): boolean => typeof (err as { code?: unknown }).code === 'string';
+
 /** Answer any error in the standard shape. Shared by the error handler and `frameworkErrors`. */
 function answer(err: FastifyError | CoordinatorError, req: FastifyRequest, reply: FastifyReply) {
   if (err instanceof CoordinatorError) {
@@ -99,7 +139,11 @@ function answer(err: FastifyError | CoordinatorError, req: FastifyRequest, reply
     return reply.code(a.status).send(body(a.code, a.message, a.details));
   }
   if (err.statusCode !== undefined && err.statusCode >= 400 && err.statusCode < 500) {
-    return reply.code(err.statusCode).send(body('bad_request', err.message, { fastify_code: err.code }));
+    // @fastify/static's errors (http-errors) have no code; Fastify's own all have one
+    const a = ((hasCode(err) ? undefined : STATIC_FILE[err.statusCode]) ?? otherClientError)(err, req);
+    const range = (err as { headers?: Record<string, unknown> }).headers?.['Content-Range'];
+    if (a.status === 416 && typeof range === 'string') reply.header('content-range', range);
+    return reply.code(a.status).send(body(a.code, a.message, a.details));
   }
   req.log.error({ err }, 'request failed');
   return reply.code(500).send(body('internal_error', 'internal error; see the coordinator log'));
