@@ -81,6 +81,8 @@ export const ConfigSchema = Type.Object({
   maxAnswerBytesInFlight: Type.Union([Type.Integer({ minimum: 1024 }), Type.Null()]),
   /** open `GET /events` streams; one more is 503 too_many_clients */
   maxSseClients: Type.Integer({ minimum: 0, maximum: 1_000_000 }),
+  /** launchers registered (online, stale or deregistering); past it the oldest stale one is forgotten, or a registration is 503 too_many_launchers */
+  maxLaunchers: Type.Integer({ minimum: 1, maximum: 1_000_000 }),
   /** bytes buffered for all event-stream clients together; beyond it the slowest are cut first */
   sseMaxBufferedBytes: Type.Integer({ minimum: 64 * 1024, maximum: 64 * 1024 * 1024 * 1024 }),
   /** open TCP connections served normally (null = derived from the open-file limit) */
@@ -144,6 +146,7 @@ export const DEFAULT_CONFIG: CoordinatorConfig = {
   maxAnswerBytes: 8 * 1024 * 1024,
   maxAnswerBytesInFlight: null,
   maxSseClients: 1000,
+  maxLaunchers: 1000,
   sseMaxBufferedBytes: 64 * 1024 * 1024,
   maxConnections: null,
   connectionReserve: 64,
@@ -192,6 +195,7 @@ const ENV: ReadonlyArray<[string, keyof CoordinatorConfig, 'string' | 'number' |
   ['MAX_ANSWER_BYTES', 'maxAnswerBytes', 'number'],
   ['MAX_ANSWER_BYTES_IN_FLIGHT', 'maxAnswerBytesInFlight', 'number'],
   ['MAX_SSE_CLIENTS', 'maxSseClients', 'number'],
+  ['MAX_LAUNCHERS', 'maxLaunchers', 'number'],
   ['SSE_MAX_BUFFERED_BYTES', 'sseMaxBufferedBytes', 'number'],
   ['MAX_CONNECTIONS', 'maxConnections', 'number'],
   ['CONNECTION_RESERVE', 'connectionReserve', 'number'],

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { AgentqApiError, AgentqClient } from '@agentq/client';
 import { ManualClock } from '../src/core/clock.js';
 import { tempDatabase } from './process.js';
 import { fakeLauncher, parked, rejectsWith, start, startTest, unparked } from './helpers.js';
@@ -217,3 +218,48 @@ test('a heartbeat tells a launcher to stop the jobs it runs that are no longer i
   assert.deepEqual(answer.stop_jobs.sort(), [lost.job_id, unknown].sort(), 'not the job it holds');
   assert.equal((await client.getJob(fresh.job_id)).status, 'running');
 });
+
+test('registrations are bounded by MAX_LAUNCHERS: a new one takes the place of the launcher stale the longest, or is refused 503 too_many_launchers while none is stale', async (t) => {
+  const clock = new ManualClock();
+  const { client, c } = await startTest(t, { ...timing, maxLaunchers: 3 }, { clock });
+  // refusals are looked at, not waited out and sent again
+  const once = new AgentqClient({ url: c.url, overloadRetries: 0 });
+  t.after(() => once.close());
+  const first = await fakeLauncher(client, 'first');
+  clock.advance(5_000);
+  const second = await fakeLauncher(client, 'second');
+  await fakeLauncher(client, 'third');
+  const err = await rejectsWithError(once.register({ hostname: 'fourth' }), 503, 'too_many_launchers');
+  assert.deepEqual(err.details, { max_launchers: 3, retry_after_seconds: 30 });
+  assert.equal(err.retryAfterMs, 30_000, 'Retry-After: the heartbeat timeout, after which one may be stale');
+  assert.equal((await client.listLaunchers()).launchers.length, 3, 'nothing registered');
+
+  // first and second go stale (first before second); third keeps heartbeating
+  clock.advance(26_000);
+  await c.core.sweep();
+  const third = (await client.listLaunchers()).launchers.find((l) => l.hostname === 'third')!;
+  await client.heartbeat({ launcher_id: third.launcher_id });
+  clock.advance(5_000);
+  await c.core.sweep();
+  assert.deepEqual(
+    (await client.listLaunchers()).launchers.map((l) => [l.hostname, l.status]).sort(),
+    [['first', 'stale'], ['second', 'stale'], ['third', 'online']],
+  );
+  const fourth = await once.register({ hostname: 'fourth' });
+  const listed = (await client.listLaunchers()).launchers;
+  assert.deepEqual(listed.map((l) => l.hostname).sort(), ['fourth', 'second', 'third'], 'first, stale the longest, made room');
+  assert.ok(listed.some((l) => l.launcher_id === fourth.launcher_id));
+  await rejectsWith(client.deleteLauncher(first.id), 404, 'launcher_not_found');
+  assert.equal(listed.find((l) => l.launcher_id === second.id)?.status, 'stale');
+});
+
+/** The error a call was refused with, checked for its status and code. */
+async function rejectsWithError(promise: Promise<unknown>, status: number, code: string): Promise<AgentqApiError> {
+  try {
+    await promise;
+  } catch (err) {
+    if (err instanceof AgentqApiError && err.status === status && err.code === code) return err;
+    throw new Error(`expected ${status} ${code}`, { cause: err });
+  }
+  throw new Error(`expected ${status} ${code}, but the call succeeded`);
+}

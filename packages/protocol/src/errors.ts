@@ -60,6 +60,8 @@ export const ErrorCodes = {
   queue_full: 503,
   storage_unavailable: 503,
   too_many_clients: 503,
+  /** `POST /launcher/register` while MAX_LAUNCHERS launchers are registered and none of them is stale */
+  too_many_launchers: 503,
   /** `GET /` on a coordinator whose dashboard was not built (`npm run build`) */
   dashboard_not_built: 503,
 } as const;

@@ -62,6 +62,7 @@ export async function register(
     // stale or being deregistered: the registration it made is over; this is a new one
     if (earlier) await tx.updateLauncher(earlier.id, { registrationKey: null });
   }
+  await makeRoom(ctx, tx);
   let id = newId('lnch_');
   while (await tx.launcher(id)) id = newId('lnch_');
   const row: LauncherRow = {
@@ -82,6 +83,35 @@ export async function register(
   tx.emit('launcher.registered', { launcher: id });
   const replaced = await replacePredecessors(ctx, tx, row, req.replaces ?? []);
   return { row, replaced };
+}
+
+/**
+ * Registrations are bounded (MAX_LAUNCHERS): each launcher is kept in memory and listed whole by
+ * `GET /launchers`, and one that stops polling stays listed, stale, for an hour. Without a bound,
+ * a script registering in a loop with a launcher token (5,000 launchers with full labels and
+ * project roots) took 280 MB and made `GET /launchers` an 84 MB answer that held the event loop,
+ * `/health` included, for 16 s; kept up, it would have run the coordinator out of memory. A new
+ * registration past the bound takes the place of the launcher stale the longest (its polls are
+ * refused already: it is only listed); when every launcher is online or leaving, it is refused
+ * with 503 `too_many_launchers`. A soft bound on PostgreSQL: two coordinators may each admit one.
+ */
+async function makeRoom(ctx: CoreContext, tx: Tx): Promise<void> {
+  const { maxLaunchers, heartbeatTimeoutSeconds } = ctx.config;
+  const all = await tx.launchers();
+  if (all.length < maxLaunchers) return;
+  const stale = all.filter((l) => l.status === 'stale').sort((a, b) => (a.staleAt ?? 0) - (b.staleAt ?? 0));
+  for (const l of stale.slice(0, all.length - maxLaunchers + 1)) {
+    await tx.deleteLauncher(l.id);
+    tx.emit('launcher.removed', { launcher: l.id });
+    txLog(ctx, tx).info({ launcher_id: l.id, max_launchers: maxLaunchers }, 'stale launcher forgotten to make room for a registration (MAX_LAUNCHERS)');
+  }
+  if (all.length - stale.length >= maxLaunchers) {
+    throw new CoordinatorError(
+      'too_many_launchers',
+      `${maxLaunchers} launchers are registered (MAX_LAUNCHERS) and none of them is stale; retry later`,
+      { max_launchers: maxLaunchers, retry_after_seconds: Math.max(1, Math.ceil(heartbeatTimeoutSeconds)) },
+    );
+  }
 }
 
 /** What a registration says about the launcher: the fields a retry of it must send again. */
