@@ -263,3 +263,26 @@ async function rejectsWithError(promise: Promise<unknown>, status: number, code:
   }
   throw new Error(`expected ${status} ${code}, but the call succeeded`);
 }
+
+test('at MAX_LAUNCHERS a launcher restarted on its host takes the place of the earlier life it replaces', async (t) => {
+  const clock = new ManualClock();
+  const { client, c } = await startTest(t, { ...timing, maxLaunchers: 2 }, { clock });
+  const once = new AgentqClient({ url: c.url, overloadRetries: 0 });
+  t.after(() => once.close());
+  const host = { hostname: 'gpu-1', host_id: 'host-gpu-1', executor_type: 'test' };
+  const old = await client.register(host);
+  const other = await fakeLauncher(client, 'other');
+  const job = await start(client, 'held');
+  assert.equal((await client.poll(old.launcher_id, { holdSeconds: 1 }))?.job?.job_id, job.job_id);
+
+  // every place taken, none stale: the restart replaces its predecessor at once
+  const again = await once.register({ ...host, replaces: [old.launcher_id] });
+  assert.deepEqual(again.replaced, [old.launcher_id]);
+  assert.deepEqual((await client.listLaunchers()).launchers.map((l) => l.launcher_id).sort(), [again.launcher_id, other.id].sort());
+  assert.equal((await client.getJob(job.job_id)).status, 'pending', 'the job the old one held is back in the queue');
+
+  // one with no predecessor of its own to replace (another host's is not) is still refused
+  const err = await rejectsWithError(once.register({ hostname: 'third', replaces: [other.id] }), 503, 'too_many_launchers');
+  assert.equal(err.details?.['max_launchers'], 2);
+  assert.deepEqual((await client.listLaunchers()).launchers.map((l) => l.launcher_id).sort(), [again.launcher_id, other.id].sort());
+});

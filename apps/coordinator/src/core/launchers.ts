@@ -62,7 +62,6 @@ export async function register(
     // stale or being deregistered: the registration it made is over; this is a new one
     if (earlier) await tx.updateLauncher(earlier.id, { registrationKey: null });
   }
-  await makeRoom(ctx, tx);
   let id = newId('lnch_');
   while (await tx.launcher(id)) id = newId('lnch_');
   const row: LauncherRow = {
@@ -82,6 +81,9 @@ export async function register(
   txLog(ctx, tx).info({ launcher_id: id, hostname: row.hostname, labels, roots, created_by: o.createdBy }, 'launcher registered');
   tx.emit('launcher.registered', { launcher: id });
   const replaced = await replacePredecessors(ctx, tx, row, req.replaces ?? []);
+  // counted once the launchers it replaces are gone: a launcher restarted on its host takes its
+  // predecessor's place, even when every place is taken (refused, the whole registration is undone)
+  await makeRoom(ctx, tx);
   return { row, replaced };
 }
 
@@ -90,22 +92,28 @@ export async function register(
  * `GET /launchers`, and one that stops polling stays listed, stale, for an hour. Without a bound,
  * a script registering in a loop with a launcher token (5,000 launchers with full labels and
  * project roots) took 280 MB and made `GET /launchers` an 84 MB answer that held the event loop,
- * `/health` included, for 16 s; kept up, it would have run the coordinator out of memory. A new
- * registration past the bound takes the place of the launcher stale the longest (its polls are
- * refused already: it is only listed); when every launcher is online or leaving, it is refused
- * with 503 `too_many_launchers`. A soft bound on PostgreSQL: two coordinators may each admit one.
+ * `/health` included, for 16 s; kept up, it would have run the coordinator out of memory. Called
+ * with the new launcher counted (and its predecessors gone): past the bound, the launchers stale
+ * the longest make room (their polls are refused already: they are only listed, and their jobs were
+ * released when they went stale); when every launcher is online or leaving, the registration is
+ * refused with 503 `too_many_launchers`. Only counted below the bound, so that a registration does
+ * not read every launcher. A soft bound on PostgreSQL: two coordinators may each admit one.
  */
 async function makeRoom(ctx: CoreContext, tx: Tx): Promise<void> {
   const { maxLaunchers, heartbeatTimeoutSeconds } = ctx.config;
-  const all = await tx.launchers();
-  if (all.length < maxLaunchers) return;
-  const stale = all.filter((l) => l.status === 'stale').sort((a, b) => (a.staleAt ?? 0) - (b.staleAt ?? 0));
-  for (const l of stale.slice(0, all.length - maxLaunchers + 1)) {
+  let count = await tx.launcherCount();
+  if (count <= maxLaunchers) return;
+  const stale = (await tx.launchers()).filter((l) => l.status === 'stale').sort((a, b) => (a.staleAt ?? 0) - (b.staleAt ?? 0));
+  for (const l of stale) {
+    if (count <= maxLaunchers) break;
+    // as the sweeper forgets one: locked, and still stale (PostgreSQL: another may have just done it)
+    if ((await tx.launcher(l.id))?.status !== 'stale') continue;
     await tx.deleteLauncher(l.id);
     tx.emit('launcher.removed', { launcher: l.id });
     txLog(ctx, tx).info({ launcher_id: l.id, max_launchers: maxLaunchers }, 'stale launcher forgotten to make room for a registration (MAX_LAUNCHERS)');
+    count--;
   }
-  if (all.length - stale.length >= maxLaunchers) {
+  if (count > maxLaunchers) {
     throw new CoordinatorError(
       'too_many_launchers',
       `${maxLaunchers} launchers are registered (MAX_LAUNCHERS) and none of them is stale; retry later`,

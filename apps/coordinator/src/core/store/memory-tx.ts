@@ -77,6 +77,12 @@ export class MemoryTx implements Tx {
     return [...rows.values()];
   }
 
+  async launcherCount(): Promise<number> {
+    let n = this.#state.launchers.size;
+    for (const [id, c] of this.#changes.launchers) n += (c.after ? 1 : 0) - (this.#state.launchers.has(id) ? 1 : 0);
+    return n;
+  }
+
   // a scan: launchers are few, and a registration with a key is rare (once per launcher start)
   async launcherByRegistrationKey(key: string): Promise<LauncherRow | undefined> {
     return (await this.launchers()).find((l) => l.registrationKey === key);

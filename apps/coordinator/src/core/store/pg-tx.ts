@@ -212,6 +212,11 @@ export class PgTx implements Tx {
     return (await this.#rows('SELECT * FROM launchers ORDER BY registered_at, id', [])).map((r) => decode(LAUNCHERS, r));
   }
 
+  async launcherCount(): Promise<number> {
+    const [row] = await this.#rows('SELECT count(*)::int AS n FROM launchers', []);
+    return Number(row?.['n'] ?? 0);
+  }
+
   async launcherByRegistrationKey(key: string): Promise<LauncherRow | undefined> {
     // this transaction's own writes are in the table already (statements run as they are made)
     const [raw] = await this.#rows('SELECT * FROM launchers WHERE registration_key = $1 FOR UPDATE', [key]);

@@ -42,6 +42,8 @@ export interface Tx {
    * with every connection held by a transaction doing the same, none would come.
    */
   launchers(): Promise<LauncherRow[]>;
+  /** How many launchers this transaction sees (`launchers().length`, without reading them). */
+  launcherCount(): Promise<number>;
   /** The launcher holding this (scoped) registration key, locked (LauncherRow.registrationKey). */
   launcherByRegistrationKey(key: string): Promise<LauncherRow | undefined>;
   /** the session's claimed, running or stopping job */
