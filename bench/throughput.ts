@@ -148,7 +148,8 @@ async function parkedTable(): Promise<void> {
   console.log('The floor: a bare node:http server (bench/raw-server.ts) holding the same requests.\n');
   console.log('| server | RSS idle | RSS with the polls parked | per parked poll |');
   console.log('|---|---|---|---|');
-  const server = await startCoordinatorProcess('memory:', { ...coordinatorEnv, LAUNCHER_POLL_TIMEOUT: '300' });
+  // every parked poll is a launcher of its own: BENCH_PARKED past MAX_LAUNCHERS would be refused 503
+  const server = await startCoordinatorProcess('memory:', { ...coordinatorEnv, LAUNCHER_POLL_TIMEOUT: '300', MAX_LAUNCHERS: String(Math.max(PARKED, 10_000)) });
   try {
     const idle = server.rssBytes();
     const parked = await parkPolls(server.url, PARKED);

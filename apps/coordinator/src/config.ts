@@ -146,7 +146,9 @@ export const DEFAULT_CONFIG: CoordinatorConfig = {
   maxAnswerBytes: 8 * 1024 * 1024,
   maxAnswerBytesInFlight: null,
   maxSseClients: 1000,
-  maxLaunchers: 1000,
+  // the most online launchers the default connection limit serves (each parks a poll): a fleet that
+  // size is not refused; a launcher is ~1 KB, but up to ~56 KB with every label and root at its limit
+  maxLaunchers: 10_000,
   sseMaxBufferedBytes: 64 * 1024 * 1024,
   maxConnections: null,
   connectionReserve: 64,
