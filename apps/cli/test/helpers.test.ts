@@ -1,8 +1,7 @@
 import assert from 'node:assert/strict';
 import { connect, createServer } from 'node:net';
 import { test } from 'node:test';
-import { startCoordinator } from '@agentq/coordinator';
-import { coordinator, deadUrl, onPortAgain } from './helpers.js';
+import { coordinator, deadUrl } from './helpers.js';
 
 /* What the CLI's tests rely on their helpers for. */
 
@@ -46,20 +45,4 @@ test('a dead URL refuses connections, and no other server can take its port mean
     });
     assert.equal(bound, 'EADDRINUSE', `a server on ${host}`);
   }
-});
-
-test('a coordinator restarted on its port gets it back after another process held it for a moment', async (t) => {
-  const holder = createServer();
-  await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));
-  t.after(() => void (holder.listening && holder.close()));
-  const { port } = holder.address() as { port: number };
-  let refusals = 0;
-  // the holder lets go once the first listen has been refused
-  const release = () => {
-    if (refusals++ === 0) holder.close();
-  };
-  const c = await onPortAgain(port, () => startCoordinator({ port, logLevel: 'silent' }), release);
-  t.after(() => c.close());
-  assert.equal(c.port, port);
-  assert.ok(refusals > 0, 'the port was held when the coordinator first tried it');
 });

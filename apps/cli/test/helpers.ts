@@ -1,11 +1,11 @@
 import type { TestContext } from 'node:test';
 import { createServer as createHttpServer, request } from 'node:http';
 import { createServer, type Server } from 'node:net';
-import { setTimeout as delay } from 'node:timers/promises';
 import { Readable } from 'node:stream';
 import { AgentqClient } from '@agentq/client';
 import { startCoordinator } from '@agentq/coordinator';
 import { registerFormats, type Job } from '@agentq/protocol';
+import { onPortAgain } from '@agentq/test-support';
 import type { TSchema } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 import { run, type CliIo } from '../src/index.js';
@@ -93,26 +93,6 @@ function listen(server: Server, port: number): Promise<void> {
       resolve();
     });
   });
-}
-
-/**
- * `listen()` on `port` again, which the test's coordinator has just given up: while it was free,
- * another process may have taken it for a moment (an outgoing connection's local port comes from
- * the range port 0 does, or a test file running beside this one listened on port 0). No event
- * says when such a holder lets go: EADDRINUSE is tried again every 100 ms, for up to a minute.
- * `onBusy` is told of each refusal (a test makes the port free again there).
- */
-export async function onPortAgain<T>(port: number, listen: () => Promise<T>, onBusy?: () => void): Promise<T> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await listen();
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw err;
-      if (attempt === 600) throw new Error(`port ${port} is still held by another process after a minute`, { cause: err });
-      onBusy?.();
-      await delay(100);
-    }
-  }
 }
 
 /** The launcher side of the protocol, played by the test with the real client. */

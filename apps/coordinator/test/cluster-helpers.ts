@@ -6,10 +6,10 @@ import { createInterface } from 'node:readline';
 import type { TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { AgentqClient, type SseMessage } from '@agentq/client';
-import { killOnExit, spawnCoordinatorProcess, type CoordinatorProcess } from './coordinator-process.js';
+import { killOnExit, trackRunning } from '@agentq/test-support';
+import { spawnCoordinatorProcess, type CoordinatorProcess } from './coordinator-process.js';
 import { eventJob, openEvents, tempDir as tempDirOf } from './helpers.js';
 import { freshDatabaseUrl } from './pg-server.js';
-import { trackRunning } from './running.js';
 
 /*
  * Helpers of the tests with several real coordinator processes on one PostgreSQL database

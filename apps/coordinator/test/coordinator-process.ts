@@ -2,34 +2,11 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import type { TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { trackRunning } from './running.js';
+import { killOnExit, trackRunning } from '@agentq/test-support';
 
 const MAIN = fileURLToPath(new URL('../src/main.js', import.meta.url));
 
 export type LogLine = Record<string, unknown> & { msg?: string };
-
-const children = new Set<ChildProcess>();
-let hooked = false;
-/**
- * Kill `child` when this test process exits, even when its test timed out and its `t.after`
- * never ran (the test runner ends a file that ran out of time with SIGTERM): a coordinator or
- * launcher left behind would run on for ever.
- */
-export function killOnExit(child: ChildProcess): void {
-  if (!hooked) {
-    hooked = true;
-    const killAll = () => children.forEach((c) => c.kill('SIGKILL'));
-    process.once('exit', killAll);
-    for (const signal of ['SIGTERM', 'SIGINT'] as const) {
-      process.once(signal, () => {
-        killAll();
-        process.exit(signal === 'SIGTERM' ? 143 : 130);
-      });
-    }
-  }
-  children.add(child);
-  child.once('exit', () => children.delete(child));
-}
 
 export interface CoordinatorProcess {
   child: ChildProcess;

@@ -1,10 +1,9 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import type { TestContext } from 'node:test';
 import { AgentqClient, type SseMessage } from '@agentq/client';
 import type { Job, LifecycleEvent, Session } from '@agentq/protocol';
+import { tempDir, trackRunning } from '@agentq/test-support';
 import type { Coordinator } from '../src/core/coordinator.js';
 import { newJobRow } from '../src/core/jobs.js';
 import type { JobRow } from '../src/core/rows.js';
@@ -14,7 +13,6 @@ import type { CoordinatorConfig } from '../src/config.js';
 import { createLogger, type AppDeps } from '../src/app.js';
 import { loadConfig } from '../src/config.js';
 import { freshDatabaseUrl } from './pg-server.js';
-import { endRunning, trackRunning } from './running.js';
 
 export interface TestCoordinator {
   c: RunningCoordinator;
@@ -74,21 +72,9 @@ async function storeFor(t: TestContext): Promise<Partial<CoordinatorConfig>> {
 
 /**
  * A temporary directory, removed when the test ends: after the coordinators the test started
- * with startTest (or tracked, running.ts) have stopped, whichever was made first. Its hook runs
- * before theirs when it was added first, and a coordinator still running there has its database
- * open (its checkpointer thread may be making a file in it).
+ * with startTest (or tracked: trackRunning) have stopped, whichever was made first.
  */
-export function tempDir(t: TestContext, prefix = 'agentq-test-'): string {
-  const dir = mkdtempSync(join(tmpdir(), prefix));
-  t.after(async () => {
-    try {
-      await endRunning(t);
-    } finally {
-      rmSync(dir, { recursive: true, force: true, maxRetries: 5 });
-    }
-  });
-  return dir;
-}
+export { tempDir } from '@agentq/test-support';
 
 /**
  * `c`, a coordinator (or store, or anything with a database open) the test started itself rather

@@ -7,10 +7,9 @@ import { createInterface } from 'node:readline';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { AgentqClient } from '@agentq/client';
+import { killOnExit, trackRunning } from '@agentq/test-support';
 import { tempDir } from './auth-helpers.js';
-import { killOnExit } from './coordinator-process.js';
 import { metricValue } from './limits-helpers.js';
-import { trackRunning } from './running.js';
 
 // issue 11, item 6: a log destination that does not drain must not stop the coordinator
 

@@ -1,15 +1,11 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { setTimeout as delay } from 'node:timers/promises';
 import type { TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { AgentqClient } from '@agentq/client';
-import { killOnExit } from './coordinator-process.js';
-import { endRunning, trackRunning } from './running.js';
+import { killOnExit, onPortAgain, tempDir, trackRunning } from '@agentq/test-support';
 
 const MAIN = fileURLToPath(new URL('../src/main.js', import.meta.url));
 
@@ -28,23 +24,15 @@ export interface CoordinatorProcess {
  * the test have been killed (its hook comes first, and they write into it until they are gone).
  */
 export function tempDatabase(t: TestContext): string {
-  const dir = mkdtempSync(join(tmpdir(), 'agentq-db-'));
-  t.after(async () => {
-    try {
-      await endRunning(t);
-    } finally {
-      rmSync(dir, { recursive: true, force: true, maxRetries: 5 });
-    }
-  });
-  return `sqlite:${join(dir, 'agentq.db')}`;
+  return `sqlite:${join(tempDir(t, 'agentq-db-'), 'agentq.db')}`;
 }
 
 /**
  * The coordinator process again on `port`, which the test's previous one has just given up (a
  * restart). While the port was free another process may have taken it for a moment (an outgoing
  * connection's local port comes from the range port 0 does, or a test file running beside this
- * one listened on port 0); no event says when it lets go, so a start that failed with EADDRINUSE
- * is tried again every 100 ms, for up to a minute. `onBusy` is told of each refusal.
+ * one listened on port 0): a start that failed with EADDRINUSE is tried again (onPortAgain).
+ * `onBusy` is told of each refusal.
  */
 export async function spawnCoordinatorOn(
   t: TestContext,
@@ -52,16 +40,7 @@ export async function spawnCoordinatorOn(
   env: Record<string, string>,
   onBusy?: () => void,
 ): Promise<CoordinatorProcess> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await spawnCoordinator(t, { ...env, PORT: String(port) });
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw err;
-      if (attempt === 600) throw new Error(`port ${port} is still held by another process after a minute`, { cause: err });
-      onBusy?.();
-      await delay(100);
-    }
-  }
+  return onPortAgain(port, () => spawnCoordinator(t, { ...env, PORT: String(port) }), onBusy);
 }
 
 /**

@@ -9,6 +9,7 @@ import { test, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { AgentqClient } from '@agentq/client';
 import type { Logger } from 'pino';
+import { endRunning, killOnExit, trackRunning } from '@agentq/test-support';
 import { loadConfig } from '../src/config.js';
 import { systemClock } from '../src/core/clock.js';
 import { CoordinatorError } from '../src/core/errors.js';
@@ -19,8 +20,6 @@ import { tempDir } from './auth-helpers.js';
 import { ManualClock } from '../src/core/clock.js';
 import { called, fakeLauncher, nextEvent, recordingLogger, rejectsWith, start, startTest } from './helpers.js';
 import { noRetryClient } from './limits-helpers.js';
-import { killOnExit } from './coordinator-process.js';
-import { endRunning, trackRunning } from './running.js';
 
 // issue 11, item 9: a change that cannot be written is not acknowledged, and nothing of it is kept
 

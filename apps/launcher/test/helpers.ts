@@ -1,16 +1,18 @@
-import { mkdtempSync, readFileSync, realpathSync, rmSync } from 'node:fs';
+import { mkdtempSync, realpathSync, rmSync } from 'node:fs';
 import { createServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as delay } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import type { TestContext } from 'node:test';
 import { pino, type Logger } from 'pino';
 import { AgentqClient } from '@agentq/client';
 import type { Job } from '@agentq/protocol';
 import { startCoordinator } from '@agentq/coordinator';
-import { endRunning, trackRunning } from './running.js';
+import { onPortAgain, tempDir as tempDirOf, trackRunning } from '@agentq/test-support';
 import { Launcher, resolveExecutor, type LauncherConfig, type LauncherDeps } from '../src/index.js';
+
+/** Whether a process the test did not start is still there, and a wait until it is not: shared with the other apps' tests. */
+export { alive, gone } from '@agentq/test-support';
 
 /** Compiled fixture scripts live beside this file, in dist/test/fixtures. */
 export const fixture = (name: string): string => fileURLToPath(new URL(`./fixtures/${name}`, import.meta.url));
@@ -99,8 +101,8 @@ export function closeAfter(t: TestContext, c: RunningCoordinator): RunningCoordi
  * The coordinator back on `port`, which the test's previous one has just given up (a restart),
  * closed when the test ends. While the port was free another process may have taken it for a
  * moment (an outgoing connection's local port comes from the range port 0 does, or a test file
- * running beside this one listened on port 0); no event says when it lets go, so EADDRINUSE is
- * tried again every 100 ms, for up to a minute. `onBusy` is told of each refusal.
+ * running beside this one listened on port 0): EADDRINUSE is tried again (onPortAgain). `onBusy`
+ * is told of each refusal.
  */
 export async function coordinatorAgain(
   t: TestContext,
@@ -109,30 +111,14 @@ export async function coordinatorAgain(
   deps?: Parameters<typeof startCoordinator>[1],
   onBusy?: () => void,
 ): Promise<RunningCoordinator> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return closeAfter(t, await startCoordinator({ ...COORDINATOR_OPTIONS, ...options, port }, deps));
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw err;
-      if (attempt === 600) throw new Error(`port ${port} is still held by another process after a minute`, { cause: err });
-      onBusy?.();
-      await delay(100);
-    }
-  }
+  return onPortAgain(port, async () => closeAfter(t, await startCoordinator({ ...COORDINATOR_OPTIONS, ...options, port }, deps)), onBusy);
 }
 
-export function tempDir(t: TestContext): string {
-  const dir = mkdtempSync(join(tmpdir(), 'agentq-launcher-test-'));
-  t.after(async () => {
-    // a launcher of the test may still write its state here: it ends first
-    try {
-      await endRunning(t);
-    } finally {
-      rmSync(dir, { recursive: true, force: true, maxRetries: 5 });
-    }
-  });
-  return dir;
-}
+/**
+ * A temporary directory, removed when the test ends: after the launchers and coordinators the test
+ * runs (trackRunning) have stopped, since a launcher of the test may still write its state there.
+ */
+export const tempDir = (t: TestContext): string => tempDirOf(t, 'agentq-launcher-test-');
 
 export function testConfig(url: string, overrides: Partial<LauncherConfig> = {}): LauncherConfig {
   return {
@@ -279,44 +265,4 @@ export async function settled(client: AgentqClient, jobId: string): Promise<Job>
 /** The job's whole output as stored by the coordinator. */
 export async function outputOf(client: AgentqClient, jobId: string): Promise<string> {
   return (await client.getOutput(jobId, { offset: 0 })).output;
-}
-
-/**
- * True while a process (or process group, with a negative pid) exists and is not a zombie
- * (a killed process whose parent is gone stays a zombie until init reaps it; Linux /proc).
- */
-export function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-  } catch {
-    return false;
-  }
-  if (pid < 0) return true;
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
-  } catch {
-    return false;
-  }
-}
-
-/**
- * Resolve once the process (or process group, with a negative pid) is gone. For a process that is
- * not our child no event says it has died, and the signs a test can await come too early (the
- * kernel closes a dying process's sockets and pipes before it turns into a zombie), so this looks
- * every 10 ms, then every 100 ms. No bound of its own: a fixed one (it was 10 s) fails a kill that
- * a loaded machine carries out late, and a process that never goes is the test's (or its file's)
- * timeout to end. Meanwhile it says on stderr every 30 s what it is still waiting for: a file cut
- * off at its timeout tells which process stayed.
- */
-export async function gone(pid: number, what = `process ${pid}`): Promise<void> {
-  const since = Date.now();
-  let told = since;
-  for (let interval = 10; alive(pid); interval = Math.min(interval * 2, 100)) {
-    if (Date.now() - told >= 30_000) {
-      told = Date.now();
-      process.stderr.write(`still waiting for ${what} (pid ${pid}) to be gone, ${Math.round((told - since) / 1000)} s on\n`);
-    }
-    await delay(interval);
-  }
 }

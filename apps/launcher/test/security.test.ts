@@ -7,8 +7,8 @@ import { fileURLToPath } from 'node:url';
 import { test, type TestContext } from 'node:test';
 import { AgentqClient } from '@agentq/client';
 import { startCoordinator } from '@agentq/coordinator';
+import { trackRunning } from '@agentq/test-support';
 import { closeAfter, controlServer, COORDINATOR_OPTIONS, coordinatorAgain, fixture, script, settled, tempDir } from './helpers.js';
-import { trackRunning } from './running.js';
 import { makeCertificate, RecordingCredentials, recordingLogger, writeTokens } from './security-helpers.js';
 
 const LAUNCHER = fileURLToPath(new URL('../src/main.js', import.meta.url));

@@ -5,7 +5,7 @@ import type { TestContext } from 'node:test';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { killOnExit, trackRunning } from './running.js';
+import { killOnExit, trackRunning } from '@agentq/test-support';
 
 const MAIN = fileURLToPath(new URL('../src/main.js', import.meta.url));
 

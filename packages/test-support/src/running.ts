@@ -1,23 +1,23 @@
 import type { TestContext } from 'node:test';
 
 /**
- * The coordinators a test has running (in this process or spawned), each with the way to end it.
- * node:test runs a test's after-hooks in the order they were added, so a temporary directory made
- * before a coordinator would be removed while that coordinator still has its database open there
- * (its checkpointer thread, or the process, may make a file in it meanwhile: ENOTEMPTY); the
- * directory's hook ends them first (endRunning), and each coordinator's own hook stays as it was
- * (ending twice is harmless). The launcher's tests do the same (apps/launcher/test/running.ts).
+ * The coordinators and launchers a test has running (in this process or spawned), each with the
+ * way to end it. node:test runs a test's after-hooks in the order they were added, so a temporary
+ * directory made before a coordinator or launcher would be removed while it still has its database
+ * open there, or still writes its state there (a checkpointer thread, or the process, may make a
+ * file in it meanwhile: ENOTEMPTY); the directory's hook (tempDir) ends them first (endRunning),
+ * and each one's own hook stays as it was (ending twice is harmless).
  */
 const running = new WeakMap<TestContext, Set<() => Promise<unknown>>>();
 
-/** Registers a coordinator of the test; `end` stops it and resolves once it has stopped. */
+/** Registers something the test runs; `end` stops it and resolves once it has stopped. */
 export function trackRunning(t: TestContext, end: () => Promise<unknown>): void {
   let ends = running.get(t);
   if (!ends) running.set(t, (ends = new Set()));
   ends.add(end);
 }
 
-/** Ends every coordinator the test still has running and waits until they have stopped. */
+/** Ends everything the test still has running and waits until it has stopped. */
 export async function endRunning(t: TestContext): Promise<void> {
   const ends = running.get(t);
   if (!ends) return;
