@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { connect, createServer } from 'node:net';
 import { test } from 'node:test';
+import { goneOrKilledAfter, standInTestProcess, tempDir } from '@agentq/test-support';
 import { coordinator, deadUrl } from './helpers.js';
 
 /* What the CLI's tests rely on their helpers for. */
@@ -45,4 +46,19 @@ test('a dead URL refuses connections, and no other server can take its port mean
     });
     assert.equal(bound, 'EADDRINUSE', `a server on ${host}`);
   }
+});
+
+test('the launcher process the tests run (coordinatorAndLauncher) is killed when the test process is ended (its file out of time)', async (t) => {
+  const c = await coordinator(t);
+  const state = tempDir(t, 'agentq-mcp-test-state-');
+  const testProcess = standInTestProcess(
+    t,
+    `import { createInterface } from 'node:readline';
+    import { spawnLauncherProcess } from '${new URL('./mcp-helpers.js', import.meta.url).href}';
+    const child = spawnLauncherProcess(${JSON.stringify(c.url)}, ${JSON.stringify(state)});
+    createInterface({ input: child.stdout }).on('line', (line) => line.includes('launcher ready') && console.log(child.pid));`,
+  );
+  const pid = Number(await testProcess.line());
+  await testProcess.end();
+  await goneOrKilledAfter(t, pid, 'the launcher of the ended test process');
 });

@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -9,6 +9,7 @@ import type { TestContext } from 'node:test';
 import { AgentqClient } from '@agentq/client';
 import { startCoordinator } from '@agentq/coordinator';
 import type { Job } from '@agentq/protocol';
+import { killOnExit } from '@agentq/test-support';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
@@ -35,21 +36,7 @@ export async function coordinatorAndLauncher(
   const c = await startCoordinator({ pollTimeoutSeconds: 1, logLevel: 'silent', ...o.config });
   const client = new AgentqClient({ url: c.url });
   const state = mkdtempSync(join(tmpdir(), 'agentq-mcp-test-state-'));
-  const child = spawn(
-    process.execPath,
-    [
-      LAUNCHER_MAIN,
-      '--url',
-      c.url,
-      '--executor',
-      o.executor ?? AGENT_EXECUTOR,
-      '--max-jobs',
-      '4',
-      '--project-dir',
-      o.projectDir ?? realpathSync(tmpdir()),
-    ],
-    { env: { ...withoutAgentqVariables(), AGENTQ_LOG_LEVEL: 'info', AGENTQ_STATE_DIR: state }, stdio: ['ignore', 'pipe', 'pipe'] },
-  );
+  const child = spawnLauncherProcess(c.url, state, o);
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   let stderr = '';
   child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
@@ -70,6 +57,21 @@ export async function coordinatorAndLauncher(
     void exited.then(() => reject(new Error(`the launcher exited before it was ready: ${stderr}`)));
   });
   return { url: c.url, client };
+}
+
+/**
+ * The launcher program on `url` running the stand-in agent (or `o.executor`) in `o.projectDir`,
+ * with its state in `state`; killed if this test process ends first (a file out of time), which
+ * ends its executors too (their lifeline). Logs at info on stdout (`launcher ready`).
+ */
+export function spawnLauncherProcess(url: string, state: string, o: { executor?: string; projectDir?: string } = {}): ChildProcess {
+  const child = spawn(
+    process.execPath,
+    [LAUNCHER_MAIN, '--url', url, '--executor', o.executor ?? AGENT_EXECUTOR, '--max-jobs', '4', '--project-dir', o.projectDir ?? realpathSync(tmpdir())],
+    { env: { ...withoutAgentqVariables(), AGENTQ_LOG_LEVEL: 'info', AGENTQ_STATE_DIR: state }, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  killOnExit(child);
+  return child;
 }
 
 /**

@@ -4,68 +4,36 @@
  * README's quick start with the real `agentq` executable.
  */
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createServer, type IncomingMessage } from 'node:http';
 import { describe, it, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import type { AddressInfo } from 'node:net';
+import { goneOrKilledAfter, standInTestProcess, tempDir, trackRunning } from '@agentq/test-support';
 import type { CliRun } from './helpers.js';
+import { spawnNpmStart, until, type Started } from './npm-start.js';
 
 const ROOT = fileURLToPath(new URL('../../../../', import.meta.url));
-const START = `${ROOT}scripts/start.mjs`;
 const AGENTQ = `${ROOT}apps/cli/bin/agentq.js`;
 
-interface Started {
-  child: ChildProcess;
-  stdout: () => string;
-  stderr: () => string;
-  exited: Promise<number | null>;
-}
-
-/** `npm start`'s script, with the demo executor at full speed; stopped with Ctrl+C after the test. */
+/** `npm start`'s script on a fresh database; stopped with Ctrl+C after the test. */
 function npmStart(t: TestContext, env: Record<string, string>): Started {
-  // a fresh database: the state of the developer's own `npm start` (./data) is not the test's
-  const dir = mkdtempSync(join(tmpdir(), 'agentq-quick-start-'));
-  const child = spawn(process.execPath, [START], {
-    cwd: ROOT,
-    env: { ...process.env, AGENTQ_DEMO_STEP_MS: '0', NO_COLOR: '1', DATABASE_URL: `sqlite:${join(dir, 'agentq.db')}`, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout?.setEncoding('utf8').on('data', (s: string) => (stdout += s));
-  child.stderr?.setEncoding('utf8').on('data', (s: string) => (stderr += s));
-  const exited = once(child, 'exit').then(([code]) => code as number | null);
-  t.after(async () => {
-    if (child.exitCode === null && child.signalCode === null) {
-      child.kill('SIGINT');
-      await exited;
+  // a fresh database: the state of the developer's own `npm start` (./data) is not the test's;
+  // removed once the script has stopped (it writes its database there until then)
+  const dir = tempDir(t, 'agentq-quick-start-');
+  const started = spawnNpmStart(ROOT, { DATABASE_URL: `sqlite:${join(dir, 'agentq.db')}`, ...env });
+  const stop = async () => {
+    if (started.child.exitCode === null && started.child.signalCode === null) {
+      started.child.kill('SIGINT');
+      await started.exited;
     }
-    // once it has stopped: it writes its database there until then
-    rmSync(dir, { recursive: true, force: true, maxRetries: 5 });
-  });
-  return { child, stdout: () => stdout, stderr: () => stderr, exited };
-}
-
-/** Resolve with stdout once it contains `text`; reject if the script exits first. */
-function until(s: Started, text: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const check = () => {
-      if (s.stdout().includes(text)) {
-        s.child.stdout?.off('data', check);
-        resolve(s.stdout());
-      }
-    };
-    s.child.stdout?.on('data', check);
-    s.exited.then((code) =>
-      reject(new Error(`npm start exited (${code}) before "${text}":\n${s.stdout()}\n${s.stderr()}`)),
-    );
-    check();
-  });
+  };
+  trackRunning(t, stop);
+  t.after(stop);
+  return started;
 }
 
 /** Split a README command line into words: "double quotes" group, a # starts a comment. */
@@ -141,5 +109,28 @@ describe('quick start', () => {
     );
     assert.doesNotMatch(started.stdout(), /agentq is running/);
     assert.deepEqual(requests, [], 'nothing of agentq talked to the other server');
+  });
+
+  it('ends its coordinator and launcher with it when the test process that ran it is ended (its file out of time)', async (t) => {
+    const database = `sqlite:${join(tempDir(t, 'agentq-quick-start-'), 'agentq.db')}`;
+    const testProcess = standInTestProcess(
+      t,
+      `import { spawnNpmStart, until } from '${new URL('./npm-start.js', import.meta.url).href}';
+      const started = spawnNpmStart(${JSON.stringify(ROOT)}, { PORT: '0', DATABASE_URL: ${JSON.stringify(database)} });
+      await until(started, 'Ctrl+C stops both.');
+      await until(started, 'launcher ready');
+      console.log(started.child.pid);`,
+    );
+    // idle from then on: the script writes nothing more (a write to the pipe of the ended test
+    // process would end it, and it would end them: that is not what is checked here)
+    const script = Number(await testProcess.line());
+    // its coordinator and launcher, in process groups of their own: not ours to wait for
+    const children = readFileSync(`/proc/${script}/task/${script}/children`, 'utf8').trim().split(/\s+/).map(Number);
+    const allGone = Promise.all(
+      [script, ...children].map((pid) => goneOrKilledAfter(t, pid, pid === script ? "npm start's script" : "a child of npm start's script")),
+    );
+    assert.equal(children.length, 2, 'the script runs a coordinator and a launcher');
+    await testProcess.end();
+    await allGone;
   });
 });

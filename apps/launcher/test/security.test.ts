@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { test, type TestContext } from 'node:test';
 import { AgentqClient } from '@agentq/client';
 import { startCoordinator } from '@agentq/coordinator';
-import { trackRunning } from '@agentq/test-support';
+import { killOnExit, trackRunning } from '@agentq/test-support';
 import { closeAfter, controlServer, COORDINATOR_OPTIONS, coordinatorAgain, fixture, script, settled, tempDir } from './helpers.js';
 import { makeCertificate, RecordingCredentials, recordingLogger, writeTokens } from './security-helpers.js';
 
@@ -31,6 +31,7 @@ function spawnLauncher(t: TestContext, args: string[], env: Record<string, strin
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', AGENTQ_LOG_LEVEL: 'trace', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  killOnExit(child);
   const exited = once(child, 'exit') as Promise<[number | null, NodeJS.Signals | null]>;
   const end = async () => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
