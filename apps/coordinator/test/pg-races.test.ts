@@ -97,34 +97,72 @@ async function heartbeat(c: CoordinatorProcess, token: string | undefined, launc
   return res.status;
 }
 
-test('a host whose token was revoked is bound again to one token only, though two register it at once on two coordinators', async (t) => {
+/**
+ * Two coordinator processes (A and B) on a fresh PostgreSQL database, with authentication: launcher
+ * tokens from a file (`tokens`, name → secret) that the test may write again. Null when PostgreSQL
+ * is not available (the test is skipped).
+ */
+async function twoCoordinators(
+  t: TestContext,
+  tokens: Record<string, string>,
+): Promise<{ url: string; file: string; A: CoordinatorProcess; B: CoordinatorProcess } | null> {
   const url = await freshDatabaseUrl(t);
-  if (url === null) return;
+  if (url === null) return null;
   const file = join(tempDir(t), 'tokens');
-  const secrets = { first: newSecret(), second: newSecret(), third: newSecret() };
-  const line = (name: keyof typeof secrets) => ({ name, role: 'launcher' as const, secret: secrets[name] });
-  writeFileSync(file, tokenFileText([line('first')]));
+  writeFileSync(file, launcherTokens(tokens));
   const [A, B] = await Promise.all([0, 1].map(() => spawnCoordinatorProcess(t, { DATABASE_URL: url, AUTH_TOKENS_FILE: file, ...SLOW })));
+  return { url, file, A: A!, B: B! };
+}
+
+/** A token file's text with a launcher token for each name → secret. */
+const launcherTokens = (tokens: Record<string, string>): string =>
+  tokenFileText(Object.entries(tokens).map(([name, secret]) => ({ name, role: 'launcher' as const, secret })));
+
+/**
+ * The two requests of `race`, made to wait behind a lock of the test's (`lock`, taken in a
+ * transaction of its own connection) until both wait for it, then let go at once (COMMIT).
+ * Resolves with both answers and the test's connection (to read the database with).
+ */
+async function raceBehindLock<A, B>(
+  t: TestContext,
+  url: string,
+  lock: { sql: string; params?: unknown[] },
+  race: () => readonly [Promise<A>, Promise<B>],
+): Promise<{ db: pg.Client; answers: [A, B] }> {
+  const db = await connect(t, url);
+  await db.query('BEGIN');
+  await db.query(lock.sql, lock.params);
+  const answers = race();
+  await lockWaiters(db, 2, answers);
+  await db.query('COMMIT');
+  return { db, answers: await Promise.all(answers) };
+}
+
+test('a host whose token was revoked is bound again to one token only, though two register it at once on two coordinators', async (t) => {
+  const secrets = { first: newSecret(), second: newSecret(), third: newSecret() };
+  const started = await twoCoordinators(t, { first: secrets.first });
+  if (started === null) return;
+  const { url, file, A, B } = started;
   const box = { hostname: 'box', host_id: 'h_box00001', executor_type: 'test' };
-  assert.equal((await register(A!, secrets.first, box)).status, 200);
+  assert.equal((await register(A, secrets.first, box)).status, 200);
 
   // `first` revoked, two new launcher tokens, on both coordinators
-  writeFileSync(file, tokenFileText([line('second'), line('third')]));
-  for (const c of [A!, B!]) {
+  writeFileSync(file, launcherTokens({ second: secrets.second, third: secrets.third }));
+  for (const c of [A, B]) {
     const reloaded = c.waitFor((l) => l.msg === 'token file reloaded');
     c.child.kill('SIGHUP');
     await reloaded;
   }
 
   // both registrations read the binding (to `first`, revoked) before either writes it
-  const db = await connect(t, url);
-  await db.query('BEGIN');
-  await db.query('SELECT * FROM host_bindings WHERE host_id = $1 FOR UPDATE', [box.host_id]);
-  const answers = [register(A!, secrets.second, box), register(B!, secrets.third, box)] as const;
-  await lockWaiters(db, 2, answers);
-  await db.query('COMMIT');
+  const {
+    db,
+    answers: [second, third],
+  } = await raceBehindLock(t, url, { sql: 'SELECT * FROM host_bindings WHERE host_id = $1 FOR UPDATE', params: [box.host_id] }, () => [
+    register(A, secrets.second, box),
+    register(B, secrets.third, box),
+  ]);
 
-  const [second, third] = await Promise.all(answers);
   const statuses = [second.status, third.status].sort();
   assert.deepEqual(statuses, [200, 403], `one is bound, the other refused: ${JSON.stringify([second.body, third.body])}`);
   const refused = second.status === 403 ? second : third;
@@ -185,23 +223,17 @@ test("an output batch on its way through A when B lets the job go (its launcher 
 });
 
 test('a registration sent again through B while its first try is still under way on A (a lost answer) is answered twice, the host bound once to its token', async (t) => {
-  const url = await freshDatabaseUrl(t);
-  if (url === null) return;
-  const file = join(tempDir(t), 'tokens');
   const secret = newSecret();
-  writeFileSync(file, tokenFileText([{ name: 'first', role: 'launcher', secret }]));
-  const [A, B] = await Promise.all([0, 1].map(() => spawnCoordinatorProcess(t, { DATABASE_URL: url, AUTH_TOKENS_FILE: file, ...SLOW })));
+  const started = await twoCoordinators(t, { first: secret });
+  if (started === null) return;
+  const { url, A, B } = started;
   const box = { hostname: 'box', host_id: 'h_box00003', executor_type: 'test' };
 
   // neither finds a binding (there is none to lock): both insert one, and one of them meets the other's
-  const db = await connect(t, url);
-  await db.query('BEGIN');
-  await db.query('LOCK TABLE host_bindings IN EXCLUSIVE MODE');
-  const answers = [register(A!, secret, box), register(B!, secret, box)] as const;
-  await lockWaiters(db, 2, answers);
-  await db.query('COMMIT');
-
-  const [first, again] = await Promise.all(answers);
+  const {
+    db,
+    answers: [first, again],
+  } = await raceBehindLock(t, url, { sql: 'LOCK TABLE host_bindings IN EXCLUSIVE MODE' }, () => [register(A, secret, box), register(B, secret, box)]);
   assert.deepEqual([first.status, again.status], [200, 200], JSON.stringify([first.body, again.body]));
   const { rows } = await db.query<{ host_id: string; token_name: string }>('SELECT host_id, token_name FROM host_bindings ORDER BY host_id');
   assert.deepEqual(rows, [
@@ -211,47 +243,39 @@ test('a registration sent again through B while its first try is still under way
 });
 
 test('a registration sent again through B with its registration_key while its first try is under way on A is one launcher, answered to both', async (t) => {
-  const url = await freshDatabaseUrl(t);
-  if (url === null) return;
-  const file = join(tempDir(t), 'tokens');
   const secret = newSecret();
-  writeFileSync(file, tokenFileText([{ name: 'box-launchers', role: 'launcher', secret }]));
-  const [A, B] = await Promise.all([0, 1].map(() => spawnCoordinatorProcess(t, { DATABASE_URL: url, AUTH_TOKENS_FILE: file, ...SLOW })));
+  const started = await twoCoordinators(t, { 'box-launchers': secret });
+  if (started === null) return;
+  const { url, A, B } = started;
   const box = { hostname: 'box', host_id: 'h_box00004', executor_type: 'test', registration_key: 'first-life-of-box-0001' };
 
   // both look the key up and find nothing before either inserts its launcher: the lookups
   // (SELECT ... FOR UPDATE) pass the test's lock, the inserts wait for it
-  const db = await connect(t, url);
-  await db.query('BEGIN');
-  await db.query('LOCK TABLE launchers IN SHARE MODE');
-  const answers = [register(A!, secret, box), register(B!, secret, box)] as const;
-  await lockWaiters(db, 2, answers);
-  await db.query('COMMIT');
-
-  const [first, again] = await Promise.all(answers);
+  const {
+    db,
+    answers: [first, again],
+  } = await raceBehindLock(t, url, { sql: 'LOCK TABLE launchers IN SHARE MODE' }, () => [register(A, secret, box), register(B, secret, box)]);
   assert.deepEqual([first.status, again.status], [200, 200], JSON.stringify([first.body, again.body]));
   assert.equal(again.body.launcher_id, first.body.launcher_id);
   const { rows } = await db.query<{ id: string }>('SELECT id FROM launchers');
   assert.deepEqual(rows, [{ id: first.body.launcher_id }]);
   // whichever of the two committed last, the credential of the answer the launcher got works
-  assert.equal(await heartbeat(B!, again.body.launcher_token, again.body.launcher_id), 200);
-  assert.equal(await heartbeat(A!, first.body.launcher_token, first.body.launcher_id), 200);
+  assert.equal(await heartbeat(B, again.body.launcher_token, again.body.launcher_id), 200);
+  assert.equal(await heartbeat(A, first.body.launcher_token, first.body.launcher_id), 200);
 });
 
 test('a first try that reaches A only after its retry was answered by B (its answer lost) leaves the credential of B\'s answer in force', async (t) => {
-  const url = await freshDatabaseUrl(t);
-  if (url === null) return;
-  const file = join(tempDir(t), 'tokens');
   const secret = newSecret();
-  writeFileSync(file, tokenFileText([{ name: 'box-launchers', role: 'launcher', secret }]));
-  const [A, B] = await Promise.all([0, 1].map(() => spawnCoordinatorProcess(t, { DATABASE_URL: url, AUTH_TOKENS_FILE: file, ...SLOW })));
+  const started = await twoCoordinators(t, { 'box-launchers': secret });
+  if (started === null) return;
+  const { A, B } = started;
   const box = { hostname: 'box', host_id: 'h_box00005', executor_type: 'test', registration_key: 'first-life-of-box-0002' };
 
-  const received = await register(B!, secret, box);
-  const late = await register(A!, secret, box);
+  const received = await register(B, secret, box);
+  const late = await register(A, secret, box);
   assert.deepEqual([received.status, late.status], [200, 200], JSON.stringify([received.body, late.body]));
   assert.equal(late.body.launcher_id, received.body.launcher_id);
-  for (const c of [A!, B!]) assert.equal(await heartbeat(c, received.body.launcher_token, received.body.launcher_id), 200);
+  for (const c of [A, B]) assert.equal(await heartbeat(c, received.body.launcher_token, received.body.launcher_id), 200);
 });
 
 test("two copies of a keyed tree stop carrying on its unfinished key at once: the key's answer keeps what each stopped", async (t) => {
