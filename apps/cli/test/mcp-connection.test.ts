@@ -3,8 +3,9 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { createServer, type Socket } from 'node:net';
 import { describe, it, type TestContext } from 'node:test';
-import { coordinator, deadUrl, whenCalled } from './helpers.js';
-import { CLI_BIN, callTool, mcpClient, runAgentq } from './mcp-helpers.js';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { coordinator, deadUrl, whenCalled, type TestCoordinator } from './helpers.js';
+import { CLI_BIN, callTool, mcpClient, runAgentq, type ToolAnswer } from './mcp-helpers.js';
 
 /*
  * How `agentq mcp` reaches the coordinator: the URL it is given (a comma list too, as a launcher
@@ -74,18 +75,35 @@ describe('agentq mcp: input the SDK does not answer', () => {
   });
 });
 
+/**
+ * A job on a fresh coordinator, and an `agentq mcp` server on it (`o.onStderr`: given each line
+ * the server writes on stderr).
+ */
+async function coordinatorWithJob(t: TestContext, o: { onStderr?: (line: string) => void } = {}) {
+  const c = await coordinator(t);
+  const job = await c.client.createJob({ type: 'start_session', session_name: 'a', prompt: 'x' });
+  const mcp = await mcpClient(t, { AGENTQ_URL: c.url }, o);
+  return { c, job, mcp };
+}
+
+/**
+ * A wait_for_jobs on `jobId` through `mcp`, parked on the coordinator when the coordinator restarts
+ * (the parked wait is answered early, not done, then the coordinator is away for a moment); the job
+ * is stopped once it is back. Resolves with the wait's answer.
+ */
+async function waitThroughRestart(c: TestCoordinator, mcp: Client, jobId: string): Promise<ToolAnswer> {
+  const parked = whenCalled(c.core, 'waitJobs', (_ids: string[], timeoutMs: number) => timeoutMs > 0);
+  const waiting = callTool(mcp, 'wait_for_jobs', { job_ids: [jobId], timeout_ms: 50_000 });
+  await parked;
+  await c.restart();
+  await c.client.stopJob(jobId);
+  return waiting;
+}
+
 describe('agentq mcp: a coordinator restart during wait_for_jobs', () => {
   it('the wait goes on once the coordinator is back, instead of answering "not done" early', async (t) => {
-    const c = await coordinator(t);
-    const job = await c.client.createJob({ type: 'start_session', session_name: 'a', prompt: 'x' });
-    const mcp = await mcpClient(t, { AGENTQ_URL: c.url });
-    const parked = whenCalled(c.core, 'waitJobs', (_ids: string[], timeoutMs: number) => timeoutMs > 0);
-    const waiting = callTool(mcp, 'wait_for_jobs', { job_ids: [job.job_id], timeout_ms: 50_000 });
-    await parked;
-    // the parked wait is answered early (not done), then the coordinator is away for a moment
-    await c.restart();
-    await c.client.stopJob(job.job_id);
-    const r = await waiting;
+    const { c, job, mcp } = await coordinatorWithJob(t);
+    const r = await waitThroughRestart(c, mcp, job.job_id);
     assert.equal(r.isError, false, r.text);
     assert.equal(r.data.done, true, r.text);
     assert.deepEqual(r.data.terminal, [job.job_id]);
@@ -93,33 +111,22 @@ describe('agentq mcp: a coordinator restart during wait_for_jobs', () => {
   });
 
   it('says that it waited through the outage: coordinator_outage and a note in its answer, each pause and the return on stderr', async (t) => {
-    const c = await coordinator(t);
-    const job = await c.client.createJob({ type: 'start_session', session_name: 'a', prompt: 'x' });
     const lines: string[] = [];
     let returned!: () => void;
     const sawReturn = new Promise<void>((resolve) => (returned = resolve));
-    const mcp = await mcpClient(
-      t,
-      { AGENTQ_URL: c.url },
-      {
-        onStderr: (line) => {
-          lines.push(line);
-          if (/^agentq mcp: wait_for_jobs: the coordinator answered again after [\d.]+ s/.test(line)) returned();
-        },
+    const { c, job, mcp } = await coordinatorWithJob(t, {
+      onStderr: (line) => {
+        lines.push(line);
+        if (/^agentq mcp: wait_for_jobs: the coordinator answered again after [\d.]+ s/.test(line)) returned();
       },
-    );
+    });
     // a wait that met no outage says nothing of one
     const calm = await callTool(mcp, 'wait_for_jobs', { job_ids: [job.job_id], timeout_ms: 0 });
     assert.equal(calm.isError, false, calm.text);
     assert.equal(calm.data.coordinator_outage, undefined);
     assert.doesNotMatch(calm.text, /could not be reached/);
 
-    const parked = whenCalled(c.core, 'waitJobs', (_ids: string[], timeoutMs: number) => timeoutMs > 0);
-    const waiting = callTool(mcp, 'wait_for_jobs', { job_ids: [job.job_id], timeout_ms: 50_000 });
-    await parked;
-    await c.restart();
-    await c.client.stopJob(job.job_id);
-    const r = await waiting;
+    const r = await waitThroughRestart(c, mcp, job.job_id);
     assert.equal(r.isError, false, r.text);
     assert.equal(r.data.done, true, r.text);
     const outage = r.data.coordinator_outage;
@@ -204,9 +211,7 @@ describe('agentq mcp: a coordinator that does not answer', () => {
 
 describe('agentq mcp: tool calls parked in long-polls', () => {
   it('do not hold up the other tool calls, however many there are', async (t) => {
-    const c = await coordinator(t);
-    const job = await c.client.createJob({ type: 'start_session', session_name: 'a', prompt: 'x' });
-    const mcp = await mcpClient(t, { AGENTQ_URL: c.url });
+    const { c, job, mcp } = await coordinatorWithJob(t);
     const WAITS = 12;
     const parked = whenCalled(c.core, 'waitJobs', (_ids: string[], timeoutMs: number) => timeoutMs > 0, WAITS);
     let answered = 0;
