@@ -9,7 +9,7 @@ import type { TestContext } from 'node:test';
 import { AgentqClient } from '@agentq/client';
 import { startCoordinator } from '@agentq/coordinator';
 import type { Job } from '@agentq/protocol';
-import { killOnExit } from '@agentq/test-support';
+import { jobEnd, killOnExit } from '@agentq/test-support';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
@@ -128,19 +128,8 @@ export async function callTool(
   return { isError: r.isError === true, text, data: (r.structuredContent ?? {}) as Record<string, any> };
 }
 
-/**
- * A job's end, waited for on the coordinator (no polling). No bound of its own (a loaded CI
- * machine may take longer than any fixed one): the test's own timeout (most often its file's, 10
- * minutes) bounds a job that never ends; meanwhile every 30 s it says on stderr which job it waits for.
- */
-export async function ended(client: AgentqClient, jobId: string): Promise<Job> {
-  for (let waited = 30; ; waited += 30) {
-    const job = await client.waitJob(jobId, 30_000);
-    if (job.terminal) return job;
-    // a file cut off at its timeout says which job never ended, and how far it got
-    process.stderr.write(`still waiting for job ${jobId} to end: ${job.status} after ${waited} s\n`);
-  }
-}
+/** A job's end, waited for on the coordinator (no polling; no bound of its own: jobEnd). */
+export const ended: (client: AgentqClient, jobId: string) => Promise<Job> = jobEnd;
 
 /** Wait (on the coordinator) until the session is idle with no outcome left to deliver; its jobs, oldest first. */
 export async function quiet(client: AgentqClient, name: string): Promise<Job[]> {

@@ -8,7 +8,7 @@ import { pino, type Logger } from 'pino';
 import { AgentqClient } from '@agentq/client';
 import type { Job } from '@agentq/protocol';
 import { startCoordinator } from '@agentq/coordinator';
-import { onPortAgain, tempDir as tempDirOf, trackRunning } from '@agentq/test-support';
+import { jobEnd, onPortAgain, tempDir as tempDirOf, trackRunning } from '@agentq/test-support';
 import { Launcher, resolveExecutor, type LauncherConfig, type LauncherDeps } from '../src/index.js';
 
 /** Whether a process the test did not start is still there, and a wait until it is not: shared with the other apps' tests. */
@@ -247,20 +247,8 @@ export async function controlServer(t: TestContext): Promise<ControlServer> {
   };
 }
 
-/**
- * Wait (on the coordinator, not with sleeps) until the job is terminal. No bound of its own: a
- * loaded CI machine ran a 16 MiB output through the launcher in 28 s, so a fixed 30 s here failed
- * jobs that were still doing fine. The test's own timeout (most often its file's, 10 minutes) bounds
- * a job that never ends; meanwhile every 30 s it says on stderr which job it waits for.
- */
-export async function settled(client: AgentqClient, jobId: string): Promise<Job> {
-  for (let waited = 30; ; waited += 30) {
-    const job = await client.waitJob(jobId, 30_000);
-    if (job.terminal) return job;
-    // a file cut off at its timeout says which job never ended, and how far it got
-    process.stderr.write(`still waiting for job ${jobId} to end: ${job.status} after ${waited} s\n`);
-  }
-}
+/** Wait (on the coordinator, not with sleeps) until the job is terminal (no bound of its own: jobEnd). */
+export const settled: (client: AgentqClient, jobId: string) => Promise<Job> = jobEnd;
 
 /** The job's whole output as stored by the coordinator. */
 export async function outputOf(client: AgentqClient, jobId: string): Promise<string> {

@@ -1,7 +1,7 @@
 /*
  * Helpers shared by the tests of the apps (apps/coordinator, apps/launcher, apps/cli): what a test
  * runs and the order it is ended in, processes that must not outlive the test process, temporary
- * directories and ports. Test code only: no product code imports this package.
+ * directories and ports, the end of a job. Test code only: no product code imports this package.
  */
 export { endRunning, trackRunning } from './running.js';
 export { tempDir } from './temp-dir.js';
@@ -10,3 +10,4 @@ export { alive, gone } from './processes.js';
 export { heldPort, onPortAgain } from './port.js';
 export { goneOrKilledAfter, standInTestProcess } from './stand-in.js';
 export { closedBeforeRemoval } from './closed-before-removal.js';
+export { jobEnd } from './job-end.js';
