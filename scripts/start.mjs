@@ -127,6 +127,26 @@ async function stop(code) {
 
 process.on('SIGINT', onSignal);
 process.on('SIGTERM', onSignal);
+// a closed terminal sends SIGHUP; its default would end this script without its 'exit' handler,
+// and the children, in sessions of their own, would not get it
+process.on('SIGHUP', onSignal);
+/*
+ * `npm start` runs this script under a shell (npm → sh → node): a SIGTERM sent to npm is passed
+ * on to that shell, which dies of it without passing it on, and this script would run on with its
+ * children. No event tells a process that its parent is gone; its parent's id changes (to init's,
+ * or a subreaper's), which is looked at once a second. Only when npm runs it: `nohup node
+ * scripts/start.mjs &` is meant to outlive the shell that started it.
+ */
+if (process.env.npm_lifecycle_event) {
+  const parentPid = process.ppid;
+  const parentWatch = setInterval(() => {
+    if (process.ppid === parentPid) return;
+    clearInterval(parentWatch);
+    if (!stopping) console.error(`the process that ran npm start's script (pid ${parentPid}) is gone; stopping`);
+    void stop(0);
+  }, 1000);
+  parentWatch.unref();
+}
 function onSignal() {
   if (!stopping) return void stop(0);
   // second signal: the launcher forces its own exit on a second signal, the coordinator too

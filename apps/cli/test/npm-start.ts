@@ -13,17 +13,23 @@ export interface Started {
 }
 
 /**
- * `npm start`'s script (scripts/start.mjs) with the demo executor at full speed and `env`. It runs
+ * `npm start`'s script (scripts/start.mjs) with the demo executor at full speed and `env`
+ * (`o.underShell`: run by a shell, `child` is the shell). It runs
  * its coordinator and launcher in process groups of their own, which it ends on SIGTERM (or on any
  * exit it sees): it gets SIGTERM if this test process ends first (a file out of time), SIGKILL
  * would leave them running.
  */
-export function spawnNpmStart(cwd: string, env: Record<string, string>): Started {
-  const child = spawn(process.execPath, [START], {
+export function spawnNpmStart(cwd: string, env: Record<string, string>, o: { underShell?: boolean } = {}): Started {
+  const options = {
     cwd,
-    env: { ...process.env, AGENTQ_DEMO_STEP_MS: '0', NO_COLOR: '1', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+    env: { ...process.env, AGENTQ_DEMO_STEP_MS: '0', NO_COLOR: '1', ...(o.underShell ? { npm_lifecycle_event: 'start' } : {}), ...env },
+    stdio: ['ignore', 'pipe', 'pipe'] as ['ignore', 'pipe', 'pipe'],
+  };
+  const child = o.underShell
+    ? // as `npm start` runs it (`sh -c 'npm run build && node scripts/start.mjs'`, with npm's
+      // variables): under a shell that waits for it rather than exec'ing it
+      spawn('sh', ['-c', '"$0" "$1"; :', process.execPath, START], options)
+    : spawn(process.execPath, [START], options);
   killOnExit(child, 'SIGTERM');
   let stdout = '';
   let stderr = '';

@@ -20,11 +20,11 @@ const ROOT = fileURLToPath(new URL('../../../../', import.meta.url));
 const AGENTQ = `${ROOT}apps/cli/bin/agentq.js`;
 
 /** `npm start`'s script on a fresh database; stopped with Ctrl+C after the test. */
-function npmStart(t: TestContext, env: Record<string, string>): Started {
+function npmStart(t: TestContext, env: Record<string, string>, o: { underShell?: boolean } = {}): Started {
   // a fresh database: the state of the developer's own `npm start` (./data) is not the test's;
   // removed once the script has stopped (it writes its database there until then)
   const dir = tempDir(t, 'agentq-quick-start-');
-  const started = spawnNpmStart(ROOT, { DATABASE_URL: `sqlite:${join(dir, 'agentq.db')}`, ...env });
+  const started = spawnNpmStart(ROOT, { DATABASE_URL: `sqlite:${join(dir, 'agentq.db')}`, ...env }, o);
   const stop = async () => {
     if (started.child.exitCode === null && started.child.signalCode === null) {
       started.child.kill('SIGINT');
@@ -34,6 +34,23 @@ function npmStart(t: TestContext, env: Record<string, string>): Started {
   trackRunning(t, stop);
   t.after(stop);
   return started;
+}
+
+/**
+ * Once `script` (npm start's script, pid) is running with its launcher ready: its processes, the
+ * script first, then its coordinator and launcher (in process groups of their own) and the
+ * launcher's reaper; `allGone` resolves once every one of them is gone.
+ */
+async function processesOf(t: TestContext, started: Started, script: number): Promise<{ allGone: Promise<unknown> }> {
+  await until(started, 'Ctrl+C stops both.');
+  const ready = await until(started, 'launcher ready');
+  const reaper = Number(/"reaper_pid":(\d+)/.exec(ready)?.[1]);
+  const children = readFileSync(`/proc/${script}/task/${script}/children`, 'utf8').trim().split(/\s+/).map(Number);
+  assert.equal(children.length, 2, 'the script runs a coordinator and a launcher');
+  assert.ok(reaper > 0, ready);
+  const pids = [script, ...children, reaper];
+  const allGone = Promise.all(pids.map((pid) => goneOrKilledAfter(t, pid, `process ${pid} of npm start`)));
+  return { allGone };
 }
 
 /** Split a README command line into words: "double quotes" group, a # starts a comment. */
@@ -132,5 +149,25 @@ describe('quick start', () => {
     assert.equal(children.length, 2, 'the script runs a coordinator and a launcher');
     await testProcess.end();
     await allGone;
+  });
+
+  it('stops its coordinator, its launcher and the launcher\'s reaper when its terminal is closed (SIGHUP)', { timeout: 120_000 }, async (t) => {
+    const started = npmStart(t, { PORT: '0' });
+    const { allGone } = await processesOf(t, started, started.child.pid!);
+    started.child.kill('SIGHUP');
+    assert.equal(await started.exited, 0, started.stderr());
+    await allGone;
+  });
+
+  it('stops its coordinator, its launcher and the launcher\'s reaper when the shell npm runs it under is killed (kill -TERM <npm pid>)', { timeout: 120_000 }, async (t) => {
+    // npm passes a SIGTERM on to its shell, which dies of it and passes nothing on
+    const started = npmStart(t, { PORT: '0' }, { underShell: true });
+    await until(started, 'launcher ready');
+    const shell = started.child.pid!;
+    const [script] = readFileSync(`/proc/${shell}/task/${shell}/children`, 'utf8').trim().split(/\s+/).map(Number);
+    const { allGone } = await processesOf(t, started, script!);
+    started.child.kill('SIGTERM');
+    await allGone;
+    assert.match(started.stderr(), /is gone; stopping/);
   });
 });
