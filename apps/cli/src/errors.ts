@@ -1,5 +1,5 @@
 import { AgentqApiError, AgentqAuthError, AgentqConnectionError, AgentqUsageError, toError } from '@agentq/client';
-import { CliExitCodes, type CliError, type CliExitCode } from '@agentq/protocol';
+import { CliExitCodes, type CliError, type CliExitCode, type JobDescriptor } from '@agentq/protocol';
 
 /** The command line is wrong: unknown flag, missing argument, bad duration. Exit 2. */
 export class UsageError extends Error {
@@ -42,6 +42,22 @@ export async function notFoundOn<T>(code: string, call: Promise<T>): Promise<T> 
   } catch (err) {
     if (err instanceof AgentqApiError && err.code === code) throw new NotFoundError(err);
     throw err;
+  }
+}
+
+/**
+ * `start --wait` / `resume --wait`: the job was created, then the wait failed (the coordinator
+ * went away past the deadline, refused for now, ...). The failure is the cause's (its code and
+ * exit code); `job` (as last seen) names the job, which exists and goes on, so that the caller
+ * follows it instead of running the command again, which would add another job.
+ */
+export class JobCreatedError extends Error {
+  override readonly name = 'JobCreatedError';
+  constructor(
+    readonly job: JobDescriptor,
+    cause: unknown,
+  ) {
+    super(toError(cause).message, { cause });
   }
 }
 
@@ -101,6 +117,11 @@ function apiFailure(err: AgentqApiError, exitCode: CliExitCode): CliFailureInfo 
 
 /** Map anything a command threw to the envelope error and exit code (the one place that does). */
 export function toCliFailure(err: unknown): CliFailureInfo {
+  if (err instanceof JobCreatedError) {
+    const failure = toCliFailure(err.cause);
+    failure.error.job = err.job;
+    return failure;
+  }
   if (err instanceof UsageError) {
     return { error: { code: err.code, message: err.message }, exitCode: CliExitCodes.usage_error };
   }

@@ -4,7 +4,7 @@ export { DEFAULT_URL } from './context.js';
 export { parseDuration, formatDuration } from './duration.js';
 export { describeJob, POLL_INTERVAL_MS } from './descriptor.js';
 export { waitExitCode } from './commands/wait.js';
-export { toCliFailure, UsageError, InterruptedError, NotFoundError } from './errors.js';
+export { toCliFailure, UsageError, InterruptedError, NotFoundError, JobCreatedError } from './errors.js';
 export { completionScript, SHELLS, type Shell } from './completion.js';
 export { printable, table, truncate } from './table.js';
 export { formatUsage, renderDescriptor, renderJobTable } from './render.js';

@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { CliExitCodes } from '@agentq/protocol';
+import { CliExitCodes, type JobDescriptor } from '@agentq/protocol';
 import { CommanderError } from 'commander';
 import { registerCommands } from './commands/index.js';
 import { RunContext, type CliIo, type CommandResult, type GlobalOptions } from './context.js';
@@ -84,8 +84,17 @@ function fail(io: CliIo, json: boolean, err: unknown): number {
     }
     const hint = nextStep(error.code, error.details);
     if (hint) io.stderr.write(`${hint}\n`);
+    if (error.job) io.stderr.write(`${printable(jobCreatedNote(error.job))}\n`);
   }
   return exitCode;
+}
+
+/** What people need of a job that was created before its wait failed: which one, and how to follow it. */
+function jobCreatedNote(job: JobDescriptor): string {
+  return (
+    `the job was created all the same: ${job.job_id} (session ${job.session_name}), last seen ${job.status}; ` +
+    `follow it with: ${job.wait_command}, not by running the command again`
+  );
 }
 
 function print(io: CliIo, json: boolean, result: CommandResult): void {

@@ -166,6 +166,64 @@ describe('a wait refused for now past its deadline', () => {
   }
 });
 
+describe('start --wait / resume --wait: a wait that fails after the job was created names the job', () => {
+  it('a coordinator that is not back by the deadline: exit 1, coordinator_unreachable, with the job (last seen) and how to follow it', async (t) => {
+    const c = await coordinator(t);
+    let waitedOn: string | undefined;
+    const parked = whenCalled(c.core, 'waitJob', (id: string, timeoutMs: number) => {
+      waitedOn = id;
+      return timeoutMs > 0;
+    });
+    const starting = cli(c.url, ['start', 'a', '-p', 'x', '--wait', '--wait-timeout', '1s', '--json']);
+    await parked;
+    await c.stop();
+    const r = await starting;
+    assert.equal(r.code, 1, r.stdout + r.stderr);
+    const failure = envelope<Failure>(r, CliFailure);
+    assert.equal(failure.error.code, 'coordinator_unreachable');
+    assert.equal(failure.error.job?.job_id, waitedOn);
+    assert.equal(failure.error.job?.session_name, 'a');
+    assert.equal(failure.error.job?.status, 'pending');
+    assert.equal(failure.error.job?.wait_command, `agentq wait ${waitedOn} --json`);
+  });
+
+  for (const flag of ['--wait', '--follow']) {
+    it(`resume ${flag} refused for now during the wait (--json): the refusal (exit 1) and the new job, not the one before it`, async (t) => {
+      const c = await coordinator(t);
+      const first = await c.client.createJob({ type: 'start_session', session_name: 'a', prompt: 'x' });
+      const gw = await overloadedWaits(t, c.url, 3);
+      const r = await cli(gw.url, ['resume', 'a', '-p', 'y', flag, '--wait-timeout', '1s', '--json']);
+      assert.equal(r.code, 1, r.stdout + r.stderr);
+      const failure = envelope<Failure>(r, CliFailure);
+      assert.equal(failure.error.code, 'overloaded');
+      const { jobs } = await c.client.listJobs({ session_name: 'a' });
+      const resumed = jobs.find((j) => j.job_id !== first.job_id);
+      assert.ok(resumed, 'the resume job was created');
+      assert.equal(failure.error.job?.job_id, resumed.job_id);
+      assert.equal(failure.error.job?.type, 'resume_session');
+      assert.equal(failure.error.job?.session_name, 'a');
+      assert.equal(failure.error.job?.status, resumed.status);
+    });
+  }
+
+  it('resume --wait refused for now during the wait (text): stderr names the job and says to wait on it', async (t) => {
+    const c = await coordinator(t);
+    await c.client.createJob({ type: 'start_session', session_name: 'a', prompt: 'x' });
+    const gw = await overloadedWaits(t, c.url, 3);
+    const r = await cli(undefined, ['resume', 'a', '-p', 'y', '--wait', '--wait-timeout', '1s', '--url', gw.url]);
+    assert.equal(r.code, 1, r.stdout + r.stderr);
+    assert.equal(r.stdout, '');
+    const { jobs } = await c.client.listJobs({ session_name: 'a' });
+    const resumed = jobs.find((j) => j.type === 'resume_session');
+    assert.ok(resumed, 'the resume job was created');
+    assert.match(r.stderr, /retry after 3 s \(overloaded\)/);
+    assert.ok(
+      r.stderr.includes(`the job was created all the same: ${resumed.job_id} (session a), last seen ${resumed.status}; follow it with: agentq wait ${resumed.job_id} --url ${gw.url}, not by running the command again`),
+      r.stderr,
+    );
+  });
+});
+
 describe('Reconnecting', () => {
   it('without a deadline, gives up once no coordinator answered for the outage limit', async (t) => {
     const client = new AgentqClient({ url: await deadUrl() });

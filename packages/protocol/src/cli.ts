@@ -48,23 +48,6 @@ export const JOB_STATUS_EXIT_CODES: { readonly [S in JobStatus]: CliExitCode } =
 };
 export const exitCodeForStatus = (status: JobStatus): CliExitCode => JOB_STATUS_EXIT_CODES[status];
 
-export const CliError = Type.Object({
-  /** machine-readable: `usage_error`, `coordinator_unreachable`, `job_not_found`, `session_exists`, ... */
-  code: Type.String(),
-  message: Type.String(),
-  details: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
-});
-export type CliError = Static<typeof CliError>;
-
-export const CliFailure = Type.Object({ ok: Type.Literal(false), error: CliError });
-export type CliFailure = Static<typeof CliFailure>;
-
-export const CliSuccess = <T extends TSchema>(data: T) => Type.Object({ ok: Type.Literal(true), data });
-
-/** `{ ok: true, data } | { ok: false, error: { code, message } }` */
-export const CliEnvelope = <T extends TSchema>(data: T) => Type.Union([CliSuccess(data), CliFailure]);
-export type CliEnvelope<T> = { ok: true; data: T } | CliFailure;
-
 /**
  * The async-job descriptor: the job as the coordinator holds it (so `job_id`,
  * `status`, `terminal`, `timeout_ms`, `created_at`, `started_at`, `result`, ...) plus how to
@@ -91,6 +74,29 @@ export const JobDescriptor = Type.Composite(
   { description: 'A job plus the commands to follow it up' },
 );
 export type JobDescriptor = Static<typeof JobDescriptor>;
+
+export const CliError = Type.Object({
+  /** machine-readable: `usage_error`, `coordinator_unreachable`, `job_not_found`, `session_exists`, ... */
+  code: Type.String(),
+  message: Type.String(),
+  details: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
+  /**
+   * `start --wait` / `resume --wait` whose job was created, then whose wait failed (coordinator
+   * unreachable, a refusal for now, ...): the job as last seen. It exists and goes on; follow it
+   * with its `wait_command` rather than running the command again (which would add another job).
+   */
+  job: Type.Optional(JobDescriptor),
+});
+export type CliError = Static<typeof CliError>;
+
+export const CliFailure = Type.Object({ ok: Type.Literal(false), error: CliError });
+export type CliFailure = Static<typeof CliFailure>;
+
+export const CliSuccess = <T extends TSchema>(data: T) => Type.Object({ ok: Type.Literal(true), data });
+
+/** `{ ok: true, data } | { ok: false, error: { code, message } }` */
+export const CliEnvelope = <T extends TSchema>(data: T) => Type.Union([CliSuccess(data), CliFailure]);
+export type CliEnvelope<T> = { ok: true; data: T } | CliFailure;
 
 /** Per-id outcome of `agentq cancel` (`cancelled`, `already_completed`, `not_found`, plus `stopping`). */
 export const CancelOutcomes = ['cancelled', 'stopping', 'already_completed', 'not_found'] as const;

@@ -3,7 +3,7 @@ import { Option, type Command } from 'commander';
 import { keyValueArg, nameArg, timeoutArg, timeoutMs, usdArg, type Timeout } from '../args.js';
 import type { CommandContext, CommandResult } from '../context.js';
 import { describeJob } from '../descriptor.js';
-import { InterruptedError } from '../errors.js';
+import { InterruptedError, JobCreatedError } from '../errors.js';
 import { followOutput } from '../follow.js';
 import { commandHelpAfter } from '../help.js';
 import type { Act } from '../program.js';
@@ -155,6 +155,26 @@ async function create(ctx: CommandContext, body: CreateJobRequest): Promise<Job>
   }
 }
 
+/**
+ * The wait of a job just created. Its failure (the coordinator gone past the deadline, a refusal
+ * for now, ...) names the job as last seen: it exists and goes on, and the caller must be able to
+ * follow it rather than run the command again (a second turn, for resume).
+ */
+async function waitNamingTheJob(
+  ctx: CommandContext,
+  created: Job,
+  wait: (seen: (jobs: readonly Job[]) => void) => Promise<Job>,
+): Promise<Job> {
+  let last = created;
+  try {
+    return await wait((jobs) => {
+      last = jobs.find((j) => j.job_id === created.job_id) ?? last;
+    });
+  } catch (err) {
+    throw new JobCreatedError(describeJob(last, ctx), err);
+  }
+}
+
 /** Create, then wait; on a terminal, progress lines on stderr fed by the event stream. */
 async function waitWithProgress(
   ctx: CommandContext,
@@ -166,15 +186,20 @@ async function waitWithProgress(
   try {
     await progress?.ready;
     const created = await create(ctx, body);
-    progress?.track([created]);
-    const job = await waitForJob(ctx.client, created.job_id, created, {
-      timeoutMs,
-      signal: ctx.signal,
-      now: ctx.now,
-      onSnapshot: (jobs) => progress?.snapshot(jobs),
+    return await waitNamingTheJob(ctx, created, async (seen) => {
+      progress?.track([created]);
+      const job = await waitForJob(ctx.client, created.job_id, created, {
+        timeoutMs,
+        signal: ctx.signal,
+        now: ctx.now,
+        onSnapshot: (jobs) => {
+          seen(jobs);
+          progress?.snapshot(jobs);
+        },
+      });
+      if (!ctx.signal?.aborted) await progress?.settle([job]);
+      return job;
     });
-    if (!ctx.signal?.aborted) await progress?.settle([job]);
-    return job;
   } finally {
     progress?.stop();
   }
@@ -183,6 +208,16 @@ async function waitWithProgress(
 /** Create, then wait while streaming the job's output (instead of drawing progress). */
 async function waitFollowing(ctx: CommandContext, body: CreateJobRequest, timeoutMs: number | undefined): Promise<Job> {
   const created = await create(ctx, body);
+  return waitNamingTheJob(ctx, created, (seen) => followWhileWaiting(ctx, created, timeoutMs, seen));
+}
+
+/** The wait of waitFollowing, once the job exists; `seen` is told every snapshot. */
+async function followWhileWaiting(
+  ctx: CommandContext,
+  created: Job,
+  timeoutMs: number | undefined,
+  seen: (jobs: readonly Job[]) => void,
+): Promise<Job> {
   const sink = ctx.json ? ctx.io.stderr : ctx.io.stdout;
   const stopFollowing = new AbortController();
   const onAbort = () => stopFollowing.abort(ctx.signal?.reason);
@@ -209,7 +244,7 @@ async function waitFollowing(ctx: CommandContext, body: CreateJobRequest, timeou
     },
   );
   try {
-    const job = await waitForJob(ctx.client, created.job_id, created, { timeoutMs, signal: ctx.signal, now: ctx.now });
+    const job = await waitForJob(ctx.client, created.job_id, created, { timeoutMs, signal: ctx.signal, now: ctx.now, onSnapshot: seen });
     // a terminal job's output ends by itself (the follow reads to the end); otherwise stop it
     if (!job.terminal) stopFollowing.abort();
     await following;
