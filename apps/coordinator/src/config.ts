@@ -1,4 +1,4 @@
-import { MAX_TIMEOUT_MS, parseDecimal } from '@agentq/protocol';
+import { MAX_SESSION_LIST_ITEMS, MAX_TIMEOUT_MS, parseDecimal } from '@agentq/protocol';
 import { Type, type Static } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 import { redactDatabaseUrl } from './core/store/database-url.js';
@@ -79,6 +79,8 @@ export const ConfigSchema = Type.Object({
   maxAnswerBytes: Type.Integer({ minimum: 1024, maximum: 1024 * 1024 * 1024 }),
   /** characters of prompts, results and errors all such answers in flight carry together; past it pages shrink, then a list is 503 overloaded (null = a sixteenth of the heap limit) */
   maxAnswerBytesInFlight: Type.Union([Type.Integer({ minimum: 1024 }), Type.Null()]),
+  /** entries of `job_ids` and of `children` a session object carries at most (the newest); the rest are paged by GET /jobs?session_name= and GET /sessions?parent= */
+  maxSessionListItems: Type.Integer({ minimum: 1, maximum: 1_000_000 }),
   /** open `GET /events` streams; one more is 503 too_many_clients */
   maxSseClients: Type.Integer({ minimum: 0, maximum: 1_000_000 }),
   /** launchers registered (online, stale or deregistering); past it the oldest stale one is forgotten, or a registration is 503 too_many_launchers */
@@ -145,6 +147,7 @@ export const DEFAULT_CONFIG: CoordinatorConfig = {
   maxQueuedBytes: null,
   maxAnswerBytes: 8 * 1024 * 1024,
   maxAnswerBytesInFlight: null,
+  maxSessionListItems: MAX_SESSION_LIST_ITEMS,
   maxSseClients: 1000,
   // the most online launchers the default connection limit serves (each parks a poll): a fleet that
   // size is not refused; a launcher is ~1 KB, but up to ~56 KB with every label and root at its limit
@@ -196,6 +199,7 @@ const ENV: ReadonlyArray<[string, keyof CoordinatorConfig, 'string' | 'number' |
   ['MAX_QUEUED_BYTES', 'maxQueuedBytes', 'number'],
   ['MAX_ANSWER_BYTES', 'maxAnswerBytes', 'number'],
   ['MAX_ANSWER_BYTES_IN_FLIGHT', 'maxAnswerBytesInFlight', 'number'],
+  ['MAX_SESSION_LIST_ITEMS', 'maxSessionListItems', 'number'],
   ['MAX_SSE_CLIENTS', 'maxSseClients', 'number'],
   ['MAX_LAUNCHERS', 'maxLaunchers', 'number'],
   ['SSE_MAX_BUFFERED_BYTES', 'sseMaxBufferedBytes', 'number'],

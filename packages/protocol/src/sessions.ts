@@ -5,6 +5,13 @@ import { JobStatus, Replayed, StopOutcome } from './jobs.js';
 /** How deep a parent chain may go: a root session is depth 0. */
 export const MAX_SESSION_DEPTH = 5;
 
+/**
+ * How many entries of `job_ids` and of `children` a session object carries at most, by default
+ * (the coordinator's MAX_SESSION_LIST_ITEMS): the newest ones, oldest first. The whole lists are
+ * paged by `GET /jobs?session_name=` and `GET /sessions?parent=`.
+ */
+export const MAX_SESSION_LIST_ITEMS = 1000;
+
 export const SessionStatus = Type.Union([Type.Literal('idle'), Type.Literal('busy')]);
 export type SessionStatus = Static<typeof SessionStatus>;
 
@@ -53,8 +60,18 @@ export const Session = Type.Object({
   last_error: Nullable(Type.String()),
   created_at: Timestamp,
   updated_at: Timestamp,
+  /** its jobs, oldest first: the newest MAX_SESSION_LIST_ITEMS of them (all: `GET /jobs?session_name=`, paged) */
   job_ids: Type.Array(JobId),
+  /** how many jobs the session has in all (`job_ids` may hold fewer) */
+  job_ids_count: Type.Integer({ minimum: 0 }),
+  /** true when `job_ids` lists fewer than `job_ids_count`: the oldest were left out */
+  job_ids_truncated: Type.Boolean(),
+  /** its child sessions, oldest first: the newest MAX_SESSION_LIST_ITEMS of them (all: `GET /sessions?parent=`, paged) */
   children: Type.Array(Type.String()),
+  /** how many child sessions it has in all (`children` may hold fewer) */
+  children_count: Type.Integer({ minimum: 0 }),
+  /** true when `children` lists fewer than `children_count`: the oldest were left out */
+  children_truncated: Type.Boolean(),
   /** notifications waiting for the parent to become idle */
   pending_callbacks: Type.Array(CallbackNotification),
   /** the callback resume job currently delivering notifications, if any */

@@ -110,10 +110,11 @@ export const jobTextSize = (j: JobRow): number => j.prompt.length + (j.result?.l
 /**
  * A session's text: its last result and error, the results and errors of the child outcomes and
  * the texts of the messages it holds (`pending_callbacks`, `pending_messages`: a busy parent may
- * hold many), and its list of job ids.
+ * hold many), and its lists of job ids and children (each at most MAX_SESSION_LIST_ITEMS long).
  */
 export function sessionTextSize(s: SessionRow, x: SessionExtras): number {
   let n = (s.lastResult?.length ?? 0) + (s.lastError?.length ?? 0) + x.jobIds.length * 24;
+  for (const c of x.children) n += c.length + 3;
   for (const c of s.callbacks) n += (c.result?.length ?? 0) + (c.error?.length ?? 0);
   for (const m of s.messages) n += m.text.length;
   return n;

@@ -264,8 +264,8 @@ async function sessionTree(ctx: CoreContext, root: string): Promise<string[]> {
   const { store } = ctx;
   const names = new Set([root]);
   for (const name of names) {
-    const s = await store.getSession(name);
-    if (s) for (const child of (await store.sessionExtras(s)).children) names.add(child);
+    // every child, not the newest few a session's view lists
+    for (const child of await store.childNames(name)) names.add(child);
   }
   return [...names];
 }

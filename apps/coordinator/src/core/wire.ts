@@ -49,8 +49,24 @@ export function toWireJob(job: JobRow, pendingReason: string | null = null): Job
 export interface SessionExtras {
   activeJobId: string | null;
   busy: boolean;
+  /** the newest of its jobs (at most the store's `sessionListMax`), oldest first */
   jobIds: readonly string[];
+  /** how many jobs it has in all */
+  jobCount: number;
+  /** the newest of its children (at most the store's `sessionListMax`), oldest first */
   children: readonly string[];
+  /** how many children it has in all */
+  childCount: number;
+}
+
+/** The last `max` entries of `items`, in order, walked without copying the rest (a Set has no end to start from). */
+export function newest(items: ReadonlySet<string> | undefined, max: number): string[] {
+  if (items === undefined) return [];
+  const skip = items.size - max;
+  const out: string[] = [];
+  let i = 0;
+  for (const item of items) if (i++ >= skip) out.push(item);
+  return out;
 }
 
 export function toWireSession(s: SessionRow, x: SessionExtras): Session {
@@ -69,7 +85,11 @@ export function toWireSession(s: SessionRow, x: SessionExtras): Session {
     created_at: iso(s.createdAt),
     updated_at: iso(s.updatedAt),
     job_ids: [...x.jobIds],
+    job_ids_count: x.jobCount,
+    job_ids_truncated: x.jobCount > x.jobIds.length,
     children: [...x.children],
+    children_count: x.childCount,
+    children_truncated: x.childCount > x.children.length,
     pending_callbacks: [...s.callbacks],
     callback_job_id: s.deliveryJobId,
     // a portable session is bound to no host (only to its executor type, which routing keeps)

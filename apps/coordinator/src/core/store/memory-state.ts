@@ -1,7 +1,7 @@
 import { isTerminal, type JobStatus } from '@agentq/protocol';
 import { DeadlineHeap } from '../deadline-heap.js';
 import { heldOutcomeBytes, isActive, queuedMessageBytes, type HostBindingRow, type IdempotencyRow, type JobRow, type LauncherRow, type SessionRow } from '../rows.js';
-import type { SessionExtras } from '../wire.js';
+import { newest, type SessionExtras } from '../wire.js';
 import type { ChangeSet, RowChange } from './changes.js';
 import { nextJob, nextLauncher, nextSession } from '../row-versions.js';
 import { ReadyIndex } from './ready-index.js';
@@ -345,14 +345,24 @@ export class MemoryState {
 
   // --- derived views -------------------------------------------------------------------------
 
-  sessionExtras(s: SessionRow): SessionExtras {
+  /** `max`: the most entries of each list (the newest). */
+  sessionExtras(s: SessionRow, max: number): SessionExtras {
     const activeJobId = this.sessionActive.get(s.name) ?? null;
+    const jobs = this.#sessionJobs.get(s.name);
+    const children = this.#children.get(s.name);
     return {
       activeJobId,
       busy: activeJobId !== null || (this.sessionPending.get(s.name)?.length ?? 0) > 0,
-      jobIds: [...(this.#sessionJobs.get(s.name) ?? [])],
-      children: [...(this.#children.get(s.name) ?? [])],
+      jobIds: newest(jobs, max),
+      jobCount: jobs?.size ?? 0,
+      children: newest(children, max),
+      childCount: children?.size ?? 0,
     };
+  }
+
+  /** Every child of a session, oldest first (a tree walk, not a wire view). */
+  childNames(name: string): string[] {
+    return [...(this.#children.get(name) ?? [])];
   }
 
   isBusy(name: string): boolean {

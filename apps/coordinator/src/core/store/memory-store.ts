@@ -1,4 +1,4 @@
-import { isTerminal, type JobStatus, type LifecycleEvent } from '@agentq/protocol';
+import { isTerminal, MAX_SESSION_LIST_ITEMS, type JobStatus, type LifecycleEvent } from '@agentq/protocol';
 import type { Logger } from 'pino';
 import { jobTextSize } from '../answer-budget.js';
 import { iso } from '../clock.js';
@@ -31,6 +31,8 @@ export interface MemoryStoreOptions {
   log: Logger;
   /** output bytes kept per job */
   outputMaxBytes: number;
+  /** entries of `job_ids` and `children` a session's wire view carries at most (MAX_SESSION_LIST_ITEMS) */
+  sessionListMax?: number;
 }
 
 /**
@@ -147,7 +149,12 @@ export class MemoryStore implements Store {
 
   /** A session's derived view, synchronously. */
   protected extrasNow(s: SessionRow): SessionExtras {
-    return this.state.sessionExtras(s);
+    return this.state.sessionExtras(s, this.listMax);
+  }
+
+  /** MAX_SESSION_LIST_ITEMS: the entries of each list of a session's wire view */
+  protected get listMax(): number {
+    return this.options.sessionListMax ?? MAX_SESSION_LIST_ITEMS;
   }
 
   /** A session's derived view for an event of the commit being made (lazy-events.ts). */
@@ -176,6 +183,9 @@ export class MemoryStore implements Store {
   }
   async sessionsExtras(sessions: readonly SessionRow[]): Promise<SessionExtras[]> {
     return sessions.map((s) => this.extrasNow(s));
+  }
+  async childNames(name: string): Promise<string[]> {
+    return this.state.childNames(name);
   }
   async getLauncher(id: string): Promise<LauncherRow | undefined> {
     return this.state.launchers.get(id);

@@ -9,7 +9,7 @@ import type { Store } from './store.js';
 /** The store DATABASE_URL names: `memory:`, `sqlite:<path>` (relative to the working directory) or `postgres://…`. */
 export async function openStore(config: CoordinatorConfig, deps: { clock: Clock; log: Logger }): Promise<Store> {
   const url = config.databaseUrl;
-  const options = { clock: deps.clock, log: deps.log, outputMaxBytes: config.outputMaxBytes };
+  const options = { clock: deps.clock, log: deps.log, outputMaxBytes: config.outputMaxBytes, sessionListMax: config.maxSessionListItems };
   if (url === 'memory:') return new MemoryStore(options);
   if (url.startsWith('sqlite:')) {
     const path = resolve(url.slice('sqlite:'.length));

@@ -23,36 +23,71 @@ export async function rowsOf<R extends pg.QueryResultRow = Record<string, unknow
   return (await db.query<R>({ name: statementName(text), text, values })).rows;
 }
 
-const EMPTY_EXTRAS: SessionExtras = { activeJobId: null, busy: false, jobIds: [], children: [] };
+const EMPTY_EXTRAS: SessionExtras = { activeJobId: null, busy: false, jobIds: [], jobCount: 0, children: [], childCount: 0 };
 
-/** Sessions' derived views (active job, busy, job ids, children), in one round trip. */
-export async function extrasOf(db: Queryable, names: readonly string[]): Promise<Map<string, SessionExtras>> {
+/**
+ * Sessions' derived views (active job, busy, the newest `max` job ids and children with their
+ * counts), in one round trip. The lists are read backwards by the (session, seq) and (parent,
+ * seq) indexes with a LIMIT, and counted on the indexes: never read whole to be cut.
+ */
+export async function extrasOf(db: Queryable, names: readonly string[], max: number): Promise<Map<string, SessionExtras>> {
   const out = new Map<string, SessionExtras>();
   if (names.length === 0) return out;
-  const rows = await rowsOf<{ name: string; active_job_id: string | null; busy: boolean; job_ids: string[]; children: string[] }>(
+  const rows = await rowsOf<{
+    name: string;
+    active_job_id: string | null;
+    busy: boolean;
+    job_ids: string[];
+    job_count: number;
+    children: string[];
+    child_count: number;
+  }>(
     db,
     `SELECT n.name,
        (SELECT j.id FROM jobs j WHERE j.session_name = n.name AND j.status IN ${ACTIVE} ORDER BY j.seq LIMIT 1) AS active_job_id,
        EXISTS (SELECT 1 FROM jobs j WHERE j.session_name = n.name AND j.completed_at IS NULL) AS busy,
-       ARRAY(SELECT j.id FROM jobs j WHERE j.session_name = n.name ORDER BY j.seq) AS job_ids,
-       ARRAY(SELECT c.name FROM sessions c WHERE c.parent_name = n.name ORDER BY c.seq) AS children
+       ARRAY(SELECT t.id FROM (SELECT j.id, j.seq FROM jobs j WHERE j.session_name = n.name ORDER BY j.seq DESC LIMIT $2) t ORDER BY t.seq) AS job_ids,
+       (SELECT count(*) FROM jobs j WHERE j.session_name = n.name)::int AS job_count,
+       ARRAY(SELECT t.name FROM (SELECT c.name, c.seq FROM sessions c WHERE c.parent_name = n.name ORDER BY c.seq DESC LIMIT $2) t ORDER BY t.seq) AS children,
+       (SELECT count(*) FROM sessions c WHERE c.parent_name = n.name)::int AS child_count
      FROM unnest($1::text[]) AS n(name)`,
-    [names],
+    [names, max],
   );
-  for (const r of rows) out.set(r.name, { activeJobId: r.active_job_id, busy: r.busy, jobIds: r.job_ids, children: r.children });
+  for (const r of rows) {
+    out.set(r.name, {
+      activeJobId: r.active_job_id,
+      busy: r.busy,
+      jobIds: r.job_ids,
+      jobCount: r.job_count,
+      children: r.children,
+      childCount: r.child_count,
+    });
+  }
   return out;
 }
 
+/** Every child session of a session, oldest first (a tree walk, not a wire view). */
+export async function childNamesOf(db: Queryable, name: string): Promise<string[]> {
+  const rows = await rowsOf<{ name: string }>(db, 'SELECT name FROM sessions WHERE parent_name = $1 ORDER BY seq', [name]);
+  return rows.map((r) => r.name);
+}
+
 /** The derived view of a session created by the transaction, from the rows it holds. */
-function extrasOfNew(name: string, held: { jobs: ReadonlyMap<string, JobRow>; sessions: ReadonlyMap<string, SessionRow> }): SessionExtras {
+function extrasOfNew(
+  name: string,
+  held: { jobs: ReadonlyMap<string, JobRow>; sessions: ReadonlyMap<string, SessionRow> },
+  max: number,
+): SessionExtras {
   const jobs = [...held.jobs.values()].filter((j) => j.sessionName === name).sort((a, b) => a.seq - b.seq);
   const children = [...held.sessions.values()].filter((s) => s.parentName === name).sort((a, b) => a.seq - b.seq);
   const active = jobs.find((j) => ACTIVE_STATUSES.has(j.status));
   return {
     activeJobId: active?.id ?? null,
     busy: jobs.some((j) => !isTerminal(j.status)),
-    jobIds: jobs.map((j) => j.id),
-    children: children.map((c) => c.name),
+    jobIds: jobs.slice(-max).map((j) => j.id),
+    jobCount: jobs.length,
+    children: children.slice(-max).map((c) => c.name),
+    childCount: children.length,
   };
 }
 
@@ -79,6 +114,8 @@ export async function eventDrafts(
   changes: ChangeSet,
   held: { jobs: ReadonlyMap<string, JobRow>; sessions: ReadonlyMap<string, SessionRow>; launchers: ReadonlyMap<string, LauncherRow> },
   now: number,
+  /** MAX_SESSION_LIST_ITEMS */
+  max: number,
 ): Promise<EventDraft[]> {
   const jobs = new Map<string, JobRow>();
   const sessions = new Map<string, SessionRow>();
@@ -109,8 +146,8 @@ export async function eventDrafts(
   }
   // a session this transaction created has only what the transaction added: no query needed
   const created = [...sessions.keys()].filter((name) => changes.sessions.get(name)?.kind === 'insert');
-  const extras = await extrasOf(db, [...sessions.keys()].filter((name) => !created.includes(name)));
-  for (const name of created) extras.set(name, extrasOfNew(name, held));
+  const extras = await extrasOf(db, [...sessions.keys()].filter((name) => !created.includes(name)), max);
+  for (const name of created) extras.set(name, extrasOfNew(name, held, max));
   const holding = await heldBy(db, [...launchers.keys()]);
   const at = iso(now);
   const out: EventDraft[] = [];

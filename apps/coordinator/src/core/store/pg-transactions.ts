@@ -32,6 +32,8 @@ export interface PgTransactionsOptions {
   log: Logger;
   serves: ServesCache;
   closed: () => boolean;
+  /** MAX_SESSION_LIST_ITEMS: the entries of each list of a session in an event */
+  sessionListMax: number;
 }
 
 /**
@@ -129,7 +131,7 @@ export class PgTransactions {
     changes.events = compactEvents(changes.events);
     const hints = hintsOf(changes);
     for (const key of tx.lockedReady(false)) countReady(hints.readyKeys, key);
-    const drafts = changes.events.length > 0 ? await eventDrafts(client, changes, tx.cached(), tx.now) : [];
+    const drafts = changes.events.length > 0 ? await eventDrafts(client, changes, tx.cached(), tx.now, this.#o.sessionListMax) : [];
     if (drafts.length === 0 && !hasHints(hints)) return undefined;
     return {
       log: { drafts, hints: encodeHints(hints), at: tx.now },

@@ -1,6 +1,6 @@
 import { randomBytes, createHash } from 'node:crypto';
 import { hostname } from 'node:os';
-import { TERMINAL_STATUSES, type JobStatus, type LifecycleEvent } from '@agentq/protocol';
+import { MAX_SESSION_LIST_ITEMS, TERMINAL_STATUSES, type JobStatus, type LifecycleEvent } from '@agentq/protocol';
 import pg from 'pg';
 import type { Logger } from 'pino';
 import { ConfigError, StartupError } from '../../config.js';
@@ -11,7 +11,7 @@ import { redactDatabaseUrl } from './database-url.js';
 import { PgControl } from './pg-control.js';
 import { CommitFeed, type LogRow } from './pg-feed.js';
 import { PgOutput } from './pg-output.js';
-import { ACTIVE, extrasOf, logEvents, promptsOf, rowsOf } from './pg-queries.js';
+import { ACTIVE, childNamesOf, extrasOf, logEvents, promptsOf, rowsOf } from './pg-queries.js';
 import { migratePg } from './pg-schema.js';
 import { isConnectionError, JOB_TEXT_BYTES, pgTypes, unavailable } from './pg-sql.js';
 import { PgTransactions } from './pg-transactions.js';
@@ -39,6 +39,8 @@ export interface PostgresStoreOptions {
   eventReplaySize?: number;
   /** connections in the pool (transactions and reads run on them) */
   poolSize?: number;
+  /** entries of `job_ids` and `children` a session's wire view carries at most (MAX_SESSION_LIST_ITEMS) */
+  sessionListMax?: number;
 }
 
 /** Commit log entries younger than this are kept (a coordinator cut off for less catches up). */
@@ -179,6 +181,7 @@ export class PostgresStore implements Store {
       log: o.log,
       serves: new Map(),
       closed: () => this.#closed,
+      sessionListMax: o.sessionListMax ?? MAX_SESSION_LIST_ITEMS,
     });
     this.#output = new PgOutput(pool, o.outputMaxBytes, this.#channels.output, (fn) => this.#transactions.own(fn));
     this.#control = new PgControl(
@@ -241,10 +244,16 @@ export class PostgresStore implements Store {
     const extras = await extrasOf(
       this.#pool,
       sessions.map((s) => s.name),
+      this.#o.sessionListMax ?? MAX_SESSION_LIST_ITEMS,
     ).catch((err: unknown) => {
       throw isConnectionError(err) ? unavailable(err) : err;
     });
     return sessions.map((s) => extras.get(s.name)!);
+  }
+  async childNames(name: string): Promise<string[]> {
+    return childNamesOf(this.#pool, name).catch((err: unknown) => {
+      throw isConnectionError(err) ? unavailable(err) : err;
+    });
   }
   async jobBriefs(ids: readonly string[]): Promise<JobBrief[]> {
     // an id with a NUL cannot be stored (and would fail the lookup of the others)

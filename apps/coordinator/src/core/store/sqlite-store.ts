@@ -300,12 +300,27 @@ export class SqliteStore extends MemoryStore {
     const { jobSeq, sessionSeq } = this.state;
     const activeJobId = this.state.sessionActive.get(s.name) ?? null;
     const busy = this.state.isBusy(s.name);
+    const max = this.listMax;
+    // the newest `max` by the index (session, seq) walked backwards, and a count of the index's
+    // entries: never the whole list read to cut it
     return () => ({
       activeJobId,
       busy,
-      jobIds: this.#stmt('SELECT id FROM jobs WHERE session_name = ? AND seq <= ? ORDER BY seq').pluck().all(s.name, jobSeq) as string[],
-      children: this.#stmt('SELECT name FROM sessions WHERE parent_name = ? AND seq <= ? ORDER BY seq').pluck().all(s.name, sessionSeq) as string[],
+      jobIds: this.#stmt('SELECT id FROM (SELECT id, seq FROM jobs WHERE session_name = ? AND seq <= ? ORDER BY seq DESC LIMIT ?) ORDER BY seq')
+        .pluck()
+        .all(s.name, jobSeq, max) as string[],
+      jobCount: this.#stmt('SELECT count(*) FROM jobs WHERE session_name = ? AND seq <= ?').pluck().get(s.name, jobSeq) as number,
+      children: this.#stmt(
+        'SELECT name FROM (SELECT name, seq FROM sessions WHERE parent_name = ? AND seq <= ? ORDER BY seq DESC LIMIT ?) ORDER BY seq',
+      )
+        .pluck()
+        .all(s.name, sessionSeq, max) as string[],
+      childCount: this.#stmt('SELECT count(*) FROM sessions WHERE parent_name = ? AND seq <= ?').pluck().get(s.name, sessionSeq) as number,
     });
+  }
+
+  override async childNames(name: string): Promise<string[]> {
+    return this.#stmt('SELECT name FROM sessions WHERE parent_name = ? ORDER BY seq').pluck().all(name) as string[];
   }
 
   /** Jobs in memory as they are; the others' sizes from the file, without reading their text. */

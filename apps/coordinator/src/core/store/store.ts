@@ -210,9 +210,15 @@ export interface Store {
    */
   jobBriefs(ids: readonly string[]): Promise<JobBrief[]>;
   getSession(name: string): Promise<SessionRow | undefined>;
+  /**
+   * A session's derived view: its active job, whether it is busy, and the newest of its jobs and
+   * of its children (at most MAX_SESSION_LIST_ITEMS of each, read with a LIMIT) with their counts.
+   */
   sessionExtras(session: SessionRow): Promise<SessionExtras>;
   /** sessionExtras of each (PostgreSQL: in one round trip) */
   sessionsExtras(sessions: readonly SessionRow[]): Promise<SessionExtras[]>;
+  /** Every child session of a session, oldest first: for walking a tree, never for a wire view. */
+  childNames(name: string): Promise<string[]>;
   getLauncher(id: string): Promise<LauncherRow | undefined>;
   listLaunchers(): Promise<LauncherRow[]>;
   /**
