@@ -63,10 +63,15 @@ export function renderSessionTree(tree: CliSessionTree, now: number): string {
   const walk = (node: CliSessionTree, lead: string, branch: string) => {
     lines.push(`${lead}${branch}${sessionLine(node)}`);
     const childLead = lead + (branch === '' ? '' : branch === '└─ ' ? '   ' : '│  ');
-    // oldest first: the jobs left out (the oldest) would come before the ones shown
-    const items: Array<{ job: Job } | { more: true } | { child: CliSessionTree }> = [
+    // oldest first: the jobs left out (the oldest) would come before the ones shown; so would the
+    // children a session's `children` left out (it names the newest MAX_SESSION_LIST_ITEMS)
+    const s = node.session;
+    // (a coordinator from before the count sends none, and every child)
+    const olderChildren = s.children_count === undefined ? 0 : s.children_count - node.children.length;
+    const items: Array<{ job: Job } | { more: true } | { olderChildren: number } | { child: CliSessionTree }> = [
       ...(node.more_jobs ? [{ more: true as const }] : []),
       ...node.jobs.map((job) => ({ job })),
+      ...(olderChildren > 0 ? [{ olderChildren }] : []),
       ...node.children.map((child) => ({ child })),
     ];
     items.forEach((item, i) => {
@@ -75,7 +80,11 @@ export function renderSessionTree(tree: CliSessionTree, now: number): string {
       if ('child' in item) walk(item.child, childLead, mark);
       else if ('more' in item)
         lines.push(
-          `${childLead}${mark}… older jobs not shown (agentq list --all --session ${node.session.session_name})`,
+          `${childLead}${mark}… older jobs not shown (agentq list --all --session ${s.session_name})`,
+        );
+      else if ('olderChildren' in item)
+        lines.push(
+          `${childLead}${mark}… ${item.olderChildren} older child session(s) not shown (agentq sessions --parent ${s.session_name})`,
         );
       else lines.push(`${childLead}${mark}${jobLine(item.job, owners, now)}`);
     });

@@ -89,6 +89,25 @@ describe('agentq sessions <name>: the tree', () => {
     assert.deepEqual(warnings.map((w) => `${w.name}: ${w.message}`), []);
   });
 
+  it('a session with more children than the coordinator lists (MAX_SESSION_LIST_ITEMS): the newest are drawn, the older counted', async (t) => {
+    const c = await coordinator(t, { maxSessionListItems: 3 });
+    await c.client.createJob({ type: 'start_session', session_name: 'hub', prompt: 'fan out' });
+    const names = Array.from({ length: 5 }, (_, i) => `spoke-${i}`);
+    for (const name of names) await c.client.createJob({ type: 'start_session', session_name: name, prompt: 'x', parent_session_name: 'hub' });
+
+    const r = await cli(c.url, ['sessions', 'hub', '--json']);
+    assert.equal(r.code, 0, r.stdout);
+    const tree = envelope<{ ok: true; data: CliSessionTree }>(r, CliEnvelope(CliCommandData.session_tree)).data;
+    assert.deepEqual(tree.children.map((n) => n.session.session_name), names.slice(-3));
+    assert.equal(tree.session.children_count, 5);
+    assert.equal(tree.session.children_truncated, true);
+
+    const lines = (await cli(c.url, ['sessions', 'hub'])).stdout.trimEnd().split('\n');
+    const older = lines.findIndex((l) => l.includes('older child session'));
+    assert.equal(lines[older], '├─ … 2 older child session(s) not shown (agentq sessions --parent hub)');
+    assert.match(lines[older + 1] as string, /^├─ spoke-2 {2}busy/, 'before the children drawn: they are older');
+  });
+
   it('an unknown session is exit 5 (session_not_found)', async (t) => {
     const c = await coordinator(t);
     const r = await cli(c.url, ['sessions', 'ghost', '--json']);

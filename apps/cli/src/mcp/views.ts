@@ -194,9 +194,11 @@ export function sessionView(s: Session, resultMaxBytes = RESULT_MAX_BYTES, resul
     ...(lastError.full_bytes === undefined ? {} : { last_error_full_bytes: lastError.full_bytes }),
     accepts_input: s.accepts_input,
     children: s.children.slice(-CHILDREN_MAX),
-    children_count: s.children.length,
+    // the coordinator's lists hold the newest MAX_SESSION_LIST_ITEMS: the counts are its own
+    // (a coordinator from before them sends none, and whole lists)
+    children_count: s.children_count ?? s.children.length,
     recent_job_ids: s.job_ids.slice(-20),
-    job_count: s.job_ids.length,
+    job_count: s.job_ids_count ?? s.job_ids.length,
     pending_messages: s.pending_messages.length,
     pending_callbacks: s.pending_callbacks.length,
     usage: s.usage,

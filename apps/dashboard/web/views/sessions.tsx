@@ -250,6 +250,9 @@ function SessionNode({ session: s, all, focus, onLoadChildren, version }: NodePr
     return c ? [c] : [];
   });
   const missing = s.children.length - children.length;
+  // `children` holds the newest MAX_SESSION_LIST_ITEMS; the older ones are counted, not named
+  // (a coordinator from before the count sends none: its list is whole)
+  const older = (s.children_count ?? s.children.length) - s.children.length;
   const pending = pendingNote(s);
   const hasTree = s.children.length > 0;
   return (
@@ -292,7 +295,7 @@ function SessionNode({ session: s, all, focus, onLoadChildren, version }: NodePr
         </span>
         <span class="node-actions">
           <button type="button" class="link" onClick={() => setShowJobs(!showJobs)}>
-            {showJobs ? 'hide jobs' : `jobs (${s.job_ids.length})`}
+            {showJobs ? 'hide jobs' : `jobs (${s.job_ids_count ?? s.job_ids.length})`}
           </button>
           {s.accepts_input ? (
             <a href={link('/start', { type: 'resume_session', session: s.session_name })}>resume</a>
@@ -321,6 +324,11 @@ function SessionNode({ session: s, all, focus, onLoadChildren, version }: NodePr
             <SessionNode key={c.session_name} session={c} all={all} focus={focus} onLoadChildren={onLoadChildren} version={version} />
           ))}
           {children.length > CHILDREN_SHOWN && <li class="muted small">… {children.length - CHILDREN_SHOWN} more children</li>}
+          {older > 0 && (
+            <li class="muted small" data-testid="older-children">
+              … {older} older child session{older > 1 ? 's' : ''} not shown (the newest {s.children.length} are)
+            </li>
+          )}
           {missing > 0 && (
             <li>
               <button type="button" class="link" onClick={() => void onLoadChildren(s.session_name)}>
