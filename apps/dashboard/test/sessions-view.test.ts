@@ -131,3 +131,21 @@ test('a session holding outcomes and messages after a stop says they are held, n
   assert.equal(await closed.getByRole('link', { name: 'resume' }).count(), 0);
   assert.equal(await closed.getByRole('link', { name: 'start again' }).getAttribute('href'), '#/start?type=start_session&session=never-ran&parent=lead');
 });
+
+// a session object names the newest MAX_SESSION_LIST_ITEMS of its jobs and children, and counts them all
+test('a parent with more children and jobs than a session object names: the newest children are drawn, the rest counted', { skip }, async (t) => {
+  const { page, client } = await openDashboard(t, browser(), { path: '#/sessions', config: { maxSessionListItems: 3 } });
+  await live(page);
+  await client.createJob({ type: 'start_session', session_name: 'hub', prompt: 'p' });
+  // four turns queued behind the first: five jobs
+  for (let i = 0; i < 4; i++) await client.createJob({ type: 'resume_session', session_name: 'hub', prompt: `more ${i}` });
+  for (let i = 0; i < 5; i++) await client.createJob({ type: 'start_session', session_name: `spoke-${i}`, prompt: 'p', parent_session_name: 'hub' });
+
+  const hub = page.locator('[data-session="hub"]');
+  const older = hub.locator('[data-testid="older-children"]').filter({ hasText: '2 older' });
+  await older.waitFor();
+  assert.equal((await older.textContent())?.trim(), '… 2 older child sessions not shown (the newest 3 are)');
+  const drawn = await hub.locator('ul.children > li.node').evaluateAll((nodes) => nodes.map((n) => n.getAttribute('data-session')));
+  assert.deepEqual(drawn.sort(), ['spoke-2', 'spoke-3', 'spoke-4']);
+  assert.equal(await hub.getByRole('button', { name: 'jobs (5)' }).count(), 1, 'every job counted, not the 3 named');
+});
