@@ -46,3 +46,20 @@ test('a version older than the one the page has is ignored', () => {
   assert.equal(map.upsert(session('a', 4)), false);
   assert.equal(map.all.get('a')!.updated_at, at(5));
 });
+
+// a session object names the newest MAX_SESSION_LIST_ITEMS children and counts them all
+test('a parent that no longer names an evicted child does not count it either (no "older child" that is gone)', () => {
+  const map = new SessionMap();
+  const parent = session('lead', 1, { children: ['helper', 'other'], children_count: 2, children_truncated: false });
+  map.upsert(parent);
+  map.evict(session('helper', 1, { parent_session_name: 'lead' }));
+  const lead = map.all.get('lead')!;
+  assert.deepEqual([lead.children, lead.children_count, lead.children_truncated], [['other'], 1, false]);
+  map.clear();
+  map.upsert(parent);
+  assert.equal(map.all.get('lead')!.children_count, 1, 'a version read before the eviction');
+  // a cut list: the older children it does not name are still counted
+  map.upsert(session('lead', 2, { children: ['helper', 'other'], children_count: 5, children_truncated: true }));
+  const cut = map.all.get('lead')!;
+  assert.deepEqual([cut.children, cut.children_count, cut.children_truncated], [['other'], 4, true]);
+});

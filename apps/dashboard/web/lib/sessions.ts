@@ -56,7 +56,13 @@ export class SessionMap {
   }
 
   #withoutGone(s: Session): Session {
-    return s.children.some((c) => this.#gone.has(c)) ? { ...s, children: s.children.filter((c) => !this.#gone.has(c)) } : s;
+    if (!s.children.some((c) => this.#gone.has(c))) return s;
+    const children = s.children.filter((c) => !this.#gone.has(c));
+    // the version named them, so its count holds them too: left in, the node would call the
+    // deleted children "older child sessions not shown" (a coordinator from before the count sends none)
+    if (s.children_count === undefined) return { ...s, children };
+    const children_count = s.children_count - (s.children.length - children.length);
+    return { ...s, children, children_count, children_truncated: children_count > children.length };
   }
 }
 
