@@ -104,3 +104,22 @@ test('a tree stop reaches every child, not only the ones a cut `children` lists'
   assert.deepEqual(new Set(answer.stopped.map((s) => s.session_name)), new Set(['root', ...names]));
   for (const name of names) assert.equal((await client.getSession(name)).status, 'idle', `${name} was stopped`);
 });
+
+test('a session event replayed after more children and jobs were added has its cut lists as of its commit', async (t) => {
+  const { client, c } = await startTest(t, { maxSessionListItems: MAX });
+  await start(client, 'hub');
+  for (let i = 0; i < 4; i++) await start(client, `old-${i}`, 'p', { parent_session_name: 'hub' });
+  const mark = c.core.events.lastId;
+  await start(client, 'then', 'p', { parent_session_name: 'hub' });
+  // after the event: a read of the lists made now, not bounded by the commit, would name these
+  for (let i = 0; i < 3; i++) await start(client, `later-${i}`, 'p', { parent_session_name: 'hub' });
+  await resume(client, 'hub');
+
+  const ev = openEvents(t, c.url, mark);
+  const replayed = await ev.until((m) => m.event === 'session.updated' && eventSession(m).session_name === 'hub');
+  const hub = eventSession(replayed.at(-1)!);
+  assert.deepEqual(hub.children, ['old-2', 'old-3', 'then']);
+  assert.equal(hub.children_count, 5);
+  assert.equal(hub.children_truncated, true);
+  assert.equal(hub.job_ids_count, 1, 'the resume came after');
+});
