@@ -290,15 +290,15 @@ test("two copies of a keyed tree stop carrying on its unfinished key at once: th
   // A first attempt that stops the lead in its first pass and fails in its second, which was to
   // stop a child started just after the tree was read: the key is left unfinished
   const store: Store = c.core.store;
-  const extras = store.sessionExtras.bind(store);
+  const childNames = store.childNames.bind(store);
   const transaction = store.transaction.bind(store);
   let reads = 0;
   let creating = false;
   let failNext = false;
   let child: Job | undefined;
-  store.sessionExtras = async (s) => {
-    const read = await extras(s);
-    if (s.name !== 'lead' || creating) return read;
+  store.childNames = async (name) => {
+    const read = await childNames(name);
+    if (name !== 'lead' || creating) return read;
     reads++;
     if (reads === 1) {
       creating = true;

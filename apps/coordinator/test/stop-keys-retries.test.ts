@@ -33,15 +33,15 @@ test('a tree stop that failed after its first pass: the same key stops the child
   // read (the lead's turn started it), so the first pass misses it and the second finds it. The
   // second pass's transaction fails (the store refuses it): the stop answers 503.
   const store: Store = c.core.store;
-  const extras = store.sessionExtras.bind(store);
+  const childNames = store.childNames.bind(store);
   const transaction = store.transaction.bind(store);
   let reads = 0;
   let creating = false;
   let failNext = false;
   let child: Job | undefined;
-  store.sessionExtras = async (s) => {
-    const read = await extras(s);
-    if (s.name !== 'lead' || creating) return read;
+  store.childNames = async (name) => {
+    const read = await childNames(name);
+    if (name !== 'lead' || creating) return read;
     reads++;
     if (reads === 1) {
       creating = true;
