@@ -17,6 +17,34 @@ const SCHEMAS: Record<Report['kind'], TObject> = {
  */
 export const storable = (text: string): string => (text.includes('\u0000') ? text.replaceAll('\u0000', '\uFFFD') : text);
 
+/**
+ * The most UTF-8 bytes of `error` a `failed` or `stopped` report carries. An executor's `error`
+ * event may be 16 MiB (MAX_EVENT_LINE_BYTES), larger than the coordinator takes in a body (1 MiB at
+ * least): a report it refuses for its size would end the job `report_refused`, and the error would
+ * be lost. 64 KiB is far more than any error needs to say why, and leaves room for everything
+ * else a report carries.
+ */
+export const MAX_ERROR_BYTES = 64 * 1024;
+
+/**
+ * `text` cut to at most MAX_ERROR_BYTES UTF-8 bytes, at a character boundary, with a note of what
+ * was left out. The only error that can be this long is an executor's `error` message, which the
+ * launcher logs whole (`executor reported an error`, at warn level).
+ */
+export function boundError(text: string): { text: string; cutBytes: number } {
+  const bytes = Buffer.from(text, 'utf8');
+  if (bytes.length <= MAX_ERROR_BYTES) return { text, cutBytes: 0 };
+  const note = (cut: number) =>
+    `\n… [${cut} of the error's ${bytes.length} bytes left out: a report carries at most ${MAX_ERROR_BYTES}; ` +
+    `the launcher's log has it whole ("executor reported an error")]`;
+  // room for the longest note (its count has at most as many digits as the total)
+  let end = MAX_ERROR_BYTES - Buffer.byteLength(note(bytes.length));
+  // not inside a character: back to the first byte of the one the cut falls in (10xxxxxx continues one)
+  while (end > 0 && (bytes[end]! & 0xc0) === 0x80) end--;
+  const cutBytes = bytes.length - end;
+  return { text: bytes.subarray(0, end).toString('utf8') + note(cutBytes), cutBytes };
+}
+
 /** What a `failed` report says when the executor's own error message cannot be sent. */
 export const NO_ERROR_MESSAGE = 'the executor reported an error without a message';
 
@@ -25,24 +53,31 @@ export const NO_ERROR_MESSAGE = 'the executor reported an error without a messag
  * (a session id of any length, turn counts past 1e9, an empty error message), and a report the
  * coordinator refuses is not sent again: the job would stay `running` for good. So each field is
  * checked against the report's schema, and one that does not fit is left out (an optional field)
- * or replaced (`error` of a `failed` report); NUL characters become U+FFFD (`storable`). Returns
- * the fields left out, for the log.
+ * or replaced (`error` of a `failed` report); NUL characters become U+FFFD (`storable`), and an
+ * `error` longer than MAX_ERROR_BYTES is cut (`boundError`). Returns the fields left out and the
+ * bytes of the error cut, for the log.
  */
-export function conform(report: Report): { report: Report; dropped: string[] } {
+export function conform(report: Report): { report: Report; dropped: string[]; errorBytesCut: number } {
   const schema = SCHEMAS[report.kind];
   const body: Record<string, unknown> = {};
   const dropped: string[] = [];
   let changed = false;
+  let errorBytesCut = 0;
   for (const [field, sent] of Object.entries(report.body)) {
     if (sent === undefined) continue; // not sent anyway
-    const value = typeof sent === 'string' ? storable(sent) : sent;
+    let value = typeof sent === 'string' ? storable(sent) : sent;
+    if (field === 'error' && typeof value === 'string') {
+      const bounded = boundError(value);
+      value = bounded.text;
+      errorBytesCut = bounded.cutBytes;
+    }
     changed ||= value !== sent;
     const property = schema.properties[field];
     if (property !== undefined && Value.Check(property, value)) body[field] = value;
     else dropped.push(field);
   }
   if (report.kind === 'failed' && body['error'] === undefined) body['error'] = NO_ERROR_MESSAGE;
-  return { report: dropped.length === 0 && !changed ? report : ({ kind: report.kind, body } as Report), dropped };
+  return { report: dropped.length === 0 && !changed ? report : ({ kind: report.kind, body } as Report), dropped, errorBytesCut };
 }
 
 /**

@@ -139,6 +139,9 @@ export class Reporter {
     if (conformed.dropped.length > 0) {
       this.#o.log.warn({ job_id: jobId, report: report.kind, fields: conformed.dropped }, 'report fields outside the protocol\'s bounds left out');
     }
+    if (conformed.errorBytesCut > 0) {
+      this.#o.log.warn({ job_id: jobId, report: report.kind, bytes_cut: conformed.errorBytesCut }, 'report error too long; cut to fit');
+    }
     report = conformed.report;
     const q = this.#queue(jobId);
     this.#flushOutput(jobId, q);

@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import type { Job } from '@agentq/protocol';
 import { AgentqApiError } from '@agentq/client';
 import { Poller } from '../src/poller.js';
-import { NO_ERROR_MESSAGE } from '../src/report-bounds.js';
+import { conform, MAX_ERROR_BYTES, NO_ERROR_MESSAGE } from '../src/report-bounds.js';
 import type { Registration } from '../src/registration.js';
 import type { Connectivity } from '../src/connectivity.js';
 import { Supervisor } from '../src/supervisor.js';
@@ -102,6 +102,38 @@ test('a coordinator older than max_report_bytes does not say its limit: a result
   // the launcher did not cut it: the report it sent carried the result whole
   const sent = px.bodies(`/launcher/jobs/${job.job_id}/completed`) as Array<{ result?: string }>;
   assert.deepEqual(sent.map((b) => b.result?.length), [3_000_000]);
+});
+
+test('an executor error larger than the coordinator takes in a body is cut to fit: the job fails with (the head of) its error, not report_refused', async (t) => {
+  // a body limit of 1 MiB (the least there is): a 3 MB error does not fit in a failed report
+  const { c, client } = await coordinator(t, { maxPromptBytes: 64 * 1024, outputMaxBytes: 64 * 1024 });
+  await launcher(t, c.url);
+  // 4-byte characters (two UTF-16 units each): the cut must not split one
+  const job = await client.createJob({
+    type: 'start_session',
+    session_name: 'huge-error',
+    prompt: script([{ event: { type: 'session', session_id: 'exec-session-2' } }, { bigError: 750_000, char: '😀' }]),
+  });
+  const ended = await settled(client, job.job_id);
+  assert.equal(ended.status, 'failed');
+  assert.equal(ended.error_code ?? null, null);
+  const error = ended.error ?? '';
+  assert.ok(Buffer.byteLength(error) <= MAX_ERROR_BYTES, `${Buffer.byteLength(error)} bytes`);
+  assert.ok(error.startsWith('😀'.repeat(10_000)), error.slice(0, 300));
+  assert.ok(!error.includes('\uFFFD'), 'no character split by the cut');
+  const note = /\n… \[(\d+) of the error's 3000000 bytes left out: a report carries at most 65536; the launcher's log has it whole/.exec(error);
+  assert.ok(note, error.slice(-300));
+  assert.equal(Buffer.byteLength(error.slice(0, note.index)) + Number(note[1]), 3_000_000);
+  assert.equal((await client.getSession('huge-error')).executor_session_id, 'exec-session-2');
+});
+
+test('a stopped report\'s error is bounded as a failed one\'s is', () => {
+  const { report, errorBytesCut } = conform({ kind: 'stopped', body: { signal: 'SIGTERM', error: 'x'.repeat(2 * MAX_ERROR_BYTES) } });
+  assert.ok(errorBytesCut > MAX_ERROR_BYTES);
+  assert.equal(report.kind, 'stopped');
+  const error = (report.body as { error: string }).error;
+  assert.ok(Buffer.byteLength(error) <= MAX_ERROR_BYTES);
+  assert.match(error, /^x+\n… \[\d+ of the error's 131072 bytes left out/);
 });
 
 test('NUL characters in what a report carries (a stderr tail, say) arrive as U+FFFD: PostgreSQL refuses them', async (t) => {
