@@ -39,19 +39,41 @@ test('lone surrogates in any body, large or small, are stored as U+FFFD; the res
   }
 });
 
-test('a large body that is not JSON, or that holds a __proto__ key, is refused 400 in the standard shape', async (t) => {
+test('a large body that is not JSON is refused 400 in the standard shape', async (t) => {
   const { c } = await startTest(t);
   const filler = 'x'.repeat(100 * 1024);
-  for (const body of [
-    `{"type":"start_session","session_name":"bad","prompt":"${filler}"`,
-    `{"type":"start_session","session_name":"bad","prompt":"${filler}","__proto__":{"polluted":true}}`,
-  ]) {
-    const res = await request(`${c.url}/jobs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
-    const answer = (await res.body.json()) as { error: { code: string; message: string } };
-    assert.equal(res.statusCode, 400);
-    assert.equal(answer.error.code, 'bad_request');
-    assert.equal(answer.error.message, 'body: is not valid JSON');
+  const body = `{"type":"start_session","session_name":"bad","prompt":"${filler}"`;
+  const res = await request(`${c.url}/jobs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+  const answer = (await res.body.json()) as { error: { code: string; message: string } };
+  assert.equal(res.statusCode, 400);
+  assert.equal(answer.error.code, 'bad_request');
+  assert.equal(answer.error.message, 'body: is not valid JSON');
+});
+
+test('a body with a __proto__ key or a constructor.prototype, large or small, is refused 400 saying so, not as invalid JSON', async (t) => {
+  const { c, client } = await startTest(t);
+  for (const filler of ['x', 'x'.repeat(100 * 1024)]) {
+    for (const extra of ['"__proto__":{"polluted":true}', '"nested":{"a":[{"__proto__":null}]}', '"constructor":{"prototype":{"polluted":true}}']) {
+      const body = `{"type":"start_session","session_name":"bad","prompt":"${filler}",${extra}}`;
+      const res = await request(`${c.url}/jobs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+      const answer = (await res.body.json()) as { error: { code: string; message: string; details: Record<string, unknown> } };
+      const what = `${extra} in a body of ${body.length} bytes`;
+      assert.equal(res.statusCode, 400, what);
+      assert.equal(answer.error.code, 'bad_request', what);
+      assert.match(answer.error.message, /^body: a "__proto__" key, or a "constructor" object with a "prototype" key, is not accepted/, what);
+      assert.deepEqual(answer.error.details, { field: 'body', in: 'body' }, what);
+    }
   }
+  // a key merely named constructor (not an object with a prototype) is no threat: it is refused as
+  // any unknown field is, by the schema
+  const res = await request(`${c.url}/jobs`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: '{"type":"start_session","session_name":"bad","prompt":"p","constructor":1}',
+  });
+  assert.equal(res.statusCode, 400);
+  assert.equal(((await res.body.json()) as { error: { code: string } }).error.code, 'validation_failed');
+  assert.deepEqual((await client.listJobs()).jobs, []);
 });
 
 test('a body that is not UTF-8, or says it is in another charset, is refused, not stored with U+FFFD in its place', async (t) => {

@@ -9,7 +9,7 @@ function body(code: string, message: string, details?: Record<string, unknown>):
   return { error: details ? { code, message, details } : { code, message } };
 }
 
-/** A body refused by the JSON parser for a reason its error says (not UTF-8, nested too deep, too wide). */
+/** A body refused by the JSON parser for a reason its error says (not UTF-8, nested too deep, too wide, a `__proto__` key). */
 const badBody = (err: FastifyError) => ({ status: 400, code: 'bad_request', message: err.message, details: { field: 'body', in: 'body' } });
 
 /**
@@ -62,6 +62,7 @@ const FRAMEWORK: Record<
   }),
   AGENTQ_BODY_TOO_DEEP: badBody,
   AGENTQ_BODY_TOO_WIDE: badBody,
+  AGENTQ_BODY_FORBIDDEN_KEY: badBody,
   FST_ERR_BAD_URL: () => ({
     status: 400,
     code: 'bad_request',

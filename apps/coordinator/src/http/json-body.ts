@@ -1,7 +1,7 @@
 import { errorCodes, type FastifyInstance, type FastifyRequest } from 'fastify';
 import { BodyTooWide, checkBodyShape } from './body-shape.js';
 import { InvalidJson, JsonThread } from './json-thread.js';
-import { BodyTooDeep, checkUtf8, wellFormed } from './well-formed.js';
+import { BodyTooDeep, checkUtf8, ForbiddenKey, holdsForbiddenKey, wellFormed } from './well-formed.js';
 
 /**
  * Runs tasks one per turn of the event loop. Node runs every `setImmediate` callback queued before
@@ -46,7 +46,7 @@ export const LARGE_BODY_BYTES = 64 * 1024;
 
 /**
  * The JSON body parser: Fastify's own for small bodies (the same errors, the same protection
- * against `__proto__` and `constructor` keys). A large body (a prompt of a megabyte) takes
+ * against `__proto__` and `constructor` keys, whose refusal says why: ForbiddenKey). A large body (a prompt of a megabyte) takes
  * milliseconds to decode and parse, and then to validate, store, answer and hand out; a burst of
  * them, each ready at once, would be worked through in one go while `/health`, launchers' polls
  * and every small request waited for all of them. So a large body is parsed on a thread of its own
@@ -63,7 +63,8 @@ export function installJsonBodyParser(app: FastifyInstance): void {
   // strings made well formed (well-formed.ts) whichever thread parsed the body
   const parseHere = (req: FastifyRequest, text: string, done: (err: Error | null, body?: unknown) => void) =>
     parse(req, text, (err: Error | null, value?: unknown) => {
-      if (err) return done(err, undefined);
+      // Fastify's parser says "not valid JSON" for a forbidden key too (ForbiddenKey)
+      if (err) return done((err as { code?: string }).code === 'FST_ERR_CTP_INVALID_JSON_BODY' && holdsForbiddenKey(text) ? new ForbiddenKey() : err, undefined);
       let body: unknown;
       try {
         body = wellFormed(value);
@@ -85,7 +86,7 @@ export function installJsonBodyParser(app: FastifyInstance): void {
       (value) => turns.run(() => done(null, value)),
       (err: unknown) => {
         if (err instanceof InvalidJson) return turns.run(() => done(new errorCodes.FST_ERR_CTP_INVALID_JSON_BODY(), undefined));
-        if (err instanceof BodyTooDeep || err instanceof BodyTooWide) return turns.run(() => done(err, undefined));
+        if (err instanceof BodyTooDeep || err instanceof BodyTooWide || err instanceof ForbiddenKey) return turns.run(() => done(err, undefined));
         // the thread is gone (it is started again for the next body): parse here, as for a small body
         req.log.error({ err }, 'the JSON thread failed; parsing on the main thread');
         turns.run(() => parseHere(req, body.toString('utf8'), done));

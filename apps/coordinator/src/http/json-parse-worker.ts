@@ -2,7 +2,7 @@ import { parentPort } from 'node:worker_threads';
 import secureJson from 'secure-json-parse';
 import type { ParseRequest, ParseResult } from './json-thread.js';
 import { BodyTooWide, checkBodyShape } from './body-shape.js';
-import { BodyTooDeep, wellFormed } from './well-formed.js';
+import { BodyTooDeep, holdsForbiddenKey, wellFormed } from './well-formed.js';
 import { largeStrings, stringBytes } from '../json-bytes.js';
 
 /*
@@ -17,11 +17,12 @@ const port = parentPort!;
 port.on('message', ({ id, body }: ParseRequest) => {
   let result: ParseResult;
   const transfer: ArrayBuffer[] = [];
+  let text = '';
   try {
     // refused from its bytes before anything is built: a parsed body of 100,000 keys would be
     // walked here, then cloned to the coordinator's thread and read there at its own cost
     checkBodyShape(body);
-    const text = Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString('utf8');
+    text = Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString('utf8');
     const value = wellFormed(secureJson.parse(text, null, { protoAction: 'error', constructorAction: 'error' }));
     // the large strings' JSON bytes too, made here rather than on the coordinator's thread
     const encoded = largeStrings(value).map((s) => {
@@ -31,8 +32,15 @@ port.on('message', ({ id, body }: ParseRequest) => {
     });
     result = { id, ok: true, value, encoded };
   } catch (err) {
-    const shape = err instanceof BodyTooWide ? err.what : err instanceof BodyTooDeep ? 'deep' : undefined;
-    result = shape === undefined ? { id, ok: false } : { id, ok: false, shape };
+    const refused =
+      err instanceof BodyTooWide
+        ? err.what === 'object' ? 'wide_object' : 'wide_array'
+        : err instanceof BodyTooDeep
+          ? 'too_deep'
+          : holdsForbiddenKey(text)
+            ? 'forbidden_key'
+            : 'invalid';
+    result = { id, ok: false, refused };
   }
   port.postMessage(result, transfer);
 });

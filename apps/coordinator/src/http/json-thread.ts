@@ -1,7 +1,7 @@
 import { Worker } from 'node:worker_threads';
 import { largeStrings, remember } from '../json-bytes.js';
 import { BodyTooWide } from './body-shape.js';
-import { BodyTooDeep } from './well-formed.js';
+import { BodyTooDeep, ForbiddenKey } from './well-formed.js';
 
 export interface ParseRequest {
   id: number;
@@ -11,16 +11,16 @@ export interface ParseRequest {
 /** `encoded`: the JSON bytes of the value's large strings, in `largeStrings` order (json-bytes.ts) */
 export type ParseResult =
   | { id: number; ok: true; value: unknown; encoded: Uint8Array[] }
-  /** `shape`: refused for its shape (body-shape.ts), and how; absent: not JSON */
-  | { id: number; ok: false; shape?: 'deep' | 'object' | 'array' };
+  /** `refused`: why: not JSON, or JSON refused for its shape (body-shape.ts) or a forbidden key */
+  | { id: number; ok: false; refused: 'invalid' | 'too_deep' | 'wide_object' | 'wide_array' | 'forbidden_key' };
 
 /**
  * A thread that parses large JSON bodies (json-parse-worker.ts). Decoding and parsing a prompt of a
  * megabyte takes milliseconds; here it runs beside the event loop instead of on it, and the
  * coordinator's thread only copies the body out and the parsed value in. Started on first use; `parse` rejects with
- * `InvalidJson` when the body is not JSON (or holds a forbidden key), BodyTooDeep or BodyTooWide
- * when its shape is refused (body-shape.ts), and with any other error
- * when the thread is gone (the caller then parses on its own thread).
+ * `InvalidJson` when the body is not JSON, `ForbiddenKey`, `BodyTooDeep` or `BodyTooWide` when it
+ * is but is refused (body-shape.ts), and with any other error when the thread is gone (the caller
+ * then parses on its own thread).
  */
 export class JsonThread {
   #thread: Thread | undefined;
@@ -57,7 +57,16 @@ export class JsonThread {
       if (!p) return;
       pending.delete(r.id);
       if (pending.size === 0) worker.unref();
-      if (!r.ok) return p.reject(r.shape === undefined ? new InvalidJson() : r.shape === 'deep' ? new BodyTooDeep() : new BodyTooWide(r.shape));
+      if (!r.ok) {
+        const refusals = {
+          invalid: () => new InvalidJson(),
+          too_deep: () => new BodyTooDeep(),
+          wide_object: () => new BodyTooWide('object'),
+          wide_array: () => new BodyTooWide('array'),
+          forbidden_key: () => new ForbiddenKey(),
+        } as const;
+        return p.reject(refusals[r.refused]());
+      }
       try {
         const strings = largeStrings(r.value);
         if (strings.length === r.encoded.length) {
@@ -88,7 +97,7 @@ interface Thread {
   pending: Map<number, { resolve: (value: unknown) => void; reject: (err: Error) => void }>;
 }
 
-/** The body is not valid JSON, or holds a forbidden key. */
+/** The body is not valid JSON. */
 export class InvalidJson extends Error {
   constructor() {
     super('invalid JSON body');

@@ -24,6 +24,34 @@ export class BodyTooDeep extends Error {
   }
 }
 
+/**
+ * A body that is valid JSON but holds a `__proto__` key, or a `constructor` object with a
+ * `prototype` key: refused (as secure-json-parse, Fastify's parser, does) because merging such an
+ * object into another can change the prototype every object shares. No field of the API has
+ * either name. Answered 400 bad_request, saying so rather than that the JSON is not valid.
+ */
+export class ForbiddenKey extends Error {
+  readonly statusCode = 400;
+  readonly code = 'AGENTQ_BODY_FORBIDDEN_KEY';
+  constructor() {
+    super('body: a "__proto__" key, or a "constructor" object with a "prototype" key, is not accepted (it could change the prototype of objects)');
+  }
+}
+
+/**
+ * Why secure-json-parse refused `text`: it is not JSON at all (InvalidJson's case), or it is, and
+ * holds a forbidden key. Parsing again costs only a refused body's time, and does not depend on
+ * the wording of secure-json-parse's errors.
+ */
+export function holdsForbiddenKey(text: string): boolean {
+  try {
+    JSON.parse(text);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** A body that is not UTF-8 (JSON's only encoding here), or says it is in another charset. */
 export class NotUtf8 extends Error {
   readonly statusCode: 400 | 415;
