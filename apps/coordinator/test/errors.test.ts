@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { connect } from 'node:net';
+import { gzipSync } from 'node:zlib';
 import { test } from 'node:test';
 import { request } from 'undici';
 import { ConfigError, DEFAULT_CONFIG, loadConfig } from '../src/config.js';
@@ -84,6 +85,43 @@ test('a known path with a method it does not take is 405 with Allow; an unknown 
   assertStandard(await send(c.url, 'GET', '/docs/static/nope.js'), 404, 'route_not_found');
   assertStandard(await send(c.url, 'GET', '/assets/nope.js'), 404, 'route_not_found');
   assertStandard(await send(c.url, 'GET', '/jobs/x/nothing'), 404, 'route_not_found');
+});
+
+test('a compressed body (a content-encoding but identity) is refused 415 naming content-encoding, not read as JSON', async (t) => {
+  const { c, client } = await startTest(t);
+  const json = JSON.stringify({ type: 'start_session', session_name: 'enc', prompt: 'p' });
+  const create = async (body: Buffer | string, encoding: string) => {
+    const res = await request(`${c.url}/jobs`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'content-encoding': encoding },
+      body,
+    });
+    const text = await res.body.text();
+    return { status: res.statusCode, body: JSON.parse(text) as ErrorReply['body'], headers: res.headers };
+  };
+  for (const [body, encoding] of [
+    [gzipSync(json), 'gzip'],
+    [json, 'gzip'], // plain JSON said to be gzip: refused too, not taken as it is
+    [json, 'GZIP'],
+    [json, 'br'],
+    [json, 'identity, gzip'],
+    [gzipSync(json), 'gzip, identity'],
+  ] as const) {
+    const r = await create(body, encoding);
+    assertStandard(r, 415, 'unsupported_media_type');
+    assert.deepEqual(r.body.error.details, { field: 'content-encoding', in: 'headers' }, encoding);
+    assert.match(r.body.error.message, /^content-encoding: ".*" is not supported: send the body uncompressed/, encoding);
+  }
+  assert.deepEqual((await client.listJobs()).jobs, []);
+  // identity is the body as it is
+  for (const [encoding, name] of [['identity', 'id-1'], ['Identity', 'id-2']] as const) {
+    const res = await request(`${c.url}/jobs`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'content-encoding': encoding },
+      body: JSON.stringify({ type: 'start_session', session_name: name, prompt: 'p' }),
+    });
+    assert.equal(res.statusCode, 201, await res.body.text());
+  }
 });
 
 test('a refused body names what is wrong with it: 415 the content-type, 413 the body and the limit', async (t) => {

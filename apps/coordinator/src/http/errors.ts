@@ -62,6 +62,12 @@ const FRAMEWORK: Record<
   }),
   AGENTQ_BODY_TOO_DEEP: badBody,
   AGENTQ_BODY_TOO_WIDE: badBody,
+  AGENTQ_UNSUPPORTED_ENCODING: (err) => ({
+    status: 415,
+    code: 'unsupported_media_type',
+    message: err.message,
+    details: { field: 'content-encoding', in: 'headers' },
+  }),
   AGENTQ_BODY_FORBIDDEN_KEY: badBody,
   FST_ERR_BAD_URL: () => ({
     status: 400,

@@ -1,7 +1,7 @@
 import { errorCodes, type FastifyInstance, type FastifyRequest } from 'fastify';
 import { BodyTooWide, checkBodyShape } from './body-shape.js';
 import { InvalidJson, JsonThread } from './json-thread.js';
-import { BodyTooDeep, checkUtf8, ForbiddenKey, holdsForbiddenKey, wellFormed } from './well-formed.js';
+import { BodyTooDeep, checkEncoding, checkUtf8, ForbiddenKey, holdsForbiddenKey, wellFormed } from './well-formed.js';
 
 /**
  * Runs tasks one per turn of the event loop. Node runs every `setImmediate` callback queued before
@@ -60,6 +60,18 @@ export function installJsonBodyParser(app: FastifyInstance): void {
   const turns = new OnePerTurn();
   app.addHook('onClose', async () => thread.close());
   app.removeContentTypeParser('application/json');
+  // a compressed body is refused before it is read, whatever its content type (after the
+  // onRequest hooks: a request without a valid token learns nothing of what the body should be)
+  app.addHook('preParsing', (req, _reply, payload, done) => {
+    // Fastify reads no body of these
+    if (req.method === 'GET' || req.method === 'HEAD') return done(null, payload);
+    try {
+      checkEncoding(req.headers);
+    } catch (err) {
+      return done(err as Error, payload);
+    }
+    done(null, payload);
+  });
   // strings made well formed (well-formed.ts) whichever thread parsed the body
   const parseHere = (req: FastifyRequest, text: string, done: (err: Error | null, body?: unknown) => void) =>
     parse(req, text, (err: Error | null, value?: unknown) => {

@@ -67,6 +67,32 @@ export class NotUtf8 extends Error {
   }
 }
 
+/** A body sent compressed (`Content-Encoding: gzip`, ...): answered 415 unsupported_media_type. */
+export class UnsupportedEncoding extends Error {
+  readonly statusCode = 415;
+  readonly code = 'AGENTQ_UNSUPPORTED_ENCODING';
+  constructor(encoding: string) {
+    super(`content-encoding: ${JSON.stringify(encoding)} is not supported: send the body uncompressed (identity)`);
+  }
+}
+
+/**
+ * Refuse a body in any content-encoding but identity: the coordinator does not decompress bodies,
+ * and would otherwise read gzip's bytes as JSON (a confusing 400, or worse, a body taken for what
+ * it is not). A request without a body (as Fastify tells one: no transfer-encoding, no or a zero
+ * content-length) may say what it likes.
+ */
+export function checkEncoding(headers: Record<string, string | string[] | undefined>): void {
+  const encoding = headers['content-encoding'];
+  if (encoding === undefined) return;
+  const hasBody = headers['transfer-encoding'] !== undefined || (headers['content-length'] !== undefined && headers['content-length'] !== '0');
+  if (!hasBody) return;
+  const text = [encoding].flat().join(', ');
+  // a list of codings, each applied in turn: only identity (or nothing) leaves the body as it is
+  if (text.split(',').every((coding) => /^\s*(identity)?\s*$/i.test(coding))) return;
+  throw new UnsupportedEncoding(text);
+}
+
 /**
  * Refuse a body that a decoder would change: bytes that are not UTF-8 would become U+FFFD, and so
  * would the text of another charset (Latin-1 `é`, say), without a word to the client.
