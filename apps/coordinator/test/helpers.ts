@@ -5,6 +5,7 @@ import { AgentqClient, type SseMessage } from '@agentq/client';
 import type { Job, LifecycleEvent, Session } from '@agentq/protocol';
 import { tempDir, trackRunning } from '@agentq/test-support';
 import type { Coordinator } from '../src/core/coordinator.js';
+import { CoordinatorError } from '../src/core/errors.js';
 import { newJobRow } from '../src/core/jobs.js';
 import type { JobRow } from '../src/core/rows.js';
 import type { Store } from '../src/core/store/store.js';
@@ -299,4 +300,46 @@ export function holdAppends(store: Pick<Store, 'appendOutput'>): { reached: Prom
     return original(...args);
   };
   return held;
+}
+
+/**
+ * Makes the next tree stop of session `lead` fail half way. The stop reads the tree before its
+ * first pass; a child of the lead (session `child`) starts just after that read (as if the lead's
+ * turn started it), so the first pass misses it and the second finds it. The second pass's
+ * transaction fails (the store refuses it): the stop answers 503 with the lead stopped and its
+ * key unfinished. `reads`: how many times the stop has read the lead's tree; `child`: the
+ * child's job once started.
+ */
+export function failTreeStopSecondPass(store: Store, client: AgentqClient): { readonly reads: number; readonly child: Job | undefined } {
+  const childNames = store.childNames.bind(store);
+  const transaction = store.transaction.bind(store);
+  let reads = 0;
+  let creating = false;
+  let failNext = false;
+  let child: Job | undefined;
+  store.childNames = async (name) => {
+    const read = await childNames(name);
+    if (name !== 'lead' || creating) return read;
+    reads++;
+    if (reads === 1) {
+      creating = true;
+      child = await start(client, 'child', 'x', { parent_session_name: 'lead' });
+      creating = false;
+    }
+    if (reads === 2) failNext = true;
+    return read;
+  };
+  store.transaction = (fn) => {
+    if (!failNext) return transaction(fn);
+    failNext = false;
+    return Promise.reject(new CoordinatorError('storage_unavailable', 'the database refused the change (test)'));
+  };
+  return {
+    get reads() {
+      return reads;
+    },
+    get child() {
+      return child;
+    },
+  };
 }

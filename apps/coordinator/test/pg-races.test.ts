@@ -10,10 +10,7 @@ import { startCoordinator } from '../src/start.js';
 import { newSecret, tokenFileText } from './auth-helpers.js';
 import { clientOf, SLOW, tempDir } from './cluster-helpers.js';
 import { spawnCoordinatorProcess, type CoordinatorProcess } from './coordinator-process.js';
-import type { Job } from '@agentq/protocol';
-import { CoordinatorError } from '../src/core/errors.js';
-import type { Store } from '../src/core/store/store.js';
-import { fakeLauncher, holdAppends, rejectsWith, start, startTest } from './helpers.js';
+import { failTreeStopSecondPass, fakeLauncher, holdAppends, rejectsWith, start, startTest } from './helpers.js';
 import { freshDatabaseUrl } from './pg-server.js';
 
 /*
@@ -289,35 +286,13 @@ test("two copies of a keyed tree stop carrying on its unfinished key at once: th
 
   // A first attempt that stops the lead in its first pass and fails in its second, which was to
   // stop a child started just after the tree was read: the key is left unfinished
-  const store: Store = c.core.store;
-  const childNames = store.childNames.bind(store);
-  const transaction = store.transaction.bind(store);
-  let reads = 0;
-  let creating = false;
-  let failNext = false;
-  let child: Job | undefined;
-  store.childNames = async (name) => {
-    const read = await childNames(name);
-    if (name !== 'lead' || creating) return read;
-    reads++;
-    if (reads === 1) {
-      creating = true;
-      child = await start(client, 'child', 'x', { parent_session_name: 'lead' });
-      creating = false;
-    }
-    if (reads === 2) failNext = true;
-    return read;
-  };
-  store.transaction = (fn) => {
-    if (!failNext) return transaction(fn);
-    failNext = false;
-    return Promise.reject(new CoordinatorError('storage_unavailable', 'the database refused the change (test)'));
-  };
+  const injected = failTreeStopSecondPass(c.core.store, client);
   const stop = async () => {
     const res = await fetch(`${c.url}/sessions/lead/stop?tree=true`, { method: 'POST', headers: { 'idempotency-key': 'twice' } });
     return { status: res.status, body: (await res.json()) as { stopped: Array<{ job_id: string; session_name: string }>; replayed?: true } };
   };
   assert.equal((await stop()).status, 503);
+  const { child } = injected;
   assert.ok(child);
 
   // Sent again twice at once (a retry through another coordinator while the first is under way):

@@ -1,13 +1,11 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { AgentqClient } from '@agentq/client';
-import type { Job } from '@agentq/protocol';
 import { ManualClock } from '../src/core/clock.js';
-import { CoordinatorError } from '../src/core/errors.js';
 import { scopedKey } from '../src/core/idempotency.js';
 import type { Store } from '../src/core/store/store.js';
 import { droppingProxy } from './dropping-proxy.js';
-import { fakeLauncher, rejectsWith, resume, start, startTest } from './helpers.js';
+import { failTreeStopSecondPass, fakeLauncher, rejectsWith, resume, start, startTest } from './helpers.js';
 
 /*
  * A stop with an Idempotency-Key sent again: after a tree stop failed half way, after history
@@ -29,36 +27,13 @@ test('a tree stop that failed after its first pass: the same key stops the child
   await l.take();
   await l.started(lead.job_id);
 
-  // The stop reads the tree before its first pass; a child of the lead starts just after that
-  // read (the lead's turn started it), so the first pass misses it and the second finds it. The
-  // second pass's transaction fails (the store refuses it): the stop answers 503.
-  const store: Store = c.core.store;
-  const childNames = store.childNames.bind(store);
-  const transaction = store.transaction.bind(store);
-  let reads = 0;
-  let creating = false;
-  let failNext = false;
-  let child: Job | undefined;
-  store.childNames = async (name) => {
-    const read = await childNames(name);
-    if (name !== 'lead' || creating) return read;
-    reads++;
-    if (reads === 1) {
-      creating = true;
-      child = await start(client, 'child', 'x', { parent_session_name: 'lead' });
-      creating = false;
-    }
-    if (reads === 2) failNext = true;
-    return read;
-  };
-  store.transaction = (fn) => {
-    if (!failNext) return transaction(fn);
-    failNext = false;
-    return Promise.reject(new CoordinatorError('storage_unavailable', 'the database refused the change (test)'));
-  };
+  // The stop's first pass misses a child started just after it read the tree, and its second
+  // pass, which finds the child, fails: the stop answers 503 (see failTreeStopSecondPass).
+  const injected = failTreeStopSecondPass(c.core.store, client);
 
   const failed = await post(c.url, '/sessions/lead/stop?tree=true', 'tree-once');
   assert.equal(failed.status, 503, JSON.stringify(failed.json));
+  const { child, reads } = injected;
   assert.ok(child);
   assert.equal(reads, 2, 'the second pass read the tree');
   assert.equal((await client.getJob(child.job_id)).status, 'pending', 'the failed pass stopped nothing');
