@@ -343,3 +343,20 @@ export function failTreeStopSecondPass(store: Store, client: AgentqClient): { re
     },
   };
 }
+
+/**
+ * POST `body` (as JSON, when given) to `url` + `path` with `key` as its Idempotency-Key (when
+ * given): the status and the JSON answer.
+ */
+export async function post(url: string, path: string, body?: unknown, key?: string): Promise<{ status: number; json: Record<string, unknown> }> {
+  const res = await fetch(`${url}${path}`, {
+    method: 'POST',
+    headers: { ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...(key === undefined ? {} : { 'idempotency-key': key }) },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  return { status: res.status, json: (await res.json()) as Record<string, unknown> };
+}
+
+/** POST /sessions/:name/stop (`query`, e.g. `?tree=true`) with `key` as its Idempotency-Key. */
+export const stopSession = (url: string, name: string, key?: string, query = '') =>
+  post(url, `/sessions/${name}/stop${query}`, undefined, key);

@@ -5,17 +5,12 @@ import { ManualClock } from '../src/core/clock.js';
 import { scopedKey } from '../src/core/idempotency.js';
 import type { Store } from '../src/core/store/store.js';
 import { droppingProxy } from './dropping-proxy.js';
-import { failTreeStopSecondPass, fakeLauncher, rejectsWith, resume, start, startTest } from './helpers.js';
+import { failTreeStopSecondPass, fakeLauncher, post, rejectsWith, resume, start, startTest, stopSession } from './helpers.js';
 
 /*
  * A stop with an Idempotency-Key sent again: after a tree stop failed half way, after history
  * retention deleted what it stopped, and by the client itself after a lost answer.
  */
-
-async function post(url: string, path: string, key: string): Promise<{ status: number; json: Record<string, unknown> }> {
-  const res = await fetch(`${url}${path}`, { method: 'POST', headers: { 'idempotency-key': key } });
-  return { status: res.status, json: (await res.json()) as Record<string, unknown> };
-}
 
 const shape = (answer: Record<string, unknown>) =>
   (answer['stopped'] as Array<Record<string, unknown>>).map(({ job_id, outcome, session_name }) => ({ job_id, outcome, session_name }));
@@ -31,7 +26,7 @@ test('a tree stop that failed after its first pass: the same key stops the child
   // pass, which finds the child, fails: the stop answers 503 (see failTreeStopSecondPass).
   const injected = failTreeStopSecondPass(c.core.store, client);
 
-  const failed = await post(c.url, '/sessions/lead/stop?tree=true', 'tree-once');
+  const failed = await stopSession(c.url, 'lead', 'tree-once', '?tree=true');
   assert.equal(failed.status, 503, JSON.stringify(failed.json));
   const { child, reads } = injected;
   assert.ok(child);
@@ -45,13 +40,13 @@ test('a tree stop that failed after its first pass: the same key stops the child
   assert.ok(sent.job_id);
   // the key, unfinished, with another request (the child's tree, the lead without its tree): 409, nothing stopped
   for (const other of ['/sessions/child/stop?tree=true', '/sessions/lead/stop']) {
-    const reused = await post(c.url, other, 'tree-once');
+    const reused = await post(c.url, other, undefined, 'tree-once');
     assert.deepEqual([reused.status, (reused.json['error'] as { code: string }).code], [409, 'idempotency_key_reused'], other);
   }
   assert.equal((await client.getJob(child.job_id)).status, 'pending');
   assert.equal((await client.getJob(sent.job_id)).status, 'pending');
 
-  const again = await post(c.url, '/sessions/lead/stop?tree=true', 'tree-once');
+  const again = await stopSession(c.url, 'lead', 'tree-once', '?tree=true');
   assert.equal(again.status, 200, JSON.stringify(again.json));
   const whole = [
     { job_id: lead.job_id, outcome: 'stopping', session_name: 'lead' },
@@ -63,7 +58,7 @@ test('a tree stop that failed after its first pass: the same key stops the child
   assert.equal((await client.getJob(sent.job_id)).status, 'pending', 'the lead was stopped by the first attempt: its new turn runs on');
 
   // the stop is finished now: sent again, the same answer, and nothing more
-  const third = await post(c.url, '/sessions/lead/stop?tree=true', 'tree-once');
+  const third = await stopSession(c.url, 'lead', 'tree-once', '?tree=true');
   assert.equal(third.status, 200, JSON.stringify(third.json));
   assert.deepEqual(shape(third.json), whole);
   assert.equal(third.json['replayed'], true);

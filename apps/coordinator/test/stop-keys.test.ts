@@ -5,24 +5,13 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { startCoordinator } from '../src/start.js';
 import { startAuthTest } from './auth-helpers.js';
-import { fakeLauncher, rejectsWith, resume, start, startTest } from './helpers.js';
+import { fakeLauncher, post, rejectsWith, resume, start, startTest, stopSession } from './helpers.js';
 
 /*
  * `Idempotency-Key` on the stops. A session stop names no jobs: sent again after its answer was
  * lost, it must not stop what the session started in between (a message, a child's outcome
  * delivered); the same key answers the first answer again and stops nothing more.
  */
-
-async function post(url: string, path: string, body?: unknown, key?: string): Promise<{ status: number; json: Record<string, unknown> }> {
-  const res = await fetch(`${url}${path}`, {
-    method: 'POST',
-    headers: { ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...(key === undefined ? {} : { 'idempotency-key': key }) },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  return { status: res.status, json: (await res.json()) as Record<string, unknown> };
-}
-
-const stopSession = (url: string, name: string, key?: string, query = '') => post(url, `/sessions/${name}/stop${query}`, undefined, key);
 
 test('a session stop sent again with its key after a new job started stops nothing more: it answers the first answer', async (t) => {
   const { c, client } = await startTest(t);
