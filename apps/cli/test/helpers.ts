@@ -1,11 +1,11 @@
 import type { TestContext } from 'node:test';
-import { createServer as createHttpServer, request } from 'node:http';
+import { createServer as createHttpServer, request, type IncomingMessage, type ServerResponse } from 'node:http';
 import { createServer, type Server } from 'node:net';
 import { Readable } from 'node:stream';
 import { AgentqClient } from '@agentq/client';
 import { startCoordinator } from '@agentq/coordinator';
 import { registerFormats, type Job } from '@agentq/protocol';
-import { onPortAgain } from '@agentq/test-support';
+import { listenForTest, onPortAgain } from '@agentq/test-support';
 import type { TSchema } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 import { run, type CliIo } from '../src/index.js';
@@ -301,10 +301,30 @@ export async function dropFirstAnswer(t: TestContext, target: string, method: st
       out.end(Buffer.concat(chunks));
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.after(async () => {
-    server.closeAllConnections();
-    await new Promise<void>((resolve) => server.close(() => resolve()));
-  });
-  return { url: `http://127.0.0.1:${(server.address() as { port: number }).port}`, keys };
+  return { url: await listenForTest(t, server), keys };
+}
+
+/**
+ * An HTTP gateway in front of the coordinator at `target` (as nginx or a load balancer would be),
+ * listening until the test ends: its URL. `handle` answers a request itself, or passes it on with
+ * `forward`; the coordinator's answer goes back as it is unless `onAnswer` takes it (returns true).
+ */
+export async function testGateway(
+  t: TestContext,
+  target: string,
+  handle: (req: IncomingMessage, res: ServerResponse, forward: (onAnswer?: (answer: IncomingMessage) => boolean) => void) => void,
+): Promise<string> {
+  const upstream = new URL(target);
+  const server = createHttpServer((req, res) =>
+    handle(req, res, (onAnswer) => {
+      const forward = request({ host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: req.headers }, (answer) => {
+        if (onAnswer?.(answer) === true) return;
+        res.writeHead(answer.statusCode ?? 502, answer.headers);
+        answer.pipe(res);
+      });
+      forward.on('error', () => req.socket.destroy());
+      req.pipe(forward);
+    }),
+  );
+  return listenForTest(t, server);
 }

@@ -1,12 +1,11 @@
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { request as httpRequest, createServer as createHttpServer } from 'node:http';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it, type TestContext } from 'node:test';
 import { toError } from '@agentq/client';
-import { coordinator, deadUrl } from './helpers.js';
+import { coordinator, deadUrl, testGateway } from './helpers.js';
 import { callTool, mcpClient } from './mcp-helpers.js';
 
 /*
@@ -123,47 +122,31 @@ async function answerLosingProxy(
   t: TestContext,
   target: string,
 ): Promise<{ url: string; lose: (path: RegExp, meanwhile?: () => Promise<void>) => Promise<void> }> {
-  const upstream = new URL(target);
   let armed: { path: RegExp; meanwhile: () => Promise<void>; done: (err?: unknown) => void } | undefined;
-  const server = createHttpServer((req, res) => {
-    const forward = httpRequest(
-      { host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: req.headers },
-      (answer) => {
-        const lost = armed && armed.path.test(req.url ?? '') ? armed : undefined;
-        if (lost) {
-          armed = undefined;
-          // the coordinator has answered (the stop is made): its answer is dropped with the connection
-          answer.resume();
-          answer.once('end', () => {
-            lost.meanwhile().then(
-              () => {
-                req.socket.destroy();
-                lost.done();
-              },
-              (err: unknown) => {
-                req.socket.destroy();
-                lost.done(err);
-              },
-            );
-          });
-          return;
-        }
-        res.writeHead(answer.statusCode ?? 502, answer.headers);
-        answer.pipe(res);
-      },
-    );
-    forward.on('error', () => req.socket.destroy());
-    req.pipe(forward);
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.after(() => {
-    server.closeAllConnections();
-    return new Promise<void>((resolve) => server.close(() => resolve()));
-  });
-  const address = server.address();
-  if (address === null || typeof address === 'string') throw new Error('no port');
+  const url = await testGateway(t, target, (req, _res, forward) =>
+    forward((answer) => {
+      const lost = armed && armed.path.test(req.url ?? '') ? armed : undefined;
+      if (!lost) return false;
+      armed = undefined;
+      // the coordinator has answered (the stop is made): its answer is dropped with the connection
+      answer.resume();
+      answer.once('end', () => {
+        lost.meanwhile().then(
+          () => {
+            req.socket.destroy();
+            lost.done();
+          },
+          (err: unknown) => {
+            req.socket.destroy();
+            lost.done(err);
+          },
+        );
+      });
+      return true;
+    }),
+  );
   return {
-    url: `http://127.0.0.1:${address.port}`,
+    url,
     lose: (path, meanwhile = async () => {}) =>
       new Promise<void>((resolve, reject) => (armed = { path, meanwhile, done: (err) => (err === undefined ? resolve() : reject(toError(err))) })),
   };

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
-import { createServer, request, type IncomingMessage } from 'node:http';
+import type { IncomingMessage } from 'node:http';
 import { describe, it, type TestContext } from 'node:test';
-import { coordinator } from './helpers.js';
+import { coordinator, testGateway } from './helpers.js';
 import { callTool, mcpClient } from './mcp-helpers.js';
 
 /*
@@ -20,9 +20,8 @@ type Plan = 'forward' | 'bad_gateway' | { status: number; code: string; message:
  * `requests`: every request it took, as `METHOD /path`.
  */
 async function gateway(t: TestContext, target: string, plan: (req: IncomingMessage) => Plan): Promise<{ url: string; requests: string[] }> {
-  const upstream = new URL(target);
   const requests: string[] = [];
-  const server = createServer((req, res) => {
+  const url = await testGateway(t, target, (req, res, forward) => {
     requests.push(`${req.method} ${req.url}`);
     const p = plan(req);
     if (p === 'bad_gateway') {
@@ -36,21 +35,9 @@ async function gateway(t: TestContext, target: string, plan: (req: IncomingMessa
       res.writeHead(p.status, headers).end(JSON.stringify({ error: { code: p.code, message: p.message } }));
       return;
     }
-    const forward = request({ host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: req.headers }, (answer) => {
-      res.writeHead(answer.statusCode ?? 502, answer.headers);
-      answer.pipe(res);
-    });
-    forward.on('error', () => req.socket.destroy());
-    req.pipe(forward);
+    forward();
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.after(() => {
-    server.closeAllConnections();
-    return new Promise<void>((resolve) => server.close(() => resolve()));
-  });
-  const address = server.address();
-  if (address === null || typeof address === 'string') throw new Error('no port');
-  return { url: `http://127.0.0.1:${address.port}`, requests };
+  return { url, requests };
 }
 
 describe('agentq mcp: a refusal of the coordinator is outcome refused on every tool', () => {

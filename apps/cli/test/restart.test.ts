@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { createServer, request } from 'node:http';
 import { describe, it, type TestContext } from 'node:test';
 import { AgentqClient, AgentqConnectionError } from '@agentq/client';
 import {
@@ -12,7 +11,7 @@ import {
   type JobOutput,
 } from '@agentq/protocol';
 import { Reconnecting } from '../src/reconnect.js';
-import { cli, coordinator, deadUrl, envelope, whenCalled } from './helpers.js';
+import { cli, coordinator, deadUrl, envelope, testGateway, whenCalled } from './helpers.js';
 
 /*
  * A coordinator that restarts while the CLI waits on it: the wait goes on once it is back
@@ -119,10 +118,9 @@ describe('a coordinator restart during a wait', () => {
  * Retry-After of `retryAfterSeconds`. `refused`: the requests it refused.
  */
 async function overloadedWaits(t: TestContext, target: string, retryAfterSeconds: number): Promise<{ url: string; refused: string[] }> {
-  const upstream = new URL(target);
   const refused: string[] = [];
   let snapshots = 0;
-  const server = createServer((req, res) => {
+  const url = await testGateway(t, target, (req, res, forward) => {
     const wait = req.url?.startsWith('/jobs/wait') === true || /^\/jobs\/[^/]+\/wait/.test(req.url ?? '');
     if (wait && !(req.method === 'POST' && snapshots++ === 0)) {
       refused.push(`${req.method} ${req.url}`);
@@ -131,19 +129,9 @@ async function overloadedWaits(t: TestContext, target: string, retryAfterSeconds
       res.writeHead(503, { 'content-type': 'application/json', 'retry-after': String(retryAfterSeconds) }).end(JSON.stringify(body));
       return;
     }
-    const forward = request({ host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: req.headers }, (answer) => {
-      res.writeHead(answer.statusCode ?? 502, answer.headers);
-      answer.pipe(res);
-    });
-    forward.on('error', () => req.socket.destroy());
-    req.pipe(forward);
+    forward();
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.after(() => {
-    server.closeAllConnections();
-    return new Promise<void>((resolve) => server.close(() => resolve()));
-  });
-  return { url: `http://127.0.0.1:${(server.address() as { port: number }).port}`, refused };
+  return { url, refused };
 }
 
 describe('a wait refused for now past its deadline', () => {

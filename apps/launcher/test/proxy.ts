@@ -1,5 +1,6 @@
 import { createServer, request, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { TestContext } from 'node:test';
+import { listenForTest } from '@agentq/test-support';
 
 /**
  * What the proxy answers instead of forwarding: true = 503. `'lost'`: the request is forwarded
@@ -132,14 +133,10 @@ export async function proxy(
       out.end(Buffer.concat(chunks));
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.after(async () => {
-    server.closeAllConnections();
-    await new Promise<void>((resolve) => server.close(() => resolve()));
-  });
+  const url = await listenForTest(t, server);
   const urls = () => requests.map((r) => r.url);
   return {
-    url: `http://127.0.0.1:${(server.address() as { port: number }).port}`,
+    url,
     requests,
     count: (match) => urls().filter(match).length,
     seen: (match) =>
