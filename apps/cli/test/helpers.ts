@@ -1,5 +1,5 @@
 import type { TestContext } from 'node:test';
-import { createServer as createHttpServer, request, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer as createHttpServer, request, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
 import { createServer, type Server } from 'node:net';
 import { Readable } from 'node:stream';
 import { AgentqClient } from '@agentq/client';
@@ -309,11 +309,11 @@ export async function dropFirstAnswer(t: TestContext, target: string, method: st
  * listening until the test ends: its URL. `handle` answers a request itself, or passes it on with
  * `forward`; the coordinator's answer goes back as it is unless `onAnswer` takes it (returns true).
  */
-export async function testGateway(
+export async function testGatewayServer(
   t: TestContext,
   target: string,
   handle: (req: IncomingMessage, res: ServerResponse, forward: (onAnswer?: (answer: IncomingMessage) => boolean) => void) => void,
-): Promise<string> {
+): Promise<{ url: string; server: HttpServer }> {
   const upstream = new URL(target);
   const server = createHttpServer((req, res) =>
     handle(req, res, (onAnswer) => {
@@ -326,5 +326,10 @@ export async function testGateway(
       req.pipe(forward);
     }),
   );
-  return listenForTest(t, server);
+  return { url: await listenForTest(t, server), server };
+}
+
+/** testGateway's URL alone (most tests never close the gateway before the test ends). */
+export async function testGateway(...args: Parameters<typeof testGatewayServer>): Promise<string> {
+  return (await testGatewayServer(...args)).url;
 }

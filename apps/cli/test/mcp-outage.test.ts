@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it, type TestContext } from 'node:test';
 import { toError } from '@agentq/client';
-import { coordinator, deadUrl, testGateway } from './helpers.js';
+import { coordinator, deadUrl, testGatewayServer } from './helpers.js';
 import { callTool, mcpClient } from './mcp-helpers.js';
 
 /*
@@ -121,9 +121,9 @@ describe('agentq mcp: a tool call that waited through an outage says so', () => 
 async function answerLosingProxy(
   t: TestContext,
   target: string,
-): Promise<{ url: string; lose: (path: RegExp, meanwhile?: () => Promise<void>) => Promise<void> }> {
+): Promise<{ url: string; lose: (path: RegExp, meanwhile?: () => Promise<void>) => Promise<void>; refuse: () => void }> {
   let armed: { path: RegExp; meanwhile: () => Promise<void>; done: (err?: unknown) => void } | undefined;
-  const url = await testGateway(t, target, (req, _res, forward) =>
+  const { url, server } = await testGatewayServer(t, target, (req, _res, forward) =>
     forward((answer) => {
       const lost = armed && armed.path.test(req.url ?? '') ? armed : undefined;
       if (!lost) return false;
@@ -149,6 +149,11 @@ async function answerLosingProxy(
     url,
     lose: (path, meanwhile = async () => {}) =>
       new Promise<void>((resolve, reject) => (armed = { path, meanwhile, done: (err) => (err === undefined ? resolve() : reject(toError(err))) })),
+    // from now on no connection is taken: the client's next attempts are refused (surely not sent)
+    refuse: () => {
+      server.close();
+      server.closeIdleConnections();
+    },
   };
 }
 
@@ -266,6 +271,20 @@ describe('agentq mcp: a stop whose answer was lost', () => {
     assert.equal(r.isError, true, r.text);
     assert.deepEqual([r.data.error.code, r.data.outcome], ['coordinator_unreachable', 'unknown']);
     assert.match(r.text, /Outcome unknown: an answer was lost, so the stop may or may not have been made\. get_status tells; look before calling stop again: a new stop call stops whatever the session runs by then/);
+    assert.equal((await c.client.getJob(job.job_id)).status, 'stopped', 'it was made');
+  });
+
+  it("lost on a first call, then refused on the client's retries: outcome unknown, not not_sent (the first attempt stopped it)", async (t) => {
+    const c = await coordinator(t);
+    const proxy = await answerLosingProxy(t, c.url);
+    const job = await c.client.createJob({ type: 'start_session', session_name: 'a', prompt: 'x' });
+    const mcp = await mcpClient(t, { AGENTQ_URL: proxy.url });
+    const lost = proxy.lose(/\/stop$/, async () => proxy.refuse());
+    const r = await callTool(mcp, 'stop', { job_id: job.job_id });
+    await lost;
+    assert.equal(r.isError, true, r.text);
+    assert.deepEqual([r.data.error.code, r.data.outcome], ['coordinator_unreachable', 'unknown'], r.text);
+    assert.match(r.text, /Outcome unknown: an answer was lost/);
     assert.equal((await c.client.getJob(job.job_id)).status, 'stopped', 'it was made');
   });
 

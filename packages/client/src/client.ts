@@ -120,6 +120,12 @@ export interface StopOptions extends CallOptions {
    * the session may have started a job in between.
    */
   idempotencyKey?: string;
+  /**
+   * Told before the stop is sent again after an attempt whose answer was lost (`err`: how it
+   * failed): that attempt may have stopped, so what a later attempt is answered, or fails with,
+   * may not be the whole story (the MCP server's `outcome` of a stop).
+   */
+  onResend?: (err: unknown) => void;
 }
 
 /** What undici accepts in a header value (RFC 9110 field-value characters). */
@@ -251,12 +257,19 @@ export class AgentqClient {
    * answer, up to `retries` times with backoff: the coordinator carries it out once at most and
    * answers the retry with what it did.
    */
-  async #keyed<T>(path: string, call: CallOptions & { body?: unknown; query?: Query }, idempotencyKey: string, retries: number): Promise<T> {
+  async #keyed<T>(
+    path: string,
+    o: CallOptions & { body?: unknown; query?: Query; onResend?: (err: unknown) => void },
+    idempotencyKey: string,
+    retries: number,
+  ): Promise<T> {
+    const { onResend, ...call } = o;
     for (let attempt = 0; ; attempt++) {
       try {
         return await this.#json<T>('POST', path, { ...call, headers: { 'idempotency-key': idempotencyKey } });
       } catch (err) {
         if (call.signal?.aborted || attempt >= retries || !answerLost(err)) throw err;
+        onResend?.(err);
         try {
           await delay(backoffDelay(attempt, this.#createRetryBackoff), call.signal);
         } catch {

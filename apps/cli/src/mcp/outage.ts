@@ -130,6 +130,14 @@ export class OutageRecord {
     this.log?.(`${this.tool}: ${this.#lastError}; trying again in ${Math.round(pauseMs)} ms`);
   }
 
+  /**
+   * The client sent the call again by itself after `err` (a stop's retries with its key): an
+   * attempt that may have acted makes what the call ends with not the whole story, as retried().
+   */
+  resentByClient(err: unknown): void {
+    if (!notCarriedOut(err)) this.#mayHaveActed = true;
+  }
+
   /** the coordinator answered again, `outageMs` after the outage's first failed attempt */
   back(outageMs: number): void {
     this.#awayMs += outageMs;

@@ -324,6 +324,8 @@ export function registerSessionTools(add: AddTool, { client, caller, send }: Too
       // Said as such, not as a job that ended by itself or a failure.
       const idempotencyKey = randomUUID();
       const resent = () => call.outage.mayHaveActed;
+      // the client's own retries of a lost answer (stopRetries) count as this tool's: the first may have stopped
+      const onResend = (err: unknown) => call.outage.resentByClient(err);
       const replayNote =
         'This stop was sent again after its answer was lost (the coordinator went away): this is what its first attempt did, ' +
         'as the coordinator answered it again; sending it again stopped nothing more.';
@@ -331,7 +333,7 @@ export function registerSessionTools(add: AddTool, { client, caller, send }: Too
         'This stop was sent again after its answer was lost (the coordinator went away): its first attempt most likely did it, ' +
         'and sending it again did nothing more (stopping twice is stopping once).';
       if (job_id !== undefined) {
-        const r = await send((a) => client.stopJob(job_id, { signal: a.signal, idempotencyKey }), { resend: 'always', call });
+        const r = await send((a) => client.stopJob(job_id, { signal: a.signal, idempotencyKey, onResend }), { resend: 'always', call });
         const what = { stopped: 'stopped', stopping: 'stopping (its launcher is ending it)', already_completed: `already over (${r.status})` }[r.outcome];
         const byFirstAttempt = !r.replayed && resent() && r.outcome === 'already_completed' && r.status === 'stopped';
         const message = r.replayed
@@ -345,7 +347,7 @@ export function registerSessionTools(add: AddTool, { client, caller, send }: Too
         };
       }
       const stopSession = (a: Attempt): Promise<StopSessionResponse> =>
-        client.stopSession(session_name!, { signal: a.signal, idempotencyKey, ...(tree ? { tree } : {}) }).catch((err: unknown) => {
+        client.stopSession(session_name!, { signal: a.signal, idempotencyKey, onResend, ...(tree ? { tree } : {}) }).catch((err: unknown) => {
           // (a refusal answered again, `details.replayed`, is the first attempt's own: it stays one)
           const fromFirst = err instanceof AgentqApiError && err.code === 'session_idle' && err.details?.['replayed'] !== true;
           if (resent() && fromFirst) return { session_name: session_name!, stopped: [] };
