@@ -123,7 +123,7 @@ test("a job stop's key keeps a bounded copy of the job: a 1 MiB prompt or result
 
   // while the job exists, a replay answers it whole, as it is now
   const again = await client.stopJob(big.job_id, { idempotencyKey: 'big-0' });
-  assert.deepEqual([again.replayed, again.job.prompt.length, again.job_cut], [true, MiB - 64, undefined]);
+  assert.deepEqual([again.replayed, again.job.prompt.length, again.job_truncated], [true, MiB - 64, undefined]);
 
   // once retention deleted it, the key's copy, cut and said so
   clock.advance(RETENTION);
@@ -131,9 +131,9 @@ test("a job stop's key keeps a bounded copy of the job: a 1 MiB prompt or result
   await rejectsWith(client.getJob(big.job_id), 404, 'job_not_found');
   await rejectsWith(client.getJob(done.job_id), 404, 'job_not_found');
   const gone = await client.stopJob(big.job_id, { idempotencyKey: 'big-0' });
-  assert.deepEqual(gone, { ...first, job: { ...first.job, prompt: 'p'.repeat(512) }, replayed: true, job_cut: true });
+  assert.deepEqual(gone, { ...first, job: { ...first.job, prompt: 'p'.repeat(512) }, replayed: true, job_truncated: true });
   const goneResult = await client.stopJob(done.job_id, { idempotencyKey: 'late' });
-  assert.deepEqual(goneResult, { ...late, job: { ...late.job, result: 'r'.repeat(512) }, replayed: true, job_cut: true });
+  assert.deepEqual(goneResult, { ...late, job: { ...late.job, result: 'r'.repeat(512) }, replayed: true, job_truncated: true });
 });
 
 test('the client sends a stop whose answer was lost again, with the same key: the first answer, replayed, and nothing more stopped', async (t) => {

@@ -236,7 +236,7 @@ export const StopJobResponse = Type.Object({
   status: JobStatus,
   job: Job,
   replayed: Replayed,
-  job_cut: Type.Optional(
+  job_truncated: Type.Optional(
     Type.Literal(true, {
       description:
         "a replay after history retention deleted the job: `job` is the copy the Idempotency-Key kept, whose prompt, result and error were cut to their first 512 characters (callback_of, message_ids to their first 32 ids)",

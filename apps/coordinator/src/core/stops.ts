@@ -56,7 +56,7 @@ export async function stopJob(
     return { ...answer, replayed: false };
   });
   const job = 'job_id' in r.job ? r.job : await wireJob(ctx, r.job);
-  return { job_id: job.job_id, outcome: r.outcome, status: job.status, job, ...(r.replayed ? { replayed: true } : {}), ...(r.cut ? { job_cut: true } : {}) };
+  return { job_id: job.job_id, outcome: r.outcome, status: job.status, job, ...(r.replayed ? { replayed: true } : {}), ...(r.cut ? { job_truncated: true } : {}) };
 }
 
 /** The most of each of a stopped job's texts (prompt, result, error) its key keeps, in characters. */
@@ -70,7 +70,7 @@ export const KEPT_JOB_IDS = 32;
  * stop makes a key, and a token that stops one job with a thousand keys must not store a thousand
  * copies of its 1 MiB prompt (and result) for the keys' 24 h. Its prompt, result and error are cut
  * to their first KEPT_JOB_TEXT characters and its id lists to their first KEPT_JOB_IDS; `cut` says
- * that something was (the replay answers `job_cut: true`). The other fields are bounded by the
+ * that something was (the replay answers `job_truncated: true`). The other fields are bounded by the
  * schemas of what set them.
  */
 export function keptJob(job: Job): { job: Job; cut?: true } {
