@@ -53,7 +53,8 @@ export const NO_ERROR_MESSAGE = 'the executor reported an error without a messag
  * (a session id of any length, turn counts past 1e9, an empty error message), and a report the
  * coordinator refuses is not sent again: the job would stay `running` for good. So each field is
  * checked against the report's schema, and one that does not fit is left out (an optional field)
- * or replaced (`error` of a `failed` report); NUL characters become U+FFFD (`storable`), and an
+ * or replaced (`error` of a `failed` report), an object keeps only the members its schema names
+ * (`usage`); NUL characters become U+FFFD (`storable`), and an
  * `error` longer than MAX_ERROR_BYTES is cut (`boundError`). Returns the fields left out and the
  * bytes of the error cut, for the log.
  */
@@ -71,8 +72,14 @@ export function conform(report: Report): { report: Report; dropped: string[]; er
       value = bounded.text;
       errorBytesCut = bounded.cutBytes;
     }
-    changed ||= value !== sent;
     const property = schema.properties[field];
+    // an object (usage) keeps only the members its schema names: the schema lets others through,
+    // but the coordinator refuses a body holding an object of more than 64 members (400)
+    if (property !== undefined && typeof value === 'object' && value !== null && !Array.isArray(value)) {
+      const clean = Value.Clean(property, structuredClone(value)) as typeof value;
+      if (Object.keys(clean).length !== Object.keys(value).length) value = clean;
+    }
+    changed ||= value !== sent;
     if (property !== undefined && Value.Check(property, value)) body[field] = value;
     else dropped.push(field);
   }

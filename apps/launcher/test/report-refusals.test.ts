@@ -48,6 +48,22 @@ test('what an executor says outside the report schema is left out or replaced: i
   assert.equal((await settled(client, huge!.job_id)).status, 'completed');
 });
 
+test("an executor's usage with more members than the four counts (more than a body's object may have) keeps the counts: the job completes", async (t) => {
+  const { c, client } = await coordinator(t);
+  await launcher(t, c.url);
+  const extra = Object.fromEntries(Array.from({ length: 70 }, (_, i) => [`model_${i}_tokens`, i]));
+  const usage = { input_tokens: 10, output_tokens: 20, cache_read_input_tokens: 0, cache_creation_input_tokens: 0, ...extra };
+  const job = await client.createJob({
+    type: 'start_session',
+    session_name: 'wide-usage',
+    prompt: script([{ event: { type: 'result', text: 'done', usage } }]),
+  });
+  const ended = await settled(client, job.job_id);
+  assert.equal(ended.status, 'completed', `${ended.error_code}: ${ended.error}`);
+  assert.equal(ended.result, 'done');
+  assert.deepEqual(ended.usage, { input_tokens: 10, output_tokens: 20, cache_read_input_tokens: 0, cache_creation_input_tokens: 0 });
+});
+
 test('a final report refused for its size ends the job failed, saying so and where the output is, instead of leaving it running', async (t) => {
   // a proxy in front of the coordinator with a smaller body limit than the coordinator's (which
   // the launcher cuts results to: large-results.test.ts) refuses the completed report
