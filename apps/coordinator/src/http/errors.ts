@@ -11,6 +11,13 @@ function body(code: string, message: string, details?: Record<string, unknown>):
 
 /** A body refused by the JSON parser for a reason its error says (not UTF-8, nested too deep, too wide, a `__proto__` key). */
 const badBody = (err: FastifyError) => ({ status: 400, code: 'bad_request', message: err.message, details: { field: 'body', in: 'body' } });
+/** A body refused for a header that says how it is sent (its charset, its encoding): 415, naming the header. */
+const unsupportedBy = (header: 'content-type' | 'content-encoding') => (err: FastifyError) => ({
+  status: 415,
+  code: 'unsupported_media_type',
+  message: err.message,
+  details: { field: header, in: 'headers' },
+});
 
 /**
  * Fastify's own errors (raised before a handler runs), by code: the answer each gets. Anything
@@ -54,20 +61,10 @@ const FRAMEWORK: Record<
     details: { field: 'body', in: 'body' },
   }),
   AGENTQ_BODY_NOT_UTF8: badBody,
-  AGENTQ_UNSUPPORTED_CHARSET: (err) => ({
-    status: 415,
-    code: 'unsupported_media_type',
-    message: err.message,
-    details: { field: 'content-type', in: 'headers' },
-  }),
+  AGENTQ_UNSUPPORTED_CHARSET: unsupportedBy('content-type'),
   AGENTQ_BODY_TOO_DEEP: badBody,
   AGENTQ_BODY_TOO_WIDE: badBody,
-  AGENTQ_UNSUPPORTED_ENCODING: (err) => ({
-    status: 415,
-    code: 'unsupported_media_type',
-    message: err.message,
-    details: { field: 'content-encoding', in: 'headers' },
-  }),
+  AGENTQ_UNSUPPORTED_ENCODING: unsupportedBy('content-encoding'),
   AGENTQ_BODY_FORBIDDEN_KEY: badBody,
   FST_ERR_BAD_URL: () => ({
     status: 400,
