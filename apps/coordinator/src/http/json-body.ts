@@ -73,7 +73,15 @@ export function installJsonBodyParser(app: FastifyInstance): void {
     done(null, payload);
   });
   // strings made well formed (well-formed.ts) whichever thread parsed the body
-  const parseHere = (req: FastifyRequest, text: string, done: (err: Error | null, body?: unknown) => void) =>
+  // (its shape looked at first, whichever path brought it here: a small body, or a large one whose
+  // thread is gone)
+  const parseHere = (req: FastifyRequest, bytes: Buffer, done: (err: Error | null, body?: unknown) => void) => {
+    try {
+      checkBodyShape(bytes);
+    } catch (err) {
+      return done(err as Error, undefined);
+    }
+    const text = bytes.toString('utf8');
     parse(req, text, (err: Error | null, value?: unknown) => {
       // Fastify's parser says "not valid JSON" for a forbidden key too (ForbiddenKey)
       if (err) return done((err as { code?: string }).code === 'FST_ERR_CTP_INVALID_JSON_BODY' && holdsForbiddenKey(text) ? new ForbiddenKey() : err, undefined);
@@ -85,15 +93,15 @@ export function installJsonBodyParser(app: FastifyInstance): void {
       }
       done(null, body);
     });
+  };
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, body: Buffer, done) => {
     try {
       checkUtf8(req.headers['content-type'], body);
-      // a large body's shape is looked at on the JSON thread
-      if (body.length < LARGE_BODY_BYTES) checkBodyShape(body);
     } catch (err) {
       return done(err as Error, undefined);
     }
-    if (body.length < LARGE_BODY_BYTES) return parseHere(req, body.toString('utf8'), done);
+    // a large body's shape is looked at on the JSON thread
+    if (body.length < LARGE_BODY_BYTES) return parseHere(req, body, done);
     thread.parse(body).then(
       (value) => turns.run(() => done(null, value)),
       (err: unknown) => {
@@ -101,7 +109,7 @@ export function installJsonBodyParser(app: FastifyInstance): void {
         if (err instanceof BodyTooDeep || err instanceof BodyTooWide || err instanceof ForbiddenKey) return turns.run(() => done(err, undefined));
         // the thread is gone (it is started again for the next body): parse here, as for a small body
         req.log.error({ err }, 'the JSON thread failed; parsing on the main thread');
-        turns.run(() => parseHere(req, body.toString('utf8'), done));
+        turns.run(() => parseHere(req, body, done));
       },
     );
   });
