@@ -18,7 +18,7 @@
 // runs as the user who runs this), and docker-compose.yml's own wiring.
 import { execFileSync, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -52,6 +52,27 @@ for (const file of contextFiles(root)) {
   cpSync(join(root, file), join(context, file));
 }
 
+// --- better-sqlite3's addon ---
+// In a real build, `npm ci` gets the addon prebuilt for the image's Node from GitHub; this machine
+// cannot reach GitHub, so it would compile it from source (one to three minutes on two cores).
+// When this checkout's own install holds an addon built for this very Node, it is offered to the
+// stages as a local prebuild instead: prebuild-install's `local-prebuilds` folder, named in a
+// .prebuild-installrc in the scratch folder (above every stage; its upward search finds it, and the
+// image does not contain it). prebuild-install loads the addon before it keeps it, and compiles as
+// before when there is none or it does not load. `npm run docker:dry-run -- --build-from-source`
+// compiles anyway.
+const addon = join(root, 'node_modules', 'better-sqlite3');
+const builtAddon = join(addon, 'build', 'Release', 'better_sqlite3.node');
+if (!process.argv.includes('--build-from-source') && existsSync(builtAddon)) {
+  const { version } = JSON.parse(readFileSync(join(addon, 'package.json'), 'utf8'));
+  const prebuilds = join(scratch, 'prebuilds');
+  mkdirSync(prebuilds);
+  // the file name prebuild-install looks for (glibc Linux; on others the name differs and it compiles)
+  const name = `better-sqlite3-v${version}-node-v${process.versions.modules}-${process.platform}-${process.arch}.tar.gz`;
+  execFileSync('tar', ['-czf', join(prebuilds, name), '-C', addon, 'build/Release/better_sqlite3.node']);
+  writeFileSync(join(scratch, '.prebuild-installrc'), `local-prebuilds=${prebuilds}\n`);
+}
+
 // --- the stages ---
 const stages = dockerfileStages(readFileSync(join(root, 'Dockerfile'), 'utf8'));
 const folders = new Map(); // stage name -> the folder standing for its WORKDIR
@@ -72,6 +93,10 @@ for (const stage of stages) {
     else if (op === 'HEALTHCHECK') healthcheck = JSON.parse(args.slice(args.indexOf('CMD') + 3).trim());
   }
   image = { folder, env, cmd, healthcheck };
+}
+if (folders.has('build')) {
+  const compiled = existsSync(join(folders.get('build'), 'node_modules/better-sqlite3/build/Release/obj.target'));
+  say(`better-sqlite3's addon: ${compiled ? 'compiled from source' : "this checkout's, as a prebuilt one"}`);
 }
 
 function copy(args, into) {
