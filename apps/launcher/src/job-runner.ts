@@ -6,7 +6,7 @@ import { describeExitCode, describeSignal } from './exit-status.js';
 import type { ExecutorSpec } from './executors/index.js';
 import type { Lifeline } from './lifeline/lifeline.js';
 import { resolveJobDir } from './project-roots.js';
-import { cutResult, storable } from './report-bounds.js';
+import { boundError, cutResult, storable } from './report-bounds.js';
 import type { Report, Reporter } from './reporter.js';
 import { Watchdog } from './watchdog.js';
 
@@ -377,10 +377,12 @@ export class JobRunner {
       const result = said.result === undefined ? null : this.#fitResult(said.result, extra);
       return this.#report({ kind: 'completed', body: { status: 'success', result, ...extra } });
     }
+    const failure = failureMessage(exit, said.errorMessage, ended || o.killedAfterResult);
+    if (failure.cutBytes > 0) this.#log.warn({ report: 'failed', bytes_cut: failure.cutBytes }, 'report error too long; cut to fit');
     return this.#report({
       kind: 'failed',
       body: {
-        error: failureMessage(exit, said.errorMessage, ended || o.killedAfterResult),
+        error: failure.text,
         exit_code: exit.code,
         ...(said.errorCode === undefined ? {} : { error_code: said.errorCode }),
         ...extra,
@@ -459,13 +461,17 @@ export class JobRunner {
  * then the job's error): that is what the exit code says, and "by a user, a service manager or
  * a shutdown" would blame someone else.
  */
-function failureMessage(exit: ExecutorExit, errorMessage: string | undefined, stoppedByLauncher: boolean): string {
+function failureMessage(exit: ExecutorExit, errorMessage: string | undefined, stoppedByLauncher: boolean): { text: string; cutBytes: number } {
   if (errorMessage !== undefined) {
-    if (exit.code === null || exit.code === 0) return errorMessage;
-    return `${errorMessage} (exit code ${stoppedByLauncher ? `${exit.code}, after the launcher's SIGTERM` : describeExitCode(exit.code)})`;
+    // an executor's message too long for a report is cut here, before its exit code, which the
+    // cut keeps (the reporter's own cut would take it with the end of the message); NULs first
+    // become U+FFFD (3 bytes), as the reporter makes them, so that its cut finds nothing to do
+    const message = storable(errorMessage);
+    if (exit.code === null || exit.code === 0) return boundError(message);
+    return boundError(message, ` (exit code ${stoppedByLauncher ? `${exit.code}, after the launcher's SIGTERM` : describeExitCode(exit.code)})`);
   }
   const how = exit.signal ? `executor killed by ${describeSignal(exit.signal)}` : `executor exited with code ${exit.code === null ? 'unknown' : describeExitCode(exit.code)}`;
-  return exit.stderrTail ? `${how}; stderr:\n${exit.stderrTail}` : `${how}; no stderr`;
+  return { text: exit.stderrTail ? `${how}; stderr:\n${exit.stderrTail}` : `${how}; no stderr`, cutBytes: 0 };
 }
 
 /**

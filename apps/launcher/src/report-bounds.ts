@@ -29,20 +29,24 @@ export const MAX_ERROR_BYTES = 64 * 1024;
 /**
  * `text` cut to at most MAX_ERROR_BYTES UTF-8 bytes, at a character boundary, with a note of what
  * was left out. The only error that can be this long is an executor's `error` message, which the
- * launcher logs whole (`executor reported an error`, at warn level).
+ * launcher logs whole (`executor reported an error`, at warn level). `tail` (what the launcher adds
+ * after that message: ` (exit code 1)`) is kept whole after the note: the cut takes its room from
+ * the message, not from what the launcher says of how the executor ended.
  */
-export function boundError(text: string): { text: string; cutBytes: number } {
+export function boundError(text: string, tail = ''): { text: string; cutBytes: number } {
   const bytes = Buffer.from(text, 'utf8');
-  if (bytes.length <= MAX_ERROR_BYTES) return { text, cutBytes: 0 };
+  const tailBytes = Buffer.byteLength(tail);
+  if (bytes.length + tailBytes <= MAX_ERROR_BYTES) return { text: text + tail, cutBytes: 0 };
+  const total = bytes.length + tailBytes;
   const note = (cut: number) =>
-    `\n… [${cut} of the error's ${bytes.length} bytes left out: a report carries at most ${MAX_ERROR_BYTES}; ` +
+    `\n… [${cut} of the error's ${total} bytes left out: a report carries at most ${MAX_ERROR_BYTES}; ` +
     `the launcher's log has it whole ("executor reported an error")]`;
   // room for the longest note (its count has at most as many digits as the total)
-  let end = MAX_ERROR_BYTES - Buffer.byteLength(note(bytes.length));
+  let end = Math.max(0, MAX_ERROR_BYTES - Buffer.byteLength(note(total)) - tailBytes);
   // not inside a character: back to the first byte of the one the cut falls in (10xxxxxx continues one)
   while (end > 0 && (bytes[end]! & 0xc0) === 0x80) end--;
   const cutBytes = bytes.length - end;
-  return { text: bytes.subarray(0, end).toString('utf8') + note(cutBytes), cutBytes };
+  return { text: bytes.subarray(0, end).toString('utf8') + note(cutBytes) + tail, cutBytes };
 }
 
 /** What a `failed` report says when the executor's own error message cannot be sent. */

@@ -143,6 +143,27 @@ test('an executor error larger than the coordinator takes in a body is cut to fi
   assert.equal((await client.getSession('huge-error')).executor_session_id, 'exec-session-2');
 });
 
+test("an executor error cut to fit keeps what the launcher adds after it: the executor's exit code", async (t) => {
+  const { c, client } = await coordinator(t);
+  await launcher(t, c.url);
+  const job = await client.createJob({
+    type: 'start_session',
+    session_name: 'huge-error-exit',
+    prompt: script([{ bigError: 2 * MAX_ERROR_BYTES }, { exit: 3 }]),
+  });
+  const ended = await settled(client, job.job_id);
+  assert.equal(ended.status, 'failed');
+  const error = ended.error ?? '';
+  assert.ok(Buffer.byteLength(error) <= MAX_ERROR_BYTES, `${Buffer.byteLength(error)} bytes`);
+  assert.ok(error.endsWith(' (exit code 3)'), error.slice(-300));
+  const note = /\n… \[(\d+) of the error's (\d+) bytes left out: a report carries at most 65536; the launcher's log has it whole \("executor reported an error"\)\] \(exit code 3\)$/.exec(error);
+  assert.ok(note, error.slice(-300));
+  // the head, what was left out and the exit code make the whole error
+  assert.equal(Number(note[2]), 2 * MAX_ERROR_BYTES + Buffer.byteLength(' (exit code 3)'));
+  assert.equal(Buffer.byteLength(error.slice(0, note.index)) + Number(note[1]) + Buffer.byteLength(' (exit code 3)'), Number(note[2]));
+  assert.match(error, /^e+\n… \[/);
+});
+
 test('a stopped report\'s error is bounded as a failed one\'s is', () => {
   const { report, errorBytesCut } = conform({ kind: 'stopped', body: { signal: 'SIGTERM', error: 'x'.repeat(2 * MAX_ERROR_BYTES) } });
   assert.ok(errorBytesCut > MAX_ERROR_BYTES);
