@@ -161,3 +161,12 @@ export function cutResult(result: string, maxReportBytes: number, otherBytes: nu
   const restBytes = Buffer.byteLength(rest);
   return { head, rest, totalBytes: headBytes + restBytes, headBytes, restBytes };
 }
+
+/** The longest end of `text` that takes at most `maxBytes` of UTF-8, never starting inside a character; `bytes`: its size. */
+export function utf8End(text: string, maxBytes: number): { text: string; bytes: number } {
+  const bytes = Buffer.from(text, 'utf8');
+  let from = Math.max(0, bytes.length - Math.max(0, maxBytes));
+  // not inside a character: on to the first byte of the next one (10xxxxxx continues one)
+  while (from < bytes.length && (bytes[from]! & 0xc0) === 0x80) from++;
+  return { text: bytes.subarray(from).toString('utf8'), bytes: bytes.length - from };
+}

@@ -79,6 +79,9 @@ interface JobQueue {
   closed: boolean;
 }
 
+/** ReporterOptions.outputQueueMaxBytes by default. */
+const DEFAULT_OUTPUT_QUEUE_MAX_BYTES = 8 * 1024 * 1024;
+
 /** Characters per output report; at most 3 UTF-8 bytes each, so a batch stays under 100 KiB. */
 const MAX_OUTPUT_CHARS = 32 * 1024;
 
@@ -105,6 +108,17 @@ export class Reporter {
     let n = 0;
     for (const q of this.#jobs.values()) n += q.items.length + (q.outputBuffer ? 1 : 0);
     return n;
+  }
+
+  /** The most output bytes a job's queue holds (outputQueueMaxBytes): past it the oldest are dropped. */
+  get outputQueueMaxBytes(): number {
+    return this.#o.outputQueueMaxBytes ?? DEFAULT_OUTPUT_QUEUE_MAX_BYTES;
+  }
+
+  /** Output bytes of the job not yet taken by the coordinator: queued as reports, or printed and not yet queued. */
+  outputPending(jobId: string): number {
+    const q = this.#jobs.get(jobId);
+    return q ? q.queuedOutputBytes + Buffer.byteLength(q.outputBuffer) : 0;
   }
 
   /** Queue output text for the job; it is sent in batches, in order with the job's other reports. */
@@ -217,7 +231,7 @@ export class Reporter {
 
   /** Drop the oldest queued output batches (never the one being sent) while over the cap. */
   #capOutput(jobId: string, q: JobQueue): void {
-    const max = this.#o.outputQueueMaxBytes ?? 8 * 1024 * 1024;
+    const max = this.outputQueueMaxBytes;
     if (q.queuedOutputBytes <= max) return;
     const before = q.droppedOutputBytes;
     for (let i = 1; i < q.items.length && q.queuedOutputBytes > max; ) {

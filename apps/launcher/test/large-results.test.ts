@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import { cutResult, jsonBytes, jsonPrefixLength, REPORT_ROOM_BYTES } from '../src/report-bounds.js';
 import { fakeClaude } from './claude.js';
 import { largeText } from './fixtures/large-text.js';
-import { coordinator, settled } from './helpers.js';
+import { captureLog, coordinator, launcher, script, settled } from './helpers.js';
 import { spawnLauncher } from './spawn-launcher.js';
 
 /*
@@ -52,6 +52,41 @@ test("a result over the coordinator's report limit completes the job, cut to fit
   const logged = await launcher.logged(/result too large for a report/);
   assert.equal(logged['job_id'], job.job_id);
   assert.equal(logged['result_bytes'], total);
+});
+
+test("a result whose rest is more than the launcher queues as a job's output (8 MiB) sends the rest's end, and says so: no 'coordinator slow' warning, no note pointing at bytes never sent", async (t) => {
+  // the least body limit there is (1 MiB): a 10 MiB result leaves a rest of 9 MiB
+  const { c, client } = await coordinator(t, { maxPromptBytes: 64 * 1024, outputMaxBytes: 256 * 1024 });
+  const { log, lines, waitFor } = captureLog();
+  await launcher(t, c.url, {}, { log });
+  const size = 10 * 1024 * 1024;
+  const queueMax = 8 * 1024 * 1024;
+  const job = await client.createJob({ type: 'start_session', session_name: 'huge-rest', prompt: script([{ bigResult: size }]) });
+  const done = await settled(client, job.job_id);
+  assert.equal(done.status, 'completed', `${done.error_code}: ${done.error}`);
+
+  const result = done.result ?? '';
+  const note =
+    /\n\n\[agentq: result cut: it is (\d+) bytes, more than a report to the coordinator may carry \((\d+) bytes in all\); above are its first (\d+) bytes\. Of the other (\d+) bytes, the last (\d+) are at the end of the job's output \(the (\d+) before them were left out: more than the launcher queues as a job's output, 8388608 bytes\), from byte offset (\d+): GET \/jobs\/[\w-]+\/output\?offset=\7, or `agentq output [\w-]+ --tail \5`/.exec(
+      result,
+    );
+  assert.ok(note, result.slice(-1000));
+  const [total, , headBytes, restBytes, sentBytes, leftOut, offset] = note.slice(1, 8).map(Number) as [number, number, number, number, number, number, number];
+  assert.equal(total, size);
+  assert.equal(headBytes + restBytes, total);
+  assert.equal(sentBytes + leftOut, restBytes);
+  assert.ok(sentBytes < queueMax && sentBytes > queueMax - 64 * 1024, `as much as the queue holds is sent (${sentBytes} bytes)`);
+  // the output ends with what was sent, from the offset the note gives
+  const output = await client.getOutput(job.job_id, { tail_bytes: 1024 });
+  assert.equal(output.total_bytes, offset + sentBytes);
+  assert.equal(output.output, 'r'.repeat(1024));
+
+  // the launcher said what it did, and did not blame the coordinator for it
+  const logged = await waitFor((l) => /result too large for a report/.test(String(l['msg'])));
+  assert.deepEqual([logged['rest_bytes'], logged['rest_left_out_bytes'], logged['max_queued_output_bytes']], [restBytes, leftOut, queueMax]);
+  assert.match(String(logged['msg']), /but for its start, which is more than the launcher queues as a job's output/);
+  const slow = lines.filter((l) => /coordinator has taken|dropped during the outage/.test(String(l['msg'])));
+  assert.deepEqual(slow, [], 'no output dropped as if the coordinator were slow');
 });
 
 test('a result is cut where its JSON in a report reaches the limit, never inside an escape or a character', () => {
