@@ -53,6 +53,16 @@ describe('command line', () => {
     assert.equal(a.stdout, b.stdout);
   });
 
+  it('start --help and resume --help say that a --wait failing once the job exists names the job: error.job, agentq wait <job_id>', async () => {
+    for (const command of ['start', 'resume']) {
+      const r = await cli(undefined, [command, '--help']);
+      assert.equal(r.code, 0);
+      const help = r.stdout.replace(/\s+/g, ' ');
+      assert.match(help, /A --wait that fails once the job exists .* names the job: in error\.job with --json/, command);
+      assert.match(help, /follow it with: agentq wait <job_id>/, command);
+    }
+  });
+
   it('--help --json is one envelope', async () => {
     const r = await cli(undefined, ['status', '--help', '--json']);
     assert.equal(r.code, 0);

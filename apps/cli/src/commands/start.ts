@@ -32,7 +32,12 @@ const WAIT_NOTES = `Without --wait: prints the job descriptor (job_id, status, t
 cancel_command, poll_interval_ms, timeout_ms, ...) and exits 0 once the job is accepted.
 With --wait: blocks until the job is terminal and exits with its outcome; progress
 on stderr when it is a terminal. --follow streams the job's output while waiting
-(to stdout, or to stderr with --json so stdout keeps its one envelope).`;
+(to stdout, or to stderr with --json so stdout keeps its one envelope).
+A --wait that fails once the job exists (the coordinator away past --wait-timeout,
+a refusal for now, ...) exits with that failure's code but names the job: in
+error.job with --json (its descriptor, wait_command included), else on stderr
+("the job was created all the same: <job_id> ...; follow it with: agentq wait
+<job_id>"). Follow it that way rather than running the command again.`;
 
 /** Options shared by start and resume. */
 function jobOptions(cmd: Command): Command {
