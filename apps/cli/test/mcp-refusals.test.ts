@@ -153,6 +153,37 @@ describe('agentq mcp: a 500 of the coordinator is no refusal', () => {
   });
 });
 
+describe('agentq mcp: a stop whose answer cannot be read may have been made', () => {
+  it('stop answered 200 with a body that is not JSON, or not a stop\'s answer: outcome unknown, look with get_status before stopping again (not "refused", not "sent again safely")', async (t) => {
+    const c = await coordinator(t);
+    // the coordinator makes each stop; what comes back is garbled on the way: not JSON for job a's, `{}` for job b's
+    const url = await testGateway(t, c.url, (req, res, forward) => {
+      if (!req.url?.endsWith('/stop')) return forward();
+      forward((answer) => {
+        answer.resume();
+        res.writeHead(200, { 'content-type': 'application/json' }).end(req.url!.includes(a.job_id) ? '<html>ok</html>' : '{}');
+        return true;
+      });
+    });
+    const a = await c.client.createJob({ type: 'start_session', session_name: 'a', prompt: 'x' });
+    const b = await c.client.createJob({ type: 'start_session', session_name: 'b', prompt: 'x' });
+    const mcp = await mcpClient(t, { AGENTQ_URL: url });
+    for (const [job, why] of [
+      [a, /Outcome unknown: the coordinator's answer could not be read, so the stop may or may not have been made\./],
+      [b, /Outcome unknown: the tool failed after sending it \(.+\), so the stop may or may not have been made\./],
+    ] as const) {
+      const r = await callTool(mcp, 'stop', { job_id: job.job_id });
+      assert.equal(r.isError, true, r.text);
+      assert.equal(r.data.outcome, 'unknown', r.text);
+      assert.match(r.text, why);
+      assert.match(r.text, /get_status tells; look before calling stop again: a new stop call stops whatever the session runs by then/);
+      assert.doesNotMatch(r.text, /refused|sent again safely/);
+      // it was made
+      assert.equal((await c.client.getJob(job.job_id)).status, 'stopped');
+    }
+  });
+});
+
 describe('agentq mcp: the coordinator\'s own 503 is its answer, a proxy\'s 502 is not', () => {
   it('a first call refused for now by the coordinator itself (503 shutting_down) is sent again: it is there, not a wrong URL', async (t) => {
     const c = await coordinator(t);

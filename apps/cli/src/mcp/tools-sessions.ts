@@ -1,5 +1,5 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import { AgentqApiError, AgentqConnectionError, AgentqUsageError, neverSent } from '@agentq/client';
+import { AgentqApiError, AgentqConnectionError, AgentqUsageError, neverSent, toError } from '@agentq/client';
 import type { Job, StopSessionResponse } from '@agentq/protocol';
 import { z } from 'zod';
 import { refusalNote, ToolError } from './answers.js';
@@ -90,30 +90,36 @@ export function messageOutcome(err: unknown, call: ToolCall): ErrorNote {
  * the first). `refused`: the tool or the coordinator said no (no such job or session, nothing to
  * stop, not allowed; or, with `retry_after_ms`, not now: 429, or its own 503 when it is
  * overloaded or restarting, which come before any work): nothing was done;
- * `not_sent`: no attempt reached the coordinator; `unknown`: an attempt's answer was lost, or the
- * coordinator failed while handling it (500 `internal_error`), so the stop may have been made.
+ * `not_sent`: no attempt reached the coordinator; `unknown` for anything else: an attempt's answer
+ * was lost, the coordinator failed while handling it (500 `internal_error`), its answer could not
+ * be read (not JSON, not a stop's answer), or the tool failed after the call: the stop may have
+ * been made, so the agent is told to look before stopping again, whatever the cause.
  */
 export function stopOutcome(err: unknown, call: ToolCall): ErrorNote {
+  const unknown = (why: string): ErrorNote => ({
+    data: { outcome: 'unknown' },
+    line:
+      `Outcome unknown: ${why}, so the stop may or may not have been made. get_status tells; look before ` +
+      'calling stop again: a new stop call stops whatever the session runs by then, also a job started since.',
+  });
   // the coordinator answered the first attempt's refusal again (its Idempotency-Key): that attempt
   // found nothing to stop, and this one stopped nothing either
-  const refused = (): ErrorNote =>
-    refusalNote(err, { nothing: 'nothing was stopped', outage: call.outage }) ?? { data: { outcome: 'refused' }, line: 'Outcome refused: nothing was stopped.' };
-  if (err instanceof AgentqApiError && err.details?.['replayed'] === true) return refused();
+  const replayed = err instanceof AgentqApiError && err.details?.['replayed'] === true;
+  const refusal = refusalNote(err, { nothing: 'nothing was stopped', outage: call.outage });
+  if (replayed) return refusal ?? { data: { outcome: 'refused' }, line: 'Outcome refused: nothing was stopped.' };
   if (call.outage.mayHaveActed || lostAnswer(err)) {
-    const why = coordinatorFailed(err) ? 'the coordinator failed while handling it' : 'an answer was lost';
-    return {
-      data: { outcome: 'unknown' },
-      line:
-        `Outcome unknown: ${why}, so the stop may or may not have been made. get_status tells; look before ` +
-        'calling stop again: a new stop call stops whatever the session runs by then, also a job started since.',
-    };
+    return unknown(coordinatorFailed(err) ? 'the coordinator failed while handling it' : 'an answer was lost');
   }
   if (err instanceof AgentqConnectionError) {
     return { data: { outcome: 'not_sent' }, line: 'Outcome not_sent: nothing was stopped (the coordinator could not be reached): try again later.' };
   }
-  // (a 429 or the coordinator's own 503 comes before any work: refused for now, with its Retry-After)
-  if (err instanceof AgentqApiError || err instanceof ToolError || err instanceof AgentqUsageError) return refused();
-  return { data: { outcome: 'unknown' }, line: 'Outcome unknown: get_status tells whether it was stopped; stop may be sent again safely.' };
+  // refused as given (the tool's own checks), by the coordinator (a 4xx), or for now (a 429 or the
+  // coordinator's own 503, before any work, with its Retry-After)
+  if (refusal) return refusal;
+  if (err instanceof ToolError || err instanceof AgentqUsageError) return { data: { outcome: 'refused' }, line: 'Outcome refused: nothing was stopped.' };
+  // an answer that is no refusal but cannot be read (a 2xx that is not JSON, or not a stop's
+  // answer), or a failure of the tool itself after the call: it may have been made
+  return unknown(err instanceof AgentqApiError ? "the coordinator's answer could not be read" : `the tool failed after sending it (${toError(err).message})`);
 }
 
 /**
