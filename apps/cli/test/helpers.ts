@@ -35,10 +35,15 @@ export interface TestCoordinator {
 }
 
 /** A real coordinator on 127.0.0.1:0 for one test, closed (with its clients) when the test ends. */
-export async function coordinator(t: TestContext, overrides: Parameters<typeof startCoordinator>[0] = {}): Promise<TestCoordinator> {
+export async function coordinator(
+  t: TestContext,
+  overrides: Parameters<typeof startCoordinator>[0] = {},
+  /** e.g. a ManualClock, to drive history retention */
+  deps: Parameters<typeof startCoordinator>[1] = {},
+): Promise<TestCoordinator> {
   // a quick sweeper so that jobs with a short timeout_ms turn timed_out promptly
   const config = { pollTimeoutSeconds: 1, logLevel: 'silent', sweepIntervalMs: 20, ...overrides } as const;
-  let c = await startCoordinator(config);
+  let c = await startCoordinator(config, deps);
   const client = new AgentqClient({ url: c.url });
   t.after(async () => {
     // the server first: closing it answers parked waits, so a request a failed test left
@@ -60,7 +65,7 @@ export async function coordinator(t: TestContext, overrides: Parameters<typeof s
         await downUntilTried(c.port, o.whileDown);
       }
       const { port, core } = c;
-      c = await onPortAgain(port, () => startCoordinator({ ...config, port }, o.forget ? {} : { core }));
+      c = await onPortAgain(port, () => startCoordinator({ ...config, port }, o.forget ? deps : { ...deps, core }));
     },
     stop: () => c.close(),
   };

@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it, type TestContext } from 'node:test';
 import { toError } from '@agentq/client';
+import { ManualClock } from '@agentq/coordinator';
 import { coordinator, deadUrl, testGatewayServer } from './helpers.js';
 import { callTool, mcpClient } from './mcp-helpers.js';
 
@@ -241,6 +242,32 @@ describe('agentq mcp: a stop whose answer was lost', () => {
     assert.deepEqual([r.data.outcome, r.data.status, r.data.resent], ['stopped', 'stopped', true]);
     assert.match(r.text, /^Job \S+: stopped\. This stop was sent again after its answer was lost .*this is what its first attempt did/);
     assert.doesNotMatch(r.text, /already over/);
+  });
+
+  it('sent again after history retention deleted the job: the cut copy the key kept, said so (job_truncated) in its data and its message', async (t) => {
+    const RETENTION = 60_000;
+    const clock = new ManualClock();
+    const c = await coordinator(t, { jobRetentionMs: RETENTION }, { clock });
+    const proxy = await answerLosingProxy(t, c.url);
+    const job = await c.client.createJob({ type: 'start_session', session_name: 'a', prompt: 'p'.repeat(2000) });
+    const mcp = await mcpClient(t, { AGENTQ_URL: proxy.url });
+    assert.equal((await callTool(mcp, 'get_status', { job_id: job.job_id })).isError, false);
+    // the first attempt stops the job; before it is sent again, retention deletes it
+    const lost = proxy.lose(/\/stop$/, async () => {
+      clock.advance(RETENTION + 1);
+      await c.core.sweep();
+    });
+    const r = await callTool(mcp, 'stop', { job_id: job.job_id });
+    await lost;
+    await assert.rejects(c.client.getJob(job.job_id), { code: 'job_not_found' });
+    assert.equal(r.isError, false, r.text);
+    assert.deepEqual([r.data.outcome, r.data.status, r.data.resent, r.data.job_truncated], ['stopped', 'stopped', true, true], r.text);
+    assert.equal(r.data.job.job_id, job.job_id);
+    assert.match(r.text, /^Job \S+: stopped\. This stop was sent again after its answer was lost .*this is what its first attempt did/);
+    assert.match(
+      r.text,
+      /The job has been deleted since \(history retention\): `job` is the copy the coordinator kept with the stop, its prompt, result and error cut to their first 512 characters .*\(job_truncated\)\. No more of it can be read: the job is gone\./,
+    );
   });
 
   it('lost on a first call (the server never reached the coordinator): the client sends it again with its key, and it is answered what the first attempt did', async (t) => {

@@ -342,14 +342,27 @@ export function registerSessionTools(add: AddTool, { client, caller, send }: Too
         const r = await send((a) => client.stopJob(job_id, { signal: a.signal, idempotencyKey, onResend }), { resend: 'always', call });
         const what = { stopped: 'stopped', stopping: 'stopping (its launcher is ending it)', already_completed: `already over (${r.status})` }[r.outcome];
         const byFirstAttempt = !r.replayed && resent() && r.outcome === 'already_completed' && r.status === 'stopped';
+        // a replay after history retention deleted the job answers the copy its key kept, cut
+        const truncated =
+          r.job_truncated === true
+            ? ' The job has been deleted since (history retention): `job` is the copy the coordinator kept with the stop, its prompt, ' +
+              'result and error cut to their first 512 characters and its lists of ids to 32 (job_truncated). No more of it can be read: the job is gone.'
+            : '';
         const message = r.replayed
-          ? `Job ${r.job_id}: ${what}. ${replayNote}`
+          ? `Job ${r.job_id}: ${what}. ${replayNote}${truncated}`
           : byFirstAttempt
             ? `Job ${r.job_id}: stopped. ${byFirst}`
             : `Job ${r.job_id}: ${what}.`;
         return {
           message,
-          data: { job_id: r.job_id, outcome: r.outcome, status: r.status, ...(resent() || r.replayed ? { resent: true } : {}), job: jobView(r.job) },
+          data: {
+            job_id: r.job_id,
+            outcome: r.outcome,
+            status: r.status,
+            ...(resent() || r.replayed ? { resent: true } : {}),
+            ...(r.job_truncated === true ? { job_truncated: true } : {}),
+            job: jobView(r.job),
+          },
         };
       }
       const stopSession = (a: Attempt): Promise<StopSessionResponse> =>
