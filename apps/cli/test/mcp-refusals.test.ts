@@ -116,6 +116,56 @@ describe('agentq mcp: a refusal for now says so, with the Retry-After', () => {
   });
 });
 
+describe('agentq mcp: how long the coordinator refused is told apart from how long it could not be reached', () => {
+  it('a call that met a proxy\'s 502 (no answer), then refusals for now: the refusal says how long each lasted, not "refused every try"', async (t) => {
+    const c = await coordinator(t);
+    const job = await c.client.createJob({ type: 'start_session', session_name: 'a', prompt: 'x' });
+    // after the first read: unreachable (a proxy's 502), then the coordinator's own refusal for
+    // now with a 1 s Retry-After, then one with a Retry-After longer than the call has
+    let reads = 0;
+    const gw = await gateway(t, c.url, (req) => {
+      if (!req.url?.startsWith(`/jobs/${job.job_id}`)) return 'forward';
+      reads++;
+      if (reads === 1) return 'forward';
+      if (reads === 2) return 'bad_gateway';
+      return { status: 503, code: 'overloaded', message: 'the coordinator is overloaded', retryAfterSeconds: reads === 3 ? 1 : 120 };
+    });
+    const mcp = await mcpClient(t, { AGENTQ_URL: gw.url });
+    assert.equal((await callTool(mcp, 'get_status', { job_id: job.job_id })).isError, false);
+    const r = await callTool(mcp, 'get_status', { job_id: job.job_id });
+    assert.equal(reads, 4, gw.requests.join('\n'));
+    assert.equal(r.isError, true, r.text);
+    assert.deepEqual([r.data.error.code, r.data.outcome, r.data.retry_after_ms], ['overloaded', 'refused', 120_000], r.text);
+    const outage = r.data.coordinator_outage;
+    assert.equal(outage?.back, false, r.text);
+    // the pause after the 502 (a backoff of at least 125 ms) was spent unreachable, the 1 s after the first refusal refused
+    assert.ok(outage.unreachable_ms >= 125, JSON.stringify(outage));
+    assert.ok(outage.refused_ms >= 1000, JSON.stringify(outage));
+    assert.match(r.text, /\(overloaded\)\. It could not be reached for [\d.]+ s and refused calls for now for [\d.]+ s\. Try again in 120 s \(its Retry-After\)\./);
+    assert.doesNotMatch(r.text, /refused every try/);
+  });
+
+  it('an outage of refusals for now alone that ended: its note says the coordinator refused calls, not that it could not be reached', async (t) => {
+    const c = await coordinator(t);
+    const job = await c.client.createJob({ type: 'start_session', session_name: 'a', prompt: 'x' });
+    let reads = 0;
+    const gw = await gateway(t, c.url, (req) => {
+      if (!req.url?.startsWith(`/jobs/${job.job_id}`)) return 'forward';
+      reads++;
+      return reads === 2 ? { status: 503, code: 'shutting_down', message: 'the coordinator is shutting down', retryAfterSeconds: 1 } : 'forward';
+    });
+    const mcp = await mcpClient(t, { AGENTQ_URL: gw.url });
+    assert.equal((await callTool(mcp, 'get_status', { job_id: job.job_id })).isError, false);
+    const r = await callTool(mcp, 'get_status', { job_id: job.job_id });
+    assert.equal(r.isError, false, r.text);
+    const outage = r.data.coordinator_outage;
+    assert.deepEqual([outage?.back, outage?.unreachable_ms], [true, 0], r.text);
+    assert.ok(outage.refused_ms >= 1000, JSON.stringify(outage));
+    assert.match(r.text, /Note: the coordinator refused calls for now for [\d.]+ s during this call \(the coordinator is shutting down; tried again 1 time\(s\)\)/);
+    assert.doesNotMatch(r.text, /could not be reached/);
+  });
+});
+
 describe('agentq mcp: a 500 of the coordinator is no refusal', () => {
   it('send_message and stop answered 500 internal_error: outcome unknown (it may have been done), check get_status; not sent again', async (t) => {
     const c = await coordinator(t);

@@ -1,7 +1,7 @@
 import { AgentqApiError, AgentqConnectionError, AgentqUsageError, isGatewayError, toError } from '@agentq/client';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { z } from 'zod';
-import { notCarriedOut, type OutageRecord } from './outage.js';
+import { notCarriedOut, outageSpans, type OutageRecord } from './outage.js';
 
 /*
  * How every tool answers: `content` is one text block, written for a model to read: `message`,
@@ -79,7 +79,8 @@ export function refusalNote(err: unknown, o: { nothing?: string; outage?: Outage
   if (err.status === 429 || (err.status === 503 && notCarriedOut(err))) {
     const ms = err.retryAfterMs ?? null;
     const tried = o.outage?.view();
-    const kept = tried ? ` It refused every try for ${(tried.unreachable_ms / 1000).toFixed(1)} s.` : '';
+    // (how long it refused, apart from how long it could not be reached: no answer is no refusal)
+    const kept = !tried ? '' : tried.unreachable_ms === 0 ? ` It refused every try for ${(tried.refused_ms / 1000).toFixed(1)} s.` : ` It ${outageSpans(tried)}.`;
     const when = ms === null ? 'in a little while' : `in ${Math.max(1, Math.ceil(ms / 1000))} s (its Retry-After)`;
     return {
       data: { outcome: 'refused', retry_after_ms: ms },

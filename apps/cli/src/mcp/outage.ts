@@ -1,4 +1,4 @@
-import { AgentqApiError, AgentqConnectionError, neverSent, toError } from '@agentq/client';
+import { AgentqApiError, AgentqConnectionError, isGatewayError, neverSent, toError } from '@agentq/client';
 import { isOutage, Reconnecting } from '../reconnect.js';
 
 /*
@@ -107,12 +107,17 @@ export async function throughOutage<T>(call: (a: Attempt) => Promise<T>, o: Outa
  * The coordinator's outages that one tool call waited through (its calls sent again until it was
  * back). A call that took a restart's seconds says so in its answer (`coordinator_outage`), so
  * that the agent knows what it waited on, and each pause and each return is said on stderr, for
- * the operator.
+ * the operator. An outage's time is told apart by what the coordinator last did: refused the call
+ * for now (its own 429 or 503: it was there) or could not be reached (no answer, or a proxy's
+ * 502/503/504), from each failed attempt to the next one (or its return): the pause after a
+ * refusal is the coordinator's doing (its Retry-After).
  */
 export class OutageRecord {
   #retries = 0;
-  #awayMs = 0;
-  #since: number | undefined;
+  #unreachableMs = 0;
+  #refusedMs = 0;
+  /** the last failed attempt of the outage going on: when, and whether the coordinator refused it */
+  #last: { at: number; refused: boolean } | undefined;
   #lastError: string | undefined;
   #mayHaveActed = false;
 
@@ -124,10 +129,20 @@ export class OutageRecord {
   /** before a pause: `err` is why the attempt failed */
   retried(err: unknown, pauseMs: number): void {
     this.#retries++;
-    this.#since ??= Date.now();
+    const now = Date.now();
+    this.#count(now);
+    this.#last = { at: now, refused: err instanceof AgentqApiError && !isGatewayError(err) };
     this.#lastError = toError(err).message;
     if (!notCarriedOut(err)) this.#mayHaveActed = true;
     this.log?.(`${this.tool}: ${this.#lastError}; trying again in ${Math.round(pauseMs)} ms`);
+  }
+
+  /** the time since the last failed attempt, counted as what the coordinator did then */
+  #count(now: number): void {
+    if (this.#last === undefined) return;
+    const ms = now - this.#last.at;
+    if (this.#last.refused) this.#refusedMs += ms;
+    else this.#unreachableMs += ms;
   }
 
   /**
@@ -140,8 +155,8 @@ export class OutageRecord {
 
   /** the coordinator answered again, `outageMs` after the outage's first failed attempt */
   back(outageMs: number): void {
-    this.#awayMs += outageMs;
-    this.#since = undefined;
+    this.#count(Date.now());
+    this.#last = undefined;
     this.log?.(`${this.tool}: the coordinator answered again after ${seconds(outageMs)} s; the call goes on`);
   }
 
@@ -155,11 +170,21 @@ export class OutageRecord {
     return this.#mayHaveActed;
   }
 
-  /** what the answer carries: undefined when the call met no outage */
-  view(): { unreachable_ms: number; retries: number; back: boolean; last_error: string } | undefined {
+  /**
+   * What the answer carries: undefined when the call met no outage. `unreachable_ms`: how long the
+   * coordinator could not be reached; `refused_ms`: how long it refused the call for now.
+   */
+  view(): { unreachable_ms: number; refused_ms: number; retries: number; back: boolean; last_error: string } | undefined {
     if (this.#retries === 0) return undefined;
-    const ongoing = this.#since === undefined ? 0 : Date.now() - this.#since;
-    return { unreachable_ms: Math.round(this.#awayMs + ongoing), retries: this.#retries, back: this.#since === undefined, last_error: this.#lastError! };
+    const ongoing = this.#last === undefined ? 0 : Date.now() - this.#last.at;
+    const refused = this.#last?.refused === true;
+    return {
+      unreachable_ms: Math.round(this.#unreachableMs + (refused ? 0 : ongoing)),
+      refused_ms: Math.round(this.#refusedMs + (refused ? ongoing : 0)),
+      retries: this.#retries,
+      back: this.#last === undefined,
+      last_error: this.#lastError!,
+    };
   }
 
   /** the line the answer's message ends with, when the call met an outage that ended */
@@ -167,10 +192,22 @@ export class OutageRecord {
     const v = this.view();
     if (!v?.back) return undefined;
     return (
-      `Note: the coordinator could not be reached for ${seconds(v.unreachable_ms)} s during this call (${v.last_error}; ` +
+      `Note: the coordinator ${outageSpans(v)} during this call (${v.last_error}; ` +
       `tried again ${v.retries} time(s)); it was waited for, and the call went on once it answered again.`
     );
   }
+}
+
+/**
+ * "could not be reached for 2.3 s", "refused calls for now for 1.0 s", or both: what an outage
+ * was, for a note (a span that took no time is left out, unless both did).
+ */
+export function outageSpans(v: { unreachable_ms: number; refused_ms: number }): string {
+  const spans = [
+    ...(v.unreachable_ms > 0 || v.refused_ms === 0 ? [`could not be reached for ${seconds(v.unreachable_ms)} s`] : []),
+    ...(v.refused_ms > 0 ? [`refused calls for now for ${seconds(v.refused_ms)} s`] : []),
+  ];
+  return spans.join(' and ');
 }
 
 const seconds = (ms: number) => (ms / 1000).toFixed(1);
