@@ -145,6 +145,59 @@ describe('agentq mcp: how long the coordinator refused is told apart from how lo
     assert.doesNotMatch(r.text, /refused every try/);
   });
 
+  it('a try sent after a refusal for now that a proxy answers 504 only after 1.5 s (its upstream timed out): that time was the coordinator not reached, not refusing', async (t) => {
+    const c = await coordinator(t);
+    const job = await c.client.createJob({ type: 'start_session', session_name: 'a', prompt: 'x' });
+    // after the first read: the coordinator's own refusal for now (Retry-After 1 s), then a try the
+    // proxy gives up on after 1.5 s, then the coordinator answers
+    let reads = 0;
+    const url = await testGateway(t, c.url, (req, res, forward) => {
+      if (!req.url?.startsWith(`/jobs/${job.job_id}`)) return forward();
+      reads++;
+      req.resume();
+      if (reads === 2) {
+        res.writeHead(503, { 'content-type': 'application/json', 'retry-after': '1' }).end(JSON.stringify({ error: { code: 'overloaded', message: 'the coordinator is overloaded' } }));
+      } else if (reads === 3) {
+        const timer = setTimeout(() => res.writeHead(504, { 'content-type': 'text/html' }).end('<html><h1>504 Gateway Time-out</h1></html>\n'), 1500);
+        res.on('close', () => clearTimeout(timer));
+      } else forward();
+    });
+    const mcp = await mcpClient(t, { AGENTQ_URL: url });
+    assert.equal((await callTool(mcp, 'get_status', { job_id: job.job_id })).isError, false);
+    const r = await callTool(mcp, 'get_status', { job_id: job.job_id });
+    assert.equal(reads, 4);
+    assert.equal(r.isError, false, r.text);
+    const outage = r.data.coordinator_outage;
+    assert.equal(outage?.back, true, r.text);
+    // refused: the 1 s its Retry-After asked for, no more; not reached: the 1.5 s the proxy held the try, and the pause after it
+    assert.ok(outage.refused_ms >= 1000 && outage.refused_ms < 1500, JSON.stringify(outage));
+    assert.ok(outage.unreachable_ms >= 1500, JSON.stringify(outage));
+    assert.match(r.text, /Note: the coordinator could not be reached for [\d.]+ s and refused calls for now for 1\.0 s during this call/);
+  });
+
+  it('wait_for_jobs that met a proxy\'s 502, then held its wait once the coordinator answered: the hold is no outage time', async (t) => {
+    const c = await coordinator(t);
+    const job = await c.client.createJob({ type: 'start_session', session_name: 'a', prompt: 'x' });
+    // the snapshot is answered, the first long-poll meets a proxy's 502, the one sent again holds until the wait's time is up
+    let waits = 0;
+    const gw = await gateway(t, c.url, (req) => {
+      if (req.url !== '/jobs/wait') return 'forward';
+      waits++;
+      return waits === 2 ? 'bad_gateway' : 'forward';
+    });
+    const mcp = await mcpClient(t, { AGENTQ_URL: gw.url });
+    assert.equal((await callTool(mcp, 'get_status', { job_id: job.job_id })).isError, false);
+    const r = await callTool(mcp, 'wait_for_jobs', { job_ids: [job.job_id], timeout_ms: 3000 });
+    assert.equal(r.isError, false, r.text);
+    assert.equal(r.data.done, false, r.text);
+    assert.equal(waits, 3, gw.requests.join('\n'));
+    const outage = r.data.coordinator_outage;
+    assert.equal(outage?.back, true, r.text);
+    // the pause after the 502 (at most 250 ms), not the 2.7 s the coordinator then held the wait
+    assert.ok(outage.unreachable_ms < 1000, JSON.stringify(outage));
+    assert.equal(outage.refused_ms, 0, JSON.stringify(outage));
+  });
+
   it('an outage of refusals for now alone that ended: its note says the coordinator refused calls, not that it could not be reached', async (t) => {
     const c = await coordinator(t);
     const job = await c.client.createJob({ type: 'start_session', session_name: 'a', prompt: 'x' });

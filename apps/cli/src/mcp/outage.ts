@@ -107,17 +107,24 @@ export async function throughOutage<T>(call: (a: Attempt) => Promise<T>, o: Outa
  * The coordinator's outages that one tool call waited through (its calls sent again until it was
  * back). A call that took a restart's seconds says so in its answer (`coordinator_outage`), so
  * that the agent knows what it waited on, and each pause and each return is said on stderr, for
- * the operator. An outage's time is told apart by what the coordinator last did: refused the call
- * for now (its own 429 or 503: it was there) or could not be reached (no answer, or a proxy's
- * 502/503/504), from each failed attempt to the next one (or its return): the pause after a
- * refusal is the coordinator's doing (its Retry-After).
+ * the operator. An outage's time is told apart by what the coordinator did: refused the call for
+ * now (its own 429 or 503: it was there) or could not be reached (no answer, or a proxy's
+ * 502/503/504). The pause after a failed attempt counts as what that attempt met (after a
+ * refusal it is the coordinator's doing: its Retry-After); the time an attempt itself takes, as
+ * what it met: an attempt sent after a refusal that goes unanswered until a proxy gives up (504)
+ * or the call's time is up was time the coordinator could not be reached, not time it refused.
+ * The attempt that is answered is no outage (a wait_for_jobs that holds 25 s once the
+ * coordinator is back did not wait 25 s on an outage).
  */
 export class OutageRecord {
   #retries = 0;
   #unreachableMs = 0;
   #refusedMs = 0;
-  /** the last failed attempt of the outage going on: when, and whether the coordinator refused it */
-  #last: { at: number; refused: boolean } | undefined;
+  /**
+   * the last failed attempt of the outage going on: when, the pause after it, and whether the
+   * coordinator refused it; `ended`: the call failed with it, no attempt follows
+   */
+  #last: { at: number; pauseMs: number; refused: boolean; ended?: true } | undefined;
   #lastError: string | undefined;
   #mayHaveActed = false;
 
@@ -130,18 +137,29 @@ export class OutageRecord {
   retried(err: unknown, pauseMs: number): void {
     this.#retries++;
     const now = Date.now();
-    this.#count(now);
-    this.#last = { at: now, refused: err instanceof AgentqApiError && !isGatewayError(err) };
+    const refused = ownAnswer(err);
+    this.#count(now, refused);
+    this.#last = { at: now, pauseMs: Math.max(0, pauseMs), refused };
     this.#lastError = toError(err).message;
     if (!notCarriedOut(err)) this.#mayHaveActed = true;
     this.log?.(`${this.tool}: ${this.#lastError}; trying again in ${Math.round(pauseMs)} ms`);
   }
 
-  /** the time since the last failed attempt, counted as what the coordinator did then */
-  #count(now: number): void {
-    if (this.#last === undefined) return;
-    const ms = now - this.#last.at;
-    if (this.#last.refused) this.#refusedMs += ms;
+  /**
+   * The time since the last failed attempt: its pause counted as what that attempt met, the rest
+   * (the next attempt's own time) as what that one met: `next` (true: refused for now; false: no
+   * answer), undefined when it was answered (no outage).
+   */
+  #count(now: number, next: boolean | undefined): void {
+    if (this.#last === undefined || this.#last.ended) return;
+    const elapsed = Math.max(0, now - this.#last.at);
+    const paused = Math.min(elapsed, this.#last.pauseMs);
+    this.#add(this.#last.refused, paused);
+    if (next !== undefined) this.#add(next, elapsed - paused);
+  }
+
+  #add(refused: boolean, ms: number): void {
+    if (refused) this.#refusedMs += ms;
     else this.#unreachableMs += ms;
   }
 
@@ -155,9 +173,23 @@ export class OutageRecord {
 
   /** the coordinator answered again, `outageMs` after the outage's first failed attempt */
   back(outageMs: number): void {
-    this.#count(Date.now());
+    this.#count(Date.now(), undefined);
     this.#last = undefined;
     this.log?.(`${this.tool}: the coordinator answered again after ${seconds(outageMs)} s; the call goes on`);
+  }
+
+  /**
+   * The call failed with `err` during an outage (it went on failing until its time was up, or the
+   * coordinator's Retry-After reached past it): the last attempt's time counts as what it met.
+   */
+  ended(err: unknown): void {
+    if (this.#last === undefined || this.#last.ended) return;
+    const now = Date.now();
+    const own = ownAnswer(err);
+    const notNow = own && (err.status === 429 || err.status === 503);
+    // (an answer that is no "not now", a 404 say: the coordinator was there, that attempt was no outage)
+    this.#count(now, own && !notNow ? undefined : notNow);
+    this.#last = { ...this.#last, at: now, ended: true };
   }
 
   /**
@@ -176,11 +208,21 @@ export class OutageRecord {
    */
   view(): { unreachable_ms: number; refused_ms: number; retries: number; back: boolean; last_error: string } | undefined {
     if (this.#retries === 0) return undefined;
-    const ongoing = this.#last === undefined ? 0 : Date.now() - this.#last.at;
-    const refused = this.#last?.refused === true;
+    // an outage going on (the call not ended yet): the pause as what its attempt met, an attempt
+    // since then that has no answer yet as time the coordinator could not be reached
+    let unreachable = this.#unreachableMs;
+    let refused = this.#refusedMs;
+    const last = this.#last;
+    if (last !== undefined && !last.ended) {
+      const elapsed = Math.max(0, Date.now() - last.at);
+      const paused = Math.min(elapsed, last.pauseMs);
+      if (last.refused) refused += paused;
+      else unreachable += paused;
+      unreachable += elapsed - paused;
+    }
     return {
-      unreachable_ms: Math.round(this.#unreachableMs + (refused ? 0 : ongoing)),
-      refused_ms: Math.round(this.#refusedMs + (refused ? ongoing : 0)),
+      unreachable_ms: Math.round(unreachable),
+      refused_ms: Math.round(refused),
       retries: this.#retries,
       back: this.#last === undefined,
       last_error: this.#lastError!,
@@ -209,5 +251,8 @@ export function outageSpans(v: { unreachable_ms: number; refused_ms: number }): 
   ];
   return spans.join(' and ');
 }
+
+/** The coordinator itself answered, not a proxy for it: an attempt sent again was so for its "not now" (429, 503). */
+const ownAnswer = (err: unknown): err is AgentqApiError => err instanceof AgentqApiError && !isGatewayError(err);
 
 const seconds = (ms: number) => (ms / 1000).toFixed(1);

@@ -108,6 +108,8 @@ export function createMcpServer(ctx: ToolContext, version: string): McpServer {
       const line = outage.line();
       return success({ ...a, message: line ? `${a.message}\n${line}` : a.message, data: { ...a.data, ...seen() } });
     } catch (err) {
+      // an outage the call met ends with it: its last attempt's time counts as what that met
+      outage.ended(err);
       // (a proxy's 502/503/504 is not the coordinator's answer: it may never have been reached)
       if (err instanceof AgentqApiError && !isGatewayError(err)) reached = true;
       // what the tool says of its errors (send_message's outcome) comes first; a refusal (of the
