@@ -15,6 +15,7 @@ import { TokenFileError, TokenStore } from './http/auth/tokens.js';
 import { dashboardRoutes, DEFAULT_DASHBOARD_DIR } from './http/dashboard.js';
 import { clientErrorHandler, frameworkErrors, installErrorHandling } from './http/errors.js';
 import { ConnectionGuard, installConnectionGuard } from './http/connections.js';
+import { installHeaderRefusals, NODE_SERVER_OPTIONS } from './http/header-refusals.js';
 import { installJsonBodyParser } from './http/json-body.js';
 import { eventRoutes } from './http/events.js';
 import { jobRoutes } from './http/jobs.js';
@@ -126,7 +127,8 @@ export async function buildApp(config: CoordinatorConfig, deps: AppDeps = {}): P
     loggerInstance: logger as FastifyBaseLogger,
     logController: new RequestLog(), // one line per request; long-polls at debug
     bodyLimit,
-    ...(tls ? { https: tls } : {}),
+    // Node's own refusals (no Host, an unmet Expect) answered in the standard shape (header-refusals.ts)
+    ...(tls ? { https: { ...tls, ...NODE_SERVER_OPTIONS } } : { http: NODE_SERVER_OPTIONS }),
     // answered by our own hook below, in the standard error shape
     return503OnClosing: false,
     forceCloseConnections: true,
@@ -143,6 +145,7 @@ export async function buildApp(config: CoordinatorConfig, deps: AppDeps = {}): P
   // large bodies are parsed on a thread of their own and handled one per turn of the event loop
   installJsonBodyParser(app);
   installErrorHandling(app);
+  installHeaderRefusals(app);
 
   // limits and timeouts (docs/operations.md): connections, event streams, HTTP timeouts
   installTimeouts(app, config);

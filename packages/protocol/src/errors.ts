@@ -50,6 +50,8 @@ export const ErrorCodes = {
   unsupported_media_type: 415,
   /** a dashboard or docs UI file asked for with a `Range` past its end (`Content-Range` gives its size) */
   range_not_satisfiable: 416,
+  /** an `Expect` header other than 100-continue (the only expectation the coordinator meets) */
+  expectation_failed: 417,
   depth_exceeded: 422,
   budget_exceeded: 422,
   rate_limited: 429,
