@@ -798,6 +798,43 @@ test('a connection to PostgreSQL that breaks during a commit fails that request 
   );
 });
 
+test('an output batch whose pooled connection breaks before its commit is stored on a fresh connection, as other writes are, not answered 503', async (t) => {
+  const set = await coordinators(t, 1);
+  if (!set) return;
+  const [a] = set.clients as [AgentqClient];
+  const l = await fakeLauncher(a);
+  const job = await start(a, 'talkative');
+  await l.take();
+  await l.started(job.job_id);
+  // the job's row held here keeps the batch's transaction waiting, on its pooled connection
+  const db = new pg.Client({ connectionString: set.url });
+  await db.connect();
+  t.after(() => db.end());
+  await db.query('BEGIN');
+  await db.query('SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE', [job.job_id]);
+  // the server process of the connection the batch's transaction runs on (every pool client is a pg.Client)
+  const query = pg.Client.prototype.query;
+  t.after(() => (pg.Client.prototype.query = query));
+  const batchBackend = new Promise<number>((resolve) => {
+    pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
+      const text = (args[0] as { text?: string } | undefined)?.text;
+      if (text === 'SELECT output_bytes, launcher_id FROM jobs WHERE id = $1 FOR UPDATE') {
+        pg.Client.prototype.query = query;
+        resolve((this as unknown as { processID: number }).processID);
+      }
+      return (query as (...a: unknown[]) => unknown).apply(this, args);
+    } as typeof query;
+  });
+  const report = a.reportOutput(job.job_id, { launcher_id: l.id, offset: 0, data: 'hello' });
+  // that process ends (as all do when the database restarts), and the batch's query with it
+  const { rows } = await db.query<{ gone: boolean }>('SELECT pg_terminate_backend($1, 60000) AS gone', [await batchBackend]);
+  assert.equal(rows[0]!.gone, true);
+  await db.query('COMMIT');
+  await report;
+  const out = await a.getOutput(job.job_id, { offset: 0 });
+  assert.deepEqual([out.output, out.total_bytes], ['hello', 5]);
+});
+
 // A page of roots reads about a page of rows, however many children there are. Through
 // sessions_by_parent or the primary key alone, the planner sorted every root or walked every
 // session newer than the page: 250 ms a page behind a million children (100,000 roots). What the

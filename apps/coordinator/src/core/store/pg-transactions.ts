@@ -14,6 +14,18 @@ import type { Commit, Tx } from './store.js';
 /** Runs of one transaction after deadlocks and serialisation failures before giving up. */
 const MAX_ATTEMPTS = 20;
 
+/**
+ * Whether a failed run of a transaction (attempt `attempt`) is run again from the start, on a
+ * fresh connection: after a deadlock or serialisation failure; after a unique key taken by a
+ * concurrent transaction (twice); and after its connection broke (twice: a pooled connection
+ * may be dead without the pool knowing yet, just after the database restarted). Never once its
+ * COMMIT was sent: its outcome is then unknown.
+ */
+function runsAgain(err: unknown, attempt: number, commitSent: boolean, broken: boolean): boolean {
+  if (commitSent || attempt >= MAX_ATTEMPTS) return false;
+  return isRetryable(err) || (isUniqueViolation(err) && attempt < 3) || (broken && attempt < 3);
+}
+
 /** A commit log entry before it has its id. */
 interface LogDraft {
   drafts: EventDraft[];
@@ -81,8 +93,7 @@ export class PgTransactions {
         else await client.query('ROLLBACK').catch(() => (broken = true));
         // a COMMIT whose outcome is unknown: if it went through, the log has it
         if (commitSent) this.#o.feed.announce();
-        const again =
-          !commitSent && attempt < MAX_ATTEMPTS && (isRetryable(err) || (isUniqueViolation(err) && attempt < 3) || (broken && attempt < 3));
+        const again = runsAgain(err, attempt, commitSent, broken);
         release(broken);
         if (!again && tx) this.#rolledBack(tx);
         if (again) {
@@ -107,21 +118,34 @@ export class PgTransactions {
     }
   }
 
-  /** A short transaction of the store's own (output appends). */
+  /**
+   * A short transaction of the store's own (output appends): run again as `run` runs its
+   * transactions (runsAgain), so a batch that meets a dead pooled connection is stored, not
+   * answered 503, and `fn` must be safe to run again from the start.
+   */
   async own<T>(fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-    const client = await this.#connect();
-    let broken = false;
-    try {
-      await client.query('BEGIN');
-      const result = await fn(client);
-      await client.query('COMMIT');
-      return result;
-    } catch (err) {
-      if (isConnectionError(err)) broken = true;
-      else await client.query('ROLLBACK').catch(() => (broken = true));
-      throw isConnectionError(err) ? unavailable(err) : err;
-    } finally {
-      client.release(broken || undefined);
+    for (let attempt = 1; ; attempt++) {
+      const client = await this.#connect();
+      let broken = false;
+      let commitSent = false;
+      try {
+        await client.query('BEGIN');
+        const result = await fn(client);
+        commitSent = true;
+        await client.query('COMMIT');
+        client.release();
+        return result;
+      } catch (err) {
+        if (isConnectionError(err)) broken = true;
+        else await client.query('ROLLBACK').catch(() => (broken = true));
+        client.release(broken || undefined);
+        if (runsAgain(err, attempt, commitSent, broken)) {
+          this.#o.log.debug({ err, attempt }, 'transaction failed; running it again');
+          if (isRetryable(err)) await sleep(Math.random() * 5 * attempt);
+          continue;
+        }
+        throw isConnectionError(err) ? unavailable(err) : err;
+      }
     }
   }
 
