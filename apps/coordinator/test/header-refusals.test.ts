@@ -105,6 +105,10 @@ test('an Expect other than 100-continue is refused 417 expectation_failed in the
   );
   assertStandard(post, 417, 'expectation_failed', 'expect');
   assert.equal((await client.listJobs({})).jobs.length, 0);
+  // as Node checks it: Expect is HTTP/1.1's; an HTTP/1.0 request's is ignored and the request served
+  const old = await exchange(c.port, 'GET /jobs/job_000000000000 HTTP/1.0\r\nExpect: foo\r\n\r\n');
+  assert.equal(old.status, 404);
+  assert.equal(old.body.error.code, 'job_not_found');
 });
 
 test('Expect: 100-continue gets 100 Continue, then the answer to the body sent after it', async (t) => {
