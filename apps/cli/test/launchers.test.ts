@@ -8,9 +8,11 @@ import {
   type DeleteLauncherResponse,
   type Health,
   type Launcher,
+  type LauncherList,
+  type ListLaunchersQuery,
 } from '@agentq/protocol';
 import { renderLaunchers } from '../src/index.js';
-import { cli, coordinator, deadUrl, envelope } from './helpers.js';
+import { cli, coordinator, deadUrl, envelope, recordCalls } from './helpers.js';
 
 describe('agentq launchers', () => {
   it('shows labels (beyond host and executor) and project roots', () => {
@@ -63,6 +65,30 @@ describe('agentq launchers', () => {
     const text = await cli(c.url, ['launchers', 'rm', 'lnch_0123456789ab']);
     assert.equal(text.code, 5);
     assert.match(text.stderr, /^agentq: launcher lnch_0123456789ab not found \(launcher_not_found\)$/m);
+  });
+
+  // GET /launchers is paged (500 a page here): the table is the whole registry, read a page at a time
+  it('lists every launcher, in registration order, reading the list a page at a time', async (t) => {
+    const c = await coordinator(t);
+    const ids: string[] = [];
+    for (let i = 0; i < 501; i++) ids.push((await c.client.register({ hostname: `host-${i}` })).launcher_id);
+    const queries = recordCalls(c.core, 'listLaunchers') as ListLaunchersQuery[];
+    const r = await cli(c.url, ['launchers', '--json']);
+    assert.equal(r.code, 0, r.stderr);
+    const data = envelope<{ ok: true; data: LauncherList }>(r, CliEnvelope(CliCommandData.launchers)).data;
+    assert.equal(data.next_cursor, null);
+    const listed = data.launchers.map((l) => l.launcher_id);
+    assert.equal(new Set(listed).size, 501, 'none twice');
+    assert.deepEqual([...listed].sort(), [...ids].sort(), 'none left out');
+    assert.deepEqual(data.launchers.map((l) => l.registered_at), data.launchers.map((l) => l.registered_at).sort(), 'registration order');
+    assert.deepEqual(
+      queries.map((q) => [q.limit, q.cursor !== undefined]),
+      [
+        [500, false],
+        [500, true],
+      ],
+      'two pages of at most 500, the second from the first one\'s cursor',
+    );
   });
 
   it('a misspelt subcommand is an excess argument, listing stays as it was', async (t) => {

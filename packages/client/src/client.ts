@@ -15,8 +15,10 @@ import type {
   Job,
   JobList,
   JobOutput,
+  Launcher,
   LauncherList,
   ListJobsQuery,
+  ListLaunchersQuery,
   ListSessionsQuery,
   Ok,
   OutputQuery,
@@ -132,6 +134,9 @@ export interface StopOptions extends CallOptions {
 const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
 
 type Query = Record<string, string | number | boolean | undefined | null>;
+
+/** Launchers per page of listAllLaunchers: 500 typical launchers are about 400 KB of JSON. */
+const LAUNCHERS_PAGE = 500;
 
 /** An event stream silent this many keepalive intervals is dead, though not closed. */
 const KEEPALIVES_MISSED = 3;
@@ -395,8 +400,31 @@ export class AgentqClient {
     const { holdSeconds = 30, ...o } = options;
     return this.#json('POST', '/launcher/sync', { body, headersTimeoutMs: holdSeconds * 1000 + LONG_POLL_SLACK_MS, ...o });
   }
-  listLaunchers(o?: CallOptions): Promise<LauncherList> {
-    return this.#json('GET', '/launchers', o);
+  /**
+   * One page of launchers, in registration order: up to `query.limit`, after `query.cursor` (the
+   * previous page's `next_cursor`). Without `limit` every launcher in one answer, as before the
+   * list was paged: up to MAX_LAUNCHERS of them (listAllLaunchers keeps each answer small).
+   */
+  listLaunchers(query: ListLaunchersQuery = {}, o?: CallOptions): Promise<LauncherList> {
+    return this.#json('GET', '/launchers', { query: query as Query, ...o });
+  }
+  /**
+   * Every launcher, in registration order, read `pageSize` (default 500) at a time following
+   * `next_cursor`. A coordinator older than paging ignores `limit` and answers them all at once,
+   * without `next_cursor`: that one answer is the whole list.
+   */
+  async listAllLaunchers(options: CallOptions & { pageSize?: number } = {}): Promise<Launcher[]> {
+    const { pageSize = LAUNCHERS_PAGE, ...o } = options;
+    const out: Launcher[] = [];
+    let cursor: string | undefined;
+    for (;;) {
+      const page = await this.listLaunchers({ limit: pageSize, ...(cursor !== undefined ? { cursor } : {}) }, o);
+      out.push(...page.launchers);
+      if (page.next_cursor === null || page.next_cursor === undefined) return out;
+      // a cursor that does not move would read the same page for ever
+      if (page.next_cursor === cursor) throw new Error(`GET /launchers answered its own cursor ${JSON.stringify(cursor)} as the next one`);
+      cursor = page.next_cursor;
+    }
   }
   deleteLauncher(launcherId: string, options: CallOptions & { self?: boolean } = {}): Promise<DeleteLauncherResponse> {
     const { self, ...o } = options;

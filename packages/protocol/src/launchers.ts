@@ -234,7 +234,29 @@ export const Launcher = Type.Object({
 });
 export type Launcher = Static<typeof Launcher>;
 
-export const LauncherList = Type.Object({ launchers: Type.Array(Launcher) });
+/** The largest page of `GET /launchers` a client may ask for (`limit`). */
+export const MAX_LAUNCHERS_PAGE = 1000;
+
+/*
+ * `GET /launchers` pages in registration order (oldest first, launchers registered at the same
+ * instant by id), as the list always came. Without `limit` the answer is every launcher (from
+ * `cursor` on), as before paging: a script or dashboard that predates it is never cut short
+ * (`next_cursor` is null then). Unknown parameters are ignored, as they were before the route
+ * took any, so that a request that worked then still does.
+ */
+export const ListLaunchersQuery = Type.Object({
+  limit: Type.Optional(
+    Type.Integer({ minimum: 1, maximum: MAX_LAUNCHERS_PAGE, description: 'launchers per page; without it, every launcher (from cursor on)' }),
+  ),
+  cursor: Type.Optional(Type.String({ maxLength: 200, description: 'next_cursor of the previous page' })),
+});
+export type ListLaunchersQuery = Static<typeof ListLaunchersQuery>;
+
+export const LauncherList = Type.Object({
+  launchers: Type.Array(Launcher),
+  /** pass as `cursor` for the next page; null on the last. Absent from coordinators older than paging (their list is whole). */
+  next_cursor: Type.Optional(Nullable(Type.String())),
+});
 export type LauncherList = Static<typeof LauncherList>;
 
 export const LauncherIdParams = Type.Object({ launcher_id: IdParam });

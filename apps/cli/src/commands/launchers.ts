@@ -14,7 +14,9 @@ export function registerLaunchers(program: Command, act: Act): void {
     .summary('registered launchers: status, labels, project roots, jobs held')
     .action(
       act(async (ctx) => {
-        const data = await ctx.client.listLaunchers({ signal: ctx.signal });
+        // every page: the table lists the whole registry, read a page at a time
+        const launchers = await ctx.client.listAllLaunchers({ signal: ctx.signal });
+        const data: LauncherList = { launchers, next_cursor: null };
         return { data, exitCode: 0, text: () => renderLaunchers(data) };
       }),
     );

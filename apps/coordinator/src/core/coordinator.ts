@@ -8,6 +8,7 @@ import {
   type JobList,
   type JobOutput,
   type LauncherList,
+  type ListLaunchersQuery,
   type LifecycleEvent,
   type ListSessionsQuery,
   type OutputQuery,
@@ -375,8 +376,9 @@ export class Coordinator {
     };
   }
 
-  async listLaunchers(): Promise<LauncherList> {
-    return reads.listLaunchers(this.#ctx);
+  /** Launchers in registration order; a page with `q.limit` (reads.listLaunchers). */
+  async listLaunchers(q: ListLaunchersQuery = {}): Promise<LauncherList> {
+    return reads.listLaunchers(this.#ctx, q);
   }
 
   async deleteLauncher(launcherId: string, self: boolean): Promise<{ outcome: 'deregistering' | 'removed' }> {

@@ -4,6 +4,7 @@ import {
   type JobList,
   type JobOutput,
   type LauncherList,
+  type ListLaunchersQuery,
   type ListSessionsQuery,
   type OutputQuery,
   type Session,
@@ -14,13 +15,14 @@ import type { CoreContext } from './context.js';
 import { CoordinatorError, jobNotFound, validation } from './errors.js';
 import type { JobWatchers } from './job-watchers.js';
 import { pendingReasons, wireJob } from './pending-reasons.js';
-import type { ListJobsFilter } from './store/store.js';
+import type { LauncherKey, ListJobsFilter } from './store/store.js';
 import { waitForOutput } from './waits.js';
 import { toWireJob, toWireLauncher, toWireSession } from './wire.js';
 
 /*
- * What the read endpoints answer: a job, a session, a job's output, and pages of jobs, sessions
- * and launchers (newest first, a page's `next_cursor` being the seq of its last row).
+ * What the read endpoints answer: a job, a session, a job's output, pages of jobs and sessions
+ * (newest first, a page's `next_cursor` being the seq of its last row), and pages of launchers
+ * (registration order, a page's `next_cursor` naming its last launcher's place in it).
  */
 
 export async function getJob(ctx: CoreContext, jobId: string): Promise<Job> {
@@ -143,11 +145,36 @@ export async function getSession(ctx: CoreContext, name: string): Promise<Sessio
   return toWireSession(s, await ctx.store.sessionExtras(s));
 }
 
-export async function listLaunchers(ctx: CoreContext): Promise<LauncherList> {
+/**
+ * Launchers in registration order, a page after `q.cursor`; without `q.limit` every launcher from
+ * there on (as the list was before it was paged: a client that does not know `next_cursor` is
+ * never cut short). The cursor names the previous page's last launcher by its place in that
+ * order (`<registered_at ms>.<launcher_id>`), so that a page goes on from there even if that
+ * launcher has gone meanwhile: none is skipped or listed twice.
+ */
+export async function listLaunchers(ctx: CoreContext, q: ListLaunchersQuery = {}): Promise<LauncherList> {
   const { store, clock } = ctx;
+  const after = parseLauncherCursor(q.cursor);
+  const rows = await store.listLaunchers({
+    ...(after !== undefined ? { after } : {}),
+    ...(q.limit !== undefined ? { limit: q.limit + 1 } : {}),
+  });
+  const more = q.limit !== undefined && rows.length > q.limit;
+  if (more) rows.length = q.limit!;
   const now = clock.now();
-  const rows = await store.listLaunchers();
+  const last = rows.at(-1);
   return {
     launchers: await Promise.all(rows.map(async (l) => toWireLauncher(l, await store.activeJobIdsOfLauncher(l.id), now))),
+    next_cursor: more && last ? `${last.registeredAt}.${last.id}` : null,
   };
+}
+
+/** `GET /launchers`' cursor (a page's `next_cursor`: `<registered_at ms>.<launcher_id>`), refused as `parseCursor` refuses. */
+export function parseLauncherCursor(cursor: string | undefined): LauncherKey | undefined {
+  if (cursor === undefined) return undefined;
+  if (cursor === '') throw validation('cursor', 'is empty: leave it out for the first page', 'querystring');
+  const m = /^(\d{1,16})\.([A-Za-z0-9_-]{1,180})$/.exec(cursor);
+  const registeredAt = m ? Number(m[1]) : NaN;
+  if (!m || !Number.isSafeInteger(registeredAt)) throw validation('cursor', 'is not a cursor this server gave out', 'querystring');
+  return { registeredAt, id: m[2]! };
 }

@@ -5,6 +5,7 @@ import {
   Health,
   LauncherIdParams,
   LauncherList,
+  ListLaunchersQuery,
   Ready,
 } from '@agentq/protocol';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
@@ -18,8 +19,16 @@ export const launchersRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator; sta
 ) => {
   app.get(
     '/launchers',
-    { schema: { operationId: 'listLaunchers', tags: ['launchers'], summary: 'List launchers', response: { 200: LauncherList } } },
-    async () => await core.listLaunchers(),
+    {
+      schema: {
+        operationId: 'listLaunchers',
+        tags: ['launchers'],
+        summary: 'List launchers, in registration order',
+        querystring: ListLaunchersQuery,
+        response: { 200: LauncherList, 400: ErrorBody },
+      },
+    },
+    async (req) => await core.listLaunchers(req.query),
   );
 
   app.delete(

@@ -12,18 +12,20 @@ import { jobEvent, sessionEvent, type EventExtras } from './lazy-events.js';
 import { MemoryState, type StateLoader } from './memory-state.js';
 import { MemoryTx } from './memory-tx.js';
 import { Mutex } from './mutex.js';
-import type {
-  Commit,
-  JobBrief,
-  ListJobsFilter,
-  ListPage,
-  ListSessionsFilter,
-  OutputInfo,
-  OutputSlice,
-  ReadyBucket,
-  Store,
-  StoreCounts,
-  Tx,
+import {
+  compareLaunchers,
+  type Commit,
+  type JobBrief,
+  type LaunchersPage,
+  type ListJobsFilter,
+  type ListPage,
+  type ListSessionsFilter,
+  type OutputInfo,
+  type OutputSlice,
+  type ReadyBucket,
+  type Store,
+  type StoreCounts,
+  type Tx,
 } from './store.js';
 
 export interface MemoryStoreOptions {
@@ -190,8 +192,15 @@ export class MemoryStore implements Store {
   async getLauncher(id: string): Promise<LauncherRow | undefined> {
     return this.state.launchers.get(id);
   }
-  async listLaunchers(): Promise<LauncherRow[]> {
-    return [...this.state.launchers.values()];
+  async listLaunchers(page?: LaunchersPage): Promise<LauncherRow[]> {
+    const rows = [...this.state.launchers.values()];
+    if (page === undefined) return rows;
+    // the map is in insertion order, which a file read back (SQLite) need not keep: sorted here
+    // (at most MAX_LAUNCHERS rows, a few milliseconds; a page leaves out those before it first)
+    const { after, limit } = page;
+    const list = (after === undefined ? rows : rows.filter((l) => compareLaunchers(l, after) > 0)).sort(compareLaunchers);
+    if (limit !== undefined && list.length > limit) list.length = limit;
+    return list;
   }
   async activeJobIdsOfLauncher(id: string): Promise<string[]> {
     return [...(this.state.launcherActive.get(id) ?? [])];

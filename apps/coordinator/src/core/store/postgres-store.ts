@@ -19,6 +19,7 @@ import { decode, JOBS, LAUNCHERS, SESSIONS, type Table } from './sql-rows.js';
 import type {
   Commit,
   JobBrief,
+  LaunchersPage,
   ListJobsFilter,
   ListPage,
   ListSessionsFilter,
@@ -265,8 +266,17 @@ export class PostgresStore implements Store {
     const [raw] = await this.#rows('SELECT * FROM launchers WHERE id = $1', [id]);
     return raw ? decode(LAUNCHERS, raw) : undefined;
   }
-  async listLaunchers(): Promise<LauncherRow[]> {
-    return (await this.#rows('SELECT * FROM launchers ORDER BY registered_at, id')).map((r) => decode(LAUNCHERS, r));
+  async listLaunchers(page?: LaunchersPage): Promise<LauncherRow[]> {
+    const where: string[] = [];
+    const args: unknown[] = [];
+    const arg = (v: unknown) => `$${args.push(v)}`;
+    // ids compared as plain bytes (COLLATE "C"), as the other stores compare them, whatever the
+    // database's collation: a page's cursor must follow the order the pages are read in
+    if (page?.after !== undefined) where.push(`(registered_at, id COLLATE "C") > (${arg(page.after.registeredAt)}, ${arg(page.after.id)} COLLATE "C")`);
+    const sql =
+      `SELECT * FROM launchers${where.length > 0 ? ` WHERE ${where.join(' AND ')}` : ''} ORDER BY registered_at, id COLLATE "C"` +
+      (page?.limit !== undefined ? ` LIMIT ${arg(page.limit)}` : '');
+    return (await this.#rows(sql, args)).map((r) => decode(LAUNCHERS, r));
   }
 
   /**

@@ -135,6 +135,23 @@ export interface ListJobsFilter {
   maxBytes?: number;
 }
 
+/** A page of `listLaunchers`: keyset paging on the registration order, so that no launcher is skipped or listed twice. */
+export interface LaunchersPage {
+  /** the previous page's last launcher: the page starts after it */
+  after?: LauncherKey;
+  limit?: number;
+}
+export interface LauncherKey {
+  registeredAt: number;
+  id: string;
+}
+
+/** The registration order of launchers (listLaunchers): negative when `a` comes before `b`. */
+export function compareLaunchers(a: LauncherKey, b: LauncherKey): number {
+  if (a.registeredAt !== b.registeredAt) return a.registeredAt - b.registeredAt;
+  return a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
+}
+
 export interface ListSessionsFilter {
   parent?: string;
   /** only sessions without a parent */
@@ -220,7 +237,13 @@ export interface Store {
   /** Every child session of a session, oldest first: for walking a tree, never for a wire view. */
   childNames(name: string): Promise<string[]>;
   getLauncher(id: string): Promise<LauncherRow | undefined>;
-  listLaunchers(): Promise<LauncherRow[]>;
+  /**
+   * Every launcher, in no particular order (health, sweeps); with `page` (`GET /launchers`), in
+   * registration order (`registeredAt`, then `id` as plain code points: launchers registered at
+   * the same instant), those after `page.after` (the last of the previous page), at most
+   * `page.limit`.
+   */
+  listLaunchers(page?: LaunchersPage): Promise<LauncherRow[]>;
   /**
    * The launchers whose status is `online` (what `pending_reason` and the schedule timeout judge
    * by), when the store can answer it without reading every launcher (PostgreSQL: a copy kept
