@@ -1,4 +1,4 @@
-import type { JobList, Launcher, LauncherList } from '@agentq/protocol';
+import type { JobList, Launcher } from '@agentq/protocol';
 import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
 import { describeError } from '../lib/api.js';
 import { useEventBatches, useNow, useResync, useServices } from '../lib/context.js';
@@ -13,6 +13,7 @@ import {
   type JobFilter,
   type JobPage,
 } from '../lib/jobs.js';
+import { readAllLaunchers } from '../lib/launchers.js';
 import { link, navigate } from '../lib/router.js';
 import { CallbackMark, Empty, ErrorNote, JobLink, StatusBadge } from './common.js';
 
@@ -72,7 +73,7 @@ export function JobsView({ query }: { query: URLSearchParams }) {
 
   useEffect(() => {
     const ac = new AbortController();
-    api.get<LauncherList>('/launchers', undefined, ac.signal).then((l) => setLaunchers(l.launchers), () => {});
+    readAllLaunchers(api, ac.signal).then(setLaunchers, () => {});
     return () => ac.abort();
   }, [api]);
 

@@ -1,9 +1,10 @@
-import type { Launcher, LauncherList } from '@agentq/protocol';
+import type { Launcher } from '@agentq/protocol';
 import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
 import { describeError } from '../lib/api.js';
 import { useEventBatches, useNow, useResync, useServices } from '../lib/context.js';
 import { ago, span } from '../lib/format.js';
 import { isTerminal } from '../lib/jobs.js';
+import { readAllLaunchers } from '../lib/launchers.js';
 import { link } from '../lib/router.js';
 import { Empty, ErrorNote, JobLink, Labels, StatusBadge } from './common.js';
 
@@ -32,7 +33,7 @@ export function LaunchersView() {
     inFlight.current?.abort();
     const ac = (inFlight.current = new AbortController());
     try {
-      const { launchers } = await api.get<LauncherList>('/launchers', undefined, ac.signal);
+      const launchers = await readAllLaunchers(api, ac.signal);
       const at = Date.now();
       setRows(launchers.map((l) => ({ ...l, read_at: at })));
       setError(null);
