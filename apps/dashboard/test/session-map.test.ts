@@ -63,3 +63,23 @@ test('a parent that no longer names an evicted child does not count it either (n
   const cut = map.all.get('lead')!;
   assert.deepEqual([cut.children, cut.children_count, cut.children_truncated], [['other'], 4, true]);
 });
+
+// a session object names only its newest MAX_SESSION_LIST_ITEMS children: the node draws the others too
+test('the children of a session are every child the page has, named by the parent or not, oldest first', () => {
+  const map = new SessionMap();
+  const parent = session('lead', 1, { children: ['c2', 'c3'], children_count: 4, children_truncated: true });
+  map.upsert(parent);
+  const child = (name: string, created: number, updated = created) => session(name, updated, { parent_session_name: 'lead', created_at: at(created) });
+  for (const [name, created] of [['c3', 3], ['c0', 0], ['c2', 3], ['c1', 1]] as const) map.upsert(child(name, created));
+  map.upsert(session('other', 1));
+  const names = () => map.childrenOf(map.all.get('lead')!).map((s) => s.session_name);
+  // c2 and c3 were created at the same instant: in the order the parent names them
+  assert.deepEqual(names(), ['c0', 'c1', 'c2', 'c3']);
+  map.upsert(child('c1', 1, 5)); // a newer version: still once
+  assert.deepEqual(names(), ['c0', 'c1', 'c2', 'c3']);
+  map.evict(child('c0', 0, 6));
+  assert.deepEqual(names(), ['c1', 'c2', 'c3']);
+  map.clear();
+  map.upsert(parent);
+  assert.deepEqual(names(), [], 'read again from nothing');
+});

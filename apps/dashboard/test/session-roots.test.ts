@@ -88,3 +88,42 @@ test('a session focused from a job page (#/sessions?focus=) is drawn in its tree
   await page.locator('ul.tree > li.node[data-session="old-boss"] > ul.children > li.node.focus[data-session="old-kid"]').waitFor();
   assert.equal((await roots(page))[0], 'old-boss', 'the focused tree comes first');
 });
+
+// A session object names its newest MAX_SESSION_LIST_ITEMS children (1,000; 3 here) and counts
+// the rest. The node drew only the children its parent named: the older ones a page of all
+// sessions brought, and every page "load more" read, were loaded and never drawn.
+test('a node draws every child the page read, not only those its parent names; "load more" reads and draws the rest', { skip }, async (t) => {
+  const { page, client } = await openDashboard(t, browser(), { path: '#/sessions', config: { maxSessionListItems: 3 } });
+  await client.createJob({ type: 'start_session', session_name: 'boss', prompt: 'p' });
+  const total = PAGE_SIZE + 50;
+  const children: CreateJobRequest[] = Array.from({ length: total }, (_, i) => ({
+    type: 'start_session',
+    session_name: `child-${String(i).padStart(3, '0')}`,
+    prompt: 'p',
+    parent_session_name: 'boss',
+  }));
+  await client.createJobs(children);
+  const boss = await client.getSession('boss');
+  assert.deepEqual([boss.children.length, boss.children_count], [3, total], 'the parent names 3 of its children');
+  await page.reload();
+  await live(page);
+
+  const list = page.locator('[data-session="boss"] > ul.children');
+  const drawn = () => list.locator(':scope > li.node').evaluateAll((nodes) => nodes.map((n) => n.getAttribute('data-session')!));
+  // the first page of all sessions holds the newest 200 children: all of them are the tree's
+  const load = list.getByRole('button', { name: 'load 50 more child sessions' });
+  await load.waitFor();
+  assert.match(await list.innerText(), /… 100 more children/);
+  assert.equal((await drawn()).length, 100);
+  await load.click();
+  await load.waitFor({ state: 'detached' });
+  await list.locator(':scope > [data-session="child-000"]').waitFor();
+  // drawn 100 at a time: 100, 200, then the last 50
+  await list.getByRole('button', { name: 'show 100 more', exact: true }).click();
+  await list.getByRole('button', { name: 'show 50 more', exact: true }).click();
+  const all = await drawn();
+  assert.equal(all.length, total);
+  assert.deepEqual(all, children.map((c) => c.session_name), 'every child once, oldest first');
+  assert.equal(await list.getByRole('button', { name: /^show \d+ more$/ }).count(), 0);
+  assert.deepEqual(await roots(page), ['boss']);
+});

@@ -21,6 +21,12 @@ export class SessionMap {
   readonly all = new Map<string, Session>();
   /** name -> `updated_at` of the version retention deleted */
   readonly #gone = new Map<string, string>();
+  /**
+   * parent name -> the names of its children the page has. A session object names only its
+   * newest MAX_SESSION_LIST_ITEMS children: the others the page reads (a page of all sessions, a
+   * node's "load more") are found here, not through their parent.
+   */
+  readonly #children = new Map<string, Set<string>>();
 
   /** Take a version of a session; false when the page has a newer one, or saw it deleted. */
   upsert(s: Session): boolean {
@@ -32,7 +38,32 @@ export class SessionMap {
     const known = this.all.get(s.session_name);
     if (known !== undefined && known.updated_at > s.updated_at) return false;
     this.all.set(s.session_name, this.#withoutGone(s));
+    // a session never changes parent
+    if (known === undefined && s.parent_session_name !== null) {
+      let names = this.#children.get(s.parent_session_name);
+      if (names === undefined) this.#children.set(s.parent_session_name, (names = new Set()));
+      names.add(s.session_name);
+    }
     return true;
+  }
+
+  /**
+   * The children of `parent` the page has, oldest first: every one, whether or not the parent's
+   * version names it (it names the newest MAX_SESSION_LIST_ITEMS only). Children created at the
+   * same instant (a batch) keep the order the parent names them in.
+   */
+  childrenOf(parent: Session): Session[] {
+    const names = this.#children.get(parent.session_name);
+    if (names === undefined) return [];
+    const named = new Map(parent.children.map((name, i) => [name, i]));
+    const rank = (s: Session) => named.get(s.session_name) ?? -1;
+    return [...names]
+      .map((name) => this.all.get(name)!)
+      .sort((a, b) =>
+        a.created_at !== b.created_at
+          ? a.created_at < b.created_at ? -1 : 1
+          : rank(a) - rank(b) || (a.session_name < b.session_name ? -1 : a.session_name > b.session_name ? 1 : 0),
+      );
   }
 
   /** A session deleted by retention (its last version): it leaves, and its parent's children. */
@@ -42,6 +73,7 @@ export class SessionMap {
     this.#gone.set(name, s.updated_at);
     if (this.#gone.size > MAX_GONE) this.#gone.delete(this.#gone.keys().next().value!);
     let changed = this.all.delete(name);
+    if (s.parent_session_name !== null) this.#children.get(s.parent_session_name)?.delete(name);
     const parent = s.parent_session_name === null ? undefined : this.all.get(s.parent_session_name);
     if (parent !== undefined && parent.children.includes(name)) {
       this.all.set(parent.session_name, this.#withoutGone(parent));
@@ -53,6 +85,7 @@ export class SessionMap {
   /** Forget the sessions (the page reads them again), not the deletions it saw. */
   clear(): void {
     this.all.clear();
+    this.#children.clear();
   }
 
   #withoutGone(s: Session): Session {

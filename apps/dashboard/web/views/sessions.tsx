@@ -213,7 +213,7 @@ export function SessionsView({ query }: { query: URLSearchParams }) {
       )}
       <ul class="tree" data-testid="session-tree">
         {roots.slice(0, shown).map((s) => (
-          <SessionNode key={s.session_name} session={s} all={sessions.all} focus={focus} onLoadChildren={loadChildren} version={version} />
+          <SessionNode key={s.session_name} session={s} sessions={sessions} focus={focus} onLoadChildren={loadChildren} version={version} />
         ))}
       </ul>
       <nav class="pager">
@@ -234,27 +234,28 @@ export function SessionsView({ query }: { query: URLSearchParams }) {
 
 interface NodeProps {
   session: Session;
-  all: Map<string, Session>;
+  sessions: SessionMap;
   focus: string | null;
   onLoadChildren: (parent: string) => Promise<void>;
   /** the map's change counter: a node re-renders when any session changed */
   version: number;
 }
 
-function SessionNode({ session: s, all, focus, onLoadChildren, version }: NodeProps) {
+function SessionNode({ session: s, sessions, focus, onLoadChildren, version }: NodeProps) {
   const [open, setOpen] = useState(true);
   const [showJobs, setShowJobs] = useState(focus === s.session_name);
+  // children drawn: CHILDREN_SHOWN more per "show more"
+  const [shown, setShown] = useState(CHILDREN_SHOWN);
   const now = useNow(10_000);
-  const children = s.children.flatMap((name) => {
-    const c = all.get(name);
-    return c ? [c] : [];
-  });
-  const missing = s.children.length - children.length;
-  // `children` holds the newest MAX_SESSION_LIST_ITEMS; the older ones are counted, not named
-  // (a coordinator from before the count sends none: its list is whole)
-  const older = (s.children_count ?? s.children.length) - s.children.length;
+  // every child the page has read, not only those `s.children` names: it names the newest
+  // MAX_SESSION_LIST_ITEMS, and the older ones a page of all sessions or "load more" brings
+  // would be read and never drawn
+  const children = useMemo(() => sessions.childrenOf(s), [sessions, s, version]);
+  // the children counted but not read yet (a coordinator from before the count sends none: its
+  // list is whole); "load more" reads every page of them
+  const notLoaded = Math.max(0, (s.children_count ?? s.children.length) - children.length);
   const pending = pendingNote(s);
-  const hasTree = s.children.length > 0;
+  const hasTree = children.length > 0 || notLoaded > 0;
   return (
     <li class={`node${focus === s.session_name ? ' focus' : ''}`} data-session={s.session_name}>
       <div class="node-row">
@@ -320,19 +321,22 @@ function SessionNode({ session: s, all, focus, onLoadChildren, version }: NodePr
       {showJobs && <SessionJobs name={s.session_name} />}
       {open && hasTree && (
         <ul class="children">
-          {children.slice(0, CHILDREN_SHOWN).map((c) => (
-            <SessionNode key={c.session_name} session={c} all={all} focus={focus} onLoadChildren={onLoadChildren} version={version} />
+          {children.slice(0, shown).map((c) => (
+            <SessionNode key={c.session_name} session={c} sessions={sessions} focus={focus} onLoadChildren={onLoadChildren} version={version} />
           ))}
-          {children.length > CHILDREN_SHOWN && <li class="muted small">… {children.length - CHILDREN_SHOWN} more children</li>}
-          {older > 0 && (
-            <li class="muted small" data-testid="older-children">
-              … {older} older child session{older > 1 ? 's' : ''} not shown (the newest {s.children.length} are)
+          {children.length > shown && (
+            <li class="muted small" data-testid="more-children">
+              … {children.length - shown} more children{' '}
+              <button type="button" class="link" onClick={() => setShown((n) => n + CHILDREN_SHOWN)}>
+                show {Math.min(CHILDREN_SHOWN, children.length - shown)} more
+              </button>
             </li>
           )}
-          {missing > 0 && (
-            <li>
+          {notLoaded > 0 && (
+            <li class="muted small" data-testid="unloaded-children">
+              … {notLoaded} child session{notLoaded > 1 ? 's' : ''} not loaded{' '}
               <button type="button" class="link" onClick={() => void onLoadChildren(s.session_name)}>
-                load {missing} more child session{missing > 1 ? 's' : ''}
+                load {notLoaded} more child session{notLoaded > 1 ? 's' : ''}
               </button>
             </li>
           )}
