@@ -874,3 +874,28 @@ test('GET /sessions?root=true reads the roots from an index of their own, not th
     assert.match(plan, /"Index Name":"sessions_roots"/, `a page of roots reads them by sessions_roots; plan: ${plan}`);
   }
 });
+
+test("GET /launchers reads the jobs a page's launchers hold in one query, not one per launcher", async (t) => {
+  const set = await coordinators(t, 1);
+  if (!set) return;
+  const [client] = set.clients as [AgentqClient];
+  const launchers = [];
+  for (let i = 0; i < 30; i++) launchers.push(await fakeLauncher(client, `host-${i}`));
+  // two of them hold a job each (claimed, then running)
+  const held = new Map<string, string[]>();
+  for (const l of [launchers[3]!, launchers[17]!]) {
+    const job = await start(client, `held-by-${l.id}`);
+    assert.equal((await l.take()).job_id, job.job_id);
+    held.set(l.id, [job.job_id]);
+  }
+  await launchers[17]!.started(held.get(launchers[17]!.id)![0]!);
+  const reads = statements(t, (text) => /\bFROM jobs\b/.test(text) && text.includes('launcher_id'));
+  const page = await client.listLaunchers({ limit: 1000 });
+  const whole = await client.listLaunchers();
+  reads.stop();
+  assert.equal(reads.length, 2, 'one query for each answer');
+  for (const list of [page, whole]) {
+    assert.equal(list.launchers.length, 30);
+    for (const l of list.launchers) assert.deepEqual(l.active_jobs, held.get(l.launcher_id) ?? [], l.launcher_id);
+  }
+});

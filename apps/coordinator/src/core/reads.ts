@@ -161,10 +161,11 @@ export async function listLaunchers(ctx: CoreContext, q: ListLaunchersQuery = {}
   });
   const more = q.limit !== undefined && rows.length > q.limit;
   if (more) rows.length = q.limit!;
+  const held = await store.activeJobIdsOfLaunchers(rows.map((l) => l.id));
   const now = clock.now();
   const last = rows.at(-1);
   return {
-    launchers: await Promise.all(rows.map(async (l) => toWireLauncher(l, await store.activeJobIdsOfLauncher(l.id), now))),
+    launchers: rows.map((l) => toWireLauncher(l, held.get(l.id) ?? [], now)),
     next_cursor: more && last ? `${last.registeredAt}.${last.id}` : null,
   };
 }

@@ -202,8 +202,8 @@ export class MemoryStore implements Store {
     if (limit !== undefined && list.length > limit) list.length = limit;
     return list;
   }
-  async activeJobIdsOfLauncher(id: string): Promise<string[]> {
-    return [...(this.state.launcherActive.get(id) ?? [])];
+  async activeJobIdsOfLaunchers(ids: readonly string[]): Promise<Map<string, string[]>> {
+    return new Map(ids.map((id) => [id, [...(this.state.launcherActive.get(id) ?? [])]]));
   }
   async activeJobIds(): Promise<string[]> {
     return [...this.state.active];

@@ -11,7 +11,7 @@ import { redactDatabaseUrl } from './database-url.js';
 import { PgControl } from './pg-control.js';
 import { CommitFeed, type LogRow } from './pg-feed.js';
 import { PgOutput } from './pg-output.js';
-import { ACTIVE, childNamesOf, extrasOf, logEvents, promptsOf, rowsOf } from './pg-queries.js';
+import { ACTIVE, childNamesOf, extrasOf, heldBy, logEvents, promptsOf, rowsOf } from './pg-queries.js';
 import { migratePg } from './pg-schema.js';
 import { isConnectionError, JOB_TEXT_BYTES, pgTypes, unavailable } from './pg-sql.js';
 import { PgTransactions } from './pg-transactions.js';
@@ -293,8 +293,11 @@ export class PostgresStore implements Store {
     if (changes === this.#launcherChanges) this.#online = { at: now, rows };
     return rows;
   }
-  async activeJobIdsOfLauncher(id: string): Promise<string[]> {
-    return (await this.#rows<{ id: string }>(`SELECT id FROM jobs WHERE launcher_id = $1 AND status IN ${ACTIVE} ORDER BY seq`, [id])).map((r) => r.id);
+  async activeJobIdsOfLaunchers(ids: readonly string[]): Promise<Map<string, string[]>> {
+    // one query for a page (GET /launchers): one per launcher was 1,000 queries for limit=1000
+    return heldBy(this.#pool, ids).catch((err: unknown) => {
+      throw isConnectionError(err) ? unavailable(err) : err;
+    });
   }
   async activeJobIds(): Promise<string[]> {
     return (await this.#rows<{ id: string }>(`SELECT id FROM jobs WHERE status IN ${ACTIVE} ORDER BY seq`)).map((r) => r.id);

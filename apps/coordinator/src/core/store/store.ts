@@ -250,7 +250,11 @@ export interface Store {
    * until a commit changes a launcher's status). Without it, `listLaunchers` filtered.
    */
   onlineLaunchers?(): Promise<LauncherRow[]>;
-  activeJobIdsOfLauncher(id: string): Promise<string[]>;
+  /**
+   * The jobs each of `ids` holds (claimed, running, stopping), oldest first; a launcher that holds
+   * none may be missing. One read for a page of launchers (PostgreSQL: one query, not one each).
+   */
+  activeJobIdsOfLaunchers(ids: readonly string[]): Promise<Map<string, string[]>>;
   /** every claimed, running or stopping job */
   activeJobIds(): Promise<string[]>;
   /** newest first */
