@@ -523,3 +523,49 @@ test('a reader that goes before its answer is built holds nothing', async (t) =>
   // and the room is all there
   assert.equal((await client.listJobs({ limit: 100 })).jobs.length, 1);
 });
+
+test('GET /launchers: a page ends once its launchers\' labels and project roots pass MAX_ANSWER_BYTES; without limit the list stays whole', async (t) => {
+  const { c, client } = await startTest(t, { maxAnswerBytes: BUDGET });
+  // five project roots of 3,300 characters, the first also its project_dir: about 20,000
+  // characters of text a launcher
+  const roots = (tag: string) => Array.from({ length: 5 }, (_, i) => `/${tag}/${i}/${'r'.repeat(3_300 - tag.length - 4)}`);
+  const ids: string[] = [];
+  for (const tag of ['a', 'b', 'c', 'd']) ids.push((await client.register({ hostname: tag, project_roots: roots(tag) })).launcher_id);
+  // over the budget alone (20 roots): a page of its own
+  ids.push((await client.register({ hostname: 'huge', project_roots: Array.from({ length: 20 }, (_, i) => `/huge/${i}/${'h'.repeat(4_000)}`) })).launcher_id);
+  ids.push((await client.register({ hostname: 'small' })).launcher_id);
+  const hostnames = new Map(ids.map((id, i) => [id, ['a', 'b', 'c', 'd', 'huge', 'small'][i]!]));
+
+  const pages = await pagesOf(async (cursor) => {
+    const p = await client.listLaunchers({ limit: 100, ...(cursor !== undefined ? { cursor } : {}) });
+    return { items: p.launchers.map((l) => hostnames.get(l.launcher_id)!), next_cursor: p.next_cursor ?? null };
+  });
+  // registration order: three of 20,000 characters a page, then huge alone (a page's first
+  // launcher always fits), then small
+  assert.deepEqual(pages, [['a', 'b', 'c'], ['d'], ['huge'], ['small']]);
+  // the limit still applies inside the budget
+  const one = await client.listLaunchers({ limit: 1 });
+  assert.deepEqual([one.launchers.length, typeof one.next_cursor], [1, 'string']);
+  // a client that does not page gets every launcher in one answer, as before paging
+  const whole = await client.listLaunchers();
+  assert.deepEqual([whole.launchers.length, whole.next_cursor], [6, null]);
+  assert.equal(c.core.answers.held, 0, 'every answer released its room');
+});
+
+test('GET /launchers?limit: a page gets what the answers in flight leave, else 503; the unpaged list is answered whole', async (t) => {
+  const { c, client } = await startTest(t, { maxAnswerBytes: BUDGET, maxAnswerBytesInFlight: 50_000 });
+  // about 20,000 characters a launcher (four project roots of 4,000, the first also its project_dir)
+  for (const tag of ['a', 'b', 'c']) await client.register({ hostname: tag, project_roots: Array.from({ length: 4 }, (_, i) => `/${tag}/${i}/${'r'.repeat(4_000)}`) });
+  const releases: (() => void)[] = [];
+  const inFlight = (release: () => void) => void releases.push(release);
+  // an answer in flight takes two (about 40,000 of 50,000): less than one launcher is left
+  assert.equal((await c.core.listLaunchers({ limit: 100 }, inFlight)).launchers.length, 2);
+  const once = new AgentqClient({ url: c.url, overloadRetries: 0 });
+  t.after(() => once.close());
+  const refused = await rejectsWith(once.listLaunchers({ limit: 100 }), 503, 'overloaded');
+  assert.equal(refused.reason, 'answers_in_flight');
+  assert.equal((await once.listLaunchers()).launchers.length, 3, 'without limit: whole, as before paging');
+  for (const release of releases) release();
+  assert.equal(c.core.answers.held, 0);
+  assert.deepEqual((await once.listAllLaunchers()).map((l) => l.hostname), ['a', 'b', 'c']);
+});

@@ -1,4 +1,4 @@
-import type { JobRow, SessionRow } from './rows.js';
+import type { JobRow, LauncherRow, SessionRow } from './rows.js';
 import type { SessionExtras } from './wire.js';
 
 /*
@@ -117,5 +117,17 @@ export function sessionTextSize(s: SessionRow, x: SessionExtras): number {
   for (const c of x.children) n += c.length + 3;
   for (const c of s.callbacks) n += (c.result?.length ?? 0) + (c.error?.length ?? 0);
   for (const m of s.messages) n += m.text.length;
+  return n;
+}
+
+/**
+ * A launcher's text: the strings it registered with (its labels, up to 64 project roots of up to
+ * 4,096 characters: a launcher at every limit is about 270 KB) and the ids of the jobs it holds.
+ */
+export function launcherTextSize(l: LauncherRow, activeJobIds: readonly string[]): number {
+  let n = activeJobIds.length * 24;
+  for (const text of [l.hostname, l.projectDir, l.executorType, l.version, l.hostId, l.createdBy]) n += text?.length ?? 0;
+  for (const [key, value] of Object.entries(l.labels)) n += key.length + value.length + 6;
+  for (const root of l.roots) n += root.length + 3;
   return n;
 }

@@ -376,9 +376,12 @@ export class Coordinator {
     };
   }
 
-  /** Launchers in registration order; a page with `q.limit` (reads.listLaunchers). */
-  async listLaunchers(q: ListLaunchersQuery = {}): Promise<LauncherList> {
-    return reads.listLaunchers(this.#ctx, q);
+  /**
+   * Launchers in registration order; a page with `q.limit`, whose text counts as a list of jobs'
+   * does (listJobs) until `hold` releases it (reads.listLaunchers).
+   */
+  async listLaunchers(q: ListLaunchersQuery, hold: AnswerHold): Promise<LauncherList> {
+    return reads.listLaunchers(this.#ctx, q, this.answers.room(hold));
   }
 
   async deleteLauncher(launcherId: string, self: boolean): Promise<{ outcome: 'deregistering' | 'removed' }> {

@@ -10,11 +10,12 @@ import {
   type Session,
   type SessionList,
 } from '@agentq/protocol';
-import { jobTextSize, sessionTextSize, type AnswerRoom } from './answer-budget.js';
+import { jobTextSize, launcherTextSize, sessionTextSize, type AnswerRoom } from './answer-budget.js';
 import type { CoreContext } from './context.js';
 import { CoordinatorError, jobNotFound, validation } from './errors.js';
 import type { JobWatchers } from './job-watchers.js';
 import { pendingReasons, wireJob } from './pending-reasons.js';
+import type { LauncherRow } from './rows.js';
 import type { LauncherKey, ListJobsFilter } from './store/store.js';
 import { waitForOutput } from './waits.js';
 import { toWireJob, toWireLauncher, toWireSession } from './wire.js';
@@ -151,21 +152,35 @@ export async function getSession(ctx: CoreContext, name: string): Promise<Sessio
  * never cut short). The cursor names the previous page's last launcher by its place in that
  * order (`<registered_at ms>.<launcher_id>`), so that a page goes on from there even if that
  * launcher has gone meanwhile: none is skipped or listed twice.
+ *
+ * A page (`q.limit`) ends early, as a page of jobs or sessions does, once its launchers' text
+ * (labels, project roots: launcherTextSize) passes MAX_ANSWER_BYTES or what the answers in flight
+ * leave of MAX_ANSWER_BYTES_IN_FLIGHT; `next_cursor` goes on from its last launcher. The unpaged
+ * answer is neither cut nor counted: cutting it would leave a client that does not page without
+ * the rest, unaware.
  */
-export async function listLaunchers(ctx: CoreContext, q: ListLaunchersQuery = {}): Promise<LauncherList> {
+export async function listLaunchers(ctx: CoreContext, q: ListLaunchersQuery, room: AnswerRoom): Promise<LauncherList> {
   const { store, clock } = ctx;
   const after = parseLauncherCursor(q.cursor);
+  const limit = q.limit;
+  // no room at all: say so before reading, as a list of jobs does
+  if (limit !== undefined && room.noRoom()) answersBusy();
   const rows = await store.listLaunchers({
     ...(after !== undefined ? { after } : {}),
-    ...(q.limit !== undefined ? { limit: q.limit + 1 } : {}),
+    ...(limit !== undefined ? { limit: limit + 1 } : {}),
   });
-  const more = q.limit !== undefined && rows.length > q.limit;
-  if (more) rows.length = q.limit!;
-  const held = await store.activeJobIdsOfLaunchers(rows.map((l) => l.id));
+  const held = await store.activeJobIdsOfLaunchers((limit !== undefined ? rows.slice(0, limit) : rows).map((l) => l.id));
+  const heldBy = (l: LauncherRow) => held.get(l.id) ?? [];
+  let more = false;
+  if (limit !== undefined) {
+    const n = room.take(rows, (l) => launcherTextSize(l, heldBy(l)), limit) ?? answersBusy();
+    more = n < rows.length;
+    rows.length = n;
+  }
   const now = clock.now();
   const last = rows.at(-1);
   return {
-    launchers: rows.map((l) => toWireLauncher(l, held.get(l.id) ?? [], now)),
+    launchers: rows.map((l) => toWireLauncher(l, heldBy(l), now)),
     next_cursor: more && last ? `${last.registeredAt}.${last.id}` : null,
   };
 }

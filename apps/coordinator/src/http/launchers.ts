@@ -11,6 +11,7 @@ import {
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Coordinator } from '../core/coordinator.js';
 import { CoordinatorError } from '../core/errors.js';
+import { untilClosed } from './abort.js';
 
 /** The registry as seen by operators, liveness and readiness. */
 export const launchersRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator; startedAt: number; overloaded: () => boolean }> = async (
@@ -28,7 +29,7 @@ export const launchersRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator; sta
         response: { 200: LauncherList, 400: ErrorBody },
       },
     },
-    async (req) => await core.listLaunchers(req.query),
+    async (req, reply) => await core.listLaunchers(req.query, untilClosed(reply)),
   );
 
   app.delete(
