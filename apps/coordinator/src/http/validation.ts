@@ -19,6 +19,10 @@ export const typeboxValidatorCompiler: FastifySchemaCompiler<TSchema> = ({ schem
   const checker = TypeCompiler.Compile(schema);
   const convert = httpPart !== 'body';
   const numeric = convert ? numericKeys(schema) : new Set<string>();
+  // most querystrings and params need nothing of TypeBox's Default and Convert but their
+  // top-level defaults (a walk of the schema per request: a few percent of the coordinator's CPU
+  // with one job per request, docs/benchmarks.md); the others take the general path
+  const plain = convert ? plainText(schema) : undefined;
   return (input: unknown) => {
     let value = input;
     if (convert && value !== null && typeof value === 'object') {
@@ -31,7 +35,9 @@ export const typeboxValidatorCompiler: FastifySchemaCompiler<TSchema> = ({ schem
         const v = (value as Record<string, unknown>)[key];
         if (typeof v === 'string') numbers.set(key, NUMBER.test(v) ? Number(v) : v);
       }
-      const converted = Value.Convert(schema, Value.Default(schema, { ...(value as object) })) as Record<string, unknown>;
+      const converted = (
+        plain ? withDefaults({ ...(value as object) }, plain) : Value.Convert(schema, Value.Default(schema, { ...(value as object) }))
+      ) as Record<string, unknown>;
       for (const [key, n] of numbers) converted[key] = n;
       value = converted;
     }
@@ -42,6 +48,38 @@ export const typeboxValidatorCompiler: FastifySchemaCompiler<TSchema> = ({ schem
     return { error: [issue] as unknown as Error };
   };
 };
+
+type Primitive = string | number | boolean;
+
+/**
+ * The top-level defaults of a flat object schema whose properties Value.Convert leaves as they
+ * are (text, or text literals) or the validator reads itself (numbers: numericKeys), with
+ * defaults that are plain values; undefined for any other schema. For such a schema,
+ * `Value.Convert(schema, Value.Default(schema, v))` is `v` with these defaults in place of the
+ * missing properties.
+ */
+export function plainText(schema: TSchema): [string, Primitive][] | undefined {
+  if (schema.type !== 'object' || 'default' in schema || typeof schema.properties !== 'object') return undefined;
+  if (schema.additionalProperties !== undefined && typeof schema.additionalProperties !== 'boolean') return undefined;
+  const isText = (s: TSchema): boolean =>
+    s.type === 'string' ||
+    (s.type === undefined && typeof s.const === 'string') ||
+    (s.type === undefined && Array.isArray(s.anyOf) && (s.anyOf as TSchema[]).every((v) => typeof v.const === 'string'));
+  const defaults: [string, Primitive][] = [];
+  for (const [key, prop] of Object.entries(schema.properties as Record<string, TSchema>)) {
+    if (!isText(prop) && prop.type !== 'integer' && prop.type !== 'number') return undefined;
+    if (!('default' in prop)) continue;
+    const d: unknown = prop.default;
+    if (typeof d !== 'string' && typeof d !== 'number' && typeof d !== 'boolean') return undefined;
+    defaults.push([key, d]);
+  }
+  return defaults;
+}
+
+function withDefaults(value: Record<string, unknown>, defaults: [string, Primitive][]): Record<string, unknown> {
+  for (const [key, d] of defaults) if (value[key] === undefined) value[key] = d;
+  return value;
+}
 
 const NUMBER = /^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/;
 
