@@ -34,6 +34,17 @@ const HOLDS: Readonly<Record<string, Hold>> = {
   'GET /jobs/:job_id/output': (req) => (req.query as { wait_ms?: number }).wait_ms ?? 0,
 };
 
+/** HOLDS by route pattern, then method: a request finds its hold without making a string. */
+const HOLDS_BY_URL: ReadonlyMap<string, ReadonlyMap<string, Hold>> = (() => {
+  const byUrl = new Map<string, Map<string, Hold>>();
+  for (const [route, hold] of Object.entries(HOLDS)) {
+    const [method, url] = route.split(' ') as [string, string];
+    if (!byUrl.has(url)) byUrl.set(url, new Map());
+    byUrl.get(url)!.set(method, hold);
+  }
+  return byUrl;
+})();
+
 /** The keepalive interval of event streams: well inside the idle timeout. */
 export function sseKeepaliveMs(config: Pick<CoordinatorConfig, 'httpIdleTimeoutMs'>): number {
   return Math.max(10, Math.min(15_000, Math.floor(config.httpIdleTimeoutMs / 3)));
@@ -89,7 +100,7 @@ export function installTimeouts(app: FastifyInstance, config: CoordinatorConfig)
   const extended = new WeakSet<FastifyRequest>();
   app.addHook('preHandler', (req, _reply, done) => {
     // HEAD runs the GET route's handler, hold included
-    const hold = HOLDS[`${req.method === 'HEAD' ? 'GET' : req.method} ${req.routeOptions.url ?? ''}`];
+    const hold = HOLDS_BY_URL.get(req.routeOptions.url ?? '')?.get(req.method === 'HEAD' ? 'GET' : req.method);
     const ms = hold ? hold(req, config) : 0;
     if (ms > 0) {
       req.raw.socket.setTimeout(config.httpIdleTimeoutMs + ms + WAIT_MARGIN_MS);
