@@ -1,6 +1,7 @@
 import { isTerminal, JobStatuses, JobTypes, TERMINAL_STATUSES, type LifecycleEvent } from '@agentq/protocol';
 import { jobFactsOf, type JobFacts } from '../core/store/lazy-events.js';
-import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { Counter, Gauge, type Registry } from 'prom-client';
+import { LeanHistogram } from './lean-histogram.js';
 import type { MetricsSource, ScrapeCounts } from './source.js';
 
 /** Seconds between two times (ms), or null when one is missing (or time ran backwards). */
@@ -22,9 +23,9 @@ export class JobMetrics {
 
   readonly #created: Counter<'type'>;
   readonly #endedTotal: Counter<'status'>;
-  readonly #queueSeconds: Histogram;
-  readonly #dispatchSeconds: Histogram;
-  readonly #runSeconds: Histogram<'status'>;
+  readonly #queueSeconds: LeanHistogram;
+  readonly #dispatchSeconds: LeanHistogram;
+  readonly #runSeconds: LeanHistogram<'status'>;
   readonly #callbacksDelivered: Counter;
 
   /** `storeRegistry` holds the gauge read from the store (CoordinatorMetrics: scraped apart) */
@@ -52,19 +53,19 @@ export class JobMetrics {
         for (const status of JobStatuses) this.set({ status }, jobsByStatus[status] ?? 0);
       },
     });
-    this.#queueSeconds = new Histogram({
+    this.#queueSeconds = new LeanHistogram({
       name: 'agentq_job_queue_seconds',
       help: 'Time a job waited in the queue: from its creation (or its return to the queue) to its claim by a launcher.',
       buckets: [0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600],
       registers,
     });
-    this.#dispatchSeconds = new Histogram({
+    this.#dispatchSeconds = new LeanHistogram({
       name: 'agentq_job_dispatch_seconds',
       help: 'Dispatch latency: from a job being handed to a launcher to the launcher reporting its executor started.',
       buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
       registers,
     });
-    this.#runSeconds = new Histogram({
+    this.#runSeconds = new LeanHistogram({
       name: 'agentq_job_run_seconds',
       help: 'Run time of the jobs that started: from started to their terminal status, by that status.',
       labelNames: ['status'],

@@ -1,4 +1,5 @@
-import { collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import { collectDefaultMetrics, Gauge, Registry } from 'prom-client';
+import { LeanHistogram } from './lean-histogram.js';
 import { JobMetrics } from './job-metrics.js';
 import { registerProtectionMetrics, type ProtectionSource } from './protection-metrics.js';
 import { QueueWaits, type MetricsSource, type ScrapeCounts } from './source.js';
@@ -27,7 +28,7 @@ export class CoordinatorMetrics {
    */
   readonly #store = new Registry();
   readonly #jobs: JobMetrics;
-  readonly #http: Histogram<'method' | 'route' | 'status_code'>;
+  readonly #http: LeanHistogram<'method' | 'route' | 'status_code'>;
 
   constructor(source: MetricsSource, options: MetricsOptions) {
     const registers = [this.registry];
@@ -87,7 +88,7 @@ export class CoordinatorMetrics {
       },
     });
     if (options.protection) registerProtectionMetrics(this.registry, options.protection);
-    this.#http = new Histogram({
+    this.#http = new LeanHistogram({
       name: 'agentq_http_request_duration_seconds',
       help: 'HTTP request durations by method, route pattern (unmatched: no route, or a URL the router refuses) and status code (long-polls are held up to their timeout).',
       labelNames: ['method', 'route', 'status_code'],
