@@ -49,12 +49,13 @@ export const typeboxValidatorCompiler: FastifySchemaCompiler<TSchema> = ({ schem
   };
 };
 
-type Primitive = string | number | boolean;
+type Primitive = string | number;
 
 /**
  * The top-level defaults of a flat object schema whose properties Value.Convert leaves as they
  * are (text, or text literals) or the validator reads itself (numbers: numericKeys), with
- * defaults that are plain values; undefined for any other schema. For such a schema,
+ * defaults of the property's own type (a default Convert would turn, `{ type: 'string', default: 5 }`
+ * or an integer's 1.5, is left to it); undefined for any other schema. For such a schema,
  * `Value.Convert(schema, Value.Default(schema, v))` is `v` with these defaults in place of the
  * missing properties.
  */
@@ -64,14 +65,16 @@ export function plainText(schema: TSchema): [string, Primitive][] | undefined {
   const isText = (s: TSchema): boolean =>
     s.type === 'string' ||
     (s.type === undefined && typeof s.const === 'string') ||
-    (s.type === undefined && Array.isArray(s.anyOf) && (s.anyOf as TSchema[]).every((v) => typeof v.const === 'string'));
+    // a variant's own default is one Value.Default would use: the general path
+    (s.type === undefined && Array.isArray(s.anyOf) && (s.anyOf as TSchema[]).every((v) => typeof v.const === 'string' && !('default' in v)));
   const defaults: [string, Primitive][] = [];
   for (const [key, prop] of Object.entries(schema.properties as Record<string, TSchema>)) {
-    if (!isText(prop) && prop.type !== 'integer' && prop.type !== 'number') return undefined;
+    const text = isText(prop);
+    if (!text && prop.type !== 'integer' && prop.type !== 'number') return undefined;
     if (!('default' in prop)) continue;
     const d: unknown = prop.default;
-    if (typeof d !== 'string' && typeof d !== 'number' && typeof d !== 'boolean') return undefined;
-    defaults.push([key, d]);
+    if (text ? typeof d !== 'string' : typeof d !== 'number' || (prop.type === 'integer' && !Number.isInteger(d))) return undefined;
+    defaults.push([key, d as Primitive]);
   }
   return defaults;
 }
