@@ -19,6 +19,8 @@ function pair<L extends string>(labelNames: L[]) {
 async function assertSameExposition(theirs: Registry, ours: Registry): Promise<void> {
   assert.equal(await ours.metrics(), await theirs.metrics());
   assert.deepEqual(await ours.getMetricsAsJSON(), await theirs.getMetricsAsJSON());
+  // the same text too: keys in the same order
+  assert.equal(JSON.stringify(await ours.getMetricsAsJSON()), JSON.stringify(await theirs.getMetricsAsJSON()));
 }
 
 test('a labelled LeanHistogram is exposed as prom-client\'s Histogram fed the same observations (text and JSON)', async () => {
@@ -61,6 +63,40 @@ test('a LeanHistogram without labels has its series at 0 from the start, and zer
   labelled.h.observe({ status: 'failed' }, 3);
   labelled.l.observe({ status: 'failed' }, 3);
   await assertSameExposition(labelled.theirs, labelled.ours);
+});
+
+test('a LeanHistogram resets and zeroes as prom-client\'s: reset leaves no series, zero sets an observed series back to 0', async () => {
+  const plain = pair([]);
+  plain.h.observe(1);
+  plain.l.observe(1);
+  plain.h.reset();
+  plain.l.reset();
+  await assertSameExposition(plain.theirs, plain.ours);
+  plain.h.observe(0.2);
+  plain.l.observe(0.2);
+  await assertSameExposition(plain.theirs, plain.ours);
+
+  const labelled = pair(['status']);
+  for (const status of ['completed', 'failed']) {
+    labelled.h.observe({ status }, 2);
+    labelled.l.observe({ status }, 2);
+  }
+  labelled.h.zero({ status: 'completed' });
+  labelled.l.zero({ status: 'completed' });
+  await assertSameExposition(labelled.theirs, labelled.ours);
+});
+
+test('label values with quotes, backslashes, newlines and the registry\'s default labels are exposed as prom-client\'s', async () => {
+  const { theirs, ours, h, l } = pair(['method', 'route']);
+  for (const r of [theirs, ours]) r.setDefaultLabels({ instance: 'a"b' });
+  for (const route of ['say "hi"', 'back\\slash', 'new\nline', '', 'ü']) {
+    h.observe({ method: 'GET', route }, 0.02);
+    l.observe({ method: 'GET', route }, 0.02);
+  }
+  // the labels in another order: the same series
+  h.observe({ route: '', method: 'GET' }, 7);
+  l.observe({ route: '', method: 'GET' }, 7);
+  await assertSameExposition(theirs, ours);
 });
 
 test('a LeanHistogram refuses what prom-client refuses: a value that is not a finite number, a label it was not given', () => {

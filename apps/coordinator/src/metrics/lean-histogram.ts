@@ -35,9 +35,12 @@ export class LeanHistogram<L extends string = never> {
     if (this.#labelNames.length === 0) this.#find({} as Record<L, string>);
   }
 
-  /** A series at 0 before its first observation. */
+  /** The series of these labels at 0: made if new, set back to 0 if observed (as prom-client's). */
   zero(labels: Record<L, string>): void {
-    this.#find(labels);
+    const series = this.#find(labels);
+    series.counts.fill(0);
+    series.sum = 0;
+    series.count = 0;
   }
 
   observe(labels: Record<L, string>, value: number): void;
@@ -76,14 +79,14 @@ export class LeanHistogram<L extends string = never> {
     return series;
   }
 
+  /** Every series gone, the one of a histogram without labels too (as prom-client's reset). */
   reset(): void {
     this.#series = new Map();
     this.#all = [];
-    if (this.#labelNames.length === 0) this.#find({} as Record<L, string>);
   }
 
   /** What prom-client's Histogram gives the registry for its text format. */
-  getForPromString(): { name: string; help: string; type: string; aggregator: string; values: PromValue[] } {
+  getForPromString(): { name: string; help: string; type: string; values: PromValue[]; aggregator: string } {
     const bucket = `${this.name}_bucket`;
     const values: PromValue[] = [];
     for (const s of this.#all) {
@@ -98,11 +101,12 @@ export class LeanHistogram<L extends string = never> {
         { labels: {}, sharedLabels: s.labels, value: s.count, metricName: `${this.name}_count`, exemplar: undefined },
       );
     }
-    return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values };
+    // keys in prom-client's order: the registry's JSON is the same text, not only the same data
+    return { name: this.name, help: this.help, type: this.type, values, aggregator: this.aggregator };
   }
 
   /** The same, each value's labels in one object (the registry's JSON, prom-client's `get`). */
-  get(): { name: string; help: string; type: string; aggregator: string; values: unknown[] } {
+  get(): { name: string; help: string; type: string; values: unknown[]; aggregator: string } {
     const data = this.getForPromString();
     return {
       ...data,
