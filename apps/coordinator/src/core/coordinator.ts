@@ -154,9 +154,12 @@ export class Coordinator {
    */
   async createJob(req: CreateJobRequest, o: Actor & { idempotencyKey?: string } = {}): Promise<{ job: Job; created: boolean }> {
     const row = await creates.createOne(this.#ctx, this.admission, req, o.actor ?? null, o.idempotencyKey, o.turn);
-    // a launcher parked now takes the job at once: answer with what it became (`claimed`)
-    await this.#dispatcher.settled();
-    const job = (await this.#ctx.store.getJob(row.job.id)) ?? row.job;
+    // a launcher parked now takes the job at once: answer with what it became (`claimed`). Only
+    // a service of a parked poll, started by the commit before it returned, can have; without
+    // one the job is as committed, and is not read again (a claim elsewhere races the answer
+    // as it raced that read)
+    const dispatched = await this.#dispatcher.settled();
+    const job = dispatched ? ((await this.#ctx.store.getJob(row.job.id)) ?? row.job) : row.job;
     return { job: await wireJob(this.#ctx, job), created: row.created };
   }
 
@@ -170,10 +173,10 @@ export class Coordinator {
   ): Promise<{ jobs: Job[]; created: boolean }> {
     const { jobs: created, created: isNew } = await creates.createMany(this.#ctx, this.admission, reqs, o.actor ?? null, o.idempotencyKey, o.turn);
     // as for one job: answer with what each became, re-reading only the ones parked launchers took
-    await this.#dispatcher.settled();
-    const now = new Map((await this.#ctx.store.jobBriefs(created.map((r) => r.id))).map((b) => [b.id, b.status]));
+    const dispatched = await this.#dispatcher.settled();
+    const now = dispatched ? new Map((await this.#ctx.store.jobBriefs(created.map((r) => r.id))).map((b) => [b.id, b.status])) : null;
     const rows = await Promise.all(
-      created.map(async (r) => (now.get(r.id) === r.status ? r : ((await this.#ctx.store.getJob(r.id)) ?? r))),
+      created.map(async (r) => (!now || now.get(r.id) === r.status ? r : ((await this.#ctx.store.getJob(r.id)) ?? r))),
     );
     const reasons = await pendingReasons(this.#ctx, rows);
     return { jobs: rows.map((r) => toWireJob(r, reasons.get(r.id) ?? null)), created: isNew };

@@ -26,13 +26,17 @@ export async function createOne(
   idempotencyKey?: string,
   turn?: Turn,
 ): Promise<{ job: JobRow; created: boolean }> {
-  const { jobs, created } = await ctx.store.transaction((tx) =>
-    once(tx, actor, idempotencyKey, req, async () => {
-      if (turn !== undefined) await sessions.checkTurnGoesOn(tx, turn);
+  const { jobs, created } = await ctx.store.transaction((tx) => {
+    if (turn === undefined) announce(tx, [req]);
+    return once(tx, actor, idempotencyKey, req, async () => {
+      if (turn !== undefined) {
+        await sessions.checkTurnGoesOn(tx, turn);
+        announce(tx, [req]);
+      }
       await admission.check([req]);
       return [await sessions.createJob(ctx, tx, req, actor)];
-    }),
-  );
+    });
+  });
   return { job: jobs[0]!, created };
 }
 
@@ -48,10 +52,14 @@ export function createMany(
   idempotencyKey?: string,
   turn?: Turn,
 ): Promise<{ jobs: JobRow[]; created: boolean }> {
-  return ctx.store.transaction((tx) =>
+  return ctx.store.transaction((tx) => {
+    if (turn === undefined) announce(tx, reqs);
     // hashed as the request body, so a key first used for one job is reused, not replayed, here
-    once(tx, actor, idempotencyKey, { jobs: reqs }, async () => {
-      if (turn !== undefined) await sessions.checkTurnGoesOn(tx, turn);
+    return once(tx, actor, idempotencyKey, { jobs: reqs }, async () => {
+      if (turn !== undefined) {
+        await sessions.checkTurnGoesOn(tx, turn);
+        announce(tx, reqs);
+      }
       await admission.check(reqs);
       const out: JobRow[] = [];
       for (const [i, req] of reqs.entries()) {
@@ -66,7 +74,18 @@ export function createMany(
         }
       }
       return out;
-    }),
+    });
+  });
+}
+
+/**
+ * Tell the store which sessions the creates read (Tx.aheadOfCreates), at the start (the reads go
+ * with the Idempotency-Key's); after the turn's job when an agent's token asks: checkTurnGoesOn
+ * locks that job's session first, so the sessions are locked in the same order as without the hint.
+ */
+function announce(tx: Tx, reqs: readonly CreateJobRequest[]): void {
+  tx.aheadOfCreates?.(
+    reqs.map((r) => ({ session: r.session_name, parent: r.parent_session_name ?? null, start: r.type === 'start_session' })),
   );
 }
 

@@ -175,9 +175,14 @@ export class Dispatcher {
     return route;
   }
 
-  /** Resolves when the services started so far have answered (a create waits for its dispatch). */
-  settled(): Promise<void> {
-    return this.#inflight.size === 0 ? Promise.resolve() : Promise.all([...this.#inflight]).then(() => undefined);
+  /**
+   * Resolves when the services started so far have answered (a create waits for its dispatch):
+   * true if there were any (one may have taken the job), false at once if none was running.
+   */
+  async settled(): Promise<boolean> {
+    if (this.#inflight.size === 0) return false;
+    await Promise.all([...this.#inflight]);
+    return true;
   }
 
   /** Answer the poll if its service transaction finds something; resolves when that has run. */

@@ -11,7 +11,10 @@ import { decode, JOBS, LAUNCHERS, SESSIONS } from './sql-rows.js';
 
 /* Queries shared by the store's reads and its commits: what the wire views derive from rows. */
 
-type Queryable = Pick<pg.ClientBase, 'query'>;
+/** A pool, a client, or a transaction's pipeline (pg-pipeline.ts): all that these reads need. */
+interface Queryable {
+  query<R extends pg.QueryResultRow>(q: { name: string; text: string; values: unknown[] }): Promise<pg.QueryResult<R>>;
+}
 export const ACTIVE = `('claimed', 'running', 'stopping')`;
 
 export async function rowsOf<R extends pg.QueryResultRow = Record<string, unknown>>(

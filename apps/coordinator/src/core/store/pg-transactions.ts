@@ -6,6 +6,7 @@ import type { Clock } from '../clock.js';
 import { runAfterCommit } from './after-commit.js';
 import { compactEvents, countReady, hintsOf } from './changes.js';
 import { encodeEvents, encodeHints, hasHints, type CommitFeed, type EventDraft } from './pg-feed.js';
+import { Pipeline } from './pg-pipeline.js';
 import { eventDrafts } from './pg-queries.js';
 import { isConnectionError, isRetryable, isUniqueViolation, sqlLiteral, unavailable } from './pg-sql.js';
 import { PgTx, type ServesCache } from './pg-tx.js';
@@ -73,13 +74,26 @@ export class PgTransactions {
       let commitSent = false;
       let broken = false;
       try {
-        await client.query('BEGIN');
-        tx = new PgTx(client, this.#o.clock.now(), this.#o.serves);
+        // BEGIN waits for no answer: it goes with the transaction's first read (pg-pipeline.ts)
+        const db = new Pipeline(client);
+        db.send('BEGIN');
+        tx = new PgTx(db, this.#o.clock.now(), this.#o.serves);
         const result = await fn(tx);
-        await tx.flush();
-        const entry = await this.#entryOf(client, tx);
+        tx.flush();
+        const entry = await this.#entryOf(db, tx);
+        const committing = this.#commit(db, entry?.log);
+        // the writes not answered yet go with the COMMIT: one that failed aborted the transaction
+        // (the COMMIT behind it rolled back), and the transaction may run again; a connection
+        // lost meanwhile leaves the outcome unknown
         commitSent = true;
-        const logged = await this.#commit(client, entry?.log);
+        try {
+          await db.settle();
+        } catch (err) {
+          committing.catch(() => undefined);
+          if (Pipeline.abortedBy(err)) commitSent = false;
+          throw err;
+        }
+        const logged = await committing;
         // the connection goes back first: delivering may need one (to read earlier commits of
         // other coordinators), and so do the reactions it starts
         release(false);
@@ -150,12 +164,12 @@ export class PgTransactions {
   }
 
   /** The commit log entry of a transaction (events and hints), if others must react to it. */
-  async #entryOf(client: pg.PoolClient, tx: PgTx): Promise<{ log: LogDraft; commit: (firstEventId: number) => Commit } | undefined> {
+  async #entryOf(db: Pipeline, tx: PgTx): Promise<{ log: LogDraft; commit: (firstEventId: number) => Commit } | undefined> {
     const changes = tx.changes();
     changes.events = compactEvents(changes.events);
     const hints = hintsOf(changes);
     for (const key of tx.lockedReady(false)) countReady(hints.readyKeys, key);
-    const drafts = changes.events.length > 0 ? await eventDrafts(client, changes, tx.cached(), tx.now, this.#o.sessionListMax) : [];
+    const drafts = changes.events.length > 0 ? await eventDrafts(db, changes, tx.cached(), tx.now, this.#o.sessionListMax) : [];
     if (drafts.length === 0 && !hasHints(hints)) return undefined;
     return {
       log: { drafts, hints: encodeHints(hints), at: tx.now },
@@ -169,14 +183,17 @@ export class PgTransactions {
    * it. The next transaction to log waits for that lock, so entries commit in id order, without
    * gaps (a rollback undoes the head's update). Returns the entry's id and first event id.
    */
-  async #commit(client: pg.PoolClient, log: LogDraft | undefined): Promise<{ id: number; first: number } | undefined> {
+  async #commit(db: Pipeline, log: LogDraft | undefined): Promise<{ id: number; first: number } | undefined> {
     if (!log) {
-      await client.query('COMMIT');
+      // not db.query: the answers sent before are waited for by the caller (a failure among them
+      // means this COMMIT rolled back, which its answer says too)
+      const done = await db.client.query('COMMIT');
+      if (done.command === 'ROLLBACK') throw new Error('the transaction was rolled back at COMMIT (a statement of it failed)');
       return undefined;
     }
     const n = log.drafts.length;
     const lit = sqlLiteral;
-    const results = (await client.query(
+    const results = (await db.client.query(
       `WITH h AS (UPDATE commit_head SET commit_id = commit_id + 1, event_id = event_id + ${n} RETURNING commit_id, event_id)
        INSERT INTO commit_log (id, first_event_id, last_event_id, origin, at, events, hints)
        SELECT commit_id, event_id - ${n} + 1, event_id, ${lit(this.#o.origin)}, ${Math.trunc(log.at)}, ${lit(encodeEvents(log.drafts))}, ${lit(log.hints)} FROM h
@@ -208,8 +225,10 @@ export class PgTransactions {
       const client = await this.#connect();
       let broken = false;
       try {
-        await client.query('BEGIN');
-        const logged = await this.#commit(client, { drafts: [], hints: encodeHints(hints), at: this.#o.clock.now() });
+        const db = new Pipeline(client);
+        db.send('BEGIN');
+        const logged = await this.#commit(db, { drafts: [], hints: encodeHints(hints), at: this.#o.clock.now() });
+        await db.settle();
         await this.#o.feed.committed(logged!.id, { events: [], ...hints });
       } catch (err) {
         broken = true;

@@ -1,13 +1,14 @@
 import { createHash } from 'node:crypto';
 import { isTerminal, type EventType } from '@agentq/protocol';
-import type { PoolClient, QueryResultRow } from 'pg';
+import type { QueryResultRow } from 'pg';
 import { CoordinatorError } from '../errors.js';
 import { routeFromKey, serves } from '../routing.js';
 import { isActive, type HostBindingRow, type IdempotencyRow, type JobRow, type LauncherRow, type SessionRow } from '../rows.js';
 import { emptyChangeSet, record, type ChangeSet } from './changes.js';
+import type { Pipeline } from './pg-pipeline.js';
 import { insertSql, JOB_TEXT_BYTES, lookupOfNul, updateSql } from './pg-sql.js';
 import { decode, HOST_BINDINGS, IDEMPOTENCY, JOBS, LAUNCHERS, SESSIONS, type Table } from './sql-rows.js';
-import type { EntityRef, Tx } from './store.js';
+import type { CreateAhead, EntityRef, Tx } from './store.js';
 
 const missing = (what: string) => new CoordinatorError('internal_error', `transaction: ${what} is missing`);
 const ACTIVE = `('claimed', 'running', 'stopping')`;
@@ -29,13 +30,22 @@ const pgText = (s: string): string => s.replaceAll('\u0000', ' ');
 /** Route key -> launcher id -> whether it serves the key (labels and roots never change for an id). */
 export type ServesCache = Map<string, Map<string, boolean>>;
 
+const LOCK_SESSION = 'SELECT * FROM sessions WHERE name = $1 FOR UPDATE';
+const LIVE_JOBS = 'SELECT * FROM jobs WHERE session_name = $1 AND completed_at IS NULL ORDER BY seq FOR UPDATE';
+/** n job and m session sequence numbers, each list in the order taken */
+const SEQS = `SELECT ARRAY(SELECT nextval('jobs_seq') FROM generate_series(1, $1::int) ORDER BY 1) AS jobs,
+  ARRAY(SELECT nextval('sessions_seq') FROM generate_series(1, $2::int) ORDER BY 1) AS sessions`;
+
+type Raw = Record<string, unknown>;
+
 /** A statement that reads or writes the sessions table (see PgTx.#unwritten). */
 const SESSIONS_TABLE = /\bsessions\b/;
 
 /**
  * One transaction on one pooled connection (BEGIN .. COMMIT by the store), at READ COMMITTED.
- * Writes go straight to SQL, so queries see them; the rows this transaction locked are kept
- * here, so it reads each at most once.
+ * Writes go straight to SQL, so queries see them, but without waiting for their answers (they
+ * ride with the next read, or the COMMIT: pg-pipeline.ts); the rows this transaction locked are
+ * kept here, so it reads each at most once.
  *
  * Locks (what the store relies on; see docs/architecture.md, "PostgreSQL"):
  * - every point read locks its row (`FOR UPDATE`) for the rest of the transaction;
@@ -57,7 +67,7 @@ const SESSIONS_TABLE = /\bsessions\b/;
 export class PgTx implements Tx {
   /** `jobs.id` is unique, and the store runs a transaction that hit a unique key again (pg-transactions.ts) */
   readonly refusesDuplicateJobIds = true;
-  readonly #db: PoolClient;
+  readonly #db: Pipeline;
   readonly #serves: ServesCache;
   readonly #changes: ChangeSet = emptyChangeSet(0, 0);
   /** rows this transaction holds a lock on (or created), as it sees them now */
@@ -81,9 +91,16 @@ export class PgTx implements Tx {
    * children stopped with its tree is one UPDATE, not one per child of a list growing each time.
    */
   readonly #unwritten = new Map<string, Partial<SessionRow>>();
+  /** the reads aheadOfCreates asked for, sent with the next read (#sendAhead) */
+  #ahead: readonly CreateAhead[] = [];
+  /** reads sent ahead and not taken yet: sessions' locking reads, their live jobs */
+  readonly #aheadSessions = new Map<string, Promise<Raw[]>>();
+  readonly #aheadLive = new Map<string, Promise<Raw[]>>();
+  /** sequence numbers taken ahead, not used yet */
+  #aheadSeqs: Promise<{ jobs: number[]; sessions: number[] }> | undefined;
 
   constructor(
-    db: PoolClient,
+    db: Pipeline,
     readonly now: number,
     serves: ServesCache,
   ) {
@@ -92,20 +109,62 @@ export class PgTx implements Tx {
   }
 
   async #rows<R extends QueryResultRow = Record<string, unknown>>(text: string, values: unknown[]): Promise<R[]> {
-    if (this.#unwritten.size > 0 && SESSIONS_TABLE.test(text)) await this.flush();
+    if (this.#unwritten.size > 0 && SESSIONS_TABLE.test(text)) this.flush();
     if (lookupOfNul(text, values)) return [];
-    return (await this.#db.query<R>({ name: statementName(text), text, values })).rows;
+    const answer = this.#db.query<R>({ name: statementName(text), text, values });
+    if (this.#ahead.length > 0) this.#sendAhead();
+    return (await answer).rows;
   }
 
-  async #exec(q: { text: string; values: unknown[] } | null): Promise<void> {
-    if (q) await this.#rows(q.text, q.values);
+  /** A read whose answer is taken later (or never): its failure is thrown where it is taken. */
+  #readLater(text: string, values: unknown[]): Promise<Raw[]> {
+    const answer = this.#db.query<Raw>({ name: statementName(text), text, values }).then((r) => r.rows);
+    answer.catch(() => undefined);
+    return answer;
   }
 
-  /** Write the session changes held back (see #unwritten). */
-  async flush(): Promise<void> {
+  aheadOfCreates(creates: readonly CreateAhead[]): void {
+    this.#ahead = [...this.#ahead, ...creates];
+  }
+
+  /**
+   * Send the reads of the creates announced (aheadOfCreates), in the order the creates make them:
+   * a session locked, then its live jobs (a job is locked after its session), a start's parent the
+   * same way; then the sequence numbers. A name holding NUL is left to the create, which refuses it.
+   */
+  #sendAhead(): void {
+    const creates = this.#ahead;
+    this.#ahead = [];
+    const lock = (name: string | null) => {
+      if (name === null || name.includes('\u0000') || this.#sessions.has(name) || this.#aheadSessions.has(name)) return;
+      this.#aheadSessions.set(name, this.#readLater(LOCK_SESSION, [name]));
+      if (!this.#liveLoaded.has(name)) this.#aheadLive.set(name, this.#readLater(LIVE_JOBS, [name]));
+    };
+    for (const c of creates) {
+      lock(c.session);
+      if (c.start) lock(c.parent);
+    }
+    const starts = creates.filter((c) => c.start).length;
+    if (this.#aheadSeqs) return;
+    this.#aheadSeqs = this.#readLater(SEQS, [creates.length, starts]).then(([r]) => ({
+      jobs: (r!['jobs'] as number[]).map(Number),
+      sessions: (r!['sessions'] as number[]).map(Number),
+    }));
+    this.#aheadSeqs.catch(() => undefined);
+  }
+
+  /** A write: sent now, its answer waited for with the next read or the COMMIT (pg-pipeline.ts). */
+  #exec(q: { text: string; values: unknown[] } | null): void {
+    if (!q) return;
+    if (this.#unwritten.size > 0 && SESSIONS_TABLE.test(q.text)) this.flush();
+    this.#db.send({ name: statementName(q.text), text: q.text, values: q.values });
+  }
+
+  /** Send the session changes held back (see #unwritten). */
+  flush(): void {
     const writes = [...this.#unwritten];
     this.#unwritten.clear();
-    for (const [name, patch] of writes) await this.#exec(updateSql(SESSIONS, name, patch));
+    for (const [name, patch] of writes) this.#exec(updateSql(SESSIONS, name, patch));
   }
 
   changes(): ChangeSet {
@@ -149,7 +208,11 @@ export class PgTx implements Tx {
   async #lockSession(name: string): Promise<SessionRow | undefined> {
     const held = this.#sessions.get(name);
     if (held) return held;
-    const [raw] = await this.#rows('SELECT * FROM sessions WHERE name = $1 FOR UPDATE', [name]);
+    if (this.#ahead.length > 0) this.#sendAhead();
+    const ahead = this.#aheadSessions.get(name);
+    this.#aheadSessions.delete(name);
+    const [raw] = ahead ? await ahead : await this.#rows(LOCK_SESSION, [name]);
+    if (this.#sessions.has(name)) return this.#sessions.get(name); // read meanwhile
     if (!raw) return undefined;
     const row = decode(SESSIONS, raw);
     this.#sessions.set(name, row);
@@ -168,14 +231,17 @@ export class PgTx implements Tx {
   async job(id: string): Promise<JobRow | undefined> {
     const held = this.#jobs.get(id);
     if (held) return held;
-    // the session first (see the class comment), in the same round trip as finding it
-    const [s] = await this.#rows('SELECT s.* FROM sessions s JOIN jobs j ON j.session_name = s.name WHERE j.id = $1 FOR UPDATE OF s', [id]);
+    // the session first (see the class comment), in the same round trip as finding it; the job's
+    // own locking read goes right behind it (#rows has sent its statement when it first waits)
+    const session = this.#rows('SELECT s.* FROM sessions s JOIN jobs j ON j.session_name = s.name WHERE j.id = $1 FOR UPDATE OF s', [id]);
+    const job = lookupOfNul('SELECT', [id]) ? Promise.resolve([]) : this.#readLater('SELECT * FROM jobs WHERE id = $1 FOR UPDATE', [id]);
+    const [s] = await session;
     if (!s) return undefined;
     if (!this.#sessions.has(s['name'] as string)) {
       this.#sessions.set(s['name'] as string, decode(SESSIONS, s));
       this.#peeked.delete(s['name'] as string);
     }
-    const [raw] = await this.#rows('SELECT * FROM jobs WHERE id = $1 FOR UPDATE', [id]);
+    const [raw] = await job;
     return raw ? this.#holdJob(raw) : undefined;
   }
 
@@ -232,9 +298,10 @@ export class PgTx implements Tx {
   async #live(sessionName: string): Promise<JobRow[]> {
     if (!this.#liveLoaded.has(sessionName)) {
       await this.#lockSession(sessionName);
-      const rows = await this.#rows('SELECT * FROM jobs WHERE session_name = $1 AND completed_at IS NULL ORDER BY seq FOR UPDATE', [
-        sessionName,
-      ]);
+      const ahead = this.#aheadLive.get(sessionName);
+      this.#aheadLive.delete(sessionName);
+      const rows = ahead ? await ahead : await this.#rows(LIVE_JOBS, [sessionName]);
+      // read ahead, before this transaction's own jobs of the session: those are held here
       for (const raw of rows) this.#holdJob(raw);
       this.#liveLoaded.add(sessionName);
     }
@@ -345,17 +412,28 @@ export class PgTx implements Tx {
   // --- writes ------------------------------------------------------------------------------
 
   async nextJobSeq(): Promise<number> {
+    const ahead = await this.#seqAhead('jobs');
+    if (ahead !== undefined) return ahead;
     const [r] = await this.#rows<{ v: number }>("SELECT nextval('jobs_seq') AS v", []);
     return r!.v;
   }
 
   async nextSessionSeq(): Promise<number> {
+    const ahead = await this.#seqAhead('sessions');
+    if (ahead !== undefined) return ahead;
     const [r] = await this.#rows<{ v: number }>("SELECT nextval('sessions_seq') AS v", []);
     return r!.v;
   }
 
+  /** A sequence number taken ahead (aheadOfCreates), if one is left. */
+  async #seqAhead(which: 'jobs' | 'sessions'): Promise<number | undefined> {
+    if (this.#ahead.length > 0) this.#sendAhead();
+    if (!this.#aheadSeqs) return undefined;
+    return (await this.#aheadSeqs)[which].shift();
+  }
+
   async insertJob(row: JobRow): Promise<void> {
-    await this.#exec(insertSql(JOBS, row));
+    this.#exec(insertSql(JOBS, row));
     record(this.#changes.jobs, row.id, undefined, row, row);
     this.#jobs.set(row.id, row);
   }
@@ -369,8 +447,8 @@ export class PgTx implements Tx {
   async deleteJob(id: string): Promise<void> {
     const current = await this.job(id);
     if (!current) return;
-    await this.#rows('DELETE FROM job_output WHERE job_id = $1', [id]);
-    await this.#rows('DELETE FROM jobs WHERE id = $1', [id]);
+    this.#exec({ text: 'DELETE FROM job_output WHERE job_id = $1', values: [id] });
+    this.#exec({ text: 'DELETE FROM jobs WHERE id = $1', values: [id] });
     record(this.#changes.jobs, id, current, undefined, null);
     this.#jobs.delete(id);
   }
@@ -387,7 +465,7 @@ export class PgTx implements Tx {
 
   async insertSession(row: SessionRow): Promise<void> {
     this.#stopPeeking();
-    await this.#exec(insertSql(SESSIONS, row));
+    this.#exec(insertSql(SESSIONS, row));
     record(this.#changes.sessions, row.name, undefined, row, row);
     this.#sessions.set(row.name, row);
     this.#liveLoaded.add(row.name); // a new session has no jobs but the ones this transaction adds
@@ -408,13 +486,13 @@ export class PgTx implements Tx {
     this.#stopPeeking();
     const current = await this.#lockSession(name);
     if (!current) return;
-    await this.#rows('DELETE FROM sessions WHERE name = $1', [name]);
+    this.#exec({ text: 'DELETE FROM sessions WHERE name = $1', values: [name] });
     record(this.#changes.sessions, name, current, undefined, null);
     this.#sessions.delete(name);
   }
 
   async insertLauncher(row: LauncherRow): Promise<void> {
-    await this.#exec(insertSql(LAUNCHERS, row));
+    this.#exec(insertSql(LAUNCHERS, row));
     record(this.#changes.launchers, row.id, undefined, row, row);
     this.#launchers.set(row.id, row);
   }
@@ -428,7 +506,7 @@ export class PgTx implements Tx {
   async deleteLauncher(id: string): Promise<void> {
     const current = await this.launcher(id);
     if (!current) return;
-    await this.#rows('DELETE FROM launchers WHERE id = $1', [id]);
+    this.#exec({ text: 'DELETE FROM launchers WHERE id = $1', values: [id] });
     record(this.#changes.launchers, id, current, undefined, null);
     this.#launchers.delete(id);
   }
@@ -436,22 +514,22 @@ export class PgTx implements Tx {
   async putIdempotency(row: IdempotencyRow): Promise<void> {
     const stored = { ...row, key: pgText(row.key) };
     if (this.#idempotencyFound.has(row.key)) {
-      await this.#exec(updateSql(IDEMPOTENCY, stored.key, stored));
+      this.#exec(updateSql(IDEMPOTENCY, stored.key, stored));
     } else {
       // a concurrent request with the same key inserted first: unique violation, and the store
       // runs this transaction again, which then finds that request's job
-      await this.#exec(insertSql(IDEMPOTENCY, stored));
+      this.#exec(insertSql(IDEMPOTENCY, stored));
     }
     this.#changes.idempotency.push(row);
   }
 
   async putHostBinding(row: HostBindingRow): Promise<void> {
     if (this.#bindingsFound.has(row.hostId)) {
-      await this.#exec(updateSql(HOST_BINDINGS, row.hostId, row));
+      this.#exec(updateSql(HOST_BINDINGS, row.hostId, row));
     } else {
       // another coordinator bound the host meanwhile: unique violation, and the store runs this
       // transaction again, which then finds that binding
-      await this.#exec(insertSql(HOST_BINDINGS, row));
+      this.#exec(insertSql(HOST_BINDINGS, row));
       this.#bindingsFound.add(row.hostId);
     }
     this.#changes.hostBindings.push(row);
@@ -470,7 +548,7 @@ export class PgTx implements Tx {
     patch: Partial<T>,
   ): Promise<T> {
     const next = { ...current, ...patch };
-    await this.#exec(updateSql(table, key, patch));
+    this.#exec(updateSql(table, key, patch));
     // `current` is the committed row on the first write (record keeps the first `before`)
     record(changes, key, current, next, patch);
     held.set(key, next);

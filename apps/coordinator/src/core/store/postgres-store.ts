@@ -108,7 +108,8 @@ export class PostgresStore implements Store {
       connectionTimeoutMillis: 30_000,
     };
     // a transaction left open by a bug must not hold its locks for ever
-    const pool = new pg.Pool({ ...config, max: o.poolSize ?? 10, idle_in_transaction_session_timeout: 60_000 });
+    // pipeline mode: a transaction sends its writes without waiting for their answers (pg-pipeline.ts)
+    const pool = new pg.Pool({ ...config, max: o.poolSize ?? 10, idle_in_transaction_session_timeout: 60_000, pipeline: true });
     pool.on('error', (err) => o.log.warn({ err }, 'idle PostgreSQL connection failed'));
     // a connection that breaks while a transaction holds it fails that transaction's query (and
     // every later one on it): node-postgres also emits 'error' on the client, which the pool

@@ -17,6 +17,13 @@ import type { SessionExtras } from '../wire.js';
 
 export type EntityRef = { job: string } | { session: string } | { launcher: string };
 
+/** A create announced to Tx.aheadOfCreates. */
+export interface CreateAhead {
+  session: string;
+  parent: string | null;
+  start: boolean;
+}
+
 export interface Tx {
   /** the transaction's clock reading: every timestamp it writes */
   readonly now: number;
@@ -25,6 +32,15 @@ export interface Tx {
    * (PostgreSQL: a unique key), so a new random id need not be looked up first (a round trip).
    */
   readonly refusesDuplicateJobIds?: boolean;
+  /**
+   * A hint: this transaction creates jobs on these sessions next, in this order (`start`: a
+   * start_session job, whose parent it reads too). A store that waits a round trip for every read
+   * (PostgreSQL) sends the reads the creates will make (each session locked, its live jobs, the
+   * sequence numbers) behind its next read, so they take no round trip of their own; they lock
+   * what the creates would lock, in the order they would. Stores that answer from memory need
+   * not implement it.
+   */
+  aheadOfCreates?(creates: readonly CreateAhead[]): void;
 
   // --- reads (a row read here is locked for the rest of the transaction, where that matters) ---
   job(id: string): Promise<JobRow | undefined>;
