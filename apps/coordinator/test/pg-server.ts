@@ -77,6 +77,38 @@ export async function pgStatementsDuring(fn: () => Promise<void>): Promise<strin
   return seen;
 }
 
+/**
+ * The round trips to the server of every connection of this process while `fn` runs, and the
+ * statements sent. A query sent while an earlier one on the same connection is still unanswered
+ * (node-postgres' pipeline mode) rides in that round trip: it is counted only when it is sent to
+ * a connection with nothing in flight, so the count is the times a client waited for the server.
+ */
+export async function pgRoundTripsDuring(fn: () => Promise<void>): Promise<{ roundTrips: number; statements: string[] }> {
+  const proto = pg.Client.prototype as unknown as { query: (...args: unknown[]) => unknown };
+  const original = proto.query;
+  const inFlight = new WeakMap<object, number>();
+  const statements: string[] = [];
+  let roundTrips = 0;
+  proto.query = function (this: object, ...args: unknown[]) {
+    const q = args[0];
+    statements.push(typeof q === 'string' ? q : String((q as { text?: unknown }).text));
+    const n = inFlight.get(this) ?? 0;
+    if (n === 0) roundTrips++;
+    inFlight.set(this, n + 1);
+    const done = () => inFlight.set(this, inFlight.get(this)! - 1);
+    const result = original.apply(this, args);
+    if (result instanceof Promise) result.then(done, done);
+    else done();
+    return result;
+  };
+  try {
+    await fn();
+  } finally {
+    proto.query = original;
+  }
+  return { roundTrips, statements };
+}
+
 async function start(): Promise<PgServer> {
   const given = process.env.AGENTQ_TEST_PG_URL;
   if (given) return { adminUrl: given };
