@@ -15,7 +15,8 @@
  * Every coordinator runs in its own process. PostgreSQL: a throwaway server started like the
  * tests' (Debian's postgresql package; fsync off, as a disposable server), or BENCH_PG_URL.
  * Environment: BENCH_JOBS (latency, default 1000), BENCH_TOTAL (throughput, default 3000),
- * BENCH_LAUNCHERS (default 4), BENCH_PRODUCERS (default 4), BENCH_WORKERS (default 8).
+ * BENCH_LAUNCHERS (default 4), BENCH_PRODUCERS (default 4), BENCH_WORKERS (default 8), BENCH_STORES
+ * (default memory,sqlite,postgres); BENCH_COORDINATOR runs another build's main.js (bench/lib/process.ts).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -32,6 +33,8 @@ const LAUNCHERS = Number(process.env.BENCH_LAUNCHERS ?? 4);
 const PRODUCERS = Number(process.env.BENCH_PRODUCERS ?? 4);
 const WORKERS = Number(process.env.BENCH_WORKERS ?? 8);
 const WARMUP = 100;
+/** the stores to run (BENCH_STORES=memory,sqlite,postgres: all by default) */
+const STORES = new Set((process.env.BENCH_STORES ?? 'memory,sqlite,postgres').split(',').map((s) => s.trim()));
 
 /** p50/p90/p99/max of POST /jobs on `producerUrl` -> a poll parked on `launcherUrl` returns it. */
 async function latency(producerUrl: string, launcherUrl: string): Promise<string[]> {
@@ -123,12 +126,14 @@ try {
     const lat = await latency(a.url, b.url);
     return [...lat, await throughput(servers.map((s) => s.url))];
   };
-  rows.push(await setup('memory', ['memory:'], both));
-  rows.push(await setup('SQLite', [`sqlite:${join(dir, 'agentq.db')}`], both));
-  const pgOne = await postgresUrl();
-  rows.push(await setup('PostgreSQL, 1 coordinator', [pgOne], both));
-  const pgTwo = await postgresUrl();
-  rows.push(await setup('PostgreSQL, 2 coordinators (A creates, B dispatches)', [pgTwo, pgTwo], both));
+  if (STORES.has('memory')) rows.push(await setup('memory', ['memory:'], both));
+  if (STORES.has('sqlite')) rows.push(await setup('SQLite', [`sqlite:${join(dir, 'agentq.db')}`], both));
+  if (STORES.has('postgres')) {
+    const pgOne = await postgresUrl();
+    rows.push(await setup('PostgreSQL, 1 coordinator', [pgOne], both));
+    const pgTwo = await postgresUrl();
+    rows.push(await setup('PostgreSQL, 2 coordinators (A creates, B dispatches)', [pgTwo, pgTwo], both));
+  }
   console.log('| store | latency p50 | p90 | p99 | max | throughput |\n|---|---|---|---|---|---|');
   for (const row of rows) console.log(row);
 } finally {
