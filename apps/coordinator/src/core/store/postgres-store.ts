@@ -57,7 +57,8 @@ const TERMINAL = [...TERMINAL_STATUSES];
  *
  * - A transaction runs on one pooled connection, BEGIN … COMMIT at READ COMMITTED, with row locks
  *   (pg-tx.ts says which and in what order); deadlocks and serialisation failures run it again
- *   (pg-transactions.ts).
+ *   (pg-transactions.ts). Its statements are pipelined: it waits for the server only where it
+ *   reads, and its writes go with the next read or the COMMIT (pg-pipeline.ts).
  * - A commit that others must react to (lifecycle events, or hints: jobs made ready, launchers to
  *   wake, jobs ended) appends one row to `commit_log` and NOTIFYs its id, in the same round trip
  *   as its COMMIT. The ids come from a row update of `commit_head` whose lock is held until
