@@ -79,6 +79,7 @@ export class PgTransactions {
         db.send('BEGIN');
         tx = new PgTx(db, this.#o.clock.now(), this.#o.serves);
         const result = await fn(tx);
+        await tx.holdAhead();
         tx.flush();
         const entry = await this.#entryOf(db, tx);
         const committing = this.#commit(db, entry?.log);
@@ -109,7 +110,10 @@ export class PgTransactions {
         if (commitSent) this.#o.feed.announce();
         const again = runsAgain(err, attempt, commitSent, broken);
         release(broken);
-        if (!again && tx) this.#rolledBack(tx);
+        if (!again && tx) {
+          await tx.holdAhead();
+          this.#rolledBack(tx);
+        }
         if (again) {
           this.#o.log.debug({ err, attempt }, 'transaction conflicted; running it again');
           if (isRetryable(err)) await sleep(Math.random() * 5 * attempt);

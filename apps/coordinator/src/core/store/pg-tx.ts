@@ -153,6 +153,18 @@ export class PgTx implements Tx {
     this.#aheadSeqs.catch(() => undefined);
   }
 
+  /**
+   * Hold the live jobs read ahead that no create took (a replay answered from its key, a create
+   * refused): their read locked them all the same, so lockedReady must count the ready ones (a
+   * claim skipped them meanwhile, and is told only by the hint this transaction leaves). A read
+   * that failed locked nothing (its failure is the transaction's, thrown by the pipeline).
+   */
+  async holdAhead(): Promise<void> {
+    const ahead = [...this.#aheadLive.values()];
+    this.#aheadLive.clear();
+    for (const answer of ahead) for (const raw of await answer.catch((): Raw[] => [])) this.#holdJob(raw);
+  }
+
   /** A write: sent now, its answer waited for with the next read or the COMMIT (pg-pipeline.ts). */
   #exec(q: { text: string; values: unknown[] } | null): void {
     if (!q) return;
