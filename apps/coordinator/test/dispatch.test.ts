@@ -24,6 +24,23 @@ test('a parked poll is woken by the enqueue itself and returns the job created a
   assert.equal(answer?.job?.status, 'claimed');
 });
 
+test("a create that a parked launcher takes at once answers with what it became (claimed), one job or a batch", async (t) => {
+  const { client, c } = await startTest(t, { pollTimeoutSeconds: 60 });
+  const l = await fakeLauncher(client);
+  for (let i = 0; i < 5; i++) {
+    const isParked = parked(c.core, l.id);
+    const poll = l.poll({ capacity: 3, batch: true });
+    await isParked;
+    const created = i % 2 === 0 ? [await start(client, `became-${i}`)] : await client.createJobs([{ type: 'start_session', session_name: `became-${i}`, prompt: 'go' }]);
+    assert.deepEqual(
+      created.map((j) => j.status),
+      ['claimed'],
+      `create ${i}: answered as committed, before the parked poll's service took it`,
+    );
+    await poll;
+  }
+});
+
 test('among parked launchers the one that waited longest is served first', async (t) => {
   const { client, c } = await startTest(t, { pollTimeoutSeconds: 60 });
   const launchers = [await fakeLauncher(client, 'first'), await fakeLauncher(client, 'second'), await fakeLauncher(client, 'third')];
