@@ -1,4 +1,4 @@
-import { AgentqApiError, AgentqConnectionError, backoffDelay, delay, isGatewayError, type BackoffOptions } from '@agentq/client';
+import { AgentqApiError, AgentqConnectionError, backoffDelay, delay, isCoordinatorAnswer, type BackoffOptions } from '@agentq/client';
 
 /*
  * Keeping a wait going while its coordinator restarts. A coordinator that shuts down answers the
@@ -93,7 +93,7 @@ export class Reconnecting {
         if (signal?.aborted || this.#o.signal?.aborted) throw err;
         // a proxy's 502/503/504 (no agentq error body) is not the coordinator answering: it is
         // still away, and an outage goes on through it
-        const coordinatorAnswered = err instanceof AgentqApiError && !isGatewayError(err);
+        const coordinatorAnswered = isCoordinatorAnswer(err);
         if (!(this.#o.retryable ?? isOutage)(err)) {
           // the coordinator answered, with a refusal that waiting will not change
           if (coordinatorAnswered) this.#answered();

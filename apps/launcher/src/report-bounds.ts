@@ -36,8 +36,8 @@ export const MAX_ERROR_BYTES = 64 * 1024;
 export function boundError(text: string, tail = ''): { text: string; cutBytes: number } {
   const bytes = Buffer.from(text, 'utf8');
   const tailBytes = Buffer.byteLength(tail);
-  if (bytes.length + tailBytes <= MAX_ERROR_BYTES) return { text: text + tail, cutBytes: 0 };
   const total = bytes.length + tailBytes;
+  if (total <= MAX_ERROR_BYTES) return { text: text + tail, cutBytes: 0 };
   const note = (cut: number) =>
     `\n… [${cut} of the error's ${total} bytes left out: a report carries at most ${MAX_ERROR_BYTES}; ` +
     `the launcher's log has it whole ("executor reported an error")]`;

@@ -69,6 +69,11 @@ export function isGatewayError(err: unknown): boolean {
   return err instanceof AgentqApiError && (err.status === 502 || err.status === 503 || err.status === 504) && err.code.startsWith('http_');
 }
 
+/** The coordinator itself answered `err` (an error of its own), not a proxy in front of it (isGatewayError). */
+export function isCoordinatorAnswer(err: unknown): err is AgentqApiError {
+  return err instanceof AgentqApiError && !isGatewayError(err);
+}
+
 /** Turn anything thrown into an Error, keeping the original as `cause`. */
 export function toError(value: unknown): Error {
   if (value instanceof Error) return value;

@@ -5,6 +5,7 @@ export {
   AgentqAuthError,
   AgentqConnectionError,
   AgentqUsageError,
+  isCoordinatorAnswer,
   isGatewayError,
   isRetryable,
   toError,

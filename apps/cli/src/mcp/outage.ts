@@ -1,4 +1,4 @@
-import { AgentqApiError, AgentqConnectionError, isGatewayError, neverSent, toError } from '@agentq/client';
+import { AgentqApiError, AgentqConnectionError, isCoordinatorAnswer, neverSent, toError } from '@agentq/client';
 import { isOutage, Reconnecting } from '../reconnect.js';
 
 /*
@@ -137,7 +137,7 @@ export class OutageRecord {
   retried(err: unknown, pauseMs: number): void {
     this.#retries++;
     const now = Date.now();
-    const refused = ownAnswer(err);
+    const refused = isCoordinatorAnswer(err);
     this.#count(now, refused);
     this.#last = { at: now, pauseMs: Math.max(0, pauseMs), refused };
     this.#lastError = toError(err).message;
@@ -152,10 +152,9 @@ export class OutageRecord {
    */
   #count(now: number, next: boolean | undefined): void {
     if (this.#last === undefined || this.#last.ended) return;
-    const elapsed = Math.max(0, now - this.#last.at);
-    const paused = Math.min(elapsed, this.#last.pauseMs);
+    const { paused, since } = sinceFailed(this.#last, now);
     this.#add(this.#last.refused, paused);
-    if (next !== undefined) this.#add(next, elapsed - paused);
+    if (next !== undefined) this.#add(next, since);
   }
 
   #add(refused: boolean, ms: number): void {
@@ -185,7 +184,7 @@ export class OutageRecord {
   ended(err: unknown): void {
     if (this.#last === undefined || this.#last.ended) return;
     const now = Date.now();
-    const own = ownAnswer(err);
+    const own = isCoordinatorAnswer(err);
     const notNow = own && (err.status === 429 || err.status === 503);
     // (an answer that is no "not now", a 404 say: the coordinator was there, that attempt was no outage)
     this.#count(now, own && !notNow ? undefined : notNow);
@@ -214,11 +213,10 @@ export class OutageRecord {
     let refused = this.#refusedMs;
     const last = this.#last;
     if (last !== undefined && !last.ended) {
-      const elapsed = Math.max(0, Date.now() - last.at);
-      const paused = Math.min(elapsed, last.pauseMs);
+      const { paused, since } = sinceFailed(last, Date.now());
       if (last.refused) refused += paused;
       else unreachable += paused;
-      unreachable += elapsed - paused;
+      unreachable += since;
     }
     return {
       unreachable_ms: Math.round(unreachable),
@@ -252,7 +250,14 @@ export function outageSpans(v: { unreachable_ms: number; refused_ms: number }): 
   return spans.join(' and ');
 }
 
-/** The coordinator itself answered, not a proxy for it: an attempt sent again was so for its "not now" (429, 503). */
-const ownAnswer = (err: unknown): err is AgentqApiError => err instanceof AgentqApiError && !isGatewayError(err);
+/**
+ * The time from a failed attempt (`at`) to `now`, split: `paused`, the pause after it (what that
+ * attempt met), and `since`, the next attempt's own time since then (what that one meets).
+ */
+function sinceFailed(last: { at: number; pauseMs: number }, now: number): { paused: number; since: number } {
+  const elapsed = Math.max(0, now - last.at);
+  const paused = Math.min(elapsed, last.pauseMs);
+  return { paused, since: elapsed - paused };
+}
 
 const seconds = (ms: number) => (ms / 1000).toFixed(1);

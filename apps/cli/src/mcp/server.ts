@@ -1,5 +1,5 @@
 import type { Readable, Writable } from 'node:stream';
-import { AgentqApiError, isGatewayError, type AgentqClient } from '@agentq/client';
+import { isCoordinatorAnswer, type AgentqClient } from '@agentq/client';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { CallToolRequestSchema, type CallToolResult, type ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
@@ -111,7 +111,7 @@ export function createMcpServer(ctx: ToolContext, version: string): McpServer {
       // an outage the call met ends with it: its last attempt's time counts as what that met
       outage.ended(err);
       // (a proxy's 502/503/504 is not the coordinator's answer: it may never have been reached)
-      if (err instanceof AgentqApiError && !isGatewayError(err)) reached = true;
+      if (isCoordinatorAnswer(err)) reached = true;
       // what the tool says of its errors (send_message's outcome) comes first; a refusal (of the
       // call as given, by the coordinator, or for now) says so on every tool
       const note = onError?.(err, call) ?? refusalNote(err, { outage });
