@@ -6,7 +6,7 @@ import { describeExitCode, describeSignal } from './exit-status.js';
 import type { ExecutorSpec } from './executors/index.js';
 import type { Lifeline } from './lifeline/lifeline.js';
 import { resolveJobDir } from './project-roots.js';
-import { boundError, cutResult, storable, utf8End } from './report-bounds.js';
+import { boundError, cutResult, placeRest, storable } from './report-bounds.js';
 import type { Report, Reporter } from './reporter.js';
 import { Watchdog } from './watchdog.js';
 
@@ -401,54 +401,20 @@ export class JobRunner {
   #fitResult(result: string, extra: object): string {
     const max = this.#d.maxReportBytes?.();
     if (max === undefined) return result;
-    const text = storable(result);
-    const cut = cutResult(text, max, Buffer.byteLength(JSON.stringify(extra)));
+    const cut = cutResult(storable(result), max, Buffer.byteLength(JSON.stringify(extra)));
     if (!cut) return result;
+    const { reporter } = this.#d;
     const jobId = this.job.job_id;
-    const reporter = this.#d.reporter;
-    // A rest larger than the reporter queues as a job's output (8 MiB: a result of up to 16 MiB
-    // over a body limit under 8 MiB) had its start dropped there, logged as output the coordinator
-    // was too slow to take, and the note pointed at bytes that never went out. Only its end goes
-    // (the coordinator keeps the newest JOB_OUTPUT_MAX_BYTES of the output, at most half its body
-    // limit), and the note and the log say what was left out.
-    const queueMax = reporter.outputQueueMaxBytes;
-    // (with the job's output still on its way, which the queue holds too)
-    const queueRoom = queueMax - reporter.outputPending(jobId);
-    const header = (sent: number, leftOut: number) =>
-      leftOut === 0
-        ? `\n[agentq: the rest of the job's result (its last ${sent} of ${cut.totalBytes} bytes), cut from the result to fit in a report to the coordinator:]\n`
-        : `\n[agentq: the end of the job's result (its last ${sent} of ${cut.totalBytes} bytes; the ${leftOut} bytes before them are left out, ` +
-          `more than the launcher queues as a job's output, ${queueMax} bytes), cut from the result to fit in a report to the coordinator:]\n`;
-    let rest = cut.rest;
-    let sentBytes = cut.restBytes;
-    if (cut.restBytes + Buffer.byteLength(header(cut.restBytes, 0)) > queueRoom) {
-      // room for the longest header (its counts have at most as many digits as the rest's size)
-      ({ text: rest, bytes: sentBytes } = utf8End(rest, queueRoom - Buffer.byteLength(header(cut.restBytes, cut.restBytes))));
-    }
-    const leftOut = cut.restBytes - sentBytes;
-    const head = header(sentBytes, leftOut);
-    const offset = reporter.outputEnd(jobId) + Buffer.byteLength(head);
-    reporter.output(jobId, head + rest);
-    const logged = { result_bytes: cut.totalBytes, kept_bytes: cut.headBytes, max_report_bytes: max, output_offset: offset };
-    if (leftOut === 0) this.#log.warn(logged, "result too large for a report to the coordinator: cut to fit; the rest goes to the job's output");
-    else {
-      this.#log.warn(
-        { ...logged, rest_bytes: cut.restBytes, rest_left_out_bytes: leftOut, max_queued_output_bytes: queueMax },
-        "result too large for a report to the coordinator: cut to fit; the rest goes to the job's output but for its start, " +
-          "which is more than the launcher queues as a job's output",
-      );
-    }
-    const where =
-      leftOut === 0
-        ? `The other ${cut.restBytes} bytes are at the end of the job's output`
-        : `Of the other ${cut.restBytes} bytes, the last ${sentBytes} are at the end of the job's output (the ${leftOut} before them were ` +
-          `left out: more than the launcher queues as a job's output, ${queueMax} bytes)`;
-    return (
-      `${cut.head}\n\n[agentq: result cut: it is ${cut.totalBytes} bytes, more than a report to the coordinator may carry ` +
-      `(${max} bytes in all); above are its first ${cut.headBytes} bytes. ${where}, ` +
-      `from byte offset ${offset}: GET /jobs/${jobId}/output?offset=${offset}, or \`agentq output ${jobId} --tail ${sentBytes}\` ` +
-      `(the coordinator keeps the newest JOB_OUTPUT_MAX_BYTES of a job's output, 1 MiB by default).]`
-    );
+    const placed = placeRest(cut, {
+      jobId,
+      maxReportBytes: max,
+      queueMaxBytes: reporter.outputQueueMaxBytes,
+      queueRoomBytes: reporter.outputRoom(jobId),
+      outputEnd: reporter.outputEnd(jobId),
+    });
+    reporter.output(jobId, placed.output);
+    this.#log.warn(placed.log.fields, placed.log.msg);
+    return placed.result;
   }
 
   async #report(report: Report): Promise<void> {

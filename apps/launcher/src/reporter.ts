@@ -115,10 +115,18 @@ export class Reporter {
     return this.#o.outputQueueMaxBytes ?? DEFAULT_OUTPUT_QUEUE_MAX_BYTES;
   }
 
-  /** Output bytes of the job not yet taken by the coordinator: queued as reports, or printed and not yet queued. */
-  outputPending(jobId: string): number {
+  /**
+   * The most output bytes the job's queue takes now without dropping any of them: its cap, less
+   * what the cap never drops (the batch at its head, maybe on its way) and the output printed but
+   * not yet batched (the next output may share a batch with it). Older batches still waiting are
+   * dropped to make room, the oldest first.
+   */
+  outputRoom(jobId: string): number {
     const q = this.#jobs.get(jobId);
-    return q ? q.queuedOutputBytes + Buffer.byteLength(q.outputBuffer) : 0;
+    if (!q) return this.outputQueueMaxBytes;
+    const first = q.items[0];
+    const head = first?.report.kind === 'output' ? first.bytes : 0;
+    return this.outputQueueMaxBytes - head - Buffer.byteLength(q.outputBuffer);
   }
 
   /** Queue output text for the job; it is sent in batches, in order with the job's other reports. */

@@ -1,9 +1,10 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { cutResult, jsonBytes, jsonPrefixLength, REPORT_ROOM_BYTES } from '../src/report-bounds.js';
+import { cutResult, jsonBytes, jsonPrefixLength, placeRest, REPORT_ROOM_BYTES } from '../src/report-bounds.js';
 import { fakeClaude } from './claude.js';
 import { largeText } from './fixtures/large-text.js';
-import { captureLog, coordinator, launcher, script, settled } from './helpers.js';
+import { captureLog, controlServer, coordinator, launcher, script, settled } from './helpers.js';
+import { proxy } from './proxy.js';
 import { spawnLauncher } from './spawn-launcher.js';
 
 /*
@@ -89,6 +90,51 @@ test("a result whose rest is more than the launcher queues as a job's output (8 
   assert.deepEqual(slow, [], 'no output dropped as if the coordinator were slow');
 });
 
+test("a cut result's rest goes whole to the output when the job's output already waiting fills the queue (coordinator away): the oldest output makes room, never 'the last 0'", async (t) => {
+  // a body limit of 1 MiB + 64 KiB (2 × JOB_OUTPUT_MAX_BYTES + 64 KiB), and room in the output for the rest
+  const { c, client } = await coordinator(t, { maxPromptBytes: 64 * 1024, outputMaxBytes: 512 * 1024 });
+  let away = false;
+  const px = await proxy(t, c.url, () => away);
+  const control = await controlServer(t);
+  const { log, lines, waitFor } = captureLog();
+  await launcher(t, px.url, {}, { log });
+  const size = 1280 * 1024;
+  const printed = 9 * 1024 * 1024;
+  const job = await client.createJob({
+    type: 'start_session',
+    session_name: 'full-queue',
+    prompt: script([{ hello: true }, { await: true }, { sayBytes: printed }, { bigResult: size }], control),
+  });
+  const hello = await control.next();
+  // the coordinator is away while the executor prints more than the launcher queues (8 MiB) and
+  // then gives its result
+  away = true;
+  hello.release();
+  await waitFor((l) => /result too large for a report/.test(String(l['msg'])));
+  away = false;
+  const done = await settled(client, job.job_id);
+  assert.equal(done.status, 'completed', `${done.error_code}: ${done.error}`);
+
+  const result = done.result ?? '';
+  const note = NOTE.exec(result);
+  assert.ok(note, result.slice(-1000));
+  const [total, , headBytes, restBytes, offset] = note.slice(1, 6).map(Number) as [number, number, number, number, number];
+  assert.equal(total, size);
+  assert.equal(headBytes + restBytes, total);
+  assert.ok(restBytes > 200 * 1024, `a rest to lose (${restBytes} bytes)`);
+  // the rest, from the offset the note gives, after all that output: the result whole, with the head
+  const rest = await client.getOutput(job.job_id, { offset, limit_bytes: 16 * 1024 * 1024 });
+  assert.equal(rest.offset, offset, 'the coordinator holds the rest from its first byte');
+  assert.equal(result.slice(0, note.index) + rest.output, 'r'.repeat(size));
+  assert.equal(offset, printed + Buffer.byteLength(`\n[agentq: the rest of the job's result (its last ${restBytes} of ${total} bytes), cut from the result to fit in a report to the coordinator:]\n`));
+  // what made room was the oldest of the output still waiting, as for any output past the queue's
+  // bound, and the launcher said so
+  const dropped = lines.filter((l) => /dropping the oldest output of the job/.test(String(l['msg'])));
+  assert.equal(dropped.length, 1);
+  const logged = lines.find((l) => /result too large for a report/.test(String(l['msg'])))!;
+  assert.deepEqual([logged['result_bytes'], logged['output_offset'], logged['rest_left_out_bytes']], [total, offset, undefined]);
+});
+
 test('a result is cut where its JSON in a report reaches the limit, never inside an escape or a character', () => {
   const text = 'a"b\\c\td\u0001e\u00e9f\u20acg\u{1F600}h\ud800i\udc00j\n';
   // what the cut counts is what JSON.stringify makes of the text (the client sends that)
@@ -120,4 +166,45 @@ test('a result exactly as large as a report has room for is sent whole; one byte
   const escaped = cutResult(`${'a'.repeat(989)}"`, max, other);
   assert.deepEqual(escaped && [escaped.head.length, escaped.rest, escaped.totalBytes], [989, '"', 990]);
   assert.equal(cutResult(`${'a'.repeat(988)}"`, max, other), undefined);
+});
+
+test("a cut result's rest, placed in the job's output queue: whole where it fits, its end where it does not, and a note that never points at nothing", () => {
+  const cut = cutResult(`${'h'.repeat(REPORT_ROOM_BYTES)}${'é'.repeat(500)}`, REPORT_ROOM_BYTES + 16, 0)!;
+  assert.deepEqual([cut.headBytes, cut.restBytes], [16, REPORT_ROOM_BYTES - 16 + 1000]);
+  const room = { jobId: 'job_1', maxReportBytes: REPORT_ROOM_BYTES + 16, queueMaxBytes: 100_000, outputEnd: 500 };
+
+  // room for it all: the rest whole after its line, the note's offset just past that line
+  const whole = placeRest(cut, { ...room, queueRoomBytes: 100_000 });
+  const line = `\n[agentq: the rest of the job's result (its last ${cut.restBytes} of ${cut.totalBytes} bytes), cut from the result to fit in a report to the coordinator:]\n`;
+  assert.equal(whole.output, line + cut.rest);
+  assert.deepEqual([whole.sentBytes, whole.leftOutBytes], [cut.restBytes, 0]);
+  const offset = 500 + Buffer.byteLength(line);
+  assert.equal(
+    whole.result,
+    `${cut.head}\n\n[agentq: result cut: it is ${cut.totalBytes} bytes, more than a report to the coordinator may carry (${REPORT_ROOM_BYTES + 16} bytes in all); above are its first 16 bytes. ` +
+      `The other ${cut.restBytes} bytes are at the end of the job's output, from byte offset ${offset}: GET /jobs/job_1/output?offset=${offset}, or \`agentq output job_1 --tail ${cut.restBytes}\` ` +
+      "(the coordinator keeps the newest JOB_OUTPUT_MAX_BYTES of a job's output, 1 MiB by default).]",
+  );
+  assert.deepEqual(whole.log.fields, { result_bytes: cut.totalBytes, kept_bytes: 16, max_report_bytes: REPORT_ROOM_BYTES + 16, output_offset: offset });
+  assert.equal(whole.log.msg, "result too large for a report to the coordinator: cut to fit; the rest goes to the job's output");
+
+  // room for 1000 bytes: the rest's end (whole characters), line included, within them
+  const end = placeRest(cut, { ...room, queueRoomBytes: 1000 });
+  assert.ok(Buffer.byteLength(end.output) <= 1000, `${Buffer.byteLength(end.output)} bytes queued`);
+  assert.ok(end.sentBytes > 500 && end.sentBytes % 2 === 0, `${end.sentBytes} bytes of é sent`);
+  assert.equal(end.sentBytes + end.leftOutBytes, cut.restBytes);
+  assert.ok(end.output.endsWith(`, cut from the result to fit in a report to the coordinator:]\n${'é'.repeat(end.sentBytes / 2)}`));
+  assert.match(end.output, new RegExp(`^\\n\\[agentq: the end of the job's result \\(its last ${end.sentBytes} of ${cut.totalBytes} bytes; the ${end.leftOutBytes} bytes before them are left out, more than the launcher queues as a job's output, 100000 bytes\\)`));
+  assert.match(end.result, new RegExp(`Of the other ${cut.restBytes} bytes, the last ${end.sentBytes} are at the end of the job's output \\(the ${end.leftOutBytes} before them were left out: more than the launcher queues as a job's output, 100000 bytes\\), from byte offset \\d+: .* --tail ${end.sentBytes}\``));
+  assert.deepEqual([end.log.fields['rest_bytes'], end.log.fields['rest_left_out_bytes'], end.log.fields['max_queued_output_bytes']], [cut.restBytes, end.leftOutBytes, 100_000]);
+
+  // no room even for the line: nothing queued, and the note says the rest could not be sent
+  const none = placeRest(cut, { ...room, queueRoomBytes: 100 });
+  assert.deepEqual([none.output, none.sentBytes, none.leftOutBytes], ['', 0, cut.restBytes]);
+  assert.ok(
+    none.result.endsWith(`above are its first 16 bytes. The other ${cut.restBytes} bytes could not be sent: the launcher's queue of the job's output (100000 bytes) had no room for them.]`),
+    none.result.slice(-300),
+  );
+  assert.doesNotMatch(none.result, /last 0|offset/);
+  assert.match(none.log.msg, /the rest could not be queued as the job's output and is lost/);
 });

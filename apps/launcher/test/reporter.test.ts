@@ -120,6 +120,22 @@ test('during a long outage the oldest queued output is dropped past the cap; off
   );
 });
 
+test("the room a job's output queue has for new output without dropping any of it: its cap less the batch at its head and the output not yet batched", async () => {
+  const { reporter, sent, bringUp, attempts } = setup({ outputQueueMaxBytes: 1000, outputBatchBytes: 300 });
+  assert.equal(reporter.outputRoom('job_r'), 1000);
+  reporter.output('job_r', 'a'.repeat(300)); // a batch, at once on its way (the queue's head)
+  await attempts(1);
+  reporter.output('job_r', 'b'.repeat(300)); // a batch waiting behind it: dropped to make room
+  reporter.output('job_r', 'c'.repeat(50)); // not yet batched
+  assert.equal(reporter.outputRoom('job_r'), 1000 - 300 - 50);
+  // that much more drops only the waiting batch
+  reporter.output('job_r', 'd'.repeat(650));
+  const completed = reporter.send('job_r', { kind: 'completed', body: {} }, { last: true });
+  bringUp();
+  await completed;
+  assert.equal(sent.filter((s) => s.kind === 'output').map((s) => String(s.body['data'])).join(''), `${'a'.repeat(300)}${'c'.repeat(50)}${'d'.repeat(650)}`);
+});
+
 test('a report waiting for a re-registration when the launcher exits is abandoned, not refused', async () => {
   let renewing: () => void = () => {};
   const renewCalled = new Promise<void>((resolve) => (renewing = resolve));
