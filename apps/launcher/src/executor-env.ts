@@ -1,3 +1,4 @@
+import { EXECUTOR_SCHEMA_VERSION, type ExecutorInvocation, type Job } from '@agentq/protocol';
 import { SECRET_ENV } from './config.js';
 
 /**
@@ -71,4 +72,45 @@ export function buildExecutorEnv(
   }
   for (const [name, value] of Object.entries(job)) if (value !== undefined) env[name] = value;
   return env;
+}
+
+/** The job's AGENTQ_* variables: what the job is, and how its agent reaches the coordinator. */
+export function jobEnv(
+  job: Job,
+  cwd: string,
+  from: { coordinatorUrl: string; caFile: string | undefined; launcherId: string; token: string | undefined },
+): JobEnv {
+  return {
+    AGENTQ_JOB_ID: job.job_id,
+    AGENTQ_JOB_TYPE: job.type,
+    AGENTQ_SESSION_NAME: job.session_name,
+    AGENTQ_PROJECT_DIR: cwd,
+    AGENTQ_COORDINATOR_URL: from.coordinatorUrl,
+    // the names the agentq CLI reads, so that `agentq start` (and `agentq mcp`) run by the agent
+    // reach this coordinator, with the job's token
+    AGENTQ_URL: from.coordinatorUrl,
+    AGENTQ_CA_FILE: from.caFile,
+    AGENTQ_LAUNCHER_ID: from.launcherId,
+    AGENTQ_EXECUTOR_SCHEMA_VERSION: String(EXECUTOR_SCHEMA_VERSION),
+    AGENTQ_AGENT_NAME: job.agent_name ?? undefined,
+    AGENTQ_PARENT_SESSION_NAME: job.parent_session_name ?? undefined,
+    AGENTQ_EXECUTOR_SESSION_ID: job.executor_session_id ?? undefined,
+    AGENTQ_TOKEN: from.token,
+  };
+}
+
+/** What the executor reads on its stdin: the job, run in `cwd` (the job's directory as resolved). */
+export function invocationOf(job: Job, cwd: string): ExecutorInvocation {
+  return {
+    schema_version: EXECUTOR_SCHEMA_VERSION,
+    mode: job.type === 'resume_session' ? 'resume' : 'start',
+    job_id: job.job_id,
+    session_name: job.session_name,
+    prompt: job.prompt,
+    agent_name: job.agent_name,
+    project_dir: cwd,
+    parent_session_name: job.parent_session_name,
+    executor_session_id: job.executor_session_id,
+    max_cost_usd: job.max_cost_usd ?? null,
+  };
 }

@@ -10,4 +10,4 @@ export { defaultStateDir, loadHostId } from './state-dir.js';
 export { Lifeline } from './lifeline/lifeline.js';
 export { endLeftovers } from './lifeline/record.js';
 export { Watchdog } from './watchdog.js';
-export { LAUNCHER_ERROR_CODES } from './job-runner.js';
+export { LAUNCHER_ERROR_CODES } from './final-report.js';

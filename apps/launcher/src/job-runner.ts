@@ -1,12 +1,12 @@
 import type { Logger } from 'pino';
-import { EXECUTOR_SCHEMA_VERSION, type ExecutorEvent, type ExecutorInvocation, type FailedReport, type Job } from '@agentq/protocol';
-import { buildExecutorEnv } from './executor-env.js';
+import type { ExecutorEvent, Job } from '@agentq/protocol';
+import { buildExecutorEnv, invocationOf, jobEnv } from './executor-env.js';
 import { ExecutorProcess, type ExecutorExit } from './executor-process.js';
-import { describeExitCode, describeSignal } from './exit-status.js';
+import { definedOnly, failureMessage, refusedInstead, type InterruptionCode } from './final-report.js';
 import type { ExecutorSpec } from './executors/index.js';
 import type { Lifeline } from './lifeline/lifeline.js';
 import { resolveJobDir } from './project-roots.js';
-import { boundError, cutResult, placeRest, storable } from './report-bounds.js';
+import { cutResult, placeRest, storable } from './report-bounds.js';
 import type { Report, Reporter } from './reporter.js';
 import { Watchdog } from './watchdog.js';
 
@@ -49,18 +49,6 @@ export interface JobRunnerDeps {
 
 /** Why a run ended early, when it did. */
 type Interruption = { kind: 'stop' } | { kind: 'interrupt'; reason: string; code: InterruptionCode } | { kind: 'idle' } | { kind: 'disowned'; reason: string };
-
-/** Job error codes the launcher itself sets on a failed report (executors may send their own). */
-export const LAUNCHER_ERROR_CODES = {
-  outside_project_roots: "the job's project_dir is not inside any of this launcher's project roots",
-  project_dir_not_found: "the job's project_dir does not exist on this host",
-  executor_idle: 'the executor printed nothing for --idle-timeout seconds and was stopped',
-  launcher_shutdown: 'the launcher shut down and killed the executor once --shutdown-grace was over',
-  launcher_deregistered: 'the launcher was deregistered and, run with --stop-on-exit, killed the executor',
-} as const;
-
-/** The codes of a launcher's own interruption of its jobs. */
-export type InterruptionCode = 'launcher_shutdown' | 'launcher_deregistered';
 
 /** What the executor's `result` event said about the cost of the turn (sent with the final report). */
 type Accounting = Pick<Extract<ExecutorEvent, { type: 'result' }>, 'usage' | 'cost_usd' | 'num_turns' | 'duration_api_ms'>;
@@ -227,25 +215,18 @@ export class JobRunner {
       },
     });
     this.#watchdog = watchdog;
-    const proc = new ExecutorProcess(this.#d.executor, this.#invocation(cwd), {
+    const proc = new ExecutorProcess(this.#d.executor, invocationOf(this.job, cwd), {
       cwd,
-      env: buildExecutorEnv(this.#d.env, this.#d.passEnv, {
-        AGENTQ_JOB_ID: jobId,
-        AGENTQ_JOB_TYPE: this.job.type,
-        AGENTQ_SESSION_NAME: this.job.session_name,
-        AGENTQ_PROJECT_DIR: cwd,
-        AGENTQ_COORDINATOR_URL: this.#d.coordinatorUrl,
-        // the names the agentq CLI reads, so that `agentq start` (and `agentq mcp`) run by the
-        // agent reach this coordinator, with the job's token
-        AGENTQ_URL: this.#d.coordinatorUrl,
-        AGENTQ_CA_FILE: this.#d.caFile,
-        AGENTQ_LAUNCHER_ID: this.#d.launcherId(),
-        AGENTQ_EXECUTOR_SCHEMA_VERSION: String(EXECUTOR_SCHEMA_VERSION),
-        AGENTQ_AGENT_NAME: this.job.agent_name ?? undefined,
-        AGENTQ_PARENT_SESSION_NAME: this.job.parent_session_name ?? undefined,
-        AGENTQ_EXECUTOR_SESSION_ID: this.job.executor_session_id ?? undefined,
-        AGENTQ_TOKEN: this.#d.agentToken?.(this.job),
-      }),
+      env: buildExecutorEnv(
+        this.#d.env,
+        this.#d.passEnv,
+        jobEnv(this.job, cwd, {
+          coordinatorUrl: this.#d.coordinatorUrl,
+          caFile: this.#d.caFile,
+          launcherId: this.#d.launcherId(),
+          token: this.#d.agentToken?.(this.job),
+        }),
+      ),
       killGraceMs: this.#d.killGraceMs,
       pipeDrainMs: this.#d.pipeDrainMs,
       onActivity: () => watchdog.activity(),
@@ -304,22 +285,6 @@ export class JobRunner {
         this.#watchdog?.finalEvent();
         break;
     }
-  }
-
-  #invocation(cwd: string): ExecutorInvocation {
-    const j = this.job;
-    return {
-      schema_version: EXECUTOR_SCHEMA_VERSION,
-      mode: j.type === 'resume_session' ? 'resume' : 'start',
-      job_id: j.job_id,
-      session_name: j.session_name,
-      prompt: j.prompt,
-      agent_name: j.agent_name,
-      project_dir: cwd,
-      parent_session_name: j.parent_session_name,
-      executor_session_id: j.executor_session_id,
-      max_cost_usd: j.max_cost_usd ?? null,
-    };
   }
 
   /** Queue the final report for how the executor ended. */
@@ -429,63 +394,7 @@ export class JobRunner {
       const { status, code, message } = outcome.refused;
       if (status !== 400 && status !== 413) return;
       this.#log.error({ report: report.kind, code }, 'final report refused; reporting the job failed instead');
-      const b = report.body as Partial<FailedReport>;
-      void this.#d.reporter.send(
-        this.job.job_id,
-        {
-          kind: 'failed',
-          body: definedOnly({
-            error: refusalMessage(this.job.job_id, report, code, message),
-            error_code: 'report_refused',
-            executor_session_id: b.executor_session_id,
-            usage: b.usage,
-            cost_usd: b.cost_usd,
-            num_turns: b.num_turns,
-            duration_api_ms: b.duration_api_ms,
-          }) as Omit<FailedReport, 'launcher_id'>,
-        },
-        { last: true },
-      );
+      void this.#d.reporter.send(this.job.job_id, refusedInstead(this.job.job_id, report, code, message), { last: true });
     });
   }
-}
-
-/**
- * The error of a failed run. A signal, or an exit code that names one (143: 128 + SIGTERM), comes
- * with what usually sends it, unless the launcher had sent SIGTERM itself (`stoppedByLauncher`:
- * its exit grace ran out, or a stop or its shutdown came, after the executor's answer, which is
- * then the job's error): that is what the exit code says, and "by a user, a service manager or
- * a shutdown" would blame someone else.
- */
-function failureMessage(exit: ExecutorExit, errorMessage: string | undefined, stoppedByLauncher: boolean): { text: string; cutBytes: number } {
-  if (errorMessage !== undefined) {
-    // an executor's message too long for a report is cut here, before its exit code, which the
-    // cut keeps (the reporter's own cut would take it with the end of the message); NULs first
-    // become U+FFFD (3 bytes), as the reporter makes them, so that its cut finds nothing to do
-    const message = storable(errorMessage);
-    if (exit.code === null || exit.code === 0) return boundError(message);
-    return boundError(message, ` (exit code ${stoppedByLauncher ? `${exit.code}, after the launcher's SIGTERM` : describeExitCode(exit.code)})`);
-  }
-  const how = exit.signal ? `executor killed by ${describeSignal(exit.signal)}` : `executor exited with code ${exit.code === null ? 'unknown' : describeExitCode(exit.code)}`;
-  return { text: exit.stderrTail ? `${how}; stderr:\n${exit.stderrTail}` : `${how}; no stderr`, cutBytes: 0 };
-}
-
-/**
- * The error of a job whose final report was refused: why, and where what is left of its answer
- * is. (A result over the coordinator's limit is cut to fit before it is sent; one refused all
- * the same, by a proxy with a smaller body limit or a coordinator that did not say its limit, is
- * lost, but what the executor printed is in the output.)
- */
-function refusalMessage(jobId: string, report: Report, code: string, message: string): string {
-  const result = report.kind === 'completed' ? report.body.result : undefined;
-  const lost = typeof result === 'string' ? `; its result (${Buffer.byteLength(result)} bytes) could not be kept` : '';
-  return (
-    `the coordinator refused the job's ${report.kind} report (${code}): ${message.slice(0, 2000)}${lost}. ` +
-    `What the executor printed is in the job's output: GET /jobs/${jobId}/output (\`agentq output ${jobId}\`)`
-  );
-}
-
-/** The object without its undefined properties (optional wire fields are left out, not null). */
-function definedOnly<T extends object>(o: T): Partial<T> {
-  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
 }

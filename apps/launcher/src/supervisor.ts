@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import type { Job } from '@agentq/protocol';
-import type { InterruptionCode, JobRunner } from './job-runner.js';
+import type { InterruptionCode } from './final-report.js';
+import type { JobRunner } from './job-runner.js';
 import type { Reporter } from './reporter.js';
 
 export interface SupervisorOptions {
