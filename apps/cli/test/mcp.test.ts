@@ -26,6 +26,11 @@ test('agentq mcp: the eight tools, named exactly, telling the model it is resume
   assert.match(start.description!, /you are resumed with its result/);
   assert.match(start.description!, /do not need to poll/);
   assert.match(start.description!, /child of your session \("boss"\)/);
+  // stop says what it may answer, the cut copy of a job deleted since included
+  const stop = tools.find((x) => x.name === 'stop')!;
+  for (const field of ['outcome', '"already_completed"', 'stopped_count', 'resent: true', 'job_truncated: true', '"unknown"']) {
+    assert.ok(stop.description!.includes(field), `stop's description names ${field}`);
+  }
   // arguments use the API's field names
   assert.deepEqual(Object.keys(start.inputSchema.properties!).sort(), [
     'agent_name',
