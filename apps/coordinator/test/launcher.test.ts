@@ -2,13 +2,15 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { fakeLauncher, nextEvent, rejectsWith, start, startTest } from './helpers.js';
 
-test('register answers a launcher id and the polling parameters from the configuration', async (t) => {
-  const { client } = await startTest(t, { pollTimeoutSeconds: 7, heartbeatIntervalSeconds: 11, heartbeatTimeoutSeconds: 33 });
+test('register answers a launcher id and the polling parameters from the configuration, and how much of a job\'s output it keeps', async (t) => {
+  const { client } = await startTest(t, { pollTimeoutSeconds: 7, heartbeatIntervalSeconds: 11, heartbeatTimeoutSeconds: 33, outputMaxBytes: 300_000 });
   const reg = await client.register({ hostname: 'box-1', project_dir: '/work', executor_type: 'claude-code' });
   assert.match(reg.launcher_id, /^lnch_[0-9a-f]{12}$/);
   assert.equal(reg.poll_endpoint, '/launcher/jobs');
   assert.equal(reg.poll_timeout_seconds, 7);
   assert.equal(reg.heartbeat_interval_seconds, 11);
+  // JOB_OUTPUT_MAX_BYTES: a launcher sends no more of a cut result's rest (docs/launcher.md)
+  assert.equal(reg.max_output_bytes, 300_000);
   const bare = await client.register();
   assert.notEqual(bare.launcher_id, reg.launcher_id);
   await rejectsWith(client.register({ hostname: 'x', favourite: 'y' } as never), 400, 'validation_failed');

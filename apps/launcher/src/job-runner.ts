@@ -40,11 +40,12 @@ export interface JobRunnerDeps {
    */
   agentToken?: (job: Job) => string | undefined;
   /**
-   * The largest report the coordinator takes (`max_report_bytes` of its registration answer;
-   * undefined from a coordinator older than it): a larger result is cut to fit, the rest goes to
-   * the job's output.
+   * What the coordinator's registration answer says of its limits (undefined from one older than
+   * them): the largest report it takes (`max_report_bytes`), so a larger result is cut to fit and
+   * its rest goes to the job's output, and the most of that output it keeps (`max_output_bytes`).
    */
   maxReportBytes?: () => number | undefined;
+  maxOutputBytes?: () => number | undefined;
 }
 
 /** Why a run ended early, when it did. */
@@ -375,6 +376,7 @@ export class JobRunner {
       maxReportBytes: max,
       queueMaxBytes: reporter.outputQueueMaxBytes,
       queueRoomBytes: reporter.outputRoom(jobId),
+      keptBytes: this.#d.maxOutputBytes?.(),
       outputEnd: reporter.outputEnd(jobId),
     });
     reporter.output(jobId, placed.output);

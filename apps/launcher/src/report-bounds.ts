@@ -171,7 +171,7 @@ export function utf8End(text: string, maxBytes: number): { text: string; bytes: 
   return { text: bytes.subarray(from).toString('utf8'), bytes: bytes.length - from };
 }
 
-/** Where a cut result's rest goes: the job's output queue as it stands when the result is cut. */
+/** Where a cut result's rest goes: the job's output queue as it stands when the result is cut, and the coordinator's window of it. */
 export interface RestRoom {
   jobId: string;
   /** the coordinator's body limit (max_report_bytes), for the note */
@@ -180,6 +180,8 @@ export interface RestRoom {
   queueMaxBytes: number;
   /** what of it the job's queue takes now without dropping any of the new text (Reporter.outputRoom) */
   queueRoomBytes: number;
+  /** the most of a job's output the coordinator keeps (max_output_bytes); undefined from a coordinator older than it */
+  keptBytes?: number | undefined;
   /** the byte offset, in the job's output, where the next output goes (Reporter.outputEnd) */
   outputEnd: number;
 }
@@ -201,48 +203,59 @@ export interface PlacedRest {
  * The rest of a cut result goes to the end of the job's output, after a line that says what it is,
  * and the report's result ends with a note that says from which byte offset. It goes in as the
  * newest output, which the queue keeps first: the job's older output still waiting (the
- * coordinator away) is what the queue drops to make room for it, as for any new output. Only a
- * rest larger than the queue itself (8 MiB: a result near 16 MiB over a body limit under 8 MiB)
- * goes without its start, and the line, the note and the log say how much was left out. (Were
- * even that room gone, which a queue of 8 MiB does not allow, the note says that the rest could not
- * be sent rather than point at bytes that never went out.)
+ * coordinator away) is what the queue drops to make room for it, as for any new output.
+ *
+ * A rest larger than the coordinator keeps of a job's output (JOB_OUTPUT_MAX_BYTES, 1 MiB by
+ * default, while a rest may be 10 MiB) goes without its start: the coordinator would drop that
+ * start as the rest's end came in, and the note would point at bytes it no longer has. From a
+ * coordinator that does not say how much it keeps, the bound is the launcher's queue (8 MiB). The
+ * line, the note and the log say how much was left out, and why. (Were even that room gone, the
+ * note says that the rest could not be sent rather than point at bytes that never went out.)
  */
 export function placeRest(cut: CutResult, r: RestRoom): PlacedRest {
   const { jobId, maxReportBytes: max, queueMaxBytes: queueMax } = r;
-  const queued = `more than the launcher queues as a job's output, ${queueMax} bytes`;
+  const byCoordinator = r.keptBytes !== undefined && r.keptBytes < r.queueRoomBytes;
+  const room = byCoordinator ? r.keptBytes! : r.queueRoomBytes;
+  const why = byCoordinator
+    ? `more than the coordinator keeps of a job's output, ${r.keptBytes} bytes (JOB_OUTPUT_MAX_BYTES)`
+    : `more than the launcher queues as a job's output, ${queueMax} bytes`;
   const line = (sent: number, leftOut: number) =>
     leftOut === 0
       ? `\n[agentq: the rest of the job's result (its last ${sent} of ${cut.totalBytes} bytes), cut from the result to fit in a report to the coordinator:]\n`
       : `\n[agentq: the end of the job's result (its last ${sent} of ${cut.totalBytes} bytes; the ${leftOut} bytes before them are left out, ` +
-        `${queued}), cut from the result to fit in a report to the coordinator:]\n`;
+        `${why}), cut from the result to fit in a report to the coordinator:]\n`;
   let rest = cut.rest;
   let sent = cut.restBytes;
-  if (cut.restBytes + Buffer.byteLength(line(cut.restBytes, 0)) > r.queueRoomBytes) {
+  if (cut.restBytes + Buffer.byteLength(line(cut.restBytes, 0)) > room) {
     // room for the longest line (its counts have at most as many digits as the rest's size)
-    ({ text: rest, bytes: sent } = utf8End(rest, r.queueRoomBytes - Buffer.byteLength(line(cut.restBytes, cut.restBytes))));
+    ({ text: rest, bytes: sent } = utf8End(rest, room - Buffer.byteLength(line(cut.restBytes, cut.restBytes))));
   }
   const leftOut = cut.restBytes - sent;
   const head = sent === 0 ? '' : line(sent, leftOut);
   const offset = r.outputEnd + Buffer.byteLength(head);
   const said = `${cut.head}\n\n[agentq: result cut: it is ${cut.totalBytes} bytes, more than a report to the coordinator may carry (${max} bytes in all); above are its first ${cut.headBytes} bytes. `;
   const logged = { result_bytes: cut.totalBytes, kept_bytes: cut.headBytes, max_report_bytes: max };
+  const bound: Record<string, number> = byCoordinator ? { max_output_bytes: r.keptBytes! } : { max_queued_output_bytes: queueMax };
   const toTheLog = "result too large for a report to the coordinator: cut to fit; the rest goes to the job's output";
   if (sent === 0) {
+    const nowhere = byCoordinator
+      ? `the coordinator keeps only the newest ${r.keptBytes} bytes of a job's output (JOB_OUTPUT_MAX_BYTES), too few for any of them`
+      : `the launcher's queue of the job's output (${queueMax} bytes) had no room for them`;
     return {
       output: '',
-      result: `${said}The other ${cut.restBytes} bytes could not be sent: the launcher's queue of the job's output (${queueMax} bytes) had no room for them.]`,
+      result: `${said}The other ${cut.restBytes} bytes could not be sent: ${nowhere}.]`,
       sentBytes: 0,
       leftOutBytes: leftOut,
       log: {
-        fields: { ...logged, rest_bytes: cut.restBytes, max_queued_output_bytes: queueMax },
-        msg: "result too large for a report to the coordinator: cut to fit; the rest could not be queued as the job's output and is lost",
+        fields: { ...logged, rest_bytes: cut.restBytes, ...bound },
+        msg: "result too large for a report to the coordinator: cut to fit; the rest could not be sent as the job's output and is lost",
       },
     };
   }
   const where =
     leftOut === 0
       ? `The other ${cut.restBytes} bytes are at the end of the job's output`
-      : `Of the other ${cut.restBytes} bytes, the last ${sent} are at the end of the job's output (the ${leftOut} before them were left out: ${queued})`;
+      : `Of the other ${cut.restBytes} bytes, the last ${sent} are at the end of the job's output (the ${leftOut} before them were left out: ${why})`;
   return {
     output: head + rest,
     result:
@@ -254,8 +267,8 @@ export function placeRest(cut: CutResult, r: RestRoom): PlacedRest {
       leftOut === 0
         ? { fields: { ...logged, output_offset: offset }, msg: toTheLog }
         : {
-            fields: { ...logged, output_offset: offset, rest_bytes: cut.restBytes, rest_left_out_bytes: leftOut, max_queued_output_bytes: queueMax },
-            msg: `${toTheLog} but for its start, which is more than the launcher queues as a job's output`,
+            fields: { ...logged, output_offset: offset, rest_bytes: cut.restBytes, rest_left_out_bytes: leftOut, ...bound },
+            msg: `${toTheLog} but for its start, which is ${byCoordinator ? "more than the coordinator keeps of a job's output" : "more than the launcher queues as a job's output"}`,
           },
   };
 }

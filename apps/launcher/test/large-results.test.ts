@@ -13,6 +13,12 @@ import { spawnLauncher } from './spawn-launcher.js';
  * failed with `report_refused`, whose error did not say where the answer could be read.
  */
 
+/** A registration answer as a coordinator older than max_output_bytes gives it. */
+const withoutOutputWindow = (body: unknown): unknown => {
+  const { max_output_bytes: _kept, ...older } = body as Record<string, unknown>;
+  return older;
+};
+
 const NOTE =
   /\n\n\[agentq: result cut: it is (\d+) bytes, more than a report to the coordinator may carry \((\d+) bytes in all\); above are its first (\d+) bytes\. The other (\d+) bytes are at the end of the job's output, from byte offset (\d+): GET \/jobs\/([\w-]+)\/output\?offset=\5, or `agentq output \6 --tail \4` \(the coordinator keeps the newest JOB_OUTPUT_MAX_BYTES of a job's output, 1 MiB by default\)\.\]$/;
 
@@ -56,10 +62,13 @@ test("a result over the coordinator's report limit completes the job, cut to fit
 });
 
 test("a result whose rest is more than the launcher queues as a job's output (8 MiB) sends the rest's end, and says so: no 'coordinator slow' warning, no note pointing at bytes never sent", async (t) => {
-  // the least body limit there is (1 MiB): a 10 MiB result leaves a rest of 9 MiB
+  // the least body limit there is (1 MiB): a 10 MiB result leaves a rest of 9 MiB; from a
+  // coordinator that does not say how much of a job's output it keeps (older than
+  // max_output_bytes), the bound is the launcher's queue
   const { c, client } = await coordinator(t, { maxPromptBytes: 64 * 1024, outputMaxBytes: 256 * 1024 });
+  const px = await proxy(t, c.url, () => false, (req) => (req.url === '/launcher/register' ? withoutOutputWindow : undefined));
   const { log, lines, waitFor } = captureLog();
-  await launcher(t, c.url, {}, { log });
+  await launcher(t, px.url, {}, { log });
   const size = 10 * 1024 * 1024;
   const queueMax = 8 * 1024 * 1024;
   const job = await client.createJob({ type: 'start_session', session_name: 'huge-rest', prompt: script([{ bigResult: size }]) });
@@ -88,6 +97,41 @@ test("a result whose rest is more than the launcher queues as a job's output (8 
   assert.match(String(logged['msg']), /but for its start, which is more than the launcher queues as a job's output/);
   const slow = lines.filter((l) => /coordinator has taken|dropped during the outage/.test(String(l['msg'])));
   assert.deepEqual(slow, [], 'no output dropped as if the coordinator were slow');
+});
+
+test("a result whose rest is more than the coordinator keeps of a job's output (JOB_OUTPUT_MAX_BYTES) sends only the rest's end it keeps, and says so: the note's offset is there to read", async (t) => {
+  // a body limit of 1 MiB: a 2 MiB result leaves a rest of 1 MiB, and the coordinator keeps 256 KiB of output
+  const kept = 256 * 1024;
+  const { c, client } = await coordinator(t, { maxPromptBytes: 64 * 1024, outputMaxBytes: kept });
+  const { log, waitFor } = captureLog();
+  await launcher(t, c.url, {}, { log });
+  const size = 2 * 1024 * 1024;
+  const job = await client.createJob({ type: 'start_session', session_name: 'kept-rest', prompt: script([{ say: 'working' }, { bigResult: size }]) });
+  const done = await settled(client, job.job_id);
+  assert.equal(done.status, 'completed', `${done.error_code}: ${done.error}`);
+
+  const result = done.result ?? '';
+  const note =
+    /\n\n\[agentq: result cut: it is (\d+) bytes, more than a report to the coordinator may carry \((\d+) bytes in all\); above are its first (\d+) bytes\. Of the other (\d+) bytes, the last (\d+) are at the end of the job's output \(the (\d+) before them were left out: more than the coordinator keeps of a job's output, 262144 bytes \(JOB_OUTPUT_MAX_BYTES\)\), from byte offset (\d+): GET \/jobs\/[\w-]+\/output\?offset=\7, or `agentq output [\w-]+ --tail \5`/.exec(
+      result,
+    );
+  assert.ok(note, result.slice(-1000));
+  const [total, , headBytes, restBytes, sentBytes, leftOut, offset] = note.slice(1, 8).map(Number) as [number, number, number, number, number, number, number];
+  assert.equal(total, size);
+  assert.equal(headBytes + restBytes, total);
+  assert.equal(sentBytes + leftOut, restBytes);
+  assert.ok(sentBytes < kept && sentBytes > kept - 1024, `as much as the coordinator keeps is sent (${sentBytes} bytes)`);
+  // the note's offset is still held: from it, the rest's end, to the end of the output
+  const rest = await client.getOutput(job.job_id, { offset, limit_bytes: 16 * 1024 * 1024 });
+  assert.equal(rest.offset, offset, 'the coordinator holds the output from the offset the note gives');
+  assert.equal(rest.output, 'r'.repeat(sentBytes));
+  assert.equal(rest.next_offset, rest.total_bytes);
+  const whole = (await client.getOutput(job.job_id, { offset: 0 })).output;
+  assert.match(whole.slice(0, whole.indexOf('\nr') + 2), /\n\[agentq: the end of the job's result \(its last \d+ of \d+ bytes; the \d+ bytes before them are left out, more than the coordinator keeps of a job's output, 262144 bytes \(JOB_OUTPUT_MAX_BYTES\)\), cut from the result to fit in a report to the coordinator:\]\nr/);
+
+  const logged = await waitFor((l) => /result too large for a report/.test(String(l['msg'])));
+  assert.deepEqual([logged['rest_bytes'], logged['rest_left_out_bytes'], logged['max_output_bytes'], logged['output_offset']], [restBytes, leftOut, kept, offset]);
+  assert.match(String(logged['msg']), /but for its start, which is more than the coordinator keeps of a job's output$/);
 });
 
 test("a cut result's rest goes whole to the output when the job's output already waiting fills the queue (coordinator away): the oldest output makes room, never 'the last 0'", async (t) => {
@@ -198,6 +242,16 @@ test("a cut result's rest, placed in the job's output queue: whole where it fits
   assert.match(end.result, new RegExp(`Of the other ${cut.restBytes} bytes, the last ${end.sentBytes} are at the end of the job's output \\(the ${end.leftOutBytes} before them were left out: more than the launcher queues as a job's output, 100000 bytes\\), from byte offset \\d+: .* --tail ${end.sentBytes}\``));
   assert.deepEqual([end.log.fields['rest_bytes'], end.log.fields['rest_left_out_bytes'], end.log.fields['max_queued_output_bytes']], [cut.restBytes, end.leftOutBytes, 100_000]);
 
+  // a coordinator that keeps 1000 bytes of a job's output: no more is sent, and that is why
+  const kept = placeRest(cut, { ...room, queueRoomBytes: 100_000, keptBytes: 1000 });
+  assert.ok(Buffer.byteLength(kept.output) <= 1000 && kept.sentBytes > 500, `${kept.sentBytes} bytes of the rest in ${Buffer.byteLength(kept.output)}`);
+  assert.match(kept.output, /the \d+ bytes before them are left out, more than the coordinator keeps of a job's output, 1000 bytes \(JOB_OUTPUT_MAX_BYTES\)\)/);
+  assert.match(kept.result, /\(the \d+ before them were left out: more than the coordinator keeps of a job's output, 1000 bytes \(JOB_OUTPUT_MAX_BYTES\)\)/);
+  assert.deepEqual([kept.log.fields['max_output_bytes'], kept.log.fields['max_queued_output_bytes']], [1000, undefined]);
+  assert.match(kept.log.msg, /but for its start, which is more than the coordinator keeps of a job's output$/);
+  // one that keeps more than the queue has room for: the queue is the bound
+  assert.equal(placeRest(cut, { ...room, queueRoomBytes: 1000, keptBytes: 5000 }).output, end.output);
+
   // no room even for the line: nothing queued, and the note says the rest could not be sent
   const none = placeRest(cut, { ...room, queueRoomBytes: 100 });
   assert.deepEqual([none.output, none.sentBytes, none.leftOutBytes], ['', 0, cut.restBytes]);
@@ -206,5 +260,5 @@ test("a cut result's rest, placed in the job's output queue: whole where it fits
     none.result.slice(-300),
   );
   assert.doesNotMatch(none.result, /last 0|offset/);
-  assert.match(none.log.msg, /the rest could not be queued as the job's output and is lost/);
+  assert.match(none.log.msg, /the rest could not be sent as the job's output and is lost/);
 });

@@ -67,6 +67,12 @@ export const RegisterLauncherResponse = Type.Object({
    * coordinators older than the field.
    */
   max_report_bytes: Type.Optional(Type.Integer({ minimum: 1 })),
+  /**
+   * The most of a job's output the coordinator keeps (JOB_OUTPUT_MAX_BYTES): the newest bytes. A
+   * launcher sends no more of a cut result's rest than this (docs/launcher.md). Absent from
+   * coordinators older than the field.
+   */
+  max_output_bytes: Type.Optional(Type.Integer({ minimum: 1 })),
 });
 export type RegisterLauncherResponse = Static<typeof RegisterLauncherResponse>;
 

@@ -48,9 +48,11 @@ export const launcherRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = 
         tokenHash: credential?.hash ?? null,
       });
       // what a report may weigh: the launcher cuts a result that would make it heavier, rather
-      // than have its completed report refused (413) and the job fail (docs/launcher.md)
+      // than have its completed report refused (413) and the job fail; and how much of a job's
+      // output is kept, which bounds the part of the cut result's rest worth sending (docs/launcher.md)
       const bodyLimit = app.initialConfig.bodyLimit;
-      const answer = bodyLimit === undefined ? registered : { ...registered, max_report_bytes: bodyLimit };
+      const limits = { max_output_bytes: core.config.outputMaxBytes, ...(bodyLimit === undefined ? {} : { max_report_bytes: bodyLimit }) };
+      const answer = { ...registered, ...limits };
       return credential === undefined ? answer : { ...answer, launcher_token: await credential.tokenFor(answer.launcher_id) };
     },
   );
