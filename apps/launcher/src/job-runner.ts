@@ -357,12 +357,10 @@ export class JobRunner {
   }
 
   /**
-   * The result as a `completed` report can carry it. One that would make the report larger than
-   * the coordinator takes (its body limit: 6 MiB + 64 KiB by default, while an executor's result may be up
-   * to 16 MiB) was refused (413) and the job failed. Now the report carries as much of its start as
-   * fits, then a note that says it was cut, how much is missing, and where that is: the rest goes
-   * to the end of the job's output (queued before the report, so it is there when the job has
-   * ended), from a byte offset the note gives.
+   * The result as a `completed` report can carry it: one larger than the coordinator takes (6 MiB
+   * + 64 KiB by default; a result may be 16 MiB) would be refused (413) and fail the job, so it is
+   * cut to fit, and its rest goes to the end of the job's output, queued before the report
+   * (placeRest says what goes where, and the note says so).
    */
   #fitResult(result: string, extra: object): string {
     const max = this.#d.maxReportBytes?.();
