@@ -308,8 +308,8 @@ export function registerSessionTools(add: AddTool, { client, caller, send }: Too
         `"already_completed": it had ended), its status and the job. A session stop answers stopped (the first ${STOPPED_MAX} jobs it stopped, each ` +
         'with its outcome), stopped_count and the session as it is after the stop (null if it could not be read just now). resent: true ' +
         'when the stop was sent again after its answer was lost: the answer is what the first attempt did. job_truncated: true when ' +
-        'the job has been deleted since (history retention): job is the copy kept with the stop, its prompt, result and error cut to ' +
-        '512 characters, and no more of it can be read. On an error, outcome says whether it was made: "refused" or "not_sent" (nothing was ' +
+        'the job has been deleted since (history retention) and job, the copy kept with the stop, had its prompt, result or error cut to ' +
+        '512 characters: no more of it can be read. On an error, outcome says whether it was made: "refused" or "not_sent" (nothing was ' +
         'stopped), or "unknown" (an answer was lost: get_status tells; look before calling stop again, as a new stop call stops whatever the session runs by then).',
       inputSchema: {
         job_id: z.string().min(1).max(200).optional().describe('the job to stop'),
