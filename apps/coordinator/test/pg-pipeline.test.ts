@@ -2,7 +2,9 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
-import { fakeLauncher, parked, resume, startTest } from './helpers.js';
+import { CoordinatorError } from '../src/core/errors.js';
+import { sqlState } from '../src/core/store/pg-sql.js';
+import { fakeLauncher, parked, resume, start, startTest } from './helpers.js';
 import { freshDatabaseUrl } from './pg-server.js';
 
 /*
@@ -46,4 +48,40 @@ test('PostgreSQL: a replay of a create locks its session\'s ready job (read ahea
   // the replay's commit says the job it held is ready: the parked poll takes it (not after its 600 s hold)
   const job = await Promise.race([taken, sleep(10_000).then(() => null)]);
   assert.equal(job?.job_id, next.job_id, 'the parked poll was not woken when the replay released the ready job');
+});
+
+test('PostgreSQL: a pipelined write that failed comes before the error the transaction throws next: a unique key taken runs it again, and its failure is what the caller gets once it may not', async (t) => {
+  const url = await freshDatabaseUrl(t);
+  if (url === null) return;
+  const { c, client } = await startTest(t, { databaseUrl: url, sweepIntervalMs: 600_000 });
+  await start(client, 'taken');
+  const store = c.core.store;
+  const taken = (await store.getSession('taken'))!;
+  const refusal = () => new CoordinatorError('session_exists', 'the body refused after its write (before its next read)');
+
+  // the INSERT is sent and not waited for (pg-pipeline.ts); the body throws before its next read,
+  // when the server has refused the INSERT (unique key on the name): the transaction runs again
+  let runs = 0;
+  const result = await store.transaction(async (tx) => {
+    if (++runs > 1) return 'ran again';
+    await tx.insertSession({ ...taken, seq: taken.seq + 1000 });
+    throw refusal();
+  });
+  assert.deepEqual([result, runs], ['ran again', 2], 'the failed write was masked by the error the body threw after it');
+
+  // a write that fails every time: run again as a unique violation is (twice), then its failure
+  // (not the body's error, which came after it) is what the caller gets
+  runs = 0;
+  await assert.rejects(
+    store.transaction(async (tx) => {
+      runs++;
+      await tx.insertSession({ ...taken, seq: taken.seq + 2000 });
+      throw refusal();
+    }),
+    (err: unknown) => {
+      assert.equal(sqlState(err), '23505', `the body's error came out, not the write's: ${String(err)}`);
+      return true;
+    },
+  );
+  assert.equal(runs, 3);
 });

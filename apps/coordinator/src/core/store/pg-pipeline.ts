@@ -11,7 +11,8 @@ export type Statement = { name: string; text: string; values: unknown[] } | stri
  *
  * - `send` (BEGIN, INSERT, UPDATE, DELETE: no answer needed) writes and goes on; its failure is
  *   kept and thrown by the next `query` or `settle`, as a unique violation on INSERT was thrown
- *   by the INSERT before, so the store runs the transaction again just the same;
+ *   by the INSERT before, so the store runs the transaction again just the same (a transaction
+ *   that throws before either settles first: the write's failure came first, pg-transactions.ts);
  * - `query` writes and waits for its answer, and for those of everything sent before it (the same
  *   round trip): so a create sends BEGIN with its first read, and its writes with its COMMIT.
  *

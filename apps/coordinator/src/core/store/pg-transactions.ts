@@ -27,6 +27,22 @@ function runsAgain(err: unknown, attempt: number, commitSent: boolean, broken: b
   return isRetryable(err) || (isUniqueViolation(err) && attempt < 3) || (broken && attempt < 3);
 }
 
+/**
+ * What made a run of a transaction fail: `thrown`, unless a write it sent before (pipelined, not
+ * waited for: pg-pipeline.ts) failed, which came first. The body may throw its own error (a 409
+ * it decided on) before its next read would have thrown the write's failure; that write aborted
+ * the transaction, and its failure says whether the transaction runs again (a deadlock, a unique
+ * key a concurrent transaction took) or what the caller is told. Not after COMMIT was sent (its
+ * own settle read the writes' answers), nor after the connection broke (every write failed so).
+ */
+async function firstFailure(db: Pipeline | undefined, thrown: unknown, commitSent: boolean): Promise<unknown> {
+  if (!db || commitSent || isConnectionError(thrown)) return thrown;
+  return db.settle().then(
+    () => thrown,
+    (failed: unknown) => failed,
+  );
+}
+
 /** A commit log entry before it has its id. */
 interface LogDraft {
   drafts: EventDraft[];
@@ -70,12 +86,13 @@ export class PgTransactions {
         released = true;
         client.release(destroy || undefined);
       };
+      let db: Pipeline | undefined;
       let tx: PgTx | undefined;
       let commitSent = false;
       let broken = false;
       try {
         // BEGIN waits for no answer: it goes with the transaction's first read (pg-pipeline.ts)
-        const db = new Pipeline(client);
+        db = new Pipeline(client);
         db.send('BEGIN');
         tx = new PgTx(db, this.#o.clock.now(), this.#o.serves);
         const result = await fn(tx);
@@ -102,8 +119,9 @@ export class PgTransactions {
         if (entry && logged) await this.#o.feed.committed(logged.id, entry.commit(logged.first));
         runAfterCommit(tx.committed, this.#o.log);
         return result;
-      } catch (err) {
-        if (released) throw err;
+      } catch (thrown) {
+        if (released) throw thrown;
+        const err = await firstFailure(db, thrown, commitSent);
         if (isConnectionError(err)) broken = true;
         else await client.query('ROLLBACK').catch(() => (broken = true));
         // a COMMIT whose outcome is unknown: if it went through, the log has it
