@@ -835,6 +835,39 @@ test('an output batch whose pooled connection breaks before its commit is stored
   assert.deepEqual([out.output, out.total_bytes], ['hello', 5]);
 });
 
+test('a launcher sign of life whose pooled connection breaks is written on a fresh connection, not lost', async (t) => {
+  const clock = new ManualClock();
+  const set = await coordinators(t, 1, {}, { clock });
+  if (!set) return;
+  const [a] = set.clients as [AgentqClient];
+  const l = await fakeLauncher(a);
+  const db = new pg.Client({ connectionString: set.url });
+  await db.connect();
+  t.after(() => db.end());
+  // a table lock that lets the heartbeat's transaction read its launcher (FOR UPDATE) but keeps
+  // the sign of life's UPDATE waiting, on its pooled connection
+  await db.query('BEGIN');
+  await db.query('LOCK TABLE launchers IN SHARE MODE');
+  clock.advance(60_000);
+  const beat = l.heartbeat();
+  // the server process that waits for the lock (the UPDATE: the heartbeat's reads do not wait)
+  let backend: number | undefined;
+  while (backend === undefined) {
+    const { rows } = await db.query<{ pid: number }>(
+      `SELECT pid FROM pg_locks WHERE NOT granted AND locktype = 'relation' AND relation = 'launchers'::regclass`,
+    );
+    backend = rows[0]?.pid;
+    if (backend === undefined) await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  // that server process ends (as all do when the database restarts), and the UPDATE with it
+  const { rows } = await db.query<{ gone: boolean }>('SELECT pg_terminate_backend($1, 60000) AS gone', [backend]);
+  assert.equal(rows[0]!.gone, true);
+  await db.query('COMMIT');
+  assert.deepEqual(await beat, { ok: true, stop_jobs: [] });
+  const [row] = (await db.query<{ last_seen: string }>('SELECT last_seen FROM launchers WHERE id = $1', [l.id])).rows;
+  assert.equal(Number(row!.last_seen), clock.now(), 'the sign of life was lost with its connection');
+});
+
 // A page of roots reads about a page of rows, however many children there are. Through
 // sessions_by_parent or the primary key alone, the planner sorted every root or walked every
 // session newer than the page: 250 ms a page behind a million children (100,000 roots). What the

@@ -7,7 +7,7 @@ import { runAfterCommit } from './after-commit.js';
 import { compactEvents, countReady, hintsOf } from './changes.js';
 import { encodeEvents, encodeHints, hasHints, type CommitFeed, type EventDraft } from './pg-feed.js';
 import { Pipeline } from './pg-pipeline.js';
-import { eventDrafts } from './pg-queries.js';
+import { eventDrafts, rowsOf } from './pg-queries.js';
 import { isConnectionError, isRetryable, isUniqueViolation, sqlLiteral, unavailable } from './pg-sql.js';
 import { PgTx, type ServesCache } from './pg-tx.js';
 import type { Commit, Tx } from './store.js';
@@ -181,6 +181,32 @@ export class PgTransactions {
           continue;
         }
         throw isConnectionError(err) ? unavailable(err) : err;
+      }
+    }
+  }
+
+  /**
+   * One statement on its own (no BEGIN: it commits as it runs), run again as `run` runs its
+   * transactions (runsAgain): after a deadlock, or after its pooled connection broke (twice: a
+   * connection may be dead without the pool knowing, just after the database restarted). Whether
+   * it ran before the connection broke is unknown, so running it twice must do what once does.
+   */
+  async idempotent(text: string, values: unknown[]): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      const client = await this.#connect();
+      try {
+        await rowsOf(client, text, values);
+        client.release();
+        return;
+      } catch (err) {
+        const broken = isConnectionError(err);
+        client.release(broken || undefined);
+        if (runsAgain(err, attempt, false, broken)) {
+          this.#o.log.debug({ err, attempt }, 'statement failed; running it again');
+          if (isRetryable(err)) await sleep(Math.random() * 5 * attempt);
+          continue;
+        }
+        throw broken ? unavailable(err) : err;
       }
     }
   }

@@ -418,7 +418,10 @@ export class PostgresStore implements Store {
 
   /**
    * A sign of life, written at most once a second per launcher by this coordinator (the stale
-   * timeout is counted in tens of seconds). Never throws: a poll's claims must still be answered.
+   * timeout is counted in tens of seconds). Run again on a fresh connection when its pooled one
+   * broke, as transactions are (PgTransactions.idempotent: GREATEST makes a second run the same as
+   * one). Never throws: a poll's claims must still be answered; a failure that stays is logged,
+   * and the next sign of life writes it.
    */
   async touchLauncher(id: string, now: number): Promise<void> {
     const last = this.#touched.get(id);
@@ -426,7 +429,7 @@ export class PostgresStore implements Store {
     this.#touched.set(id, now);
     if (this.#touched.size > 100_000) this.#touched.clear();
     try {
-      await rowsOf(this.#pool, 'UPDATE launchers SET last_seen = GREATEST(last_seen, $2) WHERE id = $1', [id, now]);
+      await this.#transactions.idempotent('UPDATE launchers SET last_seen = GREATEST(last_seen, $2) WHERE id = $1', [id, now]);
     } catch (err) {
       this.#touched.delete(id);
       this.#log.warn({ err, launcher_id: id }, 'could not record a launcher sign of life');
