@@ -85,3 +85,36 @@ test('PostgreSQL: a pipelined write that failed comes before the error the trans
   );
   assert.equal(runs, 3);
 });
+
+test('PostgreSQL: a replay of a child\'s start locks the parent before the child, as a tree stop of the parent does (they cannot deadlock)', async (t) => {
+  const url = await freshDatabaseUrl(t);
+  if (url === null) return;
+  const { client } = await startTest(t, { databaseUrl: url, sweepIntervalMs: 600_000 });
+  await start(client, 'parent');
+  const body = { type: 'start_session' as const, session_name: 'child', parent_session_name: 'parent', prompt: 'go' };
+  const first = await client.createJob(body, { idempotencyKey: 'k-child' });
+
+  // another connection holds the parent, as a tree stop of it does before it locks the children
+  const stop = new pg.Client({ connectionString: url });
+  await stop.connect();
+  t.after(() => stop.end());
+  await stop.query('BEGIN');
+  await stop.query("SELECT 1 FROM sessions WHERE name = 'parent' FOR UPDATE");
+  const replay = client.createJob(body, { idempotencyKey: 'k-child' });
+  replay.catch(() => undefined); // awaited below
+  // the replay's locking reads (sent ahead with its key's) wait for the parent
+  for (;;) {
+    const { rows } = await stop.query<{ n: number }>('SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted AND pid <> pg_backend_pid()');
+    if (rows[0]!.n > 0) break;
+    await sleep(10);
+  }
+  // the stop goes on to the child: the replay, waiting for the parent, holds nothing of the tree
+  // (it held the child: a deadlock, which the store ran again after the server's deadlock_timeout)
+  await assert.doesNotReject(
+    stop.query("SELECT 1 FROM sessions WHERE name = 'child' FOR UPDATE NOWAIT"),
+    'the replay locked the child before the parent',
+  );
+  await stop.query('COMMIT');
+  const replayed = await replay;
+  assert.equal(replayed.job_id, first.job_id);
+});

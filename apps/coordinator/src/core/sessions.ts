@@ -31,6 +31,10 @@ export async function createJob(ctx: CoreContext, tx: Tx, req: CreateJobRequest,
   const parentName = req.parent_session_name ?? null;
   if (parentName === name) throw validation('parent_session_name', 'a session cannot be its own parent');
 
+  // a start locks its parent before its own session, as a tree stop locks parents before their
+  // children: a start of a session that exists (reopened, or refused) would otherwise hold the
+  // child while it waits for the parent a tree stop holds, and the stop then waits for the child
+  if (req.type === 'start_session' && parentName !== null) await tx.session(parentName);
   let session = await tx.session(name);
   if (req.type === 'start_session') {
     // browsers and fetch() resolve `.` and `..` in a URL (even percent-encoded): no dashboard

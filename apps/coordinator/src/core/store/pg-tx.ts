@@ -49,6 +49,11 @@ const SESSIONS_TABLE = /\bsessions\b/;
  *
  * Locks (what the store relies on; see docs/architecture.md, "PostgreSQL"):
  * - every point read locks its row (`FOR UPDATE`) for the rest of the transaction;
+ * - a parent session is locked before its children: a tree stop locks its sessions parents
+ *   first, and a start (or its replay) locks its parent before its own session (#sendAhead,
+ *   sessions.createJob). The one exception: a child's job ending gives its outcome to its parent
+ *   (and its cost to every ancestor) after locking the child; with a tree stop of that parent at
+ *   that moment it may deadlock, and the store runs it again;
  * - a job is locked only after its session (job(id) locks the session first), and a session's
  *   live jobs (activeJobOf, pendingJobsOf) are read in one locking statement after the session:
  *   while a transaction holds a session, only a claim can change that session's jobs, and the
@@ -129,8 +134,11 @@ export class PgTx implements Tx {
 
   /**
    * Send the reads of the creates announced (aheadOfCreates), in the order the creates make them:
-   * a session locked, then its live jobs (a job is locked after its session), a start's parent the
-   * same way; then the sequence numbers. A name holding NUL is left to the create, which refuses it.
+   * a start's parent locked, then its live jobs (a job is locked after its session), then the
+   * session the same way; then the sequence numbers. A name holding NUL is left to the create,
+   * which refuses it. The parent comes first as in a tree stop (parents before their children):
+   * a replay of a child's start (the child exists, and is locked) that locked the child first and
+   * then waited for the parent could deadlock with a tree stop of that parent.
    */
   #sendAhead(): void {
     const creates = this.#ahead;
@@ -141,8 +149,8 @@ export class PgTx implements Tx {
       if (!this.#liveLoaded.has(name)) this.#aheadLive.set(name, this.#readLater(LIVE_JOBS, [name]));
     };
     for (const c of creates) {
-      lock(c.session);
       if (c.start) lock(c.parent);
+      lock(c.session);
     }
     const starts = creates.filter((c) => c.start).length;
     if (this.#aheadSeqs) return;

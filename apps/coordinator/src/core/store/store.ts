@@ -34,7 +34,7 @@ export interface Tx {
   readonly refusesDuplicateJobIds?: boolean;
   /**
    * A hint: this transaction creates jobs on these sessions next, in this order (`start`: a
-   * start_session job, whose parent it reads too). A store that waits a round trip for every read
+   * start_session job, whose parent it reads first). A store that waits a round trip for every read
    * (PostgreSQL) sends the reads the creates will make (each session locked, its live jobs, the
    * sequence numbers) behind its next read, so they take no round trip of their own; they lock
    * what the creates would lock, in the order they would. Stores that answer from memory need
