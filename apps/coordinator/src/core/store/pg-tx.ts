@@ -51,9 +51,11 @@ const SESSIONS_TABLE = /\bsessions\b/;
  * - every point read locks its row (`FOR UPDATE`) for the rest of the transaction;
  * - a parent session is locked before its children: a tree stop locks its sessions parents
  *   first, and a start (or its replay) locks its parent before its own session (#sendAhead,
- *   sessions.createJob). The one exception: a child's job ending gives its outcome to its parent
- *   (and its cost to every ancestor) after locking the child; with a tree stop of that parent at
- *   that moment it may deadlock, and the store runs it again;
+ *   sessions.createJob). Two exceptions: a child's job ending gives its outcome to its parent
+ *   (and its cost to every ancestor) after locking the child; and the budget check of a new job
+ *   or a message on a child session (budget.ts) locks the tree's root after that session (for a
+ *   start, after its parent too). With a tree stop of that parent or root at that moment they may
+ *   deadlock, and the store runs them again;
  * - a job is locked only after its session (job(id) locks the session first), and a session's
  *   live jobs (activeJobOf, pendingJobsOf) are read in one locking statement after the session:
  *   while a transaction holds a session, only a claim can change that session's jobs, and the
