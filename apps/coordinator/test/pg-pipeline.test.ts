@@ -102,9 +102,12 @@ test('PostgreSQL: a replay of a child\'s start locks the parent before the child
   await stop.query("SELECT 1 FROM sessions WHERE name = 'parent' FOR UPDATE");
   const replay = client.createJob(body, { idempotencyKey: 'k-child' });
   replay.catch(() => undefined); // awaited below
-  // the replay's locking reads (sent ahead with its key's) wait for the parent
+  // the replay's locking reads (sent ahead with its key's) wait for the parent: a backend waits
+  // for this connection (pg_locks alone would show any wait on the server, of any test)
   for (;;) {
-    const { rows } = await stop.query<{ n: number }>('SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted AND pid <> pg_backend_pid()');
+    const { rows } = await stop.query<{ n: number }>(
+      'SELECT count(*)::int AS n FROM pg_stat_activity WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid))',
+    );
     if (rows[0]!.n > 0) break;
     await sleep(10);
   }
