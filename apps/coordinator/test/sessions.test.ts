@@ -158,6 +158,14 @@ test('an unknown parent is 404 parent_session_not_found and the child is not cre
   await rejectsWith(client.getSession('orphan'), 404, 'session_not_found');
 });
 
+test('a start of a session that exists under a parent that does not is 409 session_exists, as before a start read its parent first', async (t) => {
+  const { client } = await startTest(t);
+  await start(client, 'taken');
+  const details = await rejectsWith(start(client, 'taken', 'x', { parent_session_name: 'missing' }), 409, 'session_exists');
+  assert.equal(details.session_name, 'taken');
+  await rejectsWith(client.getSession('missing'), 404, 'session_not_found');
+});
+
 test('a resume cannot change the session parent (400), but may repeat it', async (t) => {
   const { client } = await startTest(t);
   await start(client, 'p1');
