@@ -7,7 +7,7 @@ import { loadConfig } from '../src/config.js';
 import { ManualClock } from '../src/core/clock.js';
 import { Coordinator } from '../src/core/coordinator.js';
 import { MemoryStore } from '../src/core/store/memory-store.js';
-import { launcherIdentity, routeFromKey, routeKey, serves, unservedReason, type Route } from '../src/core/routing.js';
+import { ANY_ROUTE_KEY, encodeRoute, launcherIdentity, routeFromKey, routeKey, serves, unservedReason, type Route } from '../src/core/routing.js';
 import { rejectsWith, resume, start, startTest } from './helpers.js';
 
 const launcherRow = (over: Partial<LauncherRow>): LauncherRow => ({
@@ -29,6 +29,28 @@ const launcherRow = (over: Partial<LauncherRow>): LauncherRow => ({
   tokenHash: null,
   registrationKey: null,
   ...over,
+});
+
+test('routeKey(): the open route (no labels, directory or affinity) has the constant key its encoding gives; every other route its encoding', () => {
+  const route = (r: Partial<Route>): Route => ({ requires: null, dir: null, affinity: null, ...r });
+  const open = route({});
+  assert.equal(routeKey(open), encodeRoute(open));
+  assert.equal(ANY_ROUTE_KEY, encodeRoute(open));
+  assert.deepEqual(routeFromKey(ANY_ROUTE_KEY), open);
+  // an empty label set is no label: the same bucket as the open route
+  assert.equal(routeKey(route({ requires: {} })), ANY_ROUTE_KEY);
+  const portable = { hostId: null, hostname: null, executorType: null, workingDir: null };
+  const others: Route[] = [
+    route({ requires: { gpu: 'a100' } }),
+    route({ dir: '/srv/app' }),
+    route({ dir: '' }),
+    route({ affinity: portable }),
+    route({ affinity: { hostId: 'host-1', hostname: 'h1', executorType: 'claude-code', workingDir: '/srv/app' }, dir: '/srv/app' }),
+  ];
+  for (const r of others) {
+    assert.equal(routeKey(r), encodeRoute(r), JSON.stringify(r));
+    assert.notEqual(routeKey(r), ANY_ROUTE_KEY, JSON.stringify(r));
+  }
 });
 
 test('serves(): every required label, a root containing the directory, the session host and executor', () => {

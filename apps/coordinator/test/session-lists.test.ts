@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { AgentqClient, SseMessage } from '@agentq/client';
 import type { Session } from '@agentq/protocol';
+import { ManualClock } from '../src/core/clock.js';
 import { eventSession, fakeLauncher, openEvents, resume, start, startTest } from './helpers.js';
 
 // A session's `job_ids` and `children` were unbounded: 30,000 children under one parent made
@@ -122,4 +123,80 @@ test('a session event replayed after more children and jobs were added has its c
   assert.equal(hub.children_count, 5);
   assert.equal(hub.children_truncated, true);
   assert.equal(hub.job_ids_count, 1, 'the resume came after');
+});
+
+// The memory store keeps each session's cut lists as it last took them, until they change (a
+// job's start and end change its session's row, not its lists): read again after each kind of
+// change, they must be the lists as they are then, as paged.
+test('a session read after each kind of change carries its lists as they are then: jobs and children added, ended, removed by retention, a name started again', async (t) => {
+  const clock = new ManualClock();
+  const retention = 60_000;
+  const { client, c } = await startTest(
+    t,
+    { maxSessionListItems: MAX, jobRetentionMs: retention, heartbeatTimeoutSeconds: 86_400, sweepIntervalMs: 600_000 },
+    { clock },
+  );
+  const l = await fakeLauncher(client);
+  const check = async (when: string): Promise<{ jobs: string[]; children: string[] }> => {
+    const lists = await pagedLists(client, 'hub');
+    const hub = await client.getSession('hub');
+    assert.deepEqual({ jobs: hub.job_ids, children: hub.children }, { jobs: lists.jobs.slice(-MAX), children: lists.children.slice(-MAX) }, when);
+    assertCut(hub, lists.jobs, lists.children);
+    return lists;
+  };
+
+  // its turns: each added, taken, started and ended, the session read at every step
+  for (let i = 0; i < MAX + 1; i++) {
+    const job = i === 0 ? await start(client, 'hub') : await resume(client, 'hub');
+    await check(`turn ${i} queued`);
+    assert.equal((await l.take()).job_id, job.job_id);
+    await check(`turn ${i} taken`);
+    await l.started(job.job_id);
+    await check(`turn ${i} running`);
+    await l.completed(job.job_id, `turn ${i}`);
+    assert.equal((await check(`turn ${i} ended`)).jobs.at(-1), job.job_id);
+  }
+  // children, each run to its end, and the turns of the hub that tell it (deliveries)
+  for (let i = 0; i < MAX + 1; i++) {
+    await start(client, `kid-${i}`, 'p', { parent_session_name: 'hub' });
+    await check(`child ${i} started`);
+    const kid = await l.take();
+    assert.equal(kid.session_name, `kid-${i}`);
+    await l.completed(kid.job_id);
+    await check(`child ${i} ended`);
+    // the hub's turn that tells it, taken and ended
+    assert.equal((await client.getSession('hub')).status, 'busy', 'a delivery is queued');
+    const delivery = await l.take();
+    assert.equal(delivery.session_name, 'hub');
+    await l.completed(delivery.job_id);
+    await check(`child ${i} told`);
+  }
+  // one turn left running: the hub outlives retention
+  const last = await resume(client, 'hub');
+  await l.take();
+  await l.started(last.job_id);
+  // and a child left waiting: it outlives retention too
+  await start(client, 'stay', 'p', { parent_session_name: 'hub' });
+  const before = await check('last turn running');
+  assert.equal(before.jobs.length, 2 * MAX + 3, 'its turns and deliveries');
+  assert.equal(before.children.length, MAX + 2);
+
+  clock.advance(retention);
+  await c.core.sweep(); // the ended jobs go, the hub's own and its children's
+  assert.deepEqual((await check('ended jobs removed')).jobs, [last.job_id]);
+  await c.core.sweep(); // then the children, which have nothing left
+  assert.deepEqual((await check('children removed')).children, ['stay']);
+
+  // a child's name started again: in the list again
+  const ev = openEvents(t, c.url);
+  const untilHub = ev.until((m) => m.event === 'session.updated' && eventSession(m).session_name === 'hub');
+  await ev.opened;
+  await start(client, 'kid-0', 'p', { parent_session_name: 'hub' });
+  // (read directly: GET /sessions?parent= pages the name twice on the memory store, its entry of
+  // before the deletion and its new one, a fault of that paging, not of these lists)
+  const again = await client.getSession('hub');
+  assert.deepEqual({ jobs: again.job_ids, children: again.children, count: again.children_count }, { jobs: [last.job_id], children: ['stay', 'kid-0'], count: 2 });
+  const seen = await untilHub;
+  const hub = eventSession(seen.at(-1)!);
+  assert.deepEqual({ jobs: hub.job_ids, children: hub.children }, { jobs: [last.job_id], children: ['stay', 'kid-0'] }, 'its event too');
 });

@@ -5,7 +5,7 @@ import * as callbacks from './callbacks.js';
 import { transition, txLog, type CoreContext } from './context.js';
 import { newId } from './ids.js';
 import { routeKey, routeOf } from './routing.js';
-import { addUsage, isDelivery, type JobPatch, type JobRow, type LauncherRow, type SessionRow, type StopCause } from './rows.js';
+import { addUsage, isDelivery, type JobPatch, type JobRow, type LauncherRow, type SessionPatch, type SessionRow, type StopCause } from './rows.js';
 import type { Tx } from './store/store.js';
 
 /*
@@ -229,17 +229,16 @@ async function finish(ctx: CoreContext, tx: Tx, job: JobRow): Promise<void> {
     job.type === 'start_session' &&
     job.status !== 'completed' &&
     (job.launcherId === null || (job.startedAt === null && session.executorSessionId === null));
-  await tx.updateSession(session.name, {
-    lastJobStatus: job.status,
-    updatedAt: tx.now,
-    lastError: job.error,
-    ...(job.status === 'completed' ? { lastResult: job.result } : {}),
-    ...(job.usage || job.costUsd !== null
-      ? { usage: addUsage(session.usage, job.usage), costUsd: session.costUsd + (job.costUsd ?? 0) }
-      : {}),
-    // a session whose conversation never began has nothing to continue
-    ...(neverStarted ? { acceptsInput: false } : {}),
-  });
+  // (one object, fields added to it: not a literal of conditional spreads, see JobPatch)
+  const patch: SessionPatch = { lastJobStatus: job.status, updatedAt: tx.now, lastError: job.error };
+  if (job.status === 'completed') patch.lastResult = job.result;
+  if (job.usage || job.costUsd !== null) {
+    patch.usage = addUsage(session.usage, job.usage);
+    patch.costUsd = session.costUsd + (job.costUsd ?? 0);
+  }
+  // a session whose conversation never began has nothing to continue
+  if (neverStarted) patch.acceptsInput = false;
+  await tx.updateSession(session.name, patch);
   if (job.usage || job.costUsd !== null) await addToTree(tx, session, job);
 
   const level = job.status === 'completed' ? 'info' : 'warn';

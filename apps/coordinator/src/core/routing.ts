@@ -38,8 +38,20 @@ export function routeOf(job: JobRow, session: SessionRow): Route {
   return { requires, dir, affinity: a };
 }
 
-/** A stable key for a route: equal routes, equal keys. */
+/** The key of the route of a job any launcher may take (no requires, no directory, no affinity). */
+export const ANY_ROUTE_KEY = '[[],null,null]';
+
+/**
+ * A stable key for a route: equal routes, equal keys. The route of a job any launcher may take,
+ * most jobs', has one key, a constant (not made again for each job offered).
+ */
 export function routeKey(route: Route): string {
+  if (route.requires === null && route.dir === null && route.affinity === null) return ANY_ROUTE_KEY;
+  return encodeRoute(route);
+}
+
+/** routeKey's encoding of every route (the constant above is its value for the open route). */
+export function encodeRoute(route: Route): string {
   const req = route.requires
     ? Object.keys(route.requires)
         .sort()

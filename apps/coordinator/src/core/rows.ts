@@ -98,6 +98,8 @@ export interface JobRow {
  * property by property through its runtime, several microseconds for a claim's patch.
  */
 export type JobPatch = { -readonly [K in keyof JobRow]?: JobRow[K] };
+/** A session's patch, built as one object (see JobPatch). */
+export type SessionPatch = { -readonly [K in keyof SessionRow]?: SessionRow[K] };
 
 export interface SessionRow {
   /** creation order: list cursor */

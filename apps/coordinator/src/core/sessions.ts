@@ -153,10 +153,15 @@ async function checkBudget(tx: Tx, session: SessionRow): Promise<void> {
 }
 
 async function newSession(tx: Tx, req: CreateJobRequest, parent: SessionRow | null, actor: string | null): Promise<SessionRow> {
+  const seq = await tx.nextSessionSeq();
+  const asked = askedByStart(req);
+  // every field named, in the order of copySession (row-versions.ts): a spread in a literal this
+  // wide is built property by property at run time
   const row: SessionRow = {
-    seq: await tx.nextSessionSeq(),
+    seq,
     name: req.session_name,
-    ...askedByStart(req),
+    agentName: asked.agentName,
+    projectDir: asked.projectDir,
     parentName: parent?.name ?? null,
     rootName: parent?.rootName ?? req.session_name,
     depth: parent ? parent.depth + 1 : 0,
@@ -178,6 +183,8 @@ async function newSession(tx: Tx, req: CreateJobRequest, parent: SessionRow | nu
     costUsd: 0,
     treeUsage: ZERO_USAGE,
     treeCostUsd: 0,
+    budgetUsd: asked.budgetUsd,
+    requires: asked.requires,
   };
   await tx.insertSession(row);
   tx.emit('session.created', { session: row.name });

@@ -54,18 +54,26 @@ export class MemoryTx implements Tx {
     return this.#job(id);
   }
 
-  async session(name: string): Promise<SessionRow | undefined> {
+  #session(name: string): SessionRow | undefined {
     const c = this.#changes.sessions.get(name);
     return c ? c.after : this.#state.session(name);
+  }
+
+  async session(name: string): Promise<SessionRow | undefined> {
+    return this.#session(name);
   }
 
   peekSession(name: string): Promise<SessionRow | undefined> {
     return this.session(name);
   }
 
-  async launcher(id: string): Promise<LauncherRow | undefined> {
+  #launcher(id: string): LauncherRow | undefined {
     const c = this.#changes.launchers.get(id);
     return c ? c.after : this.#state.launchers.get(id);
+  }
+
+  async launcher(id: string): Promise<LauncherRow | undefined> {
+    return this.#launcher(id);
   }
 
   async launchers(): Promise<LauncherRow[]> {
@@ -172,10 +180,12 @@ export class MemoryTx implements Tx {
   }
 
   async updateJob(id: string, patch: Partial<JobRow>): Promise<JobRow> {
-    const current = this.#job(id);
+    // the committed row is read once: `record` reads it only when this is the first change to the row
+    const change = this.#changes.jobs.get(id);
+    const current = change ? change.after : this.#state.job(id);
     if (!current) throw missing(`job ${id}`);
     const next = nextJob(current, patch);
-    record(this.#changes.jobs, id, this.#state.job(id), next, patch);
+    record(this.#changes.jobs, id, change ? change.before : current, next, patch);
     this.#touch(current, next);
     return next;
   }
@@ -191,10 +201,13 @@ export class MemoryTx implements Tx {
   }
 
   async updateSession(name: string, patch: Partial<SessionRow>): Promise<SessionRow> {
-    const current = await this.session(name);
+    // (its reads synchronous: an await here was a turn of the microtask queue per update; the
+    // committed row read once, as in updateJob)
+    const change = this.#changes.sessions.get(name);
+    const current = change ? change.after : this.#state.session(name);
     if (!current) throw missing(`session ${name}`);
     const next = nextSession(current, patch);
-    record(this.#changes.sessions, name, this.#state.session(name), next, patch);
+    record(this.#changes.sessions, name, change ? change.before : current, next, patch);
     return next;
   }
 
@@ -207,7 +220,7 @@ export class MemoryTx implements Tx {
   }
 
   async updateLauncher(id: string, patch: Partial<LauncherRow>): Promise<LauncherRow> {
-    const current = await this.launcher(id);
+    const current = this.#launcher(id);
     if (!current) throw missing(`launcher ${id}`);
     const next = nextLauncher(current, patch);
     record(this.#changes.launchers, id, this.#state.launchers.get(id), next, patch);
