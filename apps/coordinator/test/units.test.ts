@@ -5,7 +5,8 @@ import { systemClock } from '../src/core/clock.js';
 import { DeadlineHeap } from '../src/core/deadline-heap.js';
 import { ReadyQueue, type QueueLinks } from '../src/core/ready-queue.js';
 import { MemoryStore } from '../src/core/store/memory-store.js';
-import { recordingLogger } from './helpers.js';
+import type { JobRow } from '../src/core/rows.js';
+import { jobRowFixture, recordingLogger } from './helpers.js';
 
 interface Item extends QueueLinks<Item> {
   name: string;
@@ -101,4 +102,29 @@ test('a step after a commit that throws is logged: the transaction stands and th
   assert.equal(answer, 'committed');
   assert.deepEqual(ran, ['second']);
   assert.ok(lines.some((l) => l.includes('after-commit step failed') && l.includes('a broken log line')));
+});
+
+test("a memory transaction's activeJobOf: the session's committed active job unless the transaction changed it, else the one it made active", async () => {
+  const store = new MemoryStore({ clock: systemClock, log: recordingLogger().log, outputMaxBytes: 1024 });
+  const row = (seq: number, sessionName: string, status: JobRow['status']) => jobRowFixture(seq, { sessionName, status });
+  await store.transaction(async (tx) => {
+    await tx.insertJob(row(1, 's', 'running'));
+    await tx.insertJob(row(2, 's', 'pending'));
+    await tx.insertJob(row(3, 't', 'pending'));
+    assert.equal((await tx.activeJobOf('s'))?.id, 'job_1', 'its own inserts');
+  });
+  await store.transaction(async (tx) => {
+    assert.equal((await tx.activeJobOf('s'))?.id, 'job_1', 'committed');
+    await tx.updateJob('job_2', { updatedAt: 1 });
+    await tx.updateJob('job_3', { status: 'claimed' });
+    assert.equal((await tx.activeJobOf('s'))?.id, 'job_1', 'committed, beside a touched job of the session that is not active');
+    assert.equal((await tx.activeJobOf('t'))?.id, 'job_3', "another session's, made active here");
+    await tx.updateJob('job_1', { status: 'completed' });
+    assert.equal(await tx.activeJobOf('s'), undefined, 'the committed one ended here');
+    await tx.updateJob('job_2', { status: 'claimed' });
+    assert.equal((await tx.activeJobOf('s'))?.id, 'job_2', 'the one claimed here');
+    await tx.deleteJob('job_2');
+    assert.equal(await tx.activeJobOf('s'), undefined, 'deleted here');
+    assert.equal(await tx.activeJobOf('u'), undefined, 'a session without jobs');
+  });
 });

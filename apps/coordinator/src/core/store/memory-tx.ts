@@ -111,10 +111,21 @@ export class MemoryTx implements Tx {
     return out;
   }
 
+  /** The first of `#view`'s candidates, found without making the list (every offer asks it). */
   async activeJobOf(sessionName: string): Promise<JobRow | undefined> {
     const id = this.#state.sessionActive.get(sessionName);
     const touched = this.#touchedBySession.get(sessionName);
-    return this.#view(id === undefined ? [] : [id], touched, (j) => j.sessionName === sessionName && isActive(j.status))[0];
+    if (id !== undefined && !touched?.has(id)) {
+      const job = this.#job(id);
+      if (job && job.sessionName === sessionName && isActive(job.status)) return job;
+    }
+    if (touched) {
+      for (const t of touched) {
+        const job = this.#job(t);
+        if (job && job.sessionName === sessionName && isActive(job.status)) return job;
+      }
+    }
+    return undefined;
   }
 
   async pendingJobsOf(sessionName: string): Promise<JobRow[]> {
