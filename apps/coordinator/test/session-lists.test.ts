@@ -125,9 +125,9 @@ test('a session event replayed after more children and jobs were added has its c
   assert.equal(hub.job_ids_count, 1, 'the resume came after');
 });
 
-// The memory store keeps each session's cut lists as it last took them, until they change (a
-// job's start and end change its session's row, not its lists): read again after each kind of
-// change, they must be the lists as they are then, as paged.
+// A session's cut lists, read again after each kind of change (a job's start and end change its
+// session's row, not its lists; jobs and children added, removed by retention, a name started
+// again), are the lists as they are then, as paged.
 test('a session read after each kind of change carries its lists as they are then: jobs and children added, ended, removed by retention, a name started again', async (t) => {
   const clock = new ManualClock();
   const retention = 60_000;

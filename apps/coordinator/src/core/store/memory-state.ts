@@ -7,10 +7,6 @@ import { nextJob, nextLauncher, nextSession } from '../row-versions.js';
 import { ReadyIndex } from './ready-index.js';
 import type { ListJobsFilter, ListSessionsFilter } from './store.js';
 
-/** Sessions whose lists sessionExtras keeps taken (each list: see MemoryState.#jobIdsTaken). */
-const LIST_CACHE = 1024;
-const NO_ITEMS: readonly string[] = Object.freeze([]);
-
 /** Where rows that are not in memory come from (the SQLite store; synchronous). */
 export interface StateLoader {
   job(id: string): JobRow | undefined;
@@ -136,15 +132,6 @@ export class MemoryState {
   readonly #sessionOrder = new SeqList();
   readonly #sessionJobs = new Map<string, Set<string>>();
   readonly #children = new Map<string, Set<string>>();
-  /**
-   * The lists of sessionExtras (the newest `#listsMax` job ids and children of a session), as they
-   * were last taken, until they change: each event of a session carried a new copy of both, most
-   * often of lists no commit had changed since the last one (a job's start and end change its
-   * session, not its lists). At most LIST_CACHE sessions each, the least recently taken out first.
-   */
-  readonly #jobIdsTaken = new Map<string, readonly string[]>();
-  readonly #childrenTaken = new Map<string, readonly string[]>();
-  #listsMax = -1;
 
   constructor(
     readonly fullHistory: boolean,
@@ -216,7 +203,6 @@ export class MemoryState {
         let set = this.#sessionJobs.get(after.sessionName);
         if (!set) this.#sessionJobs.set(after.sessionName, (set = new Set()));
         set.add(id);
-        this.#jobIdsTaken.delete(after.sessionName);
       }
       if (!isTerminal(after.status)) this.#liveOrder.push(after.seq, id);
     }
@@ -283,7 +269,6 @@ export class MemoryState {
       this.jobs.delete(id);
       if (this.fullHistory) {
         this.#sessionJobs.get(before!.sessionName)?.delete(id);
-        this.#jobIdsTaken.delete(before!.sessionName);
         this.#jobOrder.died((k) => this.jobs.has(k));
       }
     }
@@ -323,7 +308,6 @@ export class MemoryState {
           let set = this.#children.get(c.after.parentName);
           if (!set) this.#children.set(c.after.parentName, (set = new Set()));
           set.add(name);
-          this.#childrenTaken.delete(c.after.parentName);
         }
       }
     } else if (c.kind === 'update') {
@@ -341,12 +325,8 @@ export class MemoryState {
       this.outcomeBytes -= heldOutcomeBytes(gone);
       this.sessions.delete(name);
       if (this.fullHistory) {
-        if (c.before.parentName !== null) {
-          this.#children.get(c.before.parentName)?.delete(name);
-          this.#childrenTaken.delete(c.before.parentName);
-        }
+        if (c.before.parentName !== null) this.#children.get(c.before.parentName)?.delete(name);
         this.#sessionJobs.delete(name);
-        this.#jobIdsTaken.delete(name);
         this.#sessionOrder.died((k) => this.sessions.has(k));
       }
     }
@@ -373,28 +353,11 @@ export class MemoryState {
     return {
       activeJobId,
       busy: activeJobId !== null || (this.sessionPending.get(s.name)?.length ?? 0) > 0,
-      jobIds: this.#taken(this.#jobIdsTaken, s.name, jobs, max),
+      jobIds: newest(jobs, max),
       jobCount: jobs?.size ?? 0,
-      children: this.#taken(this.#childrenTaken, s.name, children, max),
+      children: newest(children, max),
       childCount: children?.size ?? 0,
     };
-  }
-
-  /** `newest(items, max)`, shared with the last caller while `items` has not changed (frozen). */
-  #taken(taken: Map<string, readonly string[]>, name: string, items: ReadonlySet<string> | undefined, max: number): readonly string[] {
-    if (items === undefined || items.size === 0 || max <= 0) return NO_ITEMS;
-    if (max !== this.#listsMax) {
-      this.#jobIdsTaken.clear();
-      this.#childrenTaken.clear();
-      this.#listsMax = max;
-    }
-    let list = taken.get(name);
-    if (list === undefined) {
-      list = Object.freeze(newest(items, max));
-      taken.set(name, list);
-      if (taken.size > LIST_CACHE) taken.delete(taken.keys().next().value!);
-    }
-    return list;
   }
 
   /** Every child of a session, oldest first (a tree walk, not a wire view). */
