@@ -96,6 +96,37 @@ for (const [kind, store] of STORES) {
   });
 }
 
+// The memory store's list of sessions in creation order drops a deleted name lazily: its entry
+// stays until the list is compacted, and was told from a live one by the name alone. A name that
+// retention deleted and that was started again then had two live entries, its old one and its new
+// one, and every list of sessions (a parent's children, the roots, all) gave it twice.
+test('a session name deleted by retention and started again is listed once, at its new place, in every list of sessions', async (t) => {
+  // the store of AGENTQ_TEST_STORE (memory, sqlite, postgres)
+  const clock = new ManualClock();
+  const retention = 60_000;
+  const { c, client } = await startTest(t, { jobRetentionMs: retention, heartbeatTimeoutSeconds: 86_400, sweepIntervalMs: 600_000 }, { clock });
+  const l = await fakeLauncher(client);
+  const hub = await start(client, 'hub');
+  await l.take();
+  await l.started(hub.job_id); // busy: it outlives retention
+  for (const [name, extra] of [['kid', { parent_session_name: 'hub' }], ['solo', {}]] as const) {
+    const job = await start(client, name, 'p', extra);
+    await client.stopJob(job.job_id);
+  }
+  clock.advance(retention);
+  for (let i = 0; i < 4; i++) await c.core.sweep(); // the jobs go first, their sessions a sweep later
+  for (const name of ['kid', 'solo']) await rejectsWith(client.getSession(name), 404, 'session_not_found');
+  assert.deepEqual((await pages(client, { limit: 100 })).flat(), ['hub']);
+
+  await start(client, 'kid', 'p', { parent_session_name: 'hub' });
+  await start(client, 'solo');
+  assert.deepEqual((await pages(client, { parent: 'hub', limit: 1 })).flat(), ['kid'], 'the children');
+  assert.deepEqual((await pages(client, { root: 'true', limit: 1 })).flat(), ['solo', 'hub'], 'the roots');
+  assert.deepEqual((await pages(client, { status: 'busy', limit: 1 })).flat(), ['solo', 'kid', 'hub'], 'by status');
+  assert.deepEqual((await pages(client, { limit: 1 })).flat(), ['solo', 'kid', 'hub'], 'all');
+  assert.equal((await client.getSession('hub')).children_count, 1);
+});
+
 // the dashboard's tree pages its roots with it: reading all sessions newest first, a tree with
 // many children filled the first page with children whose parent and siblings were not read
 test('GET /sessions?root=true pages the sessions without a parent only, newest first; not with parent', async (t) => {

@@ -128,3 +128,21 @@ test("a memory transaction's activeJobOf: the session's committed active job unl
     assert.equal(await tx.activeJobOf('u'), undefined, 'a session without jobs');
   });
 });
+
+// Job ids are 48 random bits, drawn again only when taken by a job held now: an id retention
+// deleted may come back. The memory store's lists of jobs in creation order drop a deleted job
+// lazily, and told its entry from a live one by the id alone: the id came back listed twice.
+test('a job id drawn again after its job was deleted is listed once, at its new place, in the lists of all jobs and of live jobs', async () => {
+  const store = new MemoryStore({ clock: systemClock, log: recordingLogger().log, outputMaxBytes: 1024 });
+  await store.transaction(async (tx) => {
+    await tx.insertJob(jobRowFixture(1, { status: 'pending' }));
+    await tx.insertJob(jobRowFixture(2, { status: 'pending' }));
+  });
+  await store.transaction(async (tx) => void (await tx.updateJob('job_1', { status: 'stopped' })));
+  await store.transaction(async (tx) => tx.deleteJob('job_1'));
+  await store.transaction(async (tx) => tx.insertJob(jobRowFixture(3, { id: 'job_1', status: 'pending' })));
+  const ids = async (f: Partial<Parameters<typeof store.listJobs>[0]>) => (await store.listJobs({ limit: 10, ...f })).rows.map((j) => `${j.id}@${j.seq}`);
+  assert.deepEqual(await ids({}), ['job_1@3', 'job_2@2'], 'all');
+  assert.deepEqual(await ids({ terminal: false }), ['job_1@3', 'job_2@2'], 'live');
+  assert.deepEqual(await ids({ before: 3 }), ['job_2@2'], 'a page after the new one');
+});

@@ -15,7 +15,13 @@ export interface StateLoader {
   hostBinding(hostId: string): HostBindingRow | undefined;
 }
 
-/** An append-only list of (seq, key) in seq order, with lazy removal; for newest-first paging. */
+/**
+ * An append-only list of (seq, key) in seq order, with lazy removal; for newest-first paging.
+ * `live(key, seq)` tells an entry whose row is still there: by its seq as well as its key, since a
+ * key may come back with a new seq while its old entry is still here (a session name retention
+ * deleted, started again; a job id drawn again after retention deleted its job). By the key alone,
+ * the old entry counted as live and the key was listed twice.
+ */
 class SeqList {
   seqs: number[] = [];
   keys: string[] = [];
@@ -35,11 +41,11 @@ class SeqList {
   }
 
   /** Walk keys newest first, starting below `before`, while `visit` returns true. */
-  walk(before: number | undefined, live: (key: string) => boolean, visit: (key: string) => boolean): void {
+  walk(before: number | undefined, live: (key: string, seq: number) => boolean, visit: (key: string) => boolean): void {
     let i = before === undefined ? this.seqs.length - 1 : this.#firstAtLeast(before) - 1;
     for (; i >= 0; i--) {
       const key = this.keys[i]!;
-      if (!live(key)) continue;
+      if (!live(key, this.seqs[i]!)) continue;
       if (!visit(key)) return;
     }
   }
@@ -57,12 +63,12 @@ class SeqList {
   }
 
   /** A key left the map it indexes: compact once half the list is dead. */
-  died(live: (key: string) => boolean): void {
+  died(live: (key: string, seq: number) => boolean): void {
     if (++this.#dead > 1024 && this.#dead * 2 > this.keys.length) {
       const seqs: number[] = [];
       const keys: string[] = [];
       for (let i = 0; i < this.keys.length; i++) {
-        if (live(this.keys[i]!)) {
+        if (live(this.keys[i]!, this.seqs[i]!)) {
           seqs.push(this.seqs[i]!);
           keys.push(this.keys[i]!);
         }
@@ -125,10 +131,12 @@ export class MemoryState {
   readonly #jobOrder = new SeqList();
   /** every non-terminal job in seq order, in both modes: lists of live jobs walk this, not history */
   readonly #liveOrder = new SeqList();
-  readonly #isLive = (id: string): boolean => {
+  readonly #isLive = (id: string, seq: number): boolean => {
     const job = this.jobs.get(id);
-    return job !== undefined && !isTerminal(job.status);
+    return job !== undefined && job.seq === seq && !isTerminal(job.status);
   };
+  readonly #isJob = (id: string, seq: number): boolean => this.jobs.get(id)?.seq === seq;
+  readonly #isSession = (name: string, seq: number): boolean => this.sessions.get(name)?.seq === seq;
   readonly #sessionOrder = new SeqList();
   readonly #sessionJobs = new Map<string, Set<string>>();
   readonly #children = new Map<string, Set<string>>();
@@ -269,7 +277,7 @@ export class MemoryState {
       this.jobs.delete(id);
       if (this.fullHistory) {
         this.#sessionJobs.get(before!.sessionName)?.delete(id);
-        this.#jobOrder.died((k) => this.jobs.has(k));
+        this.#jobOrder.died(this.#isJob);
       }
     }
   }
@@ -327,7 +335,7 @@ export class MemoryState {
       if (this.fullHistory) {
         if (c.before.parentName !== null) this.#children.get(c.before.parentName)?.delete(name);
         this.#sessionJobs.delete(name);
-        this.#sessionOrder.died((k) => this.sessions.has(k));
+        this.#sessionOrder.died(this.#isSession);
       }
     }
   }
@@ -399,7 +407,7 @@ export class MemoryState {
     } else if (f.terminal === false || (f.statuses && ![...f.statuses].some(isTerminal))) {
       this.#liveOrder.walk(f.before, this.#isLive, take);
     } else {
-      this.#jobOrder.walk(f.before, (k) => this.jobs.has(k), take);
+      this.#jobOrder.walk(f.before, this.#isJob, take);
     }
     return out;
   }
@@ -424,7 +432,7 @@ export class MemoryState {
     const out: SessionRow[] = [];
     this.#sessionOrder.walk(
       f.before,
-      (k) => this.sessions.has(k),
+      this.#isSession,
       (name) => {
         const s = this.sessions.get(name)!;
         if (f.parent !== undefined && s.parentName !== f.parent) return true;
