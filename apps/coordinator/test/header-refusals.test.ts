@@ -125,3 +125,19 @@ test('Expect: 100-continue gets 100 Continue, then the answer to the body sent a
   assert.equal(created.status, 201, JSON.stringify(created.body));
   assert.equal(created.body.session_name, 'continued');
 });
+
+test('a request without Host that expects 100-continue gets the 400 alone, not a 100 Continue first', async (t) => {
+  const { c, client } = await startTest(t);
+  const body = JSON.stringify({ type: 'start_session', session_name: 'no-host', prompt: 'p' });
+  const socket = connect(c.port, '127.0.0.1');
+  t.after(() => socket.destroy());
+  // the body is never sent: the client waits for 100 Continue (or a final answer) first
+  const first = new Promise<string>((resolve) => socket.once('data', (chunk: Buffer) => resolve(chunk.toString('latin1'))));
+  const answer = readAnswer(socket);
+  socket.write(`POST /jobs HTTP/1.1\r\nExpect: 100-continue\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`);
+  assert.match(await first, /^HTTP\/1\.1 400 /);
+  const a = await answer;
+  assertStandard(a, 400, 'bad_request', 'host');
+  assert.equal(a.headers.connection, 'close');
+  assert.equal((await client.listJobs({})).jobs.length, 0);
+});

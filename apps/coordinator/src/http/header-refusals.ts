@@ -7,6 +7,8 @@ import { CoordinatorError } from '../core/errors.js';
  * them: an HTTP/1.1 request without `Host` (400) and one whose `Expect` is not 100-continue
  * (417). Clients branch on the error code, so both come here instead and leave through the one
  * error handler, in the standard shape (and in the request log and metrics, like any other).
+ * A request without `Host` that sends `Expect: 100-continue` is not asked for its body: it gets
+ * the 400 alone, as Node's own refusal did, not a 100 Continue first.
  */
 
 /** Options of Node's server (given to Fastify as `http`, or with the `https` options). */
@@ -27,10 +29,15 @@ export function installHeaderRefusals(app: FastifyInstance): void {
     unmetExpectations.add(req);
     server.emit('request', req, res);
   });
+  // Node sends 100 Continue itself unless the server listens for this: then it is up to us, and
+  // a request the hook below refuses for its Host is answered without inviting its body
+  server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
+    if (!missesHost(req)) res.writeContinue();
+    server.emit('request', req, res);
+  });
   app.addHook('onRequest', (req, reply, done) => {
     const raw = req.raw;
-    // as Node checks it: HTTP/1.0 has no Host requirement (RFC 9112, 3.2)
-    if (raw.httpVersionMajor === 1 && raw.httpVersionMinor === 1 && raw.headers.host === undefined) {
+    if (missesHost(raw)) {
       // as Node did: a client that omits Host is not one to keep talking to on this connection
       reply.header('connection', 'close');
       return done(
@@ -50,4 +57,9 @@ export function installHeaderRefusals(app: FastifyInstance): void {
     }
     done();
   });
+}
+
+/** An HTTP/1.1 request without `Host`, as Node checks it: HTTP/1.0 has no Host requirement (RFC 9112, 3.2). */
+function missesHost(req: IncomingMessage): boolean {
+  return req.httpVersionMajor === 1 && req.httpVersionMinor === 1 && req.headers.host === undefined;
 }
