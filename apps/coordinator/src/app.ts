@@ -30,6 +30,7 @@ import { sessionRoutes } from './http/sessions.js';
 import { SseClients } from './http/sse-clients.js';
 import { installTimeouts, sseKeepaliveMs } from './http/timeouts.js';
 import { typeboxValidatorCompiler } from './http/validation.js';
+import { installRouteOf, routeOf } from './http/route-of.js';
 import { resolveLimits } from './limits.js';
 import { logLinesDropped, stdoutDestination } from './log-destination.js';
 import { CENSOR, PINO_REDACT_PATHS, redactSecrets } from './log-redaction.js';
@@ -139,6 +140,7 @@ export async function buildApp(config: CoordinatorConfig, deps: AppDeps = {}): P
     clientErrorHandler,
   }).withTypeProvider<TypeBoxTypeProvider>() as unknown as FastifyInstance;
 
+  installRouteOf(app);
   app.setValidatorCompiler(typeboxValidatorCompiler);
   // The API speaks JSON only: other bodies get 415 rather than a confusing type error.
   app.removeContentTypeParser('text/plain');
@@ -169,10 +171,11 @@ export async function buildApp(config: CoordinatorConfig, deps: AppDeps = {}): P
   // changes were settled by its transactions, which fail with 503 storage_unavailable if their
   // group could not be written; the group open now may hold only other requests' changes.
   app.addHook('onSend', (req, _reply, payload, done) => {
-    // liveness and readiness show counts, not changes: they never wait for a commit
-    if (req.routeOptions.url === '/health' || req.routeOptions.url === '/ready') return done(null, payload);
     const onDisk = core.store.settled?.();
     if (!onDisk) return done(null, payload);
+    // liveness and readiness show counts, not changes: they never wait for a commit
+    const url = routeOf(req).url;
+    if (url === '/health' || url === '/ready') return done(null, payload);
     const send = () => done(null, payload);
     onDisk.then(send, send);
   });

@@ -3,6 +3,7 @@ import type { Socket } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { CoordinatorError } from '../core/errors.js';
+import { routeOf } from './route-of.js';
 
 export interface ConnectionLimits {
   /** connections served normally (MAX_CONNECTIONS) */
@@ -49,6 +50,8 @@ export class ConnectionGuard {
   evicted = 0;
   /** requests refused on reserved-only connections */
   requestsRefused = 0;
+  /** reserved-only connections open: while there is none, no request is refused (refuses) */
+  #reservedOpen = 0;
 
   constructor(
     readonly limits: ConnectionLimits,
@@ -73,6 +76,7 @@ export class ConnectionGuard {
 
   /** Whether the request's connection may call only the reserved routes, and `url` is not one. */
   refuses(socket: Socket, url: string): boolean {
+    if (this.#reservedOpen === 0) return false;
     const conn = this.#conns.get(keyOf(socket));
     return conn !== undefined && conn.reservedOnly && !RESERVED(url);
   }
@@ -90,7 +94,9 @@ export class ConnectionGuard {
     const conn: Conn = { socket, address, inflight: 0, reservedOnly: this.#conns.size >= max };
     this.#conns.set(key, conn);
     this.#perAddress.set(address, (this.#perAddress.get(address) ?? 0) + 1);
+    if (conn.reservedOnly) this.#reservedOpen++;
     socket.once('close', () => {
+      if (conn.reservedOnly) this.#reservedOpen--;
       if (this.#conns.get(key) === conn) this.#conns.delete(key);
       const n = (this.#perAddress.get(address) ?? 1) - 1;
       if (n > 0) this.#perAddress.set(address, n);
@@ -120,7 +126,7 @@ export class ConnectionGuard {
 export function installConnectionGuard(app: FastifyInstance, guard: ConnectionGuard): void {
   guard.attach(app.server as Server);
   app.addHook('onRequest', (req, reply, done) => {
-    if (!guard.refuses(req.raw.socket, req.routeOptions.url ?? req.url)) return done();
+    if (!guard.refuses(req.raw.socket, routeOf(req).url ?? req.url)) return done();
     guard.requestsRefused++;
     // the client comes back on a new connection, which may be a normal one by then
     reply.header('connection', 'close');

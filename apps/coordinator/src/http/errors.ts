@@ -3,6 +3,7 @@ import { STATUS_CODES } from 'node:http';
 import { ErrorCodes, type ErrorBody } from '@agentq/protocol';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { CoordinatorError } from '../core/errors.js';
+import { routeOf } from './route-of.js';
 import { fieldName, type ValidationIssue } from './validation.js';
 
 function body(code: string, message: string, details?: Record<string, unknown>): ErrorBody {
@@ -28,7 +29,7 @@ const FRAMEWORK: Record<
   (err: FastifyError, req: FastifyRequest) => { status: number; code: string; message: string; details?: Record<string, unknown> }
 > = {
   FST_ERR_CTP_BODY_TOO_LARGE: (_err, req) => {
-    const limit = req.routeOptions.bodyLimit;
+    const limit = routeOf(req).bodyLimit;
     return {
       status: 413,
       code: 'payload_too_large',
@@ -161,18 +162,6 @@ function answer(err: FastifyError | CoordinatorError, req: FastifyRequest, reply
  */
 export function installErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler(answer);
-  // the router refuses a path whose percent-encoding is broken; the query parser would read such
-  // a query literally (`?session_name=%zz` matching a session named `%zz`): refused the same way
-  app.addHook('onRequest', (req, _reply, done) => {
-    const q = req.url.indexOf('?');
-    if (q < 0 || !req.url.includes('%', q)) return done();
-    try {
-      decodeURIComponent(req.url.slice(q + 1));
-    } catch {
-      return done(Object.assign(new Error('url: is not valid percent-encoding'), { code: 'FST_ERR_BAD_URL', statusCode: 400 }));
-    }
-    done();
-  });
   // a path that exists with other methods is 405 with `Allow`, as HTTP asks; only an unknown path is 404
   const routes = new Map<string, { pattern: RegExp; methods: Set<string> }>();
   app.addHook('onRoute', (route) => {
@@ -187,12 +176,24 @@ export function installErrorHandling(app: FastifyInstance): void {
       .header('allow', allow.join(', '))
       .send(body('method_not_allowed', `${path} does not take ${method}; it takes ${allow.join(', ')}`, { allowed: allow }));
   };
-  // a path named by a route of its own that takes other methods (`GET /jobs/wait`) is that route,
-  // not the parameter of another one (`GET /jobs/{job_id}` with job_id "wait": 404 job_not_found)
+  // One hook for both checks below, in this order (a hook fewer on every request):
+  // - the router refuses a path whose percent-encoding is broken; the query parser would read such
+  //   a query literally (`?session_name=%zz` matching a session named `%zz`): refused the same way;
+  // - a path named by a route of its own that takes other methods (`GET /jobs/wait`) is that
+  //   route, not the parameter of another one (`GET /jobs/{job_id}` with job_id "wait": 404
+  //   job_not_found).
   app.addHook('onRequest', (req, reply, done) => {
-    const url = req.routeOptions.url;
+    const q = req.url.indexOf('?');
+    if (q >= 0 && req.url.includes('%', q)) {
+      try {
+        decodeURIComponent(req.url.slice(q + 1));
+      } catch {
+        return done(Object.assign(new Error('url: is not valid percent-encoding'), { code: 'FST_ERR_BAD_URL', statusCode: 400 }));
+      }
+    }
+    const url = routeOf(req).url;
     if (url === undefined || !url.includes(':')) return done();
-    const path = req.url.split('?')[0]!;
+    const path = q < 0 ? req.url : req.url.slice(0, q);
     const own = routes.get(path);
     if (own === undefined || own.methods.has(req.method)) return done();
     notAllowed(reply, path, req.method, own.methods);

@@ -1,6 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyError, FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import type { CoordinatorMetrics } from '../metrics/metrics.js';
+import { routeOf } from './route-of.js';
 
 /** Routes whose duration is a connection's lifetime, not a request's: kept out of the histogram. */
 const STREAMS = new Set(['/events']);
@@ -14,7 +15,7 @@ const UNMATCHED = 'unmatched';
  */
 export function installRequestMetrics(app: FastifyInstance, metrics: CoordinatorMetrics): void {
   app.addHook('onResponse', (req, reply, done) => {
-    const route = req.routeOptions.url ?? UNMATCHED;
+    const route = routeOf(req).url ?? UNMATCHED;
     if (!STREAMS.has(route)) metrics.observeRequest(req.method, route, reply.statusCode, reply.elapsedTime / 1000);
     done();
   });

@@ -3,6 +3,7 @@ import underPressure from '@fastify/under-pressure';
 import type { FastifyInstance } from 'fastify';
 import type { CoordinatorConfig } from '../config.js';
 import { CoordinatorError } from '../core/errors.js';
+import { routeOf } from './route-of.js';
 
 /**
  * Overload protection. Under load (event-loop delay or heap above their limits, measured every
@@ -32,7 +33,7 @@ export async function installOverloadProtection(app: FastifyInstance, config: Co
     retryAfter,
     // async: under-pressure passes a rejection to Fastify's error handler (the standard shape)
     pressureHandler: async (req, reply, type, value) => {
-      if (Date.now() < trustFrom || req.routeOptions.url === '/health') return;
+      if (Date.now() < trustFrom || routeOf(req).url === '/health') return;
       reply.header('retry-after', String(retryAfter));
       req.log.warn({ type, value }, 'overloaded: request refused with 503');
       throw new CoordinatorError('overloaded', `the coordinator is overloaded (${type}); retry after ${retryAfter} s`, {

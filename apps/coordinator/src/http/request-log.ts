@@ -1,4 +1,5 @@
 import { LogController, type FastifyError, type FastifyReply, type FastifyRequest } from 'fastify';
+import { routeOf } from './route-of.js';
 
 /**
  * Requests that wait by design: launcher long-polls, job waits, event streams, and output reads
@@ -19,17 +20,17 @@ const WAITING_ROUTES = new Set([
  * 200 ms) and per launcher. Their completion lines go to `debug` too; what a report changed is
  * logged at `info` by the core (job started, completed, failed, ...), and refusals as errors.
  */
-const LAUNCHER_REPORTS = /^POST \/launcher\/(heartbeat|jobs\/:job_id\/(started|completed|failed|stopped|output))$/;
+const LAUNCHER_REPORTS = new Set([
+  'POST /launcher/heartbeat',
+  ...['started', 'completed', 'failed', 'stopped', 'output'].map((kind) => `POST /launcher/jobs/:job_id/${kind}`),
+]);
 
-function isWaiting(req: FastifyRequest): boolean {
-  const route = `${req.method} ${req.routeOptions.url ?? ''}`;
-  if (WAITING_ROUTES.has(route)) return true;
+/** Whether a request's completion line goes to `debug`: a waiting route, or a launcher report. */
+function isQuiet(req: FastifyRequest): boolean {
+  const route = `${req.method} ${routeOf(req).url ?? ''}`;
+  if (WAITING_ROUTES.has(route) || LAUNCHER_REPORTS.has(route)) return true;
   // following a job's output (`agentq output --follow`) is a series of waits for new bytes
   return route === 'GET /jobs/:job_id/output' && (req.query as { wait_ms?: unknown } | undefined)?.wait_ms !== undefined;
-}
-
-function isLauncherReport(req: FastifyRequest): boolean {
-  return LAUNCHER_REPORTS.test(`${req.method} ${req.routeOptions.url ?? ''}`);
 }
 
 /**
@@ -47,7 +48,7 @@ export class RequestLog extends LogController {
     if (this.isLogDisabled(request)) return;
     const line = { req: request, res: reply, responseTime: reply.elapsedTime };
     if (error) reply.log.error({ ...line, err: error }, 'request errored');
-    else if (isWaiting(request) || isLauncherReport(request)) reply.log.debug(line, 'request completed');
+    else if (isQuiet(request)) reply.log.debug(line, 'request completed');
     else reply.log.info(line, 'request completed');
   }
 }

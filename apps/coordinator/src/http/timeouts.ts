@@ -1,7 +1,8 @@
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyRequest, onSendHookHandler, preHandlerHookHandler } from 'fastify';
 import type { CoordinatorConfig } from '../config.js';
 import { clientErrorHandler } from './errors.js';
+import { routeOf } from './route-of.js';
 
 /*
  * HTTP timeouts (docs/operations.md, "Limits and timeouts"). Without them a client that sends
@@ -77,15 +78,9 @@ export function installTimeouts(app: FastifyInstance, config: CoordinatorConfig)
       clientErrorHandler(Object.assign(new Error('request timeout'), { code: 'ERR_HTTP_REQUEST_TIMEOUT' }), req.socket);
     }, requestTimeoutMs(config.httpRequestTimeoutMs));
     // not on the answer: a request answered before its body came (401, 413, 503) still owes it,
-    // and Node goes on reading it from the connection
-    const socket = req.socket;
-    const clear = () => {
-      clearTimeout(timer);
-      req.off('end', clear);
-      socket.off('close', clear);
-    };
-    req.once('end', clear);
-    socket.once('close', clear);
+    // and Node goes on reading it from the connection. The request closes once its body has all
+    // come (right after its 'end') or its connection is gone, whichever is first: one listener.
+    req.once('close', () => clearTimeout(timer));
   });
   server.keepAliveTimeout = config.httpKeepAliveTimeoutMs;
   server.setTimeout(config.httpIdleTimeoutMs);
@@ -96,23 +91,39 @@ export function installTimeouts(app: FastifyInstance, config: CoordinatorConfig)
     Math.min(1000, Math.floor(config.httpHeadersTimeoutMs / 4)),
   );
 
+  // Only the routes that hold get these hooks (the others would find no hold, on every request).
   // preHandler: the query and body are validated, so a hold read from them is within its bounds
   const extended = new WeakSet<FastifyRequest>();
-  app.addHook('preHandler', (req, _reply, done) => {
-    // HEAD runs the GET route's handler, hold included
-    const hold = HOLDS_BY_URL.get(req.routeOptions.url ?? '')?.get(req.method === 'HEAD' ? 'GET' : req.method);
+  const extend: preHandlerHookHandler = (req, _reply, done) => {
+    const hold = holdOf(routeOf(req).url, req.method);
     const ms = hold ? hold(req, config) : 0;
     if (ms > 0) {
       req.raw.socket.setTimeout(config.httpIdleTimeoutMs + ms + WAIT_MARGIN_MS);
       extended.add(req);
     }
     done();
-  });
+  };
   // the wait is over once its answer goes out: a client that does not read it (or sends nothing
   // more) has the idle timeout again, not the hold it asked for
-  // (a callback hook, as it runs on every answer: no promise per request)
-  app.addHook('onSend', (req, _reply, payload, done) => {
+  // (a callback hook, as it runs on every answer of these routes: no promise per request)
+  const restore: onSendHookHandler = (req, _reply, payload, done) => {
     if (extended.delete(req) && !req.raw.socket.destroyed) req.raw.socket.setTimeout(config.httpIdleTimeoutMs);
     done(null, payload);
+  };
+  app.addHook('onRoute', (route) => {
+    if (![route.method].flat().some((method) => holdOf(route.url, method))) return;
+    route.preHandler = withHook(route.preHandler, extend);
+    route.onSend = withHook(route.onSend, restore);
   });
+}
+
+/** The hold of a route pattern and method; HEAD runs the GET route's handler, hold included. */
+function holdOf(url: string | undefined, method: string): Hold | undefined {
+  return HOLDS_BY_URL.get(url ?? '')?.get(method === 'HEAD' ? 'GET' : method);
+}
+
+/** A route's hooks of one kind with `hook` added last (once: a HEAD route may come with its GET's). */
+function withHook<H>(hooks: H | H[] | undefined, hook: H): H[] {
+  const list = hooks === undefined ? [] : Array.isArray(hooks) ? hooks : [hooks];
+  return list.includes(hook) ? list : [...list, hook];
 }

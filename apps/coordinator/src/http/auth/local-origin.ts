@@ -19,9 +19,34 @@ function hostOf(header: string): string {
 
 /** What makes a request foreign (for the error), or undefined when it is a local one. */
 export function foreignTo(host: string | undefined, origin: string | undefined): string | undefined {
+  return foreignHost(host) ?? (origin === undefined ? undefined : foreignOrigin(origin));
+}
+
+/**
+ * foreignTo, remembering the last Host header it found local: a client names the same host in
+ * every request, and reading it (hostOf, then isLoopback's tests) was most of what the check cost
+ * per request. The origin, when there is one, is checked every time.
+ */
+export function localRequestCheck(): (host: string | undefined, origin: string | undefined) => string | undefined {
+  // no Host (HTTP/1.0) is local too: the first value is right
+  let localHost: string | undefined;
+  return (host, origin) => {
+    if (host !== localHost) {
+      const refused = foreignHost(host);
+      if (refused !== undefined) return refused;
+      localHost = host;
+    }
+    return origin === undefined ? undefined : foreignOrigin(origin);
+  };
+}
+
+function foreignHost(host: string | undefined): string | undefined {
   // HTTP/1.0 without Host: not a browser (browsers always send it)
   if (host !== undefined && !isLoopback(hostOf(host))) return `a request for host ${JSON.stringify(host)} is refused`;
-  if (origin === undefined) return undefined;
+  return undefined;
+}
+
+function foreignOrigin(origin: string): string | undefined {
   let originHost: string;
   try {
     originHost = new URL(origin).hostname;

@@ -5,7 +5,8 @@ import { CoordinatorError, launcherUnknown } from '../../core/errors.js';
 import type { HostBinder } from '../../core/launchers.js';
 import { agentRuleOf, checkAgentScope, type ScopeLookup } from './agent-scope.js';
 import { launcherIdOf, type LauncherCredentials } from './launcher-credentials.js';
-import { foreignTo } from './local-origin.js';
+import { localRequestCheck } from './local-origin.js';
+import { routeOf } from '../route-of.js';
 import { accessOf, type RouteAccess } from './route-access.js';
 import type { TokenEntry, TokenStore } from './tokens.js';
 
@@ -106,6 +107,7 @@ export function installAuth(app: FastifyInstance, o: AuthOptions): Auth {
   const open = new Map<FastifyRequest, TokenEntry>();
   // a primitive default (Fastify refuses shared objects); onRequest sets it on every request
   app.decorateRequest('principal', null as never);
+  const isForeign = localRequestCheck();
 
   app.addHook('onRoute', (route: RouteOptions) => {
     const accessByMethod: Record<string, RouteAccess> = {};
@@ -128,7 +130,7 @@ export function installAuth(app: FastifyInstance, o: AuthOptions): Auth {
   app.addHook('onRequest', (req, reply, done) => {
     req.principal = ANONYMOUS;
     if (!o.tokens) {
-      const foreign = o.localOnly ? foreignTo(req.headers.host, req.headers.origin) : undefined;
+      const foreign = o.localOnly ? isForeign(req.headers.host, req.headers.origin) : undefined;
       if (foreign !== undefined) {
         throw refuse(
           req,
@@ -155,7 +157,7 @@ export function installAuth(app: FastifyInstance, o: AuthOptions): Auth {
       open.set(req, entry);
       reply.raw.once('close', () => open.delete(req));
       if (!access.roles.includes(entry.role)) {
-        throw refuse(req, reply, 'forbidden', `a ${entry.role} token may not call ${req.method} ${req.routeOptions.url}`, 'role', {
+        throw refuse(req, reply, 'forbidden', `a ${entry.role} token may not call ${req.method} ${routeOf(req).url}`, 'role', {
           role: entry.role,
           allowed_roles: access.roles,
         });
@@ -180,8 +182,8 @@ export function installAuth(app: FastifyInstance, o: AuthOptions): Auth {
     const agent = await o.verifyAgentToken(presented);
     if (agent !== undefined) {
       req.principal = { kind: 'agent', ...agent };
-      if (!agentRuleOf(req.method, req.routeOptions.url ?? '')) {
-        throw refuse(req, reply, 'forbidden', `an agent token may not call ${req.method} ${req.routeOptions.url}`, 'agent token', {
+      if (!agentRuleOf(req.method, routeOf(req).url ?? '')) {
+        throw refuse(req, reply, 'forbidden', `an agent token may not call ${req.method} ${routeOf(req).url}`, 'agent token', {
           agent_session_name: agent.sessionName,
           session_name: agent.sessionName,
         });
@@ -218,7 +220,7 @@ export function installAuth(app: FastifyInstance, o: AuthOptions): Auth {
   });
 
   const checkAgent = async (req: FastifyRequest, reply: FastifyReply, p: Extract<Principal, { kind: 'agent' }>): Promise<void> => {
-    const rule = agentRuleOf(req.method, req.routeOptions.url ?? '')!;
+    const rule = agentRuleOf(req.method, routeOf(req).url ?? '')!;
     const refusal = await checkAgentScope(rule, { session: p.sessionName, params: req.params, query: req.query, body: req.body }, o.scope);
     if (refusal) throw refuse(req, reply, 'forbidden', refusal.message, 'outside the agent scope', refusal.details);
   };
@@ -274,7 +276,7 @@ export function installAuth(app: FastifyInstance, o: AuthOptions): Auth {
         if (tokens.holds(entry)) continue;
         open.delete(req);
         cut++;
-        req.log.info({ token_name: entry.name, route: `${req.method} ${req.routeOptions.url ?? req.url}` }, 'token revoked: its open request is cut');
+        req.log.info({ token_name: entry.name, route: `${req.method} ${routeOf(req).url ?? req.url}` }, 'token revoked: its open request is cut');
         req.raw.socket.destroy();
       }
       return { ...changes, cut };
@@ -284,7 +286,7 @@ export function installAuth(app: FastifyInstance, o: AuthOptions): Auth {
 
 /** The access rule of the request's route and method (installAuth put them on the route). */
 export function accessFor(req: FastifyRequest): RouteAccess | undefined {
-  const byMethod = (req.routeOptions.config as { accessByMethod?: Record<string, RouteAccess> }).accessByMethod;
+  const byMethod = (routeOf(req).config as { accessByMethod?: Record<string, RouteAccess> }).accessByMethod;
   return byMethod?.[req.method];
 }
 
@@ -307,7 +309,7 @@ function refuse(
   const p = req.principal;
   const who =
     p.kind === 'token' ? { token_name: p.name } : p.kind === 'launcher' ? { launcher_id: p.launcherId } : p.kind === 'agent' ? { agent_job_id: p.jobId } : {};
-  req.log.warn({ ...who, reason, route: `${req.method} ${req.routeOptions.url ?? req.url}` }, `request refused: ${code}`);
+  req.log.warn({ ...who, reason, route: `${req.method} ${routeOf(req).url ?? req.url}` }, `request refused: ${code}`);
   if (code === 'unauthorized') reply.header('www-authenticate', 'Bearer realm="agentq"');
   return new CoordinatorError(code, message, details);
 }
