@@ -52,6 +52,12 @@ export class ConnectionGuard {
   requestsRefused = 0;
   /** reserved-only connections open: while there is none, no request is refused (refuses) */
   #reservedOpen = 0;
+  /**
+   * Each request's connection by the socket it came on, found by address and port on its first
+   * request (a TLS socket is not the TCP socket the connection was counted by): the next requests
+   * of a kept-alive connection make no key.
+   */
+  readonly #bySocket = new WeakMap<Socket, Conn>();
 
   constructor(
     readonly limits: ConnectionLimits,
@@ -67,7 +73,7 @@ export class ConnectionGuard {
     server.on('connection', (socket: Socket) => this.#accept(socket));
     // a request (TLS: on the TLS socket; same remote address and port) keeps its connection busy
     server.on('request', (req: { socket: Socket }, res: { once(e: 'close', f: () => void): void }) => {
-      const conn = this.#conns.get(keyOf(req.socket));
+      const conn = this.#connOf(req.socket);
       if (!conn) return;
       conn.inflight++;
       res.once('close', () => conn.inflight--);
@@ -77,8 +83,17 @@ export class ConnectionGuard {
   /** Whether the request's connection may call only the reserved routes, and `url` is not one. */
   refuses(socket: Socket, url: string): boolean {
     if (this.#reservedOpen === 0) return false;
-    const conn = this.#conns.get(keyOf(socket));
+    const conn = this.#connOf(socket);
     return conn !== undefined && conn.reservedOnly && !RESERVED(url);
+  }
+
+  #connOf(socket: Socket): Conn | undefined {
+    let conn = this.#bySocket.get(socket);
+    if (conn === undefined) {
+      conn = this.#conns.get(keyOf(socket));
+      if (conn !== undefined) this.#bySocket.set(socket, conn);
+    }
+    return conn;
   }
 
   #accept(socket: Socket): void {
