@@ -48,6 +48,25 @@ test('a body still owed after its request was answered (401 before it came) is c
   assert.equal(conn.text().match(/HTTP\/1\.1 /g)?.length, 1, 'and closed at the request timeout without a second answer');
 });
 
+test('a body timer ends with its connection: a client answered before its body came that leaves holds no timer', async (t) => {
+  // the request timeout is far away (past the test): a timer left armed would stay for all of it
+  const { c } = await startAuthTest(t, { ...SHORT, httpRequestTimeoutMs: 30_000, httpIdleTimeoutMs: 600_000 });
+  const serverSockets: Socket[] = [];
+  c.app.server.on('connection', (s: Socket) => serverSockets.push(s));
+  // timers that keep the process alive (the body timer is one; Node's socket timeouts are not)
+  const armed = () => process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
+  const before = armed();
+  const n = 5;
+  for (let i = 0; i < n; i++) {
+    const conn = rawConnection(t, c.port, 'POST /jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{');
+    await new Promise<void>((resolve) => conn.socket.on('data', () => /^HTTP\/1\.1 401 /.test(conn.text()) && resolve()));
+    conn.socket.destroy();
+  }
+  assert.equal(serverSockets.length, n);
+  await Promise.all(serverSockets.map((s) => (s.closed ? undefined : once(s, 'close'))));
+  assert.equal(armed() - before, 0, 'no body timer left armed for a connection that is gone');
+});
+
 test('headers that stop coming, or never come, are answered 408 too (the headers timeout runs from the connection)', async (t) => {
   const { c } = await startTest(t, SHORT);
   const slow = rawConnection(t, c.port, 'GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: a');

@@ -78,9 +78,18 @@ export function installTimeouts(app: FastifyInstance, config: CoordinatorConfig)
       clientErrorHandler(Object.assign(new Error('request timeout'), { code: 'ERR_HTTP_REQUEST_TIMEOUT' }), req.socket);
     }, requestTimeoutMs(config.httpRequestTimeoutMs));
     // not on the answer: a request answered before its body came (401, 413, 503) still owes it,
-    // and Node goes on reading it from the connection. The request closes once its body has all
-    // come (right after its 'end') or its connection is gone, whichever is first: one listener.
-    req.once('close', () => clearTimeout(timer));
+    // and Node goes on reading it from the connection. Cleared once the body has all come (the
+    // request's 'close', right after its 'end') or the connection is gone: the request's 'close'
+    // does not say that for a request already answered (Node destroys only those it is still
+    // reading for the answer), so the socket's is listened to as well.
+    const socket = req.socket;
+    const clear = () => {
+      clearTimeout(timer);
+      req.off('close', clear);
+      socket.off('close', clear);
+    };
+    req.once('close', clear);
+    socket.once('close', clear);
   });
   server.keepAliveTimeout = config.httpKeepAliveTimeoutMs;
   server.setTimeout(config.httpIdleTimeoutMs);
