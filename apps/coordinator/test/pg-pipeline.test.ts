@@ -4,7 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { CoordinatorError } from '../src/core/errors.js';
 import { sqlState } from '../src/core/store/pg-sql.js';
-import { fakeLauncher, parked, resume, start, startTest } from './helpers.js';
+import { fakeLauncher, parked, recordingLogger, resume, start, startTest } from './helpers.js';
 import { freshDatabaseUrl } from './pg-server.js';
 
 /*
@@ -120,4 +120,39 @@ test('PostgreSQL: a replay of a child\'s start locks the parent before the child
   await stop.query('COMMIT');
   const replayed = await replay;
   assert.equal(replayed.job_id, first.job_id);
+});
+
+test('PostgreSQL: the error a transaction threw after one of its writes had failed is logged when the write\'s failure replaces it (error for a bug, debug for a coded refusal)', async (t) => {
+  const url = await freshDatabaseUrl(t);
+  if (url === null) return;
+  const { log, lines } = recordingLogger();
+  const { c, client } = await startTest(t, { databaseUrl: url, sweepIntervalMs: 600_000 }, { logger: log });
+  await start(client, 'taken');
+  const store = c.core.store;
+  const taken = (await store.getSession('taken'))!;
+  const setAside = () =>
+    lines
+      .map((l) => JSON.parse(l) as { level: number; msg: string; err?: { type: string; message: string }; write_error?: { code: string } })
+      .filter((l) => l.msg.startsWith('transaction threw after one of its writes had failed'))
+      .map((l) => [l.level, l.err?.type, l.err?.message, l.write_error?.code]);
+
+  // a bug met after the failed write (a unique key taken): the run after it succeeds, and the
+  // bug is said at error level, not dropped
+  let runs = 0;
+  const result = await store.transaction(async (tx) => {
+    if (++runs > 1) return 'ran again';
+    await tx.insertSession({ ...taken, seq: taken.seq + 1000 });
+    throw new TypeError('a bug after the write');
+  });
+  assert.deepEqual([result, runs], ['ran again', 2]);
+  assert.deepEqual(setAside(), [[50, 'TypeError', 'a bug after the write', '23505']]);
+
+  // a coded refusal set aside the same way: at debug
+  runs = 0;
+  await store.transaction(async (tx) => {
+    if (++runs > 1) return;
+    await tx.insertSession({ ...taken, seq: taken.seq + 2000 });
+    throw new CoordinatorError('session_exists', 'refused after the write');
+  });
+  assert.deepEqual(setAside().slice(1), [[20, 'CoordinatorError', 'refused after the write', '23505']]);
 });

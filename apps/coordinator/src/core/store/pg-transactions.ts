@@ -3,12 +3,13 @@ import type { LifecycleEvent } from '@agentq/protocol';
 import pg from 'pg';
 import type { Logger } from 'pino';
 import type { Clock } from '../clock.js';
+import { CoordinatorError } from '../errors.js';
 import { runAfterCommit } from './after-commit.js';
 import { compactEvents, countReady, hintsOf } from './changes.js';
 import { encodeEvents, encodeHints, hasHints, type CommitFeed, type EventDraft } from './pg-feed.js';
 import { Pipeline } from './pg-pipeline.js';
 import { eventDrafts, rowsOf } from './pg-queries.js';
-import { isConnectionError, isRetryable, isUniqueViolation, sqlLiteral, unavailable } from './pg-sql.js';
+import { isConnectionError, isRetryable, isUniqueViolation, sqlLiteral, sqlState, unavailable } from './pg-sql.js';
 import { PgTx, type ServesCache } from './pg-tx.js';
 import type { Commit, Tx } from './store.js';
 
@@ -34,13 +35,28 @@ function runsAgain(err: unknown, attempt: number, commitSent: boolean, broken: b
  * the transaction, and its failure says whether the transaction runs again (a deadlock, a unique
  * key a concurrent transaction took) or what the caller is told. Not after COMMIT was sent (its
  * own settle read the writes' answers), nor after the connection broke (every write failed so).
+ *
+ * The body's error is set aside then, and said in the log: at debug for a coded refusal (one a
+ * run that sees the write's outcome will decide again), at error for anything else: a bug (a
+ * TypeError) met after a failed write would otherwise go unseen when the run after it succeeds.
  */
-async function firstFailure(db: Pipeline | undefined, thrown: unknown, commitSent: boolean): Promise<unknown> {
+async function firstFailure(db: Pipeline | undefined, thrown: unknown, commitSent: boolean, log: Logger): Promise<unknown> {
   if (!db || commitSent || isConnectionError(thrown)) return thrown;
-  return db.settle().then(
-    () => thrown,
-    (failed: unknown) => failed,
+  const failed = await db.settle().then(
+    () => undefined,
+    (err: unknown) => ({ err }),
   );
+  if (!failed || failed.err === thrown) return thrown;
+  const fields = { err: thrown, write_error: describeFailure(failed.err) };
+  const msg = "transaction threw after one of its writes had failed: the write's failure decides, this error is set aside";
+  if (thrown instanceof CoordinatorError) log.debug(fields, msg);
+  else log.error(fields, msg);
+  return failed.err;
+}
+
+/** A failed write as a log field: its SQLSTATE and message (the error itself is the answer's). */
+function describeFailure(err: unknown): { code: string | undefined; message: string } {
+  return { code: sqlState(err), message: err instanceof Error ? err.message : String(err) };
 }
 
 /** A commit log entry before it has its id. */
@@ -121,7 +137,7 @@ export class PgTransactions {
         return result;
       } catch (thrown) {
         if (released) throw thrown;
-        const err = await firstFailure(db, thrown, commitSent);
+        const err = await firstFailure(db, thrown, commitSent, this.#o.log);
         if (isConnectionError(err)) broken = true;
         else await client.query('ROLLBACK').catch(() => (broken = true));
         // a COMMIT whose outcome is unknown: if it went through, the log has it
