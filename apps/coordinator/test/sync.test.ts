@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { SyncReport } from '@agentq/protocol';
-import { fakeLauncher, parked, rejectsWith, start, startTest, unparked } from './helpers.js';
+import pg from 'pg';
+import { fakeLauncher, parked, recordingLogger, rejectsWith, start, startTest, unparked } from './helpers.js';
+import { freshDatabaseUrl } from './pg-server.js';
 
 /*
  * Report-and-poll: `POST /launcher/sync` applies a launcher's reports in order, each as its single
@@ -235,4 +237,52 @@ test('sync: 401 for an unknown launcher (nothing applied), 400 naming the field 
     'reports',
   );
   assert.equal((await client.getJob(job.job_id)).status, 'claimed', 'a refused request applied nothing');
+});
+
+test('PostgreSQL: a report whose transaction fails with a raw database error every time (a unique key that stays taken) fails alone: the others of its sync are applied, it is answered internal_error', async (t) => {
+  const url = await freshDatabaseUrl(t);
+  if (url === null) return;
+  const { log, lines } = recordingLogger();
+  const { client } = await startTest(t, { databaseUrl: url, sweepIntervalMs: 600_000 }, { logger: log });
+  const l = await fakeLauncher(client);
+  const good = await start(client, 'good');
+  const bad = await start(client, 'bad');
+  await l.poll({ batch: true, capacity: 2 });
+  // ending the bad job fails with a unique violation (23505) each time, as a key that stays
+  // taken would: the store runs the transaction again twice, then throws that raw error
+  const admin = new pg.Client({ connectionString: url });
+  await admin.connect();
+  t.after(() => admin.end());
+  await admin.query(`CREATE FUNCTION refuse_end() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN RAISE unique_violation USING MESSAGE = 'a key that stays taken'; END $$`);
+  await admin.query(
+    `CREATE TRIGGER refuse_end BEFORE UPDATE ON jobs FOR EACH ROW
+     WHEN (NEW.id = '${bad.job_id}' AND NEW.completed_at IS NOT NULL) EXECUTE FUNCTION refuse_end()`,
+  );
+
+  const res = await client.sync({
+    launcher_id: l.id,
+    capacity: 0,
+    reports: [
+      { job_id: good.job_id, kind: 'started' },
+      { job_id: bad.job_id, kind: 'completed', result: 'never stored' },
+      { job_id: good.job_id, kind: 'completed', result: 'stored' },
+    ],
+  });
+  assert.deepEqual(
+    res.results.map((r) => [r.job_id, r.kind, r.ok, r.error?.code ?? null]),
+    [
+      [good.job_id, 'started', true, null],
+      [bad.job_id, 'completed', false, 'internal_error'],
+      [good.job_id, 'completed', true, null],
+    ],
+  );
+  assert.equal((await client.getJob(good.job_id)).result, 'stored');
+  assert.equal((await client.getJob(bad.job_id)).status, 'claimed');
+  // what the single endpoint's 500 would have logged, with the report it belongs to
+  const logged = lines
+    .map((x) => JSON.parse(x) as { level: number; msg: string; job_id?: string; err?: { code?: string } })
+    .filter((x) => x.msg === 'report failed')
+    .map((x) => [x.level, x.job_id, x.err?.code]);
+  assert.deepEqual(logged, [[50, bad.job_id, '23505']]);
 });

@@ -11,7 +11,9 @@ import { report } from './reports.js';
  * transaction: a launcher's sync typically carries one per job it runs, and one transaction
  * instead of one each is most of what report-and-poll saves at the coordinator (with SQLite, one
  * write to the file). If one of them is refused, that transaction is abandoned (it changed
- * nothing) and they are applied again one by one, each answered on its own. Output reports are
+ * nothing) and they are applied again one by one, each answered on its own; so they are when one
+ * fails (a raw database error the store gave up running again on: a unique key that stays taken),
+ * which becomes that report's `internal_error` (settle). Output reports are
  * applied one by one where they stand (they are not transactional: see store.appendOutput).
  */
 export async function applyReports(
@@ -24,7 +26,7 @@ export async function applyReports(
   for (let i = 0; i < reports.length; ) {
     const r = reports[i]!;
     if (r.kind === 'output') {
-      results.push(await settle(r, () => appendOutput(r.job_id, r.offset, r.data)));
+      results.push(await settle(ctx, launcherId, r, () => appendOutput(r.job_id, r.offset, r.data)));
       i++;
       continue;
     }
@@ -52,26 +54,34 @@ async function applyStatusReports(ctx: CoreContext, launcherId: string, run: rea
       });
       await store.touchLauncher(launcherId, ctx.clock.now());
       return run.map((r) => ({ job_id: r.job_id, kind: r.kind, ok: true }));
-    } catch (err) {
-      if (!(err instanceof CoordinatorError)) throw err;
-      // one of them was refused: nothing was applied; each on its own, to answer each
+    } catch {
+      // one of them was refused, or failed (a raw database error the store gave up running again
+      // on: a unique key that stays taken): nothing was applied; each on its own, to answer each
     }
   }
   const results: SyncResult[] = [];
   for (const r of run) {
-    results.push(await settle(r, () => store.transaction((tx) => report(ctx, tx, r.kind, r.job_id, launcherId, r))));
+    results.push(await settle(ctx, launcherId, r, () => store.transaction((tx) => report(ctx, tx, r.kind, r.job_id, launcherId, r))));
   }
   await store.touchLauncher(launcherId, ctx.clock.now());
   return results;
 }
 
-/** Run one report; a refusal becomes its result (an unknown or stale launcher fails the request). */
-async function settle(r: SyncReport, apply: () => Promise<unknown>): Promise<SyncResult> {
+/**
+ * Run one report; a refusal becomes its result (an unknown or stale launcher fails the request).
+ * So does any other failure: the 500 `internal_error` its single endpoint would have answered,
+ * logged as that endpoint's error handler would; the launcher sends that report again later (a
+ * 5xx is not final), and the others of the request stand.
+ */
+async function settle(ctx: CoreContext, launcherId: string, r: SyncReport, apply: () => Promise<unknown>): Promise<SyncResult> {
   try {
     await apply();
     return { job_id: r.job_id, kind: r.kind, ok: true };
   } catch (err) {
-    if (!(err instanceof CoordinatorError)) throw err;
+    if (!(err instanceof CoordinatorError)) {
+      ctx.log.error({ err, job_id: r.job_id, kind: r.kind, launcher_id: launcherId }, 'report failed');
+      return { job_id: r.job_id, kind: r.kind, ok: false, error: { code: 'internal_error', message: 'internal error; see the coordinator log' } };
+    }
     // the launcher is unknown or stale: nothing else in this request can work
     if (err.code === 'launcher_unknown') throw err;
     const error = err.details ? { code: err.code, message: err.message, details: err.details } : { code: err.code, message: err.message };
