@@ -111,6 +111,9 @@ export async function createJob(ctx: CoreContext, tx: Tx, req: CreateJobRequest,
  * the sessions under it, and the dying turn would wake them again.
  */
 export async function checkTurnGoesOn(tx: Tx, turn: Turn): Promise<void> {
+  // locks the turn's session (then its job) before the sessions the create or message locks: in
+  // the parents-first order (docs/architecture.md), since the agent scope (checked before) keeps
+  // those in the subtree of the turn's session
   const job = await tx.job(turn.jobId);
   // a job requeued and claimed again since the token was checked is a new turn, with a new token
   const same = job?.agentTokenHash === turn.tokenHash;

@@ -51,7 +51,9 @@ const SESSIONS_TABLE = /\bsessions\b/;
  * - every point read locks its row (`FOR UPDATE`) for the rest of the transaction;
  * - a parent session is locked before its children: a tree stop locks its sessions parents
  *   first, and a start (or its replay) locks its parent before its own session (#sendAhead,
- *   sessions.createJob). Two exceptions: a child's job ending gives its outcome to its parent
+ *   sessions.createJob). An agent's turn locks its own session first (checkTurnGoesOn locks its
+ *   job), in order too: an agent acts only on its session's subtree (http/auth/agent-scope.ts),
+ *   so that session is the parent, or an ancestor, of what it starts or messages. Two exceptions: a child's job ending gives its outcome to its parent
  *   (and its cost to every ancestor) after locking the child; and the budget check of a new job
  *   or a message on a child session (budget.ts) locks the tree's root after that session (for a
  *   start, after its parent too). With a tree stop of that parent or root at that moment they may
