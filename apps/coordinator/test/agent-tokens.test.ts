@@ -211,6 +211,22 @@ test('an agent token stops working when its job ends, and when its claim is undo
   await rejectsWith(a.withToken(`agt_${next.job_id}.${'A'.repeat(43)}`).getJob(next.job_id), 401, 'unauthorized');
 });
 
+test("a child's turn may not start a sibling nor message its parent: what a turn locks stays in its subtree, below the session it locks first (lock order)", async (t) => {
+  const { a, agent, launcher } = await setup(t);
+  const child = await agent.createJob({ type: 'start_session', session_name: 'worker', parent_session_name: 'boss', prompt: 'work' });
+  const answer = (await launcher.poll()) as PollResponse;
+  assert.equal(answer.job?.job_id, child.job_id);
+  const childAgent = a.withToken(answer.agent_tokens![child.job_id]!);
+  // checkTurnGoesOn locks the turn's session ('worker') before the create's: a sibling under
+  // 'boss' would lock the child before its parent, against the parents-first order
+  const d = await forbidden(childAgent.createJob({ type: 'start_session', session_name: 'sibling', parent_session_name: 'boss', prompt: 'p' }));
+  assert.deepEqual([d.field, d.session_name], ['parent_session_name', 'boss']);
+  await forbidden(childAgent.sendMessage('boss', { text: 'up' }));
+  await rejectsWith(a.as.admin.getSession('sibling'), 404, 'session_not_found');
+  // below itself it may
+  assert.equal((await childAgent.createJob({ type: 'start_session', session_name: 'helper', parent_session_name: 'worker', prompt: 'p' })).parent_session_name, 'worker');
+});
+
 test("a turn being stopped starts nothing through its agent token: no resume of a child, no grandchild, no message, so a tree stop holds", async (t) => {
   const { a, root, agent, launcher } = await setup(t);
   await launcher.client.reportStarted(root.job_id, { launcher_id: launcher.id });
