@@ -53,10 +53,11 @@ const SESSIONS_TABLE = /\bsessions\b/;
  *   first, and a start (or its replay) locks its parent before its own session (#sendAhead,
  *   sessions.createJob). An agent's turn locks its own session first (checkTurnGoesOn locks its
  *   job), in order too: an agent acts only on its session's subtree (http/auth/agent-scope.ts),
- *   so that session is the parent, or an ancestor, of what it starts or messages. Two exceptions: a child's job ending gives its outcome to its parent
- *   (and its cost to every ancestor) after locking the child; and the budget check of a new job
- *   or a message on a child session (budget.ts) locks the tree's root after that session (for a
- *   start, after its parent too). With a tree stop of that parent or root at that moment they may
+ *   so that session is the parent, or an ancestor, of what it starts or messages. Two
+ *   exceptions: a child's job ending gives its outcome to its parent (and its cost to every
+ *   ancestor) after locking the child; and the budget check of a new job or a message on a child
+ *   session (budget.ts) locks the tree's root after that session (for a start, after its parent
+ *   too; for an agent's turn, after the turn's session). With a tree stop of that parent or root at that moment they may
  *   deadlock, and the store runs them again;
  * - a job is locked only after its session (job(id) locks the session first), and a session's
  *   live jobs (activeJobOf, pendingJobsOf) are read in one locking statement after the session:
