@@ -318,3 +318,37 @@ test('SQLite keeps at most 64 MiB of finished jobs in memory; the rest is read b
   }
   assert.equal((await client.getSession('big-0')).last_result?.length, 1024 * 1024);
 });
+
+test('a full database under a sync: a report it could not store is answered storage_unavailable (not acknowledged), one that fits is stored', async (t) => {
+  const databaseUrl = `sqlite:${join(tempDir(t), 'agentq.db')}`;
+  const { c } = await startTest(t, { databaseUrl });
+  const client = noRetryClient(t, c.url);
+  const store = c.core.store as SqliteStore;
+  const l = await fakeLauncher(client);
+  const a = await start(client, 'a');
+  const b = await start(client, 'b');
+  await l.poll({ batch: true, capacity: 2 });
+  const pages = store.pragma('page_count') as number;
+  store.pragma(`max_page_count = ${pages}`);
+  // the batch's one transaction is refused (the results do not fit); each on its own: the start
+  // fits, the results do not and are refused with the 503 their single endpoint answers
+  const res = await client.sync({
+    launcher_id: l.id,
+    capacity: 0,
+    reports: [
+      { job_id: a.job_id, kind: 'started' },
+      { job_id: b.job_id, kind: 'completed', result: big(256 * 1024) },
+      { job_id: a.job_id, kind: 'completed', result: big(256 * 1024) },
+    ],
+  });
+  assert.deepEqual(
+    res.results.map((r) => [r.job_id, r.kind, r.ok, r.error?.code ?? null]),
+    [
+      [a.job_id, 'started', true, null],
+      [b.job_id, 'completed', false, 'storage_unavailable'],
+      [a.job_id, 'completed', false, 'storage_unavailable'],
+    ],
+  );
+  assert.equal((await client.getJob(a.job_id)).status, 'running');
+  assert.equal((await client.getJob(b.job_id)).status, 'claimed');
+});
