@@ -3,7 +3,9 @@ import { test } from 'node:test';
 import type { SyncReport } from '@agentq/protocol';
 import pg from 'pg';
 import { fakeLauncher, parked, recordingLogger, rejectsWith, start, startTest, unparked } from './helpers.js';
-import { freshDatabaseUrl } from './pg-server.js';
+import { AgentqClient } from '@agentq/client';
+import { startCoordinator } from '../src/start.js';
+import { commitCuttingProxy, freshDatabaseUrl } from './pg-server.js';
 
 /*
  * Report-and-poll: `POST /launcher/sync` applies a launcher's reports in order, each as its single
@@ -285,4 +287,50 @@ test('PostgreSQL: a report whose transaction fails with a raw database error eve
     .filter((x) => x.msg === 'report failed')
     .map((x) => [x.level, x.job_id, x.err?.code]);
   assert.deepEqual(logged, [[50, bad.job_id, '23505']]);
+});
+
+test('PostgreSQL: a sync whose batch COMMIT went through unconfirmed (the connection cut) is answered by running each report again: all ok, applied once', async (t) => {
+  const direct = await freshDatabaseUrl(t);
+  if (direct === null) return;
+  const proxy = await commitCuttingProxy(t, direct);
+  const A = await startCoordinator({ databaseUrl: proxy.url, logLevel: 'silent', pollTimeoutSeconds: 600, sweepIntervalMs: 600_000 });
+  const client = new AgentqClient({ url: A.url });
+  t.after(async () => {
+    await client.destroy();
+    await A.close();
+  });
+  const l = await fakeLauncher(client);
+  const done = await start(client, 'done');
+  const runs = await start(client, 'runs');
+  await l.poll({ batch: true, capacity: 2 });
+  // the batch's COMMIT reaches the database, which commits; the coordinator never hears of it
+  const cut = proxy.arm('a result whose commit is not confirmed');
+  const res = await client.sync({
+    launcher_id: l.id,
+    capacity: 0,
+    reports: [
+      { job_id: done.job_id, kind: 'started' },
+      { job_id: runs.job_id, kind: 'started' },
+      { job_id: done.job_id, kind: 'completed', result: 'a result whose commit is not confirmed' },
+    ],
+  });
+  await cut;
+  assert.deepEqual(
+    res.results.map((r) => [r.job_id, r.kind, r.ok]),
+    [
+      [done.job_id, 'started', true],
+      [runs.job_id, 'started', true],
+      [done.job_id, 'completed', true],
+    ],
+  );
+  const job = await client.getJob(done.job_id);
+  assert.equal(job.status, 'completed');
+  assert.equal(job.result, 'a result whose commit is not confirmed');
+  assert.equal((await client.getJob(runs.job_id)).status, 'running');
+  // one commit logged the job's end: the run again changed nothing
+  const db = new pg.Client({ connectionString: direct });
+  await db.connect();
+  t.after(() => db.end());
+  const { rows } = await db.query<{ events: string }>('SELECT events FROM commit_log');
+  assert.equal(rows.filter((r) => r.events.includes('job.completed')).length, 1, 'completed once');
 });

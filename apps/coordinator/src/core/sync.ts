@@ -56,7 +56,10 @@ async function applyStatusReports(ctx: CoreContext, launcherId: string, run: rea
       return run.map((r) => ({ job_id: r.job_id, kind: r.kind, ok: true }));
     } catch {
       // one of them was refused, or failed (a raw database error the store gave up running again
-      // on: a unique key that stays taken): nothing was applied; each on its own, to answer each
+      // on: a unique key that stays taken): nothing was applied; each on its own, to answer each.
+      // Or PostgreSQL lost the connection during the COMMIT (503 storage_unavailable, outcome
+      // unknown): it may all have been applied, and each run again answers ok (reports are
+      // idempotent) or, the database being down, its own storage_unavailable
     }
   }
   const results: SyncResult[] = [];
