@@ -5,6 +5,7 @@ import { AgentqApiError, AgentqConnectionError, type AgentqClient } from '@agent
 import { Connectivity } from '../src/connectivity.js';
 import type { Registration } from '../src/registration.js';
 import { Reporter } from '../src/reporter.js';
+import { resultError } from '../src/sync-channel.js';
 import { captureLog } from './helpers.js';
 
 /**
@@ -184,4 +185,32 @@ test("a stop answered for a job that ended here, refused as too late (409), is s
   const said = (jobId: string) => lines.filter((l) => l['job_id'] === jobId && l['report'] === 'stopped').map((l) => [l['level'], l['msg']]);
   assert.deepEqual(said('job_0123456789ab'), [[30, 'the job had ended at the coordinator already; report not needed']]);
   assert.deepEqual(said('job_0123456789ac'), [[40, 'coordinator refused the report; not retrying it']]);
+});
+
+test("a report a sync answered internal_error (one that failed alone at the coordinator) is sent again with backoff, not refused", async () => {
+  const log = pino({ level: 'silent' });
+  const connectivity = new Connectivity(log);
+  const backoffs: number[] = [];
+  const backoff = connectivity.backoff.bind(connectivity);
+  connectivity.backoff = (attempt, signal, options) => {
+    backoffs.push(attempt);
+    return backoff(attempt, signal, options);
+  };
+  let tries = 0;
+  const reporter = new Reporter({
+    client: {} as AgentqClient,
+    registration: { id: 'lnch_000000000000' } as Registration,
+    connectivity,
+    log,
+    signal: new AbortController().signal,
+    retry: { baseMs: 5, maxMs: 20 },
+    outputFlushMs: 1,
+    // the sync channel's transport: the report's result in a 200 sync answer, as its error
+    transport: async (jobId, report) => {
+      if (++tries < 3) throw resultError({ job_id: jobId, kind: report.kind as 'completed', ok: false, error: { code: 'internal_error', message: 'internal error; see the coordinator log' } });
+    },
+  });
+  assert.deepEqual(await reporter.send('job_c', { kind: 'completed', body: { result: 'r' } }), { ok: true });
+  assert.equal(tries, 3);
+  assert.deepEqual(backoffs, [0, 1], 'each retry waited its backoff');
 });
