@@ -252,6 +252,12 @@ export function placeRest(cut: CutResult, r: RestRoom): PlacedRest {
       },
     };
   }
+  // the figure the coordinator gave at registration; a coordinator older than max_output_bytes
+  // does not say it, and the note names the setting and its default instead
+  const keeps =
+    r.keptBytes === undefined
+      ? "the coordinator keeps the newest JOB_OUTPUT_MAX_BYTES of a job's output, 1 MiB by default"
+      : `the coordinator keeps the newest ${r.keptBytes} bytes of a job's output (JOB_OUTPUT_MAX_BYTES)`;
   const where =
     leftOut === 0
       ? `The other ${cut.restBytes} bytes are at the end of the job's output`
@@ -260,7 +266,7 @@ export function placeRest(cut: CutResult, r: RestRoom): PlacedRest {
     output: head + rest,
     result:
       `${said}${where}, from byte offset ${offset}: GET /jobs/${jobId}/output?offset=${offset}, or \`agentq output ${jobId} --tail ${sent}\` ` +
-      `(the coordinator keeps the newest JOB_OUTPUT_MAX_BYTES of a job's output, 1 MiB by default).]`,
+      `(${keeps}).]`,
     sentBytes: sent,
     leftOutBytes: leftOut,
     log:

@@ -19,8 +19,41 @@ const withoutOutputWindow = (body: unknown): unknown => {
   return older;
 };
 
-const NOTE =
-  /\n\n\[agentq: result cut: it is (\d+) bytes, more than a report to the coordinator may carry \((\d+) bytes in all\); above are its first (\d+) bytes\. The other (\d+) bytes are at the end of the job's output, from byte offset (\d+): GET \/jobs\/([\w-]+)\/output\?offset=\5, or `agentq output \6 --tail \4` \(the coordinator keeps the newest JOB_OUTPUT_MAX_BYTES of a job's output, 1 MiB by default\)\.\]$/;
+/**
+ * How a note ends: the most of a job's output the coordinator keeps, as it said at registration
+ * (`max_output_bytes`), or, from a coordinator older than that field, the setting and its default.
+ */
+const keeps = (kept: number | undefined): string =>
+  kept === undefined
+    ? String.raw`\(the coordinator keeps the newest JOB_OUTPUT_MAX_BYTES of a job's output, 1 MiB by default\)\.\]$`
+    : String.raw`\(the coordinator keeps the newest ${kept} bytes of a job's output \(JOB_OUTPUT_MAX_BYTES\)\)\.\]$`;
+
+/** The note of a result whose rest went whole to the job's output, from a coordinator that keeps `kept` bytes of it. */
+const NOTE = (kept: number | undefined): RegExp =>
+  new RegExp(
+    String.raw`\n\n\[agentq: result cut: it is (\d+) bytes, more than a report to the coordinator may carry \((\d+) bytes in all\); above are its first (\d+) bytes\. The other (\d+) bytes are at the end of the job's output, from byte offset (\d+): GET \/jobs\/([\w-]+)\/output\?offset=\5, or ` +
+      String.raw`${'`'}agentq output \6 --tail \4${'`'} ` +
+      keeps(kept),
+  );
+
+/**
+ * The figures of the note of a `size`-byte result whose rest went to the job's output without its
+ * start (`why` it was left out: a pattern of what the note says), from a coordinator that keeps
+ * `kept` bytes of a job's output; checked against one another.
+ */
+function partialNote(result: string, size: number, why: string, kept: number | undefined) {
+  const note = new RegExp(
+    String.raw`\n\n\[agentq: result cut: it is (\d+) bytes, more than a report to the coordinator may carry \((\d+) bytes in all\); above are its first (\d+) bytes\. Of the other (\d+) bytes, the last (\d+) are at the end of the job's output \(the (\d+) before them were left out: ${why}\), from byte offset (\d+): GET \/jobs\/[\w-]+\/output\?offset=\7, or ` +
+      String.raw`${'`'}agentq output [\w-]+ --tail \5${'`'} ` +
+      keeps(kept),
+  ).exec(result);
+  assert.ok(note, result.slice(-1000));
+  const [total, , headBytes, restBytes, sentBytes, leftOut, offset] = note.slice(1, 8).map(Number) as [number, number, number, number, number, number, number];
+  assert.equal(total, size);
+  assert.equal(headBytes + restBytes, total);
+  assert.equal(sentBytes + leftOut, restBytes);
+  return { restBytes, sentBytes, leftOut, offset };
+}
 
 test("a result over the coordinator's report limit completes the job, cut to fit with a note that says where the rest is: at the end of the job's output", async (t) => {
   // the default body limit (6 × MAX_PROMPT_BYTES + 64 KiB), with room in the output for the rest
@@ -36,7 +69,7 @@ test("a result over the coordinator's report limit completes the job, cut to fit
 
   const full = largeText(size);
   const result = done.result ?? '';
-  const note = NOTE.exec(result);
+  const note = NOTE(3 * 1024 * 1024).exec(result);
   assert.ok(note, result.slice(-1000));
   const [total, max, headBytes, restBytes, offset] = note.slice(1, 6).map(Number) as [number, number, number, number, number];
   assert.equal(note[6], job.job_id);
@@ -75,16 +108,7 @@ test("a result whose rest is more than the launcher queues as a job's output (8 
   const done = await settled(client, job.job_id);
   assert.equal(done.status, 'completed', `${done.error_code}: ${done.error}`);
 
-  const result = done.result ?? '';
-  const note =
-    /\n\n\[agentq: result cut: it is (\d+) bytes, more than a report to the coordinator may carry \((\d+) bytes in all\); above are its first (\d+) bytes\. Of the other (\d+) bytes, the last (\d+) are at the end of the job's output \(the (\d+) before them were left out: more than the launcher queues as a job's output, 8388608 bytes\), from byte offset (\d+): GET \/jobs\/[\w-]+\/output\?offset=\7, or `agentq output [\w-]+ --tail \5`/.exec(
-      result,
-    );
-  assert.ok(note, result.slice(-1000));
-  const [total, , headBytes, restBytes, sentBytes, leftOut, offset] = note.slice(1, 8).map(Number) as [number, number, number, number, number, number, number];
-  assert.equal(total, size);
-  assert.equal(headBytes + restBytes, total);
-  assert.equal(sentBytes + leftOut, restBytes);
+  const { restBytes, sentBytes, leftOut, offset } = partialNote(done.result ?? '', size, "more than the launcher queues as a job's output, 8388608 bytes", undefined);
   assert.ok(sentBytes < queueMax && sentBytes > queueMax - 64 * 1024, `as much as the queue holds is sent (${sentBytes} bytes)`);
   // the output ends with what was sent, from the offset the note gives
   const output = await client.getOutput(job.job_id, { tail_bytes: 1024 });
@@ -110,16 +134,7 @@ test("a result whose rest is more than the coordinator keeps of a job's output (
   const done = await settled(client, job.job_id);
   assert.equal(done.status, 'completed', `${done.error_code}: ${done.error}`);
 
-  const result = done.result ?? '';
-  const note =
-    /\n\n\[agentq: result cut: it is (\d+) bytes, more than a report to the coordinator may carry \((\d+) bytes in all\); above are its first (\d+) bytes\. Of the other (\d+) bytes, the last (\d+) are at the end of the job's output \(the (\d+) before them were left out: more than the coordinator keeps of a job's output, 262144 bytes \(JOB_OUTPUT_MAX_BYTES\)\), from byte offset (\d+): GET \/jobs\/[\w-]+\/output\?offset=\7, or `agentq output [\w-]+ --tail \5`/.exec(
-      result,
-    );
-  assert.ok(note, result.slice(-1000));
-  const [total, , headBytes, restBytes, sentBytes, leftOut, offset] = note.slice(1, 8).map(Number) as [number, number, number, number, number, number, number];
-  assert.equal(total, size);
-  assert.equal(headBytes + restBytes, total);
-  assert.equal(sentBytes + leftOut, restBytes);
+  const { restBytes, sentBytes, leftOut, offset } = partialNote(done.result ?? '', size, String.raw`more than the coordinator keeps of a job's output, 262144 bytes \(JOB_OUTPUT_MAX_BYTES\)`, kept);
   assert.ok(sentBytes < kept && sentBytes > kept - 1024, `as much as the coordinator keeps is sent (${sentBytes} bytes)`);
   // the note's offset is still held: from it, the rest's end, to the end of the output
   const rest = await client.getOutput(job.job_id, { offset, limit_bytes: 16 * 1024 * 1024 });
@@ -160,7 +175,7 @@ test("a cut result's rest goes whole to the output when the job's output already
   assert.equal(done.status, 'completed', `${done.error_code}: ${done.error}`);
 
   const result = done.result ?? '';
-  const note = NOTE.exec(result);
+  const note = NOTE(512 * 1024).exec(result);
   assert.ok(note, result.slice(-1000));
   const [total, , headBytes, restBytes, offset] = note.slice(1, 6).map(Number) as [number, number, number, number, number];
   assert.equal(total, size);
@@ -231,6 +246,11 @@ test("a cut result's rest, placed in the job's output queue: whole where it fits
   );
   assert.deepEqual(whole.log.fields, { result_bytes: cut.totalBytes, kept_bytes: 16, max_report_bytes: REPORT_ROOM_BYTES + 16, output_offset: offset });
   assert.equal(whole.log.msg, "result too large for a report to the coordinator: cut to fit; the rest goes to the job's output");
+  // a coordinator that says how much of a job's output it keeps: the note gives that figure, not the default's
+  const told = placeRest(cut, { ...room, queueRoomBytes: 100_000, keptBytes: 50_000 });
+  assert.equal(told.output, whole.output);
+  assert.equal(told.result, whole.result.replace(/\(the coordinator keeps .*\)\.\]$/, "(the coordinator keeps the newest 50000 bytes of a job's output (JOB_OUTPUT_MAX_BYTES)).]"));
+  assert.notEqual(told.result, whole.result);
 
   // room for 1000 bytes: the rest's end (whole characters), line included, within them
   const end = placeRest(cut, { ...room, queueRoomBytes: 1000 });
@@ -247,6 +267,7 @@ test("a cut result's rest, placed in the job's output queue: whole where it fits
   assert.ok(Buffer.byteLength(kept.output) <= 1000 && kept.sentBytes > 500, `${kept.sentBytes} bytes of the rest in ${Buffer.byteLength(kept.output)}`);
   assert.match(kept.output, /the \d+ bytes before them are left out, more than the coordinator keeps of a job's output, 1000 bytes \(JOB_OUTPUT_MAX_BYTES\)\)/);
   assert.match(kept.result, /\(the \d+ before them were left out: more than the coordinator keeps of a job's output, 1000 bytes \(JOB_OUTPUT_MAX_BYTES\)\)/);
+  assert.ok(kept.result.endsWith("(the coordinator keeps the newest 1000 bytes of a job's output (JOB_OUTPUT_MAX_BYTES)).]"), kept.result.slice(-300));
   assert.deepEqual([kept.log.fields['max_output_bytes'], kept.log.fields['max_queued_output_bytes']], [1000, undefined]);
   assert.match(kept.log.msg, /but for its start, which is more than the coordinator keeps of a job's output$/);
   // one that keeps more than the queue has room for: the queue is the bound
