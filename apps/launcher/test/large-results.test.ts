@@ -1,9 +1,10 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { AgentqClient } from '@agentq/client';
 import { cutResult, jsonBytes, jsonPrefixLength, placeRest, REPORT_ROOM_BYTES } from '../src/report-bounds.js';
 import { fakeClaude } from './claude.js';
 import { largeText } from './fixtures/large-text.js';
-import { captureLog, controlServer, coordinator, launcher, script, settled } from './helpers.js';
+import { captureLog, controlServer, coordinator, coordinatorAgain, launcher, script, settled } from './helpers.js';
 import { proxy } from './proxy.js';
 import { spawnLauncher } from './spawn-launcher.js';
 
@@ -52,7 +53,7 @@ function partialNote(result: string, size: number, why: string, kept: number | u
   assert.equal(total, size);
   assert.equal(headBytes + restBytes, total);
   assert.equal(sentBytes + leftOut, restBytes);
-  return { restBytes, sentBytes, leftOut, offset };
+  return { maxReportBytes: Number(note[2]), restBytes, sentBytes, leftOut, offset };
 }
 
 test("a result over the coordinator's report limit completes the job, cut to fit with a note that says where the rest is: at the end of the job's output", async (t) => {
@@ -147,6 +148,38 @@ test("a result whose rest is more than the coordinator keeps of a job's output (
   const logged = await waitFor((l) => /result too large for a report/.test(String(l['msg'])));
   assert.deepEqual([logged['rest_bytes'], logged['rest_left_out_bytes'], logged['max_output_bytes'], logged['output_offset']], [restBytes, leftOut, kept, offset]);
   assert.match(String(logged['msg']), /but for its start, which is more than the coordinator keeps of a job's output$/);
+});
+
+test("a launcher that registers again (the coordinator restarted with smaller limits, and forgot it) cuts a result by the new registration's limits, not its first one's", async (t) => {
+  // first a body limit of 1.5 MiB + 64 KiB (6 × 256 KiB + 64 KiB) and 256 KiB of a job's output kept
+  const { c } = await coordinator(t, { maxPromptBytes: 256 * 1024, outputMaxBytes: 256 * 1024 });
+  const { log, waitFor } = captureLog();
+  const { id } = await launcher(t, c.url, {}, { log });
+  const first = await waitFor((l) => l['msg'] === 'registered');
+  assert.equal(first['launcher_id'], id);
+  // the coordinator comes back on its port with less of both, and without the launcher (its
+  // memory store): 1 MiB of body and 128 KiB of output
+  await c.close();
+  const kept = 128 * 1024;
+  const fresh = await coordinatorAgain(t, c.port, { maxPromptBytes: 64 * 1024, outputMaxBytes: kept });
+  const client = new AgentqClient({ url: fresh.url });
+  t.after(() => client.close());
+  await waitFor((l) => l['msg'] === 'registered again under a new id');
+  // a result between the two body limits: by the first registration's, it would go whole in a
+  // report the coordinator now refuses (413)
+  const size = 1280 * 1024;
+  const job = await client.createJob({ type: 'start_session', session_name: 'new-limits', prompt: script([{ bigResult: size }]) });
+  const done = await settled(client, job.job_id);
+  assert.equal(done.status, 'completed', `${done.error_code}: ${done.error}`);
+  assert.notEqual(done.launcher_id, id);
+
+  const why = String.raw`more than the coordinator keeps of a job's output, 131072 bytes \(JOB_OUTPUT_MAX_BYTES\)`;
+  const { maxReportBytes, sentBytes, offset } = partialNote(done.result ?? '', size, why, kept);
+  assert.equal(maxReportBytes, 1024 * 1024, "the body limit of the coordinator's latest answer");
+  assert.ok(sentBytes < kept && sentBytes > kept - 1024, `as much as the coordinator keeps now is sent (${sentBytes} bytes)`);
+  const rest = await client.getOutput(job.job_id, { offset, limit_bytes: 16 * 1024 * 1024 });
+  assert.equal(rest.offset, offset, 'the coordinator holds the output from the offset the note gives');
+  assert.equal(rest.output, 'r'.repeat(sentBytes));
 });
 
 test("a cut result's rest goes whole to the output when the job's output already waiting fills the queue (coordinator away): the oldest output makes room, never 'the last 0'", async (t) => {
