@@ -16,6 +16,15 @@ test('register answers a launcher id and the polling parameters from the configu
   await rejectsWith(client.register({ hostname: 'x', favourite: 'y' } as never), 400, 'validation_failed');
 });
 
+test("a heartbeat answer repeats the registration's limits: a coordinator restarted on its database with others tells a launcher it still knows", async (t) => {
+  const { client } = await startTest(t, { outputMaxBytes: 300_000 });
+  const reg = await client.register({ hostname: 'box-1' });
+  const beat = await client.heartbeat({ launcher_id: reg.launcher_id });
+  assert.equal(beat.max_output_bytes, 300_000);
+  assert.ok(reg.max_report_bytes !== undefined);
+  assert.deepEqual(beat, { ok: true, stop_jobs: [], max_report_bytes: reg.max_report_bytes, max_output_bytes: reg.max_output_bytes });
+});
+
 test('GET /launchers lists registration metadata, heartbeat age and status', async (t) => {
   const { client } = await startTest(t);
   const reg = await client.register({ hostname: 'box-2', project_dir: '/p', executor_type: 'demo' });

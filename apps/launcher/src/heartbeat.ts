@@ -18,7 +18,7 @@ const MAX_HEARTBEAT_WAIT_MS = 30_000;
 /**
  * Heartbeats every `heartbeat_interval_seconds` (as announced at registration) with the ids of the
  * running jobs. The answer's `stop_jobs` is the safety net for a stop request whose poll answer
- * was lost. A failed heartbeat is retried at the next beat; the poller owns the backoff.
+ * was lost; its limits (`max_report_bytes`, `max_output_bytes`) replace the registration's. A failed heartbeat is retried at the next beat; the poller owns the backoff.
  *
  * A heartbeat not answered within one interval is given up: its connection may have died without
  * closing (a NAT or proxy that forgot it, on a kept-alive connection), and waiting the client's
@@ -45,6 +45,8 @@ export async function runHeartbeat(o: HeartbeatOptions, signal: AbortSignal): Pr
         { signal, headersTimeoutMs: wait },
       );
       connectivity.ok();
+      // answered as the launcher it still is (not one that registered again meanwhile)
+      if (registration.id === launcherId) registration.limitsNow(res);
       for (const jobId of res.stop_jobs) supervisor.stop(jobId);
     } catch (err) {
       const e = toError(err);

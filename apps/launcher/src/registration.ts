@@ -70,6 +70,26 @@ export class Registration {
     return this.#current;
   }
 
+  /**
+   * The coordinator's limits as its heartbeat answer tells them: they replace those of the
+   * registration when they differ (a coordinator restarted on a persistent store with other
+   * limits still knows this launcher, so it does not register again to hear them). An answer
+   * without them (a coordinator older than the fields) changes nothing.
+   */
+  limitsNow(told: Pick<RegisterLauncherResponse, 'max_report_bytes' | 'max_output_bytes'>): void {
+    const current = this.#current;
+    if (!current) return;
+    const changed: Partial<Pick<RegisterLauncherResponse, 'max_report_bytes' | 'max_output_bytes'>> = {};
+    if (told.max_report_bytes !== undefined && told.max_report_bytes !== current.max_report_bytes) changed.max_report_bytes = told.max_report_bytes;
+    if (told.max_output_bytes !== undefined && told.max_output_bytes !== current.max_output_bytes) changed.max_output_bytes = told.max_output_bytes;
+    if (Object.keys(changed).length === 0) return;
+    this.#log.info(
+      { launcher_id: current.launcher_id, ...changed, was: { max_report_bytes: current.max_report_bytes, max_output_bytes: current.max_output_bytes } },
+      "the coordinator's limits changed; cutting results by the new ones",
+    );
+    this.#current = { ...current, ...changed };
+  }
+
   /** After a deregistration notice the launcher must not come back under a new id. */
   retire(): void {
     this.#retired = true;

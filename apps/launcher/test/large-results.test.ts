@@ -1,10 +1,11 @@
 import assert from 'node:assert/strict';
+import { join } from 'node:path';
 import { test } from 'node:test';
 import { AgentqClient } from '@agentq/client';
 import { cutResult, jsonBytes, jsonPrefixLength, placeRest, REPORT_ROOM_BYTES } from '../src/report-bounds.js';
 import { fakeClaude } from './claude.js';
 import { largeText } from './fixtures/large-text.js';
-import { captureLog, controlServer, coordinator, coordinatorAgain, launcher, script, settled } from './helpers.js';
+import { captureLog, controlServer, coordinator, coordinatorAgain, launcher, script, settled, tempDir } from './helpers.js';
 import { proxy } from './proxy.js';
 import { spawnLauncher } from './spawn-launcher.js';
 
@@ -180,6 +181,39 @@ test("a launcher that registers again (the coordinator restarted with smaller li
   const rest = await client.getOutput(job.job_id, { offset, limit_bytes: 16 * 1024 * 1024 });
   assert.equal(rest.offset, offset, 'the coordinator holds the output from the offset the note gives');
   assert.equal(rest.output, 'r'.repeat(sentBytes));
+});
+
+test("a coordinator restarted on its SQLite file with smaller limits, which still knows the launcher, tells them at the next heartbeat: the next result is cut by them", async (t) => {
+  const databaseUrl = `sqlite:${join(tempDir(t), 'agentq.db')}`;
+  const { c } = await coordinator(t, { databaseUrl, maxPromptBytes: 256 * 1024, outputMaxBytes: 256 * 1024 });
+  const px = await proxy(t, c.url);
+  const { log, lines } = captureLog();
+  const { id } = await launcher(t, px.url, {}, { log });
+  await c.close();
+  const kept = 128 * 1024;
+  const fresh = await coordinatorAgain(t, c.port, { databaseUrl, maxPromptBytes: 64 * 1024, outputMaxBytes: kept });
+  const client = new AgentqClient({ url: fresh.url });
+  t.after(() => client.close());
+  // a heartbeat sent once the coordinator is back has been answered when the next one is sent
+  // (one beat at a time): two more than there were
+  const beat = (url: string) => url === '/launcher/heartbeat';
+  const beats = px.count(beat) + 2;
+  await px.seen((url) => beat(url) && px.count(beat) >= beats);
+  const told = lines.find((l) => /the coordinator's limits changed/.test(String(l['msg'])));
+  assert.deepEqual(told && [told['max_report_bytes'], told['max_output_bytes']], [1024 * 1024, kept]);
+  // a result between the two body limits: by the registration's, it would go whole in a report
+  // the coordinator now refuses (413)
+  const size = 1280 * 1024;
+  const job = await client.createJob({ type: 'start_session', session_name: 'restarted-limits', prompt: script([{ bigResult: size }]) });
+  const done = await settled(client, job.job_id);
+  assert.equal(done.status, 'completed', `${done.error_code}: ${done.error}`);
+  assert.equal(done.launcher_id, id, 'the launcher did not register again');
+  assert.ok(!lines.some((l) => l['msg'] === 'registered again under a new id'));
+
+  const why = String.raw`more than the coordinator keeps of a job's output, 131072 bytes \(JOB_OUTPUT_MAX_BYTES\)`;
+  const { maxReportBytes, sentBytes } = partialNote(done.result ?? '', size, why, kept);
+  assert.equal(maxReportBytes, 1024 * 1024);
+  assert.ok(sentBytes < kept && sentBytes > kept - 1024, `as much as the coordinator keeps now is sent (${sentBytes} bytes)`);
 });
 
 test("a cut result's rest goes whole to the output when the job's output already waiting fills the queue (coordinator away): the oldest output makes room, never 'the last 0'", async (t) => {

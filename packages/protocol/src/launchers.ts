@@ -139,6 +139,14 @@ export const HeartbeatResponse = Type.Object({
    * `running_jobs` it does not hold any more (ended, requeued, another launcher's, unknown)
    */
   stop_jobs: Type.Array(Type.String()),
+  /**
+   * The coordinator's limits as at registration (`max_report_bytes`, `max_output_bytes` of
+   * RegisterLauncherResponse), told again at every beat: a coordinator restarted on a persistent
+   * store with other limits still knows the launcher, which does not register again to hear them.
+   * Absent from coordinators older than the fields.
+   */
+  max_report_bytes: Type.Optional(Type.Integer({ minimum: 1 })),
+  max_output_bytes: Type.Optional(Type.Integer({ minimum: 1 })),
 });
 export type HeartbeatResponse = Static<typeof HeartbeatResponse>;
 

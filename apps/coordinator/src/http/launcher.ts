@@ -28,6 +28,14 @@ const reportErrors = { 400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 404: Erro
 
 /** The endpoints launchers use: register, long-poll, heartbeat, reports. */
 export const launcherRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = async (app, { core }) => {
+  // what a report may weigh: the launcher cuts a result that would make it heavier, rather than
+  // have its completed report refused (413) and the job fail; and how much of a job's output is
+  // kept, which bounds the part of the cut result's rest worth sending (docs/launcher.md). Told at
+  // registration and again at every heartbeat (a restart on a persistent store may change them
+  // without the launcher registering again).
+  const bodyLimit = app.initialConfig.bodyLimit;
+  const limits = { max_output_bytes: core.config.outputMaxBytes, ...(bodyLimit === undefined ? {} : { max_report_bytes: bodyLimit }) };
+
   app.post(
     '/launcher/register',
     {
@@ -47,11 +55,6 @@ export const launcherRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = 
         binder: app.auth.hostBinder(req.principal),
         tokenHash: credential?.hash ?? null,
       });
-      // what a report may weigh: the launcher cuts a result that would make it heavier, rather
-      // than have its completed report refused (413) and the job fail; and how much of a job's
-      // output is kept, which bounds the part of the cut result's rest worth sending (docs/launcher.md)
-      const bodyLimit = app.initialConfig.bodyLimit;
-      const limits = { max_output_bytes: core.config.outputMaxBytes, ...(bodyLimit === undefined ? {} : { max_report_bytes: bodyLimit }) };
       const answer = { ...registered, ...limits };
       return credential === undefined ? answer : { ...answer, launcher_token: await credential.tokenFor(answer.launcher_id) };
     },
@@ -101,7 +104,7 @@ export const launcherRoutes: FastifyPluginAsyncTypebox<{ core: Coordinator }> = 
         response: { 200: HeartbeatResponse, 400: ErrorBody, 401: ErrorBody, 403: ErrorBody },
       },
     },
-    async (req) => await core.heartbeat(req.body),
+    async (req) => ({ ...(await core.heartbeat(req.body)), ...limits }),
   );
 
   const report = <S extends TSchema>(kind: 'started' | 'completed' | 'failed' | 'stopped', body: S) =>
