@@ -18,7 +18,8 @@ const MAX_HEARTBEAT_WAIT_MS = 30_000;
 /**
  * Heartbeats every `heartbeat_interval_seconds` (as announced at registration) with the ids of the
  * running jobs. The answer's `stop_jobs` is the safety net for a stop request whose poll answer
- * was lost; its limits (`max_report_bytes`, `max_output_bytes`) replace the registration's. A failed heartbeat is retried at the next beat; the poller owns the backoff.
+ * was lost; its limits (`max_report_bytes`, `max_output_bytes`) replace the registration's. A
+ * failed heartbeat is retried at the next beat; the poller owns the backoff.
  *
  * A heartbeat not answered within one interval is given up: its connection may have died without
  * closing (a NAT or proxy that forgot it, on a kept-alive connection), and waiting the client's
