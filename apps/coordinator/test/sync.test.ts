@@ -287,6 +287,12 @@ test('PostgreSQL: a report whose transaction fails with a raw database error eve
     .filter((x) => x.msg === 'report failed')
     .map((x) => [x.level, x.job_id, x.err?.code]);
   assert.deepEqual(logged, [[50, bad.job_id, '23505']]);
+  // and the batch's own failure, which the reports run alone might not have met again
+  const batch = lines
+    .map((x) => JSON.parse(x) as { level: number; msg: string; err?: { code?: string } })
+    .filter((x) => x.msg.startsWith('a sync batch of reports failed'))
+    .map((x) => [x.level, x.err?.code]);
+  assert.deepEqual(batch, [[40, '23505']]);
 });
 
 test('PostgreSQL: a sync whose batch COMMIT went through unconfirmed (the connection cut) is answered by running each report again: all ok, applied once', async (t) => {

@@ -54,7 +54,9 @@ async function applyStatusReports(ctx: CoreContext, launcherId: string, run: rea
       });
       await store.touchLauncher(launcherId, ctx.clock.now());
       return run.map((r) => ({ job_id: r.job_id, kind: r.kind, ok: true }));
-    } catch {
+    } catch (err) {
+      // a raw error that a report run alone may not meet again would not be seen otherwise
+      if (!(err instanceof CoordinatorError)) ctx.log.warn({ err, launcher_id: launcherId }, 'a sync batch of reports failed; applying them one by one');
       // one of them was refused, or failed (a raw database error the store gave up running again
       // on: a unique key that stays taken): nothing was applied; each on its own, to answer each.
       // Or PostgreSQL lost the connection during the COMMIT (503 storage_unavailable, outcome
