@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { ExecutorEvent, Job } from '@agentq/protocol';
+import type { ExecutorEvent, Job, RegisterLauncherResponse } from '@agentq/protocol';
 import { buildExecutorEnv, invocationOf, jobEnv } from './executor-env.js';
 import { ExecutorProcess, type ExecutorExit } from './executor-process.js';
 import { definedOnly, failureMessage, refusedInstead, type InterruptionCode } from './final-report.js';
@@ -40,12 +40,11 @@ export interface JobRunnerDeps {
    */
   agentToken?: (job: Job) => string | undefined;
   /**
-   * What the coordinator's registration answer says of its limits (undefined from one older than
-   * them): the largest report it takes (`max_report_bytes`), so a larger result is cut to fit and
-   * its rest goes to the job's output, and the most of that output it keeps (`max_output_bytes`).
+   * The coordinator's limits as it last said them (none while unregistered; each absent from a
+   * coordinator older than it): the largest report it takes, so a larger result is cut to fit and
+   * its rest goes to the job's output, and the most of that output it keeps.
    */
-  maxReportBytes?: () => number | undefined;
-  maxOutputBytes?: () => number | undefined;
+  limits?: () => Pick<RegisterLauncherResponse, 'max_report_bytes' | 'max_output_bytes'> | undefined;
 }
 
 /** Why a run ended early, when it did. */
@@ -363,7 +362,8 @@ export class JobRunner {
    * (placeRest says what goes where, and the note says so).
    */
   #fitResult(result: string, extra: object): string {
-    const max = this.#d.maxReportBytes?.();
+    const limits = this.#d.limits?.();
+    const max = limits?.max_report_bytes;
     if (max === undefined) return result;
     const cut = cutResult(storable(result), max, Buffer.byteLength(JSON.stringify(extra)));
     if (!cut) return result;
@@ -374,7 +374,7 @@ export class JobRunner {
       maxReportBytes: max,
       queueMaxBytes: reporter.outputQueueMaxBytes,
       queueRoomBytes: reporter.outputRoom(jobId),
-      keptBytes: this.#d.maxOutputBytes?.(),
+      keptBytes: limits?.max_output_bytes,
       outputEnd: reporter.outputEnd(jobId),
     });
     reporter.output(jobId, placed.output);

@@ -362,8 +362,7 @@ export class Launcher {
       idleTimeoutMs: this.config.idleTimeoutMs,
       exitGraceMs: this.config.exitGraceMs,
       agentToken: this.#deps.agentToken ?? ((j) => this.#agentTokens.get(j.job_id)),
-      maxReportBytes: () => (this.#registration.id === undefined ? undefined : this.#registration.settings.max_report_bytes),
-      maxOutputBytes: () => (this.#registration.id === undefined ? undefined : this.#registration.settings.max_output_bytes),
+      limits: () => (this.#registration.id === undefined ? undefined : this.#registration.settings),
     });
     void runner.done.then(() => this.#agentTokens.delete(job.job_id));
     return runner;
