@@ -57,8 +57,8 @@ const SESSIONS_TABLE = /\bsessions\b/;
  *   exceptions: a child's job ending gives its outcome to its parent (and its cost to every
  *   ancestor) after locking the child; and the budget check of a new job or a message on a child
  *   session (budget.ts) locks the tree's root after that session (for a start, after its parent
- *   too; for an agent's turn, after the turn's session). With a tree stop of that parent or root at that moment they may
- *   deadlock, and the store runs them again;
+ *   too; for an agent's turn, after the turn's session). With a tree stop of that parent or root
+ *   at that moment they may deadlock, and the store runs them again;
  * - a job is locked only after its session (job(id) locks the session first), and a session's
  *   live jobs (activeJobOf, pendingJobsOf) are read in one locking statement after the session:
  *   while a transaction holds a session, only a claim can change that session's jobs, and the
