@@ -52,3 +52,17 @@ test("going from one job's page to another shows the second job's prompt, even w
   await page.getByTestId('prompt').filter({ hasText: 'prompt of the second job' }).waitFor();
   assert.equal(await page.locator('.job-view').getAttribute('data-status'), 'claimed', 'the older answer does not move it back');
 });
+
+test('an address changed right after the page loaded, before the app listened for hash changes, is followed', { skip }, async (t) => {
+  const { page } = await openDashboard(t, browser());
+  // on the next load, the hash changes as soon as the app has rendered its first view (module
+  // scripts run before DOMContentLoaded), as a quick click or a script may do: the hashchange
+  // event comes before the app's effects have run
+  await page.addInitScript(() => {
+    document.addEventListener('DOMContentLoaded', () => (location.hash = '#/launchers'), { once: true });
+  });
+  await page.reload();
+  await page.locator('.launchers-view').waitFor();
+  assert.equal(await page.locator('.jobs-view').count(), 0);
+  assert.equal(await page.locator('nav.tabs a[aria-current="page"]').innerText(), 'Launchers');
+});

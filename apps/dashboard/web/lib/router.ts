@@ -55,11 +55,14 @@ export function navigate(href: string): void {
 }
 
 export function useRoute(): Route {
-  const [route, setRoute] = useState(() => parseRoute(location.hash));
+  const [state, setState] = useState(() => ({ hash: location.hash, route: parseRoute(location.hash) }));
   useEffect(() => {
-    const on = () => setRoute(parseRoute(location.hash));
+    const on = () => setState((s) => (s.hash === location.hash ? s : { hash: location.hash, route: parseRoute(location.hash) }));
     addEventListener('hashchange', on);
+    // Effects run after the first paint: a hash changed between the first render and now (a
+    // click or a script right after the page loaded) fired its event before anyone listened.
+    on();
     return () => removeEventListener('hashchange', on);
   }, []);
-  return route;
+  return state.route;
 }
