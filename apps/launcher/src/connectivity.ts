@@ -1,11 +1,11 @@
 import type { Logger } from 'pino';
-import { AgentqApiError, AgentqConnectionError, backoffDelay, type BackoffOptions } from '@agentq/client';
+import { AgentqApiError, AgentqConnectionError, backoffDelay, isCoordinatorAnswer, type BackoffOptions } from '@agentq/client';
 
 /**
  * Whether the coordinator answers, shared by the poller, the heartbeat and the reporter so that
  * an outage is logged once when it starts and once when it ends, not on every retry. Whoever
- * sees a success calls `ok()`, which also wakes every retry waiting in a backoff: reports go out
- * as soon as the coordinator is back instead of at the end of their longest delay.
+ * sees a success calls `ok()`, which also wakes every retry waiting in a backoff after an outage:
+ * reports go out as soon as the coordinator is back instead of at the end of their longest delay.
  */
 export class Connectivity {
   readonly #log: Logger;
@@ -47,10 +47,11 @@ export class Connectivity {
 
   /**
    * Wait before retry number `attempt`: the backoff delay (at least what a Retry-After asked
-   * for), cut short when the coordinator is seen answering again. Resolves early (never
-   * rejects) when `signal` aborts; callers check it.
+   * for), cut short when the coordinator is seen answering again, unless `wakeOnReachable` is
+   * false (the retry of a request the coordinator itself failed: see `failedByCoordinator`).
+   * Resolves early (never rejects) when `signal` aborts; callers check it.
    */
-  backoff(attempt: number, signal: AbortSignal, options?: BackoffOptions): Promise<void> {
+  backoff(attempt: number, signal: AbortSignal, options?: BackoffOptions, { wakeOnReachable = true } = {}): Promise<void> {
     const ms = Math.max(backoffDelay(attempt, options), this.#notBefore - Date.now());
     return new Promise<void>((resolve) => {
       if (signal.aborted) return resolve();
@@ -62,9 +63,22 @@ export class Connectivity {
       };
       const timer = setTimeout(done, ms);
       signal.addEventListener('abort', done, { once: true });
-      this.#waiters.add(done);
+      if (wakeOnReachable) this.#waiters.add(done);
     });
   }
+}
+
+/**
+ * Whether `err` is the coordinator's own answer to the request that it could not serve it, for
+ * a reason of that request's (500 `internal_error`, a 502 `invalid_response` answer, ...): the
+ * coordinator is reachable and serving others, so another request succeeding says nothing about
+ * this one, and its retry waits its own backoff (not woken by `ok()`), or it would be sent again
+ * as often as anything else succeeds. Not one of these, and still woken: a connection error, a
+ * proxy's 502/503/504, the coordinator's 503 (shutting down, overloaded, storage unavailable: it
+ * serves nobody for now), a 408 (the request did not arrive whole) and a 429 (its Retry-After).
+ */
+export function failedByCoordinator(err: Error): err is AgentqApiError {
+  return isCoordinatorAnswer(err) && err.status >= 500 && err.status !== 503;
 }
 
 /** A short, loggable description of a request failure. */

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type { CompletedReport, FailedReport, OutputReport, StartedReport, StoppedReport } from '@agentq/protocol';
 import { AgentqApiError, isRetryable, toError, type AgentqClient, type BackoffOptions } from '@agentq/client';
-import { describe, type Connectivity } from './connectivity.js';
+import { describe, failedByCoordinator, type Connectivity } from './connectivity.js';
 import { conform, storable } from './report-bounds.js';
 import type { Registration } from './registration.js';
 
@@ -312,6 +312,13 @@ export class Reporter {
           continue;
         }
         if (!isRetryable(e) && e instanceof AgentqApiError) return this.#refused(jobId, report, log, e, undefined, mayBeLate && e.status === 409);
+        if (failedByCoordinator(e)) {
+          // the coordinator answered, and failed this report: other requests succeeding in the
+          // meantime say nothing about it, so it waits its whole backoff before going again
+          log.warn({ report: report.kind, attempt, err: describe(e) }, 'coordinator failed the report; retrying it after a backoff');
+          await connectivity.backoff(attempt++, signal, this.#o.retry, { wakeOnReachable: false });
+          continue;
+        }
         connectivity.failed(e, `report ${report.kind}`);
         log.debug({ report: report.kind, attempt, err: describe(e) }, 'report not delivered; will retry');
         await connectivity.backoff(attempt++, signal, this.#o.retry);

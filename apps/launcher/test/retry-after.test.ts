@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { pino } from 'pino';
 import { AgentqApiError, AgentqConnectionError } from '@agentq/client';
-import { Connectivity } from '../src/connectivity.js';
+import { Connectivity, failedByCoordinator } from '../src/connectivity.js';
 
 /** Whether `promise` has settled, without waiting for it. */
 async function settledYet(promise: Promise<unknown>): Promise<boolean> {
@@ -34,4 +34,30 @@ test("the launcher's retries wait at least the coordinator's Retry-After, whatev
   const next = c.backoff(0, signal, fast);
   t.mock.timers.tick(10);
   assert.equal(await settledYet(next), true);
+});
+
+test("a retry of a request the coordinator itself failed is not woken when another request succeeds; one after an outage is", async (t) => {
+  t.mock.timers.enable({ apis: ['setTimeout', 'Date'] });
+  const c = new Connectivity(pino({ level: 'silent' }));
+  const signal = new AbortController().signal;
+  const minute = { baseMs: 60_000, maxMs: 60_000, random: () => 1 };
+
+  const own = c.backoff(0, signal, minute, { wakeOnReachable: false });
+  const afterOutage = c.backoff(0, signal, minute);
+  c.ok();
+  assert.equal(await settledYet(afterOutage), true, 'the coordinator answers again: the retry goes at once');
+  assert.equal(await settledYet(own), false, 'its own backoff still runs');
+  t.mock.timers.tick(60_000);
+  assert.equal(await settledYet(own), true);
+});
+
+test('which failures the coordinator answered for the request itself (own backoff) and which say it cannot be reached or serves nobody (woken)', () => {
+  assert.equal(failedByCoordinator(new AgentqApiError(500, 'internal_error', 'bug')), true);
+  assert.equal(failedByCoordinator(new AgentqApiError(502, 'invalid_response', 'the sync answer has no result for this report')), true);
+  assert.equal(failedByCoordinator(new AgentqConnectionError('down')), false);
+  assert.equal(failedByCoordinator(new AgentqApiError(502, 'http_502', 'a proxy in front of it')), false);
+  assert.equal(failedByCoordinator(new AgentqApiError(503, 'storage_unavailable', 'no database')), false);
+  assert.equal(failedByCoordinator(new AgentqApiError(503, 'overloaded', 'busy')), false);
+  assert.equal(failedByCoordinator(new AgentqApiError(429, 'rate_limited', 'slow down')), false);
+  assert.equal(failedByCoordinator(new AgentqApiError(408, 'request_timeout', 'body too slow')), false);
 });

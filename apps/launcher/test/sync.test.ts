@@ -2,7 +2,10 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { pino } from 'pino';
 import { AgentqApiError, AgentqClient } from '@agentq/client';
-import type { SyncRequest, SyncResponse } from '@agentq/protocol';
+import type { SyncRequest, SyncResponse, SyncResult } from '@agentq/protocol';
+import { Connectivity } from '../src/connectivity.js';
+import type { Registration } from '../src/registration.js';
+import { Reporter } from '../src/reporter.js';
 import { SyncChannel } from '../src/sync-channel.js';
 import { captureLog, controlServer, coordinator, launcher, script, settled } from './helpers.js';
 import { proxy } from './proxy.js';
@@ -146,4 +149,62 @@ test('a stop request reaches a deregistered launcher that lets its jobs finish, 
   hello.release(); // it prints: the output report's answer carries the stop
   assert.equal((await settled(client, job.job_id)).status, 'stopped');
   assert.equal(await l.run(), 'deregistered');
+});
+
+test("a report the coordinator answers internal_error waits its own backoff: it is not sent again each time another request succeeds", async (t) => {
+  const { c, client } = await coordinator(t);
+  const reg = await client.register({ hostname: 'busy', max_jobs: 2 });
+  const [failing, busy] = await client.createJobs([
+    { type: 'start_session', session_name: 'failing', prompt: 'x' },
+    { type: 'start_session', session_name: 'busy', prompt: 'x' },
+  ]);
+  const claimed = await client.poll(reg.launcher_id, { capacity: 2, batch: true });
+  assert.equal(claimed?.jobs?.length, 2);
+  // the coordinator fails the one job's reports (a result of internal_error, as a report that
+  // failed alone in a sync gets) until the test says otherwise
+  let broken = true;
+  const px = await proxy(t, c.url, undefined, (req) =>
+    req.url === '/launcher/sync'
+      ? (body) => {
+          const res = body as SyncResponse;
+          const fail = (r: SyncResult): SyncResult =>
+            broken && r.job_id === failing!.job_id ? { ...r, ok: false, error: { code: 'internal_error', message: 'internal error (test)' } } : r;
+          return { ...res, results: res.results.map(fail) };
+        }
+      : undefined,
+  );
+  const viaProxy = new AgentqClient({ url: px.url });
+  t.after(() => viaProxy.close());
+  const channel = new SyncChannel({ client: viaProxy });
+  const { log, waitFor } = captureLog();
+  const hour = 3_600_000;
+  const reporter = new Reporter({
+    client: viaProxy,
+    transport: (jobId, report, launcherId, signal) => channel.deliver(jobId, report, launcherId, signal),
+    registration: { id: reg.launcher_id } as Registration,
+    connectivity: new Connectivity(log),
+    log,
+    signal: new AbortController().signal,
+    // the first retry an hour away (at least half of it): only the test's clock brings it sooner
+    retry: { baseMs: hour, maxMs: hour },
+  });
+  t.mock.timers.enable({ apis: ['setTimeout'] });
+  const tries = () => px.count((url) => url === `/launcher/jobs/${failing!.job_id}/started`);
+
+  const outcome = reporter.send(failing!.job_id, { kind: 'started', body: {} });
+  await waitFor((line) => line['job_id'] === failing!.job_id && line['msg'] === 'coordinator failed the report; retrying it after a backoff');
+  assert.equal(tries(), 1);
+  // meanwhile the other job's reports succeed, one after the other
+  assert.deepEqual(await reporter.send(busy!.job_id, { kind: 'started', body: {} }), { ok: true });
+  for (let i = 0; i < 20; i++) {
+    assert.deepEqual(await reporter.send(busy!.job_id, { kind: 'output', body: { offset: i * 5, data: `${i % 10}...\n` } }), { ok: true });
+  }
+  assert.equal(tries(), 1, 'not sent again on the other reports\' successes');
+
+  // once its backoff has run out it goes again, and the coordinator takes it this time
+  broken = false;
+  t.mock.timers.tick(hour);
+  assert.deepEqual(await outcome, { ok: true });
+  assert.equal(tries(), 2);
+  assert.equal((await client.getJob(failing!.job_id)).status, 'running');
 });
