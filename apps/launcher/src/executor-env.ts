@@ -57,6 +57,11 @@ export interface JobEnv {
   AGENTQ_EXECUTOR_SESSION_ID?: string;
   /** the per-job agent token (issue 12), when the coordinator minted one; see JobRunnerDeps.agentToken */
   AGENTQ_TOKEN?: string;
+  /**
+   * the most of the job's output the coordinator keeps (`max_output_bytes`, its
+   * JOB_OUTPUT_MAX_BYTES) as it last said it; unset when it did not (OUTPUT_MAX_BYTES_ENV)
+   */
+  AGENTQ_JOB_OUTPUT_MAX_BYTES?: string;
 }
 
 export function buildExecutorEnv(
@@ -78,7 +83,7 @@ export function buildExecutorEnv(
 export function jobEnv(
   job: Job,
   cwd: string,
-  from: { coordinatorUrl: string; caFile: string | undefined; launcherId: string; token: string | undefined },
+  from: { coordinatorUrl: string; caFile: string | undefined; launcherId: string; token: string | undefined; outputMaxBytes?: number | undefined },
 ): JobEnv {
   return {
     AGENTQ_JOB_ID: job.job_id,
@@ -96,6 +101,7 @@ export function jobEnv(
     AGENTQ_PARENT_SESSION_NAME: job.parent_session_name ?? undefined,
     AGENTQ_EXECUTOR_SESSION_ID: job.executor_session_id ?? undefined,
     AGENTQ_TOKEN: from.token,
+    AGENTQ_JOB_OUTPUT_MAX_BYTES: from.outputMaxBytes === undefined ? undefined : String(from.outputMaxBytes),
   };
 }
 

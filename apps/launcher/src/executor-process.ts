@@ -6,6 +6,7 @@ import { ExecutorEvent, MAX_EVENT_LINE_BYTES, type ExecutorInvocation } from '@a
 import { toError } from '@agentq/client';
 import type { ExecutorSpec } from './executors/index.js';
 import { isSameGroup, killGroupTree, killGroupTreeSync, startTimeOf } from './lifeline/proc.js';
+import { outputKept } from './output-kept.js';
 
 /** How an executor process ended. */
 export interface ExecutorExit {
@@ -39,6 +40,11 @@ export interface ExecutorProcessOptions {
   onFieldsDropped?: (type: string, fields: string[]) => void;
   /** called for every chunk the executor writes to stdout or stderr (the watchdog's sign of life) */
   onActivity?: () => void;
+  /**
+   * The most of a job's output the coordinator keeps, as it last said it (`max_output_bytes`;
+   * undefined when it did not), for the error of an event line too long to read
+   */
+  outputKeptBytes?: () => number | undefined;
 }
 
 const STDERR_TAIL_BYTES = 4096;
@@ -109,7 +115,7 @@ export class ExecutorProcess {
       () =>
         options.onEvent({
           type: 'error',
-          message: tooLargeMessage(invocation.job_id),
+          message: tooLargeMessage(invocation.job_id, options.outputKeptBytes?.()),
           code: 'executor_event_too_large',
         }),
       // a text line too long to hold whole is output as it comes, never read as an event
@@ -269,14 +275,15 @@ export class ExecutorProcess {
 
 /**
  * The error of a job whose executor printed an event line past MAX_EVENT_LINE_BYTES: the limit,
- * what was lost, and where what the executor printed as output can be read.
+ * what was lost, and where what the executor printed as output can be read (and how much of it
+ * the coordinator keeps: `keptBytes`, the figure it gave, or the setting and its default).
  */
-function tooLargeMessage(jobId: string): string {
+function tooLargeMessage(jobId: string, keptBytes: number | undefined): string {
   return (
     `the executor printed an event line over the ${MAX_EVENT_LINE_BYTES / (1024 * 1024)} MiB an executor event may carry ` +
     `(${MAX_EVENT_LINE_BYTES} bytes, the launcher's limit): it was not read, so the job has no result (an answer that long cannot be reported). ` +
     `What the executor printed as output is in the job's output: GET /jobs/${jobId}/output, \`agentq output ${jobId}\` ` +
-    `(the coordinator keeps its newest JOB_OUTPUT_MAX_BYTES, 1 MiB by default)`
+    `(${outputKept(keptBytes)})`
   );
 }
 

@@ -225,11 +225,13 @@ export class JobRunner {
           caFile: this.#d.caFile,
           launcherId: this.#d.launcherId(),
           token: this.#d.agentToken?.(this.job),
+          outputMaxBytes: this.#d.limits?.()?.max_output_bytes,
         }),
       ),
       killGraceMs: this.#d.killGraceMs,
       pipeDrainMs: this.#d.pipeDrainMs,
       onActivity: () => watchdog.activity(),
+      outputKeptBytes: () => this.#d.limits?.()?.max_output_bytes,
       onEvent: (event) => this.#onEvent(event, outcome),
       onStderrLine: (line) => this.#log.debug({ stderr: line }, 'executor stderr'),
       onFieldsDropped: (type, fields) =>

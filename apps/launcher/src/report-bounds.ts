@@ -1,6 +1,7 @@
 import { CompletedReport, FailedReport, OutputReport, StartedReport, StoppedReport } from '@agentq/protocol';
 import type { TObject } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
+import { outputKept } from './output-kept.js';
 import type { Report } from './reporter.js';
 
 const SCHEMAS: Record<Report['kind'], TObject> = {
@@ -254,10 +255,7 @@ export function placeRest(cut: CutResult, r: RestRoom): PlacedRest {
   }
   // the figure the coordinator gave at registration; a coordinator older than max_output_bytes
   // does not say it, and the note names the setting and its default instead
-  const keeps =
-    r.keptBytes === undefined
-      ? "the coordinator keeps the newest JOB_OUTPUT_MAX_BYTES of a job's output, 1 MiB by default"
-      : `the coordinator keeps the newest ${r.keptBytes} bytes of a job's output (JOB_OUTPUT_MAX_BYTES)`;
+  const keeps = outputKept(r.keptBytes);
   const where =
     leftOut === 0
       ? `The other ${cut.restBytes} bytes are at the end of the job's output`

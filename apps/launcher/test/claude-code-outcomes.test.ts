@@ -3,6 +3,7 @@ import { test } from 'node:test';
 import type { CompletedReport, FailedReport } from '@agentq/protocol';
 import { alive, gone, settled } from './helpers.js';
 import { FAKE_USAGE, setup, stoppedTurn } from './claude.js';
+import { olderThanOutputWindow } from './proxy.js';
 
 /** How a turn of the claude-code executor ends when claude does not end it as it should. */
 
@@ -71,7 +72,7 @@ test('claude-code executor: a stopped claude that has to be SIGKILLed takes the 
 // 16777216 bytes ... a result that large cannot be reported": no word of where the answer is,
 // and the turn's usage and cost were lost with the line.
 test('claude-code executor: an answer over the 16 MiB event line fails the job saying the limit and where the answer is; its accounting is kept', async (t) => {
-  const { client, px } = await setup(t);
+  const { client, px } = await setup(t, {}, {}, undefined, { coordinator: { outputMaxBytes: 256 * 1024 } });
   const job = await client.createJob({ type: 'start_session', session_name: 'huge-result', prompt: 'HUGE_RESULT' });
   const done = await settled(client, job.job_id);
   assert.equal(done.status, 'failed');
@@ -79,8 +80,18 @@ test('claude-code executor: an answer over the 16 MiB event line fails the job s
   assert.match(done.error ?? '', /over the 16 MiB an executor event may carry/);
   assert.ok(done.error!.includes(`GET /jobs/${job.job_id}/output`), done.error!);
   assert.ok(done.error!.includes(`agentq output ${job.job_id}`), done.error!);
+  // how much of the answer's output the coordinator keeps: the figure it gave, not "1 MiB by default"
+  assert.ok(done.error!.includes("(the coordinator keeps the newest 262144 bytes of a job's output (JOB_OUTPUT_MAX_BYTES));"), done.error!);
   const [failed] = px.bodies(`/launcher/jobs/${job.job_id}/failed`) as FailedReport[];
   assert.deepEqual(failed!.usage, FAKE_USAGE);
   assert.equal(failed!.cost_usd, 0.0123);
   assert.ok(failed!.executor_session_id, 'the session can be resumed');
+});
+
+test('claude-code executor: an answer over the 16 MiB event line, from a coordinator that does not say how much output it keeps: the error names the setting and its default', async (t) => {
+  const { client } = await setup(t, {}, {}, undefined, { answer: olderThanOutputWindow });
+  const job = await client.createJob({ type: 'start_session', session_name: 'huge-result-older', prompt: 'HUGE_RESULT' });
+  const done = await settled(client, job.job_id);
+  assert.equal(done.error_code, 'executor_event_too_large');
+  assert.ok(done.error!.includes("(the coordinator keeps the newest JOB_OUTPUT_MAX_BYTES of a job's output, 1 MiB by default);"), done.error!);
 });

@@ -40,10 +40,19 @@ export function fakeClaude(t: TestContext): { path: string; calls: () => ClaudeC
   };
 }
 
-/** A coordinator (behind a recording proxy) and a claude-code launcher using the fake claude. */
-export async function setup(t: TestContext, env: Record<string, string> = {}, deps: Partial<LauncherDeps> = {}, exitGraceMs = 10_000) {
-  const { c, client } = await coordinator(t);
-  const px = await proxy(t, c.url);
+/**
+ * A coordinator (behind a recording proxy) and a claude-code launcher using the fake claude.
+ * `around`: the coordinator's options, and how the proxy rewrites its answers (proxy's `answer`).
+ */
+export async function setup(
+  t: TestContext,
+  env: Record<string, string> = {},
+  deps: Partial<LauncherDeps> = {},
+  exitGraceMs = 10_000,
+  around: { coordinator?: Parameters<typeof coordinator>[1]; answer?: Parameters<typeof proxy>[3] } = {},
+) {
+  const { c, client } = await coordinator(t, around.coordinator);
+  const px = await proxy(t, c.url, undefined, around.answer);
   const claude = fakeClaude(t);
   await launcher(
     t,

@@ -16,6 +16,7 @@ import {
   settled,
   tempDir,
 } from './helpers.js';
+import { olderThanOutputWindow, proxy } from './proxy.js';
 
 test('a job that succeeds is reported completed with its result, output and executor session id', async (t) => {
   const { c, client } = await coordinator(t);
@@ -205,6 +206,8 @@ test('executors get a clean environment with the job variables, in the project d
   assert.equal(hello.env['AGENTQ_COORDINATOR_URL'], c.url);
   assert.equal(hello.env['AGENTQ_LAUNCHER_ID'], id);
   assert.equal(hello.env['AGENTQ_PROJECT_DIR'], cwd);
+  // how much of the job's output the coordinator keeps (its JOB_OUTPUT_MAX_BYTES, 1 MiB by default)
+  assert.equal(hello.env['AGENTQ_JOB_OUTPUT_MAX_BYTES'], String(1024 * 1024));
   assert.equal(hello.env['AGENTQ_TEST_PASSED'], 'passed-on');
   assert.equal(hello.env['AGENTQ_TEST_SECRET'], undefined);
   assert.equal(hello.env['PATH'], process.env['PATH']);
@@ -366,7 +369,7 @@ test('an executor that leaves a daemon holding its stdout still ends: the job is
 });
 
 test('a result event over a megabyte is read whole; one over MAX_EVENT_LINE_BYTES fails the job instead of passing for output', async (t) => {
-  const { c, client } = await coordinator(t, { maxPromptBytes: 4 * 1024 * 1024 });
+  const { c, client } = await coordinator(t, { maxPromptBytes: 4 * 1024 * 1024, outputMaxBytes: 256 * 1024 });
   await launcher(t, c.url);
   const [big, tooBig] = await client.createJobs([
     { type: 'start_session', session_name: 'big-result', prompt: script([{ bigResult: 3_000_000 }]) },
@@ -383,5 +386,18 @@ test('a result event over a megabyte is read whole; one over MAX_EVENT_LINE_BYTE
   // bytes ... cannot be reported", and no more)
   assert.match(failed.error ?? '', /^the executor printed an event line over the 16 MiB an executor event may carry/);
   assert.ok(failed.error!.includes(`GET /jobs/${tooBig!.job_id}/output, \`agentq output ${tooBig!.job_id}\``), failed.error!);
+  // how much of that output the coordinator keeps: the figure it gave ("1 MiB by default" was
+  // said whatever the coordinator's JOB_OUTPUT_MAX_BYTES)
+  assert.ok(failed.error!.endsWith("(the coordinator keeps the newest 262144 bytes of a job's output (JOB_OUTPUT_MAX_BYTES))"), failed.error!);
   assert.equal(await outputOf(client, tooBig!.job_id), '', 'nor is a piece of it');
+});
+
+test('an event line over MAX_EVENT_LINE_BYTES from a coordinator that does not say how much output it keeps: the error names the setting and its default', async (t) => {
+  const { c, client } = await coordinator(t);
+  const px = await proxy(t, c.url, undefined, olderThanOutputWindow);
+  await launcher(t, px.url);
+  const job = await client.createJob({ type: 'start_session', session_name: 'too-big-older', prompt: script([{ bigResult: MAX_EVENT_LINE_BYTES + 1 }]) });
+  const failed = await settled(client, job.job_id);
+  assert.equal(failed.error_code, 'executor_event_too_large');
+  assert.ok(failed.error!.endsWith("(the coordinator keeps the newest JOB_OUTPUT_MAX_BYTES of a job's output, 1 MiB by default)"), failed.error!);
 });

@@ -147,3 +147,15 @@ export async function proxy(
         .map((r) => r.body),
   };
 }
+
+/**
+ * For `proxy`'s `answer`: the coordinator's registration and heartbeat answers as one older than
+ * `max_output_bytes` gives them (it does not say how much of a job's output it keeps).
+ */
+export function olderThanOutputWindow(req: IncomingMessage): ((body: unknown) => unknown) | undefined {
+  if (req.url !== '/launcher/register' && req.url !== '/launcher/heartbeat') return undefined;
+  return (body) => {
+    const { max_output_bytes: _kept, ...older } = body as Record<string, unknown>;
+    return older;
+  };
+}

@@ -7,6 +7,7 @@ import { assistantText, deniedText, NO_CONVERSATION, parseClaudeLine, readResult
 import { MAX_EVENT_LINE_BYTES } from '@agentq/protocol';
 import { emit, ExecutorError, readInvocation, runExecutor } from './contract.js';
 import { describeExitCode, describeSignal } from '../exit-status.js';
+import { outputKept, outputKeptFromEnv } from '../output-kept.js';
 
 /**
  * The Claude Code executor: runs one non-interactive turn of the `claude` CLI and maps its
@@ -219,14 +220,15 @@ const STDERR_LINE_CHARS = 1000;
 /**
  * The error of a turn whose answer does not fit in an event line: how long it is, the limit, and
  * where it can be read. Its text was output as claude streamed it (the assistant's text blocks),
- * of which the coordinator keeps the newest JOB_OUTPUT_MAX_BYTES; claude's transcript has all of it.
+ * of which the coordinator keeps the newest JOB_OUTPUT_MAX_BYTES (the figure the launcher gives in
+ * AGENTQ_JOB_OUTPUT_MAX_BYTES when the coordinator said it); claude's transcript has all of it.
  */
 function tooLargeError(result: ClaudeResult, eventBytes: number, jobId: string, session: string | undefined): ExecutorError {
   const what = result.isError ? `${result.subtype} result` : 'answer';
   return new ExecutorError(
     `claude's ${what} makes a result event of ${(eventBytes / (1024 * 1024)).toFixed(1)} MiB (${eventBytes} bytes), over the ${MAX_EVENT_LINE_BYTES / (1024 * 1024)} MiB an executor event may carry ` +
       `(the launcher's limit), so it cannot be the job's result. Its text is in the job's output as claude wrote it: ` +
-      `GET /jobs/${jobId}/output, \`agentq output ${jobId}\` (the coordinator keeps its newest JOB_OUTPUT_MAX_BYTES, 1 MiB by default); ` +
+      `GET /jobs/${jobId}/output, \`agentq output ${jobId}\` (${outputKept(outputKeptFromEnv(process.env))}); ` +
       `all of it is in claude's transcript${session ? ` of session ${session}` : ''} on the launcher's host, under ~/.claude/projects/`,
     'executor_event_too_large',
   );
