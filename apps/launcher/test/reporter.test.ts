@@ -214,3 +214,27 @@ test("a report a sync answered internal_error (one that failed alone at the coor
   assert.equal(tries, 3);
   assert.deepEqual(backoffs, [0, 1], 'each retry waited its backoff');
 });
+
+test('a report retried after a connection error goes out as soon as another request succeeds, not at the end of its backoff', async () => {
+  const { log, waitFor } = captureLog();
+  const connectivity = new Connectivity(log);
+  let tries = 0;
+  const reporter = new Reporter({
+    client: {} as AgentqClient,
+    registration: { id: 'lnch_000000000000' } as Registration,
+    connectivity,
+    log,
+    signal: new AbortController().signal,
+    // an hour at least: only the wake brings the retry within the test's time
+    retry: { baseMs: 2 * 3_600_000, maxMs: 2 * 3_600_000 },
+    transport: async () => {
+      if (++tries === 1) throw new AgentqConnectionError('down (test)');
+    },
+  });
+  const outcome = reporter.send('job_w', { kind: 'completed', body: {} });
+  // said as it goes into its backoff
+  await waitFor((line) => line['msg'] === 'report not delivered; will retry');
+  connectivity.ok(); // a poll or a heartbeat was answered
+  assert.deepEqual(await outcome, { ok: true });
+  assert.equal(tries, 2);
+});
