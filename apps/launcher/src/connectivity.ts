@@ -74,11 +74,16 @@ export class Connectivity {
  * coordinator is reachable and serving others, so another request succeeding says nothing about
  * this one, and its retry waits its own backoff (not woken by `ok()`), or it would be sent again
  * as often as anything else succeeds. Not one of these, and still woken: a connection error, a
- * proxy's 502/503/504, the coordinator's 503 (shutting down, overloaded, storage unavailable: it
- * serves nobody for now), a 408 (the request did not arrive whole) and a 429 (its Retry-After).
+ * proxy's 5xx, the coordinator's 503 (shutting down, overloaded, storage unavailable: it serves
+ * nobody for now), a 408 (the request did not arrive whole) and a 429 (its Retry-After).
+ *
+ * A proxy's answer is any 5xx without an agentq error body (its code is `http_<status>`), not
+ * only the 502/503/504 of `isCoordinatorAnswer`: a CDN in front of a coordinator that is down
+ * answers 520-524 (Cloudflare's "origin is unreachable", "timed out", ...), and those reports
+ * must go as soon as the coordinator is back, like those after any other outage.
  */
 export function failedByCoordinator(err: Error): err is AgentqApiError {
-  return isCoordinatorAnswer(err) && err.status >= 500 && err.status !== 503;
+  return isCoordinatorAnswer(err) && !err.code.startsWith('http_') && err.status >= 500 && err.status !== 503;
 }
 
 /** A short, loggable description of a request failure. */

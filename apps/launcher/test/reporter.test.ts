@@ -238,3 +238,32 @@ test('a report retried after a connection error goes out as soon as another requ
   assert.deepEqual(await outcome, { ok: true });
   assert.equal(tries, 2);
 });
+
+// a CDN in front of the coordinator answers 52x (no agentq error body) while the coordinator is
+// down: that is an outage, not the coordinator failing the report, and it was taken for one
+test('a report a CDN answered 522 for a coordinator that is down goes out as soon as another request succeeds', async (t) => {
+  const { log, waitFor } = captureLog();
+  const connectivity = new Connectivity(log);
+  const exit = new AbortController();
+  t.after(() => exit.abort(new Error('test over')));
+  let tries = 0;
+  const reporter = new Reporter({
+    client: {} as AgentqClient,
+    registration: { id: 'lnch_000000000000' } as Registration,
+    connectivity,
+    log,
+    signal: exit.signal,
+    // an hour at least: only the wake brings the retry within the test's time
+    retry: { baseMs: 2 * 3_600_000, maxMs: 2 * 3_600_000 },
+    transport: async () => {
+      if (++tries === 1) throw new AgentqApiError(522, 'http_522', 'HTTP 522: <!DOCTYPE html> connection timed out');
+    },
+  });
+  const outcome = reporter.send('job_cdn', { kind: 'completed', body: {} });
+  const said = await waitFor((line) => line['msg'] === 'report not delivered; will retry' || line['msg'] === 'coordinator failed the report; retrying it after a backoff');
+  assert.equal(said['msg'], 'report not delivered; will retry', 'a retry after an outage');
+  assert.equal(connectivity.isDown, true, 'the outage is logged as one');
+  connectivity.ok(); // the coordinator is back: a poll or a heartbeat was answered
+  assert.deepEqual(await outcome, { ok: true });
+  assert.equal(tries, 2);
+});

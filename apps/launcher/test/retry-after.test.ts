@@ -56,8 +56,23 @@ test('which failures the coordinator answered for the request itself (own backof
   assert.equal(failedByCoordinator(new AgentqApiError(502, 'invalid_response', 'the sync answer has no result for this report')), true);
   assert.equal(failedByCoordinator(new AgentqConnectionError('down')), false);
   assert.equal(failedByCoordinator(new AgentqApiError(502, 'http_502', 'a proxy in front of it')), false);
+  // a proxy's or a CDN's other 5xx, with no agentq error body: Cloudflare's 521/522 when the
+  // coordinator behind it is down, a proxy's own 500 page
+  assert.equal(failedByCoordinator(new AgentqApiError(522, 'http_522', 'HTTP 522: connection timed out')), false);
+  assert.equal(failedByCoordinator(new AgentqApiError(521, 'http_521', 'HTTP 521: web server is down')), false);
+  assert.equal(failedByCoordinator(new AgentqApiError(500, 'http_500', 'HTTP 500: <html>')), false);
   assert.equal(failedByCoordinator(new AgentqApiError(503, 'storage_unavailable', 'no database')), false);
   assert.equal(failedByCoordinator(new AgentqApiError(503, 'overloaded', 'busy')), false);
   assert.equal(failedByCoordinator(new AgentqApiError(429, 'rate_limited', 'slow down')), false);
   assert.equal(failedByCoordinator(new AgentqApiError(408, 'request_timeout', 'body too slow')), false);
+});
+
+test('a retry of a request the coordinator itself failed still ends at once when the launcher exits', async (t) => {
+  t.mock.timers.enable({ apis: ['setTimeout', 'Date'] });
+  const c = new Connectivity(pino({ level: 'silent' }));
+  const exit = new AbortController();
+  const own = c.backoff(0, exit.signal, { baseMs: 60_000, maxMs: 60_000, random: () => 1 }, { wakeOnReachable: false });
+  assert.equal(await settledYet(own), false);
+  exit.abort(new Error('launcher exiting'));
+  assert.equal(await settledYet(own), true, 'not at the end of its minute');
 });
