@@ -48,6 +48,8 @@ export const ConfigSchema = Type.Object({
   databaseUrl: Type.String({ minLength: 1 }),
   /** PostgreSQL: connections in this coordinator's pool */
   databasePoolSize: Type.Integer({ minimum: 1, maximum: 1000 }),
+  /** PostgreSQL: ms a new connection may take to open, and a change may wait for a free one of the pool */
+  databaseConnectTimeoutMs: Type.Integer({ minimum: 1, maximum: 600_000 }),
   /** a ready job no online launcher can take fails after this many seconds; 0 = wait for ever */
   scheduleTimeoutSeconds: Type.Number({ minimum: 0, maximum: 30 * 86400 }),
   /** terminal jobs kept in memory by the durable stores (the rest is read from the database) */
@@ -132,6 +134,7 @@ export const DEFAULT_CONFIG: CoordinatorConfig = {
   eventReplayBytes: 32 * 1024 * 1024,
   databaseUrl: 'sqlite:./data/agentq.db',
   databasePoolSize: 10,
+  databaseConnectTimeoutMs: 30_000,
   scheduleTimeoutSeconds: 600,
   hotJobs: 1000,
   hotSessions: 10_000,
@@ -169,6 +172,7 @@ export const DEFAULT_CONFIG: CoordinatorConfig = {
 const ENV: ReadonlyArray<[string, keyof CoordinatorConfig, 'string' | 'number' | 'nullable-number' | 'days' | 'boolean']> = [
   ['DATABASE_URL', 'databaseUrl', 'string'],
   ['DATABASE_POOL_SIZE', 'databasePoolSize', 'number'],
+  ['DATABASE_CONNECT_TIMEOUT_MS', 'databaseConnectTimeoutMs', 'number'],
   ['JOB_HISTORY_DAYS', 'jobRetentionMs', 'days'],
   ['HOST', 'host', 'string'],
   ['PORT', 'port', 'number'],

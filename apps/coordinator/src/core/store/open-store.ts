@@ -23,5 +23,6 @@ export async function openStore(config: CoordinatorConfig, deps: { clock: Clock;
     pollTimeoutSeconds: config.pollTimeoutSeconds,
     eventReplaySize: config.eventReplaySize,
     poolSize: config.databasePoolSize,
+    connectTimeoutMs: config.databaseConnectTimeoutMs,
   });
 }

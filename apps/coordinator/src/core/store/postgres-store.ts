@@ -40,6 +40,11 @@ export interface PostgresStoreOptions {
   eventReplaySize?: number;
   /** connections in the pool (transactions and reads run on them) */
   poolSize?: number;
+  /**
+   * how long a connection to the database may take to open, and a transaction may wait for a
+   * free one of the pool (DATABASE_CONNECT_TIMEOUT_MS; 30 s by default)
+   */
+  connectTimeoutMs?: number;
   /** entries of `job_ids` and `children` a session's wire view carries at most (MAX_SESSION_LIST_ITEMS) */
   sessionListMax?: number;
 }
@@ -106,7 +111,7 @@ export class PostgresStore implements Store {
       application_name: 'agentq-coordinator',
       keepAlive: true,
       // also how long a transaction may wait for a free connection of the pool under load
-      connectionTimeoutMillis: 30_000,
+      connectionTimeoutMillis: o.connectTimeoutMs ?? 30_000,
     };
     // a transaction left open by a bug must not hold its locks for ever
     // pipeline mode: a transaction sends its writes without waiting for their answers (pg-pipeline.ts)
