@@ -251,3 +251,67 @@ export async function commitCuttingProxy(t: TestContext, databaseUrl: string): P
     },
   };
 }
+
+/**
+ * A TCP proxy to the database that, once told to `hang`, cuts the pool's connections and takes
+ * every new one without ever answering it (a database host that hangs: each connection attempt
+ * waits out the connect timeout), counting them; `restore` forwards new connections again. The
+ * store's control connection (the one that LISTENs) is left alone, so that its reconnections
+ * do not count. `hang` resolves with the number of pool connections it cut.
+ */
+export async function hangingProxy(t: TestContext, databaseUrl: string) {
+  const target = new URL(databaseUrl);
+  const pooled = new Set<Socket>();
+  const all = new Set<Socket>();
+  let hanging = false;
+  let attempts = 0;
+  const server = createServer((inbound) => {
+    all.add(inbound);
+    inbound.on('close', () => all.delete(inbound));
+    inbound.on('error', () => undefined);
+    if (hanging) {
+      attempts++;
+      return; // taken, never answered
+    }
+    const outbound = connect(Number(target.port || 5432), target.hostname);
+    all.add(outbound);
+    outbound.on('close', () => all.delete(outbound));
+    outbound.on('error', () => undefined);
+    const pair = Object.assign(inbound, { peer: outbound });
+    pooled.add(pair);
+    inbound.on('close', () => pooled.delete(pair));
+    inbound.on('data', (chunk: Buffer) => {
+      if (chunk.toString('latin1').includes('LISTEN ')) pooled.delete(pair); // the control connection
+      outbound.write(chunk);
+    });
+    outbound.on('data', (chunk: Buffer) => void (inbound.destroyed || inbound.write(chunk)));
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  t.after(() => {
+    for (const s of all) s.destroy();
+    server.close();
+  });
+  const url = new URL(databaseUrl);
+  url.hostname = '127.0.0.1';
+  url.port = String((server.address() as AddressInfo).port);
+  return {
+    url: url.toString(),
+    /** connections taken while hanging */
+    get attempts(): number {
+      return attempts;
+    },
+    hang(): number {
+      hanging = true;
+      const cut = [...pooled];
+      for (const s of cut) {
+        (s as Socket & { peer: Socket }).peer.destroy();
+        s.destroy();
+      }
+      return cut.length;
+    },
+    restore(): void {
+      hanging = false;
+    },
+  };
+}

@@ -1,6 +1,145 @@
 import assert from 'node:assert/strict';
+import { Writable } from 'node:stream';
 import { test } from 'node:test';
+import { AgentqClient } from '@agentq/client';
+import type { SyncReport } from '@agentq/protocol';
+import { createLogger } from '../src/app.js';
 import { ConfigError, loadConfig } from '../src/config.js';
+import { CoordinatorError, StoreUnreachableError } from '../src/core/errors.js';
+import { startCoordinator } from '../src/start.js';
+import { fakeLauncher, rejectsWith, start, startTest } from './helpers.js';
+import { freshDatabaseUrl, hangingProxy } from './pg-server.js';
+
+/*
+ * A sync whose store cannot be reached (no connection to the database can be had) stops at the
+ * first report that meets it and answers 503 storage_unavailable for the whole request: each
+ * report after it would have waited out the connect timeout again (30 s by default, once per
+ * report, then once more for the poll part), long after the launcher gave up on the request.
+ */
+
+/** A logger whose lines can be awaited by message. */
+function awaitableLogger() {
+  const waiting: Array<{ msg: string; left: number; resolve: () => void }> = [];
+  const stream = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      for (const text of chunk.toString('utf8').split('\n').filter(Boolean)) {
+        const { msg } = JSON.parse(text) as { msg?: string };
+        for (const w of waiting.filter((x) => x.msg === msg)) if (--w.left === 0) w.resolve();
+      }
+      done();
+    },
+  });
+  return {
+    logger: createLogger(loadConfig({}, { logLevel: 'warn' }), stream),
+    /** resolves once `msg` has been logged `times` more times */
+    logged: (msg: string, times: number) =>
+      times === 0 ? Promise.resolve() : new Promise<void>((resolve) => waiting.push({ msg, left: times, resolve })),
+  };
+}
+
+test('PostgreSQL that hangs on connect: a sync of many reports costs one connection attempt, not one per report, and answers 503 storage_unavailable; sent again once it is back, every report is applied', async (t) => {
+  const direct = await freshDatabaseUrl(t);
+  if (direct === null) return;
+  const proxy = await hangingProxy(t, direct);
+  const { logger, logged } = awaitableLogger();
+  const A = await startCoordinator(
+    { databaseUrl: proxy.url, databaseConnectTimeoutMs: 200, pollTimeoutSeconds: 600, sweepIntervalMs: 600_000 },
+    { logger },
+  );
+  const client = new AgentqClient({ url: A.url, overloadRetries: 0 });
+  t.after(async () => {
+    await client.destroy();
+    await A.close();
+  });
+  const l = await fakeLauncher(client);
+  const jobs = [];
+  for (const name of ['a', 'b', 'c', 'd']) jobs.push(await start(client, name));
+  await l.poll({ batch: true, capacity: 4 });
+  const [a, b, c, d] = jobs.map((j) => j.job_id) as [string, string, string, string];
+
+  // the pool's idle connections are cut (the pool drops each, saying so), and every new one hangs
+  const dropped = logged('idle PostgreSQL connection failed', proxy.hang());
+  await dropped;
+
+  // consecutive status reports, applied in one transaction: that one cannot connect
+  const batch: SyncReport[] = [
+    { job_id: a, kind: 'started' },
+    { job_id: b, kind: 'started' },
+    { job_id: c, kind: 'started' },
+    { job_id: d, kind: 'started' },
+  ];
+  const details = await rejectsWith(client.sync({ launcher_id: l.id, capacity: 0, reports: batch }), 503, 'storage_unavailable');
+  assert.ok('sql_state' in details, 'the PostgreSQL store\'s 503');
+  assert.equal(proxy.attempts, 1, 'one connection attempt for the whole sync');
+
+  // reports applied one by one (output between them): the first cannot connect, the rest are not tried
+  const mixed: SyncReport[] = [
+    { job_id: a, kind: 'output', offset: 0, data: 'a says hello\n' },
+    { job_id: b, kind: 'completed', result: 'b done' },
+    { job_id: c, kind: 'output', offset: 0, data: 'c says hello\n' },
+    { job_id: d, kind: 'completed', result: 'd done' },
+  ];
+  await rejectsWith(client.sync({ launcher_id: l.id, capacity: 0, reports: mixed }), 503, 'storage_unavailable');
+  assert.equal(proxy.attempts, 2, 'one connection attempt for the whole sync');
+
+  // the database is back: the launcher sends them again, and each is applied
+  proxy.restore();
+  const started = await client.sync({ launcher_id: l.id, capacity: 0, reports: batch });
+  assert.deepEqual(started.results.map((r) => r.ok), [true, true, true, true]);
+  const ended = await client.sync({ launcher_id: l.id, capacity: 0, reports: mixed });
+  assert.deepEqual(ended.results.map((r) => r.ok), [true, true, true, true]);
+  assert.deepEqual(
+    await Promise.all(jobs.map(async (j) => (await client.getJob(j.job_id)).status)),
+    ['running', 'completed', 'running', 'completed'],
+  );
+  assert.equal((await client.getOutput(a)).output, 'a says hello\n');
+});
+
+test('a store that cannot be reached fails a sync at its first report, on every store; a change the store refuses fails only its report', async (t) => {
+  const { c, client } = await startTest(t);
+  const l = await fakeLauncher(client);
+  const jobs = [];
+  for (const name of ['a', 'b', 'c']) jobs.push(await start(client, name));
+  await l.poll({ batch: true, capacity: 3 });
+  const store = c.core.store;
+  const transaction = store.transaction.bind(store);
+  // the next `failing` transactions fail with `failure`, the others run
+  let tried = 0;
+  let failing = 0;
+  let failure: () => Error = () => new StoreUnreachableError('the database is unavailable: no connection (test)');
+  store.transaction = (fn) => {
+    tried++;
+    if (failing === 0) return transaction(fn);
+    failing--;
+    return Promise.reject(failure());
+  };
+  t.after(() => (store.transaction = transaction));
+  const reports: SyncReport[] = jobs.map((j) => ({ job_id: j.job_id, kind: 'started' }));
+
+  failing = 5;
+  await rejectsWith(client.sync({ launcher_id: l.id, capacity: 0, reports }), 503, 'storage_unavailable');
+  assert.equal(tried, 1, 'the batch was tried, then nothing more');
+
+  // a change the store refused (SQLite's disk full) is that report's own: the others are tried
+  // one by one, and each is answered
+  tried = 0;
+  failing = 2;
+  failure = () => new CoordinatorError('storage_unavailable', 'the database refused the change (test)');
+  const res = await client.sync({ launcher_id: l.id, capacity: 0, reports });
+  assert.deepEqual(
+    res.results.map((r) => [r.ok, r.error?.code ?? null]),
+    [
+      [false, 'storage_unavailable'],
+      [true, null],
+      [true, null],
+    ],
+  );
+  assert.equal(tried, 1 + 3 + 1, 'the batch, each report on its own, and the poll part of the answer');
+  assert.deepEqual(
+    await Promise.all(jobs.map(async (j) => (await client.getJob(j.job_id)).status)),
+    ['claimed', 'running', 'running'],
+  );
+});
 
 test('DATABASE_CONNECT_TIMEOUT_MS sets how long a connection to PostgreSQL may take (30 s by default)', () => {
   assert.equal(loadConfig({}).databaseConnectTimeoutMs, 30_000);

@@ -33,3 +33,22 @@ export const invalidTransition = (jobId: string, from: JobStatus, to: JobStatus 
 /** A value refused past its schema; `where` is the part of the request it came in, as for schema failures. */
 export const validation = (field: string, message: string, where: 'body' | 'querystring' = 'body') =>
   new CoordinatorError('validation_failed', `${field}: ${message}`, { field, in: where });
+
+/**
+ * 503 `storage_unavailable` because no connection to the database could be had: it is down,
+ * refuses connections, or accepts them and never answers (each such attempt waits out the pool's
+ * connect timeout), the pool stayed full for that long, or the store is closed. Nothing of the
+ * change was sent. On the wire it is the same error as any other `storage_unavailable`; the class
+ * tells a caller that runs several changes in a row (a sync's reports) that the next one would
+ * wait as long and fail the same way, so it stops there. Not for a change the database refused
+ * (SQLite's disk full: another change may fit), nor for a connection lost during a COMMIT (its
+ * outcome is unknown; the next change may well go through).
+ */
+export class StoreUnreachableError extends CoordinatorError {
+  constructor(message: string, details?: Record<string, unknown>, options?: { cause?: unknown }) {
+    super('storage_unavailable', message, details);
+    if (options && 'cause' in options) (this as { cause?: unknown }).cause = options.cause;
+  }
+}
+
+export const isStoreUnreachable = (err: unknown): boolean => err instanceof StoreUnreachableError;

@@ -1,6 +1,6 @@
 import type { SyncReport, SyncResult } from '@agentq/protocol';
 import type { CoreContext } from './context.js';
-import { CoordinatorError } from './errors.js';
+import { CoordinatorError, isStoreUnreachable } from './errors.js';
 import { report } from './reports.js';
 
 /**
@@ -15,6 +15,13 @@ import { report } from './reports.js';
  * fails (a raw database error the store gave up running again on: a unique key that stays taken),
  * which becomes that report's `internal_error` (settle). Output reports are
  * applied one by one where they stand (they are not transactional: see store.appendOutput).
+ *
+ * A store that cannot be reached (StoreUnreachableError: no connection to the database could be
+ * had) fails the whole request with its 503 at the first report (or batch) that meets it, as an
+ * unknown launcher does: every report after it would wait out the same connect timeout (30 s by
+ * default, once per report: minutes for a sync nobody waits for any more) and fail alike, and so
+ * would the poll part of the answer. The launcher sends them all again later, as after any failed
+ * request (reports are idempotent: those applied before answer ok).
  */
 export async function applyReports(
   ctx: CoreContext,
@@ -55,13 +62,14 @@ async function applyStatusReports(ctx: CoreContext, launcherId: string, run: rea
       await store.touchLauncher(launcherId, ctx.clock.now());
       return run.map((r) => ({ job_id: r.job_id, kind: r.kind, ok: true }));
     } catch (err) {
+      if (isStoreUnreachable(err)) throw err;
       // a raw error that a report run alone may not meet again would not be seen otherwise
       if (!(err instanceof CoordinatorError)) ctx.log.warn({ err, launcher_id: launcherId }, 'a sync batch of reports failed; applying them one by one');
       // one of them was refused, or failed (a raw database error the store gave up running again
       // on: a unique key that stays taken): nothing was applied; each on its own, to answer each.
       // Or PostgreSQL lost the connection during the COMMIT (503 storage_unavailable, outcome
       // unknown): it may all have been applied, and each run again answers ok (reports are
-      // idempotent) or, the database being down, its own storage_unavailable
+      // idempotent) or, the database being down, fails the request (settle)
     }
   }
   const results: SyncResult[] = [];
@@ -73,7 +81,8 @@ async function applyStatusReports(ctx: CoreContext, launcherId: string, run: rea
 }
 
 /**
- * Run one report; a refusal becomes its result (an unknown or stale launcher fails the request).
+ * Run one report; a refusal becomes its result (an unknown or stale launcher, or a store that
+ * cannot be reached, fails the request).
  * So does any other failure: the 500 `internal_error` its single endpoint would have answered,
  * logged as that endpoint's error handler would; the launcher sends that report again later (a
  * 5xx is not final), and the others of the request stand.
@@ -87,8 +96,9 @@ async function settle(ctx: CoreContext, launcherId: string, r: SyncReport, apply
       ctx.log.error({ err, job_id: r.job_id, kind: r.kind, launcher_id: launcherId }, 'report failed');
       return { job_id: r.job_id, kind: r.kind, ok: false, error: { code: 'internal_error', message: 'internal error; see the coordinator log' } };
     }
-    // the launcher is unknown or stale: nothing else in this request can work
-    if (err.code === 'launcher_unknown') throw err;
+    // the launcher is unknown or stale, or the store cannot be reached: nothing else in this
+    // request can work (and with the store, each would wait out the connect timeout to learn it)
+    if (err.code === 'launcher_unknown' || isStoreUnreachable(err)) throw err;
     const error = err.details ? { code: err.code, message: err.message, details: err.details } : { code: err.code, message: err.message };
     return { job_id: r.job_id, kind: r.kind, ok: false, error };
   }

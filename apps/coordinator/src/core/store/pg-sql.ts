@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { CoordinatorError } from '../errors.js';
+import { CoordinatorError, StoreUnreachableError } from '../errors.js';
 import { column, encode, type Table } from './sql-rows.js';
 
 /*
@@ -98,6 +98,16 @@ export function unavailable(err: unknown): CoordinatorError {
   });
   (error as { cause?: unknown }).cause = e;
   return error;
+}
+
+/**
+ * No connection could be had for a change (the pool's connect failed or timed out, or the store is
+ * closed): the same 503 as `unavailable`, marked so that a sync stops at its first such report
+ * instead of waiting out the connect timeout once per report (sync.ts).
+ */
+export function unreachable(err: unknown): StoreUnreachableError {
+  const e = err instanceof Error ? err : new Error(String(err));
+  return new StoreUnreachableError(`the database is unavailable: ${e.message}`, { sql_state: sqlState(err) ?? null }, { cause: e });
 }
 
 /**

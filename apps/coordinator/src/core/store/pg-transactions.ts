@@ -9,7 +9,7 @@ import { compactEvents, countReady, hintsOf } from './changes.js';
 import { encodeEvents, encodeHints, hasHints, type CommitFeed, type EventDraft } from './pg-feed.js';
 import { Pipeline } from './pg-pipeline.js';
 import { eventDrafts, rowsOf } from './pg-queries.js';
-import { isConnectionError, isRetryable, isUniqueViolation, sqlLiteral, sqlState, unavailable } from './pg-sql.js';
+import { isConnectionError, isRetryable, isUniqueViolation, sqlLiteral, sqlState, unavailable, unreachable } from './pg-sql.js';
 import { PgTx, type ServesCache } from './pg-tx.js';
 import type { Commit, Tx } from './store.js';
 
@@ -161,12 +161,16 @@ export class PgTransactions {
     }
   }
 
+  /**
+   * A connection of the pool, or `unreachable`: none could be had (the database is down or hangs,
+   * so that each attempt waits out DATABASE_CONNECT_TIMEOUT_MS; the pool stayed full that long).
+   */
   async #connect(): Promise<pg.PoolClient> {
-    if (this.#o.closed()) throw unavailable(new Error('the store is closed'));
+    if (this.#o.closed()) throw unreachable(new Error('the store is closed'));
     try {
       return await this.#o.pool.connect();
     } catch (err) {
-      throw unavailable(err);
+      throw unreachable(err);
     }
   }
 
