@@ -214,6 +214,29 @@ test('a report answered 503 is retried until it is acknowledged', async (t) => {
   assert.equal(px.count((url) => /\/completed$/.test(url)), 2);
 });
 
+test("a sync answered 503 storage_unavailable (the coordinator cannot reach its database) is sent again: none of its reports is dropped", async (t) => {
+  const { c, client } = await coordinator(t);
+  let injected = 0;
+  // what a PostgreSQL coordinator answers, at once, for a sync whose store cannot be reached
+  const unreachable = { status: 503, code: 'storage_unavailable', message: 'the database is unavailable: timeout exceeded when trying to connect', details: { sql_state: null } };
+  const px = await proxy(t, c.url, (req) => {
+    if (injected > 0 || req.method !== 'POST' || !/\/completed$/.test(req.url ?? '')) return false;
+    injected++;
+    return unreachable;
+  });
+  await launcher(t, px.url);
+  const job = await client.createJob({
+    type: 'start_session',
+    session_name: 'db-down',
+    prompt: script([{ say: 'hello' }, { event: { type: 'result', text: 'kept' } }]),
+  });
+  const done = await settled(client, job.job_id);
+  assert.equal(done.status, 'completed');
+  assert.equal(done.result, 'kept');
+  assert.equal(injected, 1);
+  assert.equal(px.count((url) => /\/completed$/.test(url)), 2, 'the completed report was sent again');
+});
+
 test('shutdown while `started` is not acknowledged: the executor never runs and the launcher still exits', async (t) => {
   const { c, client } = await coordinator(t);
   const control = await controlServer(t);
