@@ -141,6 +141,89 @@ test('a store that cannot be reached fails a sync at its first report, on every 
   );
 });
 
+test('a sync that a store it cannot reach stops part-way keeps the reports applied before: sent again (twice), each answers ok and none is applied twice', async (t) => {
+  const { c, client } = await startTest(t);
+  const l = await fakeLauncher(client);
+  const jobs: Array<Awaited<ReturnType<typeof start>>> = [];
+  for (const name of ['a', 'b']) jobs.push(await start(client, name));
+  await l.poll({ batch: true, capacity: 2 });
+  const [a, b] = jobs.map((j) => j.job_id) as [string, string];
+  const store = c.core.store;
+  const appendOutput = store.appendOutput.bind(store);
+  // the next output report meets a store it cannot reach (the pool stayed full, say): after the
+  // batch of status reports before it was applied
+  let unreachable = 1;
+  store.appendOutput = (...args) => {
+    if (unreachable === 0) return appendOutput(...args);
+    unreachable--;
+    return Promise.reject(new StoreUnreachableError('the database is unavailable: timeout exceeded when trying to connect (test)', { sql_state: null }));
+  };
+  t.after(() => (store.appendOutput = appendOutput));
+  const reports: SyncReport[] = [
+    { job_id: a, kind: 'started' },
+    { job_id: b, kind: 'started' },
+    { job_id: a, kind: 'output', offset: 0, data: 'a says hello\n' },
+    { job_id: b, kind: 'completed', result: 'b done' },
+  ];
+  await rejectsWith(client.sync({ launcher_id: l.id, capacity: 0, reports }), 503, 'storage_unavailable');
+  const statuses = () => Promise.all(jobs.map(async (j) => (await client.getJob(j.job_id)).status));
+  assert.deepEqual(await statuses(), ['running', 'running'], 'the batch before the output report was applied, the report after it was not');
+  assert.equal((await client.getOutput(a)).output, '');
+
+  // the launcher sends them all again, and again (its answer lost): each is ok, nothing twice
+  for (let i = 0; i < 2; i++) {
+    const res = await client.sync({ launcher_id: l.id, capacity: 0, reports });
+    assert.deepEqual(res.results.map((r) => r.ok), [true, true, true, true]);
+    assert.deepEqual(await statuses(), ['running', 'completed']);
+    assert.equal((await client.getOutput(a)).output, 'a says hello\n');
+    assert.equal((await client.getJob(b)).result, 'b done');
+  }
+});
+
+test('PostgreSQL that is up but whose pool stays busy past DATABASE_CONNECT_TIMEOUT_MS: a sync answers 503 and changes nothing, the busy transaction commits, and the sync sent again is applied', async (t) => {
+  const url = await freshDatabaseUrl(t);
+  if (url === null) return;
+  const A = await startCoordinator({ databaseUrl: url, databasePoolSize: 1, databaseConnectTimeoutMs: 200, sweepIntervalMs: 600_000 });
+  const client = new AgentqClient({ url: A.url, overloadRetries: 0 });
+  t.after(async () => {
+    await client.destroy();
+    await A.close();
+  });
+  const l = await fakeLauncher(client);
+  const jobs: Array<Awaited<ReturnType<typeof start>>> = [];
+  for (const name of ['a', 'b', 'c']) jobs.push(await start(client, name));
+  await l.poll({ batch: true, capacity: 3 });
+  const [a, b, c] = jobs.map((j) => j.job_id) as [string, string, string];
+
+  // a transaction holds the pool's only connection until told to finish
+  let finish!: () => void;
+  const finished = new Promise<void>((resolve) => (finish = resolve));
+  let holding!: () => void;
+  const held = new Promise<void>((resolve) => (holding = resolve));
+  const busy = A.core.store.transaction(async (tx) => {
+    await tx.job(a);
+    holding();
+    await finished;
+    return 'committed';
+  });
+  await held;
+  const reports: SyncReport[] = [
+    { job_id: a, kind: 'output', offset: 0, data: 'a says hello\n' },
+    { job_id: b, kind: 'started' },
+    { job_id: c, kind: 'started' },
+  ];
+  await rejectsWith(client.sync({ launcher_id: l.id, capacity: 0, reports }), 503, 'storage_unavailable');
+  finish();
+  assert.equal(await busy, 'committed');
+  const statuses = () => Promise.all(jobs.map(async (j) => (await client.getJob(j.job_id)).status));
+  assert.deepEqual(await statuses(), ['claimed', 'claimed', 'claimed'], 'nothing of the sync was applied');
+
+  const res = await client.sync({ launcher_id: l.id, capacity: 0, reports });
+  assert.deepEqual(res.results.map((r) => r.ok), [true, true, true]);
+  assert.deepEqual(await statuses(), ['claimed', 'running', 'running']);
+  assert.equal((await client.getOutput(a)).output, 'a says hello\n');
+});
+
 test('DATABASE_CONNECT_TIMEOUT_MS sets how long a connection to PostgreSQL may take (30 s by default)', () => {
   assert.equal(loadConfig({}).databaseConnectTimeoutMs, 30_000);
   assert.equal(loadConfig({ DATABASE_CONNECT_TIMEOUT_MS: '5000' }).databaseConnectTimeoutMs, 5000);
