@@ -257,7 +257,7 @@ export async function commitCuttingProxy(t: TestContext, databaseUrl: string): P
  * every new one without ever answering it (a database host that hangs: each connection attempt
  * waits out the connect timeout), counting them; `restore` forwards new connections again. The
  * store's control connection (the one that LISTENs) is left alone, so that its reconnections
- * do not count. `hang` resolves with the number of pool connections it cut.
+ * do not count. `hang` returns the number of pool connections it cut.
  */
 export async function hangingProxy(t: TestContext, databaseUrl: string) {
   const target = new URL(databaseUrl);
