@@ -56,36 +56,43 @@ async function lockWaiters(db: pg.Client, n: number, racing: ReadonlyArray<Promi
   }
 }
 
+/**
+ * `fetch` to a coordinator process, or an error that says why it failed: fetch says only "fetch
+ * failed", so the cause, and what became of the coordinator (still running? its last warnings,
+ * its stderr), are added.
+ */
+async function request(c: CoordinatorProcess, path: string, init: RequestInit): Promise<Response> {
+  try {
+    return await fetch(`${c.url}${path}`, init);
+  } catch (err) {
+    const state = c.child.exitCode !== null || c.child.signalCode !== null ? `exited (${c.child.exitCode ?? c.child.signalCode})` : 'still running';
+    const cause = (err as Error).cause as { code?: string; message?: string } | undefined;
+    const warnings = c.lines.filter((l) => Number(l['level']) >= 40).slice(-5);
+    throw new Error(
+      `${init.method ?? 'GET'} ${c.url}${path}: ${(err as Error).message} (${cause?.code ?? ''} ${cause?.message ?? ''}); the coordinator is ${state}; ` +
+        `its last warnings: ${JSON.stringify(warnings)}; its stderr: ${c.stderr()}`,
+      { cause: err },
+    );
+  }
+}
+
 /** `secret` null: a coordinator without authentication. */
 async function register(
   c: CoordinatorProcess,
   secret: string | null,
   body: object,
 ): Promise<{ status: number; body: { error?: { code: string }; launcher_id?: string; launcher_token?: string } }> {
-  let res: Response;
-  try {
-    res = await fetch(`${c.url}/launcher/register`, {
-      method: 'POST',
-      headers: { ...(secret === null ? {} : { authorization: `Bearer ${secret}` }), 'content-type': 'application/json' },
-      body: JSON.stringify(body),
-    });
-  } catch (err) {
-    // fetch says only "fetch failed": the cause, and what became of the coordinator, say why
-    const state = c.child.exitCode !== null || c.child.signalCode !== null ? `exited (${c.child.exitCode ?? c.child.signalCode})` : 'still running';
-    const cause = (err as Error).cause as { code?: string; message?: string } | undefined;
-    const warnings = c.lines.filter((l) => Number(l['level']) >= 40).slice(-5);
-    throw new Error(
-      `POST ${c.url}/launcher/register: ${(err as Error).message} (${cause?.code ?? ''} ${cause?.message ?? ''}); the coordinator is ${state}; ` +
-        `its last warnings: ${JSON.stringify(warnings)}; its stderr: ${c.stderr()}`,
-      { cause: err },
-    );
-  }
+  const res = await request(c, '/launcher/register', {
+    method: 'POST',
+    headers: { ...(secret === null ? {} : { authorization: `Bearer ${secret}` }), 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
   return { status: res.status, body: (await res.json()) as { error?: { code: string }; launcher_id?: string; launcher_token?: string } };
 }
 
 /** The status of a heartbeat of `launcherId` with the credential `token`, through `c`. */
 async function heartbeat(c: CoordinatorProcess, token: string | undefined, launcherId: string | undefined): Promise<number> {
-  const res = await fetch(`${c.url}/launcher/heartbeat`, {
+  const res = await request(c, '/launcher/heartbeat', {
     method: 'POST',
     headers: { authorization: `Bearer ${token ?? ''}`, 'content-type': 'application/json' },
     body: JSON.stringify({ launcher_id: launcherId }),
