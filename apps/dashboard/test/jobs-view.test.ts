@@ -210,3 +210,33 @@ test("the page of a job of a closed session offers to start it again, not a resu
   assert.match((await again.getAttribute('href')) ?? '', /type=start_session/);
   assert.equal(await page.getByRole('link', { name: 'Resume session' }).count(), 0);
 });
+
+test('a launcher that registers while the jobs view reads the launchers is offered by the launcher filter', { skip }, async (t) => {
+  const { page, client } = await openDashboard(t, browser());
+  const first = await fakeLauncher(client, { hostname: 'first' });
+  // the launchers' answer is taken before the second launcher registers, and reaches the page
+  // after the page has added it live
+  let fetched!: () => void;
+  const answerRead = new Promise<void>((resolve) => (fetched = resolve));
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  await page.route(/\/launchers(\?.*)?$/, async (route) => {
+    const answer = await route.fetch();
+    fetched();
+    await released;
+    // marked, so that the test sees when the page has taken it
+    const body = (await answer.json()) as { launchers: { launcher_id: string; hostname: string | null }[] };
+    for (const l of body.launchers) if (l.launcher_id === first.id) l.hostname = 'read';
+    await route.fulfill({ response: answer, json: body });
+  });
+  await page.reload();
+  await live(page);
+  await answerRead;
+  const second = await fakeLauncher(client, { hostname: 'second' });
+  const option = page.locator(`select[name="launcher"] option[value="${second.id}"]`);
+  await option.waitFor({ state: 'attached' });
+
+  release();
+  await page.locator(`select[name="launcher"] option[value="${first.id}"]`).filter({ hasText: 'read' }).waitFor({ state: 'attached' });
+  assert.equal(await option.count(), 1, 'the launcher registered after the answer was read is still offered');
+});

@@ -1,4 +1,4 @@
-import type { Launcher, LauncherList } from '@agentq/protocol';
+import type { Launcher, LauncherList, LifecycleEvent } from '@agentq/protocol';
 import type { Api } from './api.js';
 
 /** Launchers per page read (the coordinator takes up to 1,000): 500 typical ones are about 400 KB. */
@@ -20,4 +20,41 @@ export async function readAllLaunchers(api: Api, signal?: AbortSignal, pageSize 
     if (next === null || next === cursor) return out;
     cursor = next;
   }
+}
+
+/** A launcher event: one registers or changes (`launcher.*`), or goes (`launcher.removed`). */
+export type LauncherEvent = Extract<LifecycleEvent, { launcher: unknown }>;
+
+const STATUS_ORDER: Record<Launcher['status'], number> = { online: 0, stale: 1, deregistering: 2 };
+
+/**
+ * Whether `incoming` is newer than `known`, a version of the same launcher. Heartbeats and polls
+ * change a launcher without an event (its `last_heartbeat`; its running jobs change with job
+ * events), so a version from the event stream, the replayed window above all, may be older than
+ * a list read since: put back, it would show the registration's heartbeat age and running jobs.
+ * The later heartbeat is the newer version; at the same heartbeat the status only moves on
+ * (online, then stale or deregistering, each with its event).
+ */
+export function isFresherLauncher(incoming: Launcher, known: Launcher): boolean {
+  if (incoming.last_heartbeat !== known.last_heartbeat) return incoming.last_heartbeat > known.last_heartbeat;
+  return STATUS_ORDER[incoming.status] > STATUS_ORDER[known.status];
+}
+
+/**
+ * The list after the events: a launcher that registers is put last, one that changes is replaced
+ * by its newer version, a removed one leaves (for good: a launcher id is never registered again).
+ */
+export function applyLauncherEvents<L extends Launcher>(list: L[], events: readonly LauncherEvent[], version: (l: Launcher) => L): L[] {
+  let out = list;
+  for (const e of events) {
+    const i = out.findIndex((l) => l.launcher_id === e.launcher.launcher_id);
+    if (e.type === 'launcher.removed') {
+      if (i >= 0) out = out.filter((_, j) => j !== i);
+    } else if (i < 0) {
+      out = [...out, version(e.launcher)];
+    } else if (isFresherLauncher(e.launcher, out[i]!)) {
+      out = out.map((l, j) => (j === i ? version(e.launcher) : l));
+    }
+  }
+  return out;
 }

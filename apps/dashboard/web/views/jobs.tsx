@@ -13,7 +13,7 @@ import {
   type JobFilter,
   type JobPage,
 } from '../lib/jobs.js';
-import { readAllLaunchers } from '../lib/launchers.js';
+import { applyLauncherEvents, readAllLaunchers, type LauncherEvent } from '../lib/launchers.js';
 import { link, navigate } from '../lib/router.js';
 import { CallbackMark, Empty, ErrorNote, JobLink, StatusBadge } from './common.js';
 
@@ -71,9 +71,17 @@ export function JobsView({ query }: { query: URLSearchParams }) {
   }, [fetchPage]);
   useResync(() => void fetchPage(state.cursors));
 
+  // launcher events that arrive while the launchers are read, applied again to the answer: it
+  // may have been read before them (a launcher that registered meanwhile would never be offered)
+  const launcherEvents = useRef<LauncherEvent[] | null>(null);
   useEffect(() => {
     const ac = new AbortController();
-    readAllLaunchers(api, ac.signal).then(setLaunchers, () => {});
+    const buffered: LauncherEvent[] = (launcherEvents.current = []);
+    readAllLaunchers(api, ac.signal)
+      .then((list) => setLaunchers(applyLauncherEvents(list, buffered, (l) => l)), () => {})
+      .finally(() => {
+        if (launcherEvents.current === buffered) launcherEvents.current = null;
+      });
     return () => ac.abort();
   }, [api]);
 
@@ -81,15 +89,8 @@ export function JobsView({ query }: { query: URLSearchParams }) {
     // launchers that register (or go) after the page read them: the launcher column and filter
     const changed = batch.flatMap((e) => ('launcher' in e ? [e] : []));
     if (changed.length > 0) {
-      setLaunchers((list) =>
-        changed.reduce(
-          (out, e) =>
-            e.type === 'launcher.removed'
-              ? out.filter((l) => l.launcher_id !== e.launcher.launcher_id)
-              : [...out.filter((l) => l.launcher_id !== e.launcher.launcher_id), e.launcher],
-          list,
-        ),
-      );
+      launcherEvents.current?.push(...changed);
+      setLaunchers((list) => applyLauncherEvents(list, changed, (l) => l));
     }
     const jobs = batch.flatMap((e): JobEvent[] => ('job' in e ? [{ job: e.job, evicted: e.type === 'job.evicted' }] : []));
     if (jobs.length === 0) return;

@@ -2,9 +2,10 @@ import type { Launcher } from '@agentq/protocol';
 import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
 import { describeError } from '../lib/api.js';
 import { useEventBatches, useNow, useResync, useServices } from '../lib/context.js';
+import type { Batch } from '../lib/events.js';
 import { ago, span } from '../lib/format.js';
 import { isTerminal } from '../lib/jobs.js';
-import { readAllLaunchers } from '../lib/launchers.js';
+import { applyLauncherEvents, readAllLaunchers } from '../lib/launchers.js';
 import { link } from '../lib/router.js';
 import { Empty, ErrorNote, JobLink, Labels, StatusBadge } from './common.js';
 
@@ -19,6 +20,35 @@ interface Row extends Launcher {
   read_at: number;
 }
 
+/** A batch of events, and when it came (a launcher's heartbeat age is counted from then). */
+interface Received {
+  events: Batch;
+  at: number;
+}
+
+/** The rows after the events: launchers that come, change or go, and the jobs each one runs. */
+function applyEvents(rows: Row[], received: readonly Received[]): Row[] {
+  let out = rows;
+  for (const { events, at } of received) {
+    for (const e of events) {
+      if ('launcher' in e) {
+        out = applyLauncherEvents(out, [e], (l): Row => ({ ...l, read_at: at }));
+      } else if ('job' in e) {
+        // a launcher's running jobs change with job events, not launcher events
+        const { job_id, launcher_id, status } = e.job;
+        const holds = launcher_id !== null && !isTerminal(status) && status !== 'pending';
+        out = out.map((x) => {
+          const has = x.active_jobs.includes(job_id);
+          const should = holds && x.launcher_id === launcher_id;
+          if (has === should) return x;
+          return { ...x, active_jobs: should ? [...x.active_jobs, job_id] : x.active_jobs.filter((j) => j !== job_id) };
+        });
+      }
+    }
+  }
+  return out;
+}
+
 /** Launchers: labels, project roots, running jobs, heartbeat age, online or stale. */
 export function LaunchersView() {
   const { api } = useServices();
@@ -29,16 +59,27 @@ export function LaunchersView() {
   // one load at a time: a newer one (the timer, a resync) cancels the one before, whose answer
   // (retried after a 503, say) could otherwise arrive after it and overwrite it
   const inFlight = useRef<AbortController | null>(null);
+  // events that arrive while a load is in flight, applied again to its answer: the answer may
+  // have been read before them (a launcher that registered meanwhile would vanish until the next
+  // read, and would never show when it came before the first answer)
+  const buffered = useRef<Received[] | null>(null);
   const load = useCallback(async () => {
     inFlight.current?.abort();
     const ac = (inFlight.current = new AbortController());
+    buffered.current = [];
     try {
       const launchers = await readAllLaunchers(api, ac.signal);
+      if (ac.signal.aborted) return;
       const at = Date.now();
-      setRows(launchers.map((l) => ({ ...l, read_at: at })));
+      setRows(applyEvents(launchers.map((l) => ({ ...l, read_at: at })), buffered.current ?? []));
       setError(null);
     } catch (err) {
       if (!ac.signal.aborted) setError(describeError(err));
+    } finally {
+      if (inFlight.current === ac) {
+        inFlight.current = null;
+        buffered.current = null;
+      }
     }
   }, [api]);
   useEffect(() => {
@@ -52,29 +93,9 @@ export function LaunchersView() {
   useResync(() => void load());
 
   useEventBatches((batch) => {
-    setRows((list) => {
-      if (list === null) return list;
-      let out = list;
-      for (const e of batch) {
-        if ('launcher' in e) {
-          const l: Row = { ...e.launcher, read_at: Date.now() };
-          if (e.type === 'launcher.removed') out = out.filter((x) => x.launcher_id !== l.launcher_id);
-          else if (out.some((x) => x.launcher_id === l.launcher_id)) out = out.map((x) => (x.launcher_id === l.launcher_id ? l : x));
-          else out = [...out, l];
-        } else if ('job' in e) {
-          // a launcher's running jobs change with job events, not launcher events
-          const { job_id, launcher_id, status } = e.job;
-          const holds = launcher_id !== null && !isTerminal(status) && status !== 'pending';
-          out = out.map((x) => {
-            const has = x.active_jobs.includes(job_id);
-            const should = holds && x.launcher_id === launcher_id;
-            if (has === should) return x;
-            return { ...x, active_jobs: should ? [...x.active_jobs, job_id] : x.active_jobs.filter((j) => j !== job_id) };
-          });
-        }
-      }
-      return out;
-    });
+    const received: Received = { events: batch, at: Date.now() };
+    buffered.current?.push(received);
+    setRows((list) => (list === null ? list : applyEvents(list, [received])));
   });
 
   if (rows === null) return error ? <ErrorNote>{error}</ErrorNote> : <p class="muted">Loading launchers…</p>;
