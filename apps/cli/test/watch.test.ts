@@ -174,6 +174,9 @@ describe('agentq watch', () => {
     assert.equal(r.code, 0, r.stderr);
     const seen = events(r);
     assert.deepEqual(seen.map((e) => 'job' in e && e.job.job_id), [first.job_id, await second]);
-    assert.match(r.stderr, /^agentq: event stream lost; reconnecting after event \d+\n$/);
+    // given up once, for the frozen connection; on a loaded machine a keepalive 100 ms apart may
+    // also come late enough (300 ms) for a healthy stream to be given up and resumed: each time
+    // after an event, and neither event printed twice (above)
+    assert.match(r.stderr, /^(agentq: event stream lost; reconnecting after event \d+\n)+$/);
   });
 });
