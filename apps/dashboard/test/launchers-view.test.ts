@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { ManualClock } from '@agentq/coordinator';
 import type { Page } from 'playwright-core';
 import { fakeLauncher, fileBrowser, live, openDashboard } from './harness.js';
 
@@ -75,4 +76,26 @@ test('a launcher that registers while the view reads the list again stays shown 
   release();
   await page.locator(`tr[data-launcher-id="${first.id}"]`).filter({ hasText: 'read again' }).waitFor();
   assert.equal(await row.count(), 1, 'the launcher registered after the answer was read is still listed');
+});
+
+test('a launcher being deregistered that goes silent shows stale at once (its stale event has the same heartbeat)', { skip }, async (t) => {
+  const clock = new ManualClock(Date.now());
+  // the sweeper's timer never fires during the test: it sweeps when the test says
+  const config = { heartbeatTimeoutSeconds: 120, sweepIntervalMs: 600_000 };
+  const { page, client, app } = await openDashboard(t, browser(), { path: '#/launchers', config, deps: { clock } });
+  const silent = await fakeLauncher(client, { hostname: 'silent' });
+  await page.reload();
+  await live(page);
+  await page.locator(`tr[data-launcher-id="${silent.id}"]`).waitFor();
+  // no read of the list is answered from now on: the row changes with the events only
+  await page.route(/\/launchers(\?.*)?$/, () => {});
+
+  // removed while it is silent: it never polls again to be told, so it stays deregistering
+  assert.equal((await client.deleteLauncher(silent.id)).outcome, 'deregistering');
+  await page.locator(`tr[data-launcher-id="${silent.id}"][data-status="deregistering"]`).waitFor();
+  clock.advance(121_000);
+  await app.core.sweep();
+  const [listed] = (await client.listAllLaunchers()).filter((l) => l.launcher_id === silent.id);
+  assert.equal(listed?.status, 'stale');
+  await page.locator(`tr[data-launcher-id="${silent.id}"][data-status="stale"]`).waitFor();
 });

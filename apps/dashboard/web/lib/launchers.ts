@@ -25,7 +25,13 @@ export async function readAllLaunchers(api: Api, signal?: AbortSignal, pageSize 
 /** A launcher event: one registers or changes (`launcher.*`), or goes (`launcher.removed`). */
 export type LauncherEvent = Extract<LifecycleEvent, { launcher: unknown }>;
 
-const STATUS_ORDER: Record<Launcher['status'], number> = { online: 0, stale: 1, deregistering: 2 };
+/**
+ * The order a launcher's status moves in (apps/coordinator/src/core/launchers.ts): online, then
+ * deregistering (DELETE /launchers/{id}) or stale (silent for the heartbeat timeout); one being
+ * deregistered that goes silent becomes stale too, and a stale one never changes again (it is
+ * removed, or registers again under a new id).
+ */
+const STATUS_ORDER: Record<Launcher['status'], number> = { online: 0, deregistering: 1, stale: 2 };
 
 /**
  * Whether `incoming` is newer than `known`, a version of the same launcher. Heartbeats and polls
@@ -33,7 +39,7 @@ const STATUS_ORDER: Record<Launcher['status'], number> = { online: 0, stale: 1, 
  * events), so a version from the event stream, the replayed window above all, may be older than
  * a list read since: put back, it would show the registration's heartbeat age and running jobs.
  * The later heartbeat is the newer version; at the same heartbeat the status only moves on
- * (online, then stale or deregistering, each with its event).
+ * (STATUS_ORDER, each step with its event).
  */
 export function isFresherLauncher(incoming: Launcher, known: Launcher): boolean {
   if (incoming.last_heartbeat !== known.last_heartbeat) return incoming.last_heartbeat > known.last_heartbeat;
