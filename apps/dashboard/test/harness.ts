@@ -156,3 +156,29 @@ export async function fakeLauncher(client: AgentqClient, request: RegisterLaunch
     stopped: (jobId: string) => client.reportStopped(jobId, { launcher_id: id, signal: 'SIGTERM' }),
   };
 }
+
+/**
+ * Hold the page's answers to requests matching `url` until `release()`: each is fetched from the
+ * coordinator at once (`read` resolves when the first was), then handed to the page, its JSON
+ * body changed by `rewrite` first when one is given (a mark the test can see the page take).
+ */
+export async function holdAnswers<T = unknown>(
+  page: Page,
+  url: RegExp,
+  rewrite?: (body: T) => void,
+): Promise<{ read: Promise<void>; release: () => void }> {
+  let fetched!: () => void;
+  const read = new Promise<void>((resolve) => (fetched = resolve));
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  await page.route(url, async (route) => {
+    const answer = await route.fetch();
+    fetched();
+    await released;
+    if (rewrite === undefined) return route.fulfill({ response: answer });
+    const body = (await answer.json()) as T;
+    rewrite(body);
+    await route.fulfill({ response: answer, json: body });
+  });
+  return { read, release };
+}

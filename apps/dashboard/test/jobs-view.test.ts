@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ManualClock } from '@agentq/coordinator';
 import type { Page } from 'playwright-core';
-import { fakeLauncher, fileBrowser, live, openDashboard, startServer } from './harness.js';
+import { fakeLauncher, fileBrowser, holdAnswers, live, openDashboard, startServer } from './harness.js';
 
 // The jobs list while jobs change under it: what the page shows must match what the API has.
 
@@ -13,18 +13,6 @@ const RETENTION_MS = 1000;
 const retention = { jobRetentionMs: RETENTION_MS, sweepIntervalMs: 600_000 };
 
 const rowIds = (page: Page) => page.locator('tbody tr[data-job-id]').evaluateAll((trs) => trs.map((tr) => tr.getAttribute('data-job-id')));
-
-/** Hold the answers of requests matching `url` until release() (each one is read at once). */
-async function holdAnswers(page: Page, url: RegExp) {
-  let release!: () => void;
-  const released = new Promise<void>((resolve) => (release = resolve));
-  await page.route(url, async (route) => {
-    const answer = await route.fetch();
-    await released;
-    await route.fulfill({ response: answer });
-  });
-  return release;
-}
 
 test('a job evicted before the page opened does not come back from the replayed events', { skip }, async (t) => {
   const clock = new ManualClock(Date.now());
@@ -40,7 +28,7 @@ test('a job evicted before the page opened does not come back from the replayed 
 
   // a fresh page: its list answer (without the evicted job) comes after the replayed events
   // (with the evicted job's whole life, its eviction last)
-  const release = await holdAnswers(page, /\/jobs\?/);
+  const { release } = await holdAnswers(page, /\/jobs\?/);
   await page.reload();
   await live(page);
   await page.locator(`tr[data-job-id="${kept.job_id}"]`).waitFor(); // the replay is in
@@ -216,18 +204,9 @@ test('a launcher that registers while the jobs view reads the launchers is offer
   const first = await fakeLauncher(client, { hostname: 'first' });
   // the launchers' answer is taken before the second launcher registers, and reaches the page
   // after the page has added it live
-  let fetched!: () => void;
-  const answerRead = new Promise<void>((resolve) => (fetched = resolve));
-  let release!: () => void;
-  const released = new Promise<void>((resolve) => (release = resolve));
-  await page.route(/\/launchers(\?.*)?$/, async (route) => {
-    const answer = await route.fetch();
-    fetched();
-    await released;
-    // marked, so that the test sees when the page has taken it
-    const body = (await answer.json()) as { launchers: { launcher_id: string; hostname: string | null }[] };
+  type Launchers = { launchers: { launcher_id: string; hostname: string | null }[] };
+  const { read: answerRead, release } = await holdAnswers<Launchers>(page, /\/launchers(\?.*)?$/, (body) => {
     for (const l of body.launchers) if (l.launcher_id === first.id) l.hostname = 'read';
-    await route.fulfill({ response: answer, json: body });
   });
   await page.reload();
   await live(page);

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ManualClock } from '@agentq/coordinator';
 import type { Page } from 'playwright-core';
-import { fakeLauncher, fileBrowser, live, openDashboard } from './harness.js';
+import { fakeLauncher, fileBrowser, holdAnswers, live, openDashboard } from './harness.js';
 
 // GET /launchers is paged: the launchers view and the jobs view's launcher filter read every
 // page (500 launchers each, web/lib/launchers.ts) rather than the whole registry in one answer.
@@ -54,18 +54,9 @@ test('a launcher that registers while the view reads the list again stays shown 
 
   // the next read's answer is taken before the second launcher registers, and reaches the page
   // after the page has shown it live
-  let fetched!: () => void;
-  const answerRead = new Promise<void>((resolve) => (fetched = resolve));
-  let release!: () => void;
-  const released = new Promise<void>((resolve) => (release = resolve));
-  await page.route(/\/launchers(\?.*)?$/, async (route) => {
-    const answer = await route.fetch();
-    fetched();
-    await released;
-    // marked, so that the test sees when the page has taken it
-    const body = (await answer.json()) as { launchers: { launcher_id: string; hostname: string | null }[] };
+  type Launchers = { launchers: { launcher_id: string; hostname: string | null }[] };
+  const { read: answerRead, release } = await holdAnswers<Launchers>(page, /\/launchers(\?.*)?$/, (body) => {
     for (const l of body.launchers) if (l.launcher_id === first.id) l.hostname = 'read again';
-    await route.fulfill({ response: answer, json: body });
   });
   await page.clock.fastForward(10_000);
   await answerRead;

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { fakeLauncher, fileBrowser, live, openDashboard } from './harness.js';
+import { fakeLauncher, fileBrowser, holdAnswers, live, openDashboard } from './harness.js';
 
 const { skip, browser } = fileBrowser();
 
@@ -32,16 +32,7 @@ test("going from one job's page to another shows the second job's prompt, even w
   assert.equal(await page.getByTestId('prompt').innerText(), 'prompt of the first job');
 
   // the second job's GET answer (still pending) is held until an event of it, newer, is shown
-  let fetched!: () => void;
-  const answerRead = new Promise<void>((resolve) => (fetched = resolve));
-  let release!: () => void;
-  const released = new Promise<void>((resolve) => (release = resolve));
-  await page.route(new RegExp(`/jobs/${b.job_id}$`), async (route) => {
-    const answer = await route.fetch();
-    fetched();
-    await released;
-    await route.fulfill({ response: answer });
-  });
+  const { read: answerRead, release } = await holdAnswers(page, new RegExp(`/jobs/${b.job_id}$`));
   await page.evaluate((id) => (location.hash = `#/jobs/${id}`), b.job_id);
   await answerRead; // the view asked for it: it is mounted and follows events
   assert.equal((await launcher.take()).job_id, b.job_id); // job.claimed
