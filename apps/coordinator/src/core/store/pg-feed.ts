@@ -99,6 +99,8 @@ export class CommitFeed {
   #delivered = 0;
   /** the highest commit id announced (NOTIFY, own commits); reading stops there */
   #known = 0;
+  /** announcements (NOTIFY, reconnections, own commits) so far: one during a read is read for */
+  #announcements = 0;
   /** own commits not delivered yet */
   readonly #own = new Map<number, Commit>();
   readonly #waiting: { id: number; resolve: () => void }[] = [];
@@ -133,6 +135,7 @@ export class CommitFeed {
     if (this.#closed || id <= this.#delivered) return Promise.resolve();
     this.#own.set(id, commit);
     this.#known = Math.max(this.#known, id);
+    this.#announcements++;
     const done = new Promise<void>((resolve) => {
       if (this.#closed || this.#delivered >= id) resolve();
       else this.#waiting.push({ id, resolve });
@@ -145,6 +148,7 @@ export class CommitFeed {
   announce(id = Number.MAX_SAFE_INTEGER): void {
     if (id <= this.#delivered || this.#own.has(id)) return;
     this.#known = Math.max(this.#known, id);
+    this.#announcements++;
     this.#pump();
   }
 
@@ -211,13 +215,16 @@ export class CommitFeed {
         if (this.#again) continue;
         return;
       }
+      const announced = this.#announcements;
       const rows = await this.read(this.#delivered, 500);
       if (this.#closed) return;
       if (rows.length === 0) {
-        // announced (a reconnection announces everything) but nothing new
-        this.#known = this.#delivered;
-        if (this.#again) continue;
-        return;
+        // announced (a reconnection announces everything) but nothing new, as the read saw the
+        // log: unless more was announced while it was under way. A NOTIFY comes once its entry is
+        // committed, which may be after the read took its snapshot: that entry (and an own commit
+        // after it, whose transaction waits for it) is read again, not forgotten
+        if (this.#announcements === announced) this.#known = this.#delivered;
+        continue;
       }
       const decoded = await decodeEvents(
         rows.map((r) => r.events),
