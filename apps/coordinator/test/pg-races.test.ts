@@ -28,6 +28,23 @@ async function connect(t: TestContext, url: string): Promise<pg.Client> {
 }
 
 /**
+ * How many coordinator connections wait for a lock now, as PostgreSQL sees it. pg_stat_activity is
+ * read once per transaction and then kept (the statistics snapshot), and the test's connection
+ * asks from inside the transaction that holds the lock: without clearing the snapshot at each
+ * look, a connection opened after the first look (a coordinator whose pool had no idle connection
+ * left, and opened one for the request) was never seen, waiting or not, and the test held its
+ * lock until the request's connection timed out (HTTP_IDLE_TIMEOUT_MS, 75 s). pg_locks is read live.
+ */
+async function lockWaitsNow(db: pg.Client): Promise<number> {
+  await db.query('SELECT pg_stat_clear_snapshot()');
+  const { rows } = await db.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM pg_stat_activity a JOIN pg_locks l ON l.pid = a.pid
+     WHERE a.application_name = 'agentq-coordinator' AND NOT l.granted`,
+  );
+  return rows[0]!.n;
+}
+
+/**
  * Resolves once `n` coordinator connections wait for a lock (PostgreSQL's own view of it). Fails
  * as soon as one of the `racing` requests ends first: it was answered without waiting for the
  * lock, and the test would otherwise hold the lock until the other's connection timed out.
@@ -39,7 +56,8 @@ async function lockWaiters(db: pg.Client, n: number, racing: ReadonlyArray<Promi
     if (early) {
       const { outcome } = early;
       const said = outcome instanceof Error ? outcome.message : JSON.stringify(outcome);
-      // what each coordinator connection was doing meanwhile, as PostgreSQL saw it
+      // what each coordinator connection was doing meanwhile, as PostgreSQL saw it (now: see lockWaitsNow)
+      await db.query('SELECT pg_stat_clear_snapshot()');
       const { rows: doing } = await db.query(
         `SELECT a.pid, a.state, a.wait_event_type, a.wait_event, left(a.query, 100) AS query,
                 (SELECT count(*)::int FROM pg_locks l WHERE l.pid = a.pid AND NOT l.granted) AS waiting_locks
@@ -47,11 +65,7 @@ async function lockWaiters(db: pg.Client, n: number, racing: ReadonlyArray<Promi
       );
       throw new Error(`a request ended before ${n} waited for the lock: ${said}; coordinator connections: ${JSON.stringify(doing)}`, { cause: outcome });
     }
-    const { rows } = await db.query<{ n: number }>(
-      `SELECT count(*)::int AS n FROM pg_stat_activity a JOIN pg_locks l ON l.pid = a.pid
-       WHERE a.application_name = 'agentq-coordinator' AND NOT l.granted`,
-    );
-    if (rows[0]!.n >= n) return;
+    if ((await lockWaitsNow(db)) >= n) return;
     await sleep(20); // PostgreSQL announces no lock wait: ask again
   }
 }
@@ -244,6 +258,35 @@ test('a registration sent again through B while its first try is still under way
     { host_id: box.host_id, token_name: 'first' },
     { host_id: 'hostname:box', token_name: 'first' },
   ]);
+});
+
+test('a lock wait of a connection opened after the test saw another wait is seen from inside the transaction holding the lock', async (t) => {
+  const url = await freshDatabaseUrl(t);
+  if (url === null) return;
+  const db = await connect(t, url);
+  await db.query('CREATE TABLE watched (id int)');
+  await db.query('BEGIN');
+  await db.query('LOCK TABLE watched IN EXCLUSIVE MODE');
+  /** a connection as a coordinator's pool opens one, waiting for the lock */
+  const waiter = async () => {
+    const c = new pg.Client({ connectionString: url, application_name: 'agentq-coordinator' });
+    await c.connect();
+    t.after(() => c.end());
+    const blocked = c.query('SELECT * FROM watched FOR UPDATE');
+    blocked.catch(() => undefined); // awaited below
+    return { blocked };
+  };
+  // one registration waits, and the test sees it (as the race of two does, one first)
+  const first = await waiter();
+  await lockWaiters(db, 1);
+  // the other coordinator's pool had no idle connection: it opens one, which waits too
+  const second = await waiter();
+  // seen from a connection outside any transaction ...
+  await lockWaiters(await connect(t, url), 2);
+  // ... and from the one holding the lock, whose earlier look must not hide it
+  assert.equal(await lockWaitsNow(db), 2);
+  await db.query('COMMIT');
+  await Promise.all([first.blocked, second.blocked]);
 });
 
 test('a registration sent again through B with its registration_key while its first try is under way on A is one launcher, answered to both', async (t) => {
