@@ -33,6 +33,7 @@ test('PostgreSQL: a replay of a create locks its session\'s ready job (read ahea
   await holder.query('SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE', [first.job_id]);
   const replay = client.createJob(body, { idempotencyKey: 'k-replayed' });
   for (;;) {
+    await holder.query('SELECT pg_stat_clear_snapshot()'); // a fresh pg_stat_activity (pg-races.test.ts, lockWaitsNow)
     const { rows } = await holder.query<{ n: number }>(
       `SELECT count(*)::int AS n FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid WHERE NOT l.granted AND a.pid <> pg_backend_pid()`,
     );
@@ -105,6 +106,7 @@ test('PostgreSQL: a replay of a child\'s start locks the parent before the child
   // the replay's locking reads (sent ahead with its key's) wait for the parent: a backend waits
   // for this connection (pg_locks alone would show any wait on the server, of any test)
   for (;;) {
+    await stop.query('SELECT pg_stat_clear_snapshot()'); // a fresh pg_stat_activity (pg-races.test.ts, lockWaitsNow)
     const { rows } = await stop.query<{ n: number }>(
       'SELECT count(*)::int AS n FROM pg_stat_activity WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid))',
     );

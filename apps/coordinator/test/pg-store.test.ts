@@ -596,6 +596,7 @@ test("a claim of a child session's job takes no lock on its root session: a tran
   t.after(release);
   const waitsForLock = (async () => {
     for (;;) {
+      await holder.query('SELECT pg_stat_clear_snapshot()'); // a fresh pg_stat_activity (pg-races.test.ts, lockWaitsNow)
       const { rows } = await holder.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()");
       if (rows[0].n > 0) return 'waited for a lock' as const;
       if (released) return 'released' as const;
@@ -649,6 +650,7 @@ test("a claim that ends a job of a spent tree records its outcome on the parent 
   // the root's delivery runs where the root lives: the launcher of host 'one'
   const polled = l.poll({ capacity: 2, batch: true });
   for (;;) {
+    await holder.query('SELECT pg_stat_clear_snapshot()'); // a fresh pg_stat_activity (pg-races.test.ts, lockWaitsNow)
     const { rows } = await holder.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()");
     if (rows[0].n > 0) break;
     await new Promise((r) => setImmediate(r));
