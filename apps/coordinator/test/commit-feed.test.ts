@@ -55,3 +55,44 @@ test("another coordinator's commit announced while a read of the log that predat
   assert.equal(delivered.length, 2);
   feed.close();
 });
+
+test('an own commit made while a read of the log that predates it is under way is delivered, though the entry before it was not announced yet', async () => {
+  const log = heldReads();
+  const delivered: Commit[] = [];
+  const feed = new CommitFeed(log.read, async () => new Map(), (c) => delivered.push(c), pino({ level: 'silent' }));
+  feed.start(0);
+  feed.announce(); // a reconnection
+  await log.made(1);
+  // another coordinator commits entry 1 (its NOTIFY not here yet), then this one commits entry 2
+  const own = feed.committed(2, commit());
+  log.reads[0]!.answer([]);
+  await new Promise(setImmediate);
+  assert.equal(log.reads.length, 2, 'the log is read again for the entry before the own commit');
+  log.reads[1]!.answer([row(1), row(2)]);
+  await own;
+  assert.equal(feed.delivered, 2);
+  feed.close();
+});
+
+test('a read that finds nothing, with nothing announced while it was under way, is not repeated', async () => {
+  const log = heldReads();
+  const feed = new CommitFeed(log.read, async () => new Map(), () => undefined, pino({ level: 'silent' }));
+  feed.start(3);
+  feed.announce(); // a reconnection: nothing was committed meanwhile
+  await log.made(1);
+  log.reads[0]!.answer([]);
+  await new Promise(setImmediate);
+  assert.equal(log.reads.length, 1);
+  // each announcement during a read that finds nothing is one more read, no more
+  feed.announce();
+  await log.made(2);
+  feed.announce(5);
+  log.reads[1]!.answer([]);
+  await new Promise(setImmediate);
+  assert.equal(log.reads.length, 3);
+  log.reads[2]!.answer([]);
+  await new Promise(setImmediate);
+  assert.equal(log.reads.length, 3);
+  assert.equal(feed.delivered, 3);
+  feed.close();
+});
