@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { ExecutorEvent, Job, RegisterLauncherResponse } from '@agentq/protocol';
+import type { CoordinatorLimits, ExecutorEvent, Job } from '@agentq/protocol';
 import { buildExecutorEnv, invocationOf, jobEnv } from './executor-env.js';
 import { ExecutorProcess, type ExecutorExit } from './executor-process.js';
 import { definedOnly, failureMessage, refusedInstead, type InterruptionCode } from './final-report.js';
@@ -44,7 +44,7 @@ export interface JobRunnerDeps {
    * coordinator older than it): the largest report it takes, so a larger result is cut to fit and
    * its rest goes to the job's output, and the most of that output it keeps.
    */
-  limits?: () => Pick<RegisterLauncherResponse, 'max_report_bytes' | 'max_output_bytes'> | undefined;
+  limits?: () => CoordinatorLimits | undefined;
 }
 
 /** Why a run ended early, when it did. */

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
-import type { RegisterLauncherRequest, RegisterLauncherResponse } from '@agentq/protocol';
+import type { CoordinatorLimits, RegisterLauncherRequest, RegisterLauncherResponse } from '@agentq/protocol';
 import { AgentqApiError, AgentqAuthError, isRetryable, toError, type AgentqClient, type BackoffOptions } from '@agentq/client';
 import { Connectivity } from './connectivity.js';
 
@@ -76,10 +76,10 @@ export class Registration {
    * limits still knows this launcher, so it does not register again to hear them). An answer
    * without them (a coordinator older than the fields) changes nothing.
    */
-  limitsNow(told: Pick<RegisterLauncherResponse, 'max_report_bytes' | 'max_output_bytes'>): void {
+  limitsNow(told: CoordinatorLimits): void {
     const current = this.#current;
     if (!current) return;
-    const changed: Partial<Pick<RegisterLauncherResponse, 'max_report_bytes' | 'max_output_bytes'>> = {};
+    const changed: CoordinatorLimits = {};
     if (told.max_report_bytes !== undefined && told.max_report_bytes !== current.max_report_bytes) changed.max_report_bytes = told.max_report_bytes;
     if (told.max_output_bytes !== undefined && told.max_output_bytes !== current.max_output_bytes) changed.max_output_bytes = told.max_output_bytes;
     if (Object.keys(changed).length === 0) return;

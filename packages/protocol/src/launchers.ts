@@ -50,6 +50,25 @@ export const RegisterLauncherRequest = Type.Object(
 );
 export type RegisterLauncherRequest = Static<typeof RegisterLauncherRequest>;
 
+/**
+ * The coordinator's limits a launcher goes by, in its registration answer and again in every
+ * heartbeat answer (a coordinator restarted on a persistent store with other limits still knows
+ * the launcher, which does not register again to hear them). Each is absent from coordinators
+ * older than it.
+ */
+const COORDINATOR_LIMITS = {
+  /**
+   * The largest request body the coordinator takes, in bytes: a report (or a sync carrying one)
+   * must fit in it. A launcher cuts a result that would not (docs/launcher.md).
+   */
+  max_report_bytes: Type.Optional(Type.Integer({ minimum: 1 })),
+  /**
+   * The most of a job's output the coordinator keeps (JOB_OUTPUT_MAX_BYTES): the newest bytes. A
+   * launcher sends no more of a cut result's rest than this (docs/launcher.md).
+   */
+  max_output_bytes: Type.Optional(Type.Integer({ minimum: 1 })),
+};
+
 export const RegisterLauncherResponse = Type.Object({
   launcher_id: LauncherId,
   poll_endpoint: Type.String(),
@@ -61,20 +80,11 @@ export const RegisterLauncherResponse = Type.Object({
   launcher_token: Type.Optional(Type.String()),
   /** the launchers of `replaces` that were removed (those unknown, or of another host or token, are not) */
   replaced: Type.Optional(Type.Array(LauncherId)),
-  /**
-   * The largest request body the coordinator takes, in bytes: a report (or a sync carrying one)
-   * must fit in it. A launcher cuts a result that would not (docs/launcher.md). Absent from
-   * coordinators older than the field.
-   */
-  max_report_bytes: Type.Optional(Type.Integer({ minimum: 1 })),
-  /**
-   * The most of a job's output the coordinator keeps (JOB_OUTPUT_MAX_BYTES): the newest bytes. A
-   * launcher sends no more of a cut result's rest than this (docs/launcher.md). Absent from
-   * coordinators older than the field.
-   */
-  max_output_bytes: Type.Optional(Type.Integer({ minimum: 1 })),
+  ...COORDINATOR_LIMITS,
 });
 export type RegisterLauncherResponse = Static<typeof RegisterLauncherResponse>;
+/** The limits of COORDINATOR_LIMITS, as a launcher keeps them. */
+export type CoordinatorLimits = Pick<RegisterLauncherResponse, keyof typeof COORDINATOR_LIMITS>;
 
 export const PollQuery = Type.Object(
   {
@@ -139,14 +149,8 @@ export const HeartbeatResponse = Type.Object({
    * `running_jobs` it does not hold any more (ended, requeued, another launcher's, unknown)
    */
   stop_jobs: Type.Array(Type.String()),
-  /**
-   * The coordinator's limits as at registration (`max_report_bytes`, `max_output_bytes` of
-   * RegisterLauncherResponse), told again at every beat: a coordinator restarted on a persistent
-   * store with other limits still knows the launcher, which does not register again to hear them.
-   * Absent from coordinators older than the fields.
-   */
-  max_report_bytes: Type.Optional(Type.Integer({ minimum: 1 })),
-  max_output_bytes: Type.Optional(Type.Integer({ minimum: 1 })),
+  /** the coordinator's limits, as at registration, told again at every beat */
+  ...COORDINATOR_LIMITS,
 });
 export type HeartbeatResponse = Static<typeof HeartbeatResponse>;
 
