@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { pino } from 'pino';
+import { pino, type Logger } from 'pino';
 import { AgentqApiError, AgentqConnectionError, type AgentqClient } from '@agentq/client';
 import { Connectivity } from '../src/connectivity.js';
 import type { Registration } from '../src/registration.js';
@@ -215,28 +215,38 @@ test("a report a sync answered internal_error (one that failed alone at the coor
   assert.deepEqual(backoffs, [0, 1], 'each retry waited its backoff');
 });
 
+/**
+ * A reporter whose transport throws `first` once, then takes every report; `tries` counts the
+ * sends. Its retries wait an hour at least: only a wake brings one within a test's time.
+ */
+function failingOnce(log: Logger, connectivity: Connectivity, signal: AbortSignal, first: Error) {
+  const sent = {
+    tries: 0,
+    reporter: new Reporter({
+      client: {} as AgentqClient,
+      registration: { id: 'lnch_000000000000' } as Registration,
+      connectivity,
+      log,
+      signal,
+      retry: { baseMs: 2 * 3_600_000, maxMs: 2 * 3_600_000 },
+      transport: async () => {
+        if (++sent.tries === 1) throw first;
+      },
+    }),
+  };
+  return sent;
+}
+
 test('a report retried after a connection error goes out as soon as another request succeeds, not at the end of its backoff', async () => {
   const { log, waitFor } = captureLog();
   const connectivity = new Connectivity(log);
-  let tries = 0;
-  const reporter = new Reporter({
-    client: {} as AgentqClient,
-    registration: { id: 'lnch_000000000000' } as Registration,
-    connectivity,
-    log,
-    signal: new AbortController().signal,
-    // an hour at least: only the wake brings the retry within the test's time
-    retry: { baseMs: 2 * 3_600_000, maxMs: 2 * 3_600_000 },
-    transport: async () => {
-      if (++tries === 1) throw new AgentqConnectionError('down (test)');
-    },
-  });
-  const outcome = reporter.send('job_w', { kind: 'completed', body: {} });
+  const sent = failingOnce(log, connectivity, new AbortController().signal, new AgentqConnectionError('down (test)'));
+  const outcome = sent.reporter.send('job_w', { kind: 'completed', body: {} });
   // said as it goes into its backoff
   await waitFor((line) => line['msg'] === 'report not delivered; will retry');
   connectivity.ok(); // a poll or a heartbeat was answered
   assert.deepEqual(await outcome, { ok: true });
-  assert.equal(tries, 2);
+  assert.equal(sent.tries, 2);
 });
 
 // a CDN in front of the coordinator answers 52x (no agentq error body) while the coordinator is
@@ -246,24 +256,12 @@ test('a report a CDN answered 522 for a coordinator that is down goes out as soo
   const connectivity = new Connectivity(log);
   const exit = new AbortController();
   t.after(() => exit.abort(new Error('test over')));
-  let tries = 0;
-  const reporter = new Reporter({
-    client: {} as AgentqClient,
-    registration: { id: 'lnch_000000000000' } as Registration,
-    connectivity,
-    log,
-    signal: exit.signal,
-    // an hour at least: only the wake brings the retry within the test's time
-    retry: { baseMs: 2 * 3_600_000, maxMs: 2 * 3_600_000 },
-    transport: async () => {
-      if (++tries === 1) throw new AgentqApiError(522, 'http_522', 'HTTP 522: <!DOCTYPE html> connection timed out');
-    },
-  });
-  const outcome = reporter.send('job_cdn', { kind: 'completed', body: {} });
+  const sent = failingOnce(log, connectivity, exit.signal, new AgentqApiError(522, 'http_522', 'HTTP 522: <!DOCTYPE html> connection timed out'));
+  const outcome = sent.reporter.send('job_cdn', { kind: 'completed', body: {} });
   const said = await waitFor((line) => line['msg'] === 'report not delivered; will retry' || line['msg'] === 'coordinator failed the report; retrying it after a backoff');
   assert.equal(said['msg'], 'report not delivered; will retry', 'a retry after an outage');
   assert.equal(connectivity.isDown, true, 'the outage is logged as one');
   connectivity.ok(); // the coordinator is back: a poll or a heartbeat was answered
   assert.deepEqual(await outcome, { ok: true });
-  assert.equal(tries, 2);
+  assert.equal(sent.tries, 2);
 });
