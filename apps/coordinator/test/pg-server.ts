@@ -209,16 +209,10 @@ function freePort(): Promise<number> {
  */
 export async function commitCuttingProxy(t: TestContext, databaseUrl: string): Promise<{ url: string; arm: (text: string) => Promise<void> }> {
   const target = new URL(databaseUrl);
-  const sockets = new Set<Socket>();
   let armed: string | undefined;
   let cut = (): void => undefined;
-  const server = createServer((inbound) => {
-    const outbound = connect(Number(target.port || 5432), target.hostname);
-    for (const s of [inbound, outbound]) {
-      sockets.add(s);
-      s.on('close', () => sockets.delete(s));
-      s.on('error', () => undefined);
-    }
+  const url = await databaseStandIn(t, databaseUrl, (inbound, track) => {
+    const outbound = track(connect(Number(target.port || 5432), target.hostname));
     let sawText = false;
     inbound.on('data', (chunk: Buffer) => {
       const s = chunk.toString('latin1');
@@ -234,17 +228,8 @@ export async function commitCuttingProxy(t: TestContext, databaseUrl: string): P
     });
     outbound.on('data', (chunk: Buffer) => void (inbound.destroyed || inbound.write(chunk)));
   });
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  t.after(() => {
-    for (const s of sockets) s.destroy();
-    server.close();
-  });
-  const url = new URL(databaseUrl);
-  url.hostname = '127.0.0.1';
-  url.port = String((server.address() as AddressInfo).port);
   return {
-    url: url.toString(),
+    url,
     arm: (text) => {
       armed = text;
       return new Promise<void>((resolve) => (cut = resolve));
@@ -262,21 +247,14 @@ export async function commitCuttingProxy(t: TestContext, databaseUrl: string): P
 export async function hangingProxy(t: TestContext, databaseUrl: string) {
   const target = new URL(databaseUrl);
   const pooled = new Set<Socket>();
-  const all = new Set<Socket>();
   let hanging = false;
   let attempts = 0;
-  const server = createServer((inbound) => {
-    all.add(inbound);
-    inbound.on('close', () => all.delete(inbound));
-    inbound.on('error', () => undefined);
+  const url = await databaseStandIn(t, databaseUrl, (inbound, track) => {
     if (hanging) {
       attempts++;
       return; // taken, never answered
     }
-    const outbound = connect(Number(target.port || 5432), target.hostname);
-    all.add(outbound);
-    outbound.on('close', () => all.delete(outbound));
-    outbound.on('error', () => undefined);
+    const outbound = track(connect(Number(target.port || 5432), target.hostname));
     const pair = Object.assign(inbound, { peer: outbound });
     pooled.add(pair);
     inbound.on('close', () => pooled.delete(pair));
@@ -286,17 +264,8 @@ export async function hangingProxy(t: TestContext, databaseUrl: string) {
     });
     outbound.on('data', (chunk: Buffer) => void (inbound.destroyed || inbound.write(chunk)));
   });
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  t.after(() => {
-    for (const s of all) s.destroy();
-    server.close();
-  });
-  const url = new URL(databaseUrl);
-  url.hostname = '127.0.0.1';
-  url.port = String((server.address() as AddressInfo).port);
   return {
-    url: url.toString(),
+    url,
     /** connections taken while hanging */
     get attempts(): number {
       return attempts;
@@ -314,4 +283,34 @@ export async function hangingProxy(t: TestContext, databaseUrl: string) {
       hanging = false;
     },
   };
+}
+
+/**
+ * A TCP server on 127.0.0.1 that stands in for the database of `databaseUrl`, and its URL: each
+ * connection goes to `serve`, which proxies or holds it; the connections it takes and the ones
+ * `serve` opens (through `track`) are closed when the test ends, their errors ignored.
+ */
+async function databaseStandIn(
+  t: TestContext,
+  databaseUrl: string,
+  serve: (inbound: Socket, track: (socket: Socket) => Socket) => void,
+): Promise<string> {
+  const sockets = new Set<Socket>();
+  const track = (socket: Socket): Socket => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+    socket.on('error', () => undefined);
+    return socket;
+  };
+  const server = createServer((inbound) => serve(track(inbound), track));
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  t.after(() => {
+    for (const s of sockets) s.destroy();
+    server.close();
+  });
+  const url = new URL(databaseUrl);
+  url.hostname = '127.0.0.1';
+  url.port = String((server.address() as AddressInfo).port);
+  return url.toString();
 }
