@@ -1,4 +1,4 @@
-import { useEffect, useState } from 'preact/hooks';
+import { useEffect, useMemo, useState } from 'preact/hooks';
 
 /**
  * Hash routes (`#/jobs/job_…`): the coordinator serves one page and never needs to know the
@@ -55,14 +55,14 @@ export function navigate(href: string): void {
 }
 
 export function useRoute(): Route {
-  const [state, setState] = useState(() => ({ hash: location.hash, route: parseRoute(location.hash) }));
+  const [hash, setHash] = useState(location.hash);
   useEffect(() => {
-    const on = () => setState((s) => (s.hash === location.hash ? s : { hash: location.hash, route: parseRoute(location.hash) }));
+    const on = () => setHash(location.hash);
     addEventListener('hashchange', on);
     // Effects run after the first paint: a hash changed between the first render and now (a
     // click or a script right after the page loaded) fired its event before anyone listened.
     on();
     return () => removeEventListener('hashchange', on);
   }, []);
-  return state.route;
+  return useMemo(() => parseRoute(hash), [hash]);
 }
