@@ -205,7 +205,8 @@ function freePort(): Promise<number> {
 /**
  * A TCP proxy to the database that, once armed with a text, lets the COMMIT of the transaction
  * that sent that text through, then cuts that connection before the answer comes back: the
- * commit is made, and the coordinator only sees its connection break.
+ * commit is made, and the coordinator only sees its connection break. `arm` resolves once the
+ * database has closed that connection, the commit made (not when the cut was, before it).
  */
 export async function commitCuttingProxy(t: TestContext, databaseUrl: string): Promise<{ url: string; arm: (text: string) => Promise<void> }> {
   const target = new URL(databaseUrl);
@@ -221,9 +222,11 @@ export async function commitCuttingProxy(t: TestContext, databaseUrl: string): P
       if (sawText && /\bCOMMIT\b/.test(s)) {
         armed = undefined;
         sawText = false;
-        outbound.end(); // the server reads the COMMIT to its end and commits
+        // the server reads the COMMIT to its end and commits, then closes the connection: the
+        // commit is made (and seen by every later read) once it has
+        outbound.once('close', () => cut());
+        outbound.end();
         inbound.destroy(); // the coordinator never hears of it
-        cut();
       }
     });
     outbound.on('data', (chunk: Buffer) => void (inbound.destroyed || inbound.write(chunk)));
