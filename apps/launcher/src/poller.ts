@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type { SyncResponse } from '@agentq/protocol';
 import { AgentqApiError, AgentqAuthError, isRetryable, toError, type AgentqClient, type BackoffOptions } from '@agentq/client';
-import { describe, type Connectivity } from './connectivity.js';
+import { describe, failedByCoordinator, type Connectivity } from './connectivity.js';
 import { RegistrationError, type Registration } from './registration.js';
 import type { Supervisor } from './supervisor.js';
 import { SyncChannel } from './sync-channel.js';
@@ -106,12 +106,20 @@ export class Poller {
             throw new RegistrationError(`the coordinator refused this launcher's credential: ${e.message}`, { cause: e });
           }
           if (!isRetryable(e) && e instanceof AgentqApiError) {
-            // e.g. a 400 from a coordinator of another version: retrying at full speed would spin
-            log.error({ err: describe(e) }, 'poll refused; retrying with backoff');
+            // e.g. a 400 from a coordinator of another version: retrying at full speed would spin,
+            // and so would a retry woken by each heartbeat the coordinator answers meanwhile
+            log.error({ attempt, err: describe(e) }, 'poll refused; retrying with backoff');
+            await connectivity.backoff(attempt++, signal, this.#o.retry, { wakeOnReachable: false });
+          } else if (failedByCoordinator(e)) {
+            // the coordinator answered, and failed this poll (a 500 internal_error): it is not
+            // down, and a heartbeat or a report it takes meanwhile says nothing about the next
+            // poll, which waits its whole backoff, as a report it failed does (reporter.ts)
+            log.warn({ attempt, err: describe(e) }, 'coordinator failed the poll; retrying it after a backoff');
+            await connectivity.backoff(attempt++, signal, this.#o.retry, { wakeOnReachable: false });
           } else {
             connectivity.failed(e, 'poll');
+            await connectivity.backoff(attempt++, signal, this.#o.retry);
           }
-          await connectivity.backoff(attempt++, signal, this.#o.retry);
         } finally {
           this.#refresh = undefined;
         }

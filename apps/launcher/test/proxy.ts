@@ -21,8 +21,8 @@ export interface Recorded {
 export interface Proxy {
   url: string;
   count: (match: (url: string) => boolean) => number;
-  /** resolves once a request whose URL matches has arrived */
-  seen: (match: (url: string) => boolean) => Promise<void>;
+  /** resolves once a request whose URL matches has arrived (`times` such requests, counting those before) */
+  seen: (match: (url: string) => boolean, times?: number) => Promise<void>;
   /** every request so far, with its JSON body */
   readonly requests: Recorded[];
   /** the bodies of the requests to `POST path` so far */
@@ -70,7 +70,7 @@ export async function proxy(
 ): Promise<Proxy> {
   const upstream = new URL(target);
   const requests: Recorded[] = [];
-  const waiters: Array<{ match: (url: string) => boolean; resolve: () => void }> = [];
+  const waiters: Array<{ match: (url: string) => boolean; resolve: () => void; left: number }> = [];
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
     const url = req.url ?? '';
     const chunks: Buffer[] = [];
@@ -88,6 +88,7 @@ export async function proxy(
       requests.push(...recorded);
       for (const r of recorded) {
         for (const w of waiters.filter((w) => w.match(r.url))) {
+          if (--w.left > 0) continue;
           waiters.splice(waiters.indexOf(w), 1);
           w.resolve();
         }
@@ -139,8 +140,12 @@ export async function proxy(
     url,
     requests,
     count: (match) => urls().filter(match).length,
-    seen: (match) =>
-      new Promise<void>((resolve) => (urls().some(match) ? resolve() : waiters.push({ match, resolve }))),
+    seen: (match, times = 1) =>
+      new Promise<void>((resolve) => {
+        const left = times - urls().filter(match).length;
+        if (left <= 0) resolve();
+        else waiters.push({ match, resolve, left });
+      }),
     bodies: (path) =>
       requests
         .filter((r) => r.method === 'POST' && (typeof path === 'string' ? r.url === path : path.test(r.url)))

@@ -1,0 +1,46 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { captureLog, coordinator, launcher } from './helpers.js';
+import { proxy, type Injected } from './proxy.js';
+
+/*
+ * A request the coordinator itself failed (500 internal_error) or refused waits its own backoff:
+ * other requests succeeding meanwhile say nothing about it. An outage's retries are woken by the
+ * first success instead. Every retry here waits an hour at least: only a wake brings one within
+ * the test's time.
+ */
+
+const HOUR = { baseMs: 3_600_000, maxMs: 3_600_000 };
+const isPoll = (url: string) => url.startsWith('/launcher/jobs?');
+const isHeartbeat = (url: string) => url === '/launcher/heartbeat';
+
+for (const [what, answer] of [
+  ['answers internal_error', { status: 500, code: 'internal_error', message: 'internal error (test)' }],
+  ['refuses (400 bad_request)', { status: 400, code: 'bad_request', message: 'unknown field (test)' }],
+] as const) {
+  test(`a poll the coordinator ${what} waits its own backoff: the heartbeats it answers meanwhile do not send it again`, async (t) => {
+    const { c } = await coordinator(t);
+    const px = await proxy(t, c.url, (req) => isPoll(req.url ?? '') && answer);
+    const { log, lines } = captureLog();
+    await launcher(t, px.url, {}, { log, retry: HOUR });
+    await px.seen(isPoll);
+    // three heartbeats sent, so two answered (they go one after the other) while the poll waits
+    await px.seen(isHeartbeat, 3);
+    assert.equal(px.count(isPoll), 1, 'polled once: not again on each heartbeat answered');
+    assert.equal(lines.some((line) => line['msg'] === 'coordinator unreachable; retrying with backoff until it answers'), false, 'not logged as an outage');
+  });
+}
+
+for (const [what, answer] of [
+  ['answered 503 shutting_down (it serves nobody for now)', true],
+  ['a CDN answered 522 for (the coordinator behind it is down)', { status: 522, code: 'http_522', message: 'HTTP 522: connection timed out' }],
+] as const satisfies ReadonlyArray<readonly [string, Injected]>) {
+  test(`a poll ${what} goes again as soon as a heartbeat is answered: an outage ends with the first success`, async (t) => {
+    const { c } = await coordinator(t);
+    const px = await proxy(t, c.url, (req) => isPoll(req.url ?? '') && answer);
+    await launcher(t, px.url, {}, { retry: HOUR });
+    // only a heartbeat's answer wakes it within the hour
+    await px.seen(isPoll, 2);
+    assert.ok(px.count(isHeartbeat) >= 1);
+  });
+}
