@@ -14,6 +14,8 @@ export class Connectivity {
   /** no retry before this time: the coordinator's Retry-After (overloaded, rate-limited) */
   #notBefore = 0;
   #waiters = new Set<() => void>();
+  /** the retries waiting their own backoff (not woken by `ok()`), each with the time it ends */
+  #ownWaiters = new Map<() => void, number>();
 
   constructor(log: Logger) {
     this.#log = log;
@@ -46,9 +48,22 @@ export class Connectivity {
   }
 
   /**
+   * The launcher exits at `deadline` (the end of its report drain): every retry waiting its own
+   * backoff that would end after it goes now, once, instead of never. Without this a report the
+   * coordinator failed just before the shutdown (its own backoff up to 30 s, the drain 15 s) was
+   * abandoned unsent, though a retry might well have been taken. A retry failing again waits its
+   * next backoff as usual, so this sends each at most once more; a retry that ends before the
+   * deadline goes on its own.
+   */
+  leavingAt(deadline: number): void {
+    for (const [wake, until] of [...this.#ownWaiters]) if (until > deadline) wake();
+  }
+
+  /**
    * Wait before retry number `attempt`: the backoff delay (at least what a Retry-After asked
    * for), cut short when the coordinator is seen answering again, unless `wakeOnReachable` is
-   * false (the retry of a request the coordinator itself failed: see `failedByCoordinator`).
+   * false (the retry of a request the coordinator itself failed: see `failedByCoordinator`; it
+   * ends early only when the launcher leaves before it would: `leavingAt`).
    * Resolves early (never rejects) when `signal` aborts; callers check it.
    */
   backoff(attempt: number, signal: AbortSignal, options?: BackoffOptions, { wakeOnReachable = true } = {}): Promise<void> {
@@ -59,11 +74,13 @@ export class Connectivity {
         clearTimeout(timer);
         signal.removeEventListener('abort', done);
         this.#waiters.delete(done);
+        this.#ownWaiters.delete(done);
         resolve();
       };
       const timer = setTimeout(done, ms);
       signal.addEventListener('abort', done, { once: true });
       if (wakeOnReachable) this.#waiters.add(done);
+      else this.#ownWaiters.set(done, Date.now() + ms);
     });
   }
 }

@@ -275,7 +275,10 @@ export class Launcher {
       this.#stopPolling.abort(new Error('launcher exiting'));
       await polling;
 
-      const drainTimeout = AbortSignal.timeout(this.#deps.reportDrainMs ?? 15_000);
+      const drainMs = this.#deps.reportDrainMs ?? 15_000;
+      const drainTimeout = AbortSignal.timeout(drainMs);
+      // a report the coordinator failed, waiting a backoff that outlasts the drain, goes once more now
+      this.#connectivity.leavingAt(Date.now() + drainMs);
       if (!(await this.#reporter.drain(AbortSignal.any([drainTimeout, this.#exit.signal])))) {
         this.#log.error(
           { pending_reports: this.#reporter.pending },

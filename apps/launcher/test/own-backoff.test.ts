@@ -1,13 +1,13 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { captureLog, coordinator, launcher } from './helpers.js';
+import { captureLog, controlServer, coordinator, launcher, script, settled } from './helpers.js';
 import { proxy, type Injected } from './proxy.js';
 
 /*
  * A request the coordinator itself failed (500 internal_error) or refused waits its own backoff:
  * other requests succeeding meanwhile say nothing about it. An outage's retries are woken by the
- * first success instead. Every retry here waits an hour at least: only a wake brings one within
- * the test's time.
+ * first success instead. Every retry here waits an hour at least: only a wake, or the launcher's
+ * exit, brings one within the test's time.
  */
 
 const HOUR = { baseMs: 3_600_000, maxMs: 3_600_000 };
@@ -44,3 +44,27 @@ for (const [what, answer] of [
     assert.ok(px.count(isHeartbeat) >= 1);
   });
 }
+
+test('a final report the coordinator failed just before a shutdown is sent again in the report drain, not abandoned at the end of its backoff', async (t) => {
+  const { c, client } = await coordinator(t);
+  const control = await controlServer(t);
+  let failed = 0;
+  const px = await proxy(t, c.url, (req) =>
+    /\/completed$/.test(req.url ?? '') && failed++ === 0 ? { status: 500, code: 'internal_error', message: 'internal error (test)' } : false,
+  );
+  const { log, waitFor } = captureLog();
+  // the drain is far shorter than the report's backoff: only a retry brought forward is in time
+  const { launcher: l } = await launcher(t, px.url, {}, { log, retry: HOUR, reportDrainMs: 3_000 });
+  const job = await client.createJob({
+    type: 'start_session',
+    session_name: 'failed-then-shutdown',
+    prompt: script([{ hello: true }, { await: true }, { event: { type: 'result', text: 'kept' } }], control),
+  });
+  (await control.next()).release();
+  await waitFor((line) => line['job_id'] === job.job_id && line['msg'] === 'coordinator failed the report; retrying it after a backoff');
+  assert.equal(await l.shutdown(), 'shutdown');
+  const done = await settled(client, job.job_id);
+  assert.equal(done.status, 'completed');
+  assert.equal(done.result, 'kept');
+  assert.equal(px.count((url) => url === `/launcher/jobs/${job.job_id}/completed`), 2, 'sent again once');
+});

@@ -76,3 +76,21 @@ test('a retry of a request the coordinator itself failed still ends at once when
   exit.abort(new Error('launcher exiting'));
   assert.equal(await settledYet(own), true, 'not at the end of its minute');
 });
+
+test('when the launcher leaves, a retry of a request the coordinator failed that would come after it goes now; one that comes before waits its backoff', async (t) => {
+  t.mock.timers.enable({ apis: ['setTimeout', 'Date'] });
+  const c = new Connectivity(pino({ level: 'silent' }));
+  const signal = new AbortController().signal;
+  const own = (ms: number) => c.backoff(0, signal, { baseMs: ms, maxMs: ms, random: () => 1 }, { wakeOnReachable: false });
+  const pastTheExit = own(60_000);
+  const beforeTheExit = own(5_000);
+  c.leavingAt(Date.now() + 15_000);
+  assert.equal(await settledYet(pastTheExit), true, 'its backoff would end after the launcher has gone');
+  assert.equal(await settledYet(beforeTheExit), false, 'it goes on its own in time');
+  t.mock.timers.tick(5_000);
+  assert.equal(await settledYet(beforeTheExit), true);
+  // once: a retry that waits again afterwards is not woken by the leaving said before it
+  const again = own(60_000);
+  t.mock.timers.tick(15_000);
+  assert.equal(await settledYet(again), false);
+});
