@@ -38,6 +38,12 @@ export class Poller {
   #refreshCapacity = 0;
   /** a deregistration notice came (maybe on a sync of the report channel) */
   #deregistered = false;
+  /**
+   * ends the backoff after a failed poll early when there is nothing left to poll for (the
+   * deregistration notice came on a report's sync): one after a poll the coordinator failed
+   * is not woken by that sync's success (`wakeOnReachable: false`)
+   */
+  #pause: AbortController | undefined;
 
   constructor(options: PollerOptions) {
     this.#o = options;
@@ -105,23 +111,26 @@ export class Poller {
             // its credential is refused: retrying cannot help, and would hammer the coordinator
             throw new RegistrationError(`the coordinator refused this launcher's credential: ${e.message}`, { cause: e });
           }
+          this.#pause = new AbortController();
+          const pause = AbortSignal.any([signal, this.#pause.signal]);
           if (!isRetryable(e) && e instanceof AgentqApiError) {
             // e.g. a 400 from a coordinator of another version: retrying at full speed would spin,
             // and so would a retry woken by each heartbeat the coordinator answers meanwhile
             log.error({ attempt, err: describe(e) }, 'poll refused; retrying with backoff');
-            await connectivity.backoff(attempt++, signal, this.#o.retry, { wakeOnReachable: false });
+            await connectivity.backoff(attempt++, pause, this.#o.retry, { wakeOnReachable: false });
           } else if (failedByCoordinator(e)) {
             // the coordinator answered, and failed this poll (a 500 internal_error): it is not
             // down, and a heartbeat or a report it takes meanwhile says nothing about the next
             // poll, which waits its whole backoff, as a report it failed does (reporter.ts)
             log.warn({ attempt, err: describe(e) }, 'coordinator failed the poll; retrying it after a backoff');
-            await connectivity.backoff(attempt++, signal, this.#o.retry, { wakeOnReachable: false });
+            await connectivity.backoff(attempt++, pause, this.#o.retry, { wakeOnReachable: false });
           } else {
             connectivity.failed(e, 'poll');
-            await connectivity.backoff(attempt++, signal, this.#o.retry);
+            await connectivity.backoff(attempt++, pause, this.#o.retry);
           }
         } finally {
           this.#refresh = undefined;
+          this.#pause = undefined;
         }
       }
     } finally {
@@ -153,6 +162,7 @@ export class Poller {
       log.info('deregistered by the coordinator');
       this.#deregistered = true;
       this.#refresh?.abort();
+      this.#pause?.abort();
     }
   }
 

@@ -45,6 +45,30 @@ for (const [what, answer] of [
   });
 }
 
+test("a deregistration notice that comes on a report's answer while a poll the coordinator failed waits its backoff ends polling at once", { timeout: 60_000 }, async (t) => {
+  const { c, client } = await coordinator(t);
+  const control = await controlServer(t);
+  let broken = false;
+  const px = await proxy(t, c.url, (req) => broken && isPoll(req.url ?? '') && { status: 500, code: 'internal_error', message: 'internal error (test)' });
+  const { log, waitFor } = captureLog();
+  const { launcher: l, id } = await launcher(t, px.url, {}, { log, retry: HOUR });
+  const job = await client.createJob({
+    type: 'start_session',
+    session_name: 'deregistered-while-polls-fail',
+    prompt: script([{ hello: true }, { await: true }, { say: 'still here' }, { event: { type: 'result', text: 'done' } }], control),
+  });
+  const hello = await control.next();
+  // the job runs; from now on every poll is failed, and the poller waits its hour
+  broken = true;
+  await waitFor((line) => line['msg'] === 'coordinator failed the poll; retrying it after a backoff');
+  await client.deleteLauncher(id);
+  // the job's output goes in a sync of its own, whose answer says the launcher is deregistered
+  hello.release();
+  await waitFor((line) => line['msg'] === 'deregistered by the coordinator');
+  assert.equal(await l.run(), 'deregistered', 'polling ended without waiting out its backoff');
+  assert.equal((await settled(client, job.job_id)).status, 'completed');
+});
+
 test('a final report the coordinator failed just before a shutdown is sent again in the report drain, not abandoned at the end of its backoff', async (t) => {
   const { c, client } = await coordinator(t);
   const control = await controlServer(t);
