@@ -107,7 +107,11 @@ export class Launcher {
         // earlier lives of this launcher (found in the state directory): gone, jobs and all
         ...(this.#lifeline?.predecessors.length ? { replaces: [...this.#lifeline.predecessors] } : {}),
       }),
-      onRegistered: (res) => this.#lifeline?.registered(res.launcher_id),
+      onRegistered: (res) => {
+        this.#lifeline?.registered(res.launcher_id);
+        // a poll backing off after a failure as the launcher it was goes now, as the new one
+        this.#poller.registered(res.launcher_id);
+      },
     });
     // reports go out in batches on report-and-poll requests (POST /launcher/sync)
     const channel = new SyncChannel({ client: this.client, onAnswer: (res) => this.#poller.answered(res) });

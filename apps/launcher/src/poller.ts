@@ -40,10 +40,13 @@ export class Poller {
   #deregistered = false;
   /**
    * ends the backoff after a failed poll early when there is nothing left to poll for (the
-   * deregistration notice came on a report's sync): one after a poll the coordinator failed
-   * is not woken by that sync's success (`wakeOnReachable: false`)
+   * deregistration notice came on a report's sync), or when the launcher it failed as is gone
+   * (registered again): one after a poll the coordinator failed is not woken by the success of
+   * that sync or registration (`wakeOnReachable: false`)
    */
   #pause: AbortController | undefined;
+  /** the launcher id the poll that `#pause` waits to retry was made as */
+  #pausedAs: string | undefined;
 
   constructor(options: PollerOptions) {
     this.#o = options;
@@ -112,6 +115,7 @@ export class Poller {
             throw new RegistrationError(`the coordinator refused this launcher's credential: ${e.message}`, { cause: e });
           }
           this.#pause = new AbortController();
+          this.#pausedAs = launcherId;
           const pause = AbortSignal.any([signal, this.#pause.signal]);
           if (!isRetryable(e) && e instanceof AgentqApiError) {
             // e.g. a 400 from a coordinator of another version: retrying at full speed would spin,
@@ -131,6 +135,7 @@ export class Poller {
         } finally {
           this.#refresh = undefined;
           this.#pause = undefined;
+          this.#pausedAs = undefined;
         }
       }
     } finally {
@@ -138,6 +143,16 @@ export class Poller {
       channel.pollerWillTake(false);
     }
     return this.#deregistered ? 'deregistered' : 'aborted';
+  }
+
+  /**
+   * The launcher registered (again, under `launcherId`: another loop was told the coordinator no
+   * longer knows it). A poll waiting out the backoff of one the coordinator failed or refused as
+   * the launcher it was goes now: that failure says nothing about the new launcher, which would
+   * otherwise take no job for up to the longest backoff (30 s).
+   */
+  registered(launcherId: string): void {
+    if (this.#pausedAs !== undefined && this.#pausedAs !== launcherId) this.#pause?.abort();
   }
 
   /**

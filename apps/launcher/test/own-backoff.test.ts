@@ -92,3 +92,29 @@ test('a final report the coordinator failed just before a shutdown is sent again
   assert.equal(done.result, 'kept');
   assert.equal(px.count((url) => url === `/launcher/jobs/${job.job_id}/completed`), 2, 'sent again once');
 });
+
+test('a poll the coordinator failed goes at once, as the new launcher, when a heartbeat finds the coordinator has forgotten the launcher and it registers again', { timeout: 30_000 }, async (t) => {
+  const { c } = await coordinator(t);
+  let first = '';
+  let forget = false;
+  const px = await proxy(t, c.url, (req) => {
+    const url = req.url ?? '';
+    // every poll of the first registration is failed; the next heartbeat after that is told
+    // the launcher is unknown (a coordinator restarted without its state)
+    if (isPoll(url) && url.includes(`launcher_id=${first}&`)) return { status: 500, code: 'internal_error', message: 'internal error (test)' };
+    if (forget && isHeartbeat(url)) {
+      forget = false;
+      return { status: 401, code: 'launcher_unknown', message: 'launcher unknown (test)' };
+    }
+    return false;
+  });
+  const { log, waitFor } = captureLog();
+  const { launcher: l, id } = await launcher(t, px.url, {}, { log, retry: HOUR });
+  first = id;
+  await waitFor((line) => line['msg'] === 'coordinator failed the poll; retrying it after a backoff');
+  forget = true;
+  await waitFor((line) => line['msg'] === 'registered again under a new id');
+  assert.notEqual(l.launcherId, id);
+  // within the hour only if the backoff of the poll made as the launcher it was has ended
+  await px.seen((url) => isPoll(url) && url.includes(`launcher_id=${l.launcherId!}&`));
+});
