@@ -50,6 +50,8 @@ export const ConfigSchema = Type.Object({
   databasePoolSize: Type.Integer({ minimum: 1, maximum: 1000 }),
   /** PostgreSQL: ms a new connection may take to open, and a change may wait for a free one of the pool */
   databaseConnectTimeoutMs: Type.Integer({ minimum: 1, maximum: 600_000 }),
+  /** PostgreSQL: ms a statement on a pooled connection may go unanswered before the request is 503 and the connection dropped */
+  databaseQueryTimeoutMs: Type.Integer({ minimum: 1, maximum: 3_600_000 }),
   /** a ready job no online launcher can take fails after this many seconds; 0 = wait for ever */
   scheduleTimeoutSeconds: Type.Number({ minimum: 0, maximum: 30 * 86400 }),
   /** terminal jobs kept in memory by the durable stores (the rest is read from the database) */
@@ -135,6 +137,7 @@ export const DEFAULT_CONFIG: CoordinatorConfig = {
   databaseUrl: 'sqlite:./data/agentq.db',
   databasePoolSize: 10,
   databaseConnectTimeoutMs: 30_000,
+  databaseQueryTimeoutMs: 30_000,
   scheduleTimeoutSeconds: 600,
   hotJobs: 1000,
   hotSessions: 10_000,
@@ -173,6 +176,7 @@ const ENV: ReadonlyArray<[string, keyof CoordinatorConfig, 'string' | 'number' |
   ['DATABASE_URL', 'databaseUrl', 'string'],
   ['DATABASE_POOL_SIZE', 'databasePoolSize', 'number'],
   ['DATABASE_CONNECT_TIMEOUT_MS', 'databaseConnectTimeoutMs', 'number'],
+  ['DATABASE_QUERY_TIMEOUT_MS', 'databaseQueryTimeoutMs', 'number'],
   ['JOB_HISTORY_DAYS', 'jobRetentionMs', 'days'],
   ['HOST', 'host', 'string'],
   ['PORT', 'port', 'number'],

@@ -1,7 +1,7 @@
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import { chmodSync, chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
+import { connect, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
@@ -212,7 +212,7 @@ export async function commitCuttingProxy(t: TestContext, databaseUrl: string): P
   const target = new URL(databaseUrl);
   let armed: string | undefined;
   let cut = (): void => undefined;
-  const url = await databaseStandIn(t, databaseUrl, (inbound, track) => {
+  const { url } = await databaseStandIn(t, databaseUrl, (inbound, track) => {
     const outbound = track(connect(Number(target.port || 5432), target.hostname));
     let sawText = false;
     inbound.on('data', (chunk: Buffer) => {
@@ -252,7 +252,7 @@ export async function hangingProxy(t: TestContext, databaseUrl: string) {
   const pooled = new Set<Socket>();
   let hanging = false;
   let attempts = 0;
-  const url = await databaseStandIn(t, databaseUrl, (inbound, track) => {
+  const { url } = await databaseStandIn(t, databaseUrl, (inbound, track) => {
     if (hanging) {
       attempts++;
       return; // taken, never answered
@@ -289,15 +289,88 @@ export async function hangingProxy(t: TestContext, databaseUrl: string) {
 }
 
 /**
- * A TCP server on 127.0.0.1 that stands in for the database of `databaseUrl`, and its URL: each
- * connection goes to `serve`, which proxies or holds it; the connections it takes and the ones
- * `serve` opens (through `track`) are closed when the test ends, their errors ignored.
+ * A TCP proxy to the database that can cut every connection and refuse new ones, then let them in
+ * again (`cut`, `restore`); or `freeze`: the connections stay open but nothing goes through any
+ * more, either way, and new ones are taken and never answered (a database host that hangs: frozen,
+ * or a network that drops packets without resetting); `thaw` lets what was held go through again,
+ * as TCP would once the host is back; `freezeAtCommit(text)`: freeze once the COMMIT of the
+ * transaction that sent `text` has gone to the database (the commit is made, its answer held). A
+ * side that closes closes the other.
+ */
+export async function cuttableProxy(t: TestContext, databaseUrl: string) {
+  const target = new URL(databaseUrl);
+  const open = new Set<Socket>();
+  let frozen = false;
+  let armed: { text: string; seen: boolean; frozen: () => void } | undefined;
+  const freeze = () => {
+    frozen = true;
+    for (const s of open) s.pause();
+  };
+  const { url, server, sockets } = await databaseStandIn(t, databaseUrl, (inbound, track) => {
+    if (frozen) return; // taken, never answered
+    const outbound = track(connect(Number(target.port || 5432), target.hostname));
+    inbound.on('data', (chunk: Buffer) => {
+      if (!armed) return;
+      const s = chunk.toString('latin1');
+      if (s.includes(armed.text)) armed.seen = true;
+      if (armed.seen && /\bCOMMIT\b/.test(s)) {
+        // this chunk still goes on to the database (the listener below runs for it after this
+        // one): the commit is made; its answer is not read
+        const { frozen: done } = armed;
+        armed = undefined;
+        freeze();
+        done();
+      }
+    });
+    for (const [from, to] of [
+      [inbound, outbound],
+      [outbound, inbound],
+    ] as const) {
+      open.add(from);
+      from.on('data', (chunk: Buffer) => void (to.destroyed || to.write(chunk)));
+      from.on('close', () => {
+        open.delete(from);
+        to.destroy();
+      });
+    }
+  });
+  const port = Number(new URL(url).port);
+  return {
+    url,
+    async cut(): Promise<void> {
+      const closed = new Promise((resolve) => server.close(resolve));
+      for (const s of sockets) s.destroy();
+      await closed;
+    },
+    async restore(): Promise<void> {
+      server.listen(port, '127.0.0.1');
+      await once(server, 'listening');
+    },
+    /** nothing goes through any more: every open connection is no longer read (both ways) */
+    freeze,
+    /** resolves once frozen, the COMMIT of the transaction that sent `text` passed on to the database */
+    freezeAtCommit(text: string): Promise<void> {
+      return new Promise<void>((resolve) => (armed = { text, seen: false, frozen: resolve }));
+    },
+    /** what was held goes through, and new connections are forwarded again */
+    thaw(): void {
+      frozen = false;
+      for (const s of open) s.resume();
+    },
+  };
+}
+
+/**
+ * A TCP server on 127.0.0.1 that stands in for the database of `databaseUrl`, its URL, the server
+ * and its open sockets: each connection goes to `serve`, which proxies or holds it; the
+ * connections it takes and the ones `serve` opens (through `track`) are closed when the test
+ * ends, their errors ignored.
  */
 async function databaseStandIn(
   t: TestContext,
   databaseUrl: string,
   serve: (inbound: Socket, track: (socket: Socket) => Socket) => void,
-): Promise<string> {
+): Promise<{ url: string; server: Server; sockets: ReadonlySet<Socket> }> {
   const sockets = new Set<Socket>();
   const track = (socket: Socket): Socket => {
     sockets.add(socket);
@@ -315,5 +388,5 @@ async function databaseStandIn(
   const url = new URL(databaseUrl);
   url.hostname = '127.0.0.1';
   url.port = String((server.address() as AddressInfo).port);
-  return url.toString();
+  return { url: url.toString(), server, sockets };
 }

@@ -1,6 +1,4 @@
 import assert from 'node:assert/strict';
-import { once } from 'node:events';
-import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
 import { Writable } from 'node:stream';
 import { test, type TestContext } from 'node:test';
 import pg from 'pg';
@@ -15,7 +13,7 @@ import { PgOutput } from '../src/core/store/pg-output.js';
 import { PG_MIGRATIONS, PG_SCHEMA_VERSION } from '../src/core/store/pg-schema.js';
 import { startCoordinator, type RunningCoordinator } from '../src/start.js';
 import { called, eventJob, fakeLauncher, openEvents, parked, recordingLogger, start, watching } from './helpers.js';
-import { commitCuttingProxy, freshDatabaseUrl } from './pg-server.js';
+import { commitCuttingProxy, cuttableProxy, freshDatabaseUrl } from './pg-server.js';
 
 /*
  * The PostgreSQL store's promises, with two (or more) coordinators in this process on one
@@ -345,54 +343,6 @@ test('a claim hands out the job as it locked it, not as its statement first saw 
   const [row] = (await db.query<{ attempts: number }>('SELECT attempts FROM jobs WHERE id = $1', [job.job_id])).rows;
   assert.equal(row!.attempts, 2, 'the claim counted its attempt on top of the one committed before it locked the row');
 });
-
-/**
- * A TCP proxy to the database that can cut every connection and refuse new ones, then let them in
- * again; or freeze: connections stay open but nothing goes through any more (a hung host).
- */
-async function cuttableProxy(t: TestContext, databaseUrl: string) {
-  const target = new URL(databaseUrl);
-  const sockets = new Set<Socket>();
-  let frozen = false;
-  const server = createServer((inbound) => {
-    sockets.add(inbound);
-    inbound.on('close', () => sockets.delete(inbound));
-    inbound.on('error', () => undefined);
-    if (frozen) return; // taken, never answered
-    const outbound = connect(Number(target.port || 5432), target.hostname);
-    sockets.add(outbound);
-    outbound.on('close', () => sockets.delete(outbound));
-    outbound.on('error', () => undefined);
-    const forward = (from: Socket, to: Socket) => from.on('data', (chunk: Buffer) => void (frozen || to.write(chunk)));
-    forward(inbound, outbound);
-    forward(outbound, inbound);
-  });
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const port = (server.address() as AddressInfo).port;
-  t.after(() => {
-    for (const s of sockets) s.destroy();
-    server.close();
-  });
-  const url = new URL(databaseUrl);
-  url.hostname = '127.0.0.1';
-  url.port = String(port);
-  return {
-    url: url.toString(),
-    async cut(): Promise<void> {
-      const closed = new Promise((resolve) => server.close(resolve));
-      for (const s of sockets) s.destroy();
-      await closed;
-    },
-    async restore(): Promise<void> {
-      server.listen(port, '127.0.0.1');
-      await once(server, 'listening');
-    },
-    freeze(): void {
-      frozen = true;
-    },
-  };
-}
 
 test('cut off from PostgreSQL: /ready is 503 storage_unavailable, /health stays 200 saying the store is unavailable; both recover', { timeout: 60_000 }, async (t) => {
   const direct = await freshDatabaseUrl(t);
@@ -793,6 +743,7 @@ test('a connection to PostgreSQL that breaks during a commit fails that request 
   await cut;
   assert.ok(refused instanceof AgentqApiError && refused.status === 503 && refused.code === 'storage_unavailable', String(refused));
   assert.ok(refused.details && 'sql_state' in refused.details, 'said to come from PostgreSQL');
+  assert.ok(!('applied' in refused.details), 'not said to be unapplied: its outcome is unknown');
   // the process is still there, and the commit it could not confirm was made
   assert.deepEqual(
     (await a.getSession('a')).pending_messages.map((m) => m.text),

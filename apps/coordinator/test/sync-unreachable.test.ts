@@ -70,6 +70,7 @@ test('PostgreSQL that hangs on connect: a sync of many reports costs one connect
   ];
   const details = await rejectsWith(client.sync({ launcher_id: l.id, capacity: 0, reports: batch }), 503, 'storage_unavailable');
   assert.ok('sql_state' in details, 'the PostgreSQL store\'s 503');
+  assert.equal(details['applied'], false, 'nothing of the sync was applied: its first change got no connection');
   assert.equal(proxy.attempts, 1, 'one connection attempt for the whole sync');
 
   // reports applied one by one (output between them): the first cannot connect, the rest are not tried
@@ -156,7 +157,7 @@ test('a sync that a store it cannot reach stops part-way keeps the reports appli
   store.appendOutput = (...args) => {
     if (unreachable === 0) return appendOutput(...args);
     unreachable--;
-    return Promise.reject(new StoreUnreachableError('the database is unavailable: timeout exceeded when trying to connect (test)', { sql_state: null }));
+    return Promise.reject(new StoreUnreachableError('the database is unavailable: timeout exceeded when trying to connect (test)', { sql_state: null, applied: false }));
   };
   t.after(() => (store.appendOutput = appendOutput));
   const reports: SyncReport[] = [
@@ -165,7 +166,8 @@ test('a sync that a store it cannot reach stops part-way keeps the reports appli
     { job_id: a, kind: 'output', offset: 0, data: 'a says hello\n' },
     { job_id: b, kind: 'completed', result: 'b done' },
   ];
-  await rejectsWith(client.sync({ launcher_id: l.id, capacity: 0, reports }), 503, 'storage_unavailable');
+  const details = await rejectsWith(client.sync({ launcher_id: l.id, capacity: 0, reports }), 503, 'storage_unavailable');
+  assert.ok(!('applied' in details), `true of the output report, not of the sync, whose batch before it was applied: ${JSON.stringify(details)}`);
   const statuses = () => Promise.all(jobs.map(async (j) => (await client.getJob(j.job_id)).status));
   assert.deepEqual(await statuses(), ['running', 'running'], 'the batch before the output report was applied, the report after it was not');
   assert.equal((await client.getOutput(a)).output, '');

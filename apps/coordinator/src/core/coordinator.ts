@@ -35,7 +35,7 @@ import { AnswersInFlight, type AnswerHold } from './answer-budget.js';
 import { answerPoll, undoAnswer } from './claims.js';
 import { systemClock, type Clock } from './clock.js';
 import { liveLauncher, type CoreContext } from './context.js';
-import { validation } from './errors.js';
+import { afterChanges, validation } from './errors.js';
 import * as creates from './creates.js';
 import { Dispatcher } from './dispatcher.js';
 import { EventLog } from './event-log.js';
@@ -366,9 +366,12 @@ export class Coordinator {
     else {
       // not liveLauncher: a deregistering launcher's last report removes it, and it is then told
       // it is deregistered (as a poll would be), not 401 for a request whose reports were applied
-      answer = await this.#ctx.store.transaction(async (tx) =>
-        answerPoll(this.#ctx, tx, await tx.launcher(req.launcher_id), req.capacity),
-      );
+      // after reports that were applied: its failure's applied: false is not the request's
+      answer = await this.#ctx.store
+        .transaction(async (tx) => answerPoll(this.#ctx, tx, await tx.launcher(req.launcher_id), req.capacity))
+        .catch((err: unknown) => {
+          throw afterChanges(err);
+        });
     }
     return {
       jobs: answer?.jobs ?? [],

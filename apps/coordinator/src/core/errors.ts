@@ -37,12 +37,14 @@ export const validation = (field: string, message: string, where: 'body' | 'quer
 /**
  * 503 `storage_unavailable` because no connection to the database could be had: it is down,
  * refuses connections, or accepts them and never answers (each such attempt waits out the pool's
- * connect timeout), the pool stayed full for that long, or the store is closed. Nothing of the
- * change was sent. On the wire it is the same error as any other `storage_unavailable`; the class
- * tells a caller that runs several changes in a row (a sync's reports) that the next one would
- * wait as long and fail the same way, so it stops there. Not for a change the database refused
- * (SQLite's disk full: another change may fit), nor for a connection lost during a COMMIT (its
- * outcome is unknown; the next change may well go through).
+ * connect timeout), the pool stayed full for that long, or the store is closed; or a statement
+ * of the change went unanswered for the query timeout (a database host that froze). Nothing of
+ * the change was committed then (`details.applied: false`), unless the statement left unanswered
+ * was its COMMIT (no `applied`: its outcome is unknown). On the wire it is the same error as any
+ * other `storage_unavailable`; the class tells a caller that runs several changes in a row (a
+ * sync's reports) that the next one would wait as long and fail the same way, so it stops there.
+ * Not for a change the database refused (SQLite's disk full: another change may fit), nor for a
+ * connection lost during a COMMIT (its outcome is unknown; the next change may well go through).
  */
 export class StoreUnreachableError extends CoordinatorError {
   constructor(message: string, details?: Record<string, unknown>, options?: { cause?: unknown }) {
@@ -52,3 +54,14 @@ export class StoreUnreachableError extends CoordinatorError {
 }
 
 export const isStoreUnreachable = (err: unknown): boolean => err instanceof StoreUnreachableError;
+
+/**
+ * `err` as the answer of a request that made changes before the one that failed (a sync's earlier
+ * reports, a tree stop's first pass): `details.applied: false`, true of the failed change, is
+ * not true of the request, and is taken off (the answer says then what an old coordinator's does:
+ * something may have been applied).
+ */
+export function afterChanges(err: unknown): unknown {
+  if (err instanceof CoordinatorError && err.details?.['applied'] === false) delete err.details['applied'];
+  return err;
+}

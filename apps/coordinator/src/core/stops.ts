@@ -1,7 +1,7 @@
 import type { Job, StopJobResponse, StopOutcome, StopSessionResponse } from '@agentq/protocol';
 import type { CoreContext } from './context.js';
 import { mustJob } from './context.js';
-import { CoordinatorError } from './errors.js';
+import { afterChanges, CoordinatorError } from './errors.js';
 import { requestHash, scopedKey, seenWith } from './idempotency.js';
 import { wireJob } from './pending-reasons.js';
 import type { IdempotencyRow, JobRow, StopCause, StopRecord } from './rows.js';
@@ -171,42 +171,47 @@ export async function stopSession(
   // not stopped yet (rather than answering the first pass as the whole stop, leaving a child the
   // next pass would have found running). The sessions already stopped are not stopped again: a
   // job started there since (a message) is another request's to stop.
-  const seen = new Set('resume' in first ? unfinished(first.resume)!.seen : names);
-  if ('answers' in first) add(first.answers);
-  for (let pass = 1; pass < TREE_STOP_PASSES; pass++) {
-    const fresh = (await sessionTree(ctx, name)).filter((n) => !seen.has(n));
-    if (fresh.length === 0) break;
-    const answers = await ctx.store.transaction(async (tx) => {
-      if (!keyed) return sessions.stopTree(ctx, tx, fresh, by, false);
+  // the first pass is committed: a later pass's failure (applied: false for that pass) is not this request's
+  try {
+    const seen = new Set('resume' in first ? unfinished(first.resume)!.seen : names);
+    if ('answers' in first) add(first.answers);
+    for (let pass = 1; pass < TREE_STOP_PASSES; pass++) {
+      const fresh = (await sessionTree(ctx, name)).filter((n) => !seen.has(n));
+      if (fresh.length === 0) break;
+      const answers = await ctx.store.transaction(async (tx) => {
+        if (!keyed) return sessions.stopTree(ctx, tx, fresh, by, false);
+        const row = await tx.idempotency(keyed.key);
+        const had = row && unfinished(row);
+        // another copy of this request finished the stop meanwhile: nothing more is this stop's
+        if (!had) return undefined;
+        // (and the sessions another copy stopped meanwhile are not stopped again)
+        const todo = fresh.filter((n) => !had.seen.includes(n));
+        const answers = await sessions.stopTree(ctx, tx, todo, by, false);
+        await tx.putIdempotency(record(keyed, row.createdAt, answers, { before: row, seen: [...had.seen, ...todo] }));
+        return answers;
+      });
+      if (!answers) break;
+      add(answers);
+      for (const n of fresh) seen.add(n);
+    }
+    if (!keyed) return { session_name: name, stopped };
+    const row = await ctx.store.transaction(async (tx) => {
       const row = await tx.idempotency(keyed.key);
-      const had = row && unfinished(row);
-      // another copy of this request finished the stop meanwhile: nothing more is this stop's
-      if (!had) return undefined;
-      // (and the sessions another copy stopped meanwhile are not stopped again)
-      const todo = fresh.filter((n) => !had.seen.includes(n));
-      const answers = await sessions.stopTree(ctx, tx, todo, by, false);
-      await tx.putIdempotency(record(keyed, row.createdAt, answers, { before: row, seen: [...had.seen, ...todo] }));
-      return answers;
+      if (!row || !unfinished(row)) return row;
+      const { unfinished: _, ...answer } = row.answer as Extract<StopRecord, { stopped: unknown }>;
+      const done: IdempotencyRow = { ...row, answer };
+      await tx.putIdempotency(done);
+      return done;
     });
-    if (!answers) break;
-    add(answers);
-    for (const n of fresh) seen.add(n);
+    if ('answers' in first) return { session_name: name, stopped };
+    // A retry that finished the stop answers all of it, its first attempt's jobs with their first
+    // outcome and status now; `replayed` only when this request stopped nothing more.
+    const all = await replaySession(ctx, name, row ?? first.resume);
+    if (stopped.length > 0) delete all.replayed;
+    return all;
+  } catch (err) {
+    throw afterChanges(err);
   }
-  if (!keyed) return { session_name: name, stopped };
-  const row = await ctx.store.transaction(async (tx) => {
-    const row = await tx.idempotency(keyed.key);
-    if (!row || !unfinished(row)) return row;
-    const { unfinished: _, ...answer } = row.answer as Extract<StopRecord, { stopped: unknown }>;
-    const done: IdempotencyRow = { ...row, answer };
-    await tx.putIdempotency(done);
-    return done;
-  });
-  if ('answers' in first) return { session_name: name, stopped };
-  // A retry that finished the stop answers all of it, its first attempt's jobs with their first
-  // outcome and status now; `replayed` only when this request stopped nothing more.
-  const all = await replaySession(ctx, name, row ?? first.resume);
-  if (stopped.length > 0) delete all.replayed;
-  return all;
 }
 
 /** A tree stop's key between its passes (its record's `unfinished`), else undefined. */

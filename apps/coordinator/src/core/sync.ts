@@ -1,6 +1,6 @@
 import type { SyncReport, SyncResult } from '@agentq/protocol';
 import type { CoreContext } from './context.js';
-import { CoordinatorError, isStoreUnreachable } from './errors.js';
+import { afterChanges, CoordinatorError, isStoreUnreachable } from './errors.js';
 import { report } from './reports.js';
 
 /**
@@ -21,7 +21,8 @@ import { report } from './reports.js';
  * unknown launcher does: every report after it would wait out the same connect timeout (30 s by
  * default, once per report: minutes for a sync nobody waits for any more) and fail alike, and so
  * would the poll part of the answer. The launcher sends them all again later, as after any failed
- * request (reports are idempotent: those applied before answer ok).
+ * request (reports are idempotent: those applied before answer ok). Its `details.applied: false`
+ * is kept only when it met the first report tried: reports tried before it may have been applied.
  */
 export async function applyReports(
   ctx: CoreContext,
@@ -30,17 +31,24 @@ export async function applyReports(
   appendOutput: (jobId: string, offset: number, data: string) => Promise<void>,
 ): Promise<SyncResult[]> {
   const results: SyncResult[] = [];
-  for (let i = 0; i < reports.length; ) {
-    const r = reports[i]!;
-    if (r.kind === 'output') {
-      results.push(await settle(ctx, launcherId, r, () => appendOutput(r.job_id, r.offset, r.data)));
-      i++;
-      continue;
+  // changes tried so far: a failure of any but the first may come after changes applied
+  const tried = { n: 0 };
+  try {
+    for (let i = 0; i < reports.length; ) {
+      const r = reports[i]!;
+      if (r.kind === 'output') {
+        tried.n++;
+        results.push(await settle(ctx, launcherId, r, () => appendOutput(r.job_id, r.offset, r.data)));
+        i++;
+        continue;
+      }
+      let end = i;
+      while (end < reports.length && reports[end]!.kind !== 'output') end++;
+      results.push(...(await applyStatusReports(ctx, launcherId, reports.slice(i, end) as StatusReport[], tried)));
+      i = end;
     }
-    let end = i;
-    while (end < reports.length && reports[end]!.kind !== 'output') end++;
-    results.push(...(await applyStatusReports(ctx, launcherId, reports.slice(i, end) as StatusReport[])));
-    i = end;
+  } catch (err) {
+    throw tried.n > 1 ? afterChanges(err) : err;
   }
   return results;
 }
@@ -52,10 +60,11 @@ type StatusReport = Exclude<SyncReport, { kind: 'output' }>;
  * Each report is passed to `report` as its own body: its `job_id` and `kind` are not read there,
  * and the launcher is the one at the top, passed apart (no copy of the report is made).
  */
-async function applyStatusReports(ctx: CoreContext, launcherId: string, run: readonly StatusReport[]): Promise<SyncResult[]> {
+async function applyStatusReports(ctx: CoreContext, launcherId: string, run: readonly StatusReport[], tried: { n: number }): Promise<SyncResult[]> {
   const { store } = ctx;
   if (run.length > 1) {
     try {
+      tried.n++;
       await store.transaction(async (tx) => {
         for (const r of run) await report(ctx, tx, r.kind, r.job_id, launcherId, r);
       });
@@ -74,6 +83,7 @@ async function applyStatusReports(ctx: CoreContext, launcherId: string, run: rea
   }
   const results: SyncResult[] = [];
   for (const r of run) {
+    tried.n++;
     results.push(await settle(ctx, launcherId, r, () => store.transaction((tx) => report(ctx, tx, r.kind, r.job_id, launcherId, r))));
   }
   await store.touchLauncher(launcherId, ctx.clock.now());

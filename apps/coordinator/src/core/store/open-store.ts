@@ -24,5 +24,6 @@ export async function openStore(config: CoordinatorConfig, deps: { clock: Clock;
     eventReplaySize: config.eventReplaySize,
     poolSize: config.databasePoolSize,
     connectTimeoutMs: config.databaseConnectTimeoutMs,
+    queryTimeoutMs: config.databaseQueryTimeoutMs,
   });
 }

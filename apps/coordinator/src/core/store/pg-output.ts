@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { OutputBuffer } from '../output-buffer.js';
+import type { Queryable } from './pg-queries.js';
 import { lookupOfNul } from './pg-sql.js';
 import { statementName } from './pg-tx.js';
 import type { OutputInfo, OutputSlice } from './store.js';
@@ -15,7 +16,8 @@ export class PgOutput {
   readonly #waiters = new Map<string, Set<(length: number) => void>>();
 
   constructor(
-    private readonly pool: pg.Pool,
+    /** reads outside transactions (PgTransactions.reads) */
+    private readonly pool: Queryable,
     private readonly maxBytes: number,
     private readonly channel: string,
     private readonly run: <T>(fn: (client: pg.PoolClient) => Promise<T>) => Promise<T>,

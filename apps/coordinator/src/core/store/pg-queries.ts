@@ -12,7 +12,7 @@ import { decode, JOBS, LAUNCHERS, SESSIONS } from './sql-rows.js';
 /* Queries shared by the store's reads and its commits: what the wire views derive from rows. */
 
 /** A pool, a client, or a transaction's pipeline (pg-pipeline.ts): all that these reads need. */
-interface Queryable {
+export interface Queryable {
   query<R extends pg.QueryResultRow>(q: { name: string; text: string; values: unknown[] }): Promise<pg.QueryResult<R>>;
 }
 export const ACTIVE = `('claimed', 'running', 'stopping')`;

@@ -1,4 +1,4 @@
-import type { PoolClient } from 'pg';
+import type { ClientBase } from 'pg';
 import { ConfigError } from '../../config.js';
 
 /*
@@ -235,7 +235,7 @@ export const PG_SCHEMA_VERSION = PG_MIGRATIONS.length;
  * so that coordinators starting together migrate one after the other. Returns the version it
  * was at.
  */
-export async function migratePg(client: PoolClient, lockKey: string): Promise<number> {
+export async function migratePg(client: ClientBase, lockKey: string): Promise<number> {
   await client.query('BEGIN');
   try {
     await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [lockKey]);

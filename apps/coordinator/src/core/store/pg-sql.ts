@@ -76,12 +76,21 @@ export const isRetryable = (err: unknown): boolean => RETRY.has(sqlState(err) ??
 export const isUniqueViolation = (err: unknown): boolean => sqlState(err) === UNIQUE_VIOLATION;
 
 /**
- * The database could not be reached or is going away (connection errors, classes 08 and 57):
- * nothing was committed by a statement that failed so, and the request gets 503.
+ * node-postgres' error for a query not answered within `query_timeout` (DATABASE_QUERY_TIMEOUT_MS):
+ * the database host hangs (frozen, or the network drops packets without resetting), or a
+ * statement ran that long. In pipeline mode node-postgres then destroys the connection (its
+ * protocol state is half-answered); the store also releases it as broken, never to be reused.
+ */
+export const isQueryTimeout = (err: unknown): boolean => err instanceof Error && err.message === 'Query read timeout';
+
+/**
+ * The database could not be reached or is going away (connection errors, classes 08 and 57, a
+ * query not answered in time): the request gets 503, and the connection is not used again.
  */
 export function isConnectionError(err: unknown): boolean {
   const state = sqlState(err);
   if (state !== undefined) return state.startsWith('08') || state.startsWith('57') || state === '53300';
+  if (isQueryTimeout(err)) return true;
   const e = err as { code?: unknown; message?: unknown } | null;
   if (typeof e?.code === 'string' && /^E[A-Z]+$/.test(e.code)) return true; // ECONNREFUSED, ECONNRESET, ...
   const message = typeof e?.message === 'string' ? e.message : '';
@@ -90,11 +99,21 @@ export function isConnectionError(err: unknown): boolean {
   );
 }
 
-/** A database failure as the 503 every endpoint answers when the store cannot serve. */
-export function unavailable(err: unknown): CoordinatorError {
+/** What a failed statement is said to be in the answer's message. */
+function describe(e: Error): string {
+  return isQueryTimeout(e) ? 'it did not answer within DATABASE_QUERY_TIMEOUT_MS' : e.message;
+}
+
+/**
+ * A database failure as the 503 every endpoint answers when the store cannot serve. `applied:
+ * false` (details.applied on the wire) when the store knows that nothing of the change was
+ * committed: its COMMIT was never sent.
+ */
+export function unavailable(err: unknown, o: { applied?: false } = {}): CoordinatorError {
   const e = err instanceof Error ? err : new Error(String(err));
-  const error = new CoordinatorError('storage_unavailable', `the database is unavailable: ${e.message}`, {
+  const error = new CoordinatorError('storage_unavailable', `the database is unavailable: ${describe(e)}`, {
     sql_state: sqlState(err) ?? null,
+    ...o,
   });
   (error as { cause?: unknown }).cause = e;
   return error;
@@ -102,12 +121,16 @@ export function unavailable(err: unknown): CoordinatorError {
 
 /**
  * No connection could be had for a change (the pool's connect failed or timed out, or the store is
- * closed): the same 503 as `unavailable`, marked so that a sync stops at its first such report
- * instead of waiting out the connect timeout once per report (sync.ts).
+ * closed), or the database stopped answering one (a query timeout): the same 503 as `unavailable`,
+ * marked so that a sync stops at its first such report instead of waiting out the timeout once
+ * per report (sync.ts). `applied: false` unless the COMMIT was sent (`commitSent`): then the
+ * change may have been made.
  */
-export function unreachable(err: unknown): StoreUnreachableError {
+export function unreachable(err: unknown, o: { commitSent?: boolean } = {}): StoreUnreachableError {
   const e = err instanceof Error ? err : new Error(String(err));
-  return new StoreUnreachableError(`the database is unavailable: ${e.message}`, { sql_state: sqlState(err) ?? null }, { cause: e });
+  const details = { sql_state: sqlState(err) ?? null, ...(o.commitSent ? {} : { applied: false }) };
+  const message = o.commitSent ? `the database is unavailable: ${describe(e)} (the COMMIT was sent: the change may have been made)` : `the database is unavailable: ${describe(e)}`;
+  return new StoreUnreachableError(message, details, { cause: e });
 }
 
 /**

@@ -8,8 +8,8 @@ import { runAfterCommit } from './after-commit.js';
 import { compactEvents, countReady, hintsOf } from './changes.js';
 import { encodeEvents, encodeHints, hasHints, type CommitFeed, type EventDraft } from './pg-feed.js';
 import { Pipeline } from './pg-pipeline.js';
-import { eventDrafts, rowsOf } from './pg-queries.js';
-import { isConnectionError, isRetryable, isUniqueViolation, sqlLiteral, sqlState, unavailable, unreachable } from './pg-sql.js';
+import { eventDrafts, rowsOf, type Queryable } from './pg-queries.js';
+import { isConnectionError, isQueryTimeout, isRetryable, isUniqueViolation, sqlLiteral, sqlState, unavailable, unreachable } from './pg-sql.js';
 import { PgTx, type ServesCache } from './pg-tx.js';
 import type { Commit, Tx } from './store.js';
 
@@ -21,11 +21,22 @@ const MAX_ATTEMPTS = 20;
  * fresh connection: after a deadlock or serialisation failure; after a unique key taken by a
  * concurrent transaction (twice); and after its connection broke (twice: a pooled connection
  * may be dead without the pool knowing yet, just after the database restarted). Never once its
- * COMMIT was sent: its outcome is then unknown.
+ * COMMIT was sent: its outcome is then unknown. Nor after a query timeout: the database that did
+ * not answer would be waited for as long again.
  */
 function runsAgain(err: unknown, attempt: number, commitSent: boolean, broken: boolean): boolean {
-  if (commitSent || attempt >= MAX_ATTEMPTS) return false;
+  if (commitSent || attempt >= MAX_ATTEMPTS || isQueryTimeout(err)) return false;
   return isRetryable(err) || (isUniqueViolation(err) && attempt < 3) || (broken && attempt < 3);
+}
+
+/**
+ * The 503 of a change whose connection broke or timed out: applied: false unless its COMMIT was
+ * sent; a query timeout as StoreUnreachableError (a sync stops there: the next report would wait
+ * as long).
+ */
+function connectionFailure(err: unknown, commitSent: boolean): CoordinatorError {
+  if (isQueryTimeout(err)) return unreachable(err, { commitSent });
+  return commitSent ? unavailable(err) : unavailable(err, { applied: false });
 }
 
 /**
@@ -153,7 +164,7 @@ export class PgTransactions {
           if (isRetryable(err)) await sleep(Math.random() * 5 * attempt);
           continue;
         }
-        if (isConnectionError(err)) throw unavailable(err);
+        if (isConnectionError(err)) throw connectionFailure(err, commitSent);
         throw err;
       } finally {
         release(broken);
@@ -173,6 +184,25 @@ export class PgTransactions {
       throw unreachable(err);
     }
   }
+
+  /**
+   * The pool as reads outside transactions use it: one statement on a connection of the pool,
+   * which is released as broken (never used again) when the statement fails so (a query timeout
+   * included). A connection that cannot be had is `unreachable`, as for a change.
+   */
+  readonly reads: Queryable = {
+    query: async <R extends pg.QueryResultRow>(q: { name: string; text: string; values: unknown[] }): Promise<pg.QueryResult<R>> => {
+      const client = await this.#connect();
+      try {
+        const result = await client.query<R>(q);
+        client.release();
+        return result;
+      } catch (err) {
+        client.release(isConnectionError(err) || undefined);
+        throw err;
+      }
+    },
+  };
 
   /**
    * A short transaction of the store's own (output appends): run again as `run` runs its
@@ -200,7 +230,7 @@ export class PgTransactions {
           if (isRetryable(err)) await sleep(Math.random() * 5 * attempt);
           continue;
         }
-        throw isConnectionError(err) ? unavailable(err) : err;
+        throw isConnectionError(err) ? connectionFailure(err, commitSent) : err;
       }
     }
   }
@@ -226,7 +256,8 @@ export class PgTransactions {
           if (isRetryable(err)) await sleep(Math.random() * 5 * attempt);
           continue;
         }
-        throw broken ? unavailable(err) : err;
+        // it commits as it runs: sent, it may have been made
+        throw broken ? connectionFailure(err, true) : err;
       }
     }
   }

@@ -4,6 +4,7 @@ import { MAX_SESSION_LIST_ITEMS, TERMINAL_STATUSES, type JobStatus, type Lifecyc
 import pg from 'pg';
 import type { Logger } from 'pino';
 import { ConfigError, StartupError } from '../../config.js';
+import { CoordinatorError } from '../errors.js';
 import type { Clock } from '../clock.js';
 import { COST_EPSILON_USD, type JobRow, type LauncherRow, type SessionRow } from '../rows.js';
 import type { SessionExtras } from '../wire.js';
@@ -45,6 +46,11 @@ export interface PostgresStoreOptions {
    * free one of the pool (DATABASE_CONNECT_TIMEOUT_MS; 30 s by default)
    */
   connectTimeoutMs?: number;
+  /**
+   * how long a statement on a pooled connection may go unanswered before the connection is
+   * given up on (destroyed) and the request answered 503 (DATABASE_QUERY_TIMEOUT_MS; 30 s by default)
+   */
+  queryTimeoutMs?: number;
   /** entries of `job_ids` and `children` a session's wire view carries at most (MAX_SESSION_LIST_ITEMS) */
   sessionListMax?: number;
 }
@@ -110,12 +116,26 @@ export class PostgresStore implements Store {
       types: pgTypes,
       application_name: 'agentq-coordinator',
       keepAlive: true,
+      // an idle connection whose peer went silent (no RST: a partition, a frozen host) is probed
+      // after 10 s idle rather than the operating system's 2 h, and dropped when it fails
+      keepAliveInitialDelayMillis: 10_000,
       // also how long a transaction may wait for a free connection of the pool under load
       connectionTimeoutMillis: o.connectTimeoutMs ?? 30_000,
     };
     // a transaction left open by a bug must not hold its locks for ever
     // pipeline mode: a transaction sends its writes without waiting for their answers (pg-pipeline.ts)
-    const pool = new pg.Pool({ ...config, max: o.poolSize ?? 10, idle_in_transaction_session_timeout: 60_000, pipeline: true });
+    // query_timeout: a database host that freezes (stops answering, no RST) would hold a request,
+    // and with the pool full every request, until TCP gives up (minutes to hours): a statement
+    // unanswered this long fails with 503 instead, its connection destroyed (node-postgres does so
+    // in pipeline mode, and the store releases it as broken). It also bounds a wait for a row lock
+    // (transactions hold them for milliseconds; one left open by a bug, 60 s at most, below)
+    const pool = new pg.Pool({
+      ...config,
+      max: o.poolSize ?? 10,
+      idle_in_transaction_session_timeout: 60_000,
+      pipeline: true,
+      query_timeout: o.queryTimeoutMs ?? 30_000,
+    });
     pool.on('error', (err) => o.log.warn({ err }, 'idle PostgreSQL connection failed'));
     // a connection that breaks while a transaction holds it fails that transaction's query (and
     // every later one on it): node-postgres also emits 'error' on the client, which the pool
@@ -124,7 +144,11 @@ export class PostgresStore implements Store {
     const backends = poolBackends(pool);
     let namespace: string;
     try {
-      const client = await pool.connect();
+      // not a connection of the pool: a migration may take minutes (an index built over millions
+      // of rows, or waiting for another coordinator's migration), which no query timeout may cut
+      const client = new pg.Client(config);
+      client.on('error', () => undefined); // a failure also fails the query under way
+      await client.connect();
       try {
         const [where] = await rowsOf<{ db: string; schema: string | null }>(client, 'SELECT current_database() AS db, current_schema() AS schema');
         if (!where?.schema) throw new Error('no schema to create tables in: create it, or fix search_path (?options=-c search_path=NAME)');
@@ -132,7 +156,7 @@ export class PostgresStore implements Store {
         const from = await migratePg(client, `agentq:migrate:${namespace}`);
         o.log.info({ database: redactDatabaseUrl(url), schema: where.schema, from_version: from }, 'PostgreSQL store opened');
       } finally {
-        client.release();
+        await client.end().catch(() => undefined);
       }
     } catch (err) {
       await pool.end().catch(() => undefined);
@@ -168,8 +192,8 @@ export class PostgresStore implements Store {
     this.#channels = { commits: `agentq_commits_${ns}`, output: `agentq_output_${ns}` };
     this.#feed = new CommitFeed(
       (afterId, limit) =>
-        rowsOf<LogRow>(this.#pool, 'SELECT id, first_event_id, events, hints FROM commit_log WHERE id > $1 ORDER BY id LIMIT $2', [afterId, limit]),
-      (jobIds) => promptsOf(this.#pool, jobIds),
+        rowsOf<LogRow>(this.#transactions.reads, 'SELECT id, first_event_id, events, hints FROM commit_log WHERE id > $1 ORDER BY id LIMIT $2', [afterId, limit]),
+      (jobIds) => promptsOf(this.#transactions.reads, jobIds),
       (commit) => {
         if (commit.launchersChanged) {
           this.#online = undefined;
@@ -191,7 +215,7 @@ export class PostgresStore implements Store {
       closed: () => this.#closed,
       sessionListMax: o.sessionListMax ?? MAX_SESSION_LIST_ITEMS,
     });
-    this.#output = new PgOutput(pool, o.outputMaxBytes, this.#channels.output, (fn) => this.#transactions.own(fn));
+    this.#output = new PgOutput(this.#transactions.reads, o.outputMaxBytes, this.#channels.output, (fn) => this.#transactions.own(fn));
     this.#control = new PgControl(
       config,
       this.#channels,
@@ -230,9 +254,9 @@ export class PostgresStore implements Store {
 
   async #rows<R extends pg.QueryResultRow = Record<string, unknown>>(text: string, values: unknown[] = []): Promise<R[]> {
     try {
-      return await rowsOf<R>(this.#pool, text, values);
+      return await rowsOf<R>(this.#transactions.reads, text, values);
     } catch (err) {
-      throw isConnectionError(err) ? unavailable(err) : err;
+      throw readFailure(err);
     }
   }
 
@@ -250,17 +274,17 @@ export class PostgresStore implements Store {
   async sessionsExtras(sessions: readonly SessionRow[]): Promise<SessionExtras[]> {
     if (sessions.length === 0) return [];
     const extras = await extrasOf(
-      this.#pool,
+      this.#transactions.reads,
       sessions.map((s) => s.name),
       this.#o.sessionListMax ?? MAX_SESSION_LIST_ITEMS,
     ).catch((err: unknown) => {
-      throw isConnectionError(err) ? unavailable(err) : err;
+      throw readFailure(err);
     });
     return sessions.map((s) => extras.get(s.name)!);
   }
   async childNames(name: string): Promise<string[]> {
-    return childNamesOf(this.#pool, name).catch((err: unknown) => {
-      throw isConnectionError(err) ? unavailable(err) : err;
+    return childNamesOf(this.#transactions.reads, name).catch((err: unknown) => {
+      throw readFailure(err);
     });
   }
   async jobBriefs(ids: readonly string[]): Promise<JobBrief[]> {
@@ -302,8 +326,8 @@ export class PostgresStore implements Store {
   }
   async activeJobIdsOfLaunchers(ids: readonly string[]): Promise<Map<string, string[]>> {
     // one query for a page (GET /launchers): one per launcher was 1,000 queries for limit=1000
-    return heldBy(this.#pool, ids).catch((err: unknown) => {
-      throw isConnectionError(err) ? unavailable(err) : err;
+    return heldBy(this.#transactions.reads, ids).catch((err: unknown) => {
+      throw readFailure(err);
     });
   }
   async activeJobIds(): Promise<string[]> {
@@ -448,7 +472,7 @@ export class PostgresStore implements Store {
   }
   readOutput(jobId: string, from: number | null, limit: number): Promise<OutputSlice & OutputInfo> {
     return this.#output.read(jobId, from, limit).catch((err: unknown) => {
-      throw isConnectionError(err) ? unavailable(err) : err;
+      throw readFailure(err);
     });
   }
   whenOutput(jobId: string, signal: AbortSignal, after?: number): Promise<void> {
@@ -520,8 +544,8 @@ export class PostgresStore implements Store {
   }
 
   async eventsSince(afterId: number, beforeId: number, limit: number, maxBytes: number): Promise<LifecycleEvent[]> {
-    return logEvents(this.#pool, afterId, beforeId, limit, maxBytes).catch((err: unknown) => {
-      throw isConnectionError(err) ? unavailable(err) : err;
+    return logEvents(this.#transactions.reads, afterId, beforeId, limit, maxBytes).catch((err: unknown) => {
+      throw readFailure(err);
     });
   }
 
@@ -534,6 +558,15 @@ export class PostgresStore implements Store {
     await this.#control.close();
     await this.#pool.end().catch(() => undefined);
   }
+}
+
+/**
+ * A read's failure as its answer: a connection that cannot be had is already the store's 503
+ * (StoreUnreachableError), a connection that breaks or times out becomes it.
+ */
+function readFailure(err: unknown): unknown {
+  if (err instanceof CoordinatorError) return err;
+  return isConnectionError(err) ? unavailable(err) : err;
 }
 
 /** The process ids of the server sessions of `pool`'s connections, kept up to date. */

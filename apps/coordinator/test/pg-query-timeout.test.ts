@@ -1,0 +1,92 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { AgentqClient } from '@agentq/client';
+import { ConfigError, loadConfig } from '../src/config.js';
+import { startCoordinator } from '../src/start.js';
+import { rejectsWith, start } from './helpers.js';
+import { cuttableProxy, freshDatabaseUrl } from './pg-server.js';
+
+/*
+ * A database host that freezes (stops answering, sends no RST) while the pool's connections are
+ * open: a statement on one of them is given up on after DATABASE_QUERY_TIMEOUT_MS, its connection
+ * destroyed, and the request answered 503 storage_unavailable, instead of the request (and, with
+ * the pool full, every later one) hanging until TCP gives up, minutes to hours later.
+ *
+ * Without the bound such a request hangs: each call here carries the test's own limit (far above
+ * the configured timeout), past which the client gives up with an error that is not the 503.
+ */
+
+const GIVE_UP_MS = 20_000;
+const call = () => ({ signal: AbortSignal.timeout(GIVE_UP_MS), headersTimeoutMs: GIVE_UP_MS });
+
+test('PostgreSQL frozen with pooled connections open: a change and a read answer 503 storage_unavailable within DATABASE_QUERY_TIMEOUT_MS, the change said not applied; thawed, requests are served again on fresh connections', { timeout: 90_000 }, async (t) => {
+  const direct = await freshDatabaseUrl(t);
+  if (direct === null) return;
+  const proxy = await cuttableProxy(t, direct);
+  const A = await startCoordinator({
+    databaseUrl: proxy.url,
+    databaseQueryTimeoutMs: 300,
+    databaseConnectTimeoutMs: 300,
+    databasePoolSize: 2,
+    logLevel: 'silent',
+    pollTimeoutSeconds: 600,
+    sweepIntervalMs: 600_000,
+  });
+  const a = new AgentqClient({ url: A.url, overloadRetries: 0, createRetries: 0 });
+  t.after(async () => {
+    proxy.thaw();
+    await a.destroy();
+    await A.close();
+  });
+  // both connections of the pool opened and idle (two requests at once need two)
+  await Promise.all([start(a, 'before-1'), start(a, 'before-2')]);
+
+  proxy.freeze();
+  // a create: its transaction's first round trip (BEGIN and a read) goes unanswered
+  const details = await rejectsWith(a.createJob({ type: 'start_session', session_name: 'during', prompt: 'never stored' }, call()), 503, 'storage_unavailable');
+  assert.equal(details['sql_state'], null);
+  assert.equal(details['applied'], false, 'its COMMIT was never sent: nothing of it was applied');
+  // a read straight through the pool, on the other open connection
+  await rejectsWith(a.getSession('before-1', call()), 503, 'storage_unavailable');
+  // the pool's connections are given up on; new ones cannot be opened while it hangs
+  await rejectsWith(a.getSession('before-2', call()), 503, 'storage_unavailable');
+
+  proxy.thaw();
+  // served again, on fresh connections: a timed-out one reused would answer the unanswered statements' rows
+  const after = await a.createJob({ type: 'start_session', session_name: 'after', prompt: 'do after' }, call());
+  assert.equal((await a.getJob(after.job_id, call())).session_name, 'after');
+  assert.deepEqual((await a.listSessions({}, call())).sessions.map((s) => s.session_name).sort(), ['after', 'before-1', 'before-2']);
+
+});
+
+test('PostgreSQL frozen while a COMMIT is unanswered: 503 storage_unavailable that does not say nothing was applied (the commit was made); thawed, the coordinator goes on', { timeout: 90_000 }, async (t) => {
+  const direct = await freshDatabaseUrl(t);
+  if (direct === null) return;
+  const proxy = await cuttableProxy(t, direct);
+  const A = await startCoordinator({ databaseUrl: proxy.url, databaseQueryTimeoutMs: 300, logLevel: 'silent', pollTimeoutSeconds: 600, sweepIntervalMs: 600_000 });
+  const a = new AgentqClient({ url: A.url, overloadRetries: 0 });
+  t.after(async () => {
+    proxy.thaw();
+    await a.destroy();
+    await A.close();
+  });
+  await start(a, 'a');
+  const frozen = proxy.freezeAtCommit('a message whose commit is not answered');
+  const refused = rejectsWith(a.sendMessage('a', { text: 'a message whose commit is not answered' }, call()), 503, 'storage_unavailable');
+  await frozen;
+  const details = await refused;
+  assert.equal(details['sql_state'], null);
+  assert.ok(!('applied' in details), `its outcome is unknown: ${JSON.stringify(details)}`);
+  proxy.thaw();
+  // it was made, and the coordinator serves again
+  assert.deepEqual(
+    (await a.getSession('a', call())).pending_messages.map((m) => m.text),
+    ['a message whose commit is not answered'],
+  );
+});
+
+test('DATABASE_QUERY_TIMEOUT_MS sets how long a statement on a pooled PostgreSQL connection may go unanswered (30 s by default)', () => {
+  assert.equal(loadConfig({}).databaseQueryTimeoutMs, 30_000);
+  assert.equal(loadConfig({ DATABASE_QUERY_TIMEOUT_MS: '5000' }).databaseQueryTimeoutMs, 5000);
+  assert.throws(() => loadConfig({ DATABASE_QUERY_TIMEOUT_MS: '0' }), (e: Error) => e instanceof ConfigError && e.variable === 'DATABASE_QUERY_TIMEOUT_MS');
+});
