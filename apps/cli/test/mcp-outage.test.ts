@@ -402,13 +402,15 @@ describe('agentq mcp: start_session whose answer was lost', () => {
 interface PgHelpers {
   freshDatabaseUrl(t: TestContext): Promise<string | null>;
   commitCuttingProxy(t: TestContext, databaseUrl: string): Promise<{ url: string; arm: (text: string) => Promise<void> }>;
+  hangingProxy(t: TestContext, databaseUrl: string): Promise<{ url: string; hang(): number; restore(): void }>;
 }
 const pgHelpers = (): Promise<PgHelpers> =>
   import(new URL('../../../coordinator/dist/test/pg-server.js', import.meta.url).href) as Promise<PgHelpers>;
 const freshDatabaseUrl = async (t: TestContext) => (await pgHelpers()).freshDatabaseUrl(t);
 const commitCuttingProxy = async (t: TestContext, url: string) => (await pgHelpers()).commitCuttingProxy(t, url);
+const hangingProxy = async (t: TestContext, url: string) => (await pgHelpers()).hangingProxy(t, url);
 
-describe('agentq mcp: send_message on PostgreSQL when the commit may have been made', () => {
+describe('agentq mcp: send_message answered 503 storage_unavailable by a coordinator on PostgreSQL', () => {
   it('a 503 storage_unavailable whose commit was made is not sent again: the message is queued once and the outcome is unknown', async (t) => {
     const databaseUrl = await freshDatabaseUrl(t);
     if (databaseUrl === null) return;
@@ -429,5 +431,22 @@ describe('agentq mcp: send_message on PostgreSQL when the commit may have been m
       ['hello-through-a-lost-commit'],
       'queued once (the commit the coordinator could not confirm), not again',
     );
+  });
+
+  it('a 503 storage_unavailable that says nothing was applied (no connection to the database) is sent again: the message is queued once, once the database is back', async (t) => {
+    const databaseUrl = await freshDatabaseUrl(t);
+    if (databaseUrl === null) return;
+    const proxy = await hangingProxy(t, databaseUrl);
+    const c = await coordinator(t, { databaseUrl: proxy.url, databaseConnectTimeoutMs: 200, sweepIntervalMs: 600_000 });
+    await c.client.createJob({ type: 'start_session', session_name: 'a', prompt: 'x' });
+    // the database comes back once the server says it tries again (after a 503 it did not take as final)
+    const mcp = await mcpClient(t, { AGENTQ_URL: c.url }, { onStderr: (line) => /send_message: .*trying again/.test(line) && proxy.restore() });
+    assert.equal((await callTool(mcp, 'get_status', { session_name: 'a' })).isError, false);
+    // the pool's connections are cut, and new ones hang until the connect timeout
+    proxy.hang();
+    const r = await callTool(mcp, 'send_message', { session_name: 'a', text: 'hello-after-no-connection' });
+    assert.equal(r.isError, false, r.text);
+    assert.equal(r.data.outcome, 'queued');
+    assert.deepEqual((await c.client.getSession('a')).pending_messages.map((m) => m.text), ['hello-after-no-connection']);
   });
 });

@@ -64,7 +64,7 @@ export interface ErrorNote {
  *   message are the error, a hint follows for some (failure, HINTS);
  * - refused for now: a 429, or the coordinator's own 503 (`overloaded`, `queue_full`,
  *   `shutting_down`, ...: not a proxy's, and not PostgreSQL's `storage_unavailable`, whose commit
- *   may have been made), still so when the tool stopped sending it again (`outage`: how long it
+ *   may have been made, unless it says `applied: false`), still so when the tool stopped sending it again (`outage`: how long it
  *   tried): `retry_after_ms` is its Retry-After (null: none), and the agent is told to try later.
  * Anything else (unreachable, a lost answer, a 5xx) is no refusal: undefined.
  */
@@ -85,7 +85,7 @@ export function refusalNote(err: unknown, o: { nothing?: string; outage?: Outage
     return {
       data: { outcome: 'refused', retry_after_ms: ms },
       line:
-        `Outcome refused for now: ${nothing}: the coordinator is overloaded, limiting calls or restarting, and refuses calls for now (${err.code}).` +
+        `Outcome refused for now: ${nothing}: ${err.code === 'storage_unavailable' ? 'the coordinator cannot reach its database' : 'the coordinator is overloaded, limiting calls or restarting'}, and refuses calls for now (${err.code}).` +
         `${kept} Try again ${when}.`,
     };
   }

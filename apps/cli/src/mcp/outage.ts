@@ -34,11 +34,19 @@ export type Resend = 'always' | 'unsent';
 
 /**
  * A 503 `storage_unavailable` from PostgreSQL (`details.sql_state`): the database was cut off,
- * perhaps while the change was committing, so it may have been made (docs/api.md). SQLite's
- * (`details.sqlite_code`) changed nothing.
+ * perhaps while the change was committing, so it may have been made (docs/api.md). Not when it
+ * says `details.applied: false` (no connection could be had, or the change failed before its
+ * COMMIT was sent: nothing of the request was applied; coordinators before that field never say
+ * it, and are taken at their word as before). SQLite's (`details.sqlite_code`) changed nothing.
  */
 export function mayHaveCommitted(err: unknown): boolean {
-  return err instanceof AgentqApiError && err.code === 'storage_unavailable' && err.details !== undefined && 'sql_state' in err.details;
+  return (
+    err instanceof AgentqApiError &&
+    err.code === 'storage_unavailable' &&
+    err.details !== undefined &&
+    'sql_state' in err.details &&
+    err.details['applied'] !== false
+  );
 }
 
 /** The call was surely not carried out: never sent, or refused for now by the coordinator itself. */

@@ -61,7 +61,7 @@ function callbackNote(caller: Caller, job: Job, parentClosed = false): string {
  * (`refused` for now, with `retry_after_ms`, when it is overloaded: answers.ts, refusalNote);
  * `not_sent`: it was never reached; `unknown`: the answer was lost (the connection broke after the
  * call was sent, a proxy answered 5xx, no answer in time, or PostgreSQL was cut off during the
- * commit: 503 storage_unavailable with `sql_state`), or the coordinator failed while handling it
+ * commit: 503 storage_unavailable with `sql_state` and without `applied: false`), or the coordinator failed while handling it
  * (500 `internal_error`: it may have failed after queuing it), so it may have been queued.
  */
 export function messageOutcome(err: unknown, call: ToolCall): ErrorNote {
@@ -134,7 +134,8 @@ function lostAnswer(err: unknown): boolean {
 /**
  * A 5xx whose effect is unknown: a proxy's (it may have passed the call on), the coordinator's 500
  * `internal_error` (a bug may strike after a change was made: docs/api.md promises nothing was done
- * only for its 429 and its own 503s), or PostgreSQL's 503 `storage_unavailable` (a commit cut off).
+ * only for its 429 and its own 503s), or PostgreSQL's 503 `storage_unavailable` (a commit cut off;
+ * not one that says `applied: false`).
  * The coordinator's own 503 `overloaded`, `queue_full`, `shutting_down`, ... come before any work.
  */
 function effectUnknown(err: AgentqApiError): boolean {
