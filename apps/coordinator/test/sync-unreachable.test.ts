@@ -83,6 +83,10 @@ test('PostgreSQL that hangs on connect: a sync of many reports costs one connect
   await rejectsWith(client.sync({ launcher_id: l.id, capacity: 0, reports: mixed }), 503, 'storage_unavailable');
   assert.equal(proxy.attempts, 2, 'one connection attempt for the whole sync');
 
+  // a read outside a transaction that gets no connection is the same 503 (it changed nothing)
+  const read = await rejectsWith(client.getJob(a), 503, 'storage_unavailable');
+  assert.deepEqual(read, { sql_state: null, applied: false });
+
   // the database is back: the launcher sends them again, and each is applied
   proxy.restore();
   const started = await client.sync({ launcher_id: l.id, capacity: 0, reports: batch });
