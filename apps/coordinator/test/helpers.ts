@@ -38,6 +38,26 @@ export function recordingLogger() {
   return { log: createLogger(loadConfig({}, { logLevel: 'trace' }), stream), lines };
 }
 
+/** A logger whose lines can be awaited by message. */
+export function awaitableLogger(logLevel: 'warn' | 'info' = 'warn') {
+  const waiting: Array<{ msg: string; left: number; resolve: () => void }> = [];
+  const stream = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      for (const text of chunk.toString('utf8').split('\n').filter(Boolean)) {
+        const { msg } = JSON.parse(text) as { msg?: string };
+        for (const w of waiting.filter((x) => x.msg === msg)) if (--w.left === 0) w.resolve();
+      }
+      done();
+    },
+  });
+  return {
+    logger: createLogger(loadConfig({}, { logLevel }), stream),
+    /** resolves once `msg` has been logged `times` more times */
+    logged: (msg: string, times: number) =>
+      times === 0 ? Promise.resolve() : new Promise<void>((resolve) => waiting.push({ msg, left: times, resolve })),
+  };
+}
+
 /** A real coordinator on 127.0.0.1:0 and a real client, both closed when the test ends. */
 export async function startTest(
   t: TestContext,

@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import { AgentqClient } from '@agentq/client';
 import { ConfigError, loadConfig } from '../src/config.js';
 import { startCoordinator } from '../src/start.js';
-import { rejectsWith, start } from './helpers.js';
+import { awaitableLogger, rejectsWith, start } from './helpers.js';
 import { cuttableProxy, freshDatabaseUrl } from './pg-server.js';
 
 /*
@@ -83,6 +83,36 @@ test('PostgreSQL frozen while a COMMIT is unanswered: 503 storage_unavailable th
     (await a.getSession('a', call())).pending_messages.map((m) => m.text),
     ['a message whose commit is not answered'],
   );
+});
+
+test('PostgreSQL frozen: the control connection, whose ping goes unanswered for DATABASE_QUERY_TIMEOUT_MS, is taken for lost (/health: store unavailable, /ready 503); thawed, it reconnects', { timeout: 90_000 }, async (t) => {
+  const direct = await freshDatabaseUrl(t);
+  if (direct === null) return;
+  const proxy = await cuttableProxy(t, direct);
+  const { logger, logged } = awaitableLogger('info');
+  const A = await startCoordinator(
+    { databaseUrl: proxy.url, databaseQueryTimeoutMs: 300, databaseConnectTimeoutMs: 300, pollTimeoutSeconds: 600, sweepIntervalMs: 600_000 },
+    { logger },
+  );
+  const a = new AgentqClient({ url: A.url, overloadRetries: 0 });
+  t.after(async () => {
+    proxy.thaw();
+    await a.destroy();
+    await A.close();
+  });
+  assert.equal((await a.health(call())).store, 'ok');
+  // without the bound, TCP on this end would retransmit the unanswered ping for many minutes
+  const lost = logged('PostgreSQL control connection lost; reconnecting', 1);
+  proxy.freeze();
+  await lost;
+  assert.equal((await a.health(call())).store, 'unavailable');
+  await rejectsWith(a.ready(call()), 503, 'storage_unavailable');
+
+  const back = logged('PostgreSQL control connection restored', 1);
+  proxy.thaw();
+  await back;
+  assert.equal((await a.health(call())).store, 'ok');
+  assert.deepEqual(await a.ready(call()), { ready: true });
 });
 
 test('DATABASE_QUERY_TIMEOUT_MS sets how long a statement on a pooled PostgreSQL connection may go unanswered (30 s by default)', () => {

@@ -1,13 +1,11 @@
 import assert from 'node:assert/strict';
-import { Writable } from 'node:stream';
 import { test } from 'node:test';
 import { AgentqClient } from '@agentq/client';
 import type { SyncReport } from '@agentq/protocol';
-import { createLogger } from '../src/app.js';
 import { ConfigError, loadConfig } from '../src/config.js';
 import { CoordinatorError, StoreUnreachableError } from '../src/core/errors.js';
 import { startCoordinator } from '../src/start.js';
-import { fakeLauncher, rejectsWith, start, startTest } from './helpers.js';
+import { awaitableLogger, fakeLauncher, rejectsWith, start, startTest } from './helpers.js';
 import { freshDatabaseUrl, hangingProxy } from './pg-server.js';
 
 /*
@@ -16,26 +14,6 @@ import { freshDatabaseUrl, hangingProxy } from './pg-server.js';
  * report after it would have waited out the connect timeout again (30 s by default, once per
  * report, then once more for the poll part), long after the launcher gave up on the request.
  */
-
-/** A logger whose lines can be awaited by message. */
-function awaitableLogger() {
-  const waiting: Array<{ msg: string; left: number; resolve: () => void }> = [];
-  const stream = new Writable({
-    write(chunk: Buffer, _enc, done) {
-      for (const text of chunk.toString('utf8').split('\n').filter(Boolean)) {
-        const { msg } = JSON.parse(text) as { msg?: string };
-        for (const w of waiting.filter((x) => x.msg === msg)) if (--w.left === 0) w.resolve();
-      }
-      done();
-    },
-  });
-  return {
-    logger: createLogger(loadConfig({}, { logLevel: 'warn' }), stream),
-    /** resolves once `msg` has been logged `times` more times */
-    logged: (msg: string, times: number) =>
-      times === 0 ? Promise.resolve() : new Promise<void>((resolve) => waiting.push({ msg, left: times, resolve })),
-  };
-}
 
 test('PostgreSQL that hangs on connect: a sync of many reports costs one connection attempt, not one per report, and answers 503 storage_unavailable; sent again once it is back, every report is applied', async (t) => {
   const direct = await freshDatabaseUrl(t);

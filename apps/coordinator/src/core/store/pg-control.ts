@@ -29,6 +29,15 @@ export const CONTROL_KEEPALIVE = {
 /** How often the control connection sends a query while its process runs (see CONTROL_KEEPALIVE). */
 export const PING_MS = 5_000;
 
+/**
+ * How long a ping may go unanswered before the control connection is taken for lost (and
+ * reconnected) by default: as long as the server waits for this end (`tcp_user_timeout`). A
+ * database host that froze acknowledges nothing, and this end's TCP would keep retransmitting for
+ * many minutes (keepalive probes are not sent while data is unacknowledged), the coordinator
+ * meanwhile saying its store is available and its sweeper stuck on the lock's check.
+ */
+export const PING_TIMEOUT_MS = CONTROL_KEEPALIVE.tcp_user_timeout;
+
 export interface ControlHandlers {
   /** NOTIFY on the commits channel: log entry `id` is committed, by server process `from` */
   commit(id: number, from: number): void;
@@ -59,6 +68,8 @@ export class PgControl {
     private readonly sweeperKey: string,
     private readonly handlers: ControlHandlers,
     private readonly log: Logger,
+    /** a ping unanswered this long loses the connection (PING_TIMEOUT_MS by default) */
+    private readonly pingTimeoutMs: number = PING_TIMEOUT_MS,
   ) {}
 
   /** Connect and listen; throws when the first connection fails (the coordinator does not start). */
@@ -108,10 +119,22 @@ export class PgControl {
       return;
     }
     this.#client = client;
-    // a sign that this process runs (idle_session_timeout ends the session of one that does not)
+    // a sign that this process runs (idle_session_timeout ends the session of one that does not),
+    // and of the database answering: one that does not answer within pingTimeoutMs loses it
     clearInterval(this.#ping);
+    let pinging = false;
     this.#ping = setInterval(() => {
-      if (this.#client === client) client.query('SELECT 1').catch(() => undefined); // a failure also ends the connection: #lost
+      if (this.#client !== client || pinging) return;
+      pinging = true;
+      const ms = this.pingTimeoutMs;
+      const silent = setTimeout(() => this.#lost(client, new Error(`the database did not answer a ping within ${ms} ms`)), ms);
+      client
+        .query('SELECT 1')
+        .catch(() => undefined) // a failure also ends the connection: #lost
+        .finally(() => {
+          clearTimeout(silent);
+          pinging = false;
+        });
     }, PING_MS).unref();
     if (this.#attempt > 0) this.log.info({ attempts: this.#attempt }, 'PostgreSQL control connection restored');
     this.#attempt = 0;

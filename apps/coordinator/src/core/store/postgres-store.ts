@@ -239,6 +239,8 @@ export class PostgresStore implements Store {
         },
       },
       o.log,
+      // a database that answers no query on it within the query timeout is taken for lost too
+      o.queryTimeoutMs ?? 30_000,
     );
   }
 
