@@ -35,7 +35,7 @@ import { AnswersInFlight, type AnswerHold } from './answer-budget.js';
 import { answerPoll, undoAnswer } from './claims.js';
 import { systemClock, type Clock } from './clock.js';
 import { liveLauncher, type CoreContext } from './context.js';
-import { afterChanges, validation } from './errors.js';
+import { afterChanges, afterCommit, validation } from './errors.js';
 import * as creates from './creates.js';
 import { Dispatcher } from './dispatcher.js';
 import { EventLog } from './event-log.js';
@@ -154,13 +154,17 @@ export class Coordinator {
    */
   async createJob(req: CreateJobRequest, o: Actor & { idempotencyKey?: string } = {}): Promise<{ job: Job; created: boolean }> {
     const row = await creates.createOne(this.#ctx, this.admission, req, o.actor ?? null, o.idempotencyKey, o.turn);
-    // a launcher parked now takes the job at once: answer with what it became (`claimed`). Only
-    // a service of a parked poll, started by the commit before it returned, can have; without
-    // one the job is as committed, and is not read again (a claim elsewhere races the answer
-    // as it raced that read)
-    const dispatched = await this.#dispatcher.settled();
-    const job = dispatched ? ((await this.#ctx.store.getJob(row.job.id)) ?? row.job) : row.job;
-    return { job: await wireJob(this.#ctx, job), created: row.created };
+    // the job is committed: a read of the answer that fails (no connection: applied: false for
+    // that read) says nothing of the create
+    return afterCommit(async () => {
+      // a launcher parked now takes the job at once: answer with what it became (`claimed`). Only
+      // a service of a parked poll, started by the commit before it returned, can have; without
+      // one the job is as committed, and is not read again (a claim elsewhere races the answer
+      // as it raced that read)
+      const dispatched = await this.#dispatcher.settled();
+      const job = dispatched ? ((await this.#ctx.store.getJob(row.job.id)) ?? row.job) : row.job;
+      return { job: await wireJob(this.#ctx, job), created: row.created };
+    });
   }
 
   /**
@@ -172,14 +176,17 @@ export class Coordinator {
     o: Actor & { idempotencyKey?: string } = {},
   ): Promise<{ jobs: Job[]; created: boolean }> {
     const { jobs: created, created: isNew } = await creates.createMany(this.#ctx, this.admission, reqs, o.actor ?? null, o.idempotencyKey, o.turn);
-    // as for one job: answer with what each became, re-reading only the ones parked launchers took
-    const dispatched = await this.#dispatcher.settled();
-    const now = dispatched ? new Map((await this.#ctx.store.jobBriefs(created.map((r) => r.id))).map((b) => [b.id, b.status])) : null;
-    const rows = await Promise.all(
-      created.map(async (r) => (!now || now.get(r.id) === r.status ? r : ((await this.#ctx.store.getJob(r.id)) ?? r))),
-    );
-    const reasons = await pendingReasons(this.#ctx, rows);
-    return { jobs: rows.map((r) => toWireJob(r, reasons.get(r.id) ?? null)), created: isNew };
+    // (committed: as for one job)
+    return afterCommit(async () => {
+      // as for one job: answer with what each became, re-reading only the ones parked launchers took
+      const dispatched = await this.#dispatcher.settled();
+      const now = dispatched ? new Map((await this.#ctx.store.jobBriefs(created.map((r) => r.id))).map((b) => [b.id, b.status])) : null;
+      const rows = await Promise.all(
+        created.map(async (r) => (!now || now.get(r.id) === r.status ? r : ((await this.#ctx.store.getJob(r.id)) ?? r))),
+      );
+      const reasons = await pendingReasons(this.#ctx, rows);
+      return { jobs: rows.map((r) => toWireJob(r, reasons.get(r.id) ?? null)), created: isNew };
+    });
   }
 
   async getJob(jobId: string): Promise<Job> {

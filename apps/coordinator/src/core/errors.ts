@@ -65,3 +65,16 @@ export function afterChanges(err: unknown): unknown {
   if (err instanceof CoordinatorError && err.details?.['applied'] === false) delete err.details['applied'];
   return err;
 }
+
+/**
+ * The rest of a request whose change is committed (the reads its answer needs): a failure there
+ * is answered without `details.applied: false` (afterChanges), which a read that gets no
+ * connection says of itself, not of the request.
+ */
+export async function afterCommit<T>(rest: () => Promise<T>): Promise<T> {
+  try {
+    return await rest();
+  } catch (err) {
+    throw afterChanges(err);
+  }
+}
