@@ -7,7 +7,7 @@ import { ManualClock } from '../src/core/clock.js';
 import { Coordinator } from '../src/core/coordinator.js';
 import { MemoryStore } from '../src/core/store/memory-store.js';
 import { unreachable } from '../src/core/store/pg-sql.js';
-import { rejectsWith, startTest } from './helpers.js';
+import { failTreeStopSecondPass, fakeLauncher, rejectsWith, start, startTest } from './helpers.js';
 
 /*
  * `details.applied: false` on a 503 storage_unavailable tells a client (agentq mcp) that nothing of
@@ -65,4 +65,19 @@ test('a create committed whose answer cannot be read (no database connection) is
   s.restore();
 
   assert.deepEqual((await client.listJobs({})).jobs.map((j) => j.session_name).sort(), ['one', 'three', 'two']);
+});
+
+test("a tree stop whose later pass gets no database connection is 503 storage_unavailable without details.applied: false: its first pass was committed", async (t) => {
+  const { c, client } = await startTest(t);
+  const l = await fakeLauncher(client);
+  const lead = await start(client, 'lead');
+  await l.take();
+  await l.started(lead.job_id);
+  // the second pass (it finds a child started after the first read the tree) cannot connect
+  failTreeStopSecondPass(c.core.store, client, () => unreachable(new Error('timeout exceeded when trying to connect')));
+  const once = new AgentqClient({ url: c.url, stopRetries: 0 });
+  t.after(() => once.close());
+  const details = await rejectsWith(once.stopSession('lead', { tree: true }), 503, 'storage_unavailable');
+  assert.ok(!('applied' in details), `the first pass stopped the lead: ${JSON.stringify(details)}`);
+  assert.equal((await client.getJob(lead.job_id)).status, 'stopping');
 });

@@ -330,7 +330,11 @@ export function holdAppends(store: Pick<Store, 'appendOutput'>): { reached: Prom
  * key unfinished. `reads`: how many times the stop has read the lead's tree; `child`: the
  * child's job once started.
  */
-export function failTreeStopSecondPass(store: Store, client: AgentqClient): { readonly reads: number; readonly child: Job | undefined } {
+export function failTreeStopSecondPass(
+  store: Store,
+  client: AgentqClient,
+  failure: () => Error = () => new CoordinatorError('storage_unavailable', 'the database refused the change (test)'),
+): { readonly reads: number; readonly child: Job | undefined } {
   const childNames = store.childNames.bind(store);
   const transaction = store.transaction.bind(store);
   let reads = 0;
@@ -352,7 +356,7 @@ export function failTreeStopSecondPass(store: Store, client: AgentqClient): { re
   store.transaction = (fn) => {
     if (!failNext) return transaction(fn);
     failNext = false;
-    return Promise.reject(new CoordinatorError('storage_unavailable', 'the database refused the change (test)'));
+    return Promise.reject(failure());
   };
   return {
     get reads() {
