@@ -81,3 +81,19 @@ test("a tree stop whose later pass gets no database connection is 503 storage_un
   assert.ok(!('applied' in details), `the first pass stopped the lead: ${JSON.stringify(details)}`);
   assert.equal((await client.getJob(lead.job_id)).status, 'stopping');
 });
+
+test('a sync whose reports were applied and whose poll part gets no database connection is 503 storage_unavailable without details.applied: false', async (t) => {
+  const { c, client } = await startTest(t);
+  const l = await fakeLauncher(client);
+  const job = await start(client, 'a');
+  await l.take();
+  // the report's transaction commits; the next one (the poll part) cannot connect
+  const store = c.core.store;
+  const transaction = store.transaction.bind(store);
+  let left = 1;
+  store.transaction = (fn) => (left-- > 0 ? transaction(fn) : Promise.reject(unreachable(new Error('timeout exceeded when trying to connect'))));
+  const details = await rejectsWith(client.sync({ launcher_id: l.id, capacity: 1, reports: [{ job_id: job.job_id, kind: 'started' }] }), 503, 'storage_unavailable');
+  store.transaction = transaction;
+  assert.ok(!('applied' in details), `the report was applied: ${JSON.stringify(details)}`);
+  assert.equal((await client.getJob(job.job_id)).status, 'running');
+});
