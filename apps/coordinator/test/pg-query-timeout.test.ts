@@ -1,7 +1,10 @@
 import assert from 'node:assert/strict';
-import { test } from 'node:test';
+import { mock, test } from 'node:test';
+import pg from 'pg';
+import { pino } from 'pino';
 import { AgentqClient } from '@agentq/client';
 import { ConfigError, loadConfig } from '../src/config.js';
+import { PgControl, PING_MS } from '../src/core/store/pg-control.js';
 import { startCoordinator } from '../src/start.js';
 import { awaitableLogger, rejectsWith, start } from './helpers.js';
 import { cuttableProxy, freshDatabaseUrl } from './pg-server.js';
@@ -113,6 +116,43 @@ test('PostgreSQL frozen: the control connection, whose ping goes unanswered for 
   await back;
   assert.equal((await a.health(call())).store, 'ok');
   assert.deepEqual(await a.ready(call()), { ready: true });
+});
+
+test('PostgreSQL frozen: the control connection sends no second ping while one is unanswered (they would queue on it, and node-postgres warns of queued queries); answered, it pings again', async (t) => {
+  const direct = await freshDatabaseUrl(t);
+  if (direct === null) return;
+  const proxy = await cuttableProxy(t, direct);
+  // the pings the control connection sends, and their answers
+  const pings: Promise<unknown>[] = [];
+  const query = pg.Client.prototype.query;
+  t.after(() => (pg.Client.prototype.query = query));
+  pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
+    const sent = (query as (...a: unknown[]) => Promise<unknown>).apply(this, args);
+    if (args[0] === 'SELECT 1') pings.push(sent);
+    return sent;
+  } as typeof query;
+  // its ping timer driven by the test (the timeout that would end the connection is far off)
+  mock.timers.enable({ apis: ['setInterval'] });
+  t.after(() => mock.timers.reset());
+  const control = new PgControl({ connectionString: proxy.url }, { commits: 'c', output: 'o' }, 'k', { commit: () => undefined, output: () => undefined, connected: () => undefined }, pino({ level: 'silent' }), 600_000);
+  t.after(async () => {
+    proxy.thaw();
+    await control.close();
+  });
+  await control.start();
+  proxy.freeze();
+  mock.timers.tick(PING_MS);
+  assert.equal(pings.length, 1, 'a ping is sent');
+  mock.timers.tick(PING_MS);
+  mock.timers.tick(PING_MS);
+  assert.equal(pings.length, 1, 'none more while it is unanswered');
+  proxy.thaw();
+  await pings[0];
+  // (its settling, after the answer, lets the next ping go)
+  await new Promise<void>((resolve) => setImmediate(resolve));
+  mock.timers.tick(PING_MS);
+  assert.equal(pings.length, 2, 'answered, the next one is sent');
+  assert.equal(control.connected, true);
 });
 
 test('DATABASE_QUERY_TIMEOUT_MS sets how long a statement on a pooled PostgreSQL connection may go unanswered (30 s by default)', () => {
