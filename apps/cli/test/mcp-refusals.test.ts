@@ -116,6 +116,28 @@ describe('agentq mcp: a refusal for now says so, with the Retry-After', () => {
   });
 });
 
+describe('agentq mcp: a refusal for now after a try that may have been carried out', () => {
+  it('start_session whose first try created the session but lost its answer, then refused for now (429): not "nothing was done" but where to look, the session exists', async (t) => {
+    const c = await coordinator(t);
+    let creates = 0;
+    const url = await testGateway(t, c.url, (req, res, forward) => {
+      if (req.method !== 'POST' || req.url !== '/jobs') return forward();
+      // the first create goes through, its answer is lost; the client sends it again (same key), refused for now
+      if (creates++ === 0) return forward(() => (req.socket.destroy(), true));
+      req.resume();
+      res.writeHead(429, { 'content-type': 'application/json', 'retry-after': '120' }).end(JSON.stringify({ error: { code: 'rate_limited', message: 'too many creates' } }));
+    });
+    const mcp = await mcpClient(t, { AGENTQ_URL: url });
+    const r = await callTool(mcp, 'start_session', { session_name: 'made', prompt: 'x', parent_session_name: null });
+    assert.equal(r.isError, true, r.text);
+    assert.equal(creates, 2, 'sent again once by the client, after the lost answer');
+    assert.notEqual(r.data.outcome, 'refused', r.text);
+    assert.doesNotMatch(r.text, /nothing was done/);
+    assert.match(r.text, /too many creates.*Session "made" may have been started: get_status with session_name "made" tells/s);
+    assert.equal((await c.client.getSession('made')).session_name, 'made', 'the first try started it');
+  });
+});
+
 describe('agentq mcp: how long the coordinator refused is told apart from how long it could not be reached', () => {
   it('a call that met a proxy\'s 502 (no answer), then refusals for now: the refusal says how long each lasted, not "refused every try"', async (t) => {
     const c = await coordinator(t);

@@ -112,6 +112,12 @@ export interface CreateJobOptions extends CallOptions {
    * the same body within 24 h answers the job the first request created instead of a second one.
    */
   idempotencyKey?: string;
+  /**
+   * Told before the create is sent again after an attempt whose answer was lost (`err`: how it
+   * failed): that attempt may have created the jobs, so what a later attempt fails with may not be
+   * the whole story (the MCP server's refusals: answers.ts).
+   */
+  onResend?: (err: unknown) => void;
 }
 
 export interface StopOptions extends CallOptions {

@@ -147,6 +147,17 @@ function coordinatorFailed(err: unknown): boolean {
   return err instanceof AgentqApiError && !err.code.startsWith('http_') && !mayHaveCommitted(err) && effectUnknown(err);
 }
 
+/**
+ * A create refused for now at its last try (a 429, the coordinator's own 503, PostgreSQL's
+ * `applied: false`) after an earlier try of the call whose answer was lost, sent again with the
+ * same key by the client or this server (`outage.mayHaveActed`): the refusal is true of the last
+ * try only, and "nothing was done" (refusalNote) would have the model make it again, with a new
+ * key: a second job.
+ */
+function refusedAfterLostTry(err: unknown, call: ToolCall): boolean {
+  return err instanceof AgentqApiError && call.outage.mayHaveActed && notCarriedOut(err);
+}
+
 /** A fresh session name under `parent`: `<parent>-<6 hex>`. */
 function newSessionName(parent: string | null): string {
   const suffix = randomBytes(3).toString('hex');
@@ -198,12 +209,16 @@ export function registerSessionTools(add: AddTool, { client, caller, send }: Too
       const body = { ...rest, type: 'start_session' as const, session_name: session_name ?? newSessionName(parent), parent_session_name: parent };
       // one key for every attempt: a create sent again after a lost answer makes no second job
       const idempotencyKey = randomUUID();
-      const job = await send((a) => client.createJob(body, { signal: a.signal, idempotencyKey }), { resend: 'always', call }).catch(
+      // a try the client sent again after its answer was lost may have started it (refusalNote)
+      const onResend = (err: unknown) => call.outage.resentByClient(err);
+      const job = await send((a) => client.createJob(body, { signal: a.signal, idempotencyKey, onResend }), { resend: 'always', call }).catch(
         (err: unknown) => {
-          // the last answer lost: the model must learn the name (perhaps made up here) to look for it
-          if (err instanceof AgentqConnectionError && !neverSent(err)) {
+          // the last answer lost, or the last try refused for now after a try whose answer was lost
+          // (not "nothing was done": that try may have started it): the model must learn the name
+          // (perhaps made up here) to look for it
+          if ((err instanceof AgentqConnectionError && !neverSent(err)) || refusedAfterLostTry(err, call)) {
             throw new AgentqConnectionError(
-              `${err.message}. Session "${body.session_name}" may have been started: get_status with session_name "${body.session_name}" ` +
+              `${toError(err).message}. Session "${body.session_name}" may have been started: get_status with session_name "${body.session_name}" ` +
                 'tells (a start_session of that name cannot make a second one)',
               { cause: err },
             );
@@ -231,9 +246,20 @@ export function registerSessionTools(add: AddTool, { client, caller, send }: Too
     },
     async (args, call) => {
       const idempotencyKey = randomUUID();
-      const job = await send((a) => client.createJob({ ...args, type: 'resume_session' }, { signal: a.signal, idempotencyKey }), {
+      const onResend = (err: unknown) => call.outage.resentByClient(err);
+      const job = await send((a) => client.createJob({ ...args, type: 'resume_session' }, { signal: a.signal, idempotencyKey, onResend }), {
         resend: 'always',
         call,
+      }).catch((err: unknown) => {
+        // (as start_session's)
+        if (refusedAfterLostTry(err, call)) {
+          throw new AgentqConnectionError(
+            `${toError(err).message}. A job of session "${args.session_name}" may have been queued by a try whose answer was lost: ` +
+              `get_status with session_name "${args.session_name}" tells before resuming it again`,
+            { cause: err },
+          );
+        }
+        throw err;
       });
       const when = job.status === 'pending' && job.pending_reason?.startsWith('waiting for job') ? ' (after its current job)' : '';
       return {
