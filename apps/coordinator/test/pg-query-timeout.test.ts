@@ -28,8 +28,8 @@ test('PostgreSQL frozen with pooled connections open: a change and a read answer
   const proxy = await cuttableProxy(t, direct);
   const A = await startCoordinator({
     databaseUrl: proxy.url,
-    databaseQueryTimeoutMs: 300,
-    databaseConnectTimeoutMs: 300,
+    databaseQueryTimeoutMs: 2000,
+    databaseConnectTimeoutMs: 2000,
     databasePoolSize: 2,
     logLevel: 'silent',
     pollTimeoutSeconds: 600,
@@ -66,7 +66,7 @@ test('PostgreSQL frozen while a COMMIT is unanswered: 503 storage_unavailable th
   const direct = await freshDatabaseUrl(t);
   if (direct === null) return;
   const proxy = await cuttableProxy(t, direct);
-  const A = await startCoordinator({ databaseUrl: proxy.url, databaseQueryTimeoutMs: 300, logLevel: 'silent', pollTimeoutSeconds: 600, sweepIntervalMs: 600_000 });
+  const A = await startCoordinator({ databaseUrl: proxy.url, databaseQueryTimeoutMs: 2000, logLevel: 'silent', pollTimeoutSeconds: 600, sweepIntervalMs: 600_000 });
   const a = new AgentqClient({ url: A.url, overloadRetries: 0 });
   t.after(async () => {
     proxy.thaw();
@@ -94,7 +94,7 @@ test('PostgreSQL frozen: the control connection, whose ping goes unanswered for 
   const proxy = await cuttableProxy(t, direct);
   const { logger, logged } = awaitableLogger('info');
   const A = await startCoordinator(
-    { databaseUrl: proxy.url, databaseQueryTimeoutMs: 300, databaseConnectTimeoutMs: 300, pollTimeoutSeconds: 600, sweepIntervalMs: 600_000 },
+    { databaseUrl: proxy.url, databaseQueryTimeoutMs: 2000, databaseConnectTimeoutMs: 2000, pollTimeoutSeconds: 600, sweepIntervalMs: 600_000 },
     { logger },
   );
   const a = new AgentqClient({ url: A.url, overloadRetries: 0 });
