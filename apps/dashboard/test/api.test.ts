@@ -94,3 +94,20 @@ test("a 403 is explained by the role refused: a reader's, another role's, or the
   const scope = new ApiError(403, 'forbidden', 'session x is outside this agent token\'s sessions', { session_name: 'x' });
   assert.equal(describeError(scope), "forbidden: session x is outside this agent token's sessions");
 });
+
+test('an auth problem told before a listener is added is given to it when it is added; a new token clears it', async () => {
+  const api = new Api(memoryStorage());
+  const unauthorized = () => new Response(JSON.stringify({ error: { code: 'unauthorized', message: 'a bearer token is required' } }), { status: 401 });
+  // the event stream's answer, before the page subscribed
+  assert.ok(await api.checkAuth(unauthorized(), false));
+  const told: (string | null)[] = [];
+  const stop = api.onAuthProblem((p) => told.push(p === null ? null : `${p.status} ${p.message}`));
+  assert.deepEqual(told, ['401 a bearer token is required']);
+  api.setToken('a-new-token');
+  assert.deepEqual(told, ['401 a bearer token is required', null]);
+  stop();
+  // once a token is set, a listener added later is told of nothing
+  const later: unknown[] = [];
+  api.onAuthProblem((p) => later.push(p));
+  assert.deepEqual(later, []);
+});

@@ -103,12 +103,13 @@ export async function startServer(
 
 /**
  * startServer() and a page of the dashboard in its own browser context, all closed when the test
- * ends. Errors thrown in the page fail the test.
+ * ends. Errors thrown in the page fail the test. `beforeLoad` prepares the page before it first
+ * loads the dashboard (routes that hold answers, a paused clock).
  */
 export async function openDashboard(
   t: TestContext,
   browser: Browser,
-  options: { config?: Partial<CoordinatorConfig>; deps?: AppDeps; path?: string } = {},
+  options: { config?: Partial<CoordinatorConfig>; deps?: AppDeps; path?: string; beforeLoad?: (page: Page) => Promise<void> } = {},
 ): Promise<Dashboard> {
   const server = await startServer(options);
   const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
@@ -120,6 +121,7 @@ export async function openDashboard(
     await server.close();
     if (pageErrors.length > 0) throw new Error(`the page threw: ${pageErrors.map((e) => e.message).join('; ')}`, { cause: pageErrors[0] });
   });
+  await options.beforeLoad?.(page);
   await page.goto(`${server.url}/${options.path ?? '#/jobs'}`);
   return { url: server.url, app: server.app, client: server.client, page };
 }

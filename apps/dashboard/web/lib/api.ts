@@ -40,6 +40,8 @@ const MAX_RETRY_AFTER_MS = 10_000;
 export class Api {
   #token: string | null;
   readonly #authListeners = new Set<(problem: AuthProblem | null) => void>();
+  /** the last problem told (null once a token was set since), for a listener added after it */
+  #problem: AuthProblem | null = null;
 
   /** `base`: the coordinator's URL; the page's own origin when empty */
   constructor(
@@ -64,8 +66,14 @@ export class Api {
     this.#tell(null);
   }
 
+  /**
+   * `listener` gets each problem, and at once the last one if it is still current: the event
+   * stream is opened before the page's components subscribe (in an effect, after the first
+   * paint), and a 401 it got meanwhile was never shown when no view's own read was answered 401.
+   */
   onAuthProblem(listener: (problem: AuthProblem | null) => void): () => void {
     this.#authListeners.add(listener);
+    if (this.#problem !== null) listener(this.#problem);
     return () => this.#authListeners.delete(listener);
   }
 
@@ -120,6 +128,7 @@ export class Api {
   }
 
   #tell(problem: AuthProblem | null): void {
+    this.#problem = problem;
     for (const l of this.#authListeners) l(problem);
   }
 }
