@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ManualClock } from '@agentq/coordinator';
 import type { Page } from 'playwright-core';
+import { LAUNCHERS_READ_TIMEOUT_MS } from '../web/lib/launchers.js';
 import { fakeLauncher, fileBrowser, holdAnswers, live, openDashboard, startServer } from './harness.js';
 
 // The jobs list while jobs change under it: what the page shows must match what the API has.
@@ -218,4 +219,40 @@ test('a launcher that registers while the jobs view reads the launchers is offer
   release();
   await page.locator(`select[name="launcher"] option[value="${first.id}"]`).filter({ hasText: 'read' }).waitFor({ state: 'attached' });
   assert.equal(await option.count(), 1, 'the launcher registered after the answer was read is still offered');
+});
+
+test('a read of the launchers that never answers is given up and read again: the launcher filter gets its answer', { skip }, async (t) => {
+  // the first read of the launchers is never answered; the ones after it are, with a mark
+  let requests = 0;
+  let abandon!: () => void;
+  const abandoned = new Promise<void>((resolve) => (abandon = resolve));
+  t.after(() => abandon());
+  let firstAsked!: () => void;
+  const asked = new Promise<void>((resolve) => (firstAsked = resolve));
+  const { page, client } = await openDashboard(t, browser(), {
+    beforeLoad: async (page) => {
+      await page.clock.install();
+      await page.route(/\/launchers(\?.*)?$/, async (route) => {
+        if (++requests === 1) {
+          firstAsked();
+          await abandoned;
+          return route.abort().catch(() => undefined);
+        }
+        const answer = await route.fetch();
+        const body = (await answer.json()) as { launchers: { launcher_id: string; hostname: string | null }[] };
+        for (const l of body.launchers) l.hostname = 'read again';
+        await route.fulfill({ response: answer, json: body });
+      });
+    },
+  });
+  await live(page);
+  await asked;
+  const launcher = await fakeLauncher(client, { hostname: 'registered' });
+  const option = page.locator(`select[name="launcher"] option[value="${launcher.id}"]`);
+  await option.filter({ hasText: 'registered' }).waitFor({ state: 'attached' });
+
+  // the page gives the read up after LAUNCHERS_READ_TIMEOUT_MS and reads again
+  await page.clock.fastForward(LAUNCHERS_READ_TIMEOUT_MS);
+  await option.filter({ hasText: 'read again' }).waitFor({ state: 'attached' });
+  assert.equal(requests, 2, 'the read given up was made once more');
 });

@@ -13,7 +13,13 @@ import {
   type JobFilter,
   type JobPage,
 } from '../lib/jobs.js';
-import { applyLauncherEvents, readAllLaunchers, type LauncherEvent } from '../lib/launchers.js';
+import {
+  applyLauncherEvents,
+  LAUNCHERS_READ_TIMEOUT_MS,
+  LaunchersReadTimeout,
+  readAllLaunchers,
+  type LauncherEvent,
+} from '../lib/launchers.js';
 import { link, navigate } from '../lib/router.js';
 import { CallbackMark, Empty, ErrorNote, JobLink, StatusBadge } from './common.js';
 
@@ -72,16 +78,28 @@ export function JobsView({ query }: { query: URLSearchParams }) {
   useResync(() => void fetchPage(state.cursors));
 
   // launcher events that arrive while the launchers are read, applied again to the answer: it
-  // may have been read before them (a launcher that registered meanwhile would never be offered)
+  // may have been read before them (a launcher that registered meanwhile would never be offered).
+  // A page of the read that does not come in time is given up and the read starts again, with
+  // the events buffered from then: a read that never answers would buffer events for ever.
   const launcherEvents = useRef<LauncherEvent[] | null>(null);
   useEffect(() => {
     const ac = new AbortController();
-    const buffered: LauncherEvent[] = (launcherEvents.current = []);
-    readAllLaunchers(api, ac.signal)
-      .then((list) => setLaunchers(applyLauncherEvents(list, buffered, (l) => l)), () => {})
-      .finally(() => {
-        if (launcherEvents.current === buffered) launcherEvents.current = null;
-      });
+    const read = async () => {
+      for (;;) {
+        const buffered: LauncherEvent[] = (launcherEvents.current = []);
+        try {
+          const list = await readAllLaunchers(api, ac.signal, { pageTimeoutMs: LAUNCHERS_READ_TIMEOUT_MS });
+          if (!ac.signal.aborted) setLaunchers(applyLauncherEvents(list, buffered, (l) => l));
+          return;
+        } catch (err) {
+          // any other failure leaves the launchers the events bring (the column names fewer hosts)
+          if (!(err instanceof LaunchersReadTimeout)) return;
+        } finally {
+          if (launcherEvents.current === buffered) launcherEvents.current = null;
+        }
+      }
+    };
+    void read();
     return () => ac.abort();
   }, [api]);
 
