@@ -355,6 +355,9 @@ function SessionJobs({ name }: { name: string }) {
   const buffered = useRef<JobEvent[] | null>([]);
   const now = useNow(10_000);
   const filter: JobFilter = { status: '', session: name, launcher: '' };
+  // events were lost (a gap in the stream): read the list again, as the tree around it is
+  const [reload, setReload] = useState(0);
+  useResync(() => setReload((n) => n + 1));
   useEffect(() => {
     const ac = new AbortController();
     buffered.current = [];
@@ -367,10 +370,15 @@ function SessionJobs({ name }: { name: string }) {
         buffered.current = null;
         setList(page);
       },
-      (err: unknown) => !ac.signal.aborted && setError(describeError(err)),
+      (err: unknown) => {
+        if (ac.signal.aborted) return;
+        // no answer to apply them to: events are not kept for ever
+        buffered.current = null;
+        setError(describeError(err));
+      },
     );
     return () => ac.abort();
-  }, [api, name]);
+  }, [api, name, reload]);
   useEventBatches((batch) => {
     const mine = batch.flatMap((e): JobEvent[] =>
       'job' in e && e.job.session_name === name ? [{ job: e.job, evicted: e.type === 'job.evicted' }] : [],
