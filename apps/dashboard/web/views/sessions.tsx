@@ -22,6 +22,7 @@ interface Range {
   complete: boolean;
   oldest: string;
 }
+type Which = 'roots' | 'all' | { parent: string };
 interface Cursors {
   roots: string | null;
   all: string | null;
@@ -88,24 +89,31 @@ export function SessionsView({ query }: { query: URLSearchParams }) {
     }
   };
 
-  /** Read one page: of roots, of all sessions, or of one node's children; its next cursor. */
-  const loadPage = useCallback(
-    async (cursor: string | null, which: 'roots' | 'all' | { parent: string }): Promise<string | null> => {
+  /** Take a page read: of roots, of all sessions, or of one node's children; its next cursor. */
+  const takePage = useCallback((list: SessionList, which: Which): string | null => {
+    for (const s of list.sessions) sessions.upsert(s);
+    // a page of one node's children moves neither list's cursor
+    if (which === 'roots' || which === 'all') {
+      setNext((n) => ({ ...n, [which]: list.next_cursor }));
+      // pages come newest first: a page's last session is the oldest read so far
+      const oldest = list.sessions.at(-1)?.created_at ?? listed.current[which]?.oldest ?? '';
+      listed.current = { ...listed.current, [which]: { complete: list.next_cursor === null, oldest } };
+    }
+    setVersion((v) => v + 1);
+    void confirm();
+    return list.next_cursor;
+  }, []);
+  const readPage = useCallback(
+    (cursor: string | null, which: Which): Promise<SessionList> => {
       const filter = which === 'roots' ? { root: 'true' } : which === 'all' ? {} : { parent: which.parent };
-      const list = await api.get<SessionList>('/sessions', { limit: PAGE_SIZE, cursor, ...filter });
-      for (const s of list.sessions) sessions.upsert(s);
-      // a page of one node's children moves neither list's cursor
-      if (which === 'roots' || which === 'all') {
-        setNext((n) => ({ ...n, [which]: list.next_cursor }));
-        // pages come newest first: a page's last session is the oldest read so far
-        const oldest = list.sessions.at(-1)?.created_at ?? listed.current[which]?.oldest ?? '';
-        listed.current = { ...listed.current, [which]: { complete: list.next_cursor === null, oldest } };
-      }
-      setVersion((v) => v + 1);
-      void confirm();
-      return list.next_cursor;
+      return api.get<SessionList>('/sessions', { limit: PAGE_SIZE, cursor, ...filter });
     },
     [api],
+  );
+  /** Read one page and take it; its next cursor. */
+  const loadPage = useCallback(
+    async (cursor: string | null, which: Which): Promise<string | null> => takePage(await readPage(cursor, which), which),
+    [readPage, takePage],
   );
 
   /** Run reads, with the pager's buttons off and errors shown meanwhile. */
@@ -141,14 +149,34 @@ export function SessionsView({ query }: { query: URLSearchParams }) {
     [api],
   );
 
+  // Reading everything again (a gap in the stream) keeps the trees as they are until the first
+  // pages have come, then puts them in place at once. Cleared before, the trees were drawn nearly
+  // empty by any event meanwhile: every node was drawn anew, and lost its open job list and the
+  // children it showed. Sessions that events change meanwhile are taken again after the answers,
+  // which may have been read before them.
+  const reloads = useRef(0);
+  const duringReload = useRef<Session[] | null>(null);
   const reload = useCallback(() => {
-    sessions.clear();
-    listed.current = { roots: null, all: null };
-    void read(loadPage(null, 'roots'), loadPage(null, 'all'));
+    const generation = ++reloads.current;
+    const during: Session[] = (duringReload.current = []);
+    const first = (async () => {
+      try {
+        const [roots, all] = await Promise.all([readPage(null, 'roots'), readPage(null, 'all')]);
+        if (generation !== reloads.current) return;
+        sessions.clear();
+        listed.current = { roots: null, all: null };
+        takePage(roots, 'roots');
+        takePage(all, 'all');
+        for (const s of during) sessions.upsert(s);
+      } finally {
+        if (duringReload.current === during) duringReload.current = null;
+      }
+    })();
+    void read(first);
     setFocusRoot(null);
     // best effort: a focused session that is gone leaves the trees as they are
-    if (focus) void loadLine(focus).catch(() => setVersion((v) => v + 1));
-  }, [loadPage, read, focus, loadLine]);
+    if (focus) void first.then(() => loadLine(focus)).catch(() => setVersion((v) => v + 1));
+  }, [readPage, takePage, read, focus, loadLine]);
   useEffect(reload, [reload]);
   useResync(reload);
 
@@ -169,6 +197,7 @@ export function SessionsView({ query }: { query: URLSearchParams }) {
       } else if (stream.isHistory(e) && !sessions.all.has(s.session_name)) {
         unconfirmed.current.set(s.session_name, s);
       } else {
+        duringReload.current?.push(s);
         changed = sessions.upsert(s) || changed;
       }
     }
