@@ -1,22 +1,18 @@
 import type { Launcher, LauncherList, LifecycleEvent } from '@agentq/protocol';
 import type { Api } from './api.js';
+import { READ_TIMEOUT_MS, withTimeout } from './timeout.js';
 
 /** Launchers per page read (the coordinator takes up to 1,000): 500 typical ones are about 400 KB. */
 export const LAUNCHERS_PAGE = 500;
 
 /** How long the jobs view waits for a page of launchers (its launcher column and filter) before reading again. */
-export const LAUNCHERS_READ_TIMEOUT_MS = 30_000;
-
-/** A page of launchers that did not come in time (see readAllLaunchers' `pageTimeoutMs`). */
-export class LaunchersReadTimeout extends Error {
-  override readonly name = 'LaunchersReadTimeout';
-}
+export const LAUNCHERS_READ_TIMEOUT_MS = READ_TIMEOUT_MS;
 
 /**
  * Every launcher, in registration order, read a page at a time following `next_cursor`: in one
  * answer the whole registry (up to MAX_LAUNCHERS, 10,000, with their labels) is several MB. A
  * coordinator older than paging answers them all at once, without `next_cursor`. With
- * `pageTimeoutMs`, a page that has not come by then is given up: LaunchersReadTimeout.
+ * `pageTimeoutMs`, a page that has not come by then is given up: ReadTimeout.
  */
 export async function readAllLaunchers(
   api: Api,
@@ -27,7 +23,7 @@ export async function readAllLaunchers(
   const out: Launcher[] = [];
   let cursor: string | null = null;
   for (;;) {
-    const page: LauncherList = await withTimeout(pageTimeoutMs, signal, (s) =>
+    const page: LauncherList = await withTimeout(pageTimeoutMs, signal, `GET /launchers`, (s) =>
       api.get<LauncherList>('/launchers', { limit: pageSize, cursor }, s),
     );
     out.push(...page.launchers);
@@ -35,28 +31,6 @@ export async function readAllLaunchers(
     // a cursor that does not move would read the same page for ever
     if (next === null || next === cursor) return out;
     cursor = next;
-  }
-}
-
-/** `call` with a signal that also aborts after `ms` (a timer, which the tests' clock moves). */
-async function withTimeout<T>(ms: number | undefined, signal: AbortSignal | undefined, call: (signal?: AbortSignal) => Promise<T>): Promise<T> {
-  if (ms === undefined) return call(signal);
-  const ac = new AbortController();
-  const stop = () => ac.abort();
-  signal?.addEventListener('abort', stop, { once: true });
-  let timedOut = false;
-  const timer = setTimeout(() => {
-    timedOut = true;
-    ac.abort();
-  }, ms);
-  try {
-    return await call(ac.signal);
-  } catch (err) {
-    if (timedOut && !signal?.aborted) throw new LaunchersReadTimeout(`GET /launchers did not answer in ${ms} ms`, { cause: err });
-    throw err;
-  } finally {
-    clearTimeout(timer);
-    signal?.removeEventListener('abort', stop);
   }
 }
 

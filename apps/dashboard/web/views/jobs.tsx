@@ -16,11 +16,11 @@ import {
 import {
   applyLauncherEvents,
   LAUNCHERS_READ_TIMEOUT_MS,
-  LaunchersReadTimeout,
   readAllLaunchers,
   type LauncherEvent,
 } from '../lib/launchers.js';
 import { link, navigate } from '../lib/router.js';
+import { READ_TIMEOUT_MS, ReadTimeout, withTimeout } from '../lib/timeout.js';
 import { CallbackMark, Empty, ErrorNote, JobLink, StatusBadge } from './common.js';
 
 /** Rows per page: the list never renders more, whatever the number of jobs in the system. */
@@ -56,7 +56,9 @@ export function JobsView({ query }: { query: URLSearchParams }) {
       setState((s) => ({ ...s, cursors, loading: true, error: null }));
       const cursor = cursors[cursors.length - 1] ?? null;
       try {
-        const list = await api.get<JobList>('/jobs', { ...filterToApi(filter), limit: PAGE_SIZE, cursor });
+        const list = await withTimeout(READ_TIMEOUT_MS, undefined, 'GET /jobs', (signal) =>
+          api.get<JobList>('/jobs', { ...filterToApi(filter), limit: PAGE_SIZE, cursor }, signal),
+        );
         if (token !== load.current) return;
         let page: JobPage = { rows: list.jobs, next: list.next_cursor, first: cursor === null, shifted: false };
         for (const { job, evicted } of buffered.current ?? []) page = applyJob(page, job, evicted, filter, PAGE_SIZE);
@@ -64,6 +66,9 @@ export function JobsView({ query }: { query: URLSearchParams }) {
         setState({ page, cursors, loading: false, error: null });
       } catch (err) {
         if (token !== load.current) return;
+        // a page that does not come is read again: its events are buffered meanwhile, which
+        // must not go on for ever
+        if (err instanceof ReadTimeout) return void fetchPage(cursors);
         buffered.current = null;
         setState((s) => ({ ...s, loading: false, error: describeError(err) }));
       }
@@ -93,7 +98,7 @@ export function JobsView({ query }: { query: URLSearchParams }) {
           return;
         } catch (err) {
           // any other failure leaves the launchers the events bring (the column names fewer hosts)
-          if (!(err instanceof LaunchersReadTimeout)) return;
+          if (!(err instanceof ReadTimeout)) return;
         } finally {
           if (launcherEvents.current === buffered) launcherEvents.current = null;
         }
