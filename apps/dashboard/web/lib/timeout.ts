@@ -21,6 +21,8 @@ export async function withTimeout<T>(
   call: (signal?: AbortSignal) => Promise<T>,
 ): Promise<T> {
   if (ms === undefined) return call(signal);
+  // a signal aborted already fires no 'abort' event: `call` would run as if it had none
+  signal?.throwIfAborted();
   const ac = new AbortController();
   const stop = () => ac.abort();
   signal?.addEventListener('abort', stop, { once: true });
