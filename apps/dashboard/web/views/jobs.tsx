@@ -48,15 +48,21 @@ export function JobsView({ query }: { query: URLSearchParams }) {
   // included: the answer may have been read before a job was deleted
   const buffered = useRef<JobEvent[] | null>(null);
   const load = useRef(0);
+  // the page read in flight: aborted by the next one and when the view goes, so that a read
+  // given up (ReadTimeout) is not read again for a view that is no longer there
+  const inFlight = useRef<AbortController | null>(null);
+  useEffect(() => () => inFlight.current?.abort(), []);
 
   const fetchPage = useCallback(
     async (cursors: (string | null)[]) => {
       const token = ++load.current;
+      inFlight.current?.abort();
+      const ac = (inFlight.current = new AbortController());
       buffered.current = [];
       setState((s) => ({ ...s, cursors, loading: true, error: null }));
       const cursor = cursors[cursors.length - 1] ?? null;
       try {
-        const list = await withTimeout(READ_TIMEOUT_MS, undefined, 'GET /jobs', (signal) =>
+        const list = await withTimeout(READ_TIMEOUT_MS, ac.signal, 'GET /jobs', (signal) =>
           api.get<JobList>('/jobs', { ...filterToApi(filter), limit: PAGE_SIZE, cursor }, signal),
         );
         if (token !== load.current) return;
@@ -65,7 +71,7 @@ export function JobsView({ query }: { query: URLSearchParams }) {
         buffered.current = null;
         setState({ page, cursors, loading: false, error: null });
       } catch (err) {
-        if (token !== load.current) return;
+        if (token !== load.current || ac.signal.aborted) return;
         // a page that does not come is read again: its events are buffered meanwhile, which
         // must not go on for ever
         if (err instanceof ReadTimeout) return void fetchPage(cursors);
