@@ -213,3 +213,35 @@ test('a node keeps its open job list when the tree is read again after a gap wit
   await page.locator('[data-session="other-a"]').waitFor(); // the tree was read again
   await row.and(page.locator('[data-status="stopped"]')).waitFor();
 });
+
+test("a session's job list that failed to read shows its jobs once it is read again after a gap", { skip }, async (t) => {
+  const { page, client, app, url } = await openDashboard(t, browser(), { config: { eventReplaySize: 3 } });
+  const job = await client.createJob({ type: 'start_session', session_name: 'watched', prompt: 'p' });
+  // the first read of the session's jobs fails; the ones after it are answered
+  let reads = 0;
+  await page.route(/\/jobs\?(.*&)?session_name=watched(&.*)?$/, async (route) => {
+    if (++reads > 1) return route.continue();
+    await route.fulfill({ status: 500, json: { error: { code: 'internal_error', message: 'the store failed' } } });
+  });
+  await page.goto(`${url}/#/sessions`);
+  await live(page);
+  await page.locator('[data-session="watched"]').getByRole('button', { name: 'jobs (1)' }).click();
+  await page.locator('[data-session="watched"]').getByText('the store failed').waitFor();
+
+  // a gap (EVENT_REPLAY_SIZE 3): the list is read again, and answered
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  t.after(() => release());
+  await page.route(/\/events$/, async (route) => {
+    await released;
+    await route.continue();
+  });
+  app.server.closeAllConnections();
+  await page.locator('[data-stream-state="retrying"]').waitFor();
+  for (const hostname of ['a', 'b', 'c', 'd']) await fakeLauncher(client, { hostname });
+  release();
+  await live(page);
+  await page.locator(`[data-session="watched"] li[data-job-id="${job.job_id}"]`).waitFor();
+  assert.equal(reads, 2);
+  assert.equal(await page.locator('[data-session="watched"]').getByText('the store failed').count(), 0, 'the error is gone');
+});

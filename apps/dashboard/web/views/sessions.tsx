@@ -398,6 +398,8 @@ function SessionJobs({ name }: { name: string }) {
         for (const { job, evicted } of buffered.current ?? []) page = applyJob(page, job, evicted, filter, SESSION_JOBS);
         buffered.current = null;
         setList(page);
+        // a read again (a gap) that is answered replaces the error of the one before
+        setError(null);
       },
       (err: unknown) => {
         if (ac.signal.aborted) return;
