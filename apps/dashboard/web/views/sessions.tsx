@@ -134,49 +134,57 @@ export function SessionsView({ query }: { query: URLSearchParams }) {
   // the root of the focused session's tree (`?focus=`), read with its line of ancestors: drawn
   // first, whatever page its tree is on, so the focused session shows in its place in the tree
   const [focusRoot, setFocusRoot] = useState<string | null>(null);
-  const loadLine = useCallback(
-    async (name: string) => {
+  const readLine = useCallback(
+    async (name: string): Promise<Session[]> => {
+      const line: Session[] = [];
       let at: string | null = name;
       // a session is at most MAX_ANCESTORS levels below its root
       for (let level = 0; at !== null && level <= MAX_ANCESTORS; level++) {
         const s: Session = await api.get<Session>(`/sessions/${encodeURIComponent(at)}`);
-        sessions.upsert(s);
-        if (s.parent_session_name === null) setFocusRoot(s.session_name);
+        line.push(s);
         at = s.parent_session_name;
       }
-      setVersion((v) => v + 1);
+      return line;
     },
     [api],
   );
 
   // Reading everything again (a gap in the stream) keeps the trees as they are until the first
-  // pages have come, then puts them in place at once. Cleared before, the trees were drawn nearly
-  // empty by any event meanwhile: every node was drawn anew, and lost its open job list and the
-  // children it showed. Sessions that events change meanwhile are taken again after the answers,
-  // which may have been read before them.
+  // pages (and the focused session's line) have come, then puts them in place at once. Cleared
+  // before, the trees were drawn nearly empty by any event meanwhile: every node was drawn anew,
+  // and lost its open job list and the children it showed. Sessions that events change meanwhile
+  // are taken again after the answers, which may have been read before them: the newest version
+  // of each (a burst of events for one session is kept once).
   const reloads = useRef(0);
-  const duringReload = useRef<Session[] | null>(null);
+  const duringReload = useRef<Map<string, Session> | null>(null);
   const reload = useCallback(() => {
     const generation = ++reloads.current;
-    const during: Session[] = (duringReload.current = []);
+    const during = (duringReload.current = new Map<string, Session>());
+    // best effort: a focused session that is gone leaves the trees as they are
+    const line = focus === null ? Promise.resolve(null) : readLine(focus).catch(() => null);
     const first = (async () => {
       try {
-        const [roots, all] = await Promise.all([readPage(null, 'roots'), readPage(null, 'all')]);
+        const [roots, all, focused] = await Promise.all([readPage(null, 'roots'), readPage(null, 'all'), line]);
         if (generation !== reloads.current) return;
         sessions.clear();
         listed.current = { roots: null, all: null };
         takePage(roots, 'roots');
         takePage(all, 'all');
-        for (const s of during) sessions.upsert(s);
+        // the focused tree's root is set in the same render as the trees: unset meanwhile, a tree
+        // on a later page would leave the page and come back drawn anew
+        let root: string | null = null;
+        for (const s of focused ?? []) {
+          sessions.upsert(s);
+          if (s.parent_session_name === null) root = s.session_name;
+        }
+        setFocusRoot(root);
+        for (const s of during.values()) sessions.upsert(s);
       } finally {
         if (duringReload.current === during) duringReload.current = null;
       }
     })();
     void read(first);
-    setFocusRoot(null);
-    // best effort: a focused session that is gone leaves the trees as they are
-    if (focus) void first.then(() => loadLine(focus)).catch(() => setVersion((v) => v + 1));
-  }, [readPage, takePage, read, focus, loadLine]);
+  }, [readPage, takePage, read, focus, readLine]);
   useEffect(reload, [reload]);
   useResync(reload);
 
@@ -197,7 +205,7 @@ export function SessionsView({ query }: { query: URLSearchParams }) {
       } else if (stream.isHistory(e) && !sessions.all.has(s.session_name)) {
         unconfirmed.current.set(s.session_name, s);
       } else {
-        duringReload.current?.push(s);
+        duringReload.current?.set(s.session_name, s);
         changed = sessions.upsert(s) || changed;
       }
     }
