@@ -60,6 +60,16 @@ export function SessionsView({ query }: { query: URLSearchParams }) {
   const listed = useRef<{ roots: Range | null; all: Range | null }>({ roots: null, all: null });
   // sessions that only replayed events name, until the API says whether they still exist
   const unconfirmed = useRef(new Map<string, Session>());
+  // while the trees are read again (see reload): the sessions taken meanwhile other than from its
+  // answers (events, a node's children read, a confirmed session), the newest version of each,
+  // taken again after the answers, which clear the map and may have been read before them
+  const duringReload = useRef<Map<string, Session> | null>(null);
+  const keep = (s: Session): boolean => {
+    const during = duringReload.current;
+    const had = during?.get(s.session_name);
+    if (during && (had === undefined || had.updated_at <= s.updated_at)) during.set(s.session_name, s);
+    return sessions.upsert(s);
+  };
 
   /**
    * Replayed events are older than the page's reads and may name a session deleted since without
@@ -74,7 +84,7 @@ export function SessionsView({ query }: { query: URLSearchParams }) {
     unconfirmed.current.clear();
     for (const s of named) {
       if (sessions.all.has(s.session_name)) {
-        if (sessions.upsert(s)) setVersion((v) => v + 1);
+        if (keep(s)) setVersion((v) => v + 1);
         continue;
       }
       // one created at the same instant (a batch) as the oldest read but not read with it is on
@@ -82,7 +92,7 @@ export function SessionsView({ query }: { query: URLSearchParams }) {
       if (!covers(s.parent_session_name === null ? roots : all, s.created_at, false)) continue;
       try {
         const found = await api.get<Session>(`/sessions/${encodeURIComponent(s.session_name)}`);
-        if (sessions.upsert(found)) setVersion((v) => v + 1);
+        if (keep(found)) setVersion((v) => v + 1);
       } catch (err) {
         if (!(err instanceof ApiError && err.status === 404)) setError(describeError(err));
       }
@@ -91,8 +101,12 @@ export function SessionsView({ query }: { query: URLSearchParams }) {
 
   /** Take a page read: of roots, of all sessions, or of one node's children; its next cursor. */
   const takePage = useCallback((list: SessionList, which: Which): string | null => {
-    for (const s of list.sessions) sessions.upsert(s);
-    // a page of one node's children moves neither list's cursor
+    // a page of one node's children moves neither list's cursor, and is not one the trees are
+    // read again from: kept if they are (its children would be lost with the map cleared)
+    for (const s of list.sessions) {
+      if (typeof which === 'object') keep(s);
+      else sessions.upsert(s);
+    }
     if (which === 'roots' || which === 'all') {
       setNext((n) => ({ ...n, [which]: list.next_cursor }));
       // pages come newest first: a page's last session is the oldest read so far
@@ -154,9 +168,8 @@ export function SessionsView({ query }: { query: URLSearchParams }) {
   // before, the trees were drawn nearly empty by any event meanwhile: every node was drawn anew,
   // and lost its open job list and the children it showed. Sessions that events change meanwhile
   // are taken again after the answers, which may have been read before them: the newest version
-  // of each (a burst of events for one session is kept once).
+  // of each (a burst of events for one session is kept once), see keep.
   const reloads = useRef(0);
-  const duringReload = useRef<Map<string, Session> | null>(null);
   const reload = useCallback(() => {
     const generation = ++reloads.current;
     const during = (duringReload.current = new Map<string, Session>());
@@ -205,8 +218,7 @@ export function SessionsView({ query }: { query: URLSearchParams }) {
       } else if (stream.isHistory(e) && !sessions.all.has(s.session_name)) {
         unconfirmed.current.set(s.session_name, s);
       } else {
-        duringReload.current?.set(s.session_name, s);
-        changed = sessions.upsert(s) || changed;
+        changed = keep(s) || changed;
       }
     }
     if (changed) setVersion((v) => v + 1);
