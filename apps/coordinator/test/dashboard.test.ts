@@ -149,3 +149,26 @@ test("file errors (a Range past the end, a failed If-Match, a path with .. or a 
   // and every status is the one the registry gives the code
   for (const e of [up, nul]) assert.equal(ErrorCodes[e.error.code as keyof typeof ErrorCodes], e.status);
 });
+
+test('the dashboard page and its assets are served while the overload protection refuses the API: a refused page stayed a JSON error, nothing reloaded it', async (t) => {
+  const { c } = await startTest(t, { overloadMaxHeapBytes: 1, overloadSampleIntervalMs: 10, overloadRetryAfterSeconds: 7 }, { dashboardDir: builtDashboard(t) });
+  // the first samples after start are not acted on: ask until the coordinator refuses (a bounded
+  // number of tries, each one round trip)
+  let refused = false;
+  for (let i = 0; i < 500 && !refused; i++) {
+    const res = await fetch(`${c.url}/ready`);
+    await res.arrayBuffer();
+    refused = res.status === 503;
+    if (!refused) await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  assert.ok(refused, 'the coordinator never reported overload');
+  const api = await fetch(`${c.url}/jobs`);
+  assert.equal(api.status, 503, 'the API is refused');
+  assert.equal(((await api.json()) as { error: { code: string } }).error.code, 'overloaded');
+  const page = await fetch(`${c.url}/`);
+  assert.equal(page.status, 200);
+  assert.match(await page.text(), /<title>agentq<\/title>/);
+  const asset = await fetch(`${c.url}/assets/app-ABC.js`);
+  assert.equal(asset.status, 200);
+  assert.equal(await asset.text(), 'console.log(1)');
+});

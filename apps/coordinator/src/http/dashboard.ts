@@ -77,8 +77,9 @@ export const dashboardRoutes: FastifyPluginAsync<{ dir: string }> = async (app, 
   // read at each request: it names the assets of the build there is now
   const page: RouteHandlerMethod = (_req, reply) =>
     existsSync(index) ? reply.sendFile('index.html', dir) : reply.code(ErrorCodes[code]).send(notBuilt);
-  // not part of the API document
-  const hide = { schema: { hide: true } };
+  // not part of the API document; served while the overload protection refuses the API (see
+  // overload.ts): a refused page would stay a JSON error, a served one retries its reads itself
+  const hide = { schema: { hide: true }, config: { servedWhenOverloaded: true } };
   app.get('/', hide, page);
   app.get('/index.html', hide, page);
   // a file of assets/ by its plain name (the build writes no folders there); any other name, or

@@ -13,7 +13,10 @@ import { routeOf } from './route-of.js';
  *
  * All but `GET /health`, the liveness check: a busy coordinator is alive, and an orchestrator that
  * restarted it for being busy would lose its work and make the overload worse. It answers 200 and
- * says `overloaded: true`; `GET /ready` is refused like the rest, for load balancers.
+ * says `overloaded: true`; `GET /ready` is refused like the rest, for load balancers. Nor the
+ * dashboard's own files (routes with `config.servedWhenOverloaded`, see dashboard.ts): they cost a
+ * file read, and a page refused with a JSON 503 stays an error page (nothing reloads it), whereas
+ * the loaded dashboard waits out the Retry-After of its API reads and event stream by itself.
  * Returns whether the protection is refusing requests now.
  */
 export async function installOverloadProtection(app: FastifyInstance, config: CoordinatorConfig): Promise<() => boolean> {
@@ -33,7 +36,9 @@ export async function installOverloadProtection(app: FastifyInstance, config: Co
     retryAfter,
     // async: under-pressure passes a rejection to Fastify's error handler (the standard shape)
     pressureHandler: async (req, reply, type, value) => {
-      if (Date.now() < trustFrom || routeOf(req).url === '/health') return;
+      if (Date.now() < trustFrom) return;
+      const route = routeOf(req);
+      if (route.url === '/health' || route.config.servedWhenOverloaded === true) return;
       reply.header('retry-after', String(retryAfter));
       req.log.warn({ type, value }, 'overloaded: request refused with 503');
       throw new CoordinatorError('overloaded', `the coordinator is overloaded (${type}); retry after ${retryAfter} s`, {
@@ -43,4 +48,11 @@ export async function installOverloadProtection(app: FastifyInstance, config: Co
     },
   });
   return () => Date.now() >= trustFrom && app.isUnderPressure();
+}
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** not refused by the overload protection (the dashboard's static files) */
+    servedWhenOverloaded?: boolean;
+  }
 }
