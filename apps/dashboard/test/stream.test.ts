@@ -1,3 +1,4 @@
+import assert from 'node:assert/strict';
 import { connect, createServer, type Server as TcpServer, type Socket } from 'node:net';
 import { test } from 'node:test';
 import { fileBrowser, live, startServer } from './harness.js';
@@ -65,4 +66,38 @@ test('a stream that goes silent without closing is given up and reconnected: the
   await page.locator('[data-stream-state="retrying"]').waitFor();
   await live(page);
   await page.locator(`tr[data-job-id="${job.job_id}"]`).waitFor();
+});
+
+test('a stream refused 503 with a Retry-After reconnects no sooner than it asked: an overloaded coordinator is not asked again at once', { skip }, async (t) => {
+  const server = await startServer();
+  t.after(() => server.close());
+  const context = await browser().newContext();
+  t.after(() => context.close());
+  const page = await context.newPage();
+  // the times (the page's clock) at which the page opens its stream
+  await page.addInitScript(() => {
+    const w = window as unknown as { streamOpenedAt: number[] };
+    w.streamOpenedAt = [];
+    const fetch = window.fetch.bind(window);
+    window.fetch = (input, init) => {
+      if (String(input).endsWith('/events')) w.streamOpenedAt.push(Date.now());
+      return fetch(input, init);
+    };
+  });
+  // the page's timers on a clock the test moves: a reconnect comes when the test lets it
+  await page.clock.install();
+  await page.clock.pauseAt(Date.now() + 60_000);
+  let refused = false;
+  await page.route(/\/events$/, async (route) => {
+    if (refused) return route.continue();
+    refused = true;
+    await route.fulfill({ status: 503, headers: { 'retry-after': '5' }, json: { error: { code: 'overloaded', message: 'busy' } } });
+  });
+  await page.goto(`${server.url}/#/jobs`);
+  await page.clock.runFor(6_000);
+  await page.clock.resume();
+  await live(page);
+  const at = await page.evaluate(() => (window as unknown as { streamOpenedAt: number[] }).streamOpenedAt);
+  assert.equal(at.length, 2, `opened once refused, then once more: ${JSON.stringify(at)}`);
+  assert.ok(at[1]! - at[0]! >= 5_000, `reconnected ${at[1]! - at[0]!} ms after the refusal asked for 5 s`);
 });

@@ -1,6 +1,6 @@
 import type { Job, JobStatus, LifecycleEvent } from '@agentq/protocol';
 import { createParser } from 'eventsource-parser';
-import type { Api } from './api.js';
+import { retryAfterMs, type Api } from './api.js';
 import { sleep } from './sleep.js';
 
 export type StreamState = 'connecting' | 'live' | 'retrying' | 'needs-token';
@@ -35,7 +35,8 @@ const DEFAULT_KEEPALIVE_MS = 15_000;
 /**
  * The live feed: `GET /events` read with fetch() rather than EventSource, because EventSource
  * cannot send the Authorization header that a coordinator with auth on requires. The text is
- * parsed by eventsource-parser; a dropped stream reconnects with capped, jittered backoff and
+ * parsed by eventsource-parser; a dropped stream reconnects with capped, jittered backoff (at
+ * least the `Retry-After` of a 429 or 503 that refused it, up to 10 s) and
  * `Last-Event-ID`, so no event is lost while the coordinator's replay window covers the gap
  * (otherwise views are told to re-read: `onResync`).
  *
@@ -133,6 +134,8 @@ export class EventStream {
         watchdog = setTimeout(stop, this.#silenceMs);
       };
       heard();
+      // what a refusal (429/503) asked the page to wait before it comes again
+      let asked: number | undefined;
       try {
         const res = await fetch('/events', {
           headers: { accept: 'text/event-stream', 'last-event-id': this.#lastId, ...this.#api.headers() },
@@ -143,7 +146,10 @@ export class EventStream {
           this.#setState('needs-token'); // until restart() with a new token
           return;
         }
-        if (!res.ok || res.body === null) throw new Error(`GET /events answered HTTP ${res.status}`);
+        if (!res.ok || res.body === null) {
+          asked = retryAfterMs(res);
+          throw new Error(`GET /events answered HTTP ${res.status}`);
+        }
         this.#setState('live');
         attempt = 0;
         const firstConnection = !this.#connectedOnce;
@@ -203,7 +209,8 @@ export class EventStream {
         if (signal.aborted) return;
         this.#setState('retrying');
         const backoff = Math.min(MAX_BACKOFF_MS, 500 * 2 ** attempt++) * (0.5 + Math.random() / 2);
-        await sleep(backoff, signal);
+        // an overloaded coordinator asked for a wait (Retry-After): a retry before it is refused again
+        await sleep(Math.max(backoff, asked ?? 0), signal);
       } finally {
         clearTimeout(watchdog);
         signal.removeEventListener('abort', stop);
