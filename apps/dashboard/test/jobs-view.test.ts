@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import { ManualClock } from '@agentq/coordinator';
-import type { Page } from 'playwright-core';
+import type { Page, Route } from 'playwright-core';
 import { LAUNCHERS_READ_TIMEOUT_MS } from '../web/lib/launchers.js';
 import { READ_TIMEOUT_MS } from '../web/lib/timeout.js';
 import { fakeLauncher, fileBrowser, holdAnswers, live, openDashboard, startServer } from './harness.js';
@@ -9,6 +9,35 @@ import { fakeLauncher, fileBrowser, holdAnswers, live, openDashboard, startServe
 // The jobs list while jobs change under it: what the page shows must match what the API has.
 
 const { skip, browser } = fileBrowser();
+
+/**
+ * The dashboard with the first read matching `url` never answered (aborted when the test ends);
+ * the reads after it go to `answer` (through to the coordinator by default). Resolves once that
+ * first read was asked; `requests()` counts the reads.
+ */
+async function firstReadUnanswered(t: TestContext, url: RegExp, answer = (route: Route) => route.continue()) {
+  let requests = 0;
+  let abandon!: () => void;
+  const abandoned = new Promise<void>((resolve) => (abandon = resolve));
+  t.after(() => abandon());
+  let firstAsked!: () => void;
+  const asked = new Promise<void>((resolve) => (firstAsked = resolve));
+  const dashboard = await openDashboard(t, browser(), {
+    beforeLoad: async (page) => {
+      await page.clock.install();
+      await page.route(url, async (route) => {
+        if (++requests === 1) {
+          firstAsked();
+          await abandoned;
+          return route.abort().catch(() => undefined);
+        }
+        await answer(route);
+      });
+    },
+  });
+  await asked;
+  return { ...dashboard, requests: () => requests };
+}
 
 const RETENTION_MS = 1000;
 /** retention that the test drives (the sweeper's timer never fires during a test) */
@@ -224,30 +253,13 @@ test('a launcher that registers while the jobs view reads the launchers is offer
 
 test('a read of the launchers that never answers is given up and read again: the launcher filter gets its answer', { skip }, async (t) => {
   // the first read of the launchers is never answered; the ones after it are, with a mark
-  let requests = 0;
-  let abandon!: () => void;
-  const abandoned = new Promise<void>((resolve) => (abandon = resolve));
-  t.after(() => abandon());
-  let firstAsked!: () => void;
-  const asked = new Promise<void>((resolve) => (firstAsked = resolve));
-  const { page, client } = await openDashboard(t, browser(), {
-    beforeLoad: async (page) => {
-      await page.clock.install();
-      await page.route(/\/launchers(\?.*)?$/, async (route) => {
-        if (++requests === 1) {
-          firstAsked();
-          await abandoned;
-          return route.abort().catch(() => undefined);
-        }
-        const answer = await route.fetch();
-        const body = (await answer.json()) as { launchers: { launcher_id: string; hostname: string | null }[] };
-        for (const l of body.launchers) l.hostname = 'read again';
-        await route.fulfill({ response: answer, json: body });
-      });
-    },
+  const { page, client, requests } = await firstReadUnanswered(t, /\/launchers(\?.*)?$/, async (route) => {
+    const answer = await route.fetch();
+    const body = (await answer.json()) as { launchers: { launcher_id: string; hostname: string | null }[] };
+    for (const l of body.launchers) l.hostname = 'read again';
+    await route.fulfill({ response: answer, json: body });
   });
   await live(page);
-  await asked;
   const launcher = await fakeLauncher(client, { hostname: 'registered' });
   const option = page.locator(`select[name="launcher"] option[value="${launcher.id}"]`);
   await option.filter({ hasText: 'registered' }).waitFor({ state: 'attached' });
@@ -255,61 +267,23 @@ test('a read of the launchers that never answers is given up and read again: the
   // the page gives the read up after LAUNCHERS_READ_TIMEOUT_MS and reads again
   await page.clock.fastForward(LAUNCHERS_READ_TIMEOUT_MS);
   await option.filter({ hasText: 'read again' }).waitFor({ state: 'attached' });
-  assert.equal(requests, 2, 'the read given up was made once more');
+  assert.equal(requests(), 2, 'the read given up was made once more');
 });
 
 test('a read of a page of jobs that never answers is given up and read again: the list gets its answer', { skip }, async (t) => {
   // the first read of the jobs is never answered; the ones after it are
-  let requests = 0;
-  let abandon!: () => void;
-  const abandoned = new Promise<void>((resolve) => (abandon = resolve));
-  t.after(() => abandon());
-  let firstAsked!: () => void;
-  const asked = new Promise<void>((resolve) => (firstAsked = resolve));
-  const { page } = await openDashboard(t, browser(), {
-    beforeLoad: async (page) => {
-      await page.clock.install();
-      await page.route(/\/jobs(\?.*)?$/, async (route) => {
-        if (++requests === 1) {
-          firstAsked();
-          await abandoned;
-          return route.abort().catch(() => undefined);
-        }
-        await route.continue();
-      });
-    },
-  });
-  await asked;
+  const { page, requests } = await firstReadUnanswered(t, /\/jobs(\?.*)?$/);
   await live(page);
   const list = page.locator('table.jobs-table');
   assert.equal(await list.getAttribute('aria-busy'), 'true', 'the list waits for its page');
   await page.clock.fastForward(READ_TIMEOUT_MS);
   await page.locator('table.jobs-table[aria-busy="false"]').waitFor();
-  assert.equal(requests, 2, 'the read given up was made once more');
+  assert.equal(requests(), 2, 'the read given up was made once more');
 });
 
 test('a page of jobs given up after the jobs view was left is not read again', { skip }, async (t) => {
   // the first read of the jobs is never answered; the ones after it are
-  let requests = 0;
-  let abandon!: () => void;
-  const abandoned = new Promise<void>((resolve) => (abandon = resolve));
-  t.after(() => abandon());
-  let firstAsked!: () => void;
-  const asked = new Promise<void>((resolve) => (firstAsked = resolve));
-  const { page } = await openDashboard(t, browser(), {
-    beforeLoad: async (page) => {
-      await page.clock.install();
-      await page.route(/\/jobs(\?.*)?$/, async (route) => {
-        if (++requests === 1) {
-          firstAsked();
-          await abandoned;
-          return route.abort().catch(() => undefined);
-        }
-        await route.continue();
-      });
-    },
-  });
-  await asked;
+  const { page, requests } = await firstReadUnanswered(t, /\/jobs(\?.*)?$/);
   await live(page);
   // the view is left while its read is in flight, and the read's time runs out after that
   await page.locator('nav.tabs a', { hasText: 'Sessions' }).click();
@@ -318,5 +292,5 @@ test('a page of jobs given up after the jobs view was left is not read again', {
   // back to the jobs: its own read is the second one, the first was not read again meanwhile
   await page.locator('nav.tabs a', { hasText: 'Jobs' }).click();
   await page.locator('table.jobs-table[aria-busy="false"]').waitFor();
-  assert.equal(requests, 2, 'only the new view read the jobs again');
+  assert.equal(requests(), 2, 'only the new view read the jobs again');
 });
