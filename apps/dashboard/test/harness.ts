@@ -184,3 +184,28 @@ export async function holdAnswers<T = unknown>(
   });
   return { read, release };
 }
+
+/**
+ * A gap in the page's event stream: its connection is dropped (every connection of `app`'s
+ * server is closed) and its reconnect held until `reconnect()`, which lets it through and
+ * resolves once the stream is live again. Resolves once the page shows it is retrying. With a
+ * small EVENT_REPLAY_SIZE, events made meanwhile leave the replay window: the page is told of a
+ * gap and its views read again.
+ */
+export async function dropStream(t: TestContext, page: Page, app: App): Promise<{ reconnect: () => Promise<void> }> {
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  t.after(() => release());
+  await page.route(/\/events$/, async (route) => {
+    await released;
+    await route.continue();
+  });
+  app.server.closeAllConnections();
+  await page.locator('[data-stream-state="retrying"]').waitFor();
+  return {
+    reconnect: async () => {
+      release();
+      await live(page);
+    },
+  };
+}

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
+import type { CoordinatorConfig } from '@agentq/coordinator';
 import type { CreateJobRequest } from '@agentq/protocol';
-import { fileBrowser, holdAnswers, live, openDashboard } from './harness.js';
+import { dropStream, fileBrowser, holdAnswers, live, openDashboard } from './harness.js';
 
 // The sessions view with more sessions than one page (200): the trees are paged by their roots.
 // Read newest first among all sessions, a tree with many children filled the first page with
@@ -14,6 +15,30 @@ const PAGE_SIZE = 200;
 
 const roots = (page: import('playwright-core').Page) =>
   page.locator('ul.tree > li.node').evaluateAll((nodes) => nodes.map((n) => n.getAttribute('data-session')));
+
+/** `n` sessions to start, named `<prefix>-000`, `<prefix>-001`, ... (in creation order), under `parent` when given */
+const starts = (prefix: string, n: number, parent?: string): CreateJobRequest[] =>
+  Array.from({ length: n }, (_, i) => ({
+    type: 'start_session',
+    session_name: `${prefix}-${String(i).padStart(3, '0')}`,
+    prompt: 'p',
+    ...(parent === undefined ? {} : { parent_session_name: parent }),
+  }));
+
+/**
+ * The sessions view focused (`?focus=`) on "old-kid", a child of "old-boss", whose tree is on no
+ * first page: newer roots fill the first page of roots and of all sessions.
+ */
+async function focusedBeyondFirstPage(t: TestContext, config: Partial<CoordinatorConfig> = {}) {
+  const dashboard = await openDashboard(t, browser(), { path: '#/sessions', config });
+  const { page, client } = dashboard;
+  await client.createJob({ type: 'start_session', session_name: 'old-boss', prompt: 'p' });
+  await client.createJob({ type: 'start_session', session_name: 'old-kid', prompt: 'p', parent_session_name: 'old-boss' });
+  await client.createJobs(starts('newer', PAGE_SIZE + 10));
+  await page.goto(`${new URL(page.url()).origin}/#/sessions?focus=old-kid`);
+  await live(page);
+  return dashboard;
+}
 
 test('with more sessions than a page, the tree shows the real roots, newest first, their children under them', { skip }, async (t) => {
   const { page, client } = await openDashboard(t, browser(), { path: '#/sessions' });
@@ -51,11 +76,7 @@ test('with more sessions than a page, the tree shows the real roots, newest firs
 
 test('roots beyond the first page come with "load more sessions", older than those shown', { skip }, async (t) => {
   const { page, client } = await openDashboard(t, browser(), { path: '#/sessions' });
-  const bodies: CreateJobRequest[] = Array.from({ length: PAGE_SIZE + 5 }, (_, i) => ({
-    type: 'start_session',
-    session_name: `root-${String(i).padStart(3, '0')}`,
-    prompt: 'p',
-  }));
+  const bodies = starts('root', PAGE_SIZE + 5);
   await client.createJobs(bodies);
   await page.reload();
   await live(page);
@@ -73,18 +94,7 @@ test('roots beyond the first page come with "load more sessions", older than tho
 });
 
 test('a session focused from a job page (#/sessions?focus=) is drawn in its tree, first, whatever page its tree is on', { skip }, async (t) => {
-  const { page, client } = await openDashboard(t, browser(), { path: '#/sessions' });
-  await client.createJob({ type: 'start_session', session_name: 'old-boss', prompt: 'p' });
-  await client.createJob({ type: 'start_session', session_name: 'old-kid', prompt: 'p', parent_session_name: 'old-boss' });
-  // newer roots fill the first page of roots and of all sessions: the focused tree is on none
-  const newer: CreateJobRequest[] = Array.from({ length: PAGE_SIZE + 10 }, (_, i) => ({
-    type: 'start_session',
-    session_name: `newer-${String(i).padStart(3, '0')}`,
-    prompt: 'p',
-  }));
-  await client.createJobs(newer);
-  await page.goto(`${new URL(page.url()).origin}/#/sessions?focus=old-kid`);
-  await live(page);
+  const { page } = await focusedBeyondFirstPage(t);
   await page.locator('ul.tree > li.node[data-session="old-boss"] > ul.children > li.node.focus[data-session="old-kid"]').waitFor();
   assert.equal((await roots(page))[0], 'old-boss', 'the focused tree comes first');
 });
@@ -96,12 +106,7 @@ test('a node draws every child the page read, not only those its parent names; "
   const { page, client } = await openDashboard(t, browser(), { path: '#/sessions', config: { maxSessionListItems: 3 } });
   await client.createJob({ type: 'start_session', session_name: 'boss', prompt: 'p' });
   const total = PAGE_SIZE + 50;
-  const children: CreateJobRequest[] = Array.from({ length: total }, (_, i) => ({
-    type: 'start_session',
-    session_name: `child-${String(i).padStart(3, '0')}`,
-    prompt: 'p',
-    parent_session_name: 'boss',
-  }));
+  const children = starts('child', total, 'boss');
   await client.createJobs(children);
   const boss = await client.getSession('boss');
   assert.deepEqual([boss.children.length, boss.children_count], [3, total], 'the parent names 3 of its children');
@@ -129,17 +134,7 @@ test('a node draws every child the page read, not only those its parent names; "
 });
 
 test('the focused tree, on no first page, stays drawn as it was while the trees are read again after a gap', { skip }, async (t) => {
-  const { page, client, app } = await openDashboard(t, browser(), { path: '#/sessions', config: { eventReplaySize: 3 } });
-  await client.createJob({ type: 'start_session', session_name: 'old-boss', prompt: 'p' });
-  await client.createJob({ type: 'start_session', session_name: 'old-kid', prompt: 'p', parent_session_name: 'old-boss' });
-  const newer: CreateJobRequest[] = Array.from({ length: PAGE_SIZE + 10 }, (_, i) => ({
-    type: 'start_session',
-    session_name: `newer-${String(i).padStart(3, '0')}`,
-    prompt: 'p',
-  }));
-  await client.createJobs(newer);
-  await page.goto(`${new URL(page.url()).origin}/#/sessions?focus=old-kid`);
-  await live(page);
+  const { page, client, app } = await focusedBeyondFirstPage(t, { eventReplaySize: 3 });
   const boss = page.locator('ul.tree > li.node[data-session="old-boss"]');
   await boss.locator('> ul.children > li.node.focus[data-session="old-kid"]').waitFor();
   // the root's job list is opened by hand (the focused session's opens by itself)
@@ -148,20 +143,11 @@ test('the focused tree, on no first page, stays drawn as it was while the trees 
   await bossJobs.waitFor();
 
   // a gap (EVENT_REPLAY_SIZE 3), the pages of the trees held: the page reads the trees again
-  let release!: () => void;
-  const released = new Promise<void>((resolve) => (release = resolve));
-  t.after(() => release());
-  await page.route(/\/events$/, async (route) => {
-    await released;
-    await route.continue();
-  });
   const trees = await holdAnswers(page, /\/sessions\?/);
   t.after(() => trees.release());
-  app.server.closeAllConnections();
-  await page.locator('[data-stream-state="retrying"]').waitFor();
+  const stream = await dropStream(t, page, app);
   for (const n of ['a', 'b', 'c']) await client.createJob({ type: 'start_session', session_name: `other-${n}`, prompt: 'p' });
-  release();
-  await live(page);
+  await stream.reconnect();
   await trees.read;
   assert.equal(await bossJobs.count(), 1, 'the focused tree is drawn as it was while the trees are read');
   trees.release();
@@ -174,12 +160,7 @@ test("children a node reads while the trees are read again after a gap stay draw
   const { page, client, app } = await openDashboard(t, browser(), { path: '#/sessions', config: { maxSessionListItems: 3, eventReplaySize: 3 } });
   await client.createJob({ type: 'start_session', session_name: 'boss', prompt: 'p' });
   const total = PAGE_SIZE + 50;
-  const children: CreateJobRequest[] = Array.from({ length: total }, (_, i) => ({
-    type: 'start_session',
-    session_name: `child-${String(i).padStart(3, '0')}`,
-    prompt: 'p',
-    parent_session_name: 'boss',
-  }));
+  const children = starts('child', total, 'boss');
   await client.createJobs(children);
   await page.reload();
   await live(page);
@@ -188,20 +169,11 @@ test("children a node reads while the trees are read again after a gap stay draw
   await load.waitFor();
 
   // a gap (EVENT_REPLAY_SIZE 3), the pages of the trees held (not those of a node's children)
-  let release!: () => void;
-  const released = new Promise<void>((resolve) => (release = resolve));
-  t.after(() => release());
-  await page.route(/\/events$/, async (route) => {
-    await released;
-    await route.continue();
-  });
   const trees = await holdAnswers(page, /\/sessions\?limit=\d+(&root=true)?$/);
   t.after(() => trees.release());
-  app.server.closeAllConnections();
-  await page.locator('[data-stream-state="retrying"]').waitFor();
+  const stream = await dropStream(t, page, app);
   for (const n of ['a', 'b', 'c']) await client.createJob({ type: 'start_session', session_name: `other-${n}`, prompt: 'p' });
-  release();
-  await live(page);
+  await stream.reconnect();
   await trees.read;
   // the node's older children are read while the trees are
   await load.click();

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import { ManualClock } from '@agentq/coordinator';
-import { fakeLauncher, fileBrowser, holdAnswers, live, openDashboard } from './harness.js';
+import { dropStream, fakeLauncher, fileBrowser, holdAnswers, live, openDashboard } from './harness.js';
 
 // The sessions view while history retention deletes sessions: what the page shows must match
 // what the API has.
@@ -151,62 +151,48 @@ test('a parent with more children and jobs than a session object names: every ch
   assert.equal(await hub.getByRole('button', { name: 'jobs (5)' }).count(), 1, 'every job counted, not the 3 named');
 });
 
-test("an open list of a session's jobs is read again when the stream lost events (a gap), as the tree is", { skip }, async (t) => {
-  const { page, client, app, url } = await openDashboard(t, browser(), { config: { eventReplaySize: 3 } });
+/**
+ * The sessions view (EVENT_REPLAY_SIZE 3: a short drop of the stream is a gap) with session
+ * "watched", its one job pending and its job list open: the job, and its row in that list.
+ */
+async function watchedJobList(t: TestContext) {
+  const dashboard = await openDashboard(t, browser(), { config: { eventReplaySize: 3 } });
+  const { page, client, url } = dashboard;
   const job = await client.createJob({ type: 'start_session', session_name: 'watched', prompt: 'p' });
   await page.goto(`${url}/#/sessions`);
   await live(page);
   await page.locator('[data-session="watched"]').getByRole('button', { name: 'jobs (1)' }).click();
   const row = page.locator(`[data-session="watched"] li[data-job-id="${job.job_id}"]`);
   await row.and(page.locator('[data-status="pending"]')).waitFor();
+  return { ...dashboard, job, row };
+}
+
+test("an open list of a session's jobs is read again when the stream lost events (a gap), as the tree is", { skip }, async (t) => {
+  const { page, client, app, job, row } = await watchedJobList(t);
 
   // the stream drops, and reconnects only once the job's stop has left the replay window
   // (EVENT_REPLAY_SIZE 3): the page is told of a gap
-  let release!: () => void;
-  const released = new Promise<void>((resolve) => (release = resolve));
-  t.after(() => release());
-  await page.route(/\/events$/, async (route) => {
-    await released;
-    await route.continue();
-  });
-  app.server.closeAllConnections();
-  await page.locator('[data-stream-state="retrying"]').waitFor();
+  const stream = await dropStream(t, page, app);
   await client.stopJob(job.job_id);
   // (events of no session: the tree is read again around the node, which stays open)
   for (const hostname of ['a', 'b', 'c']) await fakeLauncher(client, { hostname });
-  release();
-  await live(page);
+  await stream.reconnect();
   await page.locator('[data-session="watched"] [data-closed="true"]').waitFor(); // the tree was read again
   await row.and(page.locator('[data-status="stopped"]')).waitFor();
 });
 
 test('a node keeps its open job list when the tree is read again after a gap with sessions that came meanwhile', { skip }, async (t) => {
-  const { page, client, app, url } = await openDashboard(t, browser(), { config: { eventReplaySize: 3 } });
-  const job = await client.createJob({ type: 'start_session', session_name: 'watched', prompt: 'p' });
-  await page.goto(`${url}/#/sessions`);
-  await live(page);
-  await page.locator('[data-session="watched"]').getByRole('button', { name: 'jobs (1)' }).click();
-  const row = page.locator(`[data-session="watched"] li[data-job-id="${job.job_id}"]`);
-  await row.and(page.locator('[data-status="pending"]')).waitFor();
+  const { page, client, app, job, row } = await watchedJobList(t);
 
   // a gap, and the events replayed after it (of sessions created meanwhile) come before the
   // tree's answers (held): the page used to empty the tree until they came, and drew every node
   // anew then, closed
-  let release!: () => void;
-  const released = new Promise<void>((resolve) => (release = resolve));
-  t.after(() => release());
-  await page.route(/\/events$/, async (route) => {
-    await released;
-    await route.continue();
-  });
   const tree = await holdAnswers(page, /\/sessions(\?.*)?$/);
   t.after(() => tree.release());
-  app.server.closeAllConnections();
-  await page.locator('[data-stream-state="retrying"]').waitFor();
+  const stream = await dropStream(t, page, app);
   await client.stopJob(job.job_id);
   for (const n of ['a', 'b', 'c']) await client.createJob({ type: 'start_session', session_name: `other-${n}`, prompt: 'p' });
-  release();
-  await live(page);
+  await stream.reconnect();
   await page.locator('[data-session="other-c"]').waitFor(); // a replayed event drew it
   assert.equal(await row.count(), 1, 'the open job list is still drawn while the tree is read again');
   tree.release();
@@ -229,18 +215,9 @@ test("a session's job list that failed to read shows its jobs once it is read ag
   await page.locator('[data-session="watched"]').getByText('the store failed').waitFor();
 
   // a gap (EVENT_REPLAY_SIZE 3): the list is read again, and answered
-  let release!: () => void;
-  const released = new Promise<void>((resolve) => (release = resolve));
-  t.after(() => release());
-  await page.route(/\/events$/, async (route) => {
-    await released;
-    await route.continue();
-  });
-  app.server.closeAllConnections();
-  await page.locator('[data-stream-state="retrying"]').waitFor();
+  const stream = await dropStream(t, page, app);
   for (const hostname of ['a', 'b', 'c', 'd']) await fakeLauncher(client, { hostname });
-  release();
-  await live(page);
+  await stream.reconnect();
   await page.locator(`[data-session="watched"] li[data-job-id="${job.job_id}"]`).waitFor();
   assert.equal(reads, 2);
   assert.equal(await page.locator('[data-session="watched"]').getByText('the store failed').count(), 0, 'the error is gone');
