@@ -1,7 +1,7 @@
 import { AgentqApiError, AgentqConnectionError, AgentqUsageError, isGatewayError, toError } from '@agentq/client';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { z } from 'zod';
-import { notCarriedOut, outageSpans, type OutageRecord } from './outage.js';
+import { notCarriedOut, outageSpans, postgresUnavailable, type OutageRecord } from './outage.js';
 
 /*
  * How every tool answers: `content` is one text block, written for a model to read: `message`,
@@ -85,17 +85,12 @@ export function refusalNote(err: unknown, o: { nothing?: string; outage?: Outage
     return {
       data: { outcome: 'refused', retry_after_ms: ms },
       line:
-        `Outcome refused for now: ${nothing}: ${unreachableDatabase(err) ? 'the coordinator cannot reach its database' : 'the coordinator is overloaded, limiting calls or restarting'}, and refuses calls for now (${err.code}).` +
+        `Outcome refused for now: ${nothing}: ${postgresUnavailable(err) ? 'the coordinator cannot reach its database' : 'the coordinator is overloaded, limiting calls or restarting'}, and refuses calls for now (${err.code}).` +
         `${kept} Try again ${when}.`,
     };
   }
   if (err.status >= 400 && err.status < 500) return { data: { outcome: 'refused' }, line: `Outcome refused: ${nothing} (the coordinator refused the call).` };
   return undefined;
-}
-
-/** PostgreSQL's 503 that says nothing was applied (`sql_state`; SQLite's, `sqlite_code`, is a change the database refused: disk full). */
-function unreachableDatabase(err: AgentqApiError): boolean {
-  return err.code === 'storage_unavailable' && err.details !== undefined && 'sql_state' in err.details;
 }
 
 export function success(a: Answer): CallToolResult {

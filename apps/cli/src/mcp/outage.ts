@@ -40,13 +40,12 @@ export type Resend = 'always' | 'unsent';
  * it, and are taken at their word as before). SQLite's (`details.sqlite_code`) changed nothing.
  */
 export function mayHaveCommitted(err: unknown): boolean {
-  return (
-    err instanceof AgentqApiError &&
-    err.code === 'storage_unavailable' &&
-    err.details !== undefined &&
-    'sql_state' in err.details &&
-    err.details['applied'] !== false
-  );
+  return postgresUnavailable(err) && err.details?.['applied'] !== false;
+}
+
+/** A 503 `storage_unavailable` from PostgreSQL (`details.sql_state`), not SQLite's (`details.sqlite_code`: a change it refused, disk full). */
+export function postgresUnavailable(err: unknown): err is AgentqApiError {
+  return err instanceof AgentqApiError && err.code === 'storage_unavailable' && err.details !== undefined && 'sql_state' in err.details;
 }
 
 /** The call was surely not carried out: never sent, or refused for now by the coordinator itself. */
