@@ -33,7 +33,19 @@ export class Connectivity {
     if (this.#down) return;
     this.#down = true;
     this.#since = Date.now();
-    this.#log.warn({ during, err: describe(err) }, 'coordinator unreachable; retrying with backoff until it answers');
+    if (isCoordinatorAnswer(err) && !err.code.startsWith('http_')) {
+      // its own 503 (shutting down, overloaded, storage unavailable), 429 or 408: it answers, and
+      // says why it serves nobody for now; "unreachable" would send the reader to the network
+      this.#log.warn(
+        { during, status: err.status, code: err.code, err: describe(err) },
+        'coordinator unavailable (it answered, refusing requests for now); retrying with backoff until it serves them',
+      );
+      return;
+    }
+    this.#log.warn(
+      { during, ...(err instanceof AgentqApiError ? { status: err.status, code: err.code } : {}), err: describe(err) },
+      'coordinator unreachable; retrying with backoff until it answers',
+    );
   }
 
   ok(): void {

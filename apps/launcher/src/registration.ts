@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { CoordinatorLimits, RegisterLauncherRequest, RegisterLauncherResponse } from '@agentq/protocol';
 import { AgentqApiError, AgentqAuthError, isRetryable, toError, type AgentqClient, type BackoffOptions } from '@agentq/client';
-import { Connectivity } from './connectivity.js';
+import { Connectivity, describe, failedByCoordinator } from './connectivity.js';
 
 /** Raised when registration is impossible (a final 4xx) or no longer wanted. */
 export class RegistrationError extends Error {
@@ -145,6 +145,17 @@ export class Registration {
           continue;
         }
         if (!isRetryable(e)) throw new RegistrationError(`registration refused: ${e.message}`, { cause: e });
+        if (failedByCoordinator(e)) {
+          // the coordinator answered, and failed this registration (a 500 internal_error): it is
+          // not unreachable, so this is no outage; retried after a backoff of its own, as a poll or
+          // a report it failed is (poller.ts, reporter.ts)
+          this.#log.warn(
+            { attempt, status: e.status, code: e.code, err: describe(e) },
+            'coordinator failed the registration; retrying it after a backoff',
+          );
+          await this.#connectivity.backoff(attempt, signal, this.#retry, { wakeOnReachable: false });
+          continue;
+        }
         this.#connectivity.failed(e, 'register');
         await this.#connectivity.backoff(attempt, signal, this.#retry);
       }

@@ -5,6 +5,8 @@ import type { AgentqClient } from '@agentq/client';
 import type { RegisterLauncherResponse } from '@agentq/protocol';
 import { Connectivity } from '../src/connectivity.js';
 import { Registration } from '../src/registration.js';
+import { captureLog, coordinator, launcher } from './helpers.js';
+import { proxy } from './proxy.js';
 
 /**
  * Re-registration on its own, against a stand-in client whose `register` answers only when the
@@ -103,3 +105,30 @@ test('a caller whose signal is already aborted does not start a registration', a
   await assert.rejects(registration.renew('lnch_000000000001', gone.signal), /already exiting/);
   assert.equal(calls.length, 1);
 });
+
+for (const [what, answer, msg] of [
+  [
+    'fails (500 internal_error)',
+    { status: 500, code: 'internal_error', message: 'internal error (test)' },
+    'coordinator failed the registration; retrying it after a backoff',
+  ],
+  [
+    'answers 503 storage_unavailable',
+    { status: 503, code: 'storage_unavailable', message: 'the store does not answer (test)' },
+    'coordinator unavailable (it answered, refusing requests for now); retrying with backoff until it serves them',
+  ],
+] as const) {
+  test(`a registration the coordinator ${what} is logged as its answer, not as "coordinator unreachable", and retried until it registers`, async (t) => {
+    const { c } = await coordinator(t);
+    let refusals = 2;
+    const px = await proxy(t, c.url, (req) => req.url === '/launcher/register' && refusals-- > 0 && answer);
+    const { log, lines } = captureLog();
+    const { id } = await launcher(t, px.url, {}, { log });
+    assert.match(id, /^lnch_/);
+    assert.equal(px.count((url) => url === '/launcher/register'), 3, 'retried after each answer, until one registered');
+    assert.equal(lines.some((line) => /coordinator unreachable/.test(String(line['msg']))), false, 'not logged as unreachable');
+    const said = lines.filter((line) => line['msg'] === msg);
+    assert.ok(said.length >= 1, JSON.stringify(lines.map((l) => l['msg'])));
+    assert.deepEqual([said[0]!['level'], said[0]!['status'], said[0]!['code']], [40, answer.status, answer.code]);
+  });
+}
