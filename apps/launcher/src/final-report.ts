@@ -43,7 +43,8 @@ export function failureMessage(exit: ExecutorExit, errorMessage: string | undefi
 }
 
 /**
- * The report that ends a job whose final report was refused for its body (400, 413): `failed`
+ * The report that ends a job whose final report (or whose `started`: it was not run) was refused
+ * for its body (400, 413): `failed`
  * with `report_refused`, what the refused one knew of the session and its cost, and an error
  * that says why and where what is left of its answer is. (A result over the coordinator's limit
  * is cut to fit before it is sent; one refused all the same, by a proxy with a smaller body limit
@@ -69,10 +70,10 @@ export function refusedInstead(jobId: string, report: Report, code: string, mess
 function refusalMessage(jobId: string, report: Report, code: string, message: string): string {
   const result = report.kind === 'completed' ? report.body.result : undefined;
   const lost = typeof result === 'string' ? `; its result (${Buffer.byteLength(result)} bytes) could not be kept` : '';
-  return (
-    `the coordinator refused the job's ${report.kind} report (${code}): ${message.slice(0, 2000)}${lost}. ` +
-    `What the executor printed is in the job's output: GET /jobs/${jobId}/output (\`agentq output ${jobId}\`)`
-  );
+  const refused = `the coordinator refused the job's ${report.kind} report (${code}): ${message.slice(0, 2000)}${lost}. `;
+  // `started` comes before the executor: refused, it never ran, and there is no output to read
+  if (report.kind === 'started') return `${refused}The job was not run`;
+  return refused + `What the executor printed is in the job's output: GET /jobs/${jobId}/output (\`agentq output ${jobId}\`)`;
 }
 
 /** The object without its undefined properties (optional wire fields are left out, not null). */

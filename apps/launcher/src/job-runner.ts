@@ -169,15 +169,22 @@ export class JobRunner {
     const notRun: ExecutorExit = { code: null, signal: null, stderrTail: '', spawnError: null, pipesAbandoned: false };
     // a stop or shutdown does not wait for `started` (the coordinator may be unreachable): the
     // final report is queued behind it and both go out in order when it answers
-    const started = await Promise.race([
-      reporter.send(jobId, { kind: 'started', body: { working_dir: cwd } }),
-      this.#interruptedPromise,
-    ]);
+    const startedReport: Report = { kind: 'started', body: { working_dir: cwd } };
+    const started = await Promise.race([reporter.send(jobId, startedReport), this.#interruptedPromise]);
     if (started === 'interrupted') return this.#finish(notRun, outcome);
     if (!started.ok) {
       if ('refused' in started && started.refused.details?.['current_status'] === 'stopping') {
         this.#interruption = { kind: 'stop' };
         return this.#finish(notRun, outcome);
+      }
+      if ('refused' in started && (started.refused.status === 400 || started.refused.status === 413)) {
+        // refused for its body (by a proxy in front of the coordinator, say), not because the job
+        // is not ours: left `claimed`, it would go back to the queue after the claim lease and be
+        // handed out, and refused, again and again, never ending. It ends `failed` instead, saying
+        // why (a failed report needs no `started` first); the executor never ran
+        const { code, message } = started.refused;
+        this.#log.error({ report: 'started', code }, 'the coordinator refused `started` for its body; reporting the job failed instead of running it');
+        return this.#report(refusedInstead(jobId, startedReport, code, message));
       }
       if ('refused' in started) {
         // requeued after its claim lease, taken by another launcher, or ended: not ours to run

@@ -117,10 +117,31 @@ export class Poller {
           this.#pause = new AbortController();
           this.#pausedAs = launcherId;
           const pause = AbortSignal.any([signal, this.#pause.signal]);
-          if (!isRetryable(e) && e instanceof AgentqApiError) {
+          if (!isRetryable(e) && e instanceof AgentqApiError && taken.length > 0 && (e.status === 400 || e.status === 413)) {
+            // a body refused with the reports it carried (one outside the schema, too large for a
+            // proxy): most likely for a report, which the channel has settled (each of several
+            // goes again on its own; a single one is refused, never sent again, and its job ends
+            // with a report that says so: job-runner.ts). Not a loop: the poll goes again after
+            // a backoff, as one refused for itself does, but without those reports.
+            const jobIds = [...new Set(taken.map((p) => p.jobId))];
+            log.warn(
+              {
+                attempt,
+                status: e.status,
+                code: e.code,
+                err: describe(e),
+                ...(jobIds.length === 1 ? { job_id: jobIds[0] } : { job_ids: jobIds }),
+                reports: taken.map((p) => p.report.kind),
+              },
+              taken.length > 1
+                ? 'poll refused with the reports it carried; each report goes again on its own, the poll after a backoff'
+                : 'poll refused with the report it carried; the report is not sent again, the poll goes again after a backoff',
+            );
+            await connectivity.backoff(attempt++, pause, this.#o.retry, { wakeOnReachable: false });
+          } else if (!isRetryable(e) && e instanceof AgentqApiError) {
             // e.g. a 400 from a coordinator of another version: retrying at full speed would spin,
             // and so would a retry woken by each heartbeat the coordinator answers meanwhile
-            log.error({ attempt, err: describe(e) }, 'poll refused; retrying with backoff');
+            log.error({ attempt, status: e.status, code: e.code, err: describe(e) }, 'poll refused; retrying with backoff');
             await connectivity.backoff(attempt++, pause, this.#o.retry, { wakeOnReachable: false });
           } else if (failedByCoordinator(e)) {
             // the coordinator answered, and failed this poll (a 500 internal_error): it is not

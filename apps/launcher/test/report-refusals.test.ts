@@ -285,3 +285,33 @@ test('a job handed out again while the runner of its earlier claim is still here
   await new Promise<void>((resolve) => supervisor.onChange(() => runs.length === 2 && resolve()));
   assert.deepEqual(runs, ['job_again', 'job_again'], 'the new claim runs');
 });
+
+test('a `started` refused for its body (400) ends the job failed, report_refused, instead of leaving it claimed to be handed out and refused again after each claim lease', async (t) => {
+  const { c, client } = await coordinator(t);
+  const job = await client.createJob({ type: 'start_session', session_name: 'started-refused', prompt: script([{ event: { type: 'result', text: 'never' } }]) });
+  // a proxy (or a coordinator of another version) that refuses every `started` of this job
+  const px = await proxy(t, c.url, (req) =>
+    req.url === `/launcher/jobs/${job.job_id}/started` ? { status: 400, code: 'validation_failed', message: 'body/working_dir: refused (test)' } : false,
+  );
+  const { log, lines, waitFor } = captureLog();
+  await launcher(t, px.url, {}, { log });
+  // the job is taken by a poll, and its `started` goes on the next one, which is refused as a whole
+  const decided = await waitFor(
+    (l) => l['job_id'] === job.job_id && /^the coordinator (did not accept|refused) `started`/.test(String(l['msg'])),
+  );
+  assert.equal(decided['msg'], 'the coordinator refused `started` for its body; reporting the job failed instead of running it');
+  const ended = await settled(client, job.job_id);
+  assert.equal(ended.status, 'failed');
+  assert.equal(ended.error_code, 'report_refused');
+  assert.equal(ended.error, "the coordinator refused the job's started report (validation_failed): body/working_dir: refused (test). The job was not run");
+  assert.equal(ended.attempts, 1, 'claimed once: not handed out again');
+  assert.equal(px.count((url) => url === `/launcher/jobs/${job.job_id}/started`), 1, '`started` sent once');
+  // the poll that carried it is logged as refused with that report, not as a poll refused for itself
+  const poll = lines.find((l) => l['job_id'] === job.job_id && String(l['msg']).startsWith('poll refused with the report it carried'));
+  assert.ok(poll, JSON.stringify(lines.filter((l) => (l['level'] as number) >= 40)));
+  assert.deepEqual([poll['level'], poll['status'], poll['code'], poll['reports']], [40, 400, 'validation_failed', ['started']]);
+  assert.equal(lines.some((l) => l['msg'] === 'poll refused; retrying with backoff'), false);
+  // and the launcher goes on taking jobs
+  const next = await client.createJob({ type: 'start_session', session_name: 'after-refusal', prompt: script([{ event: { type: 'result', text: 'ok' } }]) });
+  assert.equal((await settled(client, next.job_id)).status, 'completed');
+});
