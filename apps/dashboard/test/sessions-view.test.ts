@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
 import { ManualClock } from '@agentq/coordinator';
+import { READ_TIMEOUT_MS } from '../web/lib/timeout.js';
 import { dropStream, fakeLauncher, fileBrowser, holdAnswers, live, openDashboard } from './harness.js';
 
 // The sessions view while history retention deletes sessions: what the page shows must match
@@ -221,4 +222,83 @@ test("a session's job list that failed to read shows its jobs once it is read ag
   await page.locator(`[data-session="watched"] li[data-job-id="${job.job_id}"]`).waitFor();
   assert.equal(reads, 2);
   assert.equal(await page.locator('[data-session="watched"]').getByText('the store failed').count(), 0, 'the error is gone');
+});
+
+/**
+ * The sessions view with session "watched" (its one job pending), on a page whose clock the test
+ * moves, whose reads of that session's jobs are answered but for those `held` picks (numbered
+ * from 1), which never are: `asked(n)` resolves once the nth read has been made.
+ */
+async function sessionJobsReads(t: TestContext, held: (n: number) => boolean) {
+  let reads = 0;
+  const waiters: Array<{ n: number; resolve: () => void }> = [];
+  let abandon!: () => void;
+  const abandoned = new Promise<void>((resolve) => (abandon = resolve));
+  t.after(() => abandon());
+  const dashboard = await openDashboard(t, browser(), {
+    path: '#/sessions',
+    config: { eventReplaySize: 3 },
+    beforeLoad: async (page) => {
+      await page.clock.install();
+      await page.route(/\/jobs\?(.*&)?session_name=watched(&.*)?$/, async (route) => {
+        const n = ++reads;
+        for (const w of waiters.filter((w) => w.n <= n)) w.resolve();
+        if (!held(n)) return route.continue();
+        await abandoned;
+        await route.abort().catch(() => undefined);
+      });
+    },
+  });
+  const { page, client } = dashboard;
+  const job = await client.createJob({ type: 'start_session', session_name: 'watched', prompt: 'p' });
+  await live(page);
+  const node = page.locator('[data-session="watched"]');
+  await node.getByRole('button', { name: 'jobs (1)' }).click();
+  return {
+    ...dashboard,
+    job,
+    node,
+    row: node.locator(`li[data-job-id="${job.job_id}"]`),
+    reads: () => reads,
+    asked: (n: number) => new Promise<void>((resolve) => (n <= reads ? resolve() : waiters.push({ n, resolve }))),
+    /** an event after every one made so far has reached the page (the stream keeps their order) */
+    eventsArrived: async (marker: string) => {
+      await client.createJob({ type: 'start_session', session_name: marker, prompt: 'p' });
+      await page.locator(`[data-session="${marker}"]`).waitFor();
+    },
+  };
+}
+
+test("a session's job list whose read never answers shows an error after READ_TIMEOUT_MS instead of loading for ever, and can be read again", { skip }, async (t) => {
+  const { page, client, job, node, row, reads, asked, eventsArrived } = await sessionJobsReads(t, (n) => n === 1);
+  await asked(1);
+  await node.getByText('loading jobs…').waitFor();
+  // the job is stopped while the list waits for its answer: its event is buffered
+  await client.stopJob(job.job_id);
+  await eventsArrived('marker-1');
+  await page.clock.fastForward(READ_TIMEOUT_MS);
+  await node.getByRole('alert').getByText(`GET /jobs?session_name=watched did not answer in ${READ_TIMEOUT_MS} ms`).waitFor();
+  assert.equal(await node.getByText('loading jobs…').count(), 0, 'no longer loading');
+  await node.getByRole('button', { name: 'read again' }).click();
+  await row.and(page.locator('[data-status="stopped"]')).waitFor();
+  assert.equal(reads(), 2);
+  assert.equal(await node.getByRole('alert').count(), 0, 'the error is gone');
+});
+
+test("the events buffered while a session's job list is read again after a gap are not lost when that read is given up: the list shown gets them", { skip }, async (t) => {
+  const { page, client, app, job, node, row, asked, eventsArrived } = await sessionJobsReads(t, (n) => n === 2);
+  await row.and(page.locator('[data-status="pending"]')).waitFor();
+  // a gap (EVENT_REPLAY_SIZE 3): the list is read again, and that read never answers
+  const stream = await dropStream(t, page, app);
+  for (const hostname of ['a', 'b', 'c', 'd']) await fakeLauncher(client, { hostname });
+  await stream.reconnect();
+  await asked(2);
+  // the job is stopped meanwhile: its event waits for the read's answer
+  await client.stopJob(job.job_id);
+  await eventsArrived('marker-2');
+  assert.equal(await row.getAttribute('data-status'), 'pending', 'held for the answer');
+  await page.clock.fastForward(READ_TIMEOUT_MS);
+  await node.getByRole('alert').getByText(/did not answer/).waitFor();
+  // the list read before the gap is still shown, with the event that came during the read
+  await row.and(page.locator('[data-status="stopped"]')).waitFor();
 });

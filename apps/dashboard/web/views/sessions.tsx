@@ -6,6 +6,7 @@ import { ago, usageText } from '../lib/format.js';
 import { applyJob, type JobEvent, type JobFilter, type JobPage } from '../lib/jobs.js';
 import { link } from '../lib/router.js';
 import { pendingNote, SessionMap } from '../lib/sessions.js';
+import { READ_TIMEOUT_MS, withTimeout } from '../lib/timeout.js';
 import { CallbackMark, Empty, ErrorNote, JobLink, StatusBadge } from './common.js';
 
 const PAGE_SIZE = 200;
@@ -410,7 +411,11 @@ function SessionJobs({ name }: { name: string }) {
   useEffect(() => {
     const ac = new AbortController();
     buffered.current = [];
-    api.get<JobList>('/jobs', { session_name: name, limit: SESSION_JOBS }, ac.signal).then(
+    // a read that never answers is given up (ReadTimeout), as the jobs view's are: it would show
+    // "loading jobs…" and buffer this session's events for as long as the node is open
+    withTimeout(READ_TIMEOUT_MS, ac.signal, `GET /jobs?session_name=${name}`, (signal) =>
+      api.get<JobList>('/jobs', { session_name: name, limit: SESSION_JOBS }, signal),
+    ).then(
       (l) => {
         // the newest jobs, live as the jobs list's first page is: evicted jobs leave, a job comes
         // in by its creation time when it is within the range listed
@@ -423,8 +428,12 @@ function SessionJobs({ name }: { name: string }) {
       },
       (err: unknown) => {
         if (ac.signal.aborted) return;
-        // no answer to apply them to: events are not kept for ever
+        // no answer to apply them to, and events are not kept for ever: those that came during
+        // the read go to the list shown (read before a gap), which stays live under the error;
+        // without one, the next read (a gap's, or "read again") is newer than them
+        const missed = buffered.current ?? [];
         buffered.current = null;
+        if (missed.length > 0) setList((page) => page && missed.reduce((p, { job, evicted }) => applyJob(p, job, evicted, filter, SESSION_JOBS), page));
         setError(describeError(err));
       },
     );
@@ -438,23 +447,40 @@ function SessionJobs({ name }: { name: string }) {
     if (buffered.current !== null) buffered.current.push(...mine);
     else setList((page) => page && mine.reduce((p, { job, evicted }) => applyJob(p, job, evicted, filter, SESSION_JOBS), page));
   });
-  if (error) return <ErrorNote>{error}</ErrorNote>;
-  if (list === null) return <p class="muted small">loading jobs…</p>;
+  const failed = error && (
+    <ErrorNote>
+      {error}{' '}
+      <button
+        type="button"
+        class="link"
+        onClick={() => {
+          setError(null);
+          setReload((n) => n + 1);
+        }}
+      >
+        read again
+      </button>
+    </ErrorNote>
+  );
+  if (list === null) return failed || <p class="muted small">loading jobs…</p>;
   const jobs = list.rows;
   return (
-    <ul class="session-jobs">
-      {jobs.map((j) => (
-        <li key={j.job_id} data-job-id={j.job_id} data-status={j.status}>
-          <JobLink id={j.job_id} /> {j.type === 'start_session' ? 'start' : 'resume'} <CallbackMark job={j} />{' '}
-          <StatusBadge status={j.status} /> <span class="muted small">{ago(j.created_at, now)}</span>
+    <>
+      {failed}
+      <ul class="session-jobs">
+        {jobs.map((j) => (
+          <li key={j.job_id} data-job-id={j.job_id} data-status={j.status}>
+            <JobLink id={j.job_id} /> {j.type === 'start_session' ? 'start' : 'resume'} <CallbackMark job={j} />{' '}
+            <StatusBadge status={j.status} /> <span class="muted small">{ago(j.created_at, now)}</span>
+          </li>
+        ))}
+        {jobs.length === 0 && <li class="muted small">no jobs</li>}
+        <li>
+          <a class="small" href={link('/jobs', { session: name })}>
+            all jobs of {name} →
+          </a>
         </li>
-      ))}
-      {jobs.length === 0 && <li class="muted small">no jobs</li>}
-      <li>
-        <a class="small" href={link('/jobs', { session: name })}>
-          all jobs of {name} →
-        </a>
-      </li>
-    </ul>
+      </ul>
+    </>
   );
 }
