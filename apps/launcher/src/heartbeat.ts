@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import { AgentqApiError, AgentqAuthError, delay, toError, type AgentqClient } from '@agentq/client';
-import { describe, type Connectivity } from './connectivity.js';
+import { describe, failedByCoordinator, type Connectivity } from './connectivity.js';
 import type { Registration } from './registration.js';
 import type { Supervisor } from './supervisor.js';
 
@@ -60,6 +60,9 @@ export async function runHeartbeat(o: HeartbeatOptions, signal: AbortSignal): Pr
         }
       } else if (e instanceof AgentqAuthError) {
         o.log.error({ err: describe(e) }, 'heartbeat refused: the credential is not accepted');
+      } else if (failedByCoordinator(e)) {
+        // the coordinator answered (a 500 internal_error): not an outage; the next beat is at its time
+        o.log.warn({ launcher_id: launcherId, status: e.status, code: e.code, err: describe(e) }, 'coordinator failed the heartbeat; the next one goes at its time');
       } else {
         connectivity.failed(e, 'heartbeat');
       }

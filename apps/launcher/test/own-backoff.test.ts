@@ -118,3 +118,17 @@ test('a poll the coordinator failed goes at once, as the new launcher, when a he
   // within the hour only if the backoff of the poll made as the launcher it was has ended
   await px.seen((url) => isPoll(url) && url.includes(`launcher_id=${l.launcherId!}&`));
 });
+
+test('a heartbeat the coordinator fails (500 internal_error) is logged as its answer, not as "coordinator unreachable"', async (t) => {
+  const { c } = await coordinator(t);
+  let failures = 1;
+  const px = await proxy(t, c.url, (req) => isHeartbeat(req.url ?? '') && failures-- > 0 && { status: 500, code: 'internal_error', message: 'internal error (test)' });
+  const { log, lines } = captureLog();
+  await launcher(t, px.url, {}, { log });
+  // the beat after the failed one has been sent: the failure has been handled
+  await px.seen(isHeartbeat, 2);
+  const said = lines.find((line) => line['msg'] === 'coordinator failed the heartbeat; the next one goes at its time');
+  assert.ok(said, JSON.stringify(lines.map((l) => l['msg'])));
+  assert.deepEqual([said['level'], said['status'], said['code']], [40, 500, 'internal_error']);
+  assert.equal(lines.some((line) => /coordinator unreachable/.test(String(line['msg']))), false, 'not logged as an outage');
+});
