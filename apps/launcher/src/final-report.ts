@@ -1,4 +1,5 @@
-import type { FailedReport } from '@agentq/protocol';
+import type { ErrorCode, FailedReport } from '@agentq/protocol';
+import type { AgentqApiError } from '@agentq/client';
 import type { ExecutorExit } from './executor-process.js';
 import { describeExitCode, describeSignal } from './exit-status.js';
 import { boundError, storable } from './report-bounds.js';
@@ -41,6 +42,22 @@ export function failureMessage(exit: ExecutorExit, errorMessage: string | undefi
   const how = exit.signal ? `executor killed by ${describeSignal(exit.signal)}` : `executor exited with code ${exit.code === null ? 'unknown' : describeExitCode(exit.code)}`;
   return { text: exit.stderrTail ? `${how}; stderr:\n${exit.stderrTail}` : `${how}; no stderr`, cutBytes: 0 };
 }
+
+/**
+ * Whether a refusal of `started` says its body was refused (400, 413), so that the job is ended
+ * `failed` rather than left to go back to the queue: the coordinator's own refusals of a body
+ * (`validation_failed`, `bad_request`, `payload_too_large`) or a proxy's 400 or 413 (`http_400`,
+ * `http_413`). Not any other code with those statuses: a per-report result of a sync whose code
+ * this launcher does not know (a newer coordinator's) is given status 400 (sync-channel.ts
+ * resultError), and would fail a job the coordinator may have taken back for a reason of its own,
+ * which another launcher, or a later claim, can run.
+ */
+export function refusedForItsBody(err: AgentqApiError): boolean {
+  if (err.status !== 400 && err.status !== 413) return false;
+  return BODY_REFUSALS.has(err.code) || err.code === `http_${err.status}`;
+}
+
+const BODY_REFUSALS: ReadonlySet<string> = new Set(['validation_failed', 'bad_request', 'payload_too_large'] satisfies ErrorCode[]);
 
 /**
  * The report that ends a job whose final report (or whose `started`: it was not run) was refused

@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import type { CoordinatorLimits, ExecutorEvent, Job } from '@agentq/protocol';
 import { buildExecutorEnv, invocationOf, jobEnv } from './executor-env.js';
 import { ExecutorProcess, type ExecutorExit } from './executor-process.js';
-import { definedOnly, failureMessage, refusedInstead, type InterruptionCode } from './final-report.js';
+import { definedOnly, failureMessage, refusedForItsBody, refusedInstead, type InterruptionCode } from './final-report.js';
 import type { ExecutorSpec } from './executors/index.js';
 import type { Lifeline } from './lifeline/lifeline.js';
 import { resolveJobDir } from './project-roots.js';
@@ -177,7 +177,7 @@ export class JobRunner {
         this.#interruption = { kind: 'stop' };
         return this.#finish(notRun, outcome);
       }
-      if ('refused' in started && (started.refused.status === 400 || started.refused.status === 413)) {
+      if ('refused' in started && refusedForItsBody(started.refused)) {
         // refused for its body (by a proxy in front of the coordinator, say), not because the job
         // is not ours: left `claimed`, it would go back to the queue after the claim lease and be
         // handed out, and refused, again and again, never ending. It ends `failed` instead, saying

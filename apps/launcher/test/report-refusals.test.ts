@@ -315,3 +315,35 @@ test('a `started` refused for its body (400) ends the job failed, report_refused
   const next = await client.createJob({ type: 'start_session', session_name: 'after-refusal', prompt: script([{ event: { type: 'result', text: 'ok' } }]) });
   assert.equal((await settled(client, next.job_id)).status, 'completed');
 });
+
+test('a `started` refused with a code this launcher does not know (a newer coordinator\'s: a sync result says status 400 for it) is not taken for a body refused: the job is not run here, and not failed', async (t) => {
+  const { c, client } = await coordinator(t);
+  const job = await client.createJob({ type: 'start_session', session_name: 'started-unknown-code', prompt: script([{ event: { type: 'result', text: 'never' } }]) });
+  // the coordinator's answer to the sync that carries the job's `started`, as one newer than this
+  // launcher may give it: refused with a code of its own (resultError reads it as 400)
+  const px = await proxy(
+    t,
+    c.url,
+    () => false,
+    (req) =>
+      req.url !== '/launcher/sync'
+        ? undefined
+        : (body) => {
+            const answer = body as { results?: Array<{ job_id: string; kind: string; ok: boolean }> };
+            answer.results = answer.results?.map((r) =>
+              r.job_id === job.job_id && r.kind === 'started'
+                ? { ...r, ok: false, error: { code: 'claim_superseded', message: 'this claim is no longer the job\'s (test)' } }
+                : r,
+            );
+            return answer;
+          },
+  );
+  const { log, waitFor } = captureLog();
+  await launcher(t, px.url, {}, { log });
+  const decided = await waitFor(
+    (l) => l['job_id'] === job.job_id && /^the coordinator (did not accept|refused) `started`/.test(String(l['msg'])),
+  );
+  assert.equal(decided['msg'], 'the coordinator did not accept `started`; the job is not run here');
+  assert.equal(decided['code'], 'claim_superseded');
+  assert.equal(px.count((url) => url === `/launcher/jobs/${job.job_id}/failed`), 0, 'no `failed` report for it');
+});
