@@ -294,14 +294,18 @@ export async function hangingProxy(t: TestContext, databaseUrl: string) {
  * more, either way, and new ones are taken and never answered (a database host that hangs: frozen,
  * or a network that drops packets without resetting); `thaw` lets what was held go through again,
  * as TCP would once the host is back; `freezeAtCommit(text)`: freeze once the COMMIT of the
- * transaction that sent `text` has gone to the database (the commit is made, its answer held). A
- * side that closes closes the other.
+ * transaction that sent `text` has gone to the database (the commit is made, its answer held);
+ * `stallAt(text)`: the same for one connection only, once it sent `text`. A side that closes
+ * closes the other.
  */
 export async function cuttableProxy(t: TestContext, databaseUrl: string) {
   const target = new URL(databaseUrl);
   const open = new Set<Socket>();
   let frozen = false;
   let armed: { text: string; seen: boolean; frozen: () => void } | undefined;
+  let stall: { text: string; stalled: () => void } | undefined;
+  /** connections stalled (stallAt): thaw leaves them as they are */
+  const held = new WeakSet<Socket>();
   const freeze = () => {
     frozen = true;
     for (const s of open) s.pause();
@@ -309,6 +313,18 @@ export async function cuttableProxy(t: TestContext, databaseUrl: string) {
   const { url, server, sockets } = await databaseStandIn(t, databaseUrl, (inbound, track) => {
     if (frozen) return; // taken, never answered
     const outbound = track(connect(Number(target.port || 5432), target.hostname));
+    inbound.on('data', (chunk: Buffer) => {
+      if (!stall || !chunk.toString('latin1').includes(stall.text)) return;
+      // this chunk still goes on to the database (the listener below runs for it after this
+      // one); nothing more goes through this connection, either way
+      const { stalled } = stall;
+      stall = undefined;
+      for (const s of [inbound, outbound]) {
+        held.add(s);
+        s.pause();
+      }
+      stalled();
+    });
     inbound.on('data', (chunk: Buffer) => {
       if (!armed) return;
       const s = chunk.toString('latin1');
@@ -352,10 +368,18 @@ export async function cuttableProxy(t: TestContext, databaseUrl: string) {
     freezeAtCommit(text: string): Promise<void> {
       return new Promise<void>((resolve) => (armed = { text, seen: false, frozen: resolve }));
     },
-    /** what was held goes through, and new connections are forwarded again */
+    /**
+     * resolves once the next connection that sends `text` is stalled: that connection only (the
+     * others, and new ones, go on) freezes once `text` has gone to the database, for good (a host
+     * that freezes in the middle of a connection's set-up, and is back for the next one)
+     */
+    stallAt(text: string): Promise<void> {
+      return new Promise<void>((resolve) => (stall = { text, stalled: resolve }));
+    },
+    /** what was held goes through, and new connections are forwarded again (not the stalled ones) */
     thaw(): void {
       frozen = false;
-      for (const s of open) s.resume();
+      for (const s of open) if (!held.has(s)) s.resume();
     },
   };
 }

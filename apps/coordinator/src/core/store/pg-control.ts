@@ -60,6 +60,8 @@ export class PgControl {
   #attempt = 0;
   #timer: NodeJS.Timeout | undefined;
   #ping: NodeJS.Timeout | undefined;
+  /** the connection being set up (#connect), given up on by close() */
+  #connecting: pg.Client | undefined;
 
   constructor(
     private readonly config: pg.ClientConfig,
@@ -82,7 +84,16 @@ export class PgControl {
   }
 
   async #connect(): Promise<void> {
-    const client = new pg.Client({ ...this.config, keepAlive: true, keepAliveInitialDelayMillis: CONTROL_KEEPALIVE.tcp_keepalives_idle * 1000 });
+    const bound = this.pingTimeoutMs;
+    const client = new pg.Client({
+      ...this.config,
+      // a host that takes the connection and never answers (frozen) fails the attempt, and the
+      // reconnect loop tries again, rather than waiting for TCP to give up (minutes)
+      connectionTimeoutMillis: this.config.connectionTimeoutMillis || bound,
+      keepAlive: true,
+      keepAliveInitialDelayMillis: CONTROL_KEEPALIVE.tcp_keepalives_idle * 1000,
+    });
+    this.#connecting = client;
     client.on('error', (err) => this.#lost(client, err));
     client.on('end', () => this.#lost(client, new Error('connection ended')));
     client.on('notification', (msg) => {
@@ -93,8 +104,17 @@ export class PgControl {
         this.handlers.output(msg.payload);
       }
     });
+    let silent: NodeJS.Timeout | undefined;
+    let timedOut = false;
     try {
       await client.connect();
+      // the setup's statements, bounded as a ping is: a host that freezes now would otherwise hold
+      // the reconnect loop (the store unavailable, no sweeper) until TCP gives up, even once the
+      // database answers new connections again
+      silent = setTimeout(() => {
+        timedOut = true;
+        destroy(client);
+      }, bound);
       const settings = Object.entries(CONTROL_KEEPALIVE);
       await client.query(
         `SELECT set_config(name, value, false) FROM (VALUES ${settings.map((_, i) => `($${2 * i + 1}, $${2 * i + 2})`).join(', ')}) AS s(name, value)
@@ -111,11 +131,17 @@ export class PgControl {
       await client.query(`LISTEN ${pg.escapeIdentifier(this.channels.output)}`);
     } catch (err) {
       client.removeAllListeners('end');
-      await client.end().catch(() => undefined);
+      // not end(): it would wait for a frozen host to close the socket
+      destroy(client);
+      if (timedOut) throw new Error(`the database did not answer the control connection's setup within ${bound} ms`, { cause: err });
       throw err;
+    } finally {
+      clearTimeout(silent);
+      if (this.#connecting === client) this.#connecting = undefined;
     }
     if (this.#closed) {
-      await client.end().catch(() => undefined);
+      client.removeAllListeners('end');
+      await endWithin(client, CLOSE_GRACE_MS);
       return;
     }
     this.#client = client;
@@ -126,15 +152,9 @@ export class PgControl {
     this.#ping = setInterval(() => {
       if (this.#client !== client || pinging) return;
       pinging = true;
-      const ms = this.pingTimeoutMs;
-      const silent = setTimeout(() => this.#lost(client, new Error(`the database did not answer a ping within ${ms} ms`)), ms);
-      client
-        .query('SELECT 1')
+      this.#answered(client, 'a ping', client.query('SELECT 1'))
         .catch(() => undefined) // a failure also ends the connection: #lost
-        .finally(() => {
-          clearTimeout(silent);
-          pinging = false;
-        });
+        .finally(() => (pinging = false));
     }, PING_MS).unref();
     if (this.#attempt > 0) this.log.info({ attempts: this.#attempt }, 'PostgreSQL control connection restored');
     this.#attempt = 0;
@@ -148,7 +168,9 @@ export class PgControl {
     if (this.#leader) this.log.warn('sweeper lock lost with the control connection');
     this.#leader = false;
     client.removeAllListeners('end');
-    client.end().catch(() => undefined);
+    // given up on: not end(), which waits for the server to close the socket (a frozen host never
+    // does) when no query is under way
+    destroy(client);
     if (this.#closed) return;
     this.log.warn({ err }, 'PostgreSQL control connection lost; reconnecting');
     this.#reconnect();
@@ -160,6 +182,7 @@ export class PgControl {
     this.#timer = setTimeout(() => {
       this.#timer = undefined;
       this.#connect().catch((err: unknown) => {
+        if (this.#closed) return; // given up on by close()
         this.log.warn({ err, attempt: this.#attempt }, 'PostgreSQL control connection failed; retrying');
         this.#reconnect();
       });
@@ -178,14 +201,18 @@ export class PgControl {
       // (idle_session_timeout) and another coordinator taken the lock, which this one has not
       // read yet. A query on the connection finds out.
       try {
-        await client.query('SELECT 1');
+        await this.#answered(client, 'the sweeper lock check', client.query('SELECT 1'));
       } catch {
         return false;
       }
       return this.#client === client && this.#leader;
     }
     try {
-      const { rows } = await client.query<{ ok: boolean }>('SELECT pg_try_advisory_lock(hashtext($1)) AS ok', [this.sweeperKey]);
+      const { rows } = await this.#answered(
+        client,
+        'the sweeper lock request',
+        client.query<{ ok: boolean }>('SELECT pg_try_advisory_lock(hashtext($1)) AS ok', [this.sweeperKey]),
+      );
       if (this.#client !== client) return false;
       this.#leader = rows[0]?.ok === true;
       if (this.#leader) this.log.info('this coordinator now runs the sweeper (advisory lock taken)');
@@ -195,16 +222,58 @@ export class PgControl {
     return this.#leader;
   }
 
+  /**
+   * `query`, sent on `client`, or the connection taken for lost (#lost: its socket destroyed,
+   * which fails the query) when the database does not answer it within the ping timeout: the
+   * sweeper awaits the lock's queries, and a frozen host would hold it until TCP gives up.
+   */
+  #answered<T>(client: pg.Client, what: string, query: Promise<T>): Promise<T> {
+    const ms = this.pingTimeoutMs;
+    const silent = setTimeout(() => this.#lost(client, new Error(`the database did not answer ${what} within ${ms} ms`)), ms);
+    return query.finally(() => clearTimeout(silent));
+  }
+
+  /** Ends the connection (a coordinator's shutdown waits for it): never longer than CLOSE_GRACE_MS. */
   async close(): Promise<void> {
     this.#closed = true;
     clearTimeout(this.#timer);
     clearInterval(this.#ping);
+    // one still setting up is given up on (its setup would end it once done, up to the ping timeout later)
+    if (this.#connecting) destroy(this.#connecting);
     const client = this.#client;
     this.#client = undefined;
     this.#leader = false;
     if (client) {
       client.removeAllListeners('end');
-      await client.end().catch(() => undefined);
+      await endWithin(client, CLOSE_GRACE_MS);
     }
+  }
+}
+
+/**
+ * How long closing the control connection waits for the server to close it after the goodbye
+ * (Terminate) before the socket is destroyed: a healthy server closes it at once, a frozen host
+ * never does, and the coordinator's shutdown must not wait for TCP to give up.
+ */
+const CLOSE_GRACE_MS = 1000;
+
+/**
+ * Gives `client` up at once: its socket is destroyed, which fails every query under way or queued
+ * on it. node-postgres' end() sends Terminate and waits for the server to close the socket when
+ * no query is under way: a frozen host (packets dropped, nothing reset) never does.
+ */
+function destroy(client: pg.Client): void {
+  client.connection.stream.destroy();
+}
+
+/** end() gracefully, or destroy the socket if the server has not closed it within `ms`. */
+async function endWithin(client: pg.Client, ms: number): Promise<void> {
+  const late = setTimeout(() => destroy(client), ms);
+  try {
+    await client.end();
+  } catch {
+    // already ended, or ended with an error: either way it is gone
+  } finally {
+    clearTimeout(late);
   }
 }
