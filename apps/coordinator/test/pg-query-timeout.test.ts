@@ -160,3 +160,36 @@ test('DATABASE_QUERY_TIMEOUT_MS sets how long a statement on a pooled PostgreSQL
   assert.equal(loadConfig({ DATABASE_QUERY_TIMEOUT_MS: '5000' }).databaseQueryTimeoutMs, 5000);
   assert.throws(() => loadConfig({ DATABASE_QUERY_TIMEOUT_MS: '0' }), (e: Error) => e instanceof ConfigError && e.variable === 'DATABASE_QUERY_TIMEOUT_MS');
 });
+
+test('a change whose connection was given up on (DATABASE_QUERY_TIMEOUT_MS) while its COMMIT waited for a row lock is ended on the server too: its locks are freed and it does not commit once the lock comes free', { timeout: 90_000 }, async (t) => {
+  const direct = await freshDatabaseUrl(t);
+  if (direct === null) return;
+  const A = await startCoordinator({ databaseUrl: direct, databaseQueryTimeoutMs: 1000, logLevel: 'silent', pollTimeoutSeconds: 600, sweepIntervalMs: 600_000 });
+  const a = new AgentqClient({ url: A.url, overloadRetries: 0 });
+  const holder = new pg.Client({ connectionString: direct });
+  const waiter = new pg.Client({ connectionString: direct });
+  t.after(async () => {
+    await holder.end().catch(() => undefined);
+    await waiter.end().catch(() => undefined);
+    await a.destroy();
+    await A.close();
+  });
+  await Promise.all([holder.connect(), waiter.connect()]);
+  await start(a, 'a');
+  // the row every logged commit updates in its last round trip, with its COMMIT: held elsewhere
+  await holder.query('BEGIN');
+  await holder.query('SELECT * FROM commit_head FOR UPDATE');
+  const details = await rejectsWith(a.sendMessage('a', { text: 'never delivered' }, call()), 503, 'storage_unavailable');
+  assert.ok(!('applied' in details), `its COMMIT was sent: ${JSON.stringify(details)}`);
+  // the change had written the session's row: it is locked until the server ends that transaction.
+  // Without the server noticing that its connection is gone, it waits for commit_head (held until
+  // the test ends), and this lock wait gives up (55P03) instead
+  await waiter.query("SET lock_timeout = '20s'");
+  const { rows } = await waiter.query<{ name: string }>("SELECT name FROM sessions WHERE name = 'a' FOR UPDATE");
+  assert.deepEqual(rows, [{ name: 'a' }]);
+  await holder.query('ROLLBACK');
+  // it was rolled back: nothing of it commits once commit_head is free
+  assert.deepEqual((await a.getSession('a', call())).pending_messages, []);
+  const { rows: logged } = await waiter.query<{ n: number }>("SELECT count(*)::int AS n FROM commit_log WHERE events LIKE '%never delivered%'");
+  assert.deepEqual(logged, [{ n: 0 }]);
+});

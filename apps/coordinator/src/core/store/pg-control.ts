@@ -1,5 +1,6 @@
 import pg from 'pg';
 import type { Logger } from 'pino';
+import { setKnownSettings } from './pg-sql.js';
 
 /**
  * How fast a dead peer of the control connection is noticed, on both ends. PostgreSQL keeps the
@@ -116,11 +117,7 @@ export class PgControl {
         destroy(client);
       }, bound);
       const settings = Object.entries(CONTROL_KEEPALIVE);
-      await client.query(
-        `SELECT set_config(name, value, false) FROM (VALUES ${settings.map((_, i) => `($${2 * i + 1}, $${2 * i + 2})`).join(', ')}) AS s(name, value)
-         WHERE name IN (SELECT name FROM pg_settings)`,
-        settings.flatMap(([name, value]) => [name, String(value)]),
-      );
+      await setKnownSettings(client, CONTROL_KEEPALIVE);
       // read back as in force on this socket (SHOW's view: the server reads the socket's options)
       const { rows } = await client.query<{ name: string; setting: string | null }>(
         'SELECT name, current_setting(name, true) AS setting FROM unnest($1::text[]) AS name',

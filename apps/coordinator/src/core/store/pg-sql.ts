@@ -76,6 +76,20 @@ export const isRetryable = (err: unknown): boolean => RETRY.has(sqlState(err) ??
 export const isUniqueViolation = (err: unknown): boolean => sqlState(err) === UNIQUE_VIOLATION;
 
 /**
+ * Sets `settings` for the session of `client`, those the server knows only (a server refuses a
+ * setting it does not know, at connect as in SET, and some are PostgreSQL 14 or later): the
+ * set_config of each one pg_settings lists, in one statement.
+ */
+export function setKnownSettings(client: pg.ClientBase, settings: Readonly<Record<string, number | string>>): Promise<pg.QueryResult> {
+  const entries = Object.entries(settings);
+  return client.query(
+    `SELECT set_config(name, value, false) FROM (VALUES ${entries.map((_, i) => `($${2 * i + 1}, $${2 * i + 2})`).join(', ')}) AS s(name, value)
+     WHERE name IN (SELECT name FROM pg_settings)`,
+    entries.flatMap(([name, value]) => [name, String(value)]),
+  );
+}
+
+/**
  * node-postgres' error for a query not answered within `query_timeout` (DATABASE_QUERY_TIMEOUT_MS):
  * the database host hangs (frozen, or the network drops packets without resetting), or a
  * statement ran that long. In pipeline mode node-postgres then destroys the connection (its

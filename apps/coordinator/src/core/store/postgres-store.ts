@@ -9,12 +9,12 @@ import type { Clock } from '../clock.js';
 import { COST_EPSILON_USD, type JobRow, type LauncherRow, type SessionRow } from '../rows.js';
 import type { SessionExtras } from '../wire.js';
 import { redactDatabaseUrl } from './database-url.js';
-import { PgControl } from './pg-control.js';
+import { CONTROL_KEEPALIVE, PgControl } from './pg-control.js';
 import { CommitFeed, type LogRow } from './pg-feed.js';
 import { PgOutput } from './pg-output.js';
 import { ACTIVE, childNamesOf, extrasOf, heldBy, logEvents, promptsOf, rowsOf } from './pg-queries.js';
 import { migratePg } from './pg-schema.js';
-import { isConnectionError, JOB_TEXT_BYTES, pgTypes, unavailable } from './pg-sql.js';
+import { isConnectionError, JOB_TEXT_BYTES, pgTypes, setKnownSettings, unavailable } from './pg-sql.js';
 import { PgTransactions } from './pg-transactions.js';
 import { decode, JOBS, LAUNCHERS, SESSIONS, type Table } from './sql-rows.js';
 import type {
@@ -54,6 +54,23 @@ export interface PostgresStoreOptions {
   /** entries of `job_ids` and `children` a session's wire view carries at most (MAX_SESSION_LIST_ITEMS) */
   sessionListMax?: number;
 }
+
+/**
+ * Settings of the pool's sessions (those the server knows). A statement whose connection this end
+ * gave up on (DATABASE_QUERY_TIMEOUT_MS destroys it) may still be running on the server, or
+ * waiting for a row lock, with a COMMIT sent behind it: the server would only notice the
+ * connection gone when it next writes to it, so the transaction could hold its locks and commit
+ * minutes later. `client_connection_check_interval` (PostgreSQL 14 and later) has the server check
+ * the connection every second while a statement runs and end the session (rolling its transaction
+ * back) once it is closed; the keepalives (as on the control connection) make a connection whose
+ * peer went silent, without closing it, fail that check too within about 25 s.
+ */
+export const POOLED_SETTINGS = {
+  client_connection_check_interval: 1000,
+  tcp_keepalives_idle: CONTROL_KEEPALIVE.tcp_keepalives_idle,
+  tcp_keepalives_interval: CONTROL_KEEPALIVE.tcp_keepalives_interval,
+  tcp_keepalives_count: CONTROL_KEEPALIVE.tcp_keepalives_count,
+} as const;
 
 /** Commit log entries younger than this are kept (a coordinator cut off for less catches up). */
 const LOG_KEEP_MS = 10 * 60 * 1000;
@@ -140,7 +157,12 @@ export class PostgresStore implements Store {
     // a connection that breaks while a transaction holds it fails that transaction's query (and
     // every later one on it): node-postgres also emits 'error' on the client, which the pool
     // listens for only while the client is idle, and an unheard 'error' ends the process
-    pool.on('connect', (client) => client.on('error', () => undefined));
+    pool.on('connect', (client) => {
+      client.on('error', () => undefined);
+      // the first statement on the connection (pipeline mode sends the first transaction's behind
+      // it, without waiting); a failure is the connection's, which that transaction meets too
+      setKnownSettings(client, POOLED_SETTINGS).catch((err: unknown) => o.log.debug({ err }, 'could not set the settings of a pooled PostgreSQL connection'));
+    });
     const backends = poolBackends(pool);
     let namespace: string;
     try {
