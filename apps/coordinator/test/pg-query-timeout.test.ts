@@ -4,7 +4,7 @@ import pg from 'pg';
 import { pino } from 'pino';
 import { AgentqClient } from '@agentq/client';
 import { ConfigError, loadConfig } from '../src/config.js';
-import { PgControl, PING_MS } from '../src/core/store/pg-control.js';
+import { CONTROL_KEEPALIVE, PgControl, PING_MS } from '../src/core/store/pg-control.js';
 import { startCoordinator } from '../src/start.js';
 import { awaitableLogger, rejectsWith, start } from './helpers.js';
 import { cuttableProxy, freshDatabaseUrl } from './pg-server.js';
@@ -192,4 +192,37 @@ test('a change whose connection was given up on (DATABASE_QUERY_TIMEOUT_MS) whil
   assert.deepEqual((await a.getSession('a', call())).pending_messages, []);
   const { rows: logged } = await waiter.query<{ n: number }>("SELECT count(*)::int AS n FROM commit_log WHERE events LIKE '%never delivered%'");
   assert.deepEqual(logged, [{ n: 0 }]);
+});
+
+test('a PostgreSQL server that refuses client_connection_check_interval (its platform cannot see a closed connection: Windows, PostgreSQL 14 off Linux) still takes the TCP keepalives of each pooled connection', { timeout: 60_000 }, async (t) => {
+  const direct = await freshDatabaseUrl(t);
+  if (direct === null) return;
+  // such a server refuses the setting itself; here the value sent is one every server refuses
+  const proto = pg.Client.prototype as unknown as { query: (...args: unknown[]) => unknown };
+  const original = proto.query;
+  const pooled = new Set<pg.Client>();
+  proto.query = function (this: pg.Client, ...args: unknown[]) {
+    const values = args[1];
+    const at = Array.isArray(values) ? values.indexOf('client_connection_check_interval') : -1;
+    if (at >= 0) {
+      pooled.add(this);
+      args[1] = (values as unknown[]).map((v, i) => (i === at + 1 ? '-1' : v));
+    }
+    return original.apply(this, args);
+  };
+  t.after(() => {
+    proto.query = original;
+  });
+  const A = await startCoordinator({ databaseUrl: direct, logLevel: 'silent', pollTimeoutSeconds: 600, sweepIntervalMs: 600_000 });
+  const a = new AgentqClient({ url: A.url, overloadRetries: 0 });
+  t.after(async () => {
+    await a.destroy();
+    await A.close();
+  });
+  await start(a, 'a');
+  assert.ok(pooled.size > 0, 'no pooled connection was given the settings');
+  for (const client of pooled) {
+    const { rows } = await client.query<{ tcp_keepalives_idle: string }>('SHOW tcp_keepalives_idle');
+    assert.deepEqual(rows, [{ tcp_keepalives_idle: String(CONTROL_KEEPALIVE.tcp_keepalives_idle) }]);
+  }
 });

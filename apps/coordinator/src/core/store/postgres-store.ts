@@ -72,6 +72,16 @@ export const POOLED_SETTINGS = {
   tcp_keepalives_count: CONTROL_KEEPALIVE.tcp_keepalives_count,
 } as const;
 
+/**
+ * POOLED_SETTINGS in the statements that set them: the check in its own, as a server whose
+ * platform cannot see a closed connection (Windows; PostgreSQL 14 off Linux) refuses any value
+ * but 0, failing the statement that sets it, and the keepalives must not go with it.
+ */
+const POOLED_STATEMENTS: readonly Readonly<Record<string, number>>[] = (() => {
+  const { client_connection_check_interval, ...keepalives } = POOLED_SETTINGS;
+  return [keepalives, { client_connection_check_interval }];
+})();
+
 /** Commit log entries younger than this are kept (a coordinator cut off for less catches up). */
 const LOG_KEEP_MS = 10 * 60 * 1000;
 /** A launcher's last sign of life is written at most this often per launcher and coordinator. */
@@ -159,9 +169,12 @@ export class PostgresStore implements Store {
     // listens for only while the client is idle, and an unheard 'error' ends the process
     pool.on('connect', (client) => {
       client.on('error', () => undefined);
-      // the first statement on the connection (pipeline mode sends the first transaction's behind
-      // it, without waiting); a failure is the connection's, which that transaction meets too
-      setKnownSettings(client, POOLED_SETTINGS).catch((err: unknown) => o.log.debug({ err }, 'could not set the settings of a pooled PostgreSQL connection'));
+      // the first statements on the connection (pipeline mode sends them, and the first
+      // transaction's behind them, without waiting); a failure is the connection's, which that
+      // transaction meets too, or the server's refusal of a setting (POOLED_STATEMENTS)
+      for (const settings of POOLED_STATEMENTS) {
+        setKnownSettings(client, settings).catch((err: unknown) => o.log.debug({ err }, 'could not set the settings of a pooled PostgreSQL connection'));
+      }
     });
     const backends = poolBackends(pool);
     let namespace: string;
