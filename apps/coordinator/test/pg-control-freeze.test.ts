@@ -40,13 +40,15 @@ test('PostgreSQL freezing in the middle of the control connection reconnecting (
   await lost;
   // the next set-up that gets as far as its LISTEN is never answered; later connections are
   const stalled = proxy.stallAt('LISTEN ');
+  // waited for from now: the stalled set-up is given up on DATABASE_QUERY_TIMEOUT_MS after it began
+  const restored = logged('PostgreSQL control connection restored', 1);
   await proxy.restore();
   await stalled;
   // not listening (nor sweeping): not ready, though the database answers reads on other connections
   await rejectsWith(a.ready(), 503, 'storage_unavailable');
   assert.equal((await a.health()).store, 'ok');
 
-  await logged('PostgreSQL control connection restored', 1);
+  await restored;
   assert.deepEqual(await a.ready(), { ready: true });
 });
 
