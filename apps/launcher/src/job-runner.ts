@@ -222,28 +222,40 @@ export class JobRunner {
       },
     });
     this.#watchdog = watchdog;
-    const proc = new ExecutorProcess(this.#d.executor, invocationOf(this.job, cwd), {
-      cwd,
-      env: buildExecutorEnv(
-        this.#d.env,
-        this.#d.passEnv,
-        jobEnv(this.job, cwd, {
-          coordinatorUrl: this.#d.coordinatorUrl,
-          caFile: this.#d.caFile,
-          launcherId: this.#d.launcherId(),
-          token: this.#d.agentToken?.(this.job),
-          outputMaxBytes: this.#d.limits?.()?.max_output_bytes,
-        }),
-      ),
-      killGraceMs: this.#d.killGraceMs,
-      pipeDrainMs: this.#d.pipeDrainMs,
-      onActivity: () => watchdog.activity(),
-      outputKeptBytes: () => this.#d.limits?.()?.max_output_bytes,
-      onEvent: (event) => this.#onEvent(event, outcome),
-      onStderrLine: (line) => this.#log.debug({ stderr: line }, 'executor stderr'),
-      onFieldsDropped: (type, fields) =>
-        this.#log.warn({ event: type, fields }, 'executor event fields that are not valid left out'),
-    });
+    let proc: ExecutorProcess;
+    try {
+      proc = new ExecutorProcess(this.#d.executor, invocationOf(this.job, cwd), {
+        cwd,
+        env: buildExecutorEnv(
+          this.#d.env,
+          this.#d.passEnv,
+          jobEnv(this.job, cwd, {
+            coordinatorUrl: this.#d.coordinatorUrl,
+            caFile: this.#d.caFile,
+            launcherId: this.#d.launcherId(),
+            token: this.#d.agentToken?.(this.job),
+            outputMaxBytes: this.#d.limits?.()?.max_output_bytes,
+          }),
+        ),
+        killGraceMs: this.#d.killGraceMs,
+        pipeDrainMs: this.#d.pipeDrainMs,
+        onActivity: () => watchdog.activity(),
+        outputKeptBytes: () => this.#d.limits?.()?.max_output_bytes,
+        onEvent: (event) => this.#onEvent(event, outcome),
+        onStderrLine: (line) => this.#log.debug({ stderr: line }, 'executor stderr'),
+        onFieldsDropped: (type, fields) =>
+          this.#log.warn({ event: type, fields }, 'executor event fields that are not valid left out'),
+      });
+    } catch (err) {
+      // spawn refuses some jobs outright, before any process exists: a NUL character in a value
+      // that goes into the executor's environment (a session or agent name, say) throws
+      // ERR_INVALID_ARG_VALUE instead of emitting 'error'. Reported as any executor that could
+      // not be started is, or the job, already reported started, would stay `running` for good.
+      watchdog.stop();
+      const spawnError = err instanceof Error ? err : new Error(String(err), { cause: err });
+      this.#log.error({ err: spawnError }, 'executor could not be started');
+      return this.#finish({ ...notRun, spawnError }, outcome);
+    }
     this.#process = proc;
     const pid = proc.pid;
     if (pid !== undefined && this.#d.lifeline) {

@@ -401,3 +401,25 @@ test('an event line over MAX_EVENT_LINE_BYTES from a coordinator that does not s
   assert.equal(failed.error_code, 'executor_event_too_large');
   assert.ok(failed.error!.endsWith("(the coordinator keeps the newest JOB_OUTPUT_MAX_BYTES of a job's output, 1 MiB by default)"), failed.error!);
 });
+
+test('a job whose session name holds a NUL character fails (spawn refuses it) instead of staying running', async (t) => {
+  const { c, client } = await coordinator(t);
+  await launcher(t, c.url);
+  // the name goes into the executor's environment (AGENTQ_SESSION_NAME), where node's spawn
+  // throws at once on a NUL byte rather than emitting 'error'
+  const job = await client.createJob({
+    type: 'start_session',
+    session_name: 'nul\u0000name',
+    prompt: script([{ event: { type: 'result', text: 'never' } }]),
+  });
+  const done = await settled(client, job.job_id);
+  assert.equal(done.status, 'failed');
+  assert.match(done.error ?? '', /^could not start executor .*AGENTQ_SESSION_NAME.*null bytes/s);
+  // and the launcher's slot is free again: the next job runs
+  const next = await client.createJob({
+    type: 'start_session',
+    session_name: 'after-nul',
+    prompt: script([{ event: { type: 'result', text: 'ran' } }]),
+  });
+  assert.equal((await settled(client, next.job_id)).result, 'ran');
+});
