@@ -17,7 +17,7 @@ export function describeJob(job: Job, ctx: Pick<CommandContext, 'json' | 'url' |
     cancel_command: follow('cancel'),
     output_command: follow('output'),
     poll_interval_ms: POLL_INTERVAL_MS,
-    exit_code: exitCodeForStatus(job.status),
+    exit_code: exitCodeForStatus(job.status, job.terminal),
   };
 }
 

@@ -46,7 +46,17 @@ export const JOB_STATUS_EXIT_CODES: { readonly [S in JobStatus]: CliExitCode } =
   stopped: CliExitCodes.stopped,
   timed_out: CliExitCodes.timed_out,
 };
-export const exitCodeForStatus = (status: JobStatus): CliExitCode => JOB_STATUS_EXIT_CODES[status];
+/**
+ * The exit code of a job in `status`, given whether the job is `terminal` (its own field). A
+ * status this version does not know (one a newer coordinator added: statuses are extended, never
+ * renamed) is 3 while the job is not terminal and 4 once it is: it did not complete, so never 0,
+ * and a `status` loop that waits for "not 3" ends. Looked up as an own key, so that no status
+ * (`toString`, `constructor`) reaches the prototype.
+ */
+export function exitCodeForStatus(status: JobStatus, terminal?: boolean): CliExitCode {
+  if (Object.hasOwn(JOB_STATUS_EXIT_CODES, status)) return JOB_STATUS_EXIT_CODES[status];
+  return terminal === true ? CliExitCodes.failed : CliExitCodes.running;
+}
 
 /**
  * The async-job descriptor: the job as the coordinator holds it (so `job_id`,

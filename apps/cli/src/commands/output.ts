@@ -56,7 +56,7 @@ export function registerOutput(program: Command, act: Act): void {
           now: ctx.now,
         });
         const data: CliOutput = { ...last, offset: first.offset, output, ...(dropped > 0 ? { dropped_bytes: dropped } : {}) };
-        const exitCode = last.terminal ? exitCodeForStatus(last.status) : CliExitCodes.running;
+        const exitCode = last.terminal ? exitCodeForStatus(last.status, last.terminal) : CliExitCodes.running;
         // the text was already streamed; only end it on a new line
         return { data, exitCode, text: () => (text === '' || text.endsWith('\n') ? '' : '\n') };
       }),

@@ -142,7 +142,7 @@ async function createJob(type: JobType, ctx: CommandContext, cmd: Command): Prom
   const waitMs = timeoutMs(o.waitTimeout) ?? undefined; // none: no limit
   const job = follow ? await waitFollowing(ctx, body, waitMs) : await waitWithProgress(ctx, body, waitMs);
   const d = describeJob(job, ctx);
-  return { data: d, exitCode: exitCodeForStatus(job.status), text: () => renderDescriptor(d, ctx.now()) };
+  return { data: d, exitCode: exitCodeForStatus(job.status, job.terminal), text: () => renderDescriptor(d, ctx.now()) };
 }
 
 /**

@@ -23,7 +23,7 @@ export function registerStatus(program: Command, act: Act): void {
         const [jobId] = cmd.processedArgs as [string];
         const job = await ctx.client.getJob(jobId, { signal: ctx.signal });
         const d = describeJob(job, ctx);
-        return { data: d, exitCode: exitCodeForStatus(job.status), text: () => renderDescriptor(d, ctx.now()) };
+        return { data: d, exitCode: exitCodeForStatus(job.status, job.terminal), text: () => renderDescriptor(d, ctx.now()) };
       }),
     );
 }

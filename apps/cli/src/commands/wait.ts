@@ -100,7 +100,7 @@ export function waitExitCode(done: boolean, jobs: readonly Job[]): CliExitCode {
   if (!done) return CliExitCodes.running;
   for (const job of jobs) {
     if (!job.terminal) continue;
-    const code = exitCodeForStatus(job.status);
+    const code = exitCodeForStatus(job.status, job.terminal);
     if (code !== CliExitCodes.ok) return code;
   }
   return CliExitCodes.ok;
