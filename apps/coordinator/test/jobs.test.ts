@@ -112,6 +112,23 @@ test('a session cannot be named . or .. (no URL can name it); other dots are fin
   }
 });
 
+test('a NUL character in a name the executor is given is refused 400 naming the field, in every store (no launcher could run it)', async (t) => {
+  const { client } = await startTest(t);
+  await start(client, 'parent');
+  const cases = [
+    { field: 'session_name', body: { session_name: 'a\u0000b' } },
+    { field: 'parent_session_name', body: { session_name: 'child', parent_session_name: 'par\u0000ent' } },
+    { field: 'agent_name', body: { session_name: 'agent', agent_name: 'x\u0000' } },
+    { field: 'project_dir', body: { session_name: 'dir', project_dir: '/srv/\u0000' } },
+  ];
+  for (const { field, body } of cases) {
+    const details = await rejectsWith(client.createJob({ type: 'start_session', prompt: 'p', ...body }), 400, 'validation_failed');
+    assert.equal(details.field, field);
+  }
+  // nothing was created
+  assert.deepEqual((await client.listJobs()).jobs.map((j) => j.session_name), ['parent']);
+});
+
 test('a prompt over the configured byte limit is rejected with 400 on prompt', async (t) => {
   const { client } = await startTest(t, { maxPromptBytes: 4096 });
   const ok = await start(client, 'fits', 'x'.repeat(4096));

@@ -21,6 +21,22 @@ import type { Tx } from './store/store.js';
  * session's jobs is active at a time; the others wait, pending, in creation order.
  */
 
+/**
+ * The names a job hands its executor go into the executor's environment (`AGENTQ_SESSION_NAME`,
+ * `AGENTQ_AGENT_NAME`, ...) and working directory, none of which can hold the NUL character: no
+ * launcher could run such a job (spawn refuses it), and PostgreSQL cannot store it either. Refused
+ * here, in every store alike, naming the field.
+ */
+function refuseNul(req: CreateJobRequest): void {
+  const fields = ['session_name', 'parent_session_name', 'agent_name', 'project_dir'] as const;
+  for (const field of fields) {
+    const value = req[field];
+    if (typeof value === 'string' && value.includes('\u0000')) {
+      throw validation(field, 'contains the NUL character (\\u0000), which no executor\'s environment can hold');
+    }
+  }
+}
+
 /** Create the job a client asked for (`POST /jobs`), and its session for a start. */
 export async function createJob(ctx: CoreContext, tx: Tx, req: CreateJobRequest, actor: string | null): Promise<JobRow> {
   const promptBytes = Buffer.byteLength(req.prompt, 'utf8');
@@ -29,6 +45,7 @@ export async function createJob(ctx: CoreContext, tx: Tx, req: CreateJobRequest,
   }
   const name = req.session_name;
   const parentName = req.parent_session_name ?? null;
+  refuseNul(req);
   if (parentName === name) throw validation('parent_session_name', 'a session cannot be its own parent');
 
   // a start locks its parent before its own session, as a tree stop locks parents before their
