@@ -67,6 +67,22 @@ describe('agentq mcp: a call refused as given says so as every error does: outco
     assert.deepEqual((wait.inputSchema.properties as Record<string, { minItems?: number }>)['job_ids']!.minItems, 1);
   });
 
+  it('an argument the tool does not take (a misspelt name) is refused naming it, not dropped: nothing is done', async (t) => {
+    const c = await coordinator(t);
+    await c.client.createJob({ type: 'start_session', session_name: 'parent', prompt: 'x' });
+    const mcp = await mcpClient(t, { AGENTQ_URL: c.url });
+    // `parent` for parent_session_name: dropped, the call would start a root session that
+    // reports to no one; `timeout` for timeout_ms: a job without the timeout asked for
+    const r = await callTool(mcp, 'start_session', { session_name: 'child', prompt: 'p', parent: 'parent', timeout: 5000 });
+    assert.equal(r.isError, true, r.text);
+    assert.deepEqual([r.data.outcome, r.data.error.code, r.data.error.details.field], ['refused', 'validation_failed', 'parent']);
+    assert.match(r.data.error.message, /^parent: is not a known argument \(known: .*parent_session_name.*\); timeout: is not a known argument/);
+    await assert.rejects(c.client.getSession('child'), { code: 'session_not_found' });
+    // and the tools say so in the schema a model builds its calls from
+    const { tools } = await mcp.listTools();
+    for (const tool of tools) assert.equal(tool.inputSchema['additionalProperties'], false, tool.name);
+  });
+
   it('so does a call the tool itself refuses (get_status with both job_id and session_name), and a tool that does not exist', async (t) => {
     const c = await coordinator(t);
     const mcp = await mcpClient(t, { AGENTQ_URL: c.url });

@@ -32,10 +32,19 @@ export class ToolError extends Error {
 /**
  * The refusal of arguments that fail a tool's schema (a missing `prompt`, an empty `job_ids`):
  * `validation_failed`, as the coordinator says it (`<field>: <why>`, `details.field`), every
- * failing field in `details.issues`.
+ * failing field in `details.issues`. An argument the tool does not take is one of them (`known`:
+ * the tool's arguments, listed in its message).
  */
-export function argumentsRefused(err: z.ZodError): ToolError {
-  const issues = err.issues.map((i) => ({ field: fieldName(i.path), message: i.message }));
+export function argumentsRefused(err: z.ZodError, known: readonly string[] = []): ToolError {
+  const issues = err.issues.flatMap((i) =>
+    // an argument the tool does not take is named as the coordinator names an unknown body field
+    i.code === 'unrecognized_keys'
+      ? i.keys.map((key) => ({
+          field: fieldName([...i.path, key]),
+          message: `is not a known argument${i.path.length === 0 && known.length > 0 ? ` (known: ${known.join(', ')})` : ''}`,
+        }))
+      : [{ field: fieldName(i.path), message: i.message }],
+  );
   const first = issues[0] ?? { field: 'arguments', message: 'are invalid' };
   return new ToolError('validation_failed', issues.map((i) => `${i.field}: ${i.message}`).join('; '), { field: first.field, issues });
 }

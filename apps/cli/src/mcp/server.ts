@@ -120,11 +120,15 @@ export function createMcpServer(ctx: ToolContext, version: string): McpServer {
   };
   const tools = new Map<string, ToolEntry>();
   const add: AddTool = (name, config, run, onError) => {
-    const args = z.object(config.inputSchema);
+    // strict, as the coordinator is with a body: an argument left out for a misspelt name
+    // (`parent` for `parent_session_name`, `timeout` for `timeout_ms`) would otherwise be
+    // dropped without a word, and the call run as if it had not been given
+    const args = z.strictObject(config.inputSchema);
     const call = (valid: unknown, signal: AbortSignal) => answer(name, signal, (c) => run(valid as z.infer<typeof args>, c), onError);
     tools.set(name, { args, call, onError });
-    // the SDK lists the tool (the JSON schema of `inputSchema`); its calls are taken below
-    server.registerTool(name, { ...config, annotations: { openWorldHint: false, ...config.annotations } }, (async (
+    // the SDK lists the tool (the JSON schema of the strict object: additionalProperties false,
+    // so a model is told what it will be refused); its calls are taken below
+    server.registerTool(name, { ...config, inputSchema: args, annotations: { openWorldHint: false, ...config.annotations } }, (async (
       valid: unknown,
       extra: { signal: AbortSignal },
     ) => call(valid, extra.signal)) as never);
@@ -160,7 +164,7 @@ export function createMcpServer(ctx: ToolContext, version: string): McpServer {
     }
     const parsed = await tool.args.safeParseAsync(request.params.arguments ?? {});
     if (parsed.success) return tool.call(parsed.data, extra.signal);
-    const refused = argumentsRefused(parsed.error);
+    const refused = argumentsRefused(parsed.error, Object.keys(tool.args.shape));
     return answer(name, extra.signal, () => Promise.reject(refused), tool.onError);
   });
   return server;
