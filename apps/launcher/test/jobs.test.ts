@@ -402,20 +402,23 @@ test('an event line over MAX_EVENT_LINE_BYTES from a coordinator that does not s
   assert.ok(failed.error!.endsWith("(the coordinator keeps the newest JOB_OUTPUT_MAX_BYTES of a job's output, 1 MiB by default)"), failed.error!);
 });
 
-test('a job whose session name holds a NUL character fails (spawn refuses it) instead of staying running', async (t) => {
+test('a job whose executor cannot be spawned (a NUL in a value of its environment) fails instead of staying running', async (t) => {
   const { c, client } = await coordinator(t);
-  await launcher(t, c.url);
-  // the name goes into the executor's environment (AGENTQ_SESSION_NAME), where node's spawn
-  // throws at once on a NUL byte rather than emitting 'error'
   const job = await client.createJob({
     type: 'start_session',
-    session_name: 'nul\u0000name',
+    session_name: 'older',
+    agent_name: 'agent',
     prompt: script([{ event: { type: 'result', text: 'never' } }]),
   });
+  // The coordinator refuses the NUL character in a name now, but a row an older version stored
+  // may hold one: the name goes into the executor's environment (AGENTQ_AGENT_NAME), where
+  // node's spawn throws at once on a NUL byte rather than emitting 'error'
+  await c.core.store.transaction((tx) => tx.updateJob(job.job_id, { agentName: 'age\u0000nt' }));
+  // one slot: the job after it runs only if that slot was freed
+  await launcher(t, c.url, { maxJobs: 1 });
   const done = await settled(client, job.job_id);
   assert.equal(done.status, 'failed');
-  assert.match(done.error ?? '', /^could not start executor .*AGENTQ_SESSION_NAME.*null bytes/s);
-  // and the launcher's slot is free again: the next job runs
+  assert.match(done.error ?? '', /^could not start executor .*AGENTQ_AGENT_NAME.*null bytes/s);
   const next = await client.createJob({
     type: 'start_session',
     session_name: 'after-nul',
