@@ -122,18 +122,21 @@ export class ExecutorProcess {
       (text) => options.onEvent({ type: 'output', text }),
     );
     const stderrLines = new LineSplitter((line) => options.onStderrLine?.(line));
-    child.stdout!.on('data', (chunk: Buffer) => {
+    // Out of file descriptors (EMFILE, ENFILE), node returns the child without its pipes and emits
+    // 'error' on the next tick: nothing here may assume them, or the constructor throws and that
+    // 'error', with no listener yet, takes the whole launcher down. The 'error' below ends the run.
+    child.stdout?.on('data', (chunk: Buffer) => {
       options.onActivity?.();
       stdoutLines.push(chunk);
     });
-    child.stderr!.on('data', (chunk: Buffer) => {
+    child.stderr?.on('data', (chunk: Buffer) => {
       options.onActivity?.();
       stderrLines.push(chunk);
       stderrTail = keepTail(stderrTail + stderrDecoder.write(chunk));
     });
     // an executor that exits without reading stdin makes our write fail with EPIPE: not an error
-    child.stdin!.on('error', () => {});
-    child.stdin!.end(`${JSON.stringify(invocation)}\n`);
+    child.stdin?.on('error', () => {});
+    child.stdin?.end(`${JSON.stringify(invocation)}\n`);
 
     this.exited = new Promise<ExecutorExit>((resolve) => {
       let spawnError: Error | null = null;
