@@ -1,5 +1,6 @@
 import { AgentqApiError, AgentqAuthError, AgentqConnectionError, AgentqUsageError, toError } from '@agentq/client';
 import { CliExitCodes, type CliError, type CliExitCode, type JobDescriptor } from '@agentq/protocol';
+import { shellQuote } from './descriptor.js';
 
 /** The command line is wrong: unknown flag, missing argument, bad duration. Exit 2. */
 export class UsageError extends Error {
@@ -71,6 +72,11 @@ const NEXT_STEPS: Readonly<Record<string, string>> = {
 export function nextStep(code: string, details?: Record<string, unknown>): string | undefined {
   // a closed session cannot be resumed either: the coordinator's message says to pick another name
   if (code === 'session_exists' && details?.['current_status'] === 'closed') return undefined;
+  // the command to copy, with the session the coordinator named, rather than a template to fill in
+  const session = details?.['session_name'];
+  if (code === 'session_exists' && typeof session === 'string' && session !== '') {
+    return `start makes a new session; to continue this one: agentq resume ${shellQuote(session)} -p <prompt>`;
+  }
   return NEXT_STEPS[code];
 }
 

@@ -20,6 +20,16 @@ describe('agentq start / resume', () => {
     assert.equal(envelope<Failure>(again, CliFailure).error.code, 'session_exists');
   });
 
+  it('start of an existing session: the hint names the session to resume, quoted for the shell', async (t) => {
+    const c = await coordinator(t);
+    for (const [name, shown] of [['alpha', 'alpha'], ["bob's notes", `'bob'\\''s notes'`]] as const) {
+      assert.equal((await cli(c.url, ['start', name, '-p', 'one'])).code, 0);
+      const again = await cli(c.url, ['start', name, '-p', 'two']);
+      assert.equal(again.code, 2);
+      assert.ok(again.stderr.includes(`to continue this one: agentq resume ${shown} -p <prompt>`), again.stderr);
+    }
+  });
+
   it('start of a closed session under another parent: session_exists that says to pick another name, without the resume hint', async (t) => {
     const c = await coordinator(t);
     await c.client.createJob({ type: 'start_session', session_name: 'boss', prompt: 'lead' });
