@@ -75,6 +75,17 @@ test('with auth on, the page asks for a token once; a reader token shows, a clie
   await page.locator('.job-view[data-status="stopping"]').waitFor();
 });
 
+test('with auth on and no token yet, the jobs and sessions views show the refusal, not "No jobs yet" or "No sessions yet"', { skip }, async (t) => {
+  const { page, url } = await openDashboard(t, browser(), { config: { authTokensFile: tokenFile(t) } });
+  await page.getByTestId('token-prompt').waitFor();
+  for (const view of ['jobs', 'sessions'] as const) {
+    await page.goto(`${url}/#/${view}`);
+    // the error and the empty state are drawn from one state change: once the error shows, an empty state would too
+    await page.locator(`.${view}-view [role="alert"]`).getByText(/unauthorized/).waitFor();
+    assert.equal(await page.locator(`.${view}-view .empty`).count(), 0, `${view}: ${await page.locator(`.${view}-view`).innerText()}`);
+  }
+});
+
 test('a token pasted with a character no header can carry is refused in the prompt, saying which; the page does not call the coordinator unreachable', { skip }, async (t) => {
   const { page, url } = await openDashboard(t, browser(), { config: { authTokensFile: tokenFile(t) } });
   const asClient = new AgentqClient({ url, token: SECRETS.client });

@@ -265,7 +265,8 @@ export function JobsView({ query }: { query: URLSearchParams }) {
           ))}
         </tbody>
       </table>
-      {!state.loading && page.rows.length === 0 && (
+      {/* a read that failed (no token yet, an outage) knows nothing of the jobs: the error says so, not "no jobs yet" */}
+      {!state.loading && !state.error && page.rows.length === 0 && (
         <Empty>
           No jobs{filterKey ? ' match these filters' : ' yet'}. <a href={link('/start')}>Start a session</a>.
         </Empty>

@@ -256,7 +256,8 @@ export function SessionsView({ query }: { query: URLSearchParams }) {
         </span>
       </header>
       {error && <ErrorNote>{error}</ErrorNote>}
-      {!loading && roots.length === 0 && (
+      {/* a read that failed knows nothing of the sessions: the error says so, not "no sessions yet" */}
+      {!loading && !error && roots.length === 0 && (
         <Empty>
           No sessions yet. <a href={link('/start')}>Start one</a>.
         </Empty>
