@@ -21,6 +21,16 @@ describe('--url with several coordinators (a comma list)', () => {
     assert.equal(event.data.job?.job_id, job.job_id);
   });
 
+  it('none of them answers: exit 1, and the error names every coordinator tried, not only the last', async () => {
+    const [a, b] = [await deadUrl(), await deadUrl()];
+    const r = await cli(undefined, ['--url', `${a},${b}`, 'list', '--json']);
+    assert.equal(r.code, 1, r.stderr);
+    const { error } = JSON.parse(r.stdout) as { ok: false; error: { code: string; message: string } };
+    assert.equal(error.code, 'coordinator_unreachable');
+    assert.match(error.message, /^no coordinator answered: /);
+    assert.ok(error.message.includes(`coordinator at ${a} unreachable`) && error.message.includes(`coordinator at ${b} unreachable`), error.message);
+  });
+
   it('refuses a URL with a user name or password (never sent), without printing the password', async () => {
     const r = await cli(undefined, ['--url', 'http://ops:s3cret@127.0.0.1:1', 'health']);
     assert.equal(r.code, 2, r.stderr);

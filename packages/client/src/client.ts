@@ -571,6 +571,7 @@ export class AgentqClient {
     o: CallOptions & { body?: unknown; query?: Query; allow204?: boolean; headers?: Record<string, string>; readOnly?: boolean } = {},
   ): Promise<T> {
     // moves to another URL and waits asked by an overloaded coordinator are counted apart
+    const unreachable: string[] = [];
     for (let waits = 0, elsewhere = 0; ; ) {
       try {
         return await this.#once<T>(method, path, o);
@@ -582,7 +583,13 @@ export class AgentqClient {
           (method === 'GET' || o.readOnly === true || neverSent(err))
         ) {
           elsewhere++;
+          unreachable.push(err.message);
           continue;
+        }
+        // every coordinator was tried: the error names them all, not only the last one (whose
+        // message alone read as if the others had not been asked); the cause stays the last one's
+        if (err instanceof AgentqConnectionError && unreachable.length > 0 && !o.signal?.aborted) {
+          throw new AgentqConnectionError(`no coordinator answered: ${[...unreachable, err.message].join('; ')}`, { cause: err });
         }
         const wait = err instanceof AgentqApiError && (err.status === 429 || err.status === 503) ? err.retryAfterMs : undefined;
         if (wait === undefined || waits++ >= (o.overloadRetries ?? this.#overloadRetries) || wait > this.#maxRetryAfterMs) throw err;
