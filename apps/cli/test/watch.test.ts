@@ -106,6 +106,15 @@ describe('agentq watch', () => {
     assert.equal(launchers[0]?.type, 'launcher.registered');
   });
 
+  it('a removed launcher is shown as removed, with the status it had, not as still online', async (t) => {
+    const c = await coordinator(t);
+    const id = await c.launcher.id();
+    await c.client.deleteLauncher(id, { self: true });
+    const r = await cli(c.url, ['watch', '--since', '0', '--type', 'launcher.removed', '--count', '1']);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, new RegExp(`launcher\\.removed\\s+${id}\\s+\\S+\\s+removed \\(was online\\)\\n$`));
+  });
+
   it('Ctrl-C ends it with exit 0; a coordinator that never answers is exit 1', async (t) => {
     const c = await coordinator(t);
     await c.client.createJob({ type: 'start_session', session_name: 'alpha', prompt: 'x' });

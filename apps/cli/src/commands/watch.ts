@@ -122,7 +122,9 @@ function eventLine(e: StreamEvent): string {
   }
   if ('session' in e) return `${head}  ${e.session.session_name}  ${e.session.status}`;
   const l = e.launcher;
-  return `${head}  ${l.launcher_id}  ${l.hostname ?? '-'}  ${l.status}`;
+  // a removed launcher's object is as last seen (online, stale): "online" alone read as if it still were
+  const status = e.type === 'launcher.removed' ? `removed (was ${l.status})` : l.status;
+  return `${head}  ${l.launcher_id}  ${l.hostname ?? '-'}  ${status}`;
 }
 
 /**
