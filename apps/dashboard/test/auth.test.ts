@@ -86,6 +86,22 @@ test('with auth on and no token yet, the jobs and sessions views show the refusa
   }
 });
 
+for (const [view, empty] of [['jobs', /No jobs yet/], ['sessions', /No sessions yet/]] as const) {
+  test(`with auth on and no ${view}: the refusal hides the empty state, and once a token is given it shows, the refusal gone`, { skip }, async (t) => {
+    const { page } = await openDashboard(t, browser(), { config: { authTokensFile: tokenFile(t) }, path: `#/${view}` });
+    const prompt = page.getByTestId('token-prompt');
+    await prompt.waitFor();
+    await page.locator(`.${view}-view [role="alert"]`).getByText(/unauthorized/).waitFor();
+    await prompt.locator('input[name="token"]').fill(SECRETS.reader);
+    await prompt.getByRole('button', { name: 'Use token' }).click();
+    await prompt.waitFor({ state: 'detached' });
+    await live(page);
+    // the view, still shown, reads again with the token: zero rows is "none yet", and the refusal is over
+    await page.locator(`.${view}-view .empty`).getByText(empty).waitFor();
+    assert.equal(await page.locator(`.${view}-view [role="alert"]`).count(), 0);
+  });
+}
+
 test('a token pasted with a character no header can carry is refused in the prompt, saying which; the page does not call the coordinator unreachable', { skip }, async (t) => {
   const { page, url } = await openDashboard(t, browser(), { config: { authTokensFile: tokenFile(t) } });
   const asClient = new AgentqClient({ url, token: SECRETS.client });
