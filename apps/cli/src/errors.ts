@@ -1,6 +1,7 @@
 import { AgentqApiError, AgentqAuthError, AgentqConnectionError, AgentqUsageError, toError } from '@agentq/client';
 import { CliExitCodes, type CliError, type CliExitCode, type JobDescriptor } from '@agentq/protocol';
 import { shellQuote } from './descriptor.js';
+import { printable } from './table.js';
 
 /** The command line is wrong: unknown flag, missing argument, bad duration. Exit 2. */
 export class UsageError extends Error {
@@ -75,9 +76,23 @@ export function nextStep(code: string, details?: Record<string, unknown>): strin
   // the command to copy, with the session the coordinator named, rather than a template to fill in
   const session = details?.['session_name'];
   if (code === 'session_exists' && typeof session === 'string' && session !== '') {
-    return `start makes a new session; to continue this one: agentq resume ${shellQuote(session)} -p <prompt>`;
+    const command = resumeCommand(session);
+    if (command !== undefined) return `start makes a new session; to continue this one: ${command}`;
   }
   return NEXT_STEPS[code];
+}
+
+/**
+ * `agentq resume <session> -p <prompt>` for the shell, or undefined when no such line is safe to
+ * print. A name that starts with `-` would be read as an option (quoting does not change that):
+ * it goes after `--`, once the options are given. A control character (an escape sequence) would
+ * drive the reader's terminal, and a POSIX shell has no quoting that spells it in printable
+ * characters: the hint is then the template, as the error's message shows the name escaped.
+ */
+function resumeCommand(session: string): string | undefined {
+  if (printable(session) !== session) return undefined;
+  const name = shellQuote(session);
+  return session.startsWith('-') ? `agentq resume -p <prompt> -- ${name}` : `agentq resume ${name} -p <prompt>`;
 }
 
 /** A failure of the command itself, ready to print: envelope error + exit code. */

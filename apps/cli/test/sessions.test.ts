@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { describe, it } from 'node:test';
 import {
   CliCommandData,
@@ -28,6 +29,36 @@ describe('agentq start / resume', () => {
       assert.equal(again.code, 2);
       assert.ok(again.stderr.includes(`to continue this one: agentq resume ${shown} -p <prompt>`), again.stderr);
     }
+  });
+
+  it('the session_exists hint, pasted into a shell, resumes that very session, whatever its name (quotes, $, backticks, a line break, a leading dash)', async (t) => {
+    const c = await coordinator(t);
+    const names = ["it's", '$HOME', '`echo x`', 'a\nb', '-x', '--json', '-p', 'two  spaces', 'back\\slash', '!x*?~'];
+    for (const name of names) {
+      assert.equal((await cli(c.url, ['start', '-p', 'one', '--', name])).code, 0, name);
+      const again = await cli(c.url, ['start', '-p', 'two', '--', name]);
+      assert.equal(again.code, 2, again.stderr);
+      const hint = /to continue this one: (agentq resume [^]*)\n$/.exec(again.stderr)?.[1];
+      assert.ok(hint !== undefined, again.stderr);
+      // the words a POSIX shell makes of it, with the prompt filled in
+      const sh = spawnSync('sh', ['-c', `agentq() { node -e 'console.log(JSON.stringify(process.argv.slice(1)))' -- "$@"; }; ${hint.replace('<prompt>', 'again')}`], { encoding: 'utf8' });
+      assert.equal(sh.status, 0, sh.stderr);
+      const argv = JSON.parse(sh.stdout) as string[];
+      assert.equal(argv[0], 'resume', hint);
+      const run = await cli(c.url, ['--json', ...argv]);
+      assert.equal(run.code, 0, `${JSON.stringify(name)}: ${hint}: ${run.stdout}${run.stderr}`);
+      assert.equal(envelope<{ ok: true; data: JobDescriptor }>(run, CliEnvelope(CliCommandData.start)).data.session_name, name);
+    }
+  });
+
+  it('the session_exists hint of a name with a control character is the template: it sends nothing raw to the terminal', async (t) => {
+    const c = await coordinator(t);
+    const name = 'evil\u001b]0;owned\u0007';
+    assert.equal((await cli(c.url, ['start', name, '-p', 'one'])).code, 0);
+    const again = await cli(c.url, ['start', name, '-p', 'two']);
+    assert.equal(again.code, 2);
+    assert.doesNotMatch(again.stderr, /[\u001b\u0007]/);
+    assert.ok(again.stderr.includes('to continue this one: agentq resume <session> -p <prompt>'), again.stderr);
   });
 
   it('start of a closed session under another parent: session_exists that says to pick another name, without the resume hint', async (t) => {
