@@ -27,7 +27,7 @@ describe('--url with several coordinators (a comma list)', () => {
     assert.equal(r.code, 1, r.stderr);
     const { error } = JSON.parse(r.stdout) as { ok: false; error: { code: string; message: string } };
     assert.equal(error.code, 'coordinator_unreachable');
-    assert.match(error.message, /^no coordinator answered: /);
+    assert.match(error.message, /^no coordinator answered \(2 tried\): /);
     assert.ok(error.message.includes(`coordinator at ${a} unreachable`) && error.message.includes(`coordinator at ${b} unreachable`), error.message);
   });
 

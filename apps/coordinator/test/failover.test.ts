@@ -211,3 +211,40 @@ test('moves to the next URL do not use up the retries an overloaded coordinator 
   assert.equal((await client.health()).status, 'ok');
   assert.equal(asked, 2);
 });
+
+test('none of several URLs answers: the error names each once, its cause is the last attempt\'s own (as with one URL), and the message stays short with many URLs', async (t) => {
+  const one = new AgentqClient({ url: await deadUrl(t) });
+  t.after(() => one.destroy());
+  const alone = await one.health().then(
+    () => assert.fail('answered'),
+    (err: unknown) => err as AgentqConnectionError,
+  );
+
+  const urls = [await deadUrl(t), await deadUrl(t)];
+  const two = new AgentqClient({ url: urls.join(',') });
+  t.after(() => two.destroy());
+  const err = await two.health().then(
+    () => assert.fail('answered'),
+    (e: unknown) => e,
+  );
+  assert.ok(err instanceof AgentqConnectionError, String(err));
+  assert.equal(err.code, 'coordinator_unreachable');
+  // callers that look at the cause (neverSent, logs) see what they saw before: the socket's error
+  assert.ok(!(err.cause instanceof AgentqConnectionError), `cause: ${String(err.cause)}`);
+  assert.equal((err.cause as Error).constructor, (alone.cause as Error).constructor);
+  assert.equal((err.cause as { code?: unknown }).code, (alone.cause as { code?: unknown }).code);
+  for (const url of urls) assert.equal(err.message.split(`coordinator at ${url} unreachable`).length, 2, err.message);
+  // every one was tried: no "next request goes to" in the middle of the list
+  assert.doesNotMatch(err.message, /next request goes to/);
+
+  const many = await Promise.all(Array.from({ length: 40 }, () => deadUrl(t)));
+  const forty = new AgentqClient({ url: many.join(',') });
+  t.after(() => forty.destroy());
+  const big = await forty.health().then(
+    () => assert.fail('answered'),
+    (e: unknown) => e as AgentqConnectionError,
+  );
+  assert.ok(big.message.length < 600, `${big.message.length} characters: ${big.message}`);
+  assert.match(big.message, /40 tried/);
+  assert.ok(big.message.includes(`coordinator at ${many[0]} unreachable`) && big.message.includes(`coordinator at ${many[39]} unreachable`), big.message);
+});

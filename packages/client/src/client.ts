@@ -573,6 +573,8 @@ export class AgentqClient {
     // moves to another URL and waits asked by an overloaded coordinator are counted apart
     const unreachable: string[] = [];
     for (let waits = 0, elsewhere = 0; ; ) {
+      // (#once takes the current URL before its first await: this is the one it calls)
+      const url = this.url;
       try {
         return await this.#once<T>(method, path, o);
       } catch (err) {
@@ -583,13 +585,15 @@ export class AgentqClient {
           (method === 'GET' || o.readOnly === true || neverSent(err))
         ) {
           elsewhere++;
-          unreachable.push(err.message);
+          unreachable.push(unreachableAt(url, err));
           continue;
         }
         // every coordinator was tried: the error names them all, not only the last one (whose
-        // message alone read as if the others had not been asked); the cause stays the last one's
+        // message alone read as if the others had not been asked). Its cause is the last
+        // attempt's own, the socket's error, as with one URL (neverSent and logs read it).
         if (err instanceof AgentqConnectionError && unreachable.length > 0 && !o.signal?.aborted) {
-          throw new AgentqConnectionError(`no coordinator answered: ${[...unreachable, err.message].join('; ')}`, { cause: err });
+          const tried = [...unreachable, unreachableAt(url, err)];
+          throw new AgentqConnectionError(`no coordinator answered (${tried.length} tried): ${listed(tried)}`, { cause: err.cause ?? err });
         }
         const wait = err instanceof AgentqApiError && (err.status === 429 || err.status === 503) ? err.retryAfterMs : undefined;
         if (wait === undefined || waits++ >= (o.overloadRetries ?? this.#overloadRetries) || wait > this.#maxRetryAfterMs) throw err;
@@ -669,6 +673,22 @@ export class AgentqClient {
     const moved = next === url ? '' : ` (next request goes to ${next})`;
     return new AgentqConnectionError(`coordinator at ${url} unreachable: ${e.message}${moved}`, { cause: e });
   }
+}
+
+/** How many coordinators an error that none answered names, at most: the first ones and the last. */
+const NAMED_UNREACHABLE = 4;
+
+/** `coordinator at <url> unreachable: <why>`, without the "next request goes to" of the one URL error. */
+function unreachableAt(url: string, err: AgentqConnectionError): string {
+  const why = err.cause === undefined ? err.message : toError(err.cause).message;
+  return `coordinator at ${url} unreachable: ${why.length > 200 ? `${why.slice(0, 199)}…` : why}`;
+}
+
+/** Each of `tried`, or with many the first ones, how many are left out, and the last. */
+function listed(tried: readonly string[]): string {
+  if (tried.length <= NAMED_UNREACHABLE) return tried.join('; ');
+  const first = tried.slice(0, NAMED_UNREACHABLE - 1);
+  return [...first, `${tried.length - first.length - 1} more`, tried.at(-1)!].join('; ');
 }
 
 /**
