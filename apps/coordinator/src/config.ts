@@ -20,6 +20,8 @@ export const ConfigSchema = Type.Object({
   heartbeatTimeoutSeconds: Type.Number({ exclusiveMinimum: 0, maximum: 86400 }),
   /** seconds a claimed job may wait for `started` before it goes back to the queue */
   claimLeaseSeconds: Type.Number({ exclusiveMinimum: 0, maximum: 86400 }),
+  /** Claims that end without a start (lease expired, launcher lost) before a job fails `claim_attempts_exhausted`. */
+  maxClaims: Type.Integer({ minimum: 1, maximum: 1000 }),
   /** how often the sweeper checks staleness, leases, timeouts and retention */
   sweepIntervalMs: Type.Integer({ minimum: 1, maximum: 600_000 }),
   /**
@@ -126,6 +128,7 @@ export const DEFAULT_CONFIG: CoordinatorConfig = {
   heartbeatIntervalSeconds: 60,
   heartbeatTimeoutSeconds: 120,
   claimLeaseSeconds: 60,
+  maxClaims: 5,
   sweepIntervalMs: 1000,
   maxPromptBytes: 1024 * 1024,
   defaultJobTimeoutMs: null,
@@ -185,6 +188,7 @@ const ENV: ReadonlyArray<[string, keyof CoordinatorConfig, 'string' | 'number' |
   ['LAUNCHER_HEARTBEAT_INTERVAL', 'heartbeatIntervalSeconds', 'number'],
   ['LAUNCHER_HEARTBEAT_TIMEOUT', 'heartbeatTimeoutSeconds', 'number'],
   ['JOB_CLAIM_LEASE', 'claimLeaseSeconds', 'number'],
+  ['JOB_MAX_CLAIMS', 'maxClaims', 'number'],
   ['SWEEP_INTERVAL_MS', 'sweepIntervalMs', 'number'],
   ['MAX_PROMPT_BYTES', 'maxPromptBytes', 'number'],
   ['JOB_DEFAULT_TIMEOUT_MS', 'defaultJobTimeoutMs', 'nullable-number'],

@@ -162,6 +162,23 @@ export async function requeue(ctx: CoreContext, tx: Tx, job: JobRow, why: string
   await offerNext(tx, job.sessionName);
 }
 
+/**
+ * A claim ended without a start (its lease expired, or its launcher was lost): the job goes back
+ * to the queue, unless it has been claimed JOB_MAX_CLAIMS times, every one lost so: then it fails
+ * (`claim_attempts_exhausted`) instead of being handed to launcher after launcher for ever (a
+ * poison job whose claim crashes its launcher would take every launcher down in turn). `attempts`
+ * counts every claim, an answer never written too (it must, for claims.ts's late-undo check).
+ */
+export async function loseClaim(ctx: CoreContext, tx: Tx, job: JobRow, why: string): Promise<void> {
+  const max = ctx.config.maxClaims;
+  if (job.attempts < max) return requeue(ctx, tx, job, why);
+  const error =
+    `claimed ${job.attempts} times (JOB_MAX_CLAIMS ${max}) and never started; ` +
+    `the last claim was lost: ${why}`;
+  txLog(ctx, tx).error({ job_id: job.id, launcher_id: job.launcherId, attempts: job.attempts }, 'job failed: claim attempts exhausted');
+  await end(ctx, tx, job, 'failed', { error, errorCode: 'claim_attempts_exhausted' });
+}
+
 /** Ask the launcher holding the job to stop it (told on its next poll, or at once if parked). */
 export async function requestStop(ctx: CoreContext, tx: Tx, job: JobRow, reason: StopCause, by: string | null): Promise<JobRow> {
   const row = await tx.updateJob(job.id, {

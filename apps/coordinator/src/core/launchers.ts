@@ -2,7 +2,7 @@ import type { RegisterLauncherRequest } from '@agentq/protocol';
 import { liveLauncher, txLog, type CoreContext } from './context.js';
 import { CoordinatorError } from './errors.js';
 import { newId } from './ids.js';
-import { end, requeue } from './jobs.js';
+import { end, loseClaim } from './jobs.js';
 import { launcherIdentity } from './routing.js';
 import type { HostBindingRow, LauncherRow } from './rows.js';
 import type { Store, Tx } from './store/store.js';
@@ -330,7 +330,7 @@ export async function loseLauncher(ctx: CoreContext, tx: Tx, launcher: LauncherR
 /** Claimed-not-started jobs go back to the queue (oldest first); running ones end as interrupted. */
 export async function releaseJobs(ctx: CoreContext, tx: Tx, launcher: LauncherRow, why: string): Promise<void> {
   for (const job of await tx.activeJobsOfLauncher(launcher.id)) {
-    if (job.status === 'claimed') await requeue(ctx, tx, job, why);
+    if (job.status === 'claimed') await loseClaim(ctx, tx, job, why);
     else await end(ctx, tx, job, 'interrupted', { error: why, errorCode: 'launcher_lost' });
   }
 }

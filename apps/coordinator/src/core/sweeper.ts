@@ -1,6 +1,6 @@
 import { isTerminal } from '@agentq/protocol';
 import type { CoreContext } from './context.js';
-import { end, endPending, requestStop, requeue, stoppedStatus } from './jobs.js';
+import { end, endPending, loseClaim, requestStop, stoppedStatus } from './jobs.js';
 import { loseLauncher, onlineLaunchers, STALE_LAUNCHER_KEEP_MS } from './launchers.js';
 import { isServed, namingHost, routeFromKey, unservedReason } from './routing.js';
 import { holdsNoInput, isDelivery } from './rows.js';
@@ -84,7 +84,7 @@ export class Sweeper {
         const job = await tx.job(id);
         if (!job || job.startedAt !== null || job.claimedAt === null || now - job.claimedAt <= leaseMs) return;
         if (job.status === 'claimed') {
-          await requeue(this.ctx, tx, job, `claim lease of ${config.claimLeaseSeconds} s expired before it was started`);
+          await loseClaim(this.ctx, tx, job, `claim lease of ${config.claimLeaseSeconds} s expired before it was started`);
         } else if (job.status === 'stopping') {
           await end(this.ctx, tx, job, stoppedStatus(job.stopReason), { error: 'stopped before its launcher started it' });
         }
