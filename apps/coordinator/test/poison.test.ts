@@ -109,3 +109,33 @@ test('JOB_MAX_CLAIMS is read and validated by loadConfig (default 5)', () => {
     assert.throws(() => loadConfig({ JOB_MAX_CLAIMS: bad }), (e: Error) => e instanceof ConfigError && e.variable === 'JOB_MAX_CLAIMS', bad);
   }
 });
+
+test('a poisoned delivery fails, and the outcomes it carried stay on the session for its next delivery', async (t) => {
+  const clock = new ManualClock();
+  const { client, c } = await startTest(t, timing, { clock });
+  const l = await fakeLauncher(client);
+  await idleSession(client, l, 'parent');
+  const child = await start(client, 'child', 'x', { parent_session_name: 'parent' });
+  assert.equal((await l.take()).job_id, child.job_id);
+  await l.completed(child.job_id, 'the answer is 42');
+  const delivery = (await client.getSession('parent')).callback_job_id!;
+  for (let i = 1; i <= 3; i++) {
+    assert.equal((await l.take()).job_id, delivery);
+    await expireLease(clock, c, l);
+  }
+  const failed = await client.getJob(delivery);
+  assert.deepEqual([failed.status, failed.error_code], ['failed', 'claim_attempts_exhausted']);
+  const p = await client.getSession('parent');
+  assert.equal(p.callback_job_id, null);
+  assert.deepEqual(p.pending_callbacks.map((n) => [n.job_id, n.result]), [[child.job_id, 'the answer is 42']], 'kept, visible');
+  // held, as after any delivery that did not complete (docs/sessions.md): they go with the next
+  // delivery, after the parent's next own job
+  const next = await client.createJob({ session_name: 'parent', type: 'resume_session', prompt: 'go on' });
+  assert.equal((await l.take()).job_id, next.job_id);
+  await l.completed(next.job_id, 'went on');
+  const again = (await client.getSession('parent')).callback_job_id;
+  assert.ok(again && again !== delivery, 'a new delivery');
+  const taken = await l.take();
+  assert.equal(taken.job_id, again);
+  assert.match(taken.prompt, /the answer is 42/);
+});
