@@ -1,9 +1,10 @@
 import assert from 'node:assert/strict';
+import { join } from 'node:path';
 import { test } from 'node:test';
 import type { AgentqClient } from '@agentq/client';
 import { ConfigError, loadConfig } from '../src/config.js';
 import { ManualClock } from '../src/core/clock.js';
-import { fakeLauncher, type FakeLauncher, start, startTest } from './helpers.js';
+import { fakeLauncher, type FakeLauncher, rejectsWith, start, startTest, tempDir } from './helpers.js';
 
 // A job claimed again and again without ever starting ends `failed` (claim_attempts_exhausted)
 // after JOB_MAX_CLAIMS claims lost to lease expiry or to a lost launcher. The app's own sweeper
@@ -31,8 +32,40 @@ test('a job whose claim lease expires JOB_MAX_CLAIMS times fails claim_attempts_
   assert.equal(failed.status, 'failed');
   assert.equal(failed.terminal, true);
   assert.equal(failed.error_code, 'claim_attempts_exhausted');
-  assert.match(failed.error ?? '', /claimed 3 times .*never started.*claim lease of 20 s expired/);
+  assert.match(failed.error ?? '', /^3 claims lost without a start \(JOB_MAX_CLAIMS 3; claimed 3 times in all\); the last: claim lease of 20 s expired/);
   assert.equal(await l.poll(), null, 'not handed out again');
+  const details = await rejectsWith(l.started(created.job_id), 409, 'invalid_transition');
+  assert.equal(details.current_status, 'failed', 'a late started is told the job failed');
+  // a start that never ran leaves no conversation to continue (docs/sessions.md, closed sessions)
+  assert.equal((await client.getSession('poison')).accepts_input, false);
+});
+
+test('a launcher that deregisters holding a claimed job, on its last allowed claim: the error says it left before starting it', async (t) => {
+  const clock = new ManualClock();
+  const { client } = await startTest(t, { ...timing, maxClaims: 1 }, { clock });
+  const l = await fakeLauncher(client, 'leaving');
+  const created = await start(client, 'poison');
+  assert.equal((await l.take()).job_id, created.job_id);
+  await client.deleteLauncher(l.id, { self: true });
+  const failed = await client.getJob(created.job_id);
+  assert.equal(failed.error_code, 'claim_attempts_exhausted');
+  assert.match(failed.error ?? '', /the last: launcher \S+ left before it started the job \(it deregistered itself\)$/);
+});
+
+test('a job stopped during its last allowed claim ends stopped when the lease expires, not failed', async (t) => {
+  const clock = new ManualClock();
+  const { client, c } = await startTest(t, timing, { clock });
+  const l = await fakeLauncher(client);
+  const created = await start(client, 'stopped');
+  for (let i = 1; i <= 2; i++) {
+    await l.take();
+    await expireLease(clock, c, l);
+  }
+  assert.equal((await l.take()).attempts, 3);
+  await client.stopJob(created.job_id);
+  await expireLease(clock, c, l);
+  const ended = await client.getJob(created.job_id);
+  assert.deepEqual([ended.status, ended.error_code], ['stopped', null]);
 });
 
 test('a job whose launchers are lost JOB_MAX_CLAIMS times fails, naming the last launcher', async (t) => {
@@ -99,7 +132,7 @@ test('the parent of a poisoned child is told of its failure', async (t) => {
   const cb = await client.getJob(p.callback_job_id);
   assert.deepEqual(cb.callback_of, [child.job_id]);
   assert.match(cb.prompt, /<status>failed<\/status>/);
-  assert.match(cb.prompt, /claimed 3 times/);
+  assert.match(cb.prompt, /3 claims lost without a start/);
 });
 
 test('JOB_MAX_CLAIMS is read and validated by loadConfig (default 5)', () => {
@@ -138,4 +171,49 @@ test('a poisoned delivery fails, and the outcomes it carried stay on the session
   const taken = await l.take();
   assert.equal(taken.job_id, again);
   assert.match(taken.prompt, /the answer is 42/);
+});
+
+
+test('claims whose poll answer was never delivered do not count towards JOB_MAX_CLAIMS', async (t) => {
+  const clock = new ManualClock();
+  const { client, c } = await startTest(t, { ...timing, maxClaims: 2 }, { clock });
+  const l = await fakeLauncher(client);
+  const created = await start(client, 'unlucky');
+  for (let i = 1; i <= 3; i++) {
+    // what the route does when the launcher's connection closed before the answer was written
+    const answer = await c.core.sync({ launcher_id: l.id, capacity: 1, reports: [] }, new AbortController().signal);
+    assert.deepEqual([answer.jobs[0]?.job_id, answer.jobs[0]?.attempts], [created.job_id, i]);
+    await c.core.pollAnswerLost(l.id, { jobs: answer.jobs });
+  }
+  assert.equal((await l.take()).attempts, 4);
+  await expireLease(clock, c, l);
+  assert.equal((await client.getJob(created.job_id)).status, 'pending', 'one claim lost: back in the queue');
+  assert.equal((await l.take()).attempts, 5);
+  await expireLease(clock, c, l);
+  const failed = await client.getJob(created.job_id);
+  assert.deepEqual([failed.status, failed.error_code], ['failed', 'claim_attempts_exhausted']);
+  assert.match(failed.error ?? '', /^2 claims lost without a start \(JOB_MAX_CLAIMS 2; claimed 5 times in all\)/);
+});
+
+test('claims a coordinator restart took back do not count towards JOB_MAX_CLAIMS', async (t) => {
+  const file = join(tempDir(t, 'agentq-poison-'), 'agentq.db');
+  const clock = new ManualClock();
+  const config = { ...timing, maxClaims: 2, databaseUrl: `sqlite:${file}` };
+  let run = await startTest(t, config, { clock });
+  let l = await fakeLauncher(run.client);
+  const created = await start(run.client, 'restarted');
+  for (let i = 1; i <= 3; i++) {
+    assert.equal((await l.take()).attempts, i);
+    await run.client.close();
+    await run.c.close();
+    run = await startTest(t, config, { clock }); // its recovery puts the claimed job back in the queue
+    l = await fakeLauncher(run.client);
+    assert.equal((await run.client.getJob(created.job_id)).status, 'pending', `back after restart ${i}`);
+  }
+  assert.equal((await l.take()).attempts, 4);
+  await expireLease(clock, run.c, l);
+  assert.equal((await run.client.getJob(created.job_id)).status, 'pending', 'one claim lost: back in the queue');
+  assert.equal((await l.take()).attempts, 5);
+  await expireLease(clock, run.c, l);
+  assert.equal((await run.client.getJob(created.job_id)).error_code, 'claim_attempts_exhausted');
 });

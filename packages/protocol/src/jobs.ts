@@ -7,6 +7,7 @@ import { BoolString, CostUsd, JobId, Labels, Nullable, Timestamp, Usage } from '
  *   pending ──claim──► claimed ──started──► running ──► completed | failed
  *      ▲                  │  └────────────────────────► completed | failed
  *      └── requeue ───────┘   (lease expired / launcher lost before `started`)
+ *   claimed ── JOB_MAX_CLAIMS-th claim lost so ──► failed (error_code claim_attempts_exhausted)
  *
  *   pending ── stop ──► stopped              pending ── timeout ──► timed_out
  *   pending ── no matching launcher for JOB_SCHEDULE_TIMEOUT ──► failed (error_code no_matching_launcher)

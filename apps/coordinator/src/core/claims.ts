@@ -70,8 +70,8 @@ export async function undoAnswer(ctx: CoreContext, tx: Tx, launcherId: string, a
  * The answer carrying a claimed job never reached the launcher: it goes back to the queue. Only
  * that claim (`attempts` as the answer carried it): an undo that comes late, after the job went
  * back and the same launcher claimed it again in an answer that was delivered, leaves it alone.
- * (`attempts` keeps counting it, as this check needs; it is not a lost claim for JOB_MAX_CLAIMS
- * by itself, but the next lost claim is judged by `attempts`: see docs/lifecycle.md.)
+ * (`attempts` keeps counting it, as this check needs; it is not a lost claim for JOB_MAX_CLAIMS,
+ * which counts `lostClaims`: the launcher never had the job.)
  */
 async function releaseUndelivered(ctx: CoreContext, tx: Tx, jobId: string, launcherId: string, attempts: number): Promise<void> {
   const job = await tx.job(jobId);

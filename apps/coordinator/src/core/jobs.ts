@@ -61,6 +61,7 @@ export function newJobRow(seq: number, id: string, session: Pick<SessionRow, 'na
     stopPending: false,
     executorSessionId: null,
     attempts: 0,
+    lostClaims: 0,
     usage: null,
     costUsd: null,
     numTurns: null,
@@ -155,9 +156,9 @@ export async function claim(ctx: CoreContext, tx: Tx, launcher: LauncherRow, max
 const claimedBytes = (jobs: readonly JobRow[]) => jobs.reduce((n, j) => n + jobTextSize(j), 0);
 
 /** A claimed job that never started goes back to its creation-order place in the queue. */
-export async function requeue(ctx: CoreContext, tx: Tx, job: JobRow, why: string): Promise<void> {
+export async function requeue(ctx: CoreContext, tx: Tx, job: JobRow, why: string, patch: JobPatch = {}): Promise<void> {
   txLog(ctx, tx).warn({ job_id: job.id, launcher_id: job.launcherId }, `job requeued: ${why}`);
-  await tx.updateJob(job.id, { ...transition(job, 'pending', tx.now), launcherId: null, claimedAt: null, stopPending: false });
+  await tx.updateJob(job.id, { ...patch, ...transition(job, 'pending', tx.now), launcherId: null, claimedAt: null, stopPending: false });
   tx.emit('job.requeued', { job: job.id });
   await offerNext(tx, job.sessionName);
 }
@@ -166,17 +167,19 @@ export async function requeue(ctx: CoreContext, tx: Tx, job: JobRow, why: string
  * A claim ended without a start (its lease expired, or its launcher was lost): the job goes back
  * to the queue, unless it has been claimed JOB_MAX_CLAIMS times, every one lost so: then it fails
  * (`claim_attempts_exhausted`) instead of being handed to launcher after launcher for ever (a
- * poison job whose claim crashes its launcher would take every launcher down in turn). `attempts`
- * counts every claim, an answer never written too (it must, for claims.ts's late-undo check).
+ * poison job whose claim crashes its launcher would take every launcher down in turn). Counted
+ * on `lostClaims`, not `attempts`: `attempts` also counts claims whose answer was never written
+ * (claims.ts) and claims a coordinator restart took back (recovery.ts), which say nothing of the job.
  */
 export async function loseClaim(ctx: CoreContext, tx: Tx, job: JobRow, why: string): Promise<void> {
   const max = ctx.config.maxClaims;
-  if (job.attempts < max) return requeue(ctx, tx, job, why);
+  const lost = job.lostClaims + 1;
+  if (lost < max) return requeue(ctx, tx, job, why, { lostClaims: lost });
   const error =
-    `claimed ${job.attempts} times (JOB_MAX_CLAIMS ${max}) and never started; ` +
-    `the last claim was lost: ${why}`;
-  txLog(ctx, tx).error({ job_id: job.id, launcher_id: job.launcherId, attempts: job.attempts }, 'job failed: claim attempts exhausted');
-  await end(ctx, tx, job, 'failed', { error, errorCode: 'claim_attempts_exhausted' });
+    `${lost} claims lost without a start (JOB_MAX_CLAIMS ${max}; claimed ${job.attempts} times in all); ` +
+    `the last: ${why}`;
+  txLog(ctx, tx).error({ job_id: job.id, launcher_id: job.launcherId, attempts: job.attempts, lost_claims: lost }, 'job failed: claim attempts exhausted');
+  await end(ctx, tx, job, 'failed', { error, errorCode: 'claim_attempts_exhausted', lostClaims: lost });
 }
 
 /** Ask the launcher holding the job to stop it (told on its next poll, or at once if parked). */

@@ -313,7 +313,14 @@ export async function removeLauncher(ctx: CoreContext, tx: Tx, launcher: Launche
   // jobs it is about to release, since a deleted launcher cannot claim
   await tx.deleteLauncher(launcher.id);
   tx.emit('launcher.removed', { launcher: launcher.id });
-  await releaseJobs(ctx, tx, launcher, `launcher ${launcher.id} left while the job was running (${why})`);
+  await releaseJobs(
+    ctx,
+    tx,
+    launcher,
+    `launcher ${launcher.id} left while the job was running (${why})`,
+    // a claimed job was not running: this is the error of one that fails claim_attempts_exhausted
+    `launcher ${launcher.id} left before it started the job (${why})`,
+  );
   txLog(ctx, tx).info({ launcher_id: launcher.id }, `launcher removed: ${why}`);
 }
 
@@ -328,9 +335,9 @@ export async function loseLauncher(ctx: CoreContext, tx: Tx, launcher: LauncherR
 }
 
 /** Claimed-not-started jobs go back to the queue (oldest first); running ones end as interrupted. */
-export async function releaseJobs(ctx: CoreContext, tx: Tx, launcher: LauncherRow, why: string): Promise<void> {
+export async function releaseJobs(ctx: CoreContext, tx: Tx, launcher: LauncherRow, why: string, claimedWhy = why): Promise<void> {
   for (const job of await tx.activeJobsOfLauncher(launcher.id)) {
-    if (job.status === 'claimed') await loseClaim(ctx, tx, job, why);
+    if (job.status === 'claimed') await loseClaim(ctx, tx, job, claimedWhy);
     else await end(ctx, tx, job, 'interrupted', { error: why, errorCode: 'launcher_lost' });
   }
 }

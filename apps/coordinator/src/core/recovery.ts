@@ -8,7 +8,9 @@ import type { Tx } from './store/store.js';
  * FIFO places; claimed jobs go back to the head of the queue (a launcher that did get one is
  * refused at `started` and does not run it); running jobs keep running when their launcher is
  * still registered (it has a whole heartbeat timeout to come back) and end `interrupted` when it
- * is not. Not run for a shared store: other coordinators are serving those launchers.
+ * is not. A claim taken back so is not a lost claim for JOB_MAX_CLAIMS (jobs.ts loseClaim): the
+ * restart was not the job's doing. Not run for a shared store: other coordinators are serving
+ * those launchers.
  *
  * A restart must come up even when the database cannot be written (a full disk): reading the
  * state needs no space. If these changes cannot be written they are left to the sweeper, which

@@ -56,6 +56,7 @@ function copyJob(r: JobRow): Mutable<JobRow> {
     stopPending: r.stopPending,
     executorSessionId: r.executorSessionId,
     attempts: r.attempts,
+    lostClaims: r.lostClaims,
     usage: r.usage,
     costUsd: r.costUsd,
     numTurns: r.numTurns,

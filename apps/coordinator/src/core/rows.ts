@@ -72,7 +72,13 @@ export interface JobRow {
   /** a stop its launcher has not been told about yet (through a poll answer) */
   readonly stopPending: boolean;
   readonly executorSessionId: string | null;
+  /** every claim, those whose answer was never delivered or that a coordinator restart took back too */
   readonly attempts: number;
+  /**
+   * claims that ended without a start by the job's own account: its lease expired, or its launcher
+   * was lost (not an undelivered answer, not a coordinator restart); JOB_MAX_CLAIMS bounds it (jobs.ts loseClaim)
+   */
+  readonly lostClaims: number;
   readonly usage: Usage | null;
   readonly costUsd: number | null;
   readonly numTurns: number | null;

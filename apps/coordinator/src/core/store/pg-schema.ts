@@ -226,6 +226,12 @@ export const PG_MIGRATIONS: readonly string[] = [
   `
   ALTER TABLE idempotency ADD COLUMN answer text;
   `,
+  // 9: claims of a job lost without a start (lease expired, launcher lost), bounded by
+  // JOB_MAX_CLAIMS (jobs.ts loseClaim); apart from attempts, which restarts and undelivered answers
+  // raise too. A coordinator of an older version leaves it as it is (it never fails a job for it)
+  `
+  ALTER TABLE jobs ADD COLUMN lost_claims integer NOT NULL DEFAULT 0;
+  `,
 ];
 
 export const PG_SCHEMA_VERSION = PG_MIGRATIONS.length;

@@ -68,6 +68,8 @@ export const JOBS: Table<JobRow> = {
     ['outputBytes', 'plain'],
     // column agent_token_hash (migration 3)
     ['agentTokenHash', 'plain'],
+    // column lost_claims (SQLite migration 11, PostgreSQL migration 9)
+    ['lostClaims', 'plain'],
   ],
 };
 

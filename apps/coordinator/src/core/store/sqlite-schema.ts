@@ -173,6 +173,11 @@ export const MIGRATIONS: readonly string[] = [
   `
   ALTER TABLE idempotency ADD COLUMN answer TEXT;
   `,
+  // 11: claims of a job lost without a start (lease expired, launcher lost), bounded by
+  // JOB_MAX_CLAIMS (jobs.ts loseClaim); apart from attempts, which restarts and undelivered answers raise too
+  `
+  ALTER TABLE jobs ADD COLUMN lost_claims INTEGER NOT NULL DEFAULT 0;
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;
