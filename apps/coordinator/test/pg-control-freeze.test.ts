@@ -4,7 +4,8 @@ import { pino } from 'pino';
 import { AgentqClient } from '@agentq/client';
 import { PgControl } from '../src/core/store/pg-control.js';
 import { startCoordinator } from '../src/start.js';
-import { awaitableLogger, rejectsWith, start } from './helpers.js';
+import { rejectsWith, start } from './helpers.js';
+import { coordinatorThroughProxy } from './pg-freeze-helpers.js';
 import { cuttableProxy, freshDatabaseUrl } from './pg-server.js';
 
 /*
@@ -23,18 +24,7 @@ const channels = { commits: 'c', output: 'o' };
 test('PostgreSQL freezing in the middle of the control connection reconnecting (connected, not yet listening): the set-up is given up on within DATABASE_QUERY_TIMEOUT_MS and tried again, and the coordinator is ready again on a fresh connection', { timeout: 60_000 }, async (t) => {
   const direct = await freshDatabaseUrl(t);
   if (direct === null) return;
-  const proxy = await cuttableProxy(t, direct);
-  const { logger, logged } = awaitableLogger('info');
-  const A = await startCoordinator(
-    { databaseUrl: proxy.url, databaseQueryTimeoutMs: 2000, databaseConnectTimeoutMs: 2000, pollTimeoutSeconds: 600, sweepIntervalMs: 600_000 },
-    { logger },
-  );
-  const a = new AgentqClient({ url: A.url, overloadRetries: 0 });
-  t.after(async () => {
-    proxy.thaw();
-    await a.destroy();
-    await A.close();
-  });
+  const { proxy, logged, client: a } = await coordinatorThroughProxy(t, direct);
   const lost = logged('PostgreSQL control connection lost; reconnecting', 1);
   await proxy.cut();
   await lost;

@@ -6,7 +6,8 @@ import { AgentqClient } from '@agentq/client';
 import { ConfigError, loadConfig } from '../src/config.js';
 import { CONTROL_KEEPALIVE, PgControl, PING_MS } from '../src/core/store/pg-control.js';
 import { startCoordinator } from '../src/start.js';
-import { awaitableLogger, rejectsWith, start } from './helpers.js';
+import { rejectsWith, start } from './helpers.js';
+import { coordinatorThroughProxy } from './pg-freeze-helpers.js';
 import { cuttableProxy, freshDatabaseUrl } from './pg-server.js';
 
 /*
@@ -91,18 +92,7 @@ test('PostgreSQL frozen while a COMMIT is unanswered: 503 storage_unavailable th
 test('PostgreSQL frozen: the control connection, whose ping goes unanswered for DATABASE_QUERY_TIMEOUT_MS, is taken for lost (/health: store unavailable, /ready 503); thawed, it reconnects', { timeout: 90_000 }, async (t) => {
   const direct = await freshDatabaseUrl(t);
   if (direct === null) return;
-  const proxy = await cuttableProxy(t, direct);
-  const { logger, logged } = awaitableLogger('info');
-  const A = await startCoordinator(
-    { databaseUrl: proxy.url, databaseQueryTimeoutMs: 2000, databaseConnectTimeoutMs: 2000, pollTimeoutSeconds: 600, sweepIntervalMs: 600_000 },
-    { logger },
-  );
-  const a = new AgentqClient({ url: A.url, overloadRetries: 0 });
-  t.after(async () => {
-    proxy.thaw();
-    await a.destroy();
-    await A.close();
-  });
+  const { proxy, logged, client: a } = await coordinatorThroughProxy(t, direct);
   assert.equal((await a.health(call())).store, 'ok');
   // without the bound, TCP on this end would retransmit the unanswered ping for many minutes
   const lost = logged('PostgreSQL control connection lost; reconnecting', 1);
