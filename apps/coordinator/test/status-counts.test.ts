@@ -233,7 +233,7 @@ test('PostgreSQL: a database at schema version 4 gets its jobs counted by status
   // back to version 4, as an older build left it
   const db = await pgClient(t, url);
   await db.query(
-    'ALTER TABLE idempotency DROP COLUMN answer; ALTER TABLE launchers DROP COLUMN registration_key; DROP INDEX sessions_roots; DROP TABLE job_counts, job_count_changes; DROP FUNCTION agentq_count_job_status() CASCADE; UPDATE agentq_schema SET version = 4',
+    'ALTER TABLE jobs DROP COLUMN lost_claims; ALTER TABLE idempotency DROP COLUMN answer; ALTER TABLE launchers DROP COLUMN registration_key; DROP INDEX sessions_roots; DROP TABLE job_counts, job_count_changes; DROP FUNCTION agentq_count_job_status() CASCADE; UPDATE agentq_schema SET version = 4',
   );
 
   const second = await startTest(t, { databaseUrl: url });
