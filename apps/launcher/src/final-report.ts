@@ -1,5 +1,6 @@
 import type { ErrorCode, FailedReport } from '@agentq/protocol';
 import type { AgentqApiError } from '@agentq/client';
+import { bodyRefused } from './sync-channel.js';
 import type { ExecutorExit } from './executor-process.js';
 import { describeExitCode, describeSignal } from './exit-status.js';
 import { boundError, storable } from './report-bounds.js';
@@ -53,7 +54,7 @@ export function failureMessage(exit: ExecutorExit, errorMessage: string | undefi
  * which another launcher, or a later claim, can run.
  */
 export function refusedForItsBody(err: AgentqApiError): boolean {
-  if (err.status !== 400 && err.status !== 413) return false;
+  if (!bodyRefused(err)) return false;
   return BODY_REFUSALS.has(err.code) || err.code === `http_${err.status}`;
 }
 

@@ -3,6 +3,7 @@ import type { CoordinatorLimits, ExecutorEvent, Job } from '@agentq/protocol';
 import { buildExecutorEnv, invocationOf, jobEnv } from './executor-env.js';
 import { ExecutorProcess, type ExecutorExit } from './executor-process.js';
 import { definedOnly, failureMessage, refusedForItsBody, refusedInstead, type InterruptionCode } from './final-report.js';
+import { bodyRefused } from './sync-channel.js';
 import type { ExecutorSpec } from './executors/index.js';
 import type { Lifeline } from './lifeline/lifeline.js';
 import { resolveJobDir } from './project-roots.js';
@@ -412,8 +413,8 @@ export class JobRunner {
       // and its cost
       if (outcome.ok || !('refused' in outcome)) return;
       if (report.kind === 'failed' && report.body.error_code === 'report_refused') return;
-      const { status, code, message } = outcome.refused;
-      if (status !== 400 && status !== 413) return;
+      if (!bodyRefused(outcome.refused)) return;
+      const { code, message } = outcome.refused;
       this.#log.error({ report: report.kind, code }, 'final report refused; reporting the job failed instead');
       void this.#d.reporter.send(this.job.job_id, refusedInstead(this.job.job_id, report, code, message), { last: true });
     });

@@ -4,7 +4,7 @@ import { AgentqApiError, AgentqAuthError, isRetryable, toError, type AgentqClien
 import { describe, failedByCoordinator, type Connectivity } from './connectivity.js';
 import { RegistrationError, type Registration } from './registration.js';
 import type { Supervisor } from './supervisor.js';
-import { SyncChannel } from './sync-channel.js';
+import { bodyRefused, SyncChannel } from './sync-channel.js';
 
 export interface PollerOptions {
   client: AgentqClient;
@@ -117,7 +117,7 @@ export class Poller {
           this.#pause = new AbortController();
           this.#pausedAs = launcherId;
           const pause = AbortSignal.any([signal, this.#pause.signal]);
-          if (!isRetryable(e) && e instanceof AgentqApiError && taken.length > 0 && (e.status === 400 || e.status === 413)) {
+          if (!isRetryable(e) && taken.length > 0 && bodyRefused(e)) {
             // a body refused with the reports it carried (one outside the schema, too large for a
             // proxy): most likely for a report, which the channel has settled (each of several
             // goes again on its own; a single one is refused, never sent again, and its job ends

@@ -151,7 +151,7 @@ export class SyncChannel {
    * for good). Each goes again in a request of its own, and gets its own answer.
    */
   fail(taken: readonly PendingReport[], err: Error): void {
-    if (taken.length > 1 && err instanceof AgentqApiError && (err.status === 400 || err.status === 413)) {
+    if (taken.length > 1 && bodyRefused(err)) {
       for (const item of taken) item.alone = true;
       this.requeue(taken);
       return;
@@ -202,4 +202,12 @@ export function resultError(r: SyncResult): AgentqApiError {
   const details = e.details as Record<string, unknown> | undefined;
   if ((status === 401 || status === 403) && e.code !== 'launcher_unknown') return new AgentqAuthError(status, e.code, e.message, details);
   return new AgentqApiError(status, e.code, e.message, details);
+}
+
+/**
+ * Whether `err` is a refusal of a request's body (400: outside the schema; 413: too large): final,
+ * never sent again as it was.
+ */
+export function bodyRefused(err: unknown): err is AgentqApiError {
+  return err instanceof AgentqApiError && (err.status === 400 || err.status === 413);
 }
