@@ -17,6 +17,14 @@ async function expireLease(clock: ManualClock, c: { core: { sweep(): Promise<voi
   await c.core.sweep();
 }
 
+/** `l` takes the job at the head of the queue and loses its claim to the lease, `n` times. */
+async function loseClaims(clock: ManualClock, c: { core: { sweep(): Promise<void> } }, l: FakeLauncher, n: number): Promise<void> {
+  for (let i = 1; i <= n; i++) {
+    await l.take();
+    await expireLease(clock, c, l);
+  }
+}
+
 test('a job whose claim lease expires JOB_MAX_CLAIMS times fails claim_attempts_exhausted', async (t) => {
   const clock = new ManualClock();
   const { client, c } = await startTest(t, timing, { clock });
@@ -57,10 +65,7 @@ test('a job stopped during its last allowed claim ends stopped when the lease ex
   const { client, c } = await startTest(t, timing, { clock });
   const l = await fakeLauncher(client);
   const created = await start(client, 'stopped');
-  for (let i = 1; i <= 2; i++) {
-    await l.take();
-    await expireLease(clock, c, l);
-  }
+  await loseClaims(clock, c, l, 2);
   assert.equal((await l.take()).attempts, 3);
   await client.stopJob(created.job_id);
   await expireLease(clock, c, l);
@@ -95,10 +100,7 @@ test('a job that starts on its last allowed claim runs normally', async (t) => {
   const { client, c } = await startTest(t, timing, { clock });
   const l = await fakeLauncher(client);
   const created = await start(client, 'survivor');
-  for (let i = 1; i <= 2; i++) {
-    await l.take();
-    await expireLease(clock, c, l);
-  }
+  await loseClaims(clock, c, l, 2);
   const job = await l.take();
   assert.deepEqual([job.job_id, job.attempts], [created.job_id, 3]);
   await l.started(job.job_id);
