@@ -1,7 +1,11 @@
 import assert from 'node:assert/strict';
+import { fork, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
 import { mock, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
 import { AgentqClient } from '@agentq/client';
+import { killOnExit } from '@agentq/test-support';
 import { PgControl } from '../src/core/store/pg-control.js';
 import { startCoordinator } from '../src/start.js';
 import { rejectsWith, start } from './helpers.js';
@@ -98,3 +102,35 @@ test('PostgreSQL frozen: a coordinator still stops (its shutdown does not wait f
   proxy.freeze();
   await A.close();
 });
+
+test('PostgreSQL frozen: a program that embeds the coordinator exits once it closed it (the sockets of its pool are not left waiting for the frozen host to close its end)', { timeout: 60_000 }, async (t) => {
+  const direct = await freshDatabaseUrl(t);
+  if (direct === null) return;
+  const proxy = await cuttableProxy(t, direct);
+  const child = fork(fileURLToPath(new URL('./fixtures/embedded-coordinator.js', import.meta.url)), [proxy.url], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  killOnExit(child);
+  const exited = once(child, 'exit');
+  t.after(async () => {
+    proxy.thaw();
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    await exited;
+  });
+  await message(child, 'opened');
+  proxy.freeze();
+  child.send('close');
+  await message(child, 'closed');
+  // without a bound, its pool's idle connections wait for ever for the host to close its end
+  const [code, signal] = await exited;
+  assert.deepEqual({ code, signal }, { code: 0, signal: null });
+});
+
+/** Resolves on `child`'s next IPC message, which must be `expected`; rejects if it exits first. */
+async function message(child: ChildProcess, expected: string): Promise<void> {
+  const [got] = (await Promise.race([
+    once(child, 'message'),
+    once(child, 'exit').then(([code]) => {
+      throw new Error(`the embedding program exited (${String(code)}) before saying ${expected}`);
+    }),
+  ])) as [unknown];
+  assert.equal(got, expected);
+}

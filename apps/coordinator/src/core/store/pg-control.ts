@@ -1,5 +1,6 @@
 import pg from 'pg';
 import type { Logger } from 'pino';
+import { CLOSE_GRACE_MS, destroy, endWithin } from './pg-close.js';
 import { setKnownSettings } from './pg-sql.js';
 
 /**
@@ -244,33 +245,5 @@ export class PgControl {
       client.removeAllListeners('end');
       await endWithin(client, CLOSE_GRACE_MS);
     }
-  }
-}
-
-/**
- * How long closing the control connection waits for the server to close it after the goodbye
- * (Terminate) before the socket is destroyed: a healthy server closes it at once, a frozen host
- * never does, and the coordinator's shutdown must not wait for TCP to give up.
- */
-const CLOSE_GRACE_MS = 1000;
-
-/**
- * Gives `client` up at once: its socket is destroyed, which fails every query under way or queued
- * on it. node-postgres' end() sends Terminate and waits for the server to close the socket when
- * no query is under way: a frozen host (packets dropped, nothing reset) never does.
- */
-function destroy(client: pg.Client): void {
-  client.connection.stream.destroy();
-}
-
-/** end() gracefully, or destroy the socket if the server has not closed it within `ms`. */
-async function endWithin(client: pg.Client, ms: number): Promise<void> {
-  const late = setTimeout(() => destroy(client), ms);
-  try {
-    await client.end();
-  } catch {
-    // already ended, or ended with an error: either way it is gone
-  } finally {
-    clearTimeout(late);
   }
 }

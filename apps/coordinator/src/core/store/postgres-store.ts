@@ -9,6 +9,7 @@ import type { Clock } from '../clock.js';
 import { COST_EPSILON_USD, type JobRow, type LauncherRow, type SessionRow } from '../rows.js';
 import type { SessionExtras } from '../wire.js';
 import { redactDatabaseUrl } from './database-url.js';
+import { CLOSE_GRACE_MS, endPoolWithin, trackedClients } from './pg-close.js';
 import { CONTROL_KEEPALIVE, PgControl } from './pg-control.js';
 import { CommitFeed, type LogRow } from './pg-feed.js';
 import { PgOutput } from './pg-output.js';
@@ -123,6 +124,8 @@ export class PostgresStore implements Store {
   }
   readonly lastEventId: number;
   readonly #pool: pg.Pool;
+  /** the pool's connections whose sockets are still open */
+  readonly #poolClients: ReadonlySet<pg.Client>;
   readonly #o: PostgresStoreOptions;
   readonly #log: Logger;
   readonly #control: PgControl;
@@ -156,8 +159,12 @@ export class PostgresStore implements Store {
     // unanswered this long fails with 503 instead, its connection destroyed (node-postgres does so
     // in pipeline mode, and the store releases it as broken). It also bounds a wait for a row lock
     // (transactions hold them for milliseconds; one left open by a bug, 60 s at most, below)
+    // its connections are kept track of until their sockets close: close() destroys what a frozen
+    // host leaves open (pg-close.ts)
+    const clients = trackedClients();
     const pool = new pg.Pool({
       ...config,
+      Client: clients.Client,
       max: o.poolSize ?? 10,
       idle_in_transaction_session_timeout: 60_000,
       pipeline: true,
@@ -199,7 +206,7 @@ export class PostgresStore implements Store {
       throw new StartupError(`cannot open the PostgreSQL database ${redactDatabaseUrl(url)}: ${(err as Error).message}`, { cause: err });
     }
     const [head] = await rowsOf<{ commit_id: number; event_id: number }>(pool, 'SELECT commit_id, event_id FROM commit_head');
-    const store = new PostgresStore(pool, config, namespace, head!, o, backends);
+    const store = new PostgresStore(pool, clients.open, config, namespace, head!, o, backends);
     try {
       await store.#control.start();
     } catch (err) {
@@ -211,6 +218,7 @@ export class PostgresStore implements Store {
 
   private constructor(
     pool: pg.Pool,
+    poolClients: ReadonlySet<pg.Client>,
     config: pg.ClientConfig,
     namespace: string,
     head: { commit_id: number; event_id: number },
@@ -219,6 +227,7 @@ export class PostgresStore implements Store {
     backends: ReadonlySet<number>,
   ) {
     this.#pool = pool;
+    this.#poolClients = poolClients;
     this.#o = o;
     this.#log = o.log;
     this.lastEventId = head.event_id;
@@ -588,12 +597,18 @@ export class PostgresStore implements Store {
 
   trimCache(): void {}
 
+  /**
+   * Refuses new work, closes the control connection and the pool: bounded (CLOSE_GRACE_MS each)
+   * whatever the database does. A statement still unanswered then (a sweep's, a request's on a
+   * frozen host) fails as on a broken connection, rather than holding the shutdown for
+   * DATABASE_QUERY_TIMEOUT_MS; its transaction, never committed, is rolled back by the server.
+   */
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
     this.#feed.close();
     await this.#control.close();
-    await this.#pool.end().catch(() => undefined);
+    await endPoolWithin(this.#pool, this.#poolClients, CLOSE_GRACE_MS);
   }
 }
 
