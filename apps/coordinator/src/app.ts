@@ -66,6 +66,20 @@ export function createLogger(config: CoordinatorConfig, destination?: Destinatio
   return pino(options, destination ?? stdoutDestination(config.logBufferBytes));
 }
 
+/** How long a shutdown waits for a sweep under way before the store is closed under it. */
+const SWEEP_DRAIN_MS = 2000;
+
+/** Resolves once `promise` settles, or after `ms`, whichever comes first. */
+async function settledWithin(promise: Promise<unknown>, ms: number): Promise<void> {
+  let late: NodeJS.Timeout | undefined;
+  const timeout = new Promise<void>((resolve) => (late = setTimeout(resolve, ms)));
+  try {
+    await Promise.race([promise.then(() => undefined, () => undefined), timeout]);
+  } finally {
+    clearTimeout(late);
+  }
+}
+
 /**
  * Build the coordinator's Fastify app, not listening (only main.ts and startCoordinator listen).
  * Opens the store named by DATABASE_URL unless a core is passed in. The sweeper (staleness,
@@ -208,6 +222,8 @@ export async function buildApp(config: CoordinatorConfig, deps: AppDeps = {}): P
           sweepsRefused = 0;
         })
         .catch((err: unknown) => {
+          // cut short by the shutdown (the store closed under it: see onClose)
+          if (closing) return logger.info({ err }, 'sweep given up on at shutdown');
           if (!(err instanceof CoordinatorError && err.code === 'storage_unavailable')) return logger.error({ err }, 'sweep failed');
           if (sweepsRefused++ === 0) logger.error({ err }, 'sweep failed: the store refuses changes; sweeps go on and will make them once it takes them');
         })
@@ -221,8 +237,19 @@ export async function buildApp(config: CoordinatorConfig, deps: AppDeps = {}): P
   });
   app.addHook('onClose', async () => {
     metrics.close();
-    await sweeping;
-    if (ownsCore) await core.shutdown();
+    if (!ownsCore) {
+      // the core outlives this app (it may be served again): its sweep is left to finish
+      await sweeping;
+      return;
+    }
+    // a sweep under way finishes (each change of it is a transaction of its own), unless it is
+    // stuck on the store (a database host that froze under one of its statements, which only
+    // DATABASE_QUERY_TIMEOUT_MS would end, past main's 10 s): the store is closed under it then,
+    // which gives its connection up (the statement fails, nothing of an open transaction is
+    // made) and refuses what the sweep would do next. Not waited for afterwards: what is left of
+    // it only meets a closed store.
+    if (sweeping) await settledWithin(sweeping, SWEEP_DRAIN_MS);
+    await core.shutdown();
   });
 
   app.decorate('auth', auth);
