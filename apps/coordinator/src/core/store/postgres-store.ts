@@ -9,9 +9,10 @@ import type { Clock } from '../clock.js';
 import { COST_EPSILON_USD, type JobRow, type LauncherRow, type SessionRow } from '../rows.js';
 import type { SessionExtras } from '../wire.js';
 import { redactDatabaseUrl } from './database-url.js';
-import { CLOSE_GRACE_MS, endPoolWithin, trackedClients } from './pg-close.js';
+import { CLOSE_GRACE_MS, endPoolWithin, endWithin, trackedClients } from './pg-close.js';
 import { CONTROL_KEEPALIVE, PgControl } from './pg-control.js';
 import { CommitFeed, type LogRow } from './pg-feed.js';
+import { whileAnswering } from './pg-liveness.js';
 import { PgOutput } from './pg-output.js';
 import { ACTIVE, childNamesOf, extrasOf, heldBy, logEvents, promptsOf, rowsOf } from './pg-queries.js';
 import { migratePg } from './pg-schema.js';
@@ -184,28 +185,38 @@ export class PostgresStore implements Store {
       }
     });
     const backends = poolBackends(pool);
+    const queryTimeoutMs = o.queryTimeoutMs ?? 30_000;
     let namespace: string;
+    let head: { commit_id: number; event_id: number } | undefined;
     try {
       // not a connection of the pool: a migration may take minutes (an index built over millions
-      // of rows, or waiting for another coordinator's migration), which no query timeout may cut
+      // of rows, or waiting for another coordinator's migration), which no query timeout may cut.
+      // Its connecting is bounded (connectionTimeoutMillis), and its statements by the database
+      // answering checks on connections of their own meanwhile (whileAnswering): a host that
+      // freezes under the migration fails the start rather than holding it for ever
       const client = new pg.Client(config);
       client.on('error', () => undefined); // a failure also fails the query under way
       await client.connect();
       try {
-        const [where] = await rowsOf<{ db: string; schema: string | null }>(client, 'SELECT current_database() AS db, current_schema() AS schema');
-        if (!where?.schema) throw new Error('no schema to create tables in: create it, or fix search_path (?options=-c search_path=NAME)');
-        namespace = `${where.db}.${where.schema}`;
-        const from = await migratePg(client, `agentq:migrate:${namespace}`);
-        o.log.info({ database: redactDatabaseUrl(url), schema: where.schema, from_version: from }, 'PostgreSQL store opened');
+        namespace = await whileAnswering(client, config, queryTimeoutMs, 'its schema was checked and migrated', async () => {
+          const [where] = await rowsOf<{ db: string; schema: string | null }>(client, 'SELECT current_database() AS db, current_schema() AS schema');
+          if (!where?.schema) throw new Error('no schema to create tables in: create it, or fix search_path (?options=-c search_path=NAME)');
+          const within = `${where.db}.${where.schema}`;
+          const from = await migratePg(client, `agentq:migrate:${within}`);
+          o.log.info({ database: redactDatabaseUrl(url), schema: where.schema, from_version: from }, 'PostgreSQL store opened');
+          return within;
+        });
       } finally {
-        await client.end().catch(() => undefined);
+        // not a bare end(): it would wait for a frozen host to close the socket
+        await endWithin(client, CLOSE_GRACE_MS);
       }
+      // on the pool: bounded by its query timeout
+      [head] = await rowsOf<{ commit_id: number; event_id: number }>(pool, 'SELECT commit_id, event_id FROM commit_head');
     } catch (err) {
-      await pool.end().catch(() => undefined);
+      await endPoolWithin(pool, clients.open, CLOSE_GRACE_MS);
       if (err instanceof ConfigError) throw err;
       throw new StartupError(`cannot open the PostgreSQL database ${redactDatabaseUrl(url)}: ${(err as Error).message}`, { cause: err });
     }
-    const [head] = await rowsOf<{ commit_id: number; event_id: number }>(pool, 'SELECT commit_id, event_id FROM commit_head');
     const store = new PostgresStore(pool, clients.open, config, namespace, head!, o, backends);
     try {
       await store.#control.start();
