@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import type { Server as HttpsServer } from 'node:https';
+import { createSecureContext } from 'node:tls';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { pino, type DestinationStream, type Logger, type LoggerOptions } from 'pino';
@@ -277,6 +278,12 @@ function loadTokens(config: CoordinatorConfig): TokenStore | null {
   }
 }
 
+/**
+ * Read the certificate and key, and check that TLS can use them: a file that holds no PEM
+ * certificate, a key it cannot decode or the key of another certificate is refused here, naming
+ * its variable, before any state is touched (Fastify would throw OpenSSL's error, with a stack
+ * trace and no variable, after the database was opened; a SIGHUP keeps the pair in force).
+ */
 function readTls(config: CoordinatorConfig): { cert: Buffer; key: Buffer } | undefined {
   if (config.tlsCertFile === null || config.tlsKeyFile === null) return undefined;
   const read = (variable: string, path: string) => {
@@ -286,7 +293,25 @@ function readTls(config: CoordinatorConfig): { cert: Buffer; key: Buffer } | und
       throw new ConfigError(variable, `cannot read ${path}: ${(err as Error).message}`);
     }
   };
-  return { cert: read('TLS_CERT_FILE', config.tlsCertFile), key: read('TLS_KEY_FILE', config.tlsKeyFile) };
+  const cert = read('TLS_CERT_FILE', config.tlsCertFile);
+  const key = read('TLS_KEY_FILE', config.tlsKeyFile);
+  try {
+    createSecureContext({ cert });
+  } catch (err) {
+    throw new ConfigError('TLS_CERT_FILE', `${config.tlsCertFile} is not a PEM certificate (chain) TLS can use: ${(err as Error).message}`);
+  }
+  try {
+    createSecureContext({ cert, key });
+  } catch (err) {
+    const message = (err as Error).message;
+    throw new ConfigError(
+      'TLS_KEY_FILE',
+      /key values mismatch/.test(message)
+        ? `${config.tlsKeyFile} is not the private key of the certificate in TLS_CERT_FILE (${config.tlsCertFile}): ${message}`
+        : `${config.tlsKeyFile} is not a PEM private key TLS can use (unencrypted): ${message}`,
+    );
+  }
+  return { cert, key };
 }
 
 function logSecurity(config: CoordinatorConfig, tokens: TokenStore | null, logger: Logger): void {

@@ -1,11 +1,12 @@
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { chmodSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { AgentqClient } from '@agentq/client';
+import selfsigned from 'selfsigned';
 import { ConfigError, loadConfig } from '../src/config.js';
 import { checkExposure, isLoopback } from '../src/exposure.js';
 import { TokenStore } from '../src/http/auth/tokens.js';
@@ -52,6 +53,42 @@ test('an unreadable or malformed token file stops the start, naming AUTH_TOKENS_
   const malformed = spawnCoordinator(t, { AUTH_TOKENS_FILE: file });
   assert.equal(await exitOf(malformed.child), 2);
   assert.match(malformed.stderr(), /AUTH_TOKENS_FILE: .*tokens line 1: .*not the secret itself/);
+});
+
+test('a TLS certificate or key that TLS cannot use stops the start naming its variable (exit 2), before the database is made', async (t) => {
+  const dir = tempDir(t);
+  const pair = async (name: string) => {
+    const pems = await selfsigned.generate([{ name: 'commonName', value: name }], { keyType: 'ec', algorithm: 'sha256' });
+    const cert = join(dir, `${name}.pem`);
+    const key = join(dir, `${name}-key.pem`);
+    writeFileSync(cert, pems.cert);
+    writeFileSync(key, pems.private, { mode: 0o600 });
+    return { cert, key };
+  };
+  const a = await pair('a');
+  const b = await pair('b');
+  const cases = [
+    // the two files swapped
+    { cert: a.key, key: a.cert, variable: 'TLS_CERT_FILE', says: /is not a PEM certificate/ },
+    // the certificate twice
+    { cert: a.cert, key: a.cert, variable: 'TLS_KEY_FILE', says: /is not a PEM private key/ },
+    // the key of another certificate (renewed one file, not the other)
+    { cert: a.cert, key: b.key, variable: 'TLS_KEY_FILE', says: /is not the private key of the certificate in TLS_CERT_FILE/ },
+  ];
+  for (const [i, c] of cases.entries()) {
+    const database = join(dir, `state-${i}.db`);
+    const p = spawnCoordinator(t, { TLS_CERT_FILE: c.cert, TLS_KEY_FILE: c.key, DATABASE_URL: `sqlite:${database}` });
+    assert.equal(await exitOf(p.child), 2, p.stderr());
+    assert.match(p.stderr(), new RegExp(`^agentq-coordinator: invalid configuration: ${c.variable}: `));
+    assert.match(p.stderr(), c.says);
+    assert.ok(!p.stderr().includes('    at '), `a configuration error, not a stack trace: ${p.stderr()}`);
+    assert.equal(existsSync(database), false, 'refused before the database was made');
+  }
+  // the pair that belongs together starts
+  const good = spawnCoordinator(t, { TLS_CERT_FILE: a.cert, TLS_KEY_FILE: a.key, DATABASE_URL: 'memory:' });
+  assert.match(String((await good.waitFor((l) => l.msg === 'coordinator ready')).url), /^https:/);
+  good.child.kill('SIGTERM');
+  assert.equal(await exitOf(good.child), 0);
 });
 
 test('which set-ups may start open: loopback, or AUTH_DISABLED=true said on purpose', () => {
