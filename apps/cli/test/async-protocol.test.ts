@@ -104,6 +104,20 @@ describe('the async job protocol: descriptor and exit codes', () => {
     assert.equal(urlTookIt.stderr, "agentq: option '--url <url>' argument missing: it took the command 'status' as its value\nRun 'agentq --help' for usage.\n");
   });
 
+  it('a CA file with no certificate in it (the key given by mistake) is a usage error naming it (exit 2), not an unreachable coordinator', async (t) => {
+    const { url, ca, dir } = await httpsCoordinator(t);
+    const key = join(dir, 'key.pem');
+    const r = await cli(undefined, ['health', '--url', url, '--ca-file', key]);
+    assert.equal(r.code, 2, r.stdout + r.stderr);
+    assert.match(r.stderr, /^agentq: the CA file .*key\.pem holds no PEM certificate .*it holds a private key.* \(--ca-file or AGENTQ_CA_FILE\)/);
+    const fromEnv = await cli(undefined, ['health', '--url', url, '--json'], { env: { AGENTQ_CA_FILE: key } });
+    assert.equal(fromEnv.code, 2);
+    assert.match(envelope<{ ok: false; error: { message: string } }>(fromEnv, CliFailure).error.message, /holds no PEM certificate/);
+    // the certificate itself works
+    const good = await cli(undefined, ['health', '--url', url, '--ca-file', ca]);
+    assert.equal(good.code, 0, good.stdout + good.stderr);
+  });
+
   it('status exits 3 right after start, 3 while running, then 0 once completed', async (t) => {
     const { url, launcher } = await coordinator(t);
     const d = await startJob(url, 'alpha');

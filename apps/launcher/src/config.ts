@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { hostname as osHostname } from 'node:os';
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { coordinatorUrlProblem, splitUrls, withoutCredentials } from '@agentq/client';
+import { coordinatorUrlProblem, readCaFile, splitUrls, withoutCredentials } from '@agentq/client';
 import { parseDecimal, type Labels } from '@agentq/protocol';
 import { resolveExecutor, type ExecutorSpec } from './executors/index.js';
 import { builtinLabels, checkLabels, parseLabels } from './labels.js';
@@ -389,10 +389,12 @@ export function loadConfig(
   const caRaw = raw('ca-file');
   const caFile = caRaw ? resolve(cwd, caRaw.text) : undefined;
   if (caRaw && caFile) {
+    // a file with no certificate in it would be skipped by TLS without a word, and every call
+    // refused as "self-signed" (readCaFile)
     try {
-      readFileSync(caFile);
+      readCaFile(caFile);
     } catch (err) {
-      throw new ConfigError(caRaw.from, `cannot read ${caFile}: ${(err as Error).message}`);
+      throw new ConfigError(caRaw.from, (err as Error).message);
     }
   }
 

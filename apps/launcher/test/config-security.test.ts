@@ -5,6 +5,7 @@ import { test } from 'node:test';
 import { buildExecutorEnv } from '../src/executor-env.js';
 import { ConfigError, helpText, loadConfig } from '../src/index.js';
 import { tempDir } from './helpers.js';
+import { makeCertificate } from './security-helpers.js';
 
 const load = (argv: string[], env: Record<string, string> = {}) => {
   const r = loadConfig(argv, env);
@@ -33,13 +34,20 @@ test('a token file that cannot be read, or holds more than a token, is a config 
   assert.throws(() => load([], { AGENTQ_TOKEN_FILE: two }), (e: Error) => e instanceof ConfigError && e.option === 'AGENTQ_TOKEN_FILE' && /the token alone/.test(e.message));
 });
 
-test('--ca-file / AGENTQ_CA_FILE must be readable', (t) => {
+test('--ca-file / AGENTQ_CA_FILE must be readable and hold a certificate', async (t) => {
   const dir = tempDir(t);
-  const ca = join(dir, 'ca.pem');
-  writeFileSync(ca, '-----BEGIN CERTIFICATE-----\n');
+  const { certFile: ca, keyFile } = await makeCertificate(dir);
   assert.equal(load(['--ca-file', ca]).caFile, ca);
   assert.equal(load([], { AGENTQ_CA_FILE: ca }).caFile, ca);
   assert.throws(() => load(['--ca-file', join(dir, 'nope.pem')]), /--ca-file: cannot read/);
+  // the key given by mistake: TLS would skip it, and the launcher retry a "self-signed" coordinator for ever
+  assert.throws(
+    () => load(['--ca-file', keyFile]),
+    (e: Error) => e instanceof ConfigError && e.option === '--ca-file' && e.message.includes(`the CA file ${keyFile} holds no PEM certificate`),
+  );
+  const cut = join(dir, 'cut.pem');
+  writeFileSync(cut, '-----BEGIN CERTIFICATE-----\n');
+  assert.throws(() => load([], { AGENTQ_CA_FILE: cut }), (e: Error) => e instanceof ConfigError && e.option === 'AGENTQ_CA_FILE' && /holds no PEM certificate/.test(e.message));
   assert.match(helpText(), /--token-file FILE/);
   assert.match(helpText(), /--ca-file FILE/);
   assert.match(helpText(), /AGENTQ_TOKEN/);

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { rootCertificates } from 'node:tls';
 import { Pool, errors as undiciErrors } from 'undici';
+import { readCaFile } from './ca-file.js';
 import type {
   CompletedReport,
   CreateJobRequest,
@@ -187,12 +187,8 @@ export class AgentqClient {
     this.#createRetryBackoff = options.createRetryBackoff ?? { baseMs: 200, maxMs: 5_000 };
     let ca: string[] | undefined;
     if (options.caFile !== undefined) {
-      try {
-        // the given CA in addition to the usual public ones (a `ca` option alone replaces them)
-        ca = [...rootCertificates, readFileSync(options.caFile, 'utf8')];
-      } catch (err) {
-        throw new Error(`cannot read the CA file ${options.caFile}: ${toError(err).message}`, { cause: err });
-      }
+      // the given CA in addition to the usual public ones (a `ca` option alone replaces them)
+      ca = [...rootCertificates, readCaFile(options.caFile)];
     }
     this.#poolOptions = {
       connections: options.connections === undefined ? 16 : options.connections,

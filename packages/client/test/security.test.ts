@@ -1,6 +1,10 @@
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
+import selfsigned from 'selfsigned';
 import { AgentqApiError, AgentqAuthError, AgentqClient, parseRetryAfter } from '../src/index.js';
 
 type Handler = (req: IncomingMessage, res: ServerResponse, n: number) => void;
@@ -126,4 +130,33 @@ test('Retry-After is delay-seconds or an HTTP date', () => {
 
 test('a CA file that cannot be read is an error at construction, naming it', () => {
   assert.throws(() => new AgentqClient({ url: 'https://127.0.0.1:1', caFile: '/nonexistent/ca.pem' }), /cannot read the CA file \/nonexistent\/ca\.pem/);
+});
+
+test('a CA file with no certificate in it (the key, another file, a certificate cut short or damaged) is an error at construction, naming it', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'agentq-client-ca-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const pems = await selfsigned.generate([{ name: 'commonName', value: 'agentq test coordinator' }], { keyType: 'ec', algorithm: 'sha256' });
+  const file = (name: string, text: string) => {
+    const path = join(dir, name);
+    writeFileSync(path, text);
+    return path;
+  };
+  const construct = (caFile: string) => new AgentqClient({ url: 'https://127.0.0.1:1', caFile }).close();
+  // TLS would skip each of these without a word, and refuse the coordinator's certificate as self-signed at every call
+  const key = file('key.pem', pems.private);
+  assert.throws(() => construct(key), (e: Error) => e.message.includes(`the CA file ${key} holds no PEM certificate`) && /it holds a private key/.test(e.message));
+  for (const [name, text] of [
+    ['empty.pem', ''],
+    ['notes.txt', 'the CA is on the wiki\n'],
+    ['cut-short.pem', pems.cert.slice(0, 300)],
+  ] as const) {
+    const path = file(name, text);
+    assert.throws(() => construct(path), (e: Error) => e.message.includes(`the CA file ${path} holds no PEM certificate`), name);
+  }
+  const damaged = file('damaged.pem', pems.cert.replace(/(\n[A-Za-z0-9+/]{20})[A-Za-z0-9+/]/, '$1!'));
+  assert.throws(() => construct(damaged), (e: Error) => e.message.startsWith(`the CA file ${damaged}: certificate 1 of 1 cannot be read`));
+  // a certificate, several (a chain), or one beside its key are taken
+  await construct(file('ca.pem', pems.cert));
+  await construct(file('chain.pem', `${pems.cert}\n${pems.cert}`));
+  await construct(file('both.pem', `${pems.private}\n${pems.cert}`));
 });
