@@ -70,7 +70,31 @@ const NEXT_STEPS: Readonly<Record<string, string>> = {
   coordinator_unreachable: 'is the coordinator running? (npm start, or --url / AGENTQ_URL)',
 };
 
+/**
+ * The TLS failures under a `coordinator_unreachable` that are not a coordinator that is down: a
+ * certificate this machine does not trust (self-signed without --ca-file, another CA, expired, a
+ * host name it does not name), and an https:// URL for a coordinator that serves plain HTTP.
+ */
+const UNTRUSTED_CERTIFICATE =
+  /^(DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN|UNABLE_TO_GET_ISSUER_CERT(_LOCALLY)?|UNABLE_TO_VERIFY_LEAF_SIGNATURE|CERT_[A-Z_]+|ERR_TLS_CERT_ALTNAME_INVALID)$/;
+const NOT_TLS = 'ERR_SSL_WRONG_VERSION_NUMBER';
+
+/** The TLS error code under a connection error (its cause chain), when it is one of the above. */
+function tlsErrorOf(err: unknown): string | undefined {
+  for (let e = err, depth = 0; e instanceof Error && depth < 8; e = e.cause, depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string' && (UNTRUSTED_CERTIFICATE.test(code) || code === NOT_TLS)) return code;
+  }
+  return undefined;
+}
+
 export function nextStep(code: string, details?: Record<string, unknown>): string | undefined {
+  const tls = details?.['tls_error'];
+  if (code === 'coordinator_unreachable' && typeof tls === 'string') {
+    return tls === NOT_TLS
+      ? 'the coordinator there does not speak TLS: use an http:// URL (it serves https:// only with TLS_CERT_FILE and TLS_KEY_FILE)'
+      : "the coordinator's TLS certificate is not trusted here: give the CA certificate that signed it with --ca-file or AGENTQ_CA_FILE, and use a host name the certificate names";
+  }
   // a closed session cannot be resumed either: the coordinator's message says to pick another name
   if (code === 'session_exists' && details?.['current_status'] === 'closed') return undefined;
   // the command to copy, with the session the coordinator named, rather than a template to fill in
@@ -154,7 +178,11 @@ export function toCliFailure(err: unknown): CliFailureInfo {
     return { error: { code: err.code, message: err.message }, exitCode: CliExitCodes.internal_error };
   }
   if (err instanceof AgentqConnectionError) {
-    return { error: { code: err.code, message: err.message }, exitCode: CliExitCodes.internal_error };
+    const tls = tlsErrorOf(err);
+    const error: CliError = { code: err.code, message: err.message };
+    // reached, but TLS refused it: not a coordinator that is down (nextStep says what to fix)
+    if (tls !== undefined) error.details = { tls_error: tls };
+    return { error, exitCode: CliExitCodes.internal_error };
   }
   if (err instanceof NotFoundError) return apiFailure(err.apiError, CliExitCodes.not_found);
   if (err instanceof AgentqApiError) {

@@ -118,6 +118,26 @@ describe('the async job protocol: descriptor and exit codes', () => {
     assert.equal(good.code, 0, good.stdout + good.stderr);
   });
 
+  it('a coordinator reached but refused by TLS (certificate not trusted, https:// for plain HTTP) says what to fix, not "is the coordinator running?"', async (t) => {
+    const { url } = await httpsCoordinator(t);
+    const untrusted = await cli(undefined, ['health', '--url', url]);
+    assert.equal(untrusted.code, 1, untrusted.stdout + untrusted.stderr);
+    assert.match(untrusted.stderr, /unreachable: self-signed certificate \(coordinator_unreachable\)\n/);
+    assert.match(untrusted.stderr, /TLS certificate is not trusted here: give the CA certificate that signed it with --ca-file or AGENTQ_CA_FILE/);
+    assert.doesNotMatch(untrusted.stderr, /is the coordinator running/);
+    const json = await cli(undefined, ['health', '--url', url, '--json']);
+    const failure = envelope<{ ok: false; error: { code: string; details?: Record<string, unknown> } }>(json, CliFailure);
+    assert.deepEqual([failure.error.code, failure.error.details], ['coordinator_unreachable', { tls_error: 'DEPTH_ZERO_SELF_SIGNED_CERT' }]);
+
+    const plain = await coordinator(t);
+    const wrongScheme = await cli(undefined, ['health', '--url', plain.url.replace(/^http:/, 'https:')]);
+    assert.equal(wrongScheme.code, 1);
+    assert.match(wrongScheme.stderr, /does not speak TLS: use an http:\/\/ URL/);
+    // a coordinator that is not there keeps its own hint
+    const down = await cli(undefined, ['health', '--url', await deadUrl()]);
+    assert.match(down.stderr, /is the coordinator running\?/);
+  });
+
   it('status exits 3 right after start, 3 while running, then 0 once completed', async (t) => {
     const { url, launcher } = await coordinator(t);
     const d = await startJob(url, 'alpha');
