@@ -1,4 +1,4 @@
-import { AgentqApiError, AgentqAuthError, AgentqConnectionError, AgentqUsageError, toError } from '@agentq/client';
+import { AgentqApiError, AgentqAuthError, AgentqConnectionError, AgentqUsageError, NOT_TLS, tlsRefusalOf, toError } from '@agentq/client';
 import { CliExitCodes, type CliError, type CliExitCode, type JobDescriptor } from '@agentq/protocol';
 import { shellQuote } from './descriptor.js';
 import { printable } from './table.js';
@@ -69,24 +69,6 @@ const NEXT_STEPS: Readonly<Record<string, string>> = {
   session_not_found: 'agentq sessions lists the sessions; start creates one',
   coordinator_unreachable: 'is the coordinator running? (npm start, or --url / AGENTQ_URL)',
 };
-
-/**
- * The TLS failures under a `coordinator_unreachable` that are not a coordinator that is down: a
- * certificate this machine does not trust (self-signed without --ca-file, another CA, expired, a
- * host name it does not name), and an https:// URL for a coordinator that serves plain HTTP.
- */
-const UNTRUSTED_CERTIFICATE =
-  /^(DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN|UNABLE_TO_GET_ISSUER_CERT(_LOCALLY)?|UNABLE_TO_VERIFY_LEAF_SIGNATURE|CERT_[A-Z_]+|ERR_TLS_CERT_ALTNAME_INVALID)$/;
-const NOT_TLS = 'ERR_SSL_WRONG_VERSION_NUMBER';
-
-/** The TLS error code under a connection error (its cause chain), when it is one of the above. */
-function tlsErrorOf(err: unknown): string | undefined {
-  for (let e = err, depth = 0; e instanceof Error && depth < 8; e = e.cause, depth++) {
-    const code = (e as { code?: unknown }).code;
-    if (typeof code === 'string' && (UNTRUSTED_CERTIFICATE.test(code) || code === NOT_TLS)) return code;
-  }
-  return undefined;
-}
 
 export function nextStep(code: string, details?: Record<string, unknown>): string | undefined {
   const tls = details?.['tls_error'];
@@ -178,7 +160,7 @@ export function toCliFailure(err: unknown): CliFailureInfo {
     return { error: { code: err.code, message: err.message }, exitCode: CliExitCodes.internal_error };
   }
   if (err instanceof AgentqConnectionError) {
-    const tls = tlsErrorOf(err);
+    const tls = tlsRefusalOf(err);
     const error: CliError = { code: err.code, message: err.message };
     // reached, but TLS refused it: not a coordinator that is down (nextStep says what to fix)
     if (tls !== undefined) error.details = { tls_error: tls };

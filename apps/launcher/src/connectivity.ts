@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { AgentqApiError, AgentqConnectionError, backoffDelay, isCoordinatorAnswer, type BackoffOptions } from '@agentq/client';
+import { AgentqApiError, AgentqConnectionError, backoffDelay, isCoordinatorAnswer, NOT_TLS, tlsRefusalOf, type BackoffOptions } from '@agentq/client';
 
 /**
  * Whether the coordinator answers, shared by the poller, the heartbeat and the reporter so that
@@ -39,6 +39,18 @@ export class Connectivity {
       this.#log.warn(
         { during, status: err.status, code: err.code, err: describe(err) },
         'coordinator unavailable (it answered, refusing requests for now); retrying with backoff until it serves them',
+      );
+      return;
+    }
+    const tls = tlsRefusalOf(err);
+    if (tls !== undefined) {
+      // reached, but TLS refused it: no wait makes that work, the set-up has to change (a
+      // certificate can be replaced while the launcher waits, so it keeps retrying)
+      this.#log.warn(
+        { during, tls_error: tls, err: describe(err) },
+        tls === NOT_TLS
+          ? 'coordinator does not speak TLS there: use an http:// --url (it serves https:// only with TLS_CERT_FILE and TLS_KEY_FILE); retrying with backoff'
+          : "coordinator's TLS certificate is not trusted: give the CA certificate that signed it with --ca-file or AGENTQ_CA_FILE, and a --url host name it names; retrying with backoff",
       );
       return;
     }

@@ -134,6 +134,32 @@ test('HTTPS end to end with a self-signed certificate: coordinator, launcher, cl
   }
 });
 
+test('a coordinator TLS refuses (certificate not trusted, https:// for plain HTTP) is logged as what to fix, not as "coordinator unreachable"', async (t) => {
+  const dir = tempDir(t);
+  const { certFile, keyFile } = await makeCertificate(dir);
+  const tls = closeAfter(t, await startCoordinator({ ...COORDINATOR_OPTIONS, tlsCertFile: certFile, tlsKeyFile: keyFile }));
+  const plain = closeAfter(t, await startCoordinator({ ...COORDINATOR_OPTIONS }));
+  const cases = [
+    // --ca-file forgotten
+    { url: tls.url, says: /TLS certificate is not trusted: give the CA certificate that signed it with --ca-file or AGENTQ_CA_FILE/, code: 'DEPTH_ZERO_SELF_SIGNED_CERT' },
+    // https:// for a coordinator without TLS_CERT_FILE
+    { url: plain.url.replace(/^http:/, 'https:'), says: /does not speak TLS there: use an http:\/\/ --url/, code: 'ERR_SSL_WRONG_VERSION_NUMBER' },
+  ];
+  for (const c of cases) {
+    const l = spawnLauncher(t, ['--url', c.url, '--executor', 'demo', '--state-dir', join(dir, 'state')], {});
+    // the first failed registration, however it is told
+    await l.logged(/retrying with backoff/);
+    const text = l.lines.find((x) => /retrying with backoff/.test(x))!;
+    assert.match(text, c.says);
+    const line = JSON.parse(text) as { tls_error?: string; during?: string };
+    assert.equal(line.tls_error, c.code);
+    assert.equal(line.during, 'register');
+    assert.ok(!l.lines.some((x) => /coordinator unreachable/.test(x)), l.lines.join('\n'));
+    l.child.kill('SIGTERM');
+    assert.deepEqual(await l.exited, [0, null]);
+  }
+});
+
 test('the CLI works against an https:// coordinator whose certificate it trusts', async (t) => {
   const dir = tempDir(t);
   const { certFile, keyFile } = await makeCertificate(dir);

@@ -33,3 +33,22 @@ export function readCaFile(path: string): string {
   });
   return text;
 }
+
+/**
+ * The TLS failures under a connection error that are not a coordinator that is down: a
+ * certificate this machine does not trust (self-signed without a CA file, another CA, expired, a
+ * host name it does not name), and an https:// URL for a coordinator that serves plain HTTP.
+ */
+const UNTRUSTED_CERTIFICATE =
+  /^(DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN|UNABLE_TO_GET_ISSUER_CERT(_LOCALLY)?|UNABLE_TO_VERIFY_LEAF_SIGNATURE|CERT_[A-Z_]+|ERR_TLS_CERT_ALTNAME_INVALID)$/;
+/** OpenSSL's code when the other side does not answer in TLS (an https:// URL for a plain-HTTP server). */
+export const NOT_TLS = 'ERR_SSL_WRONG_VERSION_NUMBER';
+
+/** The code of such a TLS failure in `err`'s cause chain (a connection error's), else undefined. */
+export function tlsRefusalOf(err: unknown): string | undefined {
+  for (let e = err, depth = 0; e instanceof Error && depth < 8; e = e.cause, depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string' && (UNTRUSTED_CERTIFICATE.test(code) || code === NOT_TLS)) return code;
+  }
+  return undefined;
+}
