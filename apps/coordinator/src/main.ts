@@ -135,6 +135,11 @@ async function main(): Promise<void> {
   } catch (err) {
     logger.fatal({ err }, 'could not listen');
     await stdoutDestination(config.logBufferBytes).flush(1000);
+    // said on stderr too, as every other failed start is: the log may be silent (LOG_LEVEL), or
+    // read by nobody at the terminal that started it; HOST and PORT are what to change
+    process.stderr.write(
+      `agentq-coordinator: cannot listen on HOST=${config.host} PORT=${config.port}: ${err instanceof Error ? err.message : String(err)}\n`,
+    );
     process.exit(1);
   }
   const address = app.server.address();

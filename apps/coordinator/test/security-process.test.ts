@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
+import { createServer, type AddressInfo } from 'node:net';
 import { chmodSync, existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
@@ -89,6 +90,19 @@ test('a TLS certificate or key that TLS cannot use stops the start naming its va
   assert.match(String((await good.waitFor((l) => l.msg === 'coordinator ready')).url), /^https:/);
   good.child.kill('SIGTERM');
   assert.equal(await exitOf(good.child), 0);
+});
+
+test('a port already in use stops the start with a line on stderr naming HOST and PORT (exit 1), even with LOG_LEVEL=silent', async (t) => {
+  const taken = createServer();
+  await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+  t.after(() => new Promise<void>((resolve) => taken.close(() => resolve())));
+  const port = (taken.address() as AddressInfo).port;
+  const p = spawnCoordinator(t, { PORT: String(port), LOG_LEVEL: 'silent', DATABASE_URL: 'memory:' });
+  assert.equal(await exitOf(p.child), 1);
+  assert.equal(
+    p.stderr(),
+    `agentq-coordinator: cannot listen on HOST=127.0.0.1 PORT=${port}: listen EADDRINUSE: address already in use 127.0.0.1:${port}\n`,
+  );
 });
 
 test('which set-ups may start open: loopback, or AUTH_DISABLED=true said on purpose', () => {
