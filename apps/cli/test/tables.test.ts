@@ -90,6 +90,7 @@ describe('agentq status text', () => {
     executor_session_id: null,
     callback_of: null,
     attempts: 0,
+    lost_claims: 0,
     output_bytes: 0,
     requires: { gpu: 'a100' },
     pending_reason: 'no online launcher has gpu=a100',

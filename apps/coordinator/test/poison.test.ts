@@ -32,12 +32,16 @@ test('a job whose claim lease expires JOB_MAX_CLAIMS times fails claim_attempts_
   const created = await start(client, 'poison');
   for (let i = 1; i <= 3; i++) {
     const job = await l.take();
-    assert.deepEqual([job.job_id, job.attempts], [created.job_id, i]);
+    assert.deepEqual([job.job_id, job.attempts, job.lost_claims], [created.job_id, i, i - 1]);
     await expireLease(clock, c, l);
-    if (i < 3) assert.equal((await client.getJob(created.job_id)).status, 'pending', `back in the queue after claim ${i}`);
+    if (i < 3) {
+      const back = await client.getJob(created.job_id);
+      assert.deepEqual([back.status, back.lost_claims], ['pending', i], `back in the queue after claim ${i}, which is counted`);
+    }
   }
   const failed = await client.getJob(created.job_id);
   assert.equal(failed.status, 'failed');
+  assert.equal(failed.lost_claims, 3, 'the lost claims are on the wire, as the error counts them');
   assert.equal(failed.terminal, true);
   assert.equal(failed.error_code, 'claim_attempts_exhausted');
   assert.match(failed.error ?? '', /^3 claims lost without a start \(JOB_MAX_CLAIMS 3; claimed 3 times in all\); the last: claim lease of 20 s expired/);
@@ -187,9 +191,11 @@ test('claims whose poll answer was never delivered do not count towards JOB_MAX_
     assert.deepEqual([answer.jobs[0]?.job_id, answer.jobs[0]?.attempts], [created.job_id, i]);
     await c.core.pollAnswerLost(l.id, { jobs: answer.jobs });
   }
-  assert.equal((await l.take()).attempts, 4);
+  const fourth = await l.take();
+  assert.deepEqual([fourth.attempts, fourth.lost_claims], [4, 0], 'every claim counts in attempts; none was lost');
   await expireLease(clock, c, l);
-  assert.equal((await client.getJob(created.job_id)).status, 'pending', 'one claim lost: back in the queue');
+  const back = await client.getJob(created.job_id);
+  assert.deepEqual([back.status, back.lost_claims], ['pending', 1], 'one claim lost: back in the queue');
   assert.equal((await l.take()).attempts, 5);
   await expireLease(clock, c, l);
   const failed = await client.getJob(created.job_id);
@@ -215,7 +221,15 @@ test('claims a coordinator restart took back do not count towards JOB_MAX_CLAIMS
   assert.equal((await l.take()).attempts, 4);
   await expireLease(clock, run.c, l);
   assert.equal((await run.client.getJob(created.job_id)).status, 'pending', 'one claim lost: back in the queue');
-  assert.equal((await l.take()).attempts, 5);
+  // the count is the store's: read back from the database after a restart
+  await run.client.close();
+  await run.c.close();
+  run = await startTest(t, config, { clock });
+  l = await fakeLauncher(run.client);
+  assert.equal((await run.client.getJob(created.job_id)).lost_claims, 1, 'kept across a restart');
+  const last = await l.take();
+  assert.deepEqual([last.attempts, last.lost_claims], [5, 1]);
   await expireLease(clock, run.c, l);
-  assert.equal((await run.client.getJob(created.job_id)).error_code, 'claim_attempts_exhausted');
+  const failed = await run.client.getJob(created.job_id);
+  assert.deepEqual([failed.error_code, failed.lost_claims], ['claim_attempts_exhausted', 2]);
 });

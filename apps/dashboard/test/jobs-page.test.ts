@@ -34,6 +34,7 @@ function job(over: Partial<Job> = {}): Job {
     executor_session_id: null,
     callback_of: null,
     attempts: 0,
+    lost_claims: 0,
     output_bytes: 0,
     requires: null,
     pending_reason: null,

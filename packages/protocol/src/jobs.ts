@@ -100,6 +100,11 @@ export const Job = Type.Object(
     ),
     callback_of: Nullable(Type.Array(JobId, { description: 'child jobs whose outcome this callback resume delivers' })),
     attempts: Type.Integer({ description: 'how many times the job has been claimed' }),
+    lost_claims: Type.Integer({
+      minimum: 0,
+      description:
+        'claims that ended without a start by lease expiry or a lost launcher; the job fails claim_attempts_exhausted at JOB_MAX_CLAIMS',
+    }),
     output_bytes: Type.Integer({ description: 'total bytes of output received so far' }),
     requires: Nullable(Labels),
     pending_reason: Nullable(

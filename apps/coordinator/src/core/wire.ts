@@ -30,6 +30,7 @@ export function toWireJob(job: JobRow, pendingReason: string | null = null): Job
     executor_session_id: job.executorSessionId,
     callback_of: job.callbackOf ? [...job.callbackOf] : null,
     attempts: job.attempts,
+    lost_claims: job.lostClaims,
     output_bytes: job.outputBytes,
     requires: job.requires,
     pending_reason: job.status === 'pending' ? pendingReason : null,
