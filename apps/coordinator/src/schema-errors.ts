@@ -1,5 +1,6 @@
 import { Kind, type TSchema } from '@sinclair/typebox';
 import { ValueErrorType, type ValueError } from '@sinclair/typebox/errors';
+import { LABEL_KEY_RULE, LabelKey } from '@agentq/protocol';
 
 /**
  * Readable sentences for TypeBox errors, shared by request validation and config loading.
@@ -31,12 +32,27 @@ export function explain(error: ValueError): Explained {
     case ValueErrorType.ObjectRequiredProperty:
       return { path: error.path, message: 'is required' };
     case ValueErrorType.ObjectAdditionalProperties: {
+      if (error.schema[Kind] === 'Record') return recordKey(error);
       const known = Object.keys((error.schema as { properties?: object }).properties ?? {});
       return { path: error.path, message: `is not a known field${known.length ? ` (known: ${known.join(', ')})` : ''}` };
     }
     default:
       return { path: error.path, message: error.message };
   }
+}
+
+/**
+ * A key a record's key pattern refuses (a label name in `requires` or `labels`): said of the record,
+ * the field a person wrote, with the key quoted: the key is no field (`{"": "x"}` has no name to
+ * show), and "not a known field" would read as if the record itself were unknown.
+ */
+function recordKey(error: ValueError): Explained {
+  const cut = error.path.lastIndexOf('/');
+  // the key as written: TypeBox escapes it into the path as a JSON pointer segment (RFC 6901)
+  const key = error.path.slice(cut + 1).replace(/~1/g, '/').replace(/~0/g, '~');
+  const pattern = Object.keys((error.schema as { patternProperties?: object }).patternProperties ?? {})[0];
+  const rule = pattern === LabelKey.pattern ? `label key ${JSON.stringify(key)} ${LABEL_KEY_RULE}` : `key ${JSON.stringify(key)} does not match ${pattern}`;
+  return { path: error.path.slice(0, cut), message: rule };
 }
 
 /**

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { LauncherRow } from '../src/core/rows.js';
 import type { AgentqClient } from '@agentq/client';
+import { LABEL_KEY_RULE } from '@agentq/protocol';
 import { pino } from 'pino';
 import { loadConfig } from '../src/config.js';
 import { ManualClock } from '../src/core/clock.js';
@@ -159,6 +160,26 @@ test('requires is validated: short keys and values, an empty object is none', as
   );
   const none = await client.createJob({ type: 'start_session', session_name: 'none', prompt: 'x', requires: {} });
   assert.equal(none.requires, null);
+});
+
+test('a label name that is not one (empty, a space) is refused naming requires or labels, with the rule it breaks', async (t) => {
+  const { client } = await startTest(t);
+  const refused = (field: string, key: string) => (err: unknown) => {
+    const e = err as { status?: number; code?: string; message?: string; details?: Record<string, unknown> };
+    assert.deepEqual([e.status, e.code, e.details], [400, 'validation_failed', { field, in: 'body' }], e.message);
+    assert.equal(e.message, `${field}: label key ${JSON.stringify(key)} ${LABEL_KEY_RULE}`);
+    return true;
+  };
+  for (const key of ['', 'bad key', '-x/y']) {
+    await assert.rejects(client.createJob({ type: 'start_session', session_name: 'bad', prompt: 'x', requires: { [key]: 'v' } }), refused('requires', key));
+    await assert.rejects(client.register({ hostname: 'h', labels: { [key]: 'v' } }), refused('labels', key));
+  }
+  // a bad value of a valid key is said of that key, written as it was (a pointer escapes its "/")
+  await assert.rejects(client.register({ hostname: 'h', labels: { 'a/b': '' } }), (err: Error & { details?: unknown }) => {
+    assert.deepEqual(err.details, { field: 'labels.a/b', in: 'body' });
+    return true;
+  });
+  assert.deepEqual((await client.listLaunchers()).launchers, [], 'none registered');
 });
 
 test('a resume of a session bound to a host runs in the session\'s working_dir, whatever project_dir it carries', async (t) => {

@@ -1,5 +1,5 @@
 import { Value } from '@sinclair/typebox/value';
-import { LabelKey, LabelValue, type Labels } from '@agentq/protocol';
+import { LABEL_KEY_RULE, LabelKey, LabelValue, type Labels } from '@agentq/protocol';
 
 /**
  * Launcher labels (issue 9): what a job's `requires` is matched against. Every launcher has the
@@ -22,9 +22,7 @@ export function parseLabels(items: readonly string[]): Labels {
     const key = item.slice(0, eq).trim();
     const value = item.slice(eq + 1).trim();
     if (!Value.Check(LabelKey, key)) {
-      throw new Error(
-        `label key ${JSON.stringify(key)} must start with a letter or digit and use only letters, digits and _ . - / (at most 63)`,
-      );
+      throw new Error(`label key ${JSON.stringify(key)} ${LABEL_KEY_RULE}`);
     }
     if (!Value.Check(LabelValue, value)) {
       throw new Error(`label ${key}: the value must be 1 to 128 characters without control characters`);

@@ -38,6 +38,9 @@ export function parseDecimal(text: string): number {
 /** Querystring booleans arrive as text. */
 export const BoolString = Type.Union([Type.Literal('true'), Type.Literal('false')]);
 
+/** LabelKey's pattern in words, for messages that refuse a label name (coordinator and launcher). */
+export const LABEL_KEY_RULE = 'must start with a letter or digit and use only letters, digits and _ . - / (at most 63)';
+
 /**
  * Labels: short `key=value` pairs. Launchers carry them (`hostname`, `executor`, `os`, `arch`,
  * plus their own); a job's `requires` names the pairs a launcher must have to take it.

@@ -95,9 +95,12 @@ function numericKeys(schema: TSchema): Set<string> {
   return out;
 }
 
-/** `"/a/0/b"` -> `"a[0].b"`; empty -> the request part's name. */
+/** `"/a/0/b"` -> `"a[0].b"`; empty -> the request part's name. A segment is unescaped (RFC 6901: a label key `a/b` is `a~1b` in the pointer). */
 export function fieldName(instancePath: string, part: string | undefined): string {
-  const segments = instancePath.split('/').filter(Boolean);
+  const segments = instancePath
+    .split('/')
+    .filter(Boolean)
+    .map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
   if (segments.length === 0) return part === 'querystring' ? 'query' : (part ?? 'request');
   return segments.map((s, i) => (/^\d+$/.test(s) ? `[${s}]` : i === 0 ? s : `.${s}`)).join('');
 }
