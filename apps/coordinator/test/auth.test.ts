@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
+import { connect } from 'node:net';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import Database from 'better-sqlite3';
@@ -328,6 +329,45 @@ test('with authentication off (loopback) a web page cannot use the coordinator: 
     const answer = await rawRequest(c.url, 'POST', '/jobs', headers, JSON.stringify({ ...job, session_name: name }));
     assert.equal(answer.status, 201, `${host} ${origin}`);
   }
+});
+
+/** One request written as it goes on the wire (its request line as given), on a connection of its own; the status and the error. */
+async function rawSocketRequest(url: string, lines: string[], body = ''): Promise<{ status: number; error: { code?: string; message?: string } | undefined }> {
+  const { port } = new URL(url);
+  const text = await new Promise<string>((resolve, reject) => {
+    const socket = connect(Number(port), '127.0.0.1');
+    let answer = '';
+    socket.on('data', (d: Buffer) => (answer += String(d)));
+    socket.on('end', () => resolve(answer));
+    socket.on('error', reject);
+    // written, not ended: the answer to a client that half-closed may never be written (seen with
+    // PostgreSQL's slower reads); `connection: close` has the server end the connection once it answered
+    socket.write([...lines, 'connection: close', `content-length: ${Buffer.byteLength(body)}`, '', body].join('\r\n'));
+  });
+  const [head = '', payload = ''] = text.split('\r\n\r\n');
+  const status = Number(/^HTTP\/1\.1 (\d{3}) /.exec(head)?.[1]);
+  return { status, error: (JSON.parse(payload) as { error?: { code?: string; message?: string } }).error };
+}
+
+test('with authentication off, a request line with an absolute URL is for the host it names, whatever Host says (RFC 9112 §3.2.2)', async (t) => {
+  const { c, client } = await startTest(t);
+  const { port } = new URL(c.url);
+  const create = JSON.stringify({ ...job, session_name: 'absolute' });
+  // a loopback Host does not vouch for a target that names another host
+  for (const target of [`http://evil.example:${port}/jobs`, `http://127.0.0.1@evil.example/jobs`, `HTTP://EVIL.EXAMPLE/jobs?x=1`]) {
+    const refused = await rawSocketRequest(c.url, [`POST ${target} HTTP/1.1`, `host: 127.0.0.1:${port}`, 'content-type: application/json'], create);
+    assert.equal(refused.status, 403, target);
+    assert.equal(refused.error?.code, 'forbidden', target);
+    assert.match(refused.error?.message ?? '', /^a request for host "evil\.example(:\d+)?" is refused/i, target);
+  }
+  assert.deepEqual((await client.listJobs()).jobs, [], 'nothing was created');
+  // and a foreign Host is ignored when the target names a loopback host
+  for (const target of [`http://127.0.0.1:${port}/jobs`, `http://user@[::1]:${port}/jobs`, `http://LOCALHOST/jobs`]) {
+    const answer = await rawSocketRequest(c.url, [`GET ${target} HTTP/1.1`, 'host: evil.example']);
+    assert.deepEqual([answer.status, answer.error], [200, undefined], target);
+  }
+  // origin-form leaves it to Host, as before
+  assert.equal((await rawSocketRequest(c.url, ['GET /jobs HTTP/1.1', 'host: evil.example'])).status, 403);
 });
 
 test('AUTH_DISABLED=true (open on purpose) and authentication on leave Host and Origin alone', async (t) => {

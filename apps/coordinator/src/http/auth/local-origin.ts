@@ -17,6 +17,24 @@ function hostOf(header: string): string {
   return colon > 0 && h.indexOf(':') === colon ? h.slice(0, colon) : h;
 }
 
+/**
+ * The host a request is for, as a Host header writes it. A request line may carry an absolute-form
+ * target (`GET http://name:port/path HTTP/1.1`, what clients send to a proxy, and what Node's
+ * server and Fastify's router take from anyone, routing it by its path): RFC 9112 §3.2.2 has the
+ * server then ignore Host and use the target's authority, so a loopback Host cannot vouch for a
+ * request whose target names another host. Origin-form (`/path`) and `*` leave it to Host.
+ */
+export function targetHost(url: string, host: string | undefined): string | undefined {
+  if (url.charCodeAt(0) === 47 /* / */) return host;
+  const authority = ABSOLUTE_FORM.exec(url)?.[1];
+  if (authority === undefined) return host;
+  // userinfo (`user@host`) is no part of the host
+  return authority.slice(authority.lastIndexOf('@') + 1);
+}
+
+/** `scheme://authority` at the start of an absolute URI (RFC 3986 §3): the authority ends at `/`, `?` or `#`. */
+const ABSOLUTE_FORM = /^[A-Za-z][A-Za-z0-9+.-]*:\/\/([^/?#]*)/;
+
 /** What makes a request foreign (for the error), or undefined when it is a local one. */
 export function foreignTo(host: string | undefined, origin: string | undefined): string | undefined {
   return foreignHost(host) ?? (origin === undefined ? undefined : foreignOrigin(origin));

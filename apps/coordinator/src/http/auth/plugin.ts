@@ -5,7 +5,7 @@ import { CoordinatorError, launcherUnknown } from '../../core/errors.js';
 import type { HostBinder } from '../../core/launchers.js';
 import { agentRuleOf, checkAgentScope, type ScopeLookup } from './agent-scope.js';
 import { launcherIdOf, type LauncherCredentials } from './launcher-credentials.js';
-import { localRequestCheck } from './local-origin.js';
+import { localRequestCheck, targetHost } from './local-origin.js';
 import { routeOf } from '../route-of.js';
 import { accessOf, type RouteAccess } from './route-access.js';
 import type { TokenEntry, TokenStore } from './tokens.js';
@@ -130,7 +130,7 @@ export function installAuth(app: FastifyInstance, o: AuthOptions): Auth {
   app.addHook('onRequest', (req, reply, done) => {
     req.principal = ANONYMOUS;
     if (!o.tokens) {
-      const foreign = o.localOnly ? isForeign(req.headers.host, req.headers.origin) : undefined;
+      const foreign = o.localOnly ? isForeign(targetHost(req.raw.url ?? '/', req.headers.host), req.headers.origin) : undefined;
       if (foreign !== undefined) {
         throw refuse(
           req,
