@@ -32,9 +32,17 @@ interface State {
   cursors: (string | null)[];
   loading: boolean;
   error: string | null;
+  /** what "read again" under the error does: the check of "older →" that failed (null: none offered) */
+  again: 'older' | null;
 }
 
-const initial: State = { page: { rows: [], next: null, first: true, shifted: false }, cursors: [null], loading: true, error: null };
+const initial: State = {
+  page: { rows: [], next: null, first: true, shifted: false },
+  cursors: [null],
+  loading: true,
+  error: null,
+  again: null,
+};
 
 /** Jobs, newest first: filter by status, session and launcher; page with the API's cursor. */
 export function JobsView({ query }: { query: URLSearchParams }) {
@@ -59,7 +67,7 @@ export function JobsView({ query }: { query: URLSearchParams }) {
       inFlight.current?.abort();
       const ac = (inFlight.current = new AbortController());
       buffered.current = [];
-      setState((s) => ({ ...s, cursors, loading: true, error: null }));
+      setState((s) => ({ ...s, cursors, loading: true, error: null, again: null }));
       const cursor = cursors[cursors.length - 1] ?? null;
       try {
         const list = await withTimeout(READ_TIMEOUT_MS, ac.signal, 'GET /jobs', (signal) =>
@@ -69,7 +77,7 @@ export function JobsView({ query }: { query: URLSearchParams }) {
         let page: JobPage = { rows: list.jobs, next: list.next_cursor, first: cursor === null, shifted: false };
         for (const { job, evicted } of buffered.current ?? []) page = applyJob(page, job, evicted, filter, PAGE_SIZE);
         buffered.current = null;
-        setState({ page, cursors, loading: false, error: null });
+        setState({ page, cursors, loading: false, error: null, again: null });
       } catch (err) {
         if (token !== load.current || ac.signal.aborted) return;
         // a page that does not come is read again: its events are buffered meanwhile, which
@@ -143,9 +151,20 @@ export function JobsView({ query }: { query: URLSearchParams }) {
       // now first (the next click pages on): a job created at the same instant as the page's
       // newest may belong on the page before, which creation times cannot tell, and an event may
       // still be on its way.
+      // This read is a page read as fetchPage's are: a newer one (a gap, another page) or the
+      // view going aborts it, and one that has not come in READ_TIMEOUT_MS is given up and shown
+      // as the error it is, with "read again" (it had no time limit: the button did nothing, for
+      // ever). The page shown stays live meanwhile: its events are applied to it, none buffered.
+      const token = ++load.current;
+      inFlight.current?.abort();
+      const ac = (inFlight.current = new AbortController());
+      setState((s) => ({ ...s, loading: true, error: null, again: null }));
       const cursor = cursors[cursors.length - 1] ?? null;
       try {
-        const current = await api.get<JobList>('/jobs', { ...filterToApi(filter), limit: PAGE_SIZE, cursor });
+        const current = await withTimeout(READ_TIMEOUT_MS, ac.signal, 'GET /jobs', (signal) =>
+          api.get<JobList>('/jobs', { ...filterToApi(filter), limit: PAGE_SIZE, cursor }, signal),
+        );
+        if (token !== load.current) return;
         const shown = new Set(page.rows.map((r) => r.job_id));
         if (!current.jobs.every((j) => shown.has(j.job_id))) {
           void fetchPage(cursors);
@@ -153,11 +172,13 @@ export function JobsView({ query }: { query: URLSearchParams }) {
         }
         next = current.next_cursor;
       } catch (err) {
-        setState((s) => ({ ...s, error: describeError(err) }));
+        if (token !== load.current || ac.signal.aborted) return;
+        setState((s) => ({ ...s, loading: false, error: describeError(err), again: 'older' }));
         return;
       }
     }
     if (next !== null) void fetchPage([...cursors, next]);
+    else setState((s) => ({ ...s, loading: false }));
   };
 
   const hostOf = (id: string | null) => (id === null ? null : launchers.find((l) => l.launcher_id === id)?.hostname ?? null);
@@ -220,7 +241,19 @@ export function JobsView({ query }: { query: URLSearchParams }) {
           )}
         </form>
       </header>
-      {state.error && <ErrorNote>{state.error}</ErrorNote>}
+      {state.error && (
+        <ErrorNote>
+          {state.error}
+          {state.again === 'older' && (
+            <>
+              {' '}
+              <button type="button" class="link" onClick={() => void older()}>
+                read again
+              </button>
+            </>
+          )}
+        </ErrorNote>
+      )}
       <table class="table jobs-table" aria-busy={state.loading}>
         <thead>
           <tr>
