@@ -61,6 +61,10 @@ export function SessionsView({ query }: { query: URLSearchParams }) {
   const listed = useRef<{ roots: Range | null; all: Range | null }>({ roots: null, all: null });
   // sessions that only replayed events name, until the API says whether they still exist
   const unconfirmed = useRef(new Map<string, Session>());
+  // those whose check failed (other than a 404: an outage, a refusal), with why: shown apart from
+  // the trees' own error, which is about the list (it hid "No sessions yet" of a list read whole)
+  const [unchecked, setUnchecked] = useState<ReadonlyMap<string, { session: Session; error: string }>>(new Map());
+  const checked = (name: string) => setUnchecked((m) => (m.has(name) ? new Map([...m].filter(([n]) => n !== name)) : m));
   // while the trees are read again (see reload): the sessions taken meanwhile other than from its
   // answers (events, a node's children read, a confirmed session), the newest version of each,
   // taken again after the answers, which clear the map and may have been read before them
@@ -94,8 +98,10 @@ export function SessionsView({ query }: { query: URLSearchParams }) {
       try {
         const found = await api.get<Session>(`/sessions/${encodeURIComponent(s.session_name)}`);
         if (keep(found)) setVersion((v) => v + 1);
+        checked(s.session_name);
       } catch (err) {
-        if (!(err instanceof ApiError && err.status === 404)) setError(describeError(err));
+        if (err instanceof ApiError && err.status === 404) checked(s.session_name);
+        else setUnchecked((m) => new Map(m).set(s.session_name, { session: s, error: describeError(err) }));
       }
     }
   };
@@ -215,16 +221,25 @@ export function SessionsView({ query }: { query: URLSearchParams }) {
       const s = e.session;
       if (e.type === 'session.evicted') {
         unconfirmed.current.delete(s.session_name);
+        checked(s.session_name);
         changed = sessions.evict(s) || changed;
       } else if (stream.isHistory(e) && !sessions.all.has(s.session_name)) {
         unconfirmed.current.set(s.session_name, s);
       } else {
+        // a live event says it exists: nothing left to check
+        checked(s.session_name);
         changed = keep(s) || changed;
       }
     }
     if (changed) setVersion((v) => v + 1);
     void confirm();
   });
+
+  /** The sessions whose check failed, checked again (each note stays until its answer). */
+  const checkAgain = () => {
+    for (const { session } of unchecked.values()) unconfirmed.current.set(session.session_name, session);
+    void confirm();
+  };
 
   /** Children a node names that are not loaded yet (paging): read them all. */
   const loadChildren = async (parent: string) => {
@@ -247,6 +262,9 @@ export function SessionsView({ query }: { query: URLSearchParams }) {
       );
   }, [version, focusRoot]);
 
+  // one the page has meanwhile (a page read, a live event) exists: nothing left to check
+  const failedChecks = [...unchecked].filter(([name]) => !sessions.all.has(name));
+
   return (
     <section class="view sessions-view">
       <header class="view-head">
@@ -261,6 +279,18 @@ export function SessionsView({ query }: { query: URLSearchParams }) {
         <Empty>
           No sessions yet. <a href={link('/start')}>Start one</a>.
         </Empty>
+      )}
+      {failedChecks.length > 0 && (
+        <div data-testid="unchecked-sessions">
+          {failedChecks.map(([name, { error: why }]) => (
+            <ErrorNote key={name}>
+              Session {name}, named by an event from before the page read the sessions, could not be checked: {why}{' '}
+              <button type="button" class="link" onClick={checkAgain}>
+                check again
+              </button>
+            </ErrorNote>
+          ))}
+        </div>
       )}
       <ul class="tree" data-testid="session-tree">
         {roots.slice(0, shown).map((s) => (
