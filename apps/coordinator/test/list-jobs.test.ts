@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import { ManualClock } from '../src/core/clock.js';
 import type { AgentqClient } from '@agentq/client';
 import type { Job, ListJobsQuery } from '@agentq/protocol';
-import { fakeLauncher, rejectsWith, resume, start, startTest, tempDir } from './helpers.js';
+import { eventJob, eventSession, fakeLauncher, openEvents, rejectsWith, resume, start, startTest, tempDir } from './helpers.js';
 
 const ids = (jobs: Job[]) => jobs.map((j) => j.job_id);
 
@@ -193,4 +193,29 @@ test('SQLite: a status filter takes live jobs from memory and ended ones from th
   assert.deepEqual(ids((await client.listJobs({ terminal: 'true' })).jobs), ids([w.d, w.b, w.a]));
   assert.deepEqual(ids((await client.listJobs({ terminal: 'false' })).jobs), ids([e, w.a2, w.c]));
   assert.deepEqual(ids((await client.listJobs({ status: 'completed', launcher_id: w.l2.id })).jobs), ids([w.d]));
+});
+
+test('jobs and sessions created at one instant carry seq: the lists page by it, newest first, and their events carry it too', async (t) => {
+  const clock = new ManualClock(Date.now());
+  const { client, c } = await startTest(t, {}, { clock });
+  const created = await client.createJobs(['x', 'y', 'z'].map((name) => ({ type: 'start_session' as const, session_name: `same-${name}`, prompt: 'p' })));
+  assert.equal(new Set(created.map((j) => j.created_at)).size, 1, 'one instant');
+  const page = await client.listJobs({ limit: 2 });
+  assert.deepEqual(ids(page.jobs), ids(created).slice(1).reverse());
+  const [newest, next] = page.jobs.map((j) => j.seq!);
+  assert.ok(Number.isSafeInteger(newest) && Number.isSafeInteger(next) && newest! > next!, `seq ${newest} then ${next}`);
+  assert.equal(page.next_cursor, String(next), "a page's cursor is its last row's seq");
+  assert.equal(created[2]!.seq, newest, 'the created job says it too');
+
+  const sessions = await client.listSessions({ limit: 2 });
+  assert.deepEqual(sessions.sessions.map((s) => s.session_name), ['same-z', 'same-y']);
+  assert.ok(sessions.sessions[0]!.seq! > sessions.sessions[1]!.seq!);
+  assert.equal(sessions.next_cursor, String(sessions.sessions[1]!.seq));
+
+  const events = openEvents(t, c.url, 0);
+  const replayed = await events.until((m) => m.event === 'job.created' && eventJob(m).job_id === created[2]!.job_id);
+  assert.equal(eventJob(replayed.at(-1)!).seq, newest);
+  const sessionEvent = replayed.find((m) => m.event.startsWith('session.') && eventSession(m).session_name === 'same-z');
+  assert.ok(sessionEvent, `a session event of same-z among ${replayed.map((m) => m.event).join(', ')}`);
+  assert.equal(eventSession(sessionEvent).seq, sessions.sessions[0]!.seq);
 });

@@ -71,6 +71,18 @@ export const MAX_OUTPUT_OFFSET = 2 ** 40;
 /** A machine-readable error code on a failed job (`executor_idle`, `no_matching_launcher`, ...). */
 export const JobErrorCode = Type.String({ pattern: '^[a-z][a-z0-9_]{0,63}$' });
 
+/**
+ * A job's or session's place in creation order, which the lists page by (newest first; a page's
+ * `next_cursor` is its last row's). Rows created at the same instant (a batch) share `created_at`:
+ * this tells their order as the lists give it. Left out by coordinators from before it (and in
+ * events they stored).
+ */
+export const ListOrder = Type.Integer({
+  minimum: 0,
+  maximum: Number.MAX_SAFE_INTEGER,
+  description: 'creation order, as the lists page by it (newest first): orders rows of equal created_at',
+});
+
 /** The job object: every field of the original Jobs API's data model, plus additive extensions. */
 export const Job = Type.Object(
   {
@@ -119,6 +131,7 @@ export const Job = Type.Object(
     num_turns: Nullable(Type.Integer({ minimum: 0 })),
     duration_api_ms: Nullable(Type.Integer({ minimum: 0 })),
     max_cost_usd: Nullable(CostUsd),
+    seq: Type.Optional(ListOrder),
   },
   { description: 'A job: one agent turn to run on a launcher' },
 );

@@ -1,6 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { BoolString, CostUsd, IdParam, JobId, Labels, Nullable, Timestamp, Usage } from './common.js';
-import { JobStatus, Replayed, StopOutcome } from './jobs.js';
+import { JobStatus, ListOrder, Replayed, StopOutcome } from './jobs.js';
 
 /** How deep a parent chain may go: a root session is depth 0. */
 export const MAX_SESSION_DEPTH = 5;
@@ -60,6 +60,8 @@ export const Session = Type.Object({
   last_error: Nullable(Type.String()),
   created_at: Timestamp,
   updated_at: Timestamp,
+  /** creation order, as the lists page by it (see ListOrder) */
+  seq: Type.Optional(ListOrder),
   /** its jobs, oldest first: the newest MAX_SESSION_LIST_ITEMS of them (all: `GET /jobs?session_name=`, paged) */
   job_ids: Type.Array(JobId),
   /** how many jobs the session has in all (`job_ids` may hold fewer) */

@@ -43,6 +43,7 @@ export function toWireJob(job: JobRow, pendingReason: string | null = null): Job
     num_turns: job.numTurns,
     duration_api_ms: job.durationApiMs,
     max_cost_usd: job.maxCostUsd,
+    seq: job.seq,
   };
 }
 
@@ -85,6 +86,7 @@ export function toWireSession(s: SessionRow, x: SessionExtras): Session {
     last_error: s.lastError,
     created_at: iso(s.createdAt),
     updated_at: iso(s.updatedAt),
+    seq: s.seq,
     job_ids: [...x.jobIds],
     job_ids_count: x.jobCount,
     job_ids_truncated: x.jobCount > x.jobIds.length,
