@@ -118,3 +118,17 @@ test("a node's children are sorted once for a version of its parent, not on ever
   assert.equal(sorts, 4);
   Array.prototype.sort = sort;
 });
+
+test('children created at one instant that their parent does not name are drawn in creation order (seq), as the API pages them, not by name', () => {
+  const map = new SessionMap();
+  // the parent names its newest child only (MAX_SESSION_LIST_ITEMS): the others were read from pages
+  const parent = session('hub', 1, { children: ['a'], children_count: 3, children_truncated: true });
+  map.upsert(parent);
+  for (const [name, seq] of [['a', 12], ['c', 10], ['b', 11]] as const) {
+    map.upsert(session(name, 1, { parent_session_name: 'hub', seq }));
+  }
+  assert.deepEqual(
+    map.childrenOf(map.all.get('hub')!).map((c) => c.session_name),
+    ['c', 'b', 'a'],
+  );
+});

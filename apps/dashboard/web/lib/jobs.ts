@@ -39,6 +39,16 @@ export function mergeJob(known: Job | undefined, incoming: Job): Job {
   return incoming.prompt ? incoming : { ...incoming, prompt: known.prompt };
 }
 
+/**
+ * Whether `a` comes before `b` in the lists' order, newest first: by `created_at`, then, for rows
+ * created at the same instant (a batch), by `seq`, the creation order the API pages by. Without a
+ * `seq` on either (a coordinator from before it), a tie counts as before.
+ */
+export function listedBefore(a: Pick<Job, 'created_at' | 'seq'>, b: Pick<Job, 'created_at' | 'seq'>): boolean {
+  if (a.created_at !== b.created_at) return a.created_at > b.created_at;
+  return a.seq === undefined || b.seq === undefined || a.seq > b.seq;
+}
+
 /** What the jobs list shows: `status` is a status, `active` (not terminal), `finished`, or all. */
 export interface JobFilter {
   status: '' | 'active' | 'finished' | JobStatus;
@@ -120,7 +130,9 @@ export function applyJob(page: JobPage, job: Job, evicted: boolean, filter: JobF
   const aboveOldest = oldest === undefined || page.next === null || job.created_at >= oldest.created_at;
   if (!belowNewest || !aboveOldest) return page;
   const rows = page.rows.slice();
-  let at = rows.findIndex((r) => r.created_at <= job.created_at);
+  // among jobs created at the same instant, at its place in creation order: first among them,
+  // it was listed in the order the events came, not the API's (another after a reload)
+  let at = rows.findIndex((r) => listedBefore(job, r));
   if (at < 0) at = rows.length;
   rows.splice(at, 0, job);
   let shifted = page.shifted;

@@ -67,9 +67,19 @@ export class SessionMap {
     if (order?.parent !== parent) {
       const named = new Map(parent.children.map((name, i) => [name, i]));
       // each child's place computed once, not in every comparison
-      const keyed = [...names].map((name) => ({ name, created: this.all.get(name)!.created_at, rank: named.get(name) ?? -1 }));
+      const keyed = [...names].map((name) => {
+        const c = this.all.get(name)!;
+        return { name, created: c.created_at, seq: c.seq, rank: named.get(name) ?? -1 };
+      });
+      // at the same instant: creation order (`seq`) when both have one, as `GET /sessions?parent=` pages them
       keyed.sort((a, b) =>
-        a.created !== b.created ? (a.created < b.created ? -1 : 1) : a.rank - b.rank || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0),
+        a.created !== b.created
+          ? a.created < b.created
+            ? -1
+            : 1
+          : a.seq !== undefined && b.seq !== undefined
+            ? a.seq - b.seq
+            : a.rank - b.rank || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0),
       );
       order = { parent, names: keyed.map((k) => k.name) };
       this.#order.set(parent.session_name, order);

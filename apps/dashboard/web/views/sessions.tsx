@@ -257,8 +257,20 @@ export function SessionsView({ query }: { query: URLSearchParams }) {
       .filter((s) => s.parent_session_name === null)
       // an older root (an update of it came live) belongs on a page not read yet: drawn there
       .filter((s) => range === null || covers(range, s.created_at, true) || s.session_name === focusRoot)
+      // roots created at the same instant (a batch) in the API's order (`seq`): they were drawn in
+      // the order the page came to have them (live: oldest first), another after a reload
       .sort((a, b) =>
-        a.session_name === focusRoot ? -1 : b.session_name === focusRoot ? 1 : a.created_at < b.created_at ? 1 : a.created_at > b.created_at ? -1 : 0,
+        a.session_name === focusRoot
+          ? -1
+          : b.session_name === focusRoot
+            ? 1
+            : a.created_at !== b.created_at
+              ? a.created_at < b.created_at
+                ? 1
+                : -1
+              : a.seq !== undefined && b.seq !== undefined
+                ? b.seq - a.seq
+                : 0,
       );
   }, [version, focusRoot]);
 
