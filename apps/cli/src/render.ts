@@ -1,4 +1,4 @@
-import { CliExitCodes, type Job, type JobDescriptor, type Labels, type Usage } from '@agentq/protocol';
+import { CliExitCodes, isTerminal, type Job, type JobDescriptor, type Labels, type Usage } from '@agentq/protocol';
 import { formatDuration } from './duration.js';
 import { table } from './table.js';
 
@@ -64,6 +64,53 @@ export function hasUsage(usage: Usage | null | undefined, costUsd: number | null
   return tokens > 0 || (costUsd ?? 0) > 0;
 }
 
+/** What each of the job's extensions reads as when a server did not send it. */
+const EXTENSIONS_NONE = {
+  result: null,
+  timeout_ms: null,
+  stop_requested_at: null,
+  stop_reason: null,
+  executor_session_id: null,
+  callback_of: null,
+  attempts: 0,
+  output_bytes: 0,
+  requires: null,
+  pending_reason: null,
+  error_code: null,
+  created_by: null,
+  stopped_by: null,
+  message_ids: null,
+  usage: null,
+  cost_usd: null,
+  num_turns: null,
+  duration_api_ms: null,
+  max_cost_usd: null,
+} satisfies Partial<Job>;
+
+/**
+ * A job as the text renderers read it. The seed's job (`GET /jobs/{id}`) has only its own fields,
+ * the optional ones possibly absent: a seed-compatible server or an older coordinator sends no
+ * `result`, `terminal`, `usage`, ... Each field it left out reads as its "none" (null, 0), and
+ * `terminal` as what the status says. `--json` prints the job as it came.
+ */
+export function seedJob<T extends Omit<Job, 'prompt'>>(job: T): T {
+  const sent = Object.fromEntries(Object.entries(job).filter(([, v]) => v !== undefined)) as Partial<T>;
+  return {
+    ...EXTENSIONS_NONE,
+    agent_name: null,
+    project_dir: null,
+    parent_session_name: null,
+    launcher_id: null,
+    error: null,
+    claimed_at: null,
+    started_at: null,
+    completed_at: null,
+    updated_at: job.created_at,
+    ...sent,
+    terminal: typeof job.terminal === 'boolean' ? job.terminal : isTerminal(job.status),
+  } as T;
+}
+
 /** The TYPE column of a job: a callback resume (it delivers children's outcomes) is `callback`. */
 export function jobKind(job: Pick<Job, 'type' | 'callback_of'>): string {
   if (job.callback_of && job.callback_of.length > 0) return 'callback';
@@ -74,7 +121,8 @@ export function jobKind(job: Pick<Job, 'type' | 'callback_of'>): string {
  * One job in full, followed by the commands to follow it up. With a headline (`start` without
  * --wait) the exit-code line is left out: that process exits 0, "accepted".
  */
-export function renderDescriptor(d: JobDescriptor, now: number, headline?: string): string {
+export function renderDescriptor(descriptor: JobDescriptor, now: number, headline?: string): string {
+  const d = seedJob(descriptor);
   const lines: string[] = [];
   if (headline) lines.push(headline);
   lines.push(`${d.job_id}  ${d.status}${d.terminal ? '' : ' (not terminal)'}`);
@@ -114,7 +162,7 @@ export function renderDescriptor(d: JobDescriptor, now: number, headline?: strin
 export function renderJobTable(jobs: readonly Job[], now: number): string {
   return table(
     ['JOB', 'STATUS', 'TYPE', 'SESSION', 'AGENT', 'CREATED', 'RESULT/ERROR'],
-    jobs.map((j) => [
+    jobs.map(seedJob).map((j) => [
       j.job_id,
       j.status,
       jobKind(j),

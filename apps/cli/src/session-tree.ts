@@ -1,7 +1,7 @@
 import type { AgentqClient } from '@agentq/client';
 import type { CliSessionTree, Job } from '@agentq/protocol';
 import { limiter } from './limiter.js';
-import { ago, dash, formatCost, formatUsage, hasUsage, jobKind } from './render.js';
+import { ago, dash, formatCost, formatUsage, hasUsage, jobKind, seedJob } from './render.js';
 import { truncate } from './table.js';
 
 /** Jobs fetched per session for the tree (newest ones; `more_jobs` says when there are more). */
@@ -99,16 +99,20 @@ function sessionLine(node: CliSessionTree): string {
   const facts: string[] = [];
   if (s.agent_name) facts.push(`agent ${s.agent_name}`);
   if (s.status === 'idle' && s.last_job_status) facts.push(`last ${s.last_job_status}`);
-  if (s.pending_callbacks.length > 0) facts.push(`${s.pending_callbacks.length} callback(s) waiting`);
-  if (s.pending_messages.length > 0) facts.push(`${s.pending_messages.length} message(s) waiting`);
+  // (lists an older coordinator may not send)
+  const callbacks = s.pending_callbacks?.length ?? 0;
+  const messages = s.pending_messages?.length ?? 0;
+  if (callbacks > 0) facts.push(`${callbacks} callback(s) waiting`);
+  if (messages > 0) facts.push(`${messages} message(s) waiting`);
   if (hasUsage(s.usage, s.cost_usd)) facts.push(formatUsage(s.usage, s.cost_usd));
   if (node.children.length > 0 && hasUsage(s.tree_usage, s.tree_cost_usd))
-    facts.push(`tree ${formatCost(s.tree_cost_usd)}`);
+    facts.push(`tree ${formatCost(s.tree_cost_usd ?? 0)}`);
   if (facts.length > 0) parts.push(facts.join(' · '));
   return parts.join('  ');
 }
 
-function jobLine(job: Job, owners: Map<string, string>, now: number): string {
+function jobLine(sent: Job, owners: Map<string, string>, now: number): string {
+  const job = seedJob(sent);
   const kind = jobKind(job);
   let note: string;
   if (kind === 'callback') {

@@ -41,7 +41,7 @@ export function registerLaunchers(program: Command, act: Act): void {
 
 /** Labels other than the ones the HOST and EXECUTOR columns already show. */
 function extraLabels(l: Launcher): string {
-  const labels = { ...l.labels };
+  const labels = { ...(l.labels ?? {}) };
   if (labels.hostname === l.hostname) delete labels.hostname;
   if (labels.executor === l.executor_type) delete labels.executor;
   return formatLabels(labels);
@@ -56,10 +56,11 @@ export function renderLaunchers(data: LauncherList): string {
       l.status,
       dash(l.hostname),
       dash(l.executor_type),
-      `${l.active_jobs.length}/${l.max_jobs ?? '-'}`,
-      `${formatDuration(l.seconds_since_heartbeat * 1000)} ago`,
+      // (an older coordinator may leave out the lists and the heartbeat's age)
+      `${l.active_jobs?.length ?? '-'}/${l.max_jobs ?? '-'}`,
+      typeof l.seconds_since_heartbeat === 'number' ? `${formatDuration(l.seconds_since_heartbeat * 1000)} ago` : '-',
       dash(extraLabels(l)),
-      dash((l.project_roots.length > 0 ? l.project_roots : l.project_dir ? [l.project_dir] : []).join(',')),
+      dash((l.project_roots?.length ? l.project_roots : l.project_dir ? [l.project_dir] : []).join(',')),
     ]),
     64,
   );

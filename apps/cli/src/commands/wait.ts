@@ -15,7 +15,7 @@ import { jobNotFound } from '../errors.js';
 import { commandHelpAfter } from '../help.js';
 import type { Act } from '../program.js';
 import { Progress } from '../progress.js';
-import { renderDescriptor, renderJobTable } from '../render.js';
+import { renderDescriptor, renderJobTable, seedJob } from '../render.js';
 import { waitForJobs } from '../waiting.js';
 
 interface WaitOptions {
@@ -107,7 +107,7 @@ export function waitExitCode(done: boolean, jobs: readonly Job[]): CliExitCode {
 }
 
 function renderWait(data: CliWaitResult, elapsed: string, now: number): string {
-  const running = data.jobs.filter((j) => !j.terminal);
+  const running = data.jobs.map(seedJob).filter((j) => !j.terminal);
   const lines: string[] = [];
   if (!data.done) lines.push(`stopped waiting after ${elapsed}: ${running.length} job(s) still running`);
   if (data.jobs.length === 1 && data.not_found.length === 0) {

@@ -11,6 +11,7 @@ import { intArg, listArg, nameArg } from '../args.js';
 import type { CommandContext, CommandResult } from '../context.js';
 import type { Act } from '../program.js';
 import { writeJson } from '../envelope.js';
+import { seedJob } from '../render.js';
 import { printable } from '../table.js';
 
 interface WatchOptions {
@@ -111,7 +112,7 @@ function eventLine(e: StreamEvent): string {
   const time = new Date(e.at).toTimeString().slice(0, 8);
   const head = `${time}  ${e.type.padEnd(21)}`;
   if ('job' in e) {
-    const j = e.job;
+    const j = seedJob(e.job);
     const where = j.launcher_id ? `  on ${j.launcher_id}` : '';
     const why = j.error
       ? `: ${j.error.split('\n')[0]}`
@@ -121,6 +122,8 @@ function eventLine(e: StreamEvent): string {
     return `${head}  ${j.job_id}  ${j.session_name}  ${j.status}${where}${why}`;
   }
   if ('session' in e) return `${head}  ${e.session.session_name}  ${e.session.status}`;
+  // an event type a newer coordinator added, about something else: its type is what there is to show
+  if (!('launcher' in e) || typeof e.launcher !== 'object' || e.launcher === null) return head.trimEnd();
   const l = e.launcher;
   // a removed launcher's object is as last seen (online, stale): "online" alone read as if it still were
   const status = e.type === 'launcher.removed' ? `removed (was ${l.status})` : l.status;
