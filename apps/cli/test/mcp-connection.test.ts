@@ -227,3 +227,43 @@ describe('agentq mcp: tool calls parked in long-polls', () => {
     for (const w of await Promise.all(waits)) assert.equal(w.data.done, true, w.text);
   });
 });
+
+describe('agentq mcp: stdin ends while calls are in flight', () => {
+  it('answers them first (stdout is still open), then exits 0', async (t) => {
+    const c = await coordinator(t);
+    const job = await c.client.createJob({ type: 'start_session', session_name: 'piped', prompt: 'x' });
+    const child = spawn(process.execPath, [CLI_BIN, 'mcp'], { env: { PATH: process.env['PATH'] ?? '', AGENTQ_URL: c.url }, stdio: ['pipe', 'pipe', 'pipe'] });
+    t.after(() => child.kill('SIGKILL'));
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (s: string) => (stdout += s));
+    child.stderr.setEncoding('utf8').on('data', (s: string) => (stderr += s));
+    const exited = once(child, 'exit');
+    const parked = whenCalled(c.core, 'waitJobs', (_ids: string[], timeoutMs: number) => timeoutMs > 0);
+    const message = (m: object) => `${JSON.stringify({ jsonrpc: '2.0', ...m })}\n`;
+    // as `printf '%s\n' "$init" "$initialized" "$call" ... | agentq mcp` sends them: stdin ends at once
+    child.stdin.end(
+      message({ id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'pipe', version: '1' } } }) +
+        message({ method: 'notifications/initialized' }) +
+        message({ id: 2, method: 'tools/call', params: { name: 'get_status', arguments: { job_id: job.job_id } } }) +
+        message({ id: 3, method: 'tools/call', params: { name: 'wait_for_jobs', arguments: { job_ids: [job.job_id], timeout_ms: 50_000 } } }),
+    );
+    // the wait is parked on the coordinator after stdin has ended: the job ends, the wait answers
+    // (a server that dropped its calls at stdin's end has exited instead)
+    await Promise.race([parked, exited]);
+    await c.client.stopJob(job.job_id);
+    const [code] = (await exited) as [number | null];
+    assert.equal(code, 0, stderr);
+    const answers = new Map(
+      stdout
+        .trim()
+        .split('\n')
+        .map((line) => JSON.parse(line) as { id: number; result?: { isError?: boolean; structuredContent?: Record<string, unknown> } })
+        .map((m) => [m.id, m.result]),
+    );
+    assert.deepEqual([...answers.keys()].sort(), [1, 2, 3], stdout);
+    assert.equal((answers.get(2)?.structuredContent?.['job'] as { job_id?: string } | undefined)?.job_id, job.job_id, stdout);
+    assert.notEqual(answers.get(3)?.isError, true, stdout);
+    assert.equal(answers.get(3)?.structuredContent?.['done'], true, stdout);
+  });
+});

@@ -16,7 +16,7 @@ export function registerMcp(program: Command, act: Act): void {
     .summary('serve the agentq tools to an agent: a stdio MCP server (start_session, send_message, ...)')
     .description(
       'Serve the agentq tools over stdio with the Model Context Protocol: start_session, resume_session, send_message, ' +
-        'get_status, wait_for_jobs, list_children, get_output and stop. Stdout carries the protocol; it runs until stdin closes.',
+        'get_status, wait_for_jobs, list_children, get_output and stop. Stdout carries the protocol; it runs until stdin closes, then answers the calls in flight and exits.',
     )
     .addHelpText(
       'after',

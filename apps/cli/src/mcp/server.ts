@@ -5,6 +5,7 @@ import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js'
 import { CallToolRequestSchema, type CallToolResult, type ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import { argumentsRefused, failure, refusalNote, success, ToolError, type Answer, type ErrorNote } from './answers.js';
+import { AnsweringTransport } from './answering-transport.js';
 import { ANSWER_GRACE_MS, OutageRecord, throughOutage, type Attempt, type Resend } from './outage.js';
 import { registerJobTools } from './tools-jobs.js';
 import { registerSessionTools } from './tools-sessions.js';
@@ -171,8 +172,15 @@ export function createMcpServer(ctx: ToolContext, version: string): McpServer {
 }
 
 /**
- * Serve on stdio until the client closes its end (stdin ends) or `signal` aborts. Nothing else
- * may write to `output`: it carries the protocol.
+ * The longest the server waits, once stdin has ended, for the calls in flight to be answered: a
+ * tool call answers within MAX_WAIT_MS + ANSWER_GRACE_MS (55 s); the SDK's client gives up
+ * after 60 s, when no answer is of use any more.
+ */
+export const DRAIN_MS = 60_000;
+
+/**
+ * Serve on stdio until the client closes its end (stdin ends: once the calls in flight are
+ * answered) or `signal` aborts (at once). Nothing else may write to `output`: it carries the protocol.
  */
 export async function serveStdio(
   ctx: ToolContext,
@@ -180,7 +188,7 @@ export async function serveStdio(
   o: { input: Readable; output: Writable; errors?: Writable; signal?: AbortSignal },
 ): Promise<void> {
   const server = createMcpServer({ ...ctx, log: (line) => o.errors?.write(`agentq mcp: ${line}\n`) }, version);
-  const transport = new StdioServerTransport(o.input, o.output);
+  const transport = new AnsweringTransport(new StdioServerTransport(o.input, o.output));
   const closed = new Promise<void>((resolve) => {
     transport.onclose = () => resolve();
   });
@@ -197,13 +205,22 @@ export async function serveStdio(
     closing = true;
     void server.close().catch(() => {});
   };
-  o.input.once('end', close);
-  o.input.once('close', close);
+  // stdin's end: the calls in flight are answered first (stdout is still open), each within the
+  // time a tool call has, then the server closes. A signal closes it at once.
+  let ending: NodeJS.Timeout | undefined;
+  const end = () => {
+    if (closing || ending) return;
+    ending = setTimeout(close, DRAIN_MS);
+    void transport.answered().then(close);
+  };
+  o.input.once('end', end);
+  o.input.once('close', end);
   o.signal?.addEventListener('abort', close, { once: true });
   if (o.signal?.aborted) close();
   await closed;
-  o.input.off('end', close);
-  o.input.off('close', close);
+  clearTimeout(ending);
+  o.input.off('end', end);
+  o.input.off('close', end);
   o.signal?.removeEventListener('abort', close);
   // the transport gave up by itself (its read buffer overflowed): the client is still there, and
   // every call in flight is lost, so this is a failure, not the end of the session
