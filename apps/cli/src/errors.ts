@@ -1,7 +1,7 @@
 import { AgentqApiError, AgentqAuthError, AgentqConnectionError, AgentqUsageError, NOT_TLS, tlsRefusalOf, toError } from '@agentq/client';
 import { CliExitCodes, type CliError, type CliExitCode, type JobDescriptor } from '@agentq/protocol';
 import { shellQuote } from './descriptor.js';
-import { printable } from './table.js';
+import { printableLine } from './table.js';
 
 /** The command line is wrong: unknown flag, missing argument, bad duration. Exit 2. */
 export class UsageError extends Error {
@@ -96,7 +96,7 @@ export function nextStep(code: string, details?: Record<string, unknown>): strin
  * characters: the hint is then the template, as the error's message shows the name escaped.
  */
 function resumeCommand(session: string): string | undefined {
-  if (printable(session) !== session) return undefined;
+  if (printableLine(session) !== session) return undefined;
   const name = shellQuote(session);
   return session.startsWith('-') ? `agentq resume -p <prompt> -- ${name}` : `agentq resume ${name} -p <prompt>`;
 }

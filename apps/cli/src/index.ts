@@ -6,7 +6,7 @@ export { describeJob, POLL_INTERVAL_MS } from './descriptor.js';
 export { waitExitCode } from './commands/wait.js';
 export { toCliFailure, UsageError, InterruptedError, NotFoundError, JobCreatedError } from './errors.js';
 export { completionScript, SHELLS, type Shell } from './completion.js';
-export { printable, table, truncate } from './table.js';
+export { printable, printableLine, table, truncate } from './table.js';
 export { formatUsage, renderDescriptor, renderJobTable } from './render.js';
 export { renderSessionTree, fetchSessionTree } from './session-tree.js';
 export { renderSessions } from './commands/sessions.js';

@@ -2,6 +2,7 @@ import type { AgentqClient } from '@agentq/client';
 import { isTerminal, type Job, type JobStatus } from '@agentq/protocol';
 import type { CliIo } from './context.js';
 import { formatDuration } from './duration.js';
+import { printableLine as line } from './table.js';
 
 /** How often the elapsed-time line is redrawn. Cosmetic only: waiting itself never polls. */
 const TICK_MS = 1000;
@@ -139,7 +140,8 @@ export class Progress {
     if (before === job.status) return;
     this.#status.set(job.job_id, job.status);
     this.#clear();
-    this.#io.stderr.write(`${job.job_id}  ${before ? `${before} → ` : ''}${job.status}  (${this.#elapsed()})\n`);
+    // stderr is no result's text: what the coordinator sent is shown here, not sent to the terminal
+    this.#io.stderr.write(`${line(job.job_id)}  ${before ? `${line(before)} → ` : ''}${line(job.status)}  (${this.#elapsed()})\n`);
     this.#draw();
   }
 
@@ -153,7 +155,7 @@ export class Progress {
     const statuses = [...this.#status.entries()];
     const summary =
       statuses.length === 1
-        ? `${statuses[0]?.[0]} ${statuses[0]?.[1]}`
+        ? `${line(statuses[0]?.[0] ?? '')} ${line(statuses[0]?.[1] ?? '')}`
         : `${statuses.filter(([, s]) => isTerminal(s)).length}/${statuses.length} jobs finished`;
     this.#io.stderr.write(`${CLEAR_LINE}waiting: ${summary} · ${this.#elapsed()}`);
     this.#drawn = true;

@@ -1,6 +1,6 @@
 import { CliExitCodes, isTerminal, type Job, type JobDescriptor, type Labels, type Usage } from '@agentq/protocol';
 import { formatDuration } from './duration.js';
-import { table } from './table.js';
+import { preview, printableLine as line, table } from './table.js';
 
 /*
  * Text for people (no `--json`). Machine consumers use `--json`: these layouts may change.
@@ -124,9 +124,10 @@ export function jobKind(job: Pick<Job, 'type' | 'callback_of'>): string {
 export function renderDescriptor(descriptor: JobDescriptor, now: number, headline?: string): string {
   const d = seedJob(descriptor);
   const lines: string[] = [];
-  if (headline) lines.push(headline);
-  lines.push(`${d.job_id}  ${d.status}${d.terminal ? '' : ' (not terminal)'}`);
-  const field = (name: string, value: string) => lines.push(`  ${name.padEnd(10)} ${value}`);
+  if (headline) lines.push(line(headline));
+  lines.push(`${line(d.job_id)}  ${line(d.status)}${d.terminal ? '' : ' (not terminal)'}`);
+  // each value on its line: a line break in a session name or an error cannot start a field of its own
+  const field = (name: string, value: string) => lines.push(`  ${name.padEnd(10)} ${line(value)}`);
   field('type', d.type);
   field('session', d.session_name);
   if (d.parent_session_name) field('parent', d.parent_session_name);
@@ -150,11 +151,11 @@ export function renderDescriptor(descriptor: JobDescriptor, now: number, headlin
   }
   lines.push('');
   if (!d.terminal) {
-    lines.push(`  wait:      ${d.wait_command}`);
-    lines.push(`  status:    ${d.status_command}   (poll every ${formatDuration(d.poll_interval_ms)})`);
-    lines.push(`  cancel:    ${d.cancel_command}`);
+    lines.push(`  wait:      ${line(d.wait_command)}`);
+    lines.push(`  status:    ${line(d.status_command)}   (poll every ${formatDuration(d.poll_interval_ms)})`);
+    lines.push(`  cancel:    ${line(d.cancel_command)}`);
   }
-  lines.push(`  output:    ${d.output_command}`);
+  lines.push(`  output:    ${line(d.output_command)}`);
   return lines.join('\n');
 }
 
@@ -169,7 +170,7 @@ export function renderJobTable(jobs: readonly Job[], now: number): string {
       j.session_name,
       dash(j.agent_name),
       ago(j.created_at, now),
-      dash(j.error ?? j.result ?? (j.status === 'pending' ? j.pending_reason : null)),
+      preview(dash(j.error ?? j.result ?? (j.status === 'pending' ? j.pending_reason : null))),
     ]),
   );
 }

@@ -6,7 +6,7 @@ import { RunContext, type CliIo, type CommandResult, type GlobalOptions } from '
 import { writeJson } from './envelope.js';
 import { nextStep, toCliFailure, UsageError } from './errors.js';
 import { buildProgram, commandPath } from './program.js';
-import { printable } from './table.js';
+import { printable, printableLine } from './table.js';
 
 /** The version of the `agentq` package (apps/cli/package.json). */
 export function cliVersion(): string {
@@ -77,14 +77,14 @@ function fail(io: CliIo, json: boolean, err: unknown): number {
     writeJson(io, { ok: false, error });
   } else {
     // the coordinator's message may quote what it was sent (a session name) or a job's error
-    const code = error.code === 'usage_error' ? '' : ` (${printable(error.code)})`;
-    io.stderr.write(`agentq: ${printable(error.message)}${code}\n`);
+    const code = error.code === 'usage_error' ? '' : ` (${printableLine(error.code)})`;
+    io.stderr.write(`agentq: ${printableLine(error.message)}${code}\n`);
     if (err instanceof UsageError) {
       io.stderr.write(`Run 'agentq ${err.command ? `${err.command} ` : ''}--help' for usage.\n`);
     }
     const hint = nextStep(error.code, error.details);
     if (hint) io.stderr.write(`${hint}\n`);
-    if (error.job) io.stderr.write(`${printable(jobCreatedNote(error.job))}\n`);
+    if (error.job) io.stderr.write(`${printableLine(jobCreatedNote(error.job))}\n`);
   }
   return exitCode;
 }

@@ -2,7 +2,7 @@ import type { AgentqClient } from '@agentq/client';
 import type { CliSessionTree, Job } from '@agentq/protocol';
 import { limiter } from './limiter.js';
 import { ago, dash, formatCost, formatUsage, hasUsage, jobKind, seedJob } from './render.js';
-import { truncate } from './table.js';
+import { preview, printableLine as line, truncate } from './table.js';
 
 /** Jobs fetched per session for the tree (newest ones; `more_jobs` says when there are more). */
 const JOBS_PER_SESSION = 200;
@@ -80,11 +80,11 @@ export function renderSessionTree(tree: CliSessionTree, now: number): string {
       if ('child' in item) walk(item.child, childLead, mark);
       else if ('more' in item)
         lines.push(
-          `${childLead}${mark}… older jobs not shown (agentq list --all --session ${s.session_name})`,
+          `${childLead}${mark}… older jobs not shown (agentq list --all --session ${line(s.session_name)})`,
         );
       else if ('olderChildren' in item)
         lines.push(
-          `${childLead}${mark}… ${item.olderChildren} older child session(s) not shown (agentq sessions --parent ${s.session_name})`,
+          `${childLead}${mark}… ${item.olderChildren} older child session(s) not shown (agentq sessions --parent ${line(s.session_name)})`,
         );
       else lines.push(`${childLead}${mark}${jobLine(item.job, owners, now)}`);
     });
@@ -95,10 +95,10 @@ export function renderSessionTree(tree: CliSessionTree, now: number): string {
 
 function sessionLine(node: CliSessionTree): string {
   const s = node.session;
-  const parts = [`${s.session_name}  ${s.status}`];
+  const parts = [`${line(s.session_name)}  ${line(s.status)}`];
   const facts: string[] = [];
-  if (s.agent_name) facts.push(`agent ${s.agent_name}`);
-  if (s.status === 'idle' && s.last_job_status) facts.push(`last ${s.last_job_status}`);
+  if (s.agent_name) facts.push(`agent ${line(s.agent_name)}`);
+  if (s.status === 'idle' && s.last_job_status) facts.push(`last ${line(s.last_job_status)}`);
   // (lists an older coordinator may not send)
   const callbacks = s.pending_callbacks?.length ?? 0;
   const messages = s.pending_messages?.length ?? 0;
@@ -117,10 +117,10 @@ function jobLine(sent: Job, owners: Map<string, string>, now: number): string {
   let note: string;
   if (kind === 'callback') {
     const from = [...new Set((job.callback_of ?? []).map((id) => owners.get(id) ?? id))];
-    note = `← ${from.join(', ')}`;
+    note = `← ${from.map(line).join(', ')}`;
   } else {
     note = dash(job.error ?? job.result ?? (job.status === 'pending' ? job.pending_reason : null));
   }
   const usage = hasUsage(job.usage, job.cost_usd) ? `  ${formatUsage(job.usage, job.cost_usd)}` : '';
-  return `${job.job_id}  ${kind.padEnd(8)}  ${job.status.padEnd(11)}  ${ago(job.created_at, now)}  ${truncate(note.replace(/\s+/g, ' '), 60)}${usage}`;
+  return `${line(job.job_id)}  ${kind.padEnd(8)}  ${line(job.status).padEnd(11)}  ${ago(job.created_at, now)}  ${truncate(line(preview(note)), 60)}${usage}`;
 }

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { Job } from '@agentq/protocol';
 import stringWidth from 'string-width';
-import { describeJob, printable, renderDescriptor, table, truncate } from '../src/index.js';
+import { describeJob, printable, printableLine, renderDescriptor, table, truncate } from '../src/index.js';
 import { cli, coordinator } from './helpers.js';
 
 /** The display column at which `needle` starts on `line`. */
@@ -167,5 +167,46 @@ describe('text for people shows control characters, never sends them to the term
 
   it('a CR before a LF goes, tabs and line feeds stay', () => {
     assert.equal(printable('a\r\nb\tc\rd\x7f\x9b'), 'a\nb\tc\\x0dd\\x7f\\x9b');
+  });
+});
+
+describe('text for people shows bidi controls and line breaks in one-line values, never sends them', () => {
+  // a name that reads backwards after U+202E, and one whose line break would start a row or field of its own
+  const bidi = 'report\u202egnp.exe';
+  const broken = 'alpha\n  status     completed';
+
+  it('status, list, sessions and the tree show \\u202e and \\n; --json keeps the name as it is', async (t) => {
+    const c = await coordinator(t);
+    const a = await c.client.createJob({ type: 'start_session', session_name: bidi, prompt: 'x' });
+    const b = await c.client.createJob({ type: 'start_session', session_name: broken, prompt: 'x' });
+    const runs = {
+      statusA: await cli(c.url, ['status', a.job_id]),
+      statusB: await cli(c.url, ['status', b.job_id]),
+      list: await cli(c.url, ['list']),
+      sessions: await cli(c.url, ['sessions']),
+      tree: await cli(c.url, ['sessions', broken]),
+    };
+    for (const [what, r] of Object.entries(runs)) {
+      assert.ok(!r.stdout.includes('\u202e'), `${what} sends no U+202E: ${JSON.stringify(r.stdout)}`);
+      assert.ok(!r.stdout.includes(broken), `${what} sends no line break inside the name`);
+    }
+    assert.match(runs.statusA.stdout, /^ {2}session {4}report\\u202egnp\.exe$/m);
+    assert.match(runs.statusB.stdout, /^ {2}session {4}alpha\\n {2}status {5}completed$/m);
+    assert.doesNotMatch(runs.statusB.stdout, /^ {2}status /m);
+    assert.ok(runs.list.stdout.includes('report\\u202egnp.exe') && runs.list.stdout.includes('alpha\\n  status'), runs.list.stdout);
+    assert.ok(runs.sessions.stdout.includes('alpha\\n  status'), runs.sessions.stdout);
+    assert.match(runs.tree.stdout, /^alpha\\n {2}status {5}completed {2}busy/);
+    const json = await cli(c.url, ['status', b.job_id, '--json']);
+    assert.equal((JSON.parse(json.stdout) as { data: Job }).data.session_name, broken);
+    // the session_exists refusal: the name escaped in the message, the hint a template
+    const refused = await cli(c.url, ['start', broken, '-p', 'again']);
+    assert.equal(refused.code, 2);
+    assert.ok(!refused.stderr.includes(broken), refused.stderr);
+    assert.match(refused.stderr, /agentq resume <session> -p <prompt>/);
+  });
+
+  it('printable shows bidi controls and line separators; printableLine also line feeds and tabs', () => {
+    assert.equal(printable('a\u202eb\u2066c\u2028d\ne\tf'), 'a\\u202eb\\u2066c\\u2028d\ne\tf');
+    assert.equal(printableLine('a\nb\tc\u200fd\x1b'), 'a\\nb\\tc\\u200fd\\x1b');
   });
 });

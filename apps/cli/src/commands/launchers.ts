@@ -6,6 +6,7 @@ import { notFoundOn } from '../errors.js';
 import { commandHelpAfter } from '../help.js';
 import type { Act } from '../program.js';
 import { dash, formatLabels, table } from '../render.js';
+import { printableLine } from '../table.js';
 
 /** `agentq launchers`: the registered launchers; `agentq launchers rm <id>` deregisters one. */
 export function registerLaunchers(program: Command, act: Act): void {
@@ -34,7 +35,7 @@ export function registerLaunchers(program: Command, act: Act): void {
       act(async (ctx, cmd) => {
         const [id] = cmd.processedArgs as [string];
         const data = await notFoundOn('launcher_not_found', ctx.client.deleteLauncher(id, { signal: ctx.signal }));
-        return { data, exitCode: 0, text: () => `${data.launcher_id}: ${data.outcome}` };
+        return { data, exitCode: 0, text: () => printableLine(`${data.launcher_id}: ${data.outcome}`) };
       }),
     );
 }

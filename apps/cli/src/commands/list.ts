@@ -3,6 +3,7 @@ import { Option, type Command } from 'commander';
 import { intArg, nameArg } from '../args.js';
 import type { Act } from '../program.js';
 import { renderJobTable } from '../render.js';
+import { printableLine } from '../table.js';
 
 interface ListOptions {
   all?: boolean;
@@ -47,7 +48,7 @@ export function registerList(program: Command, act: Act): void {
               : 'no jobs';
           }
           const lines = [renderJobTable(data.jobs, ctx.now())];
-          if (data.next_cursor) lines.push(`more: run the same command with --cursor ${data.next_cursor}`);
+          if (data.next_cursor) lines.push(`more: run the same command with --cursor ${printableLine(data.next_cursor)}`);
           return lines.join('\n');
         };
         return { data, exitCode: 0, text };

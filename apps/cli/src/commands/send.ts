@@ -4,6 +4,7 @@ import { notFoundOn, UsageError } from '../errors.js';
 import { commandHelpAfter } from '../help.js';
 import type { Act } from '../program.js';
 import { readStdin } from '../prompt.js';
+import { printableLine as line } from '../table.js';
 
 /**
  * `agentq send <session> <text>`: a message for the session's next turn. The coordinator queues
@@ -33,8 +34,8 @@ export function registerSend(program: Command, act: Act): void {
         );
         const render = () =>
           data.job_id
-            ? `queued ${data.message_id} for ${data.session_name}: delivered now by job ${data.job_id}`
-            : `queued ${data.message_id} for ${data.session_name}: delivered with its next turn`;
+            ? `queued ${line(data.message_id)} for ${line(data.session_name)}: delivered now by job ${line(data.job_id)}`
+            : `queued ${line(data.message_id)} for ${line(data.session_name)}: delivered with its next turn`;
         return { data, exitCode: 0, text: render };
       }),
     );

@@ -7,6 +7,7 @@ import { commandHelpAfter } from '../help.js';
 import type { Act } from '../program.js';
 import { ago, dash, formatUsage, hasUsage, table } from '../render.js';
 import { fetchSessionTree, renderSessionTree } from '../session-tree.js';
+import { printableLine } from '../table.js';
 
 interface SessionsOptions {
   status?: 'idle' | 'busy';
@@ -102,6 +103,6 @@ export function renderSessions(data: SessionList, now: number): string {
     ...(withUsage ? [hasUsage(s.usage, s.cost_usd) ? formatUsage(s.usage, s.cost_usd) : '-'] : []),
   ]);
   const lines = [table(header, rows, 60)];
-  if (data.next_cursor) lines.push(`more: run the same command with --cursor ${data.next_cursor}`);
+  if (data.next_cursor) lines.push(`more: run the same command with --cursor ${printableLine(data.next_cursor)}`);
   return lines.join('\n');
 }

@@ -16,6 +16,7 @@ import { commandHelpAfter } from '../help.js';
 import type { Act } from '../program.js';
 import { Progress } from '../progress.js';
 import { renderDescriptor, renderJobTable, seedJob } from '../render.js';
+import { printableLine as line } from '../table.js';
 import { waitForJobs } from '../waiting.js';
 
 interface WaitOptions {
@@ -118,9 +119,9 @@ function renderWait(data: CliWaitResult, elapsed: string, now: number): string {
       lines.push(`${finished} of ${data.jobs.length} job(s) finished after ${elapsed}`);
     }
     lines.push(renderJobTable(data.jobs, now));
-    if (data.not_found.length > 0) lines.push(`not found: ${data.not_found.join(' ')}`);
+    if (data.not_found.length > 0) lines.push(`not found: ${data.not_found.map(line).join(' ')}`);
     if (running.length > 0) {
-      lines.push(`still running: agentq wait ${running.map((j) => j.job_id).join(' ')}`);
+      lines.push(`still running: agentq wait ${running.map((j) => line(j.job_id)).join(' ')}`);
     }
   }
   return lines.join('\n');

@@ -12,7 +12,7 @@ import type { CommandContext, CommandResult } from '../context.js';
 import type { Act } from '../program.js';
 import { writeJson } from '../envelope.js';
 import { seedJob } from '../render.js';
-import { printable } from '../table.js';
+import { printable, printableLine as line } from '../table.js';
 
 interface WatchOptions {
   type?: string[];
@@ -110,24 +110,24 @@ function eventLine(e: StreamEvent): string {
     return `(events before #${e.oldest_available_id} were missed: the coordinator no longer has them)`;
   }
   const time = new Date(e.at).toTimeString().slice(0, 8);
-  const head = `${time}  ${e.type.padEnd(21)}`;
+  const head = `${time}  ${line(e.type).padEnd(21)}`;
   if ('job' in e) {
     const j = seedJob(e.job);
-    const where = j.launcher_id ? `  on ${j.launcher_id}` : '';
+    const where = j.launcher_id ? `  on ${line(j.launcher_id)}` : '';
     const why = j.error
-      ? `: ${j.error.split('\n')[0]}`
+      ? `: ${line(j.error.split('\n')[0] ?? '')}`
       : j.status === 'pending' && j.pending_reason
-        ? `: ${j.pending_reason}`
+        ? `: ${line(j.pending_reason)}`
         : '';
-    return `${head}  ${j.job_id}  ${j.session_name}  ${j.status}${where}${why}`;
+    return `${head}  ${line(j.job_id)}  ${line(j.session_name)}  ${line(j.status)}${where}${why}`;
   }
-  if ('session' in e) return `${head}  ${e.session.session_name}  ${e.session.status}`;
+  if ('session' in e) return `${head}  ${line(e.session.session_name)}  ${line(e.session.status)}`;
   // an event type a newer coordinator added, about something else: its type is what there is to show
   if (!('launcher' in e) || typeof e.launcher !== 'object' || e.launcher === null) return head.trimEnd();
   const l = e.launcher;
   // a removed launcher's object is as last seen (online, stale): "online" alone read as if it still were
   const status = e.type === 'launcher.removed' ? `removed (was ${l.status})` : l.status;
-  return `${head}  ${l.launcher_id}  ${l.hostname ?? '-'}  ${status}`;
+  return `${head}  ${line(l.launcher_id)}  ${line(l.hostname ?? '-')}  ${line(status)}`;
 }
 
 /**
