@@ -10,7 +10,9 @@
  * then:
  *   - dispatch latency (POST /jobs -> a parked launcher has the job), both protocols
  *   - BENCH_PARKED launchers each with a long-poll parked, and the coordinator's RSS (memory
- *     store), beside a bare node:http server holding the same requests (the floor)
+ *     store), beside the floors holding the same requests: a bare node:http server, and a bare
+ *     Fastify app without a logger and with pino at info to a file (the stack the coordinator
+ *     must use)
  *   - memory kept per finished job: RSS right after BENCH_JOBS jobs and after BENCH_SETTLE s idle
  *
  * Environment: BENCH_JOBS (20000), BENCH_LAUNCHERS (8), BENCH_CAPACITY (8, slots per launcher in
@@ -26,7 +28,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { dispatchLatency, parkPolls, parkRaw, throughput, type Protocol } from './lib/agentq.js';
 import { overlapsPause, recordGc, type GcPause } from './lib/gc-trace.js';
-import { startCoordinatorProcess, startRawServer } from './lib/process.js';
+import { startCoordinatorProcess, startFastifyFloorServer, startRawServer, type ServerProcess } from './lib/process.js';
 import { env, kb, latencyOf, mb, ms, rate } from './lib/stats.js';
 
 const JOBS = env('BENCH_JOBS', 20_000);
@@ -145,7 +147,8 @@ function fromLog(text: string): number[] {
 
 async function parkedTable(): Promise<void> {
   console.log(`\n## ${PARKED.toLocaleString('en-US')} launchers, each with a long-poll parked (memory store)\n`);
-  console.log('The floor: a bare node:http server (bench/raw-server.ts) holding the same requests.\n');
+  console.log('The floors: a bare node:http server (bench/raw-server.ts) and a bare Fastify app (bench/fastify-floor-server.ts),');
+  console.log('without a logger and with pino at info to a file, holding the same requests.\n');
   console.log('| server | RSS idle | RSS with the polls parked | per parked poll |');
   console.log('|---|---|---|---|');
   // every parked poll is a launcher of its own: BENCH_PARKED past MAX_LAUNCHERS would be refused 503
@@ -160,15 +163,22 @@ async function parkedTable(): Promise<void> {
   } finally {
     await server.stop();
   }
-  const raw = await startRawServer();
-  try {
-    const idle = raw.rssBytes();
-    const parked = await parkRaw(raw.url, PARKED, () => raw.rssBytes());
-    const held = raw.rssBytes();
-    await parked.release();
-    console.log(`| bare node:http | ${mb(idle)} | ${mb(held)} | ${kb((held - idle) / PARKED)} |`);
-  } finally {
-    await raw.stop();
+  const floors: [string, () => Promise<ServerProcess>][] = [
+    ['bare node:http', startRawServer],
+    ['bare Fastify', () => startFastifyFloorServer(false)],
+    ['bare Fastify + pino (info, to a file)', () => startFastifyFloorServer(true)],
+  ];
+  for (const [name, start] of floors) {
+    const floor = await start();
+    try {
+      const idle = floor.rssBytes();
+      const parked = await parkRaw(floor.url, PARKED, () => floor.rssBytes());
+      const held = floor.rssBytes();
+      await parked.release();
+      console.log(`| ${name} | ${mb(idle)} | ${mb(held)} | ${kb((held - idle) / PARKED)} |`);
+    } finally {
+      await floor.stop();
+    }
   }
 }
 

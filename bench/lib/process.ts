@@ -160,7 +160,27 @@ export async function startRedis(): Promise<(ServerProcess & { port: number }) |
 
 /** bench/raw-server.ts in its own process: a bare node:http server that parks every request. */
 export async function startRawServer(): Promise<ServerProcess> {
-  const child = spawn(process.execPath, [fileURLToPath(new URL('../raw-server.js', import.meta.url))], { stdio: ['ignore', 'pipe', 'inherit'] });
+  return startFloorServer('raw-server.js', {});
+}
+
+/**
+ * bench/fastify-floor-server.ts in its own process: a bare Fastify app that parks every request,
+ * without a logger or (`logged`) with pino at `info` writing to a file of its own, as the
+ * coordinator logs.
+ */
+export async function startFastifyFloorServer(logged: boolean): Promise<ServerProcess> {
+  if (!logged) return startFloorServer('fastify-floor-server.js', {});
+  const dir = mkdtempSync(join(tmpdir(), 'agentq-bench-floor-'));
+  const server = await startFloorServer('fastify-floor-server.js', { FLOOR_LOG: join(dir, 'floor.log') });
+  return { ...server, stop: () => server.stop().then(() => rmSync(dir, { recursive: true, force: true })) };
+}
+
+/** One of the bench's floor servers (a script beside this folder that prints its port) in its own process. */
+async function startFloorServer(script: string, env: Record<string, string>): Promise<ServerProcess> {
+  const child = spawn(process.execPath, [fileURLToPath(new URL(`../${script}`, import.meta.url))], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+    env: { ...process.env, ...env },
+  });
   child.stdout!.setEncoding('utf8');
   const [line] = (await once(child.stdout!, 'data')) as [string];
   const port = Number(line.trim());
