@@ -31,9 +31,10 @@ describe('agentq start / resume', () => {
     }
   });
 
-  it('the session_exists hint, pasted into a shell, resumes that very session, whatever its name (quotes, $, backticks, a line break, a leading dash)', async (t) => {
+  // a name with a line break gets the template instead (tables.test.ts): a one-line hint never sends one
+  it('the session_exists hint, pasted into a shell, resumes that very session, whatever its name (quotes, $, backticks, a leading dash)', async (t) => {
     const c = await coordinator(t);
-    const names = ["it's", '$HOME', '`echo x`', 'a\nb', '-x', '--json', '-p', 'two  spaces', 'back\\slash', '!x*?~'];
+    const names = ["it's", '$HOME', '`echo x`', '-x', '--json', '-p', 'two  spaces', 'back\\slash', '!x*?~'];
     for (const name of names) {
       assert.equal((await cli(c.url, ['start', '-p', 'one', '--', name])).code, 0, name);
       const again = await cli(c.url, ['start', '-p', 'two', '--', name]);
