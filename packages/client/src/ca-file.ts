@@ -1,9 +1,55 @@
 import { X509Certificate } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { closeSync, openSync, readSync } from 'node:fs';
 import { toError } from './errors.js';
 
-/** A PEM certificate block, as TLS reads a `ca` (OpenSSL's TRUSTED CERTIFICATE form too). */
-const PEM_CERTIFICATE = /-----BEGIN (TRUSTED )?CERTIFICATE-----[^]*?-----END \1CERTIFICATE-----/g;
+/**
+ * The largest CA file read: the system bundle (/etc/ssl/certs/ca-certificates.crt) is some
+ * 200 KiB, so more is the wrong file (a log, a disk image, /dev/zero), not one to read to its end
+ * and parse certificate by certificate (TLS would parse it again at every connection).
+ */
+export const MAX_CA_FILE_BYTES = 4 * 1024 * 1024;
+
+/** A PEM certificate's first line, as TLS reads a `ca`: OpenSSL's TRUSTED and old X509 forms too. */
+const PEM_CERTIFICATE_BEGIN = /-----BEGIN ((?:TRUSTED |X509 )?CERTIFICATE)-----/g;
+
+/**
+ * The PEM certificate blocks of `text`, each from its BEGIN line to the END line of the same
+ * label. Found with indexOf, in one pass: a lazy `BEGIN[^]*?END` regex scans to the end of the
+ * text from every BEGIN that has no END after it, quadratic in a file of such lines.
+ */
+function certificateBlocks(text: string): string[] {
+  const blocks: string[] = [];
+  PEM_CERTIFICATE_BEGIN.lastIndex = 0;
+  for (let m = PEM_CERTIFICATE_BEGIN.exec(text); m !== null; m = PEM_CERTIFICATE_BEGIN.exec(text)) {
+    const endLine = `-----END ${m[1]}-----`;
+    const end = text.indexOf(endLine, m.index + m[0].length);
+    // cut short: no certificate of this label after it either
+    if (end === -1) break;
+    blocks.push(text.slice(m.index, end + endLine.length));
+    PEM_CERTIFICATE_BEGIN.lastIndex = end + endLine.length;
+  }
+  return blocks;
+}
+
+/** The file's text, refused past MAX_CA_FILE_BYTES (read in chunks: a pipe or a device has no size). */
+function readBounded(path: string): string {
+  const fd = openSync(path, 'r');
+  try {
+    const chunks: Buffer[] = [];
+    let total = 0;
+    for (;;) {
+      const chunk = Buffer.alloc(64 * 1024);
+      const n = readSync(fd, chunk, 0, chunk.length, null);
+      if (n === 0) break;
+      total += n;
+      if (total > MAX_CA_FILE_BYTES) throw new Error(`it is larger than ${MAX_CA_FILE_BYTES / 1024 / 1024} MiB: not a CA certificate file`);
+      chunks.push(chunk.subarray(0, n));
+    }
+    return Buffer.concat(chunks).toString('utf8');
+  } finally {
+    closeSync(fd);
+  }
+}
 
 /**
  * Read a CA file (`--ca-file`, `AGENTQ_CA_FILE`, `caFile`) and check that it holds certificates.
@@ -15,11 +61,11 @@ const PEM_CERTIFICATE = /-----BEGIN (TRUSTED )?CERTIFICATE-----[^]*?-----END \1C
 export function readCaFile(path: string): string {
   let text: string;
   try {
-    text = readFileSync(path, 'utf8');
+    text = readBounded(path);
   } catch (err) {
     throw new Error(`cannot read the CA file ${path}: ${toError(err).message}`, { cause: err });
   }
-  const blocks = text.match(PEM_CERTIFICATE) ?? [];
+  const blocks = certificateBlocks(text);
   if (blocks.length === 0) {
     const what = /-----BEGIN [A-Z ]*PRIVATE KEY-----/.test(text) ? ' (it holds a private key: give the certificate, never the key)' : '';
     throw new Error(`the CA file ${path} holds no PEM certificate ("-----BEGIN CERTIFICATE-----")${what}`);

@@ -1,6 +1,6 @@
 export { AgentqClient, type ClientOptions, type CallOptions, type CreateJobOptions, type StopOptions } from './client.js';
 export { parseRetryAfter } from './retry-after.js';
-export { NOT_TLS, readCaFile, tlsRefusalOf } from './ca-file.js';
+export { MAX_CA_FILE_BYTES, NOT_TLS, readCaFile, tlsRefusalOf } from './ca-file.js';
 export {
   AgentqApiError,
   AgentqAuthError,

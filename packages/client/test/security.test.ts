@@ -1,11 +1,12 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import selfsigned from 'selfsigned';
-import { AgentqApiError, AgentqAuthError, AgentqClient, parseRetryAfter } from '../src/index.js';
+import { AgentqApiError, AgentqAuthError, AgentqClient, MAX_CA_FILE_BYTES, parseRetryAfter, readCaFile } from '../src/index.js';
 
 type Handler = (req: IncomingMessage, res: ServerResponse, n: number) => void;
 
@@ -159,4 +160,49 @@ test('a CA file with no certificate in it (the key, another file, a certificate 
   await construct(file('ca.pem', pems.cert));
   await construct(file('chain.pem', `${pems.cert}\n${pems.cert}`));
   await construct(file('both.pem', `${pems.private}\n${pems.cert}`));
+});
+
+test('every form of CA file TLS takes is taken: the old X509 label, CRLF, text between certificates, a bundle, the system one', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'agentq-client-ca-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const pems = await selfsigned.generate([{ name: 'commonName', value: 'agentq test coordinator' }], {
+    keyType: 'ec',
+    algorithm: 'sha256',
+    extensions: [{ name: 'subjectAltName', altNames: [{ type: 7, ip: '127.0.0.1' }] }],
+  });
+  const s = createHttpsServer({ cert: pems.cert, key: pems.private }, (_req, res) => json(res, 200, health));
+  await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve));
+  t.after(() => new Promise<void>((resolve) => s.close(() => resolve())));
+  const url = `https://127.0.0.1:${(s.address() as { port: number }).port}`;
+  const other = await selfsigned.generate([{ name: 'commonName', value: 'another CA' }], { keyType: 'ec', algorithm: 'sha256' });
+  const system = existsSync('/etc/ssl/certs/ca-certificates.crt') ? readFileSync('/etc/ssl/certs/ca-certificates.crt', 'utf8') : '';
+  const forms: Record<string, string> = {
+    // OpenSSL's old label, which its PEM reader (and so TLS) takes as a certificate
+    'x509-label.pem': pems.cert.replace(/(BEGIN|END) CERTIFICATE/g, '$1 X509 CERTIFICATE'),
+    'crlf.pem': pems.cert.replace(/\r?\n/g, '\r\n'),
+    'commented.pem': `# the agentq CA\nSubject: CN=agentq test coordinator\n${other.cert}\nthe next one is ours\n${pems.cert}`,
+    'system-bundle-and-ours.pem': `${system}\n${pems.cert}`,
+  };
+  for (const [name, text] of Object.entries(forms)) {
+    const caFile = join(dir, name);
+    writeFileSync(caFile, text);
+    const client = new AgentqClient({ url, caFile });
+    try {
+      assert.equal((await client.health()).status, 'ok', name);
+    } finally {
+      await client.close();
+    }
+  }
+});
+
+test('a CA file is read within bounds: BEGIN lines without END are refused at once, a file past MAX_CA_FILE_BYTES unread', { timeout: 20_000 }, (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'agentq-client-ca-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  // a lazy BEGIN...END regex scanned to the end of the file from each BEGIN: minutes for this one
+  const begins = join(dir, 'begins.pem');
+  writeFileSync(begins, '-----BEGIN CERTIFICATE-----\nMIIB\n'.repeat(Math.floor((MAX_CA_FILE_BYTES - 1024) / 33)));
+  assert.throws(() => readCaFile(begins), /holds no PEM certificate/);
+  const big = join(dir, 'big.pem');
+  writeFileSync(big, Buffer.alloc(MAX_CA_FILE_BYTES + 1, 0x41));
+  assert.throws(() => readCaFile(big), (e: Error) => e.message === `cannot read the CA file ${big}: it is larger than 4 MiB: not a CA certificate file`);
 });
