@@ -39,16 +39,7 @@ test('a session deleted by retention leaves the open page, and a page opened lat
 });
 
 test('a session that replayed events name is shown only if the API still has it', { skip }, async (t) => {
-  const clock = new ManualClock(Date.now());
-  const { page, client, app } = await openDashboard(t, browser(), { path: '#/sessions', config: retention, deps: { clock } });
-  const launcher = await fakeLauncher(client);
-  const job = await client.createJob({ type: 'start_session', session_name: 'silent', prompt: 'p' });
-  await launcher.take();
-  await launcher.completed(job.job_id, 'done');
-  clock.advance(RETENTION_MS);
-  await app.core.sweep(); // its job goes
-  // the session goes without an event, as a coordinator from before session.evicted did it
-  await app.core.store.transaction(async (tx) => tx.deleteSession('silent'));
+  const { page, client } = await sessionGoneWithoutEvent(t);
   await assert.rejects(client.getSession('silent'), { code: 'session_not_found' });
   await client.createJob({ type: 'start_session', session_name: 'kept', prompt: 'p' });
 
@@ -71,16 +62,7 @@ test('a session that replayed events name is shown only if the API still has it'
 });
 
 test('a failed check of a session that replayed events name is shown apart, under "No sessions yet" of a list read whole, and can be made again', { skip }, async (t) => {
-  const clock = new ManualClock(Date.now());
-  const { page, client, app } = await openDashboard(t, browser(), { path: '#/sessions', config: retention, deps: { clock } });
-  const launcher = await fakeLauncher(client);
-  const job = await client.createJob({ type: 'start_session', session_name: 'silent', prompt: 'p' });
-  await launcher.take();
-  await launcher.completed(job.job_id, 'done');
-  clock.advance(RETENTION_MS);
-  await app.core.sweep(); // its job goes
-  // the session goes without an event, as a coordinator from before session.evicted did it
-  await app.core.store.transaction(async (tx) => tx.deleteSession('silent'));
+  const { page, client } = await sessionGoneWithoutEvent(t);
   assert.deepEqual((await client.listSessions()).sessions, [], 'no session left');
 
   // a fresh page: the replayed events name "silent", and its check fails once
@@ -336,3 +318,22 @@ test("the events buffered while a session's job list is read again after a gap a
   // the list read before the gap is still shown, with the event that came during the read
   await row.and(page.locator('[data-status="stopped"]')).waitFor();
 });
+
+/**
+ * The sessions page open on a coordinator where session `silent` ran a job, and then the job
+ * (swept past its retention) and the session went without an event, as a coordinator from before
+ * session.evicted removed them: replayed events still name it.
+ */
+async function sessionGoneWithoutEvent(t: TestContext): Promise<Awaited<ReturnType<typeof openDashboard>>> {
+  const clock = new ManualClock(Date.now());
+  const opened = await openDashboard(t, browser(), { path: '#/sessions', config: retention, deps: { clock } });
+  const { client, app } = opened;
+  const launcher = await fakeLauncher(client);
+  const job = await client.createJob({ type: 'start_session', session_name: 'silent', prompt: 'p' });
+  await launcher.take();
+  await launcher.completed(job.job_id, 'done');
+  clock.advance(RETENTION_MS);
+  await app.core.sweep(); // its job goes
+  await app.core.store.transaction(async (tx) => tx.deleteSession('silent'));
+  return opened;
+}
