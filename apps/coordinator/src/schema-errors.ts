@@ -41,6 +41,11 @@ export function explain(error: ValueError): Explained {
   }
 }
 
+/** A JSON pointer segment as the key it names (RFC 6901: `a~1b` is `a/b`, `~0` is `~`). */
+export function pointerSegment(segment: string): string {
+  return segment.replace(/~1/g, '/').replace(/~0/g, '~');
+}
+
 /**
  * A key a record's key pattern refuses (a label name in `requires` or `labels`): said of the record,
  * the field a person wrote, with the key quoted: the key is no field (`{"": "x"}` has no name to
@@ -48,8 +53,8 @@ export function explain(error: ValueError): Explained {
  */
 function recordKey(error: ValueError): Explained {
   const cut = error.path.lastIndexOf('/');
-  // the key as written: TypeBox escapes it into the path as a JSON pointer segment (RFC 6901)
-  const key = error.path.slice(cut + 1).replace(/~1/g, '/').replace(/~0/g, '~');
+  // the key as written: TypeBox escapes it into the path as a JSON pointer segment
+  const key = pointerSegment(error.path.slice(cut + 1));
   const pattern = Object.keys((error.schema as { patternProperties?: object }).patternProperties ?? {})[0];
   const rule = pattern === LabelKey.pattern ? `label key ${JSON.stringify(key)} ${LABEL_KEY_RULE}` : `key ${JSON.stringify(key)} does not match ${pattern}`;
   return { path: error.path.slice(0, cut), message: rule };

@@ -2,7 +2,7 @@ import type { TSchema } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
 import { Value } from '@sinclair/typebox/value';
 import type { FastifySchemaCompiler } from 'fastify';
-import { explain } from '../schema-errors.js';
+import { explain, pointerSegment } from '../schema-errors.js';
 
 /** One failed check, in the shape Fastify puts on `error.validation`. */
 export interface ValidationIssue {
@@ -97,10 +97,7 @@ function numericKeys(schema: TSchema): Set<string> {
 
 /** `"/a/0/b"` -> `"a[0].b"`; empty -> the request part's name. A segment is unescaped (RFC 6901: a label key `a/b` is `a~1b` in the pointer). */
 export function fieldName(instancePath: string, part: string | undefined): string {
-  const segments = instancePath
-    .split('/')
-    .filter(Boolean)
-    .map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
+  const segments = instancePath.split('/').filter(Boolean).map(pointerSegment);
   if (segments.length === 0) return part === 'querystring' ? 'query' : (part ?? 'request');
   return segments.map((s, i) => (/^\d+$/.test(s) ? `[${s}]` : i === 0 ? s : `.${s}`)).join('');
 }
