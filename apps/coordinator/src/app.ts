@@ -8,6 +8,7 @@ import { ConfigError, type CoordinatorConfig } from './config.js';
 import { systemClock, type Clock } from './core/clock.js';
 import { Coordinator } from './core/coordinator.js';
 import { CoordinatorError } from './core/errors.js';
+import { settledWithin } from './core/within.js';
 import { checkExposure, isLoopback } from './exposure.js';
 import { agentAuth } from './http/auth/agent-auth.js';
 import { StoreLauncherCredentials, type LauncherCredentials } from './http/auth/launcher-credentials.js';
@@ -69,17 +70,6 @@ export function createLogger(config: CoordinatorConfig, destination?: Destinatio
 
 /** How long a shutdown waits for a sweep under way before the store is closed under it. */
 const SWEEP_DRAIN_MS = 2000;
-
-/** Resolves once `promise` settles, or after `ms`, whichever comes first. */
-async function settledWithin(promise: Promise<unknown>, ms: number): Promise<void> {
-  let late: NodeJS.Timeout | undefined;
-  const timeout = new Promise<void>((resolve) => (late = setTimeout(resolve, ms)));
-  try {
-    await Promise.race([promise.then(() => undefined, () => undefined), timeout]);
-  } finally {
-    clearTimeout(late);
-  }
-}
 
 /**
  * Build the coordinator's Fastify app, not listening (only main.ts and startCoordinator listen).

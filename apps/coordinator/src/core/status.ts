@@ -2,6 +2,7 @@ import type { Health } from '@agentq/protocol';
 import type { ScrapeCounts } from '../metrics/source.js';
 import type { CoreContext } from './context.js';
 import { isServed, routeFromKey } from './routing.js';
+import { within } from './within.js';
 
 /**
  * How long `/health` and `/metrics` wait for the store. A database that takes connections but
@@ -10,14 +11,9 @@ import { isServed, routeFromKey } from './routing.js';
  */
 export const STATUS_STORE_WAIT_MS = 2000;
 
-/** `work`, or a rejection once `ms` have passed (the work goes on, its answer unused). */
-function within<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what}: the store did not answer within ${ms} ms`)), ms);
-  });
-  work.catch(() => undefined); // answered after the time: nobody waits for it any more
-  return Promise.race([work, late]).finally(() => clearTimeout(timer));
+/** `work` of the store, or a rejection once STATUS_STORE_WAIT_MS have passed. */
+function storeWithin<T>(work: Promise<T>, what: string): Promise<T> {
+  return within(work, STATUS_STORE_WAIT_MS, `${what}: the store did not answer within ${STATUS_STORE_WAIT_MS} ms`);
 }
 
 /*
@@ -35,7 +31,7 @@ export async function health(ctx: CoreContext, startedAt: number, parkedPolls: (
   const { store, clock } = ctx;
   const uptime_seconds = Math.round(clock.now() - startedAt) / 1000;
   try {
-    const [counts, launchers] = await within(Promise.all([store.counts(), store.listLaunchers()]), STATUS_STORE_WAIT_MS, 'health');
+    const [counts, launchers] = await storeWithin(Promise.all([store.counts(), store.listLaunchers()]), 'health');
     let online = 0;
     let stale = 0;
     for (const l of launchers) {
@@ -67,9 +63,8 @@ export async function health(ctx: CoreContext, startedAt: number, parkedPolls: (
 /** What `/metrics` reads at each scrape (see metrics/source.ts). */
 export async function metricsCounts(ctx: CoreContext, parkedPolls: () => number): Promise<ScrapeCounts> {
   const { store } = ctx;
-  const [counts, jobsByStatus, buckets, launcherRows] = await within(
+  const [counts, jobsByStatus, buckets, launcherRows] = await storeWithin(
     Promise.all([store.counts(), store.countByStatus(), store.readyBuckets(), store.listLaunchers()]),
-    STATUS_STORE_WAIT_MS,
     'metrics',
   );
   // ready jobs are bucketed by route: a bucket waits for a free slot when some online launcher

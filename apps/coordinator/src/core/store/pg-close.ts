@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { settledWithin } from '../within.js';
 
 /*
  * Closing PostgreSQL connections without waiting for a frozen host. node-postgres' end() sends
@@ -63,13 +64,7 @@ export function trackedClients(): { Client: typeof pg.Client; open: ReadonlySet<
 export async function endPoolWithin(pool: pg.Pool, open: ReadonlySet<pg.Client>, ms: number): Promise<void> {
   const ended = pool.end().catch(() => undefined);
   const closed = () => Promise.all([...open].map((c) => new Promise<void>((resolve) => c.connection.once('end', () => resolve()))));
-  let late: NodeJS.Timeout | undefined;
-  const grace = new Promise<void>((resolve) => (late = setTimeout(resolve, ms)));
-  try {
-    await Promise.race([Promise.all([ended, closed()]), grace]);
-  } finally {
-    clearTimeout(late);
-  }
+  await settledWithin(Promise.all([ended, closed()]), ms);
   if (open.size === 0) return;
   const gone = closed();
   for (const client of open) destroy(client);

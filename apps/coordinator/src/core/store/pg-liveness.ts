@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { within } from '../within.js';
 import { CLOSE_GRACE_MS, destroy, endWithin } from './pg-close.js';
 
 /**
@@ -55,17 +56,12 @@ export async function whileAnswering<T>(
 async function answers(config: pg.ClientConfig, queryMs: number): Promise<void> {
   const probe = new pg.Client(config);
   probe.on('error', () => undefined); // a failure also fails the connect or the query
-  let silent: NodeJS.Timeout | undefined;
   try {
     await probe.connect();
-    await new Promise<void>((resolve, reject) => {
-      silent = setTimeout(() => reject(new Error(`SELECT 1 was not answered within ${queryMs} ms`)), queryMs);
-      probe.query('SELECT 1').then(() => resolve(), reject);
-    });
+    await within(probe.query('SELECT 1'), queryMs, `SELECT 1 was not answered within ${queryMs} ms`);
   } catch (err) {
     if (!(err instanceof pg.DatabaseError)) throw err;
   } finally {
-    clearTimeout(silent);
     await endWithin(probe, CLOSE_GRACE_MS);
   }
 }
