@@ -1,4 +1,5 @@
 import type { Job, JobStatus } from '@agentq/protocol';
+import { byCreation, type Created } from './order.js';
 
 /** The job statuses, in lifecycle order (kept here so the bundle does not carry TypeBox). */
 export const JOB_STATUSES = [
@@ -44,9 +45,9 @@ export function mergeJob(known: Job | undefined, incoming: Job): Job {
  * created at the same instant (a batch), by `seq`, the creation order the API pages by. Without a
  * `seq` on either (a coordinator from before it), a tie counts as before.
  */
-export function listedBefore(a: Pick<Job, 'created_at' | 'seq'>, b: Pick<Job, 'created_at' | 'seq'>): boolean {
-  if (a.created_at !== b.created_at) return a.created_at > b.created_at;
-  return a.seq === undefined || b.seq === undefined || a.seq > b.seq;
+export function listedBefore(a: Created, b: Created): boolean {
+  const order = byCreation(a, b);
+  return order > 0 || (order === 0 && (a.seq === undefined || b.seq === undefined));
 }
 
 /** What the jobs list shows: `status` is a status, `active` (not terminal), `finished`, or all. */

@@ -1,4 +1,5 @@
 import type { EventSession } from '@agentq/protocol';
+import { byCreation } from './order.js';
 
 /** Sessions deleted by retention that the page remembers (the oldest are forgotten first). */
 const MAX_GONE = 10_000;
@@ -69,18 +70,10 @@ export class SessionMap {
       // each child's place computed once, not in every comparison
       const keyed = [...names].map((name) => {
         const c = this.all.get(name)!;
-        return { name, created: c.created_at, seq: c.seq, rank: named.get(name) ?? -1 };
+        return { name, created_at: c.created_at, seq: c.seq, rank: named.get(name) ?? -1 };
       });
       // at the same instant: creation order (`seq`) when both have one, as `GET /sessions?parent=` pages them
-      keyed.sort((a, b) =>
-        a.created !== b.created
-          ? a.created < b.created
-            ? -1
-            : 1
-          : a.seq !== undefined && b.seq !== undefined
-            ? a.seq - b.seq
-            : a.rank - b.rank || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0),
-      );
+      keyed.sort((a, b) => byCreation(a, b) || a.rank - b.rank || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
       order = { parent, names: keyed.map((k) => k.name) };
       this.#order.set(parent.session_name, order);
     }

@@ -4,6 +4,7 @@ import { ApiError, describeError } from '../lib/api.js';
 import { useEventBatches, useNow, useResync, useServices } from '../lib/context.js';
 import { ago, usageText } from '../lib/format.js';
 import { applyJob, type JobEvent, type JobFilter, type JobPage } from '../lib/jobs.js';
+import { byCreation } from '../lib/order.js';
 import { link } from '../lib/router.js';
 import { pendingNote, SessionMap } from '../lib/sessions.js';
 import { READ_TIMEOUT_MS, withTimeout } from '../lib/timeout.js';
@@ -259,19 +260,7 @@ export function SessionsView({ query }: { query: URLSearchParams }) {
       .filter((s) => range === null || covers(range, s.created_at, true) || s.session_name === focusRoot)
       // roots created at the same instant (a batch) in the API's order (`seq`): they were drawn in
       // the order the page came to have them (live: oldest first), another after a reload
-      .sort((a, b) =>
-        a.session_name === focusRoot
-          ? -1
-          : b.session_name === focusRoot
-            ? 1
-            : a.created_at !== b.created_at
-              ? a.created_at < b.created_at
-                ? 1
-                : -1
-              : a.seq !== undefined && b.seq !== undefined
-                ? b.seq - a.seq
-                : 0,
-      );
+      .sort((a, b) => (a.session_name === focusRoot ? -1 : b.session_name === focusRoot ? 1 : byCreation(b, a)));
   }, [version, focusRoot]);
 
   // one the page has meanwhile (a page read, a live event) exists: nothing left to check
